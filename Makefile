@@ -1,0 +1,31 @@
+# Two entry points (see README): `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[test,server]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/pacms demo
+
+lint: install
+	$(BIN)/ruff check langchain_pacms tests benchmarks examples
+
+test: install lint
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The ``pacms`` command line."""

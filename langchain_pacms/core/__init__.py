@@ -1,0 +1,35 @@
+"""Numeric core: arrays in, indices out. Imports numpy only (no LangChain)."""
+
+from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
+from langchain_pacms.core.objective import CoverageObjective
+from langchain_pacms.core.problem import Problem, unit_rows
+from langchain_pacms.core.strategies import (
+    Pick,
+    Strategy,
+    StrategyError,
+    auto_relevance_weight,
+    available_strategies,
+    get_strategy,
+    mmr_ranking,
+    register_strategy,
+    solve,
+)
+
+__all__ = [
+    "CoverageObjective",
+    "GreedyResult",
+    "Pick",
+    "Problem",
+    "Strategy",
+    "StrategyError",
+    "auto_relevance_weight",
+    "available_strategies",
+    "budgeted_greedy",
+    "get_strategy",
+    "lazy_greedy",
+    "mmr_ranking",
+    "plain_greedy",
+    "register_strategy",
+    "solve",
+    "unit_rows",
+]

@@ -1,0 +1,150 @@
+"""The selection problem as arrays: what every strategy receives.
+
+A :class:`Problem` holds unit-normalised candidate vectors, the query vector, token costs, the
+budget, the mandatory mask and chronological positions. It is built once per selection and is
+immutable afterwards; derived arrays (relevance, similarity) are computed lazily and cached.
+
+Example:
+    >>> import numpy as np
+    >>> p = Problem.build(np.eye(3), np.array([1.0, 0.0, 0.0]), tokens=[5, 5, 5], budget=10)
+    >>> p.relevance.tolist()
+    [1.0, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["Problem", "unit_rows"]
+
+
+def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
+    """Return ``matrix`` as float32 rows of unit length.
+
+    Rows that are all zero or contain a non-finite value become zero rows, so they have zero
+    similarity to everything (treated as irrelevant) instead of producing NaN.
+
+    Args:
+        matrix: A 1-D vector or a 2-D array of row vectors.
+
+    Returns:
+        A new float32 array of the same shape.
+    """
+    arr = np.array(matrix, dtype=np.float64, copy=True)
+    one_d = arr.ndim == 1
+    if one_d:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"expected a 1-D or 2-D array of vectors, got shape {arr.shape}")
+    bad = ~np.isfinite(arr).all(axis=1)
+    arr[bad] = 0.0
+    norms = np.linalg.norm(arr, axis=1)
+    nonzero = norms > 0
+    arr[nonzero] /= norms[nonzero, None]
+    out = arr.astype(np.float32)
+    return out[0] if one_d else out
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """One budgeted selection instance.
+
+    Attributes:
+        vectors: ``(n, d)`` float32 unit rows (zero rows allowed).
+        query: ``(d,)`` float32 unit vector (or zero).
+        tokens: ``(n,)`` int64 token cost of each candidate (>= 0).
+        budget: Token budget (> 0).
+        mandatory: ``(n,)`` bool mask of items that are always kept.
+        positions: ``(n,)`` int64 chronological positions (larger is newer).
+    """
+
+    vectors: NDArray[np.float32]
+    query: NDArray[np.float32]
+    tokens: NDArray[np.int64]
+    budget: int
+    mandatory: NDArray[np.bool_]
+    positions: NDArray[np.int64]
+
+    @classmethod
+    def build(
+        cls,
+        vectors: ArrayLike,
+        query: ArrayLike,
+        *,
+        tokens: ArrayLike,
+        budget: int,
+        mandatory: ArrayLike | None = None,
+        positions: ArrayLike | None = None,
+    ) -> Problem:
+        """Validate raw inputs and build a problem (inputs are copied, never mutated).
+
+        Args:
+            vectors: ``(n, d)`` candidate embeddings, any scale.
+            query: ``(d,)`` query embedding.
+            tokens: Token cost per candidate.
+            budget: Token budget; must be positive.
+            mandatory: Optional boolean mask of always-kept candidates.
+            positions: Optional chronological positions; defaults to ``0..n-1``.
+
+        Returns:
+            The validated problem.
+
+        Raises:
+            ValueError: On mismatched shapes, negative costs or a non-positive budget.
+        """
+        tok = np.asarray(tokens)
+        n = int(tok.shape[0]) if tok.ndim == 1 else -1
+        if n < 0:
+            raise ValueError("tokens must be a 1-D sequence of integers")
+        if n and not np.issubdtype(tok.dtype, np.integer):
+            raise ValueError("tokens must be integers")
+        tok = tok.astype(np.int64)
+        if (tok < 0).any():
+            raise ValueError("token counts must be >= 0")
+        if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
+            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        q = np.asarray(query, dtype=np.float64)
+        if q.ndim != 1:
+            raise ValueError(f"query must be a 1-D vector, got shape {q.shape}")
+        v = np.asarray(vectors, dtype=np.float64)
+        if n == 0:
+            v = v.reshape(0, q.shape[0])
+        if v.ndim != 2 or v.shape[0] != n or v.shape[1] != q.shape[0]:
+            raise ValueError(
+                f"vectors must have shape ({n}, {q.shape[0]}) to match tokens and query, "
+                f"got {v.shape}"
+            )
+        mand = np.zeros(n, bool) if mandatory is None else np.asarray(mandatory, dtype=bool)
+        pos = np.arange(n) if positions is None else np.asarray(positions, dtype=np.int64)
+        if mand.shape != (n,) or pos.shape != (n,):
+            raise ValueError("mandatory and positions must have one entry per candidate")
+        return cls(
+            vectors=unit_rows(v),
+            query=unit_rows(q),
+            tokens=tok,
+            budget=int(budget),
+            mandatory=mand.copy(),
+            positions=pos.copy(),
+        )
+
+    @property
+    def n(self) -> int:
+        """Number of candidates."""
+        return int(self.tokens.shape[0])
+
+    @cached_property
+    def relevance(self) -> NDArray[np.float32]:
+        """``rel(i) = max(0, cos(e_i, e_q))`` for every candidate."""
+        return np.maximum(self.vectors @ self.query, 0.0).astype(np.float32)
+
+    def recency_order(self) -> NDArray[np.int64]:
+        """Indices from newest to oldest (ties: later index first)."""
+        return np.lexsort((-np.arange(self.n), -self.positions)).astype(np.int64)
+
+    def relevance_order(self) -> NDArray[np.int64]:
+        """Indices by decreasing relevance; ties break by earlier position, then index."""
+        return np.lexsort((np.arange(self.n), self.positions, -self.relevance)).astype(np.int64)

@@ -1,0 +1,351 @@
+"""Selection strategies behind one registry and one signature.
+
+A strategy is a callable ``(problem, **options) -> Pick``. It may return its picks in any
+order of preference; :func:`solve` charges the mandatory items first, guards the budget and
+checks what a strategy returned, so user strategies get the same guarantees as built-in ones.
+
+Built-in strategies:
+
+* ``pacms``: budgeted greedy on the coverage objective (see :mod:`.objective`, :mod:`.greedy`),
+  then the leftover budget is filled by relevance so no budget is wasted on a saturated objective.
+* ``topk``: by relevance, add every candidate that still fits.
+* ``lastk``: newest first, add while it fits (a contiguous recency window, like truncation).
+* ``mmr``: the maximal-marginal-relevance ranking of LangChain's
+  ``maximal_marginal_relevance`` over all candidates, walked under the budget, skipping what does
+  not fit. This is an incremental twin of that function (identical picks, proven by a test).
+* ``rag``: the ``k`` most relevant candidates (a classic retriever), then capped by the budget.
+
+Example:
+    >>> import numpy as np
+    >>> from langchain_pacms.core import Problem, solve
+    >>> p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
+    >>> solve(p, "topk").order.tolist()
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from langchain_pacms.core.greedy import budgeted_greedy
+from langchain_pacms.core.objective import CoverageObjective
+from langchain_pacms.core.problem import Problem
+
+__all__ = [
+    "Pick",
+    "Strategy",
+    "StrategyError",
+    "auto_relevance_weight",
+    "available_strategies",
+    "get_strategy",
+    "register_strategy",
+    "solve",
+]
+
+
+class StrategyError(RuntimeError):
+    """A strategy returned a pick that breaks the selection invariants."""
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What a strategy chose.
+
+    Attributes:
+        order: Chosen candidate indices in pick order (mandatory items first in :func:`solve`).
+        scores: Per-candidate score at pick time (marginal gain for ``pacms``, relevance for
+            ``topk``/``rag``, MMR score for ``mmr``, 0 for ``lastk``); NaN where not picked.
+        over_budget: True when the mandatory items alone exceed the budget.
+        info: Strategy diagnostics (e.g. greedy evaluations, the relevance weight used).
+    """
+
+    order: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    over_budget: bool = False
+    info: dict[str, Any] | None = None
+
+
+class Strategy(Protocol):
+    """Signature shared by every strategy."""
+
+    def __call__(self, problem: Problem, **options: Any) -> Pick:
+        """Choose candidate indices for ``problem``."""
+        ...
+
+
+_REGISTRY: dict[str, Strategy] = {}
+
+
+def register_strategy(name: str, strategy: Strategy, *, replace: bool = False) -> None:
+    """Register a strategy under ``name``.
+
+    Args:
+        name: Registry key, e.g. ``"mine"``.
+        strategy: Callable ``(problem, **options) -> Pick``.
+        replace: Allow replacing an existing name.
+
+    Raises:
+        ValueError: If the name is taken and ``replace`` is false, or the name is empty.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError("strategy name must be a non-empty string")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"strategy {name!r} is already registered (pass replace=True)")
+    _REGISTRY[name] = strategy
+
+
+def get_strategy(name: str) -> Strategy:
+    """Look up a registered strategy, with a clear error for unknown names."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(available_strategies())
+        raise ValueError(f"unknown strategy {name!r}; registered: {known}") from None
+
+
+def available_strategies() -> list[str]:
+    """Names of the registered strategies, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _walk(
+    problem: Problem,
+    ranking: Iterable[int],
+    remaining: int,
+    taken: NDArray[np.bool_],
+    *,
+    stop_at_first_misfit: bool = False,
+) -> list[int]:
+    """Add ranked candidates that still fit; ``taken`` is updated in place."""
+    added: list[int] = []
+    for j in ranking:
+        if taken[j]:
+            continue
+        cost = int(problem.tokens[j])
+        if cost > remaining:
+            if stop_at_first_misfit:
+                break
+            continue
+        taken[j] = True
+        remaining -= cost
+        added.append(int(j))
+    return added
+
+
+def _scored(problem: Problem, picked: list[int], values: NDArray[np.float64]) -> Pick:
+    scores = np.full(problem.n, np.nan)
+    scores[picked] = values[picked]
+    return Pick(np.asarray(picked, dtype=np.int64), scores)
+
+
+def _mandatory_state(problem: Problem) -> tuple[NDArray[np.int64], int, NDArray[np.bool_]]:
+    start = np.flatnonzero(problem.mandatory).astype(np.int64)
+    remaining = problem.budget - int(problem.tokens[start].sum())
+    return start, remaining, problem.mandatory.copy()
+
+
+def topk(problem: Problem) -> Pick:
+    """Rank by relevance (ties: earlier position) and add every candidate that fits."""
+    start, remaining, taken = _mandatory_state(problem)
+    picked = _walk(problem, problem.relevance_order().tolist(), remaining, taken)
+    return _scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))
+
+
+def lastk(problem: Problem) -> Pick:
+    """Newest first, add while the next one fits (a contiguous window of recent items)."""
+    start, remaining, taken = _mandatory_state(problem)
+    order = problem.recency_order().tolist()
+    picked = _walk(problem, order, remaining, taken, stop_at_first_misfit=True)
+    return _scored(problem, [*start.tolist(), *picked], np.zeros(problem.n))
+
+
+def rag(problem: Problem, *, k: int = 4) -> Pick:
+    """The ``k`` most relevant candidates, as a fixed-k retriever returns them, under the budget."""
+    if k < 1:
+        raise ValueError(f"rag needs k >= 1, got {k}")
+    start, remaining, taken = _mandatory_state(problem)
+    ranked = [j for j in problem.relevance_order().tolist() if not taken[j]][:k]
+    picked = _walk(problem, ranked, remaining, taken)
+    return _scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))
+
+
+def mmr_ranking(
+    vectors: NDArray[np.floating[Any]],
+    query: NDArray[np.floating[Any]],
+    lambda_mult: float = 0.5,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Full maximal-marginal-relevance ranking, computed incrementally.
+
+    Follows LangChain's ``maximal_marginal_relevance`` with ``k = n``: start from the most
+    query-similar item, then repeatedly take the item maximising
+    ``lambda_mult * sim(q, i) - (1 - lambda_mult) * max_{s in S} sim(i, s)`` (raw cosines, zero
+    vectors scoring 0, first index on ties). Instead of recomputing similarities to the whole
+    selected set each step, it keeps a running maximum, so the cost is ``O(n^2 d)`` rather than
+    ``O(n^3 d)``.
+
+    Args:
+        vectors: ``(n, d)`` candidate embeddings.
+        query: ``(d,)`` query embedding.
+        lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
+
+    Returns:
+        The ranking and the MMR score of each item at the step it was taken.
+    """
+    x = np.asarray(vectors)
+    n = x.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    norms = np.linalg.norm(x, axis=1)
+    q = np.asarray(query)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        to_query = (x @ q) / (norms * np.linalg.norm(q))
+    to_query[~np.isfinite(to_query)] = 0.0
+    first = int(np.argmax(to_query))
+    order = [first]
+    scores = [float(to_query[first])]
+    redundancy = np.full(n, -np.inf)
+    taken = np.zeros(n, dtype=bool)
+    taken[first] = True
+    last = first
+    for _ in range(n - 1):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sim = (x @ x[last]) / (norms * norms[last])
+        sim[~np.isfinite(sim)] = 0.0
+        np.maximum(redundancy, sim, out=redundancy)
+        value = lambda_mult * to_query - (1 - lambda_mult) * redundancy
+        value[taken] = -np.inf
+        last = int(np.argmax(value))
+        taken[last] = True
+        order.append(last)
+        scores.append(float(value[last]))
+    return np.asarray(order, dtype=np.int64), np.asarray(scores)
+
+
+def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
+    """LangChain's MMR ranking over all candidates, walked under the budget."""
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
+    start, remaining, taken = _mandatory_state(problem)
+    ranking, step_scores = mmr_ranking(problem.vectors, problem.query, lambda_mult)
+    picked = _walk(problem, ranking.tolist(), remaining, taken)
+    values = np.zeros(problem.n)
+    values[ranking] = step_scores
+    return _scored(problem, [*start.tolist(), *picked], values)
+
+
+def auto_relevance_weight(problem: Problem) -> float:
+    """Relevance weight for ``relevance_weight="auto"``: more weight on relevance when tight.
+
+    With a small budget only a handful of items fit and relevance ranking is hard to beat; with a
+    generous one coverage pays off. The weight falls linearly from 1 at a budget of 0% of the pool
+    to 0 at 50% and beyond.
+    """
+    total = int(problem.tokens.sum())
+    ratio = problem.budget / total if total else 1.0
+    return float(np.clip(1.0 - 2.0 * ratio, 0.0, 1.0))
+
+
+def pacms(
+    problem: Problem,
+    *,
+    relevance_weight: float | str = 0.0,
+    density_threshold: float | None = None,
+    cost_exponent: float = 1.0,
+    fill: bool = True,
+) -> Pick:
+    """Budgeted greedy on the coverage objective, with the best-single-item check.
+
+    Args:
+        problem: The selection instance.
+        relevance_weight: ``lam`` of the objective, or ``"auto"`` (see
+            :func:`auto_relevance_weight`).
+        density_threshold: Near-duplicate cosine for density normalisation (``None``: off).
+        cost_exponent: Greedy ratio is ``gain / tokens ** cost_exponent``.
+        fill: After the greedy stops (no positive gain fits), add what still fits by relevance.
+
+    Returns:
+        Picks in greedy order; scores are marginal gains (0 for fill items).
+    """
+    if relevance_weight == "auto":
+        lam = auto_relevance_weight(problem)
+    elif isinstance(relevance_weight, (int, float)) and not isinstance(relevance_weight, bool):
+        lam = float(relevance_weight)
+    else:
+        raise ValueError(f"relevance_weight must be a number in [0, 1] or 'auto', "
+                         f"got {relevance_weight!r}")
+    start, remaining, taken = _mandatory_state(problem)
+    scores = np.full(problem.n, np.nan)
+    if problem.n == int(start.size):
+        return Pick(start, scores, info={"relevance_weight": lam, "evaluations": 0})
+    objective = CoverageObjective(
+        problem, relevance_weight=lam, density_threshold=density_threshold
+    )
+    rank = np.empty(problem.n, dtype=np.int64)
+    rank[problem.relevance_order()] = np.arange(problem.n)
+    result = budgeted_greedy(
+        objective, problem.tokens, problem.budget, start, rank, cost_exponent=cost_exponent
+    )
+    picked = [*start.tolist(), *result.picks]
+    scores[result.picks] = result.gains
+    taken[result.picks] = True
+    if fill:
+        left = remaining - int(problem.tokens[result.picks].sum())
+        extra = _walk(problem, problem.relevance_order().tolist(), left, taken)
+        scores[extra] = 0.0
+        picked.extend(extra)
+    scores[start] = np.nan
+    info = {"relevance_weight": lam, "evaluations": result.evaluations}
+    return Pick(np.asarray(picked, dtype=np.int64), scores, info=info)
+
+
+def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) -> Pick:
+    """Run a strategy with the shared guarantees.
+
+    If the mandatory items alone exceed the budget, exactly they are kept and the pick says
+    ``over_budget``. Otherwise the strategy runs and its answer is checked: indices in range, no
+    repeats, mandatory items included, tokens within budget.
+
+    Args:
+        problem: The selection instance.
+        strategy: A registered name or a strategy callable.
+        **options: Passed to the strategy.
+
+    Returns:
+        The checked pick.
+
+    Raises:
+        ValueError: For an unknown strategy name or bad options.
+        StrategyError: If the strategy broke an invariant.
+    """
+    fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    mandatory = np.flatnonzero(problem.mandatory).astype(np.int64)
+    if int(problem.tokens[mandatory].sum()) > problem.budget:
+        return Pick(mandatory, np.full(problem.n, np.nan), over_budget=True)
+    pick = fn(problem, **options)
+    order = np.asarray(pick.order, dtype=np.int64)
+    if order.size and (order.min() < 0 or order.max() >= problem.n):
+        raise StrategyError("strategy returned an index out of range")
+    if np.unique(order).size != order.size:
+        raise StrategyError("strategy returned an index twice")
+    if not np.isin(mandatory, order).all():
+        raise StrategyError("strategy dropped a mandatory item")
+    if int(problem.tokens[order].sum()) > problem.budget:
+        raise StrategyError("strategy exceeded the token budget")
+    rest = order[~np.isin(order, mandatory)]
+    return Pick(np.concatenate([mandatory, rest]), pick.scores, False, pick.info)
+
+
+_BUILTINS: dict[str, Callable[..., Pick]] = {
+    "pacms": pacms,
+    "topk": topk,
+    "lastk": lastk,
+    "mmr": mmr,
+    "rag": rag,
+}
+for _name, _fn in _BUILTINS.items():
+    register_strategy(_name, _fn)

@@ -1,0 +1,209 @@
+"""A content-hash embedding cache around any LangChain ``Embeddings``.
+
+Vectors are keyed by (model identity, kind, sha256 of the text): only misses reach the wrapped
+model, in batches. The cache lives as long as the wrapper (keep one selector per process so it
+stays warm), is safe to share between threads, and can be backed by any LangChain ``ByteStore``
+(for example ``LocalFileStore`` on disk, or a Redis store shared by many workers).
+
+Example:
+    >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+    >>> cached = CachedEmbeddings(HashedTfidfEmbeddings(dim=64))
+    >>> _ = cached.embed_matrix(["a", "b"]); _ = cached.embed_matrix(["a", "c"])
+    >>> cached.hits, cached.misses
+    (1, 3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import ByteStore
+from numpy.typing import NDArray
+
+__all__ = ["CachedEmbeddings", "model_identity"]
+
+_MODEL_FIELDS = ("model", "model_name", "model_id", "deployment", "dimensions", "base_url")
+
+
+def model_identity(embeddings: Embeddings) -> str:
+    """A string that names an embedding model well enough to key a cache.
+
+    Uses ``embeddings.cache_identity`` when the object defines it, else the class path and common
+    model fields (``model``, ``model_name``, ``base_url``, ...).
+    """
+    own = getattr(embeddings, "cache_identity", None)
+    if isinstance(own, str) and own:
+        return own
+    cls = type(embeddings)
+    parts = [f"{cls.__module__}.{cls.__qualname__}"]
+    for name in _MODEL_FIELDS:
+        value = getattr(embeddings, name, None)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            parts.append(f"{name}={value}")
+    return ":".join(parts)
+
+
+class CachedEmbeddings(Embeddings):
+    """Embeddings wrapper that embeds each distinct text once.
+
+    Args:
+        embeddings: The model to wrap.
+        store: Optional ``ByteStore`` for the vectors; default is an in-memory LRU map.
+        namespace: Cache namespace; defaults to :func:`model_identity` of the model.
+        batch_size: Most texts sent to the model in one call.
+        max_entries: Size of the in-memory map (ignored when ``store`` is given).
+
+    Attributes:
+        hits: Texts answered from the cache so far.
+        misses: Texts sent to the model so far.
+    """
+
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        *,
+        store: ByteStore | None = None,
+        namespace: str | None = None,
+        batch_size: int = 256,
+        max_entries: int = 500_000,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.embeddings = embeddings
+        self.store = store
+        self.namespace = namespace or model_identity(embeddings)
+        self.batch_size = batch_size
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._memory: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- keys and storage -------------------------------------------------------------------
+    def _key(self, text: str, kind: str) -> str:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{self.namespace}|{kind}|{digest}"
+
+    def _lookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
+        if self.store is not None:
+            raw = self.store.mget(keys)
+            return [None if b is None else np.frombuffer(b, dtype=np.float32) for b in raw]
+        with self._lock:
+            found = [self._memory.get(k) for k in keys]
+            for k, v in zip(keys, found):
+                if v is not None:
+                    self._memory.move_to_end(k)
+        return found
+
+    def _save(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
+        if self.store is not None:
+            self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
+            return
+        with self._lock:
+            for k, v in pairs:
+                self._memory[k] = v
+            while len(self._memory) > self.max_entries:
+                self._memory.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget the in-memory vectors and reset the counters (a ``store`` is left as is)."""
+        with self._lock:
+            self._memory.clear()
+            self.hits = self.misses = 0
+
+    # -- the shared plan: look up, embed misses, assemble ------------------------------------
+    def _plan(self, texts: Sequence[str], kind: str) -> tuple[list[str], list[Any], list[str]]:
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must be str, got {type(t).__name__}")
+        keys = [self._key(t, kind) for t in texts]
+        found = self._lookup(keys)
+        todo = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+        with self._lock:
+            self.hits += sum(f is not None for f in found)
+            self.misses += len(todo)
+        return keys, found, todo
+
+    def _finish(
+        self, keys: list[str], found: list[Any], todo: list[str], vectors: list[Any], kind: str
+    ) -> NDArray[np.float32]:
+        if len(vectors) != len(todo):
+            raise ValueError(
+                f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
+            )
+        fresh = {self._key(t, kind): np.asarray(v, dtype=np.float32) for t, v in zip(todo, vectors)}
+        self._save(list(fresh.items()))
+        rows = [f if f is not None else fresh[k] for k, f in zip(keys, found)]
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        dims = {r.shape for r in rows}
+        if len(dims) != 1 or len(next(iter(dims))) != 1:
+            raise ValueError(f"embedding model returned vectors of differing shapes: {dims}")
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def _batches(self, todo: list[str]) -> list[list[str]]:
+        return [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+
+    def _embed_sync(self, batch: list[str], kind: str) -> list[Any]:
+        if kind == "query":
+            return [self.embeddings.embed_query(t) for t in batch]
+        fast = getattr(self.embeddings, "embed_matrix", None)
+        return list(fast(batch)) if callable(fast) else self.embeddings.embed_documents(batch)
+
+    async def _embed_async(self, batch: list[str], kind: str) -> list[Any]:
+        if kind == "query":
+            return [await self.embeddings.aembed_query(t) for t in batch]
+        fast = getattr(self.embeddings, "embed_matrix", None)
+        if callable(fast):
+            return list(await asyncio.to_thread(fast, batch))
+        return await self.embeddings.aembed_documents(batch)
+
+    # -- public API ---------------------------------------------------------------------------
+    def embed_matrix(self, texts: Sequence[str], *, kind: str = "document") -> NDArray[np.float32]:
+        """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
+
+        Args:
+            texts: The texts.
+            kind: ``"document"`` or ``"query"`` (models may embed the two differently).
+
+        Returns:
+            One row per input text, in input order.
+        """
+        keys, found, todo = self._plan(texts, kind)
+        vectors: list[Any] = []
+        for batch in self._batches(todo):
+            vectors.extend(self._embed_sync(batch, kind))
+        return self._finish(keys, found, todo, vectors, kind)
+
+    async def aembed_matrix(
+        self, texts: Sequence[str], *, kind: str = "document"
+    ) -> NDArray[np.float32]:
+        """Async twin of :meth:`embed_matrix`."""
+        keys, found, todo = self._plan(texts, kind)
+        vectors: list[Any] = []
+        for batch in self._batches(todo):
+            vectors.extend(await self._embed_async(batch, kind))
+        return self._finish(keys, found, todo, vectors, kind)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents through the cache (LangChain ``Embeddings`` interface)."""
+        return self.embed_matrix(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a query through the cache."""
+        return self.embed_matrix([text], kind="query")[0].tolist()
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Async twin of :meth:`embed_documents`."""
+        return (await self.aembed_matrix(texts)).tolist()
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """Async twin of :meth:`embed_query`."""
+        return (await self.aembed_matrix([text], kind="query"))[0].tolist()

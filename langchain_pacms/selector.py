@@ -1,0 +1,495 @@
+"""``ContextSelector``: candidates + query + budget -> :class:`Selection`.
+
+This is the one place where text becomes vectors (through a cached LangChain ``Embeddings``) and
+token counts (through one :class:`~langchain_pacms.tokens.TokenCounter`); the numeric work is
+done by :mod:`langchain_pacms.core`. Every strategy sees the same vectors and the same counts, so
+differences between strategies are policy, not plumbing.
+
+Example:
+    >>> from langchain_pacms import ContextSelector
+    >>> selector = ContextSelector()              # offline defaults
+    >>> sel = selector.select(
+    ...     ["The staging DB listens on port 6543.", "Lunch was great.", "CI is flaky again."],
+    ...     query="Which port does the staging DB use?",
+    ...     budget_tokens=12,
+    ... )
+    >>> sel.kept_ids
+    ('0',)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import ByteStore
+from numpy.typing import NDArray
+
+from langchain_pacms.core import Pick, Problem, Strategy, solve
+from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.tokens import TokenCounter, resolve_token_counter
+
+__all__ = ["Candidate", "CandidateInput", "ContextSelector", "Selection", "Verdict"]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["system", "memory", "turn", "tool", "document"]
+KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One selectable unit of context.
+
+    Attributes:
+        text: The text that is scored and counted.
+        id: Stable identifier; defaults to the candidate's index in the pool.
+        kind: ``system``, ``memory``, ``turn``, ``tool`` or ``document``.
+        position: Chronological position (larger is newer); defaults to the pool index.
+        mandatory: Always kept (system prompts, the latest user turn).
+        tokens: Token cost; counted with the selector's counter when ``None``.
+        metadata: Free-form data carried through to the :class:`Selection`.
+        source: What the candidate came from (a ``Document``, messages, a store item).
+    """
+
+    text: str
+    id: str | None = None
+    kind: str = "turn"
+    position: int | None = None
+    mandatory: bool = False
+    tokens: int | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    source: Any = field(default=None, compare=False, repr=False)
+
+
+CandidateInput = Candidate | str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One candidate's outcome, as the inspector and the selection log show it."""
+
+    id: str
+    kind: str
+    position: int
+    tokens: int
+    mandatory: bool
+    kept: bool
+    relevance: float
+    gain: float | None
+    pick_rank: int | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The result of one selection.
+
+    Attributes:
+        candidates: The normalised candidates, in their original order.
+        kept_ids: Ids kept, in original (chronological input) order.
+        pick_order: Ids kept, in the order the strategy picked them (mandatory first).
+        relevance: Per-candidate relevance ``max(0, cos(candidate, query))`` (0 when fell back).
+        gains: Per-candidate score at pick time (marginal gain for ``pacms``); absent if dropped.
+        tokens: Per-candidate token counts.
+        tokens_total: Tokens in the whole pool.
+        tokens_kept: Tokens in the kept candidates.
+        tokens_dropped: ``tokens_total - tokens_kept``.
+        budget: The token budget used.
+        strategy: Strategy that produced the pick (``lastk`` when it fell back).
+        over_budget: The mandatory candidates alone exceed the budget (then only they are kept).
+        fell_back: Embedding failed and recency was used instead.
+        error: What went wrong when it fell back.
+        timings: Seconds spent per phase (``tokens``, ``embed``, ``solve``, ``total``).
+        info: Strategy diagnostics.
+    """
+
+    candidates: tuple[Candidate, ...]
+    kept_ids: tuple[str, ...]
+    pick_order: tuple[str, ...]
+    relevance: Mapping[str, float]
+    gains: Mapping[str, float]
+    tokens: Mapping[str, int]
+    tokens_total: int
+    tokens_kept: int
+    tokens_dropped: int
+    budget: int
+    strategy: str
+    over_budget: bool = False
+    fell_back: bool = False
+    error: str | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> list[Candidate]:
+        """Kept candidates in original order."""
+        keep = set(self.kept_ids)
+        return [c for c in self.candidates if c.id in keep]
+
+    @property
+    def dropped_ids(self) -> tuple[str, ...]:
+        """Ids not kept, in original order."""
+        keep = set(self.kept_ids)
+        return tuple(c.id for c in self.candidates if c.id not in keep)  # type: ignore[misc]
+
+    def verdicts(self) -> list[Verdict]:
+        """One :class:`Verdict` per candidate, in original order."""
+        rank = {cid: i for i, cid in enumerate(self.pick_order)}
+        return [
+            Verdict(
+                id=str(c.id),
+                kind=c.kind,
+                position=int(c.position or 0),
+                tokens=self.tokens[str(c.id)],
+                mandatory=c.mandatory,
+                kept=str(c.id) in rank,
+                relevance=self.relevance.get(str(c.id), 0.0),
+                gain=self.gains.get(str(c.id)),
+                pick_rank=rank.get(str(c.id)),
+            )
+            for c in self.candidates
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary with every candidate's verdict (no candidate text)."""
+        return {
+            "strategy": self.strategy,
+            "budget": self.budget,
+            "tokens_total": self.tokens_total,
+            "tokens_kept": self.tokens_kept,
+            "tokens_dropped": self.tokens_dropped,
+            "kept": len(self.kept_ids),
+            "dropped": len(self.candidates) - len(self.kept_ids),
+            "over_budget": self.over_budget,
+            "fell_back": self.fell_back,
+            "error": self.error,
+            "timings": dict(self.timings),
+            "info": dict(self.info),
+            "candidates": [v.__dict__ for v in self.verdicts()],
+        }
+
+
+def _normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
+        raise ValueError("candidates must be a sequence of str or Candidate")
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for index, item in enumerate(candidates):
+        cand = Candidate(text=item) if isinstance(item, str) else item
+        if not isinstance(cand, Candidate):
+            raise ValueError(
+                f"candidate {index} is {type(item).__name__}; expected str or Candidate"
+            )
+        if not isinstance(cand.text, str):
+            raise ValueError(
+                f"candidate {index} has non-string text ({type(cand.text).__name__}); "
+                "reduce rich content to text before selecting"
+            )
+        if cand.kind not in KINDS:
+            raise ValueError(
+                f"candidate {index} has unknown kind {cand.kind!r}; use one of {sorted(KINDS)}"
+            )
+        cid = str(index) if cand.id is None else str(cand.id)
+        if cid in seen:
+            raise ValueError(f"duplicate candidate id {cid!r}")
+        seen.add(cid)
+        if cand.tokens is not None and (
+            isinstance(cand.tokens, bool) or not isinstance(cand.tokens, int) or cand.tokens < 0
+        ):
+            raise ValueError(f"candidate {cid!r} has invalid tokens {cand.tokens!r}")
+        position = index if cand.position is None else cand.position
+        if cand.id != cid or cand.position != position:
+            cand = replace(cand, id=cid, position=position)
+        out.append(cand)
+    return tuple(out)
+
+
+def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float | None) -> int:
+    if (budget_tokens is None) == (budget_ratio is None):
+        raise ValueError("pass exactly one of budget_tokens or budget_ratio")
+    if budget_tokens is not None:
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer)):
+            raise ValueError(f"budget_tokens must be an int, got {budget_tokens!r}")
+        if budget_tokens <= 0:
+            raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
+        return int(budget_tokens)
+    assert budget_ratio is not None
+    if not (isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1):
+        raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+    return max(1, math.floor(total * budget_ratio))
+
+
+class ContextSelector:
+    """Pick the context an LLM call keeps under a token budget.
+
+    Holds one warm embedding cache and one token counter for its whole life; create it once and
+    reuse it across turns.
+
+    Args:
+        embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
+            reproduces the original PACMS setup); default: the built-in offline
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
+        token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
+            ``o200k_base`` built offline.
+        strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
+            registered one) or a strategy callable.
+        strategy_options: Default keyword options for the strategy.
+        cache_store: Optional ``ByteStore`` that backs the embedding cache.
+        strict: Raise on embedding failure instead of falling back to recency.
+        embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
+
+    Example:
+        >>> selector = ContextSelector(strategy="topk")
+        >>> selector.select(["alpha", "beta"], "alpha", budget_ratio=0.5).kept_ids
+        ('0',)
+    """
+
+    def __init__(
+        self,
+        embeddings: Embeddings | None = None,
+        *,
+        token_counter: TokenCounter | Any = None,
+        strategy: str | Strategy = "pacms",
+        strategy_options: Mapping[str, Any] | None = None,
+        cache_store: ByteStore | None = None,
+        strict: bool = False,
+        embed_timeout: float | None = None,
+    ) -> None:
+        base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
+        self.embeddings = (
+            base
+            if isinstance(base, CachedEmbeddings) and cache_store is None
+            else CachedEmbeddings(base, store=cache_store)
+        )
+        self.token_counter = resolve_token_counter(token_counter)
+        self.strategy = strategy
+        self.strategy_options = dict(strategy_options or {})
+        self.strict = strict
+        self.embed_timeout = embed_timeout
+        self._failing = False
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- shared preparation ----------------------------------------------------------------
+    def _prepare(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget_tokens: int | None,
+        budget_ratio: float | None,
+    ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a str, got {type(query).__name__}")
+        if not query.strip():
+            raise ValueError("query is empty; pass the text the selection should be relevant to")
+        cands = _normalise(candidates)
+        tokens = np.array(
+            [c.tokens if c.tokens is not None else self.token_counter(c.text) for c in cands],
+            dtype=np.int64,
+        )
+        budget = _resolve_budget(int(tokens.sum()), budget_tokens, budget_ratio)
+        return cands, tokens, budget
+
+    def _reweight(
+        self, vectors: NDArray[np.float32], query: NDArray[np.float32]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        hook = getattr(self.embeddings.embeddings, "reweight_pool", None)
+        return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
+
+    def _note_failure(self, err: BaseException) -> str:
+        message = f"{type(err).__name__}: {err}"
+        if not self._failing:
+            logger.warning("embedding failed (%s); falling back to recency (lastk)", message)
+        self._failing = True
+        return message
+
+    def _finish(
+        self,
+        cands: tuple[Candidate, ...],
+        tokens: NDArray[np.int64],
+        budget: int,
+        vectors: NDArray[np.float32] | None,
+        query_vec: NDArray[np.float32] | None,
+        strategy: str | Strategy,
+        options: Mapping[str, Any],
+        error: str | None,
+        timings: dict[str, float],
+        started: float,
+    ) -> Selection:
+        n = len(cands)
+        mandatory = np.array([c.mandatory for c in cands], dtype=bool)
+        positions = np.array([int(c.position or 0) for c in cands], dtype=np.int64)
+        fell_back = vectors is None or query_vec is None
+        if fell_back:
+            vectors, query_vec, strategy, options = np.zeros((n, 1)), np.zeros(1), "lastk", {}
+        else:
+            self._failing = False
+        assert vectors is not None and query_vec is not None
+        t0 = time.perf_counter()
+        if n == 0:
+            pick = Pick(np.zeros(0, dtype=np.int64), np.zeros(0))
+            relevance = np.zeros(0)
+        else:
+            problem = Problem.build(
+                vectors, query_vec, tokens=tokens, budget=budget,
+                mandatory=mandatory, positions=positions,
+            )
+            pick = solve(problem, strategy, **options)
+            relevance = problem.relevance
+        timings["solve"] = time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - started
+        ids = [str(c.id) for c in cands]
+        kept_mask = np.zeros(n, dtype=bool)
+        kept_mask[pick.order] = True
+        kept_tokens = int(tokens[kept_mask].sum())
+        total = int(tokens.sum())
+        name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "custom")
+        return Selection(
+            candidates=cands,
+            kept_ids=tuple(i for i, k in zip(ids, kept_mask) if k),
+            pick_order=tuple(ids[j] for j in pick.order.tolist()),
+            relevance=MappingProxyType({i: float(r) for i, r in zip(ids, relevance.tolist())}),
+            gains=MappingProxyType(
+                {ids[j]: float(pick.scores[j]) for j in pick.order.tolist()
+                 if np.isfinite(pick.scores[j])}
+            ),
+            tokens=MappingProxyType(dict(zip(ids, tokens.tolist()))),
+            tokens_total=total,
+            tokens_kept=kept_tokens,
+            tokens_dropped=total - kept_tokens,
+            budget=budget,
+            strategy=name,
+            over_budget=pick.over_budget,
+            fell_back=fell_back,
+            error=error,
+            timings=MappingProxyType(timings),
+            info=MappingProxyType(dict(pick.info or {})),
+        )
+
+    def _options(
+        self, strategy: str | Strategy | None, options: Mapping[str, Any]
+    ) -> tuple[str | Strategy, dict[str, Any]]:
+        if strategy is None or strategy == self.strategy:
+            return self.strategy, {**self.strategy_options, **options}
+        return strategy, dict(options)
+
+    # -- sync ---------------------------------------------------------------------------------
+    def _embed(
+        self, texts: list[str], query: str
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        vectors = self.embeddings.embed_matrix(texts)
+        query_vec = self.embeddings.embed_matrix([query], kind="query")[0]
+        if vectors.size and vectors.shape[1] != query_vec.shape[0]:
+            raise ValueError("query and document embeddings differ in dimension")
+        return self._reweight(vectors, query_vec)
+
+    def select(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        strategy: str | Strategy | None = None,
+        **options: Any,
+    ) -> Selection:
+        """Select candidates for ``query`` under a token budget.
+
+        Args:
+            candidates: Strings or :class:`Candidate` objects, in chronological order.
+            query: Text the kept context should serve (usually the latest user message).
+            budget_tokens: Absolute token budget.
+            budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
+            strategy: Override the selector's default strategy for this call.
+            **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``,
+                ``lambda_mult=0.7`` for ``mmr``).
+
+        Returns:
+            The :class:`Selection`.
+
+        Raises:
+            ValueError: For bad input (empty query, bad budget, duplicate ids, non-text content).
+        """
+        started = time.perf_counter()
+        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        timings = {"tokens": time.perf_counter() - started}
+        name, opts = self._options(strategy, options)
+        vectors = query_vec = None
+        error = None
+        t0 = time.perf_counter()
+        if cands:
+            try:
+                vectors, query_vec = self._embed_with_timeout([c.text for c in cands], query)
+            except Exception as err:
+                if self.strict:
+                    raise
+                error = self._note_failure(err)
+        timings["embed"] = time.perf_counter() - t0
+        return self._finish(
+            cands, tokens, budget, vectors, query_vec, name, opts, error, timings, started
+        )
+
+    def _embed_with_timeout(
+        self, texts: list[str], query: str
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        if self.embed_timeout is None:
+            return self._embed(texts, query)
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="pacms-embed"
+            )
+        future = self._pool.submit(self._embed, texts, query)
+        try:
+            return future.result(timeout=self.embed_timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"embedding took longer than {self.embed_timeout}s") from None
+
+    # -- async --------------------------------------------------------------------------------
+    async def _aembed(
+        self, texts: list[str], query: str
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        vectors = await self.embeddings.aembed_matrix(texts)
+        query_vec = (await self.embeddings.aembed_matrix([query], kind="query"))[0]
+        if vectors.size and vectors.shape[1] != query_vec.shape[0]:
+            raise ValueError("query and document embeddings differ in dimension")
+        return self._reweight(vectors, query_vec)
+
+    async def aselect(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        strategy: str | Strategy | None = None,
+        **options: Any,
+    ) -> Selection:
+        """Async twin of :meth:`select` (embeds with the model's async API)."""
+        started = time.perf_counter()
+        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        timings = {"tokens": time.perf_counter() - started}
+        name, opts = self._options(strategy, options)
+        vectors = query_vec = None
+        error = None
+        t0 = time.perf_counter()
+        if cands:
+            try:
+                vectors, query_vec = await asyncio.wait_for(
+                    self._aembed([c.text for c in cands], query), self.embed_timeout
+                )
+            except Exception as err:
+                if self.strict:
+                    raise
+                error = self._note_failure(err)
+        timings["embed"] = time.perf_counter() - t0
+        return self._finish(
+            cands, tokens, budget, vectors, query_vec, name, opts, error, timings, started
+        )

