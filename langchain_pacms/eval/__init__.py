@@ -1,0 +1,1 @@
+"""Evaluation utilities: benchmark loaders and recall-study helpers."""
