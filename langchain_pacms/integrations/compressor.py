@@ -1,0 +1,349 @@
+"""``PACMSCompressor``: budgeted, query-aware document selection as a LangChain compressor.
+
+A :class:`~langchain_core.documents.BaseDocumentCompressor` that keeps the retrieved documents
+which best cover the query within a token budget, and drops the rest. It holds no selection logic
+of its own: documents become :class:`~langchain_pacms.selector.Candidate` objects
+(``kind="document"``, ``source=<the Document>``) and one long-lived
+:class:`~langchain_pacms.selector.ContextSelector` decides.
+
+It plugs in wherever LangChain takes a compressor: as ``base_compressor`` of
+``ContextualCompressionRetriever`` or as a stage of ``DocumentCompressorPipeline``.
+
+Example:
+    >>> from langchain_core.documents import Document
+    >>> from langchain_pacms.integrations.compressor import PACMSCompressor
+    >>> compressor = PACMSCompressor(budget_tokens=12)
+    >>> docs = [
+    ...     Document("The staging DB listens on port 6543."),
+    ...     Document("Lunch was great."),
+    ...     Document("CI is flaky again."),
+    ... ]
+    >>> kept = compressor.compress_documents(docs, "Which port does the staging DB use?")
+    >>> [d.page_content for d in kept]
+    ['The staging DB listens on port 6543.']
+    >>> kept[0].metadata["pacms_strategy"], kept[0].metadata["pacms_pick_rank"]
+    ('pacms', 0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from langchain_pacms.core import Problem, solve
+from langchain_pacms.selector import Candidate, ContextSelector, Selection
+
+if TYPE_CHECKING:
+    from langchain_core.callbacks import Callbacks
+
+__all__ = ["METADATA_PREFIX", "PACMSCompressor"]
+
+METADATA_PREFIX = "pacms_"
+"""Prefix of the metadata keys the compressor writes (see :class:`PACMSCompressor`)."""
+
+
+class PACMSCompressor(BaseDocumentCompressor):
+    """Keep the documents that best cover a query within a token budget.
+
+    Returns new ``Document`` objects (the inputs and their metadata dicts are never mutated) in
+    the original input order, each carrying four metadata keys:
+
+    * ``pacms_relevance``: ``max(0, cos(document, query))`` (``0.0`` when embedding failed);
+    * ``pacms_gain``: the strategy's score at pick time (marginal coverage gain for ``pacms``,
+      relevance for ``topk``, ``0.0`` for ``lastk`` and for budget-filling picks), or ``None``;
+    * ``pacms_pick_rank``: ``0`` for the first document the strategy picked, ``1`` for the
+      next, ...; the input order is kept, so this is how to recover the strategy's preference;
+    * ``pacms_strategy``: the strategy that actually ran (``"lastk"`` when it fell back).
+
+    The keys share the ``pacms_`` prefix so they never clash with loader metadata (``source``,
+    ``page``) or with other compressors in the same pipeline (rerankers write
+    ``relevance_score``); a document passing through two PACMS stages carries the latest values.
+    Metadata dicts are copied shallowly: nested values are shared with the inputs.
+
+    Give exactly one of ``budget_tokens`` (absolute, counted with the selector's token counter)
+    or ``budget_ratio`` (a fraction of the tokens of the documents passed in, in ``(0, 1]``).
+
+    Input order: by default (``input_order="ranked"``) the documents are taken as a retriever
+    returns them, best first, so the first document counts as the newest; recency-based choices
+    (the ``lastk`` strategy and the fail-soft fallback when embedding fails) then keep the head
+    of the ranking, i.e. they truncate the retriever's list. Pass ``input_order="chronological"``
+    when the documents are oldest first (a memory log) and recency should favour the tail.
+
+    Args:
+        selector: A :class:`~langchain_pacms.selector.ContextSelector` to use (its embeddings,
+            cache, token counter, ``strict`` and ``embed_timeout``). Built from ``embeddings``
+            and ``token_counter`` when omitted.
+        embeddings: LangChain ``Embeddings`` for the selector built here (default: the offline
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`). Not with ``selector``.
+        token_counter: Token counter for the selector built here. Not with ``selector``.
+        budget_tokens: Token budget per call.
+        budget_ratio: Budget as a fraction of the documents' total tokens.
+        strategy: ``pacms`` (default), ``topk``, ``lastk``, ``mmr``, ``rag``, a registered name
+            or a strategy callable; ``None`` with a ``selector`` uses the selector's default.
+        strategy_options: Keyword options for the strategy (e.g. ``{"relevance_weight": 0.3}``
+            for ``pacms``, ``{"lambda_mult": 0.7}`` for ``mmr``); checked at construction.
+        input_order: ``"ranked"`` (best first, the default) or ``"chronological"`` (oldest
+            first); see above.
+
+    Raises:
+        ValueError: At construction, for a missing or doubled budget, a bad budget value, both
+            ``selector`` and ``embeddings``/``token_counter``, an unknown strategy or options it
+            does not accept.
+
+    Example:
+        With a retriever (``langchain-classic``)::
+
+            from langchain_classic.retrievers import ContextualCompressionRetriever
+            from langchain_ollama import OllamaEmbeddings
+
+            compressor = PACMSCompressor(
+                embeddings=OllamaEmbeddings(model="nomic-embed-text"),
+                budget_tokens=800,
+                strategy_options={"relevance_weight": "auto"},
+            )
+            retriever = ContextualCompressionRetriever(
+                base_compressor=compressor,
+                base_retriever=vector_store.as_retriever(search_kwargs={"k": 20}),
+            )
+            docs = retriever.invoke("How do I rotate the staging DB password?")
+
+        Sharing one selector (and its warm embedding cache) with other components:
+
+        >>> from langchain_pacms import ContextSelector
+        >>> selector = ContextSelector(strategy="topk")
+        >>> compressor = PACMSCompressor.from_selector(selector, budget_ratio=0.5)
+        >>> compressor.selector is selector
+        True
+    """
+
+    selector: ContextSelector | None = None
+    embeddings: Embeddings | None = Field(default=None, exclude=True)
+    token_counter: Any = Field(default=None, exclude=True)
+    budget_tokens: int | None = None
+    budget_ratio: float | None = None
+    strategy: str | Callable[..., Any] | None = None
+    strategy_options: dict[str, Any] = Field(default_factory=dict)
+    input_order: Literal["ranked", "chronological"] = "ranked"
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    # -- validation -------------------------------------------------------------------------
+    @field_validator("budget_tokens", mode="before")
+    @classmethod
+    def _check_budget_tokens(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"budget_tokens must be a positive int, got {value!r}")
+        if value <= 0:
+            raise ValueError(f"budget_tokens must be > 0, got {value}")
+        return int(value)
+
+    @field_validator("budget_ratio", mode="before")
+    @classmethod
+    def _check_budget_ratio(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.floating))
+            or not 0 < value <= 1
+        ):
+            raise ValueError(f"budget_ratio must be a number in (0, 1], got {value!r}")
+        return float(value)
+
+    @model_validator(mode="after")
+    def _build_selector(self) -> PACMSCompressor:
+        if (self.budget_tokens is None) == (self.budget_ratio is None):
+            raise ValueError(
+                "pass exactly one of budget_tokens or budget_ratio "
+                f"(got budget_tokens={self.budget_tokens!r}, budget_ratio={self.budget_ratio!r})"
+            )
+        if self.selector is not None:
+            if not isinstance(self.selector, ContextSelector):
+                raise ValueError(
+                    f"selector must be a ContextSelector, got {type(self.selector).__name__}"
+                )
+            if self.embeddings is not None or self.token_counter is not None:
+                raise ValueError(
+                    "pass either selector or embeddings/token_counter, not both "
+                    "(the selector already owns its embeddings and token counter)"
+                )
+        else:
+            self.selector = ContextSelector(
+                self.embeddings,
+                token_counter=self.token_counter,
+                strategy=self.strategy if self.strategy is not None else "pacms",
+                strategy_options=self.strategy_options,
+            )
+        self._check_strategy()
+        return self
+
+    def _check_strategy(self) -> None:
+        """Run the effective strategy and options on a two-item problem to fail early."""
+        assert self.selector is not None
+        if self.strategy is not None and not (
+            isinstance(self.strategy, str) or callable(self.strategy)
+        ):
+            raise ValueError(f"strategy must be a name or a callable, got {self.strategy!r}")
+        if not isinstance(self.strategy_options, Mapping):
+            raise ValueError("strategy_options must be a mapping of keyword options")
+        name, options = self.selector._options(self.strategy, self.strategy_options)
+        probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+        try:
+            solve(probe, name, **options)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"strategy {name!r} rejected strategy_options {dict(options)!r}: {err}"
+            ) from err
+
+    @classmethod
+    def from_selector(
+        cls,
+        selector: ContextSelector,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        strategy: str | Callable[..., Any] | None = None,
+        strategy_options: Mapping[str, Any] | None = None,
+        input_order: Literal["ranked", "chronological"] = "ranked",
+    ) -> PACMSCompressor:
+        """Build a compressor around an existing selector (sharing its embedding cache).
+
+        Args:
+            selector: The selector to use.
+            budget_tokens: Token budget per call.
+            budget_ratio: Budget as a fraction of the documents' total tokens.
+            strategy: Strategy override; ``None`` uses the selector's default.
+            strategy_options: Strategy options, merged over the selector's own when
+                ``strategy`` is ``None`` or equals the selector's default.
+            input_order: ``"ranked"`` or ``"chronological"``.
+
+        Returns:
+            The compressor.
+        """
+        return cls(
+            selector=selector,
+            budget_tokens=budget_tokens,
+            budget_ratio=budget_ratio,
+            strategy=strategy,
+            strategy_options=dict(strategy_options or {}),
+            input_order=input_order,
+        )
+
+    # -- documents <-> candidates -----------------------------------------------------------
+    def _candidates(self, documents: Sequence[Document]) -> list[Candidate]:
+        if isinstance(documents, (str, Document)) or not isinstance(documents, Sequence):
+            raise ValueError("documents must be a sequence of Document")
+        n = len(documents)
+        out = []
+        for index, doc in enumerate(documents):
+            if not isinstance(doc, Document):
+                raise ValueError(f"document {index} is {type(doc).__name__}, expected Document")
+            out.append(
+                Candidate(
+                    text=doc.page_content,
+                    id=str(index),  # by index: Document.id may be None or repeated
+                    kind="document",
+                    position=n - 1 - index if self.input_order == "ranked" else index,
+                    source=doc,
+                )
+            )
+        return out
+
+    def _budget(self) -> dict[str, Any]:
+        return {"budget_tokens": self.budget_tokens, "budget_ratio": self.budget_ratio}
+
+    @staticmethod
+    def _documents(documents: Sequence[Document], selection: Selection) -> list[Document]:
+        rank = {cid: r for r, cid in enumerate(selection.pick_order)}
+        out = []
+        for cid in selection.kept_ids:  # original order
+            doc = documents[int(cid)]
+            extra = {
+                f"{METADATA_PREFIX}relevance": float(selection.relevance.get(cid, 0.0)),
+                f"{METADATA_PREFIX}gain": selection.gains.get(cid),
+                f"{METADATA_PREFIX}pick_rank": rank[cid],
+                f"{METADATA_PREFIX}strategy": selection.strategy,
+            }
+            out.append(doc.model_copy(update={"metadata": {**doc.metadata, **extra}}))
+        return out
+
+    # -- public API -------------------------------------------------------------------------
+    def compress_with_selection(
+        self, documents: Sequence[Document], query: str
+    ) -> tuple[list[Document], Selection]:
+        """Compress and also return the full :class:`~langchain_pacms.selector.Selection`.
+
+        Args:
+            documents: The retrieved documents.
+            query: The query the kept documents should serve.
+
+        Returns:
+            The kept documents (new objects, original order) and the selection (candidate ids
+            are the documents' indices as strings).
+        """
+        assert self.selector is not None
+        selection = self.selector.select(
+            self._candidates(documents),
+            query,
+            strategy=self.strategy,
+            **self._budget(),
+            **self.strategy_options,
+        )
+        return self._documents(documents, selection), selection
+
+    async def acompress_with_selection(
+        self, documents: Sequence[Document], query: str
+    ) -> tuple[list[Document], Selection]:
+        """Async twin of :meth:`compress_with_selection` (embeds with the async API)."""
+        assert self.selector is not None
+        selection = await self.selector.aselect(
+            self._candidates(documents),
+            query,
+            strategy=self.strategy,
+            **self._budget(),
+            **self.strategy_options,
+        )
+        return self._documents(documents, selection), selection
+
+    def compress_documents(
+        self,
+        documents: Sequence[Document],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[Document]:
+        """Keep the documents that best serve ``query`` within the budget.
+
+        Args:
+            documents: The retrieved documents (best first unless ``input_order`` says
+                otherwise).
+            query: The query the kept documents should serve.
+            callbacks: Accepted for interface compatibility; unused.
+
+        Returns:
+            New documents, in the original order, with ``pacms_*`` metadata.
+
+        Raises:
+            ValueError: For an empty query or non-document input. Embedding failures do not
+                raise (unless the selector is ``strict``): the selection falls back to recency.
+        """
+        if not documents:
+            return []
+        return self.compress_with_selection(documents, query)[0]
+
+    async def acompress_documents(
+        self,
+        documents: Sequence[Document],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[Document]:
+        """Async twin of :meth:`compress_documents`, using ``ContextSelector.aselect``."""
+        if not documents:
+            return []
+        return (await self.acompress_with_selection(documents, query))[0]
