@@ -1,0 +1,335 @@
+"""The per-call plumbing shared by the LangGraph hook and the LangChain middleware.
+
+``messages -> (memories, documents) -> candidates -> ContextSelector -> messages -> report``.
+There is no selection logic here: budgets are resolved, candidates come from
+:mod:`.messages`, the verdict from :class:`~langchain_pacms.selector.ContextSelector`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import BaseMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
+from langgraph.store.base import BaseStore
+
+from langchain_pacms.core import get_strategy
+from langchain_pacms.integrations.messages import (
+    apply_selection,
+    content_text,
+    messages_to_candidates,
+    query_from_messages,
+)
+from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
+from langchain_pacms.selector import ContextSelector, Selection
+
+__all__ = ["DEFAULT_ANSWER_RESERVE", "Namespace", "QueryFn", "SelectionRunner"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ANSWER_RESERVE = 4096
+_NO_QUERY = "the most recent conversation"
+
+QueryFn = Callable[[Any], str]
+Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
+
+
+def _tokens_of(counter: Callable[[str], int], texts: Sequence[str]) -> int:
+    return sum(counter(t) for t in texts)
+
+
+def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, Any]:
+    values: dict[str, Any] = dict((config or {}).get("configurable") or {})
+    if isinstance(context, Mapping):
+        values.update(context)
+    elif dataclasses.is_dataclass(context) and not isinstance(context, type):
+        values.update(dataclasses.asdict(context))
+    elif context is not None and hasattr(context, "model_dump"):
+        values.update(context.model_dump())
+    return values
+
+
+class SelectionRunner:
+    """Resolve the options once, then select for each model call (sync or async).
+
+    See :func:`langchain_pacms.integrations.create_pacms_hook` for the meaning of the options.
+    """
+
+    def __init__(
+        self,
+        selector: ContextSelector | None = None,
+        *,
+        embeddings: Embeddings | None = None,
+        strategy: str | None = None,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        context_window: int | None = None,
+        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
+        query: QueryFn | None = None,
+        store: BaseStore | None = None,
+        memory_namespaces: Sequence[Namespace] = (),
+        memory_limit: int = 10,
+        retriever: BaseRetriever | None = None,
+        log_path: str | Path | None = None,
+        strict: bool = False,
+        keep_latest_turn: bool = True,
+        tool_placeholders: bool = False,
+        context_role: str = "system",
+        source: str = "hook",
+        strategy_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if selector is not None and embeddings is not None:
+            raise ValueError("pass either a selector or embeddings, not both")
+        if budget_tokens is not None and budget_ratio is not None:
+            raise ValueError("pass budget_tokens or budget_ratio, not both")
+        if budget_tokens is None and budget_ratio is None and context_window is None:
+            raise ValueError("pass budget_tokens, budget_ratio or context_window")
+        if budget_tokens is not None and (
+            isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int)
+            or budget_tokens <= 0
+        ):
+            raise ValueError(f"budget_tokens must be a positive int, got {budget_tokens!r}")
+        if budget_ratio is not None and not (
+            isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1
+        ):
+            raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+        if context_window is not None and context_window - answer_reserve <= 0:
+            raise ValueError(
+                f"context_window ({context_window}) must exceed answer_reserve ({answer_reserve})"
+            )
+        if memory_limit < 1:
+            raise ValueError(f"memory_limit must be >= 1, got {memory_limit}")
+        if context_role not in ("system", "human"):
+            raise ValueError(f"context_role must be 'system' or 'human', got {context_role!r}")
+        if isinstance(strategy, str):
+            get_strategy(strategy)  # unknown names fail now, not on every model call
+        self.selector = selector or ContextSelector(embeddings, strict=strict)
+        self.strategy = strategy
+        self.strategy_options = dict(strategy_options or {})
+        self.budget_tokens = budget_tokens
+        self.budget_ratio = budget_ratio
+        self.context_window = context_window
+        self.answer_reserve = answer_reserve
+        self.query = query
+        self.store = store
+        self.memory_namespaces = tuple(memory_namespaces)
+        self.memory_limit = memory_limit
+        self.retriever = retriever
+        self.log = SelectionLog(log_path) if log_path is not None else None
+        self.strict = strict
+        self.keep_latest_turn = keep_latest_turn
+        self.tool_placeholders = tool_placeholders
+        self.context_role = context_role
+        self.source = source
+        self.last_selection: Selection | None = None
+
+    # -- small pieces ------------------------------------------------------------------------
+    def budget(self) -> dict[str, Any]:
+        """Keyword arguments for the selector's budget."""
+        if self.budget_tokens is not None:
+            return {"budget_tokens": self.budget_tokens}
+        if self.context_window is not None:
+            window = self.context_window - self.answer_reserve
+            return {"budget_tokens": max(1, math.floor(window * (self.budget_ratio or 1.0)))}
+        return {"budget_ratio": self.budget_ratio}
+
+    def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
+        """The query: ``query(state)`` if configured, else the latest human message."""
+        query = self.query(state) if self.query is not None else query_from_messages(messages)
+        if not isinstance(query, str):
+            raise TypeError(f"query callable must return a str, got {type(query).__name__}")
+        if query.strip():
+            return query
+        for message in reversed(messages):  # no human text: use the newest text there is
+            text = content_text(message.content)
+            if text.strip():
+                return text
+        return ""
+
+    def namespaces(self, state: Any, config: RunnableConfig | None, context: Any) -> list[tuple]:
+        """Memory namespaces with ``{placeholders}`` filled from the configurable and context."""
+        values = _template_values(config, context)
+        out = []
+        for ns in self.memory_namespaces:
+            try:
+                if callable(ns):
+                    out.append(tuple(ns(state, values)))
+                else:
+                    out.append(tuple(p.format(**values) if "{" in p else p for p in ns))
+            except (KeyError, IndexError) as err:
+                logger.warning("memory namespace %r needs %s; skipped", ns, err)
+        return out
+
+    def _select_kwargs(self, query: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {**self.budget(), **self.strategy_options}
+        if query.strip():
+            kwargs["strategy"] = self.strategy
+        else:  # nothing to be relevant to: recency
+            kwargs["strategy"] = "lastk"
+            for key in self.strategy_options:
+                kwargs.pop(key, None)
+        return kwargs
+
+    def _finish(
+        self, messages: Sequence[BaseMessage], selection: Selection, spans: Any
+    ) -> list[BaseMessage]:
+        if self.strict and selection.fell_back:
+            raise RuntimeError(f"context selection fell back to recency: {selection.error}")
+        self.last_selection = selection
+        return apply_selection(messages, selection, spans, context_role=self.context_role)
+
+    def _recover(self, messages: Sequence[BaseMessage], err: Exception) -> list[BaseMessage]:
+        logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
+                       self.source, type(err).__name__, err)
+        try:
+            cands, spans = messages_to_candidates(messages, keep_latest_turn=self.keep_latest_turn)
+            selection = self.selector.select(
+                cands, _NO_QUERY, strategy="lastk", **self.budget()
+            )
+            return apply_selection(messages, selection, spans, context_role=self.context_role)
+        except Exception as again:  # last resort: never stall the agent
+            logger.warning("pacms %s: recency fallback failed too (%s); passing messages through",
+                           self.source, again)
+            return list(messages)
+
+    # -- sync --------------------------------------------------------------------------------
+    def _memories(
+        self, store: BaseStore | None, query: str, state: Any, config: Any, context: Any
+    ) -> tuple[list[Any], list[Any], str | None]:
+        memories: list[Any] = []
+        documents: list[Any] = []
+        errors = []
+        store = self.store if self.store is not None else store
+        if store is not None and self.memory_namespaces:
+            for ns in self.namespaces(state, config, context):
+                try:
+                    memories += store.search(ns, query=query or None, limit=self.memory_limit)
+                except Exception as err:
+                    if self.strict:
+                        raise
+                    errors.append(f"{type(err).__name__}: {err}")
+        if self.retriever is not None and query.strip():
+            try:
+                documents = list(self.retriever.invoke(query, config))
+            except Exception as err:
+                if self.strict:
+                    raise
+                errors.append(f"{type(err).__name__}: {err}")
+        if errors:
+            logger.warning("pacms %s: memory/document lookup failed: %s", self.source, errors)
+        return memories, documents, "; ".join(errors) or None
+
+    def run(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        state: Any = None,
+        config: RunnableConfig | None = None,
+        store: BaseStore | None = None,
+        context: Any = None,
+    ) -> list[BaseMessage]:
+        """Select the messages for one model call.
+
+        Args:
+            messages: The conversation (not modified).
+            state: The graph state (for a ``query`` callable and namespace callables).
+            config: The run config (callbacks for the custom event, namespace placeholders).
+            store: The graph's store, used when none was configured.
+            context: The runtime context (namespace placeholders).
+
+        Returns:
+            The messages to send.
+        """
+        if not messages:
+            return []
+        try:
+            query = self.query_for(state, messages)
+            memories, documents, lookup_error = self._memories(
+                store, query, state, config, context
+            )
+            cands, spans = messages_to_candidates(
+                messages, memories=memories, documents=documents,
+                keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
+            )
+            selection = self.selector.select(
+                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query)
+            )
+            out = self._finish(messages, selection, spans)
+        except Exception as err:
+            if self.strict:
+                raise
+            return self._recover(messages, err)
+        extra = {"memory_error": lookup_error} if lookup_error else {}
+        report_selection(selection, query=query, source=self.source, config=config,
+                         log=self.log, **extra)
+        return out
+
+    # -- async -------------------------------------------------------------------------------
+    async def _amemories(
+        self, store: BaseStore | None, query: str, state: Any, config: Any, context: Any
+    ) -> tuple[list[Any], list[Any], str | None]:
+        memories: list[Any] = []
+        documents: list[Any] = []
+        errors = []
+        store = self.store if self.store is not None else store
+        if store is not None and self.memory_namespaces:
+            for ns in self.namespaces(state, config, context):
+                try:
+                    memories += await store.asearch(
+                        ns, query=query or None, limit=self.memory_limit
+                    )
+                except Exception as err:
+                    if self.strict:
+                        raise
+                    errors.append(f"{type(err).__name__}: {err}")
+        if self.retriever is not None and query.strip():
+            try:
+                documents = list(await self.retriever.ainvoke(query, config))
+            except Exception as err:
+                if self.strict:
+                    raise
+                errors.append(f"{type(err).__name__}: {err}")
+        if errors:
+            logger.warning("pacms %s: memory/document lookup failed: %s", self.source, errors)
+        return memories, documents, "; ".join(errors) or None
+
+    async def arun(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        state: Any = None,
+        config: RunnableConfig | None = None,
+        store: BaseStore | None = None,
+        context: Any = None,
+    ) -> list[BaseMessage]:
+        """Async twin of :meth:`run`."""
+        if not messages:
+            return []
+        try:
+            query = self.query_for(state, messages)
+            memories, documents, lookup_error = await self._amemories(
+                store, query, state, config, context
+            )
+            cands, spans = messages_to_candidates(
+                messages, memories=memories, documents=documents,
+                keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
+            )
+            selection = await self.selector.aselect(
+                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query)
+            )
+            out = self._finish(messages, selection, spans)
+        except Exception as err:
+            if self.strict:
+                raise
+            return self._recover(messages, err)
+        extra = {"memory_error": lookup_error} if lookup_error else {}
+        await areport_selection(selection, query=query, source=self.source, config=config,
+                                log=self.log, **extra)
+        return out

@@ -1,0 +1,210 @@
+"""A LangGraph pre-model hook (or graph node) that selects the context of each model call.
+
+:func:`create_pacms_hook` returns a runnable with sync and async paths. Given a state with
+``messages`` it returns ``{"llm_input_messages": [...]}``: the messages the model should see for
+this call, chosen by a :class:`~langchain_pacms.selector.ContextSelector` under a token budget.
+``state["messages"]`` is left untouched, so the full transcript stays in the checkpoint.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> hook = create_pacms_hook(budget_tokens=50)
+    >>> hook.invoke({"messages": [HumanMessage("hello")]})["llm_input_messages"][0].content
+    'hello'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import BaseMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.store.base import BaseStore
+
+from langchain_pacms.integrations._runner import (
+    DEFAULT_ANSWER_RESERVE,
+    Namespace,
+    SelectionRunner,
+)
+from langchain_pacms.selector import ContextSelector, Selection
+
+__all__ = ["PACMSHook", "create_pacms_hook"]
+
+
+def _state_messages(state: Any) -> Sequence[BaseMessage]:
+    if isinstance(state, dict):
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    if messages is None:
+        raise ValueError("the pacms hook needs a state with a 'messages' key")
+    return messages
+
+
+def _graph_store(config: RunnableConfig | None) -> BaseStore | None:
+    """The store LangGraph injects into the running graph, if any."""
+    try:
+        from langgraph.config import get_store
+
+        store = get_store()
+    except Exception:
+        store = None
+    if store is None and config is not None:  # Python 3.10 async: no contextvar, read the config
+        runtime = (config.get("configurable") or {}).get("__pregel_runtime")
+        store = getattr(runtime, "store", None)
+    return store if isinstance(store, BaseStore) else None
+
+
+def _graph_context(config: RunnableConfig | None) -> Any:
+    runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
+    return getattr(runtime, "context", None)
+
+
+class PACMSHook(RunnableLambda):
+    """The runnable :func:`create_pacms_hook` returns (use that function to build one).
+
+    Attributes:
+        runner: The resolved options and the selector.
+        output_key: State key the selected messages are written to.
+
+    Example:
+        >>> hook = create_pacms_hook(budget_tokens=100)
+        >>> isinstance(hook, PACMSHook), hook.name
+        (True, 'pacms_pre_model_hook')
+    """
+
+    def __init__(self, runner: SelectionRunner, *, output_key: str = "llm_input_messages"):
+        self.runner = runner
+        self.output_key = output_key
+
+        def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            messages = _state_messages(state)
+            out = runner.run(
+                messages, state=state, config=config, store=_graph_store(config),
+                context=_graph_context(config),
+            )
+            return {output_key: out}
+
+        async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            messages = _state_messages(state)
+            out = await runner.arun(
+                messages, state=state, config=config, store=_graph_store(config),
+                context=_graph_context(config),
+            )
+            return {output_key: out}
+
+        super().__init__(pacms_pre_model_hook, afunc=apacms_pre_model_hook,
+                         name="pacms_pre_model_hook")
+
+    @property
+    def selector(self) -> ContextSelector:
+        """The selector (one warm embedding cache for the hook's whole life)."""
+        return self.runner.selector
+
+    @property
+    def last_selection(self) -> Selection | None:
+        """The most recent selection (for debugging; shared by concurrent runs)."""
+        return self.runner.last_selection
+
+
+def create_pacms_hook(
+    selector: ContextSelector | None = None,
+    *,
+    embeddings: Embeddings | None = None,
+    strategy: str | None = None,
+    budget_tokens: int | None = None,
+    budget_ratio: float | None = None,
+    context_window: int | None = None,
+    answer_reserve: int = DEFAULT_ANSWER_RESERVE,
+    query: Callable[[Any], str] | None = None,
+    store: BaseStore | None = None,
+    memory_namespaces: Sequence[Namespace] = (),
+    memory_limit: int = 10,
+    retriever: BaseRetriever | None = None,
+    log_path: str | Path | None = None,
+    strict: bool = False,
+    keep_latest_turn: bool = True,
+    tool_placeholders: bool = False,
+    context_role: str = "system",
+    output_key: str = "llm_input_messages",
+    **strategy_options: Any,
+) -> PACMSHook:
+    """Build a pre-model hook that keeps the most useful context under a token budget.
+
+    Use it as ``pre_model_hook=`` of ``langgraph.prebuilt.create_react_agent`` or as a node of
+    your own ``StateGraph`` (declare ``llm_input_messages: list[AnyMessage]`` in the state and
+    let the model node read it). It returns ``{"llm_input_messages": [...]}`` and never changes
+    ``state["messages"]``. Works with ``invoke`` and ``ainvoke``.
+
+    Each call: the query (latest human message, or ``query(state)``) is used to fetch up to
+    ``memory_limit`` items per namespace from the store and documents from the retriever; these
+    and the conversation become candidates (see :mod:`langchain_pacms.integrations.messages`);
+    the selector picks under the budget; the kept messages (tool calls always with their results)
+    plus one "Relevant memories" message go to the model; the selection is reported as a
+    ``pacms_selection`` custom event, a log line and, with ``log_path``, a JSONL record.
+
+    Args:
+        selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
+        embeddings: Embeddings for a new selector (default: the offline lexical embedder).
+        strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
+            (default: the selector's, ``pacms``).
+        budget_tokens: Absolute token budget for the selected context.
+        budget_ratio: With ``context_window``: the fraction of ``context_window - answer_reserve``
+            to fill; without it: the fraction of the conversation's own tokens to keep.
+        context_window: The model's input window; alone, the budget is
+            ``context_window - answer_reserve``.
+        answer_reserve: Tokens left for the answer when the budget comes from ``context_window``.
+        query: ``state -> str`` giving the text to select for (default: latest human message).
+        store: A LangGraph ``BaseStore`` with memories (default: the graph's store, if any).
+        memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
+            ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
+            context. A callable ``(state, values) -> tuple`` works too.
+        memory_limit: Most items fetched per namespace (``store.search(..., limit=...)``).
+        retriever: Optional retriever whose documents join the pool as ``document`` candidates.
+        log_path: Append one JSONL record per model call (every candidate's verdict and scores).
+        strict: Raise on selection failure (embedding errors included) instead of falling back
+            to recency and carrying on.
+        keep_latest_turn: Everything after the latest human message is mandatory (default).
+        tool_placeholders: Offer each optional tool span also as a cheap call-only variant whose
+            results are replaced by a short placeholder ``ToolMessage``.
+        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        output_key: State key to write (default ``llm_input_messages``).
+        **strategy_options: Strategy options, e.g. ``relevance_weight="auto"`` for ``pacms``.
+
+    Returns:
+        A :class:`PACMSHook` (a ``RunnableLambda`` with sync and async paths).
+
+    Raises:
+        ValueError: For a missing/conflicting budget or an unknown strategy.
+
+    Example:
+        >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
+        >>> hook = create_pacms_hook(context_window=128_000, budget_ratio=0.25,
+        ...                          memory_namespaces=[("memories", "{user_id}")])
+        >>> agent = create_react_agent(model, tools, pre_model_hook=hook)  # doctest: +SKIP
+    """
+    runner = SelectionRunner(
+        selector,
+        embeddings=embeddings,
+        strategy=strategy,
+        budget_tokens=budget_tokens,
+        budget_ratio=budget_ratio,
+        context_window=context_window,
+        answer_reserve=answer_reserve,
+        query=query,
+        store=store,
+        memory_namespaces=memory_namespaces,
+        memory_limit=memory_limit,
+        retriever=retriever,
+        log_path=log_path,
+        strict=strict,
+        keep_latest_turn=keep_latest_turn,
+        tool_placeholders=tool_placeholders,
+        context_role=context_role,
+        source="hook",
+        strategy_options=strategy_options,
+    )
+    return PACMSHook(runner, output_key=output_key)

@@ -1,0 +1,493 @@
+"""One mapping between LangChain messages and selection candidates, shared by every integration.
+
+:func:`messages_to_candidates` cuts a conversation into *spans*, each of which becomes one
+:class:`~langchain_pacms.selector.Candidate`; :func:`apply_selection` turns a
+:class:`~langchain_pacms.selector.Selection` back into a list of messages a provider accepts.
+
+How a conversation is cut:
+
+* every ``SystemMessage`` is its own mandatory ``system`` span;
+* an ``AIMessage`` with ``tool_calls`` and all ``ToolMessage`` results that answer it (matched by
+  ``tool_call_id``, however many parallel calls) form one ``tool`` span, kept or dropped whole;
+  each round of calls is its own span;
+* a ``HumanMessage`` and the plain ``AIMessage`` replies that directly follow it form one
+  ``turn`` span (a question travels with its answer); a plain AI message that follows a tool
+  span (the answer built from tool results) is a ``turn`` span of its own;
+* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` (the default) so is
+  everything after it: the agent's work in progress on the current question. A span holding the
+  very last message of the conversation is mandatory too (the model must read fresh tool results);
+* memory items (LangGraph store items, strings or dicts) and retrieved ``Document`` objects join
+  the pool as ``memory`` and ``document`` candidates; the kept ones reach the model as one
+  context message placed after the leading system messages.
+
+What the output guarantees, whatever was selected:
+
+* every kept ``ToolMessage`` follows the ``AIMessage`` that called it, directly, with its sibling
+  results; every tool call of a kept ``AIMessage`` has a result (a short placeholder
+  ``ToolMessage`` with the same ``tool_call_id`` when the input had none, or, in placeholder mode,
+  when only the call was kept);
+* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped;
+* if dropping would make an AI message the first non-system message (Anthropic rejects that), a
+  one-line ``HumanMessage`` note (:data:`OMISSION_NOTE`) is put before it;
+* the order of the input is kept, messages are passed through unchanged (multimodal content
+  included) and the input list is never modified.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage, SystemMessage
+    >>> from langchain_pacms import ContextSelector
+    >>> msgs = [SystemMessage("Be brief."), HumanMessage("My code is 7-ALPHA."),
+    ...         HumanMessage("Lunch?"), HumanMessage("What is my code?")]
+    >>> cands, spans = messages_to_candidates(msgs)
+    >>> [c.kind for c in cands]
+    ['system', 'turn', 'turn', 'turn']
+    >>> sel = ContextSelector().select(cands, query_from_messages(msgs), budget_tokens=18)
+    >>> [m.text for m in apply_selection(msgs, sel, spans)]
+    ['Be brief.', 'My code is 7-ALPHA.', 'What is my code?']
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from langchain_pacms.selector import Candidate, Selection
+
+__all__ = [
+    "CONTEXT_DOCUMENTS_HEADER",
+    "CONTEXT_MEMORIES_HEADER",
+    "OMISSION_NOTE",
+    "Span",
+    "apply_selection",
+    "build_context_message",
+    "content_text",
+    "document_text",
+    "memory_text",
+    "messages_to_candidates",
+    "query_from_messages",
+]
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_MEMORIES_HEADER = "Relevant memories:"
+CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
+OMISSION_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
+_MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
+
+
+@dataclass(frozen=True)
+class Span:
+    """What one candidate stands for.
+
+    Attributes:
+        id: The candidate id (``m<i>`` for a system message or turn starting at message ``i``,
+            ``t<i>`` for the tool span of the ``AIMessage`` at ``i``, ``t<i>:call`` for its
+            call-only variant, ``mem<k>`` / ``doc<k>`` for memories and documents).
+        kind: ``system``, ``turn``, ``tool``, ``memory`` or ``document``.
+        indices: Positions in the input message list (empty for memories and documents).
+        mandatory: Always kept.
+        text: The text that is scored and counted.
+        stub: The call-only variant of a tool span (results replaced by placeholders).
+        missing: Tool call ids of this span with no result in the input.
+        item: The memory item or ``Document`` (memories and documents only).
+
+    Example:
+        >>> Span("t3:call", "tool", (3,), stub=True).full_id
+        't3'
+    """
+
+    id: str
+    kind: str
+    indices: tuple[int, ...] = ()
+    mandatory: bool = False
+    text: str = ""
+    stub: bool = False
+    missing: tuple[str, ...] = ()
+    item: Any = None
+
+    @property
+    def full_id(self) -> str:
+        """For a call-only variant, the id of the whole tool span; else the span's own id."""
+        return self.id.removesuffix(":call") if self.stub else self.id
+
+
+# -- text extraction ----------------------------------------------------------------------------
+def content_text(content: str | list[Any]) -> str:
+    r"""The text of a message's content, for scoring and counting.
+
+    Text blocks are joined by newlines; every other block (image, audio, file, ...) is
+    represented by a short ``[type]`` marker so it still has a footprint. The content itself is
+    never changed.
+
+    Args:
+        content: A message's ``content`` (a string or a list of blocks).
+
+    Returns:
+        The text.
+
+    Example:
+        >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "image_url"}])
+        'see\nthis\n[image_url]'
+    """
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping):
+            kind = block.get("type")
+            text = block.get("text")
+            if kind in ("text", "text-plain", None) and isinstance(text, str):
+                parts.append(text)
+            elif kind in ("tool_use", "tool_call", "function_call"):
+                continue  # rendered from ``tool_calls`` instead
+            else:
+                parts.append(f"[{kind or 'block'}]")
+    return "\n".join(parts)
+
+
+def _tool_call_text(call: Mapping[str, Any]) -> str:
+    args = call.get("args") or {}
+    try:
+        rendered = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        rendered = str(args)
+    return f"{call.get('name') or 'tool'}({rendered})"
+
+
+def _message_text(message: BaseMessage) -> str:
+    text = content_text(message.content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "\n".join(_tool_call_text(c) for c in message.tool_calls)
+        return f"{text}\n{calls}" if text else calls
+    if isinstance(message, ToolMessage):
+        return f"{message.name or 'tool'}: {text}"
+    return text
+
+
+def memory_text(item: Any) -> str:
+    """The text of one memory: a LangGraph store ``Item``, a ``dict``, a ``Document`` or a str.
+
+    For a dict value the first string under ``content``, ``text``, ``memory``, ``fact`` or
+    ``summary`` is used, else the whole value as compact JSON.
+
+    Example:
+        >>> memory_text({"content": "Prefers metric units."})
+        'Prefers metric units.'
+    """
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Document):
+        return item.page_content
+    value = getattr(item, "value", item)
+    if isinstance(value, Mapping):
+        for key in _MEMORY_KEYS:
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)
+
+
+def document_text(document: Any) -> str:
+    """The text of one retrieved document (``Document.page_content``, or ``str(document)``).
+
+    Example:
+        >>> document_text(Document("Port 6543."))
+        'Port 6543.'
+    """
+    if isinstance(document, Document):
+        return document.page_content
+    return document if isinstance(document, str) else memory_text(document)
+
+
+def query_from_messages(messages: Sequence[BaseMessage]) -> str:
+    """The text of the latest human message (``""`` when there is none).
+
+    Example:
+        >>> query_from_messages([HumanMessage("hi"), AIMessage("hello")])
+        'hi'
+    """
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return content_text(message.content)
+    return ""
+
+
+# -- messages -> candidates --------------------------------------------------------------------
+def _placeholder_result(call: Mapping[str, Any], *, missing: bool) -> ToolMessage:
+    name = call.get("name") or "tool"
+    if missing:
+        return ToolMessage(
+            content=f"[no result was recorded for this {name} call]",
+            tool_call_id=str(call["id"]),
+            name=name,
+            status="error",
+        )
+    return ToolMessage(
+        content=f"[{name} result omitted to fit the context budget]",
+        tool_call_id=str(call["id"]),
+        name=name,
+    )
+
+
+def _cut(
+    messages: Sequence[BaseMessage], pair_turns: bool
+) -> tuple[list[tuple[str, list[int]]], list[int]]:
+    """Group message indices into (kind, indices) units; also return orphan ToolMessage indices."""
+    units: list[tuple[str, list[int]]] = []
+    owner: dict[str, int] = {}
+    orphans: list[int] = []
+    open_turn: int | None = None
+    for i, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            units.append(("system", [i]))
+            open_turn = None
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            units.append(("tool", [i]))
+            for call in message.tool_calls:
+                if call.get("id"):
+                    owner[str(call["id"])] = len(units) - 1
+            open_turn = None
+        elif isinstance(message, ToolMessage):
+            unit = owner.pop(str(message.tool_call_id), None)
+            if unit is None:
+                orphans.append(i)
+            else:
+                units[unit][1].append(i)
+            open_turn = None
+        elif isinstance(message, HumanMessage):
+            units.append(("turn", [i]))
+            open_turn = len(units) - 1 if pair_turns else None
+        elif isinstance(message, AIMessage) and open_turn is not None:
+            units[open_turn][1].append(i)
+        else:
+            units.append(("turn", [i]))
+            open_turn = None
+    return units, orphans
+
+
+def messages_to_candidates(
+    messages: Sequence[BaseMessage],
+    *,
+    memories: Iterable[Any] = (),
+    documents: Iterable[Any] = (),
+    keep_latest_turn: bool = True,
+    pair_turns: bool = True,
+    tool_placeholders: bool = False,
+) -> tuple[list[Candidate], list[Span]]:
+    """Cut a conversation (plus memories and documents) into selection candidates.
+
+    Args:
+        messages: The conversation, oldest first. Not modified.
+        memories: Memory items (LangGraph store ``Item``/``SearchItem``, dicts or strings).
+        documents: Retrieved ``Document`` objects (or strings).
+        keep_latest_turn: Make everything from the latest human message on mandatory (the agent's
+            work on the current question). When false only that message is mandatory, plus the
+            span holding the last message.
+        pair_turns: Keep a human message together with the plain AI replies that follow it.
+        tool_placeholders: Also offer, for each optional tool span, a cheaper call-only variant
+            whose results are replaced by short placeholder ``ToolMessage`` objects.
+
+    Returns:
+        The candidates (memories, then documents, then the conversation in order; positions
+        follow that order) and the matching :class:`Span` list (same order, same ids).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
+        >>> msgs = [HumanMessage("1+?"), AIMessage("", tool_calls=[call]),
+        ...         ToolMessage("2", tool_call_id="c1"), AIMessage("It is 2.")]
+        >>> [(s.id, s.kind, s.indices) for s in messages_to_candidates(msgs)[1]]
+        [('m0', 'turn', (0,)), ('t1', 'tool', (1, 2)), ('m3', 'turn', (3,))]
+    """
+    units, orphans = _cut(messages, pair_turns)
+    if orphans:
+        logger.debug("dropping %d orphan ToolMessage(s) with no matching call", len(orphans))
+    latest_human = max(
+        (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1
+    )
+    last = len(messages) - 1
+    spans: list[Span] = []
+    for k, item in enumerate(memories):
+        spans.append(Span(f"mem{k}", "memory", text=memory_text(item), item=item))
+    for k, item in enumerate(documents):
+        spans.append(Span(f"doc{k}", "document", text=document_text(item), item=item))
+    for kind, indices in units:
+        first = indices[0]
+        mandatory = (
+            kind == "system"
+            or latest_human in indices
+            or last in indices
+            or (keep_latest_turn and latest_human >= 0 and first > latest_human)
+        )
+        texts = [_message_text(messages[i]) for i in indices]
+        if kind != "tool":
+            spans.append(Span(f"m{first}", kind, tuple(indices), mandatory, "\n".join(texts)))
+            continue
+        calls = [c for c in messages[first].tool_calls if c.get("id")]  # type: ignore[attr-defined]
+        answered = {str(messages[i].tool_call_id) for i in indices[1:]}  # type: ignore[attr-defined]
+        missing_calls = [c for c in calls if str(c["id"]) not in answered]
+        texts += [content_text(_placeholder_result(c, missing=True).content) for c in missing_calls]
+        missing = tuple(str(c["id"]) for c in missing_calls)
+        if tool_placeholders and not mandatory and len(indices) > 1:
+            stub_text = "\n".join(
+                [texts[0]] + [str(_placeholder_result(c, missing=False).content) for c in calls]
+            )
+            spans.append(Span(f"t{first}:call", "tool", (first,), False, stub_text, stub=True))
+        spans.append(
+            Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)
+        )
+    candidates = [
+        Candidate(
+            text=span.text,
+            id=span.id,
+            kind=span.kind,
+            position=pos,
+            mandatory=span.mandatory,
+            metadata={"indices": span.indices} if span.indices else {},
+            source=span,
+        )
+        for pos, span in enumerate(spans)
+    ]
+    return candidates, spans
+
+
+# -- selection -> messages ---------------------------------------------------------------------
+def _bullets(texts: Iterable[str]) -> str:
+    return "\n".join("- " + t.strip().replace("\n", "\n  ") for t in texts)
+
+
+def build_context_message(
+    memories: Sequence[str] = (),
+    documents: Sequence[str] = (),
+    *,
+    role: str = "system",
+) -> BaseMessage | None:
+    """The one marked message that carries kept memories and documents to the model.
+
+    Args:
+        memories: Memory texts, in pool order.
+        documents: Document texts, in pool order.
+        role: ``"system"`` (a ``SystemMessage``) or ``"human"`` (a ``HumanMessage``, for
+            providers that accept a single leading system message only).
+
+    Returns:
+        The message, or ``None`` when there is nothing to carry.
+
+    Example:
+        >>> print(build_context_message(["Likes tea."]).content)
+        Relevant memories:
+        - Likes tea.
+    """
+    sections = []
+    if memories:
+        sections.append(f"{CONTEXT_MEMORIES_HEADER}\n{_bullets(memories)}")
+    if documents:
+        sections.append(f"{CONTEXT_DOCUMENTS_HEADER}\n{_bullets(documents)}")
+    if not sections:
+        return None
+    if role not in ("system", "human"):
+        raise ValueError(f"context message role must be 'system' or 'human', got {role!r}")
+    text = "\n\n".join(sections)
+    return SystemMessage(text) if role == "system" else HumanMessage(text)
+
+
+def _spans_of(selection: Selection, spans: Sequence[Span] | None) -> dict[str, Span]:
+    if spans is not None:
+        return {s.id: s for s in spans}
+    found = {}
+    for cand in selection.candidates:
+        if not isinstance(cand.source, Span):
+            raise ValueError(
+                f"candidate {cand.id!r} carries no Span; pass the spans from messages_to_candidates"
+            )
+        found[str(cand.id)] = cand.source
+    return found
+
+
+def apply_selection(
+    messages: Sequence[BaseMessage],
+    selection: Selection,
+    spans: Sequence[Span] | None = None,
+    *,
+    context_role: str = "system",
+    start_on_human: bool = True,
+) -> list[BaseMessage]:
+    """Turn a selection back into a provider-valid message list.
+
+    Args:
+        messages: The same messages given to :func:`messages_to_candidates`. Not modified.
+        selection: The verdict on those candidates.
+        spans: The spans from :func:`messages_to_candidates` (default: read from the
+            candidates' ``source``).
+        context_role: Role of the memory/document message (see :func:`build_context_message`).
+        start_on_human: When dropping made an AI message the first non-system message (some
+            providers, Anthropic among them, reject that), insert :data:`OMISSION_NOTE` as a short
+            ``HumanMessage`` before it. Nothing is inserted if the input itself started that way.
+
+    Returns:
+        Kept messages in their original order (each tool span's results directly after its call,
+        with placeholders where a result is absent), and, when memories or documents were kept,
+        one context message right after the leading system messages.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms import ContextSelector
+        >>> msgs = [HumanMessage("a b c d e f"), HumanMessage("g")]
+        >>> cands, spans = messages_to_candidates(msgs)
+        >>> sel = ContextSelector().select(cands, "g", budget_tokens=1)
+        >>> [m.content for m in apply_selection(msgs, sel, spans)]
+        ['g']
+    """
+    by_id = _spans_of(selection, spans)
+    kept = set(selection.kept_ids)
+    at: dict[int, list[BaseMessage]] = {}
+    memories: list[str] = []
+    documents: list[str] = []
+    for span in by_id.values():
+        if span.id not in kept:
+            continue
+        if span.kind == "memory":
+            memories.append(span.text)
+        elif span.kind == "document":
+            documents.append(span.text)
+        elif span.kind == "tool":
+            if span.stub and span.full_id in kept:
+                continue
+            head = span.indices[0]
+            call_msg = messages[head]
+            calls = {str(c["id"]): c for c in call_msg.tool_calls if c.get("id")}  # type: ignore[attr-defined]
+            if span.stub:
+                out = [call_msg, *(_placeholder_result(c, missing=False) for c in calls.values())]
+            else:
+                out = [call_msg, *(messages[i] for i in span.indices[1:])]
+                out += [_placeholder_result(calls[cid], missing=True) for cid in span.missing]
+            at[head] = out
+        else:
+            for i in span.indices:
+                at[i] = [messages[i]]
+    order = sorted(at)
+    result = [m for i in order for m in at[i]]
+    lead = 0
+    while lead < len(result) and isinstance(result[lead], SystemMessage):
+        lead += 1
+    if start_on_human and lead < len(result) and not isinstance(result[lead], HumanMessage):
+        first = next(i for i in order if not isinstance(messages[i], SystemMessage))
+        if any(not isinstance(messages[i], SystemMessage) for i in range(first)):
+            result.insert(lead, HumanMessage(OMISSION_NOTE))
+    context = build_context_message(memories, documents, role=context_role)
+    if context is not None:
+        result.insert(lead, context)
+    return result

@@ -1,0 +1,227 @@
+"""Make each selection visible: a LangChain custom event, a log line and an optional JSONL log.
+
+Every integration calls :func:`report_selection` (or :func:`areport_selection`) once per model
+call. It
+
+* dispatches a ``pacms_selection`` custom event to the callbacks of the current run (seen by
+  ``astream_events``, LangSmith and any ``on_custom_event`` handler) when there is a run;
+* logs one ``DEBUG`` line on the ``langchain_pacms.integrations.report`` logger (``WARNING``
+  when the selector fell back to recency);
+* appends one JSON record to ``log_path`` when given: :meth:`Selection.to_dict` (every
+  candidate's verdict and scores) plus ``timestamp``, ``source`` and ``query``.
+
+Reporting never breaks the agent: a failing handler or an unwritable log is logged and ignored.
+
+Example:
+    >>> from langchain_pacms import ContextSelector
+    >>> sel = ContextSelector().select(["a", "b"], "a", budget_tokens=1)
+    >>> selection_event(sel, source="doc")["kept"]
+    1
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.runnables import RunnableConfig
+
+from langchain_pacms.selector import Selection
+
+__all__ = [
+    "EVENT_NAME",
+    "SelectionLog",
+    "areport_selection",
+    "report_selection",
+    "selection_event",
+]
+
+logger = logging.getLogger(__name__)
+
+EVENT_NAME = "pacms_selection"
+
+
+def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[str, Any]:
+    """The compact summary sent as the ``pacms_selection`` custom event.
+
+    Args:
+        selection: The verdict.
+        source: Which integration selected (``"hook"``, ``"middleware"``, ...).
+        **extra: More fields (e.g. ``memory_error``).
+
+    Returns:
+        Counts, tokens, strategy, fallback flags, kept ids and kept/dropped counts per kind.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["x y", "z"], "z", budget_tokens=1)
+        >>> selection_event(sel, source="doc")["kept_ids"]
+        ['1']
+    """
+    kept = set(selection.kept_ids)
+    kept_kinds = Counter(c.kind for c in selection.candidates if c.id in kept)
+    dropped_kinds = Counter(c.kind for c in selection.candidates if c.id not in kept)
+    return {
+        "source": source,
+        "strategy": selection.strategy,
+        "kept": len(selection.kept_ids),
+        "dropped": len(selection.candidates) - len(selection.kept_ids),
+        "tokens_total": selection.tokens_total,
+        "tokens_kept": selection.tokens_kept,
+        "tokens_dropped": selection.tokens_dropped,
+        "budget": selection.budget,
+        "over_budget": selection.over_budget,
+        "fell_back": selection.fell_back,
+        "error": selection.error,
+        "kept_by_kind": dict(kept_kinds),
+        "dropped_by_kind": dict(dropped_kinds),
+        "kept_ids": list(selection.kept_ids),
+        "seconds": selection.timings.get("total"),
+        **extra,
+    }
+
+
+class SelectionLog:
+    """Append-only JSONL log of selections, one record per model call (thread-safe).
+
+    Args:
+        path: File to append to; parent folders are created.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from langchain_pacms import ContextSelector
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
+        >>> log = SelectionLog(path)
+        >>> sel = ContextSelector().select(["a"], "a", budget_tokens=5)
+        >>> log.write(sel, query="a", source="doc")
+        >>> len(path.read_text().splitlines())
+        1
+    """
+
+    _locks: ClassVar[dict[str, threading.Lock]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        key = str(self.path.resolve())
+        with SelectionLog._guard:
+            self._lock = SelectionLog._locks.setdefault(key, threading.Lock())
+
+    def record(
+        self, selection: Selection, *, query: str, source: str, **extra: Any
+    ) -> dict[str, Any]:
+        """The record written for one selection."""
+        return {
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "source": source,
+            "query": query,
+            **selection.to_dict(),
+            **extra,
+        }
+
+    def write(self, selection: Selection, *, query: str, source: str, **extra: Any) -> None:
+        """Append one record."""
+        line = json.dumps(
+            self.record(selection, query=query, source=source, **extra),
+            ensure_ascii=False,
+            default=str,
+        )
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+
+
+def _log_line(event: dict[str, Any]) -> None:
+    if event["fell_back"]:
+        logger.warning(
+            "pacms %s: selector fell back to recency (%s); kept %d/%d candidates",
+            event["source"], event["error"], event["kept"], event["kept"] + event["dropped"],
+        )
+    elif logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "pacms %s: %s kept %d/%d candidates, %d/%d tokens (budget %d)%s",
+            event["source"], event["strategy"], event["kept"], event["kept"] + event["dropped"],
+            event["tokens_kept"], event["tokens_total"], event["budget"],
+            " over budget (mandatory only)" if event["over_budget"] else "",
+        )
+
+
+def _write_log(
+    log: SelectionLog | None, selection: Selection, query: str, source: str, extra: dict[str, Any]
+) -> None:
+    if log is None:
+        return
+    try:
+        log.write(selection, query=query, source=source, **extra)
+    except OSError as err:
+        logger.warning("could not write the selection log %s: %s", log.path, err)
+
+
+def report_selection(
+    selection: Selection,
+    *,
+    query: str,
+    source: str,
+    config: RunnableConfig | None = None,
+    log: SelectionLog | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Report one selection (custom event, log line, JSONL record).
+
+    Args:
+        selection: The verdict.
+        query: The query it was made for.
+        source: Which integration selected.
+        config: The current run's config (default: the one in context, if any).
+        log: Optional JSONL log.
+        **extra: Extra fields for the event and the record.
+
+    Returns:
+        The event payload.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["a"], "a", budget_tokens=5)
+        >>> report_selection(sel, query="a", source="doc")["strategy"]
+        'pacms'
+    """
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    try:
+        dispatch_custom_event(EVENT_NAME, event, config=config)
+    except RuntimeError:
+        pass  # not inside a run: nobody to tell
+    except Exception as err:  # a callback handler failed: never break the agent for it
+        logger.warning("pacms_selection event handler failed: %s", err)
+    _write_log(log, selection, query, source, extra)
+    return event
+
+
+async def areport_selection(
+    selection: Selection,
+    *,
+    query: str,
+    source: str,
+    config: RunnableConfig | None = None,
+    log: SelectionLog | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Async twin of :func:`report_selection`."""
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    try:
+        await adispatch_custom_event(EVENT_NAME, event, config=config)
+    except RuntimeError:
+        pass
+    except Exception as err:
+        logger.warning("pacms_selection event handler failed: %s", err)
+    _write_log(log, selection, query, source, extra)
+    return event

@@ -1,0 +1,53 @@
+"""The agent examples run offline (fake model) and print what they claim to show."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@functools.cache
+def run_example(name: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "OLLAMA_HOST"}
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120,
+        env=env, cwd=EXAMPLES.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("name", ["langgraph_agent_hook.py", "middleware_agent.py"])
+def test_agent_example_runs_offline(name):
+    out = run_example(name)
+    assert "offline fake model" in out
+    assert out.count("[pacms] model call") == 8  # one selection per model call
+    assert "FELL BACK" not in out
+    final = [line for line in out.splitlines() if line.startswith("assistant:")][-1]
+    assert "ROT-5521" in final  # the early fact survived the budget
+    assert "nothing removed" in out
+    assert "Relevant memories" in out or "memories sent as one 'Relevant memories'" in out
+
+
+def test_hook_example_reports_dropped_tool_outputs():
+    out = run_example("langgraph_agent_hook.py")
+    assert "left out of the last call: tool" in out
+    assert "selection log: 8 records" in out
+    assert "Ada is on call for the billing service" in out
+
+
+def test_middleware_example_shows_the_request():
+    out = run_example("middleware_agent.py")
+    lines = out.splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith("the last model request")))
+    request = lines[start + 1:]
+    assert request[0].split()[0] == "SystemMessage"
+    assert "Relevant memories:" in request[1]
+    assert "-> read_service_log" in out

@@ -1,0 +1,410 @@
+"""The LangGraph pre-model hook in real graphs: create_react_agent and a hand-built StateGraph."""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.embeddings import Embeddings
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.store.memory import InMemoryStore
+from pacms_fakes import (
+    EventCollector,
+    RecordingChatModel,
+    assert_provider_valid,
+    call,
+    long_conversation,
+    tool_calling_script,
+)
+from typing_extensions import TypedDict
+
+from langchain_pacms import ContextSelector
+from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+BIG = "row " * 1500  # ~1500 tokens of tool output
+FACT = "My locker combination is 31-07-42, please remember it."
+SECRET = "31-07-42"
+
+
+@tool
+def search(query: str) -> str:
+    """Search the archive (returns a very large payload)."""
+    return f"Archive results for {query}: " + BIG
+
+
+def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
+    seen = any(SECRET in str(m.content) for m in messages)
+    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
+
+
+def texts(messages: list[BaseMessage]) -> list[str]:
+    return [str(m.content) for m in messages]
+
+
+# -- create_react_agent ------------------------------------------------------------------------
+def test_react_agent_model_receives_selected_messages_and_state_is_untouched(tmp_path):
+    model = RecordingChatModel(script=tool_calling_script("search", "invoices"))
+    log = tmp_path / "selections.jsonl"
+    hook = create_pacms_hook(budget_tokens=2500, log_path=log)
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    history = long_conversation(30, fact=FACT)
+    question = HumanMessage("Search the archive for invoices.")
+    result = agent.invoke({"messages": [*history, question]})
+
+    # two model calls: tool call, then answer after the (huge) tool result
+    assert len(model.received) == 2
+    full = result["messages"]
+    assert full[: len(history) + 1] == [*history, question]  # transcript kept whole in state
+    assert len(full) == len(history) + 4
+    for received in model.received:
+        assert_provider_valid(received)
+        assert question in received
+        assert len(received) < len(history)
+    # second call: the fresh tool call + its big result are the current turn, hence mandatory
+    second = model.received[1]
+    assert isinstance(second[-1], ToolMessage) and BIG in second[-1].content
+    assert second[-2].tool_calls[0]["name"] == "search"
+
+    # the model received exactly what the hook selected, one JSONL record per model call
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 2
+    for rec in records:
+        assert rec["query"] == question.content
+        assert rec["strategy"] == "pacms"
+        assert "timestamp" in rec and rec["kept"] + rec["dropped"] == len(rec["candidates"])
+        kept = [c for c in rec["candidates"] if c["kept"]]
+        assert {"relevance", "gain", "pick_rank", "tokens"} <= set(kept[0])
+        assert rec["tokens_kept"] <= rec["budget"] or rec["over_budget"]
+    assert records[0]["tokens_kept"] <= 2500
+
+
+def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
+    history = long_conversation(200, fact=FACT, early_at=2)
+    question = HumanMessage("What is my locker combination?")
+    answers = {}
+    for strategy in ("pacms", "lastk"):
+        model = RecordingChatModel(script=answer_from_context)
+        hook = create_pacms_hook(budget_tokens=600, strategy=strategy)
+        agent = create_react_agent(model, [search], pre_model_hook=hook)
+        result = agent.invoke({"messages": [*history, question]})
+        (received,) = model.received
+        assert_provider_valid(received)
+        assert hook.last_selection.tokens_kept <= 600
+        answers[strategy] = (result["messages"][-1].content, received)
+    pacms_answer, pacms_seen = answers["pacms"]
+    lastk_answer, lastk_seen = answers["lastk"]
+    assert any(SECRET in t for t in texts(pacms_seen))
+    assert SECRET in pacms_answer
+    assert not any(SECRET in t for t in texts(lastk_seen))
+    assert lastk_answer == "I do not know."
+
+
+async def test_react_agent_async_path(tmp_path):
+    model = RecordingChatModel(script=tool_calling_script("search", "x"))
+    log = tmp_path / "a.jsonl"
+    hook = create_pacms_hook(budget_tokens=2500, log_path=log)
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    history = long_conversation(40, fact=FACT)
+    collector = EventCollector()
+    result = await agent.ainvoke(
+        {"messages": [*history, HumanMessage("search x")]}, {"callbacks": [collector]}
+    )
+    assert len(model.received) == 2
+    for received in model.received:
+        assert_provider_valid(received)
+    assert len(result["messages"]) == len(history) + 4
+    assert len(log.read_text().splitlines()) == 2
+    events = [data for name, data in collector.events if name == "pacms_selection"]
+    assert len(events) == 2 and all(e["source"] == "hook" for e in events)
+
+
+def test_custom_events_and_debug_log(caplog):
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=300)
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    collector = EventCollector()
+    with caplog.at_level(logging.DEBUG, logger="langchain_pacms.integrations.report"):
+        agent.invoke({"messages": [*long_conversation(20, fact=FACT), HumanMessage("hi")]},
+                     {"callbacks": [collector]})
+    (event,) = [data for name, data in collector.events if name == "pacms_selection"]
+    assert event["kept"] > 0 and event["dropped"] > 0
+    assert event["tokens_kept"] <= event["budget"] == 300
+    assert event["strategy"] == "pacms" and event["fell_back"] is False
+    assert set(event["kept_by_kind"]) <= {"turn", "tool"}
+    assert any("pacms hook: pacms kept" in r.getMessage() for r in caplog.records)
+
+
+async def test_astream_events_carry_the_selection():
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    agent = create_react_agent(model, [search], pre_model_hook=create_pacms_hook(budget_tokens=200))
+    names = [
+        ev["name"]
+        async for ev in agent.astream_events({"messages": [HumanMessage("hi")]}, version="v2")
+        if ev["event"] == "on_custom_event"
+    ]
+    assert names == ["pacms_selection"]
+
+
+# -- memories from a LangGraph store ------------------------------------------------------------
+MEMORIES = {
+    "m1": "The user's dog is called Biscuit.",
+    "m2": "The user prefers answers in metric units.",
+    "m3": "The user's staging database listens on port 6543.",
+    "m4": "The user is allergic to peanuts.",
+    "m5": "The user's favourite colour is teal.",
+}
+
+
+def memory_store() -> InMemoryStore:
+    store = InMemoryStore()
+    for key, value in MEMORIES.items():
+        store.put(("memories", "u1"), key, {"content": value})
+    store.put(("memories", "u2"), "other", {"content": "Another user's staging port is 1111."})
+    return store
+
+
+def context_messages(received: list[BaseMessage]) -> list[BaseMessage]:
+    return [m for m in received if str(m.content).startswith(CONTEXT_MEMORIES_HEADER)]
+
+
+@pytest.mark.parametrize("explicit_store", [False, True])
+def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
+    store = memory_store()
+    model = RecordingChatModel(script=[AIMessage("6543")])
+    hook = create_pacms_hook(
+        budget_tokens=28, strategy="topk",
+        store=store if explicit_store else None,
+        memory_namespaces=[("memories", "{user_id}")],
+    )
+    agent = create_react_agent(model, [search], pre_model_hook=hook,
+                               store=None if explicit_store else store)
+    messages = [
+        SystemMessage("You are a helpful assistant."),
+        HumanMessage("I went hiking yesterday, it was lovely " * 5),
+        AIMessage("Sounds great!"),
+        HumanMessage("Which port does my staging database listen on?"),
+    ]
+    agent.invoke({"messages": messages}, {"configurable": {"user_id": "u1"}})
+    (received,) = model.received
+    (context,) = context_messages(received)
+    assert received[0].content == "You are a helpful assistant."
+    assert received[1] is not None and received[1] == context  # right after the system prompt
+    assert isinstance(context, SystemMessage)
+    assert "- The user's staging database listens on port 6543." in context.content
+    selection = hook.last_selection
+    kept_memories = [c.text for c in selection.kept if c.kind == "memory"]
+    dropped_memories = [c.text for c in selection.candidates
+                        if c.kind == "memory" and c.id not in selection.kept_ids]
+    assert dropped_memories, "the budget should leave some memories out"
+    for text in kept_memories:
+        assert text in context.content
+    for text in dropped_memories:
+        assert text not in context.content
+    assert "Another user's" not in context.content  # namespace filled from the config
+    assert len([c for c in selection.candidates if c.kind == "memory"]) == len(MEMORIES)
+
+
+async def test_store_memories_async():
+    store = memory_store()
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=40, strategy="topk", memory_limit=3,
+                             memory_namespaces=[("memories", "{user_id}")])
+    agent = create_react_agent(model, [search], pre_model_hook=hook, store=store)
+    await agent.ainvoke({"messages": [HumanMessage("Is my dog Biscuit allergic to peanuts?")]},
+                        {"configurable": {"user_id": "u1"}})
+    (received,) = model.received
+    (context,) = context_messages(received)
+    memory_cands = [c for c in hook.last_selection.candidates if c.kind == "memory"]
+    assert len(memory_cands) == 3  # memory_limit reaches store.search
+    assert context.content.count("\n- ") >= 1
+
+
+def test_store_failure_is_soft():
+    class Broken(InMemoryStore):
+        def search(self, *args, **kwargs):
+            raise ConnectionError("store down")
+
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=100, store=Broken(),
+                             memory_namespaces=[("memories",)])
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    assert [m.content for m in model.received[0]] == ["hi"]
+    strict = create_pacms_hook(budget_tokens=100, store=Broken(),
+                               memory_namespaces=[("memories",)], strict=True)
+    with pytest.raises(ConnectionError):
+        strict.invoke({"messages": [HumanMessage("hi")]})
+
+
+# -- fail soft ----------------------------------------------------------------------------------
+class FailingEmbeddings(Embeddings):
+    def embed_documents(self, texts):
+        raise RuntimeError("embedding service unavailable")
+
+    def embed_query(self, text):
+        raise RuntimeError("embedding service unavailable")
+
+
+def test_embedding_failure_falls_back_to_recency_and_agent_keeps_running(tmp_path):
+    log = tmp_path / "f.jsonl"
+    model = RecordingChatModel(script=tool_calling_script("search", "x"))
+    hook = create_pacms_hook(embeddings=FailingEmbeddings(), budget_tokens=2500, log_path=log)
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    history = long_conversation(30, fact=FACT)
+    result = agent.invoke({"messages": [*history, HumanMessage("search x")]})
+    assert result["messages"][-1].content.startswith("Tool said")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 2
+    assert all(r["fell_back"] and r["strategy"] == "lastk" for r in records)
+    assert "embedding service unavailable" in records[0]["error"]
+    for received in model.received:
+        assert_provider_valid(received)
+    assert hook.last_selection.tokens_kept <= 2500 or hook.last_selection.over_budget
+
+
+def test_strict_raises_on_embedding_failure():
+    hook = create_pacms_hook(embeddings=FailingEmbeddings(), budget_tokens=100, strict=True)
+    with pytest.raises(RuntimeError, match="unavailable"):
+        hook.invoke({"messages": [HumanMessage("a"), HumanMessage("b")]})
+    # a non-strict selector under a strict hook still raises (flagged fallback)
+    lax = ContextSelector(FailingEmbeddings())
+    hook = create_pacms_hook(lax, budget_tokens=100, strict=True)
+    with pytest.raises(RuntimeError, match="fell back"):
+        hook.invoke({"messages": [HumanMessage("a"), HumanMessage("b")]})
+
+
+# -- budgets and options ------------------------------------------------------------------------
+def test_budget_from_context_window():
+    msgs = {"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]}
+    hook = create_pacms_hook(context_window=5000, answer_reserve=4000, budget_ratio=0.5)
+    hook.invoke(msgs)
+    assert hook.last_selection.budget == 500
+    hook = create_pacms_hook(context_window=1200, answer_reserve=200)
+    hook.invoke(msgs)
+    assert hook.last_selection.budget == 1000
+    hook = create_pacms_hook(budget_ratio=0.25)
+    hook.invoke(msgs)
+    assert hook.last_selection.budget == hook.last_selection.tokens_total // 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, "budget_tokens, budget_ratio or context_window"),
+        ({"budget_tokens": 5, "budget_ratio": 0.5}, "not both"),
+        ({"context_window": 100, "answer_reserve": 100}, "must exceed"),
+        ({"budget_tokens": 5, "strategy": "nope"}, "unknown strategy"),
+        ({"budget_ratio": 1.5}, "budget_ratio"),
+    ],
+)
+def test_bad_options_fail_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        create_pacms_hook(**kwargs)
+
+
+def test_strategy_options_reach_the_strategy():
+    hook = create_pacms_hook(budget_tokens=100, relevance_weight="auto")
+    hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
+    assert "relevance_weight" in hook.last_selection.info
+    hook = create_pacms_hook(budget_tokens=100, strategy="rag", k=2)
+    hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
+    assert len(hook.last_selection.kept_ids) <= 3  # 2 + the mandatory question
+
+
+def test_query_callable_used():
+    hook = create_pacms_hook(budget_tokens=40, strategy="topk",
+                             query=lambda state: state["topic"])
+    history = [HumanMessage("the cache latency is 12 ms"), HumanMessage("lunch is at noon"),
+               HumanMessage("next")]
+    out = hook.invoke({"messages": history, "topic": "cache latency"})["llm_input_messages"]
+    assert history[0] in out
+
+
+def test_tool_placeholders_keep_provider_valid_calls_in_agent():
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=300, strategy="topk", tool_placeholders=True)
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    messages = [
+        HumanMessage("look up the invoices archive"),
+        AIMessage("", tool_calls=[call("search", {"query": "invoices archive"}, "c1")]),
+        ToolMessage("Archive results for invoices archive: " + BIG, tool_call_id="c1",
+                    name="search"),
+        AIMessage("Found 3 invoices."),
+        HumanMessage("which archive search did you run for invoices?"),
+    ]
+    agent.invoke({"messages": messages})
+    (received,) = model.received
+    assert_provider_valid(received)
+    results = [m for m in received if isinstance(m, ToolMessage)]
+    assert len(results) == 1 and "omitted" in results[0].content
+
+
+# -- a hand-built StateGraph --------------------------------------------------------------------
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    llm_input_messages: list[AnyMessage]
+
+
+def build_graph(model: RecordingChatModel, hook: Any, **compile_kwargs: Any):
+    def call_model(state: State) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["llm_input_messages"])]}
+
+    async def acall_model(state: State) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["llm_input_messages"])]}
+
+    from langchain_core.runnables import RunnableLambda
+
+    graph = StateGraph(State)
+    graph.add_node("select", hook)
+    graph.add_node("model", RunnableLambda(call_model, afunc=acall_model))
+    graph.add_edge(START, "select")
+    graph.add_edge("select", "model")
+    return graph.compile(**compile_kwargs)
+
+
+def test_hook_as_node_of_a_state_graph_with_checkpointer_and_store():
+    model = RecordingChatModel(script=answer_from_context)
+    store = memory_store()
+    hook = create_pacms_hook(budget_tokens=600, memory_namespaces=[("memories", "{user_id}")])
+    app = build_graph(model, hook, checkpointer=InMemorySaver(), store=store)
+    config = {"configurable": {"thread_id": "t1", "user_id": "u1"}}
+    history = long_conversation(120, fact=FACT, early_at=1)
+    app.invoke({"messages": history}, config)
+    out = app.invoke({"messages": [HumanMessage("What is my locker combination?")]}, config)
+    assert SECRET in out["messages"][-1].content
+    assert len(out["messages"]) == len(history) + 3  # nothing removed from the checkpoint
+    received = model.received[-1]
+    assert_provider_valid(received)
+    assert len(context_messages(received)) <= 1
+
+
+async def test_hook_as_node_async():
+    model = RecordingChatModel(script=answer_from_context)
+    hook = create_pacms_hook(budget_tokens=600)
+    app = build_graph(model, hook)
+    history = long_conversation(120, fact=FACT, early_at=1)
+    out = await app.ainvoke(
+        {"messages": [*history, HumanMessage("What is my locker combination?")]}
+    )
+    assert SECRET in out["messages"][-1].content

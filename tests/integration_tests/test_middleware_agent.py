@@ -1,0 +1,199 @@
+"""PACMSMiddleware inside real langchain.agents.create_agent runs."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import sys
+from dataclasses import dataclass
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.store.memory import InMemoryStore
+from pacms_fakes import (
+    EventCollector,
+    RecordingChatModel,
+    assert_provider_valid,
+    call,
+    long_conversation,
+    tool_calling_script,
+)
+
+from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
+from langchain_pacms.integrations.middleware import PACMSMiddleware
+
+BIG = "row " * 1500
+FACT = "My locker combination is 31-07-42, please remember it."
+SECRET = "31-07-42"
+SYSTEM = "You are a careful assistant."
+
+
+@tool
+def search(query: str) -> str:
+    """Search the archive (returns a very large payload)."""
+    return f"Archive results for {query}: " + BIG
+
+
+def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
+    seen = any(SECRET in str(m.content) for m in messages)
+    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
+
+
+def test_model_receives_selection_state_untouched(tmp_path):
+    log = tmp_path / "mw.jsonl"
+    model = RecordingChatModel(script=tool_calling_script("search", "invoices"))
+    mw = PACMSMiddleware(budget_tokens=2500, log_path=log)
+    agent = create_agent(model, [search], system_prompt=SYSTEM, middleware=[mw])
+    history = long_conversation(30, fact=FACT)
+    question = HumanMessage("Search the archive for invoices.")
+    collector = EventCollector()
+    result = agent.invoke({"messages": [*history, question]}, {"callbacks": [collector]})
+
+    assert len(model.received) == 2
+    assert len(result["messages"]) == len(history) + 4  # full transcript kept in state
+    assert result["messages"][: len(history)] == history
+    for received in model.received:
+        assert isinstance(received[0], SystemMessage) and received[0].content == SYSTEM
+        assert sum(isinstance(m, SystemMessage) for m in received) == 1
+        assert_provider_valid(received)
+        assert question in received
+        assert len(received) < len(history)
+    second = model.received[1]
+    assert isinstance(second[-1], ToolMessage) and BIG in second[-1].content
+
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 2
+    assert all(r["source"] == "middleware" and r["query"] == question.content for r in records)
+    # the system prompt was budgeted as a mandatory candidate
+    assert records[0]["candidates"][0]["kind"] == "system"
+    assert records[0]["candidates"][0]["mandatory"] is True
+    assert records[0]["tokens_kept"] <= 2500
+    events = [d for name, d in collector.events if name == "pacms_selection"]
+    assert len(events) == 2 and events[0]["source"] == "middleware"
+
+
+def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
+    history = long_conversation(200, fact=FACT, early_at=2)
+    question = HumanMessage("What is my locker combination?")
+    seen = {}
+    for strategy in ("pacms", "lastk"):
+        model = RecordingChatModel(script=answer_from_context)
+        agent = create_agent(model, [search], system_prompt=SYSTEM,
+                             middleware=[PACMSMiddleware(budget_tokens=600, strategy=strategy)])
+        result = agent.invoke({"messages": [*history, question]})
+        (received,) = model.received
+        assert_provider_valid(received)
+        seen[strategy] = (result["messages"][-1].content, received)
+    assert SECRET in seen["pacms"][0]
+    assert any(SECRET in str(m.content) for m in seen["pacms"][1])
+    assert seen["lastk"][0] == "I do not know."
+    assert not any(SECRET in str(m.content) for m in seen["lastk"][1])
+
+
+async def test_async_path(tmp_path):
+    log = tmp_path / "a.jsonl"
+    model = RecordingChatModel(script=tool_calling_script("search", "x"))
+    agent = create_agent(model, [search], system_prompt=SYSTEM,
+                         middleware=[PACMSMiddleware(budget_tokens=2500, log_path=log)])
+    history = long_conversation(40, fact=FACT)
+    result = await agent.ainvoke({"messages": [*history, HumanMessage("search x")]})
+    assert len(model.received) == 2
+    for received in model.received:
+        assert_provider_valid(received)
+        assert received[0].content == SYSTEM
+    assert len(result["messages"]) == len(history) + 4
+    assert len(log.read_text().splitlines()) == 2
+
+
+@dataclass
+class UserContext:
+    user_id: str
+
+
+MEMORIES = {
+    "m1": "The user's dog is called Biscuit.",
+    "m2": "The user prefers answers in metric units.",
+    "m3": "The user's staging database listens on port 6543.",
+    "m4": "The user is allergic to peanuts.",
+}
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_store_memories_from_agent_store(use_async):
+    store = InMemoryStore()
+    for key, value in MEMORIES.items():
+        store.put(("memories", "u1"), key, {"content": value})
+    store.put(("memories", "u2"), "x", {"content": "Someone else's staging port is 1111."})
+    model = RecordingChatModel(script=[AIMessage("6543")])
+    mw = PACMSMiddleware(budget_tokens=30, strategy="topk",
+                         memory_namespaces=[("memories", "{user_id}")])
+    agent = create_agent(model, [search], system_prompt=SYSTEM, middleware=[mw], store=store,
+                         context_schema=UserContext)
+    payload = {"messages": [HumanMessage("Which port does my staging database listen on?")]}
+    if use_async:
+        await agent.ainvoke(payload, context=UserContext(user_id="u1"))
+    else:
+        agent.invoke(payload, context=UserContext(user_id="u1"))
+    (received,) = model.received
+    assert received[0].content == SYSTEM
+    context = received[1]
+    assert isinstance(context, SystemMessage)
+    assert context.content.startswith(CONTEXT_MEMORIES_HEADER)
+    assert "port 6543" in context.content
+    assert "1111" not in context.content
+    selection = mw.last_selection
+    dropped = [c.text for c in selection.candidates
+               if c.kind == "memory" and c.id not in selection.kept_ids]
+    assert dropped
+    assert not any(text in context.content for text in dropped)
+    assert received[2].content == payload["messages"][0].content
+
+
+def test_tight_budget_with_huge_tool_outputs_stays_valid():
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    agent = create_agent(model, [search], system_prompt=SYSTEM,
+                         middleware=[PACMSMiddleware(budget_tokens=200, tool_placeholders=True)])
+    messages = []
+    for t in range(6):
+        messages += [
+            HumanMessage(f"search topic {t}"),
+            AIMessage("", tool_calls=[call("search", {"query": f"t{t}a"}, f"a{t}"),
+                                      call("search", {"query": f"t{t}b"}, f"b{t}")]),
+            ToolMessage(BIG, tool_call_id=f"b{t}", name="search"),
+            ToolMessage(BIG, tool_call_id=f"a{t}", name="search"),
+            AIMessage(f"done with topic {t}"),
+        ]
+    messages.append(HumanMessage("what did you search for topic 3?"))
+    agent.invoke({"messages": messages})
+    (received,) = model.received
+    assert_provider_valid(received)
+    assert not any(m.content == BIG for m in received)
+    conversational = [m for m in received if not isinstance(m, SystemMessage)]
+    assert isinstance(conversational[0], HumanMessage)
+    assert conversational[-1] is messages[-1]
+
+
+def test_import_error_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_langchain(name, *args, **kwargs):
+        if name == "langchain" or name.startswith("langchain."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "langchain_pacms.integrations.middleware")
+    for name in [n for n in sys.modules if n == "langchain" or n.startswith("langchain.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", no_langchain)
+    with pytest.raises(ImportError, match=r'pip install "langchain-pacms\[middleware\]"'):
+        importlib.import_module("langchain_pacms.integrations.middleware")
+    # the rest of the integrations import fine without langchain
+    import langchain_pacms.integrations as integrations
+
+    importlib.reload(integrations)
+    assert callable(integrations.create_pacms_hook)
+    with pytest.raises(ImportError, match="middleware"):
+        _ = integrations.PACMSMiddleware

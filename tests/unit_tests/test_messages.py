@@ -1,0 +1,367 @@
+"""Message <-> candidate mapping: unit tests and property tests over random conversations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from langchain_pacms import ContextSelector, available_strategies
+from langchain_pacms.integrations import (
+    apply_selection,
+    create_pacms_hook,
+    messages_to_candidates,
+    query_from_messages,
+)
+from langchain_pacms.integrations.messages import (
+    CONTEXT_DOCUMENTS_HEADER,
+    CONTEXT_MEMORIES_HEADER,
+    OMISSION_NOTE,
+    content_text,
+    memory_text,
+)
+
+SELECTOR = ContextSelector()
+STRATEGIES = ["pacms", "topk", "lastk", "mmr", "rag"]
+WORDS = [
+    "port", "database", "staging", "deploy", "alpha", "invoice", "lunch", "weather", "cache",
+    "latency", "budget", "token", "river", "mountain", "code", "secret", "cat", "dog", "error",
+    "retry",
+]
+
+
+def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def check_valid(out: list[BaseMessage]) -> None:
+    """No ToolMessage without its call right before it; no call without a result."""
+    open_calls: set[str] = set()
+    for i, m in enumerate(out):
+        if isinstance(m, ToolMessage):
+            assert m.tool_call_id in open_calls, f"orphan ToolMessage at {i}"
+            open_calls.discard(m.tool_call_id)
+            continue
+        assert not open_calls, f"calls {open_calls} lack results before {i}"
+        if isinstance(m, AIMessage) and m.tool_calls:
+            open_calls = {c["id"] for c in m.tool_calls}
+    assert not open_calls, f"calls {open_calls} lack results at the end"
+
+
+# -- random conversations ---------------------------------------------------------------------
+text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=30).map(" ".join)
+
+
+@st.composite
+def contents(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 4)) == 0:  # multimodal
+        blocks: list[Any] = [{"type": "text", "text": draw(text)}]
+        if draw(st.booleans()):
+            blocks.append({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}})
+        if draw(st.booleans()):
+            blocks.append(draw(text))
+        return blocks
+    return draw(text)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[BaseMessage]:
+    messages: list[BaseMessage] = []
+    if draw(st.booleans()):
+        messages.append(SystemMessage(draw(text)))
+    n_calls = 0
+    for _ in range(draw(st.integers(0, 25))):
+        kind = draw(st.sampled_from(["human", "ai", "tools", "tools", "orphan", "system"]))
+        if kind == "human":
+            messages.append(HumanMessage(draw(contents())))
+        elif kind == "ai":
+            messages.append(AIMessage(draw(contents())))
+        elif kind == "system" and draw(st.integers(0, 5)) == 0:
+            messages.append(SystemMessage(draw(text)))
+        elif kind == "orphan":
+            messages.append(ToolMessage(draw(text), tool_call_id=f"ghost{n_calls}"))
+            n_calls += 1
+        elif kind == "tools":
+            for _round in range(draw(st.integers(1, 3))):  # several rounds in a row
+                calls = []
+                for _ in range(draw(st.integers(1, 3))):  # parallel calls
+                    calls.append(call(draw(st.sampled_from(["search", "fetch"])), f"c{n_calls}",
+                                      q=draw(text)))
+                    n_calls += 1
+                ai_text = draw(st.one_of(st.just(""), text))
+                messages.append(AIMessage(ai_text, tool_calls=calls))
+                results = [c for c in calls if draw(st.integers(0, 9)) > 0]  # ~10% missing
+                for c in draw(st.permutations(results)):
+                    messages.append(ToolMessage(draw(contents()), tool_call_id=c["id"],
+                                                name=c["name"]))
+    if draw(st.booleans()) or not any(isinstance(m, HumanMessage) for m in messages):
+        messages.append(HumanMessage(draw(contents())))
+    return messages
+
+
+def snapshot(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    return [m.model_dump() for m in messages]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=conversations(),
+    memories=st.lists(text, max_size=4),
+    documents=st.lists(text, max_size=3),
+    budget=st.integers(1, 1500),
+    strategy=st.sampled_from(STRATEGIES),
+    placeholders=st.booleans(),
+    keep_latest_turn=st.booleans(),
+)
+def test_selection_output_is_always_valid(
+    messages, memories, documents, budget, strategy, placeholders, keep_latest_turn
+):
+    before = snapshot(messages)
+    ids_before = [id(m) for m in messages]
+    docs = [Document(d) for d in documents]
+    cands, spans = messages_to_candidates(
+        messages, memories=memories, documents=docs,
+        tool_placeholders=placeholders, keep_latest_turn=keep_latest_turn,
+    )
+    query = query_from_messages(messages) or "anything"
+    if not query.strip():
+        query = "anything"
+    sel = SELECTOR.select(cands, query, budget_tokens=budget, strategy=strategy)
+    out = apply_selection(messages, sel, spans)
+
+    # inputs unmutated
+    assert [id(m) for m in messages] == ids_before
+    assert snapshot(messages) == before
+
+    # provider validity: tool integrity
+    check_valid(out)
+
+    # system messages and the latest human message kept (same objects)
+    out_ids = {id(m) for m in out}
+    for m in messages:
+        if isinstance(m, SystemMessage):
+            assert id(m) in out_ids
+    latest = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+    assert id(messages[latest]) in out_ids
+    if keep_latest_turn:  # the work after the latest question is kept too
+        for m in messages[latest + 1:]:
+            if not (isinstance(m, ToolMessage) and m.tool_call_id.startswith("ghost")):
+                assert id(m) in out_ids
+
+    # order preserved: input messages appear in input order (results adjacent in the input)
+    index = {id(m): i for i, m in enumerate(messages)}
+    positions = [index[id(m)] for m in out if id(m) in index]
+    assert positions == sorted(positions)
+
+    # passed through unchanged (multimodal content included)
+    for m in out:
+        if id(m) in index:
+            assert m is messages[index[id(m)]]
+
+    # budget respected unless the mandatory part alone exceeds it
+    kept = set(sel.kept_ids)
+    kept_tokens = sum(SELECTOR.token_counter(c.text) for c in cands if c.id in kept)
+    mandatory_tokens = sum(SELECTOR.token_counter(c.text) for c in cands if c.mandatory)
+    if mandatory_tokens <= budget:
+        assert not sel.over_budget
+        assert kept_tokens <= budget
+    else:
+        assert sel.over_budget
+        assert kept == {c.id for c in cands if c.mandatory}
+
+    # memories/documents: one context message, exactly the kept ones
+    contexts = [m for m in out if id(m) not in index and isinstance(m, SystemMessage)]
+    kept_mem = [c.text for c in cands if c.kind == "memory" and c.id in kept]
+    kept_doc = [c.text for c in cands if c.kind == "document" and c.id in kept]
+    assert len(contexts) == (1 if kept_mem or kept_doc else 0)
+    if contexts:
+        body = contexts[0].content
+        assert (CONTEXT_MEMORIES_HEADER in body) == bool(kept_mem)
+        assert (CONTEXT_DOCUMENTS_HEADER in body) == bool(kept_doc)
+        bullets = [line[2:] for line in body.splitlines() if line.startswith("- ")]
+        assert bullets == [t.strip() for t in kept_mem + kept_doc]
+
+    # the first conversational message is human whenever the input's was
+    conversational = [m for m in out if not isinstance(m, SystemMessage)]
+    first_in = next(m for m in messages if not isinstance(m, SystemMessage))
+    if isinstance(first_in, HumanMessage) and conversational:
+        assert isinstance(conversational[0], HumanMessage)
+
+    # deterministic
+    again = apply_selection(
+        messages, SELECTOR.select(cands, query, budget_tokens=budget, strategy=strategy), spans
+    )
+    assert [m.model_dump() for m in again] == [m.model_dump() for m in out]
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=conversations(), budget=st.integers(1, 800),
+       strategy=st.sampled_from(STRATEGIES))
+def test_hook_output_is_valid_for_random_conversations(messages, budget, strategy):
+    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
+                             tool_placeholders=True)
+    before = snapshot(messages)
+    out = hook.invoke({"messages": messages})["llm_input_messages"]
+    assert snapshot(messages) == before
+    check_valid(out)
+    assert hook.last_selection is not None
+    assert hook.last_selection.tokens_kept <= budget or hook.last_selection.over_budget
+
+
+# -- focused unit tests -----------------------------------------------------------------------
+def test_parallel_calls_and_rounds_group_into_spans():
+    msgs = [
+        SystemMessage("sys"),
+        HumanMessage("q"),
+        AIMessage("", tool_calls=[call("a", "1"), call("b", "2")]),
+        ToolMessage("rb", tool_call_id="2"),
+        ToolMessage("ra", tool_call_id="1"),
+        AIMessage("", tool_calls=[call("a", "3")]),
+        ToolMessage("r3", tool_call_id="3"),
+        AIMessage("final"),
+        HumanMessage("next"),
+        AIMessage("reply"),
+        HumanMessage("latest"),
+    ]
+    _, spans = messages_to_candidates(msgs)
+    assert [(s.id, s.kind, s.indices, s.mandatory) for s in spans] == [
+        ("m0", "system", (0,), True),
+        ("m1", "turn", (1,), False),
+        ("t2", "tool", (2, 3, 4), False),
+        ("t5", "tool", (5, 6), False),
+        ("m7", "turn", (7,), False),
+        ("m8", "turn", (8, 9), False),  # a human turn with its AI reply
+        ("m10", "turn", (10,), True),
+    ]
+
+
+def test_orphan_tool_messages_dropped_and_missing_results_filled():
+    msgs = [
+        HumanMessage("q"),
+        ToolMessage("orphan", tool_call_id="nope"),
+        AIMessage("", tool_calls=[call("a", "1"), call("b", "2")]),
+        ToolMessage("ra", tool_call_id="1"),
+        HumanMessage("latest"),
+    ]
+    cands, spans = messages_to_candidates(msgs)
+    sel = SELECTOR.select(cands, "q", budget_tokens=10_000)
+    out = apply_selection(msgs, sel, spans)
+    check_valid(out)
+    assert all(m.content != "orphan" for m in out)
+    filled = [m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "2"]
+    assert len(filled) == 1 and filled[0].status == "error"
+    assert "no result" in filled[0].content
+
+
+def test_results_moved_next_to_their_call():
+    msgs = [
+        HumanMessage("q"),
+        AIMessage("", tool_calls=[call("a", "1")]),
+        HumanMessage("interjection"),
+        ToolMessage("ra", tool_call_id="1"),
+        HumanMessage("latest"),
+    ]
+    cands, spans = messages_to_candidates(msgs)
+    out = apply_selection(msgs, SELECTOR.select(cands, "q", budget_tokens=10_000), spans)
+    check_valid(out)
+    assert [m.content for m in out] == ["q", "", "ra", "interjection", "latest"]
+
+
+def test_placeholder_mode_keeps_call_with_placeholder_result():
+    big = "lorem ipsum dolor " * 300
+    msgs = [
+        HumanMessage("fetch the invoice"),
+        AIMessage("", tool_calls=[call("fetch_invoice", "1", number="INV-7")]),
+        ToolMessage(big, tool_call_id="1", name="fetch_invoice"),
+        AIMessage("The invoice INV-7 totals 420 EUR."),
+        HumanMessage("what did the invoice INV-7 total?"),
+    ]
+    cands, spans = messages_to_candidates(msgs, tool_placeholders=True)
+    assert [c.id for c in cands] == ["m0", "t1:call", "t1", "m3", "m4"]
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=80, strategy="topk")
+    out = apply_selection(msgs, sel, spans)
+    check_valid(out)
+    assert "t1:call" in sel.kept_ids and "t1" not in sel.kept_ids
+    results = [m for m in out if isinstance(m, ToolMessage)]
+    assert len(results) == 1 and "omitted" in results[0].content
+    assert results[0].tool_call_id == "1"
+    # with room for everything, the full span wins and no placeholder is sent
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=100_000)
+    out = apply_selection(msgs, sel, spans)
+    assert [m.content for m in out if isinstance(m, ToolMessage)] == [big]
+
+
+def test_multimodal_content_scored_as_text_and_passed_through():
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    human = HumanMessage([{"type": "text", "text": "the staging port is 6543"}, image])
+    msgs = [human, HumanMessage("lunch was nice"), HumanMessage("which staging port?")]
+    cands, spans = messages_to_candidates(msgs)
+    assert cands[0].text == "the staging port is 6543\n[image_url]"
+    sel = SELECTOR.select(cands, "which staging port?", budget_tokens=20)
+    out = apply_selection(msgs, sel, spans)
+    assert out[0] is human and out[0].content[1] == image
+
+
+def test_memories_and_documents_become_one_context_message():
+    msgs = [SystemMessage("You are helpful."), HumanMessage("What port does staging use?")]
+    memories = [{"content": "Staging DB port is 6543."}, "User likes cats."]
+    docs = [Document("Staging runs Postgres 16 on port 6543.")]
+    cands, spans = messages_to_candidates(msgs, memories=memories, documents=docs)
+    assert [c.kind for c in cands] == ["memory", "memory", "document", "system", "turn"]
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=32, strategy="topk")
+    out = apply_selection(msgs, sel, spans)
+    assert out[0].content == "You are helpful."
+    assert isinstance(out[1], SystemMessage)
+    assert out[1].content.startswith(CONTEXT_MEMORIES_HEADER)
+    assert "- Staging DB port is 6543." in out[1].content
+    assert "cats" not in out[1].content
+    assert CONTEXT_DOCUMENTS_HEADER in out[1].content
+    assert out[2] is msgs[1]
+    human = apply_selection(msgs, sel, spans, context_role="human")
+    assert isinstance(human[1], HumanMessage)
+
+
+def test_omission_note_when_an_ai_message_would_come_first():
+    msgs = [
+        SystemMessage("sys"),
+        HumanMessage("zzz filler filler filler filler filler"),
+        AIMessage("the secret code is 99"),
+        HumanMessage("what is the secret code?"),
+    ]
+    cands, spans = messages_to_candidates(msgs, pair_turns=False)
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=13, strategy="topk")
+    assert sel.kept_ids == ("m0", "m2", "m3")
+    out = apply_selection(msgs, sel, spans)
+    assert [type(m).__name__ for m in out] == [
+        "SystemMessage", "HumanMessage", "AIMessage", "HumanMessage",
+    ]
+    assert out[1].content == OMISSION_NOTE
+    assert apply_selection(msgs, sel, spans, start_on_human=False)[1] is msgs[2]
+
+
+def test_spans_read_from_selection_when_not_passed():
+    msgs = [HumanMessage("a"), HumanMessage("b")]
+    cands, spans = messages_to_candidates(msgs)
+    sel = SELECTOR.select(cands, "b", budget_tokens=100)
+    assert apply_selection(msgs, sel) == apply_selection(msgs, sel, spans)
+    plain = SELECTOR.select(["a", "b"], "b", budget_tokens=100)
+    with pytest.raises(ValueError, match="carries no Span"):
+        apply_selection(msgs, plain)
+
+
+def test_text_helpers():
+    assert content_text([{"type": "text", "text": "x"}, {"type": "audio"}]) == "x\n[audio]"
+    assert memory_text({"text": "t"}) == "t"
+    assert memory_text({"a": 1}) == '{"a": 1}'
+    assert query_from_messages([AIMessage("x")]) == ""
+    assert set(STRATEGIES) <= set(available_strategies())
