@@ -301,7 +301,10 @@ class ContextSelector:
     def _reweight(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        hook = getattr(self.embeddings.embeddings, "reweight_pool", None)
+        model = self.embeddings.embeddings
+        while isinstance(model, CachedEmbeddings):  # a cache given together with cache_store
+            model = model.embeddings
+        hook = getattr(model, "reweight_pool", None)
         return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
 
     def _note_failure(self, err: BaseException) -> str:
@@ -327,17 +330,18 @@ class ContextSelector:
         n = len(cands)
         mandatory = np.array([c.mandatory for c in cands], dtype=bool)
         positions = np.array([int(c.position or 0) for c in cands], dtype=np.int64)
-        fell_back = vectors is None or query_vec is None
+        fell_back = n > 0 and (vectors is None or query_vec is None)
         if fell_back:
             vectors, query_vec, strategy, options = np.zeros((n, 1)), np.zeros(1), "lastk", {}
-        else:
+        elif n:
             self._failing = False
-        assert vectors is not None and query_vec is not None
         t0 = time.perf_counter()
         if n == 0:
+            # Nothing to embed or choose: an empty selection, not a fallback.
             pick = Pick(np.zeros(0, dtype=np.int64), np.zeros(0))
             relevance = np.zeros(0)
         else:
+            assert vectors is not None and query_vec is not None
             problem = Problem.build(
                 vectors, query_vec, tokens=tokens, budget=budget,
                 mandatory=mandatory, positions=positions,

@@ -69,12 +69,13 @@ def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
     return ranks
 
 
-@lru_cache(maxsize=len(_SUPPORTED))
 def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
     """Build a tiktoken ``Encoding`` offline from the bundled, hash-checked rank files.
 
     The encoding's constructor parameters (split pattern, special tokens, expected file hash) come
-    from tiktoken's own registry; only the file loading is redirected to the local copy.
+    from tiktoken's own registry; only the file loading is redirected to the local copy. Each
+    encoding is built once per process (``get_encoding()`` and ``get_encoding("o200k_base")``
+    return the same object).
 
     Args:
         name: ``"o200k_base"`` or ``"cl100k_base"``.
@@ -88,6 +89,11 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
     """
     if name not in _SUPPORTED:
         raise ValueError(f"unsupported encoding {name!r}; choose one of {_SUPPORTED}")
+    return _build_encoding(name)
+
+
+@lru_cache(maxsize=len(_SUPPORTED))
+def _build_encoding(name: str) -> Any:
     import tiktoken
     from tiktoken_ext import openai_public
 

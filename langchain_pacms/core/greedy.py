@@ -60,37 +60,59 @@ def lazy_greedy(
         The picks made after ``start``; stops when nothing that fits has a positive gain.
     """
     coverage = objective.coverage_of(start)
+    return _lazy(objective, costs, budget, start, rank, cost_exponent, coverage, None)
+
+
+def _lazy(
+    objective: CoverageObjective,
+    costs: NDArray[np.int64],
+    budget: int,
+    start: NDArray[np.int64],
+    rank: NDArray[np.int64],
+    cost_exponent: float,
+    coverage: NDArray[np.float32],
+    initial: NDArray[np.float64] | None,
+) -> GreedyResult:
+    """CELF loop; ``coverage`` (of ``start``) is updated in place, ``initial`` may be reused."""
     remaining = budget - int(costs[start].sum())
     in_set = np.zeros(costs.shape[0], dtype=bool)
     in_set[start] = True
-    initial = objective.gains(coverage)
-    heap = [
-        (-_ratio(float(initial[j]), int(costs[j]), cost_exponent), int(rank[j]), j)
-        for j in np.flatnonzero(~in_set & (costs <= remaining)).tolist()
-    ]
+    if initial is None:
+        initial = objective.gains(coverage)
+    cost_of = costs.tolist()
+    gain_of = initial.tolist()
+    rank_of = rank.tolist()
+    per = [max(c, 1) ** cost_exponent for c in cost_of]  # gain / per[j] is _ratio(...)
+    live = np.flatnonzero(~in_set & (costs <= remaining)).tolist()
+    # Entries: (-gain / cost**exponent, tie-break rank, index, picks made when evaluated, gain).
+    # An index is in the heap at most once, so tuples never compare beyond it.
+    heap = [(-(gain_of[j] / per[j]), rank_of[j], j, 0, gain_of[j]) for j in live]
     heapq.heapify(heap)
-    fresh_at = dict.fromkeys((item[2] for item in heap), 0)
-    gain_of = {item[2]: float(initial[item[2]]) for item in heap}
     picks: list[int] = []
     gains: list[float] = []
+    made = 0
     evaluations = len(heap)
+    gain = objective.gain
+    covered = objective.covered(coverage)
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        _, tie, j = heapq.heappop(heap)
-        if costs[j] > remaining:
+        _, tie, j, stamp, value = pop(heap)
+        cost = cost_of[j]
+        if cost > remaining:
             continue
-        if fresh_at[j] == len(picks):
-            if gain_of[j] <= 0.0:
+        if stamp == made:
+            if value <= 0.0:
                 break
             objective.add(j, coverage)
-            remaining -= int(costs[j])
+            covered = objective.covered(coverage)
+            remaining -= cost
             picks.append(j)
-            gains.append(gain_of[j])
+            gains.append(value)
+            made += 1
             continue
-        gain = objective.gain(j, coverage)
+        value = gain(j, coverage, covered)
         evaluations += 1
-        gain_of[j] = gain
-        fresh_at[j] = len(picks)
-        heapq.heappush(heap, (-_ratio(gain, int(costs[j]), cost_exponent), tie, j))
+        push(heap, (-(value / per[j]), tie, j, made, value))
     return GreedyResult(picks, gains, evaluations)
 
 
@@ -148,10 +170,13 @@ def budgeted_greedy(
 
     Takes the same arguments and returns the same as :func:`lazy_greedy`.
     """
-    run = lazy_greedy(objective, costs, budget, start, rank, cost_exponent=cost_exponent)
+    base_coverage = objective.coverage_of(start)
+    singles = objective.gains(base_coverage)
+    run = _lazy(
+        objective, costs, budget, start, rank, cost_exponent, base_coverage.copy(), singles
+    )
     base = objective.value(start)
     remaining = budget - int(costs[start].sum())
-    singles = objective.gains(objective.coverage_of(start))
     singles[costs > remaining] = -np.inf
     singles[start] = -np.inf
     if not np.isfinite(singles).any():

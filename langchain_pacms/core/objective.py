@@ -31,14 +31,23 @@ _BLOCK = 512
 class CoverageObjective:
     """Marginal gains and values of ``G`` over one :class:`Problem`.
 
-    The ``(n, n)`` weight matrix is stored transposed (row ``j`` holds ``w_ij`` for all ``i``) so
-    that evaluating one candidate reads one contiguous row.
+    The weight matrix is stored transposed (row ``j`` holds ``w_ij`` for all ``i``) so that
+    evaluating one candidate reads one contiguous row. Only the columns of targets ``i`` with a
+    positive weight ``t(i)`` are kept (:attr:`targets`): a target with ``rel(i) = 0`` has
+    ``w_ij = 0`` for every ``j`` and can never contribute to ``F``, so dropping it changes no
+    value and saves its share of the work. Coverage vectors are indexed like those columns.
 
     Args:
         problem: The selection instance.
         relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
         density_threshold: Cosine at or above which two candidates count as near-duplicates for
             the density normalisation; ``None`` disables it.
+
+    Attributes:
+        weights_t: ``(n, m)`` float32, ``weights_t[j, k] = w_{targets[k], j}``.
+        targets: ``(m,)`` indices of the candidates with a positive target weight.
+        coverage_scale: ``1 - lam``.
+        modular: ``(n,)`` float64, ``lam * rel``.
 
     Example:
         >>> import numpy as np
@@ -59,37 +68,68 @@ class CoverageObjective:
         if density_threshold is not None and not 0.0 < density_threshold <= 1.0:
             raise ValueError(f"density_threshold must be in (0, 1], got {density_threshold}")
         rel = problem.relevance.astype(np.float32)
-        weights = problem.vectors @ problem.vectors.T
-        np.maximum(weights, 0.0, out=weights)
+        vectors = problem.vectors
         target = rel
         if density_threshold is not None:
-            density = np.count_nonzero(weights >= np.float32(density_threshold), axis=1)
+            density = np.zeros(problem.n, dtype=np.int64)
+            for start in range(0, problem.n, _BLOCK):
+                cos = vectors[start : start + _BLOCK] @ vectors.T
+                density[start : start + _BLOCK] = np.count_nonzero(
+                    cos >= np.float32(density_threshold), axis=1
+                )
             target = rel / np.maximum(density, 1).astype(np.float32)
-        weights *= target[None, :]
-        self.weights_t: NDArray[np.float32] = weights
+        # With lam = 1 the coverage term is multiplied by 0: no column is needed at all.
+        active = target > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
+        self.targets: NDArray[np.int64] = np.flatnonzero(active).astype(np.int64)
+        weights = vectors @ vectors[self.targets].T
+        np.maximum(weights, 0.0, out=weights)
+        weights *= target[self.targets][None, :]
+        self.weights_t: NDArray[np.float32] = np.ascontiguousarray(weights)
         self.coverage_scale = np.float32(1.0 - relevance_weight)
         self.modular: NDArray[np.float64] = relevance_weight * rel.astype(np.float64)
+        self._scale = float(self.coverage_scale)
+        self._modular = self.modular.tolist()
+        self._buffer = np.empty(self.targets.shape[0], dtype=np.float32)
+        self._rows = list(self.weights_t)  # row views: cheaper to index than the matrix
 
     def empty_coverage(self) -> NDArray[np.float32]:
-        """Coverage vector ``c_i = max_{j in S} w_ij`` of the empty set."""
-        return np.zeros(self.weights_t.shape[0], dtype=np.float32)
+        """Coverage vector ``c_i = max_{j in S} w_ij`` (over :attr:`targets`) of the empty set."""
+        return np.zeros(self.targets.shape[0], dtype=np.float32)
 
-    def gain(self, j: int, coverage: NDArray[np.float32]) -> float:
-        """Marginal gain of adding candidate ``j`` to a set with coverage ``coverage``."""
-        lift = self.weights_t[j] - coverage
-        np.maximum(lift, 0.0, out=lift)
-        return float(self.modular[j] + self.coverage_scale * float(lift.sum(dtype=np.float64)))
+    @staticmethod
+    def covered(coverage: NDArray[np.float32]) -> float:
+        """``sum_i c_i`` of a coverage vector (the coverage part of ``F(S)``)."""
+        return float(np.add.reduce(coverage, dtype=np.float64))
+
+    def gain(
+        self, j: int, coverage: NDArray[np.float32], covered: float | None = None
+    ) -> float:
+        """Marginal gain of adding candidate ``j`` to a set with coverage ``coverage``.
+
+        Computed as ``sum_i max(w_ij, c_i) - sum_i c_i`` (one pass over row ``j``); pass
+        ``covered`` (:meth:`covered` of ``coverage``) to reuse it across many evaluations. Uses a
+        scratch buffer owned by this objective, so one objective must not be evaluated from
+        several threads at once.
+        """
+        if covered is None:
+            covered = self.covered(coverage)
+        top = self._buffer
+        np.maximum(self._rows[j], coverage, out=top)
+        lift = float(np.add.reduce(top, dtype=np.float64)) - covered
+        return self._modular[j] + self._scale * lift
 
     def gains(self, coverage: NDArray[np.float32]) -> NDArray[np.float64]:
-        """Marginal gains of every candidate at once (one pass over the matrix)."""
+        """Marginal gains of every candidate at once (same values as :meth:`gain`)."""
         n = self.weights_t.shape[0]
-        cov = np.empty(n, dtype=np.float64)
+        lift = np.empty(n, dtype=np.float64)
+        covered = self.covered(coverage)
         for start in range(0, n, _BLOCK):
             block = self.weights_t[start : start + _BLOCK]
-            if coverage.any():
-                block = np.maximum(block - coverage[None, :], 0.0)
-            cov[start : start + _BLOCK] = block.sum(axis=1, dtype=np.float64)
-        return self.modular + float(self.coverage_scale) * cov
+            if covered:
+                block = np.maximum(block, coverage[None, :])
+            lift[start : start + _BLOCK] = np.add.reduce(block, axis=1, dtype=np.float64)
+        lift -= covered
+        return self.modular + self._scale * lift
 
     def add(self, j: int, coverage: NDArray[np.float32]) -> None:
         """Update ``coverage`` in place after adding candidate ``j``."""
@@ -107,4 +147,4 @@ class CoverageObjective:
         idx = np.asarray(list(members), dtype=np.int64)
         cov = self.coverage_of(idx)
         modular = float(self.modular[idx].sum()) if idx.size else 0.0
-        return modular + float(self.coverage_scale) * float(cov.sum(dtype=np.float64))
+        return modular + self._scale * float(cov.sum(dtype=np.float64))

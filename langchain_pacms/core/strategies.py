@@ -184,9 +184,16 @@ def mmr_ranking(
     Follows LangChain's ``maximal_marginal_relevance`` with ``k = n``: start from the most
     query-similar item, then repeatedly take the item maximising
     ``lambda_mult * sim(q, i) - (1 - lambda_mult) * max_{s in S} sim(i, s)`` (raw cosines, zero
-    vectors scoring 0, first index on ties). Instead of recomputing similarities to the whole
-    selected set each step, it keeps a running maximum, so the cost is ``O(n^2 d)`` rather than
-    ``O(n^3 d)``.
+    vectors scoring 0, first index on ties), with the same formulas evaluated in the same dtype
+    as LangChain. Instead of recomputing similarities to the whole selected set each step, it
+    keeps a running maximum, so the cost is ``O(n^2 d)`` rather than ``O(n^3 d)``.
+
+    The rankings are identical except where two scores agree to within floating-point rounding
+    (for example exact duplicate vectors): BLAS rounds a dot product differently depending on the
+    shape of the product it is part of, so which of two such near-equal items LangChain takes
+    first depends on how many items it has already selected. Exact duplicates are then
+    interchangeable. A zero (or non-finite) query gives zero relevance everywhere here, where
+    LangChain raises.
 
     Args:
         vectors: ``(n, d)`` candidate embeddings.
@@ -200,21 +207,21 @@ def mmr_ranking(
     n = x.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
+    q = np.asarray(query)[None, :]
     norms = np.linalg.norm(x, axis=1)
-    q = np.asarray(query)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        to_query = (x @ q) / (norms * np.linalg.norm(q))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        to_query = (np.dot(q, x.T) / np.outer(np.linalg.norm(q, axis=1), norms))[0]
     to_query[~np.isfinite(to_query)] = 0.0
     first = int(np.argmax(to_query))
     order = [first]
     scores = [float(to_query[first])]
-    redundancy = np.full(n, -np.inf)
+    redundancy = np.full(n, -np.inf, dtype=to_query.dtype)
     taken = np.zeros(n, dtype=bool)
     taken[first] = True
     last = first
     for _ in range(n - 1):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sim = (x @ x[last]) / (norms * norms[last])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            sim = np.dot(x, x[last]) / (norms * norms[last])
         sim[~np.isfinite(sim)] = 0.0
         np.maximum(redundancy, sim, out=redundancy)
         value = lambda_mult * to_query - (1 - lambda_mult) * redundancy
@@ -223,7 +230,7 @@ def mmr_ranking(
         taken[last] = True
         order.append(last)
         scores.append(float(value[last]))
-    return np.asarray(order, dtype=np.int64), np.asarray(scores)
+    return np.asarray(order, dtype=np.int64), np.asarray(scores, dtype=np.float64)
 
 
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
@@ -285,8 +292,9 @@ def pacms(
     objective = CoverageObjective(
         problem, relevance_weight=lam, density_threshold=density_threshold
     )
+    by_relevance = problem.relevance_order()
     rank = np.empty(problem.n, dtype=np.int64)
-    rank[problem.relevance_order()] = np.arange(problem.n)
+    rank[by_relevance] = np.arange(problem.n)
     result = budgeted_greedy(
         objective, problem.tokens, problem.budget, start, rank, cost_exponent=cost_exponent
     )
@@ -295,7 +303,7 @@ def pacms(
     taken[result.picks] = True
     if fill:
         left = remaining - int(problem.tokens[result.picks].sum())
-        extra = _walk(problem, problem.relevance_order().tolist(), left, taken)
+        extra = _walk(problem, by_relevance.tolist(), left, taken)
         scores[extra] = 0.0
         picked.extend(extra)
     scores[start] = np.nan
@@ -327,7 +335,19 @@ def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) 
     if int(problem.tokens[mandatory].sum()) > problem.budget:
         return Pick(mandatory, np.full(problem.n, np.nan), over_budget=True)
     pick = fn(problem, **options)
-    order = np.asarray(pick.order, dtype=np.int64)
+    if not isinstance(pick, Pick):
+        raise StrategyError(f"strategy returned {type(pick).__name__}, expected a Pick")
+    raw = np.asarray(pick.order)
+    if raw.ndim != 1:
+        raise StrategyError(f"strategy returned order of shape {raw.shape}, expected 1-D")
+    if raw.size and not np.issubdtype(raw.dtype, np.integer):
+        raise StrategyError(f"strategy returned {raw.dtype} indices, expected integer indices")
+    order = raw.astype(np.int64)
+    scores = np.asarray(pick.scores, dtype=np.float64)
+    if scores.shape != (problem.n,):
+        raise StrategyError(
+            f"strategy returned scores of shape {scores.shape}, expected ({problem.n},)"
+        )
     if order.size and (order.min() < 0 or order.max() >= problem.n):
         raise StrategyError("strategy returned an index out of range")
     if np.unique(order).size != order.size:
@@ -337,7 +357,7 @@ def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) 
     if int(problem.tokens[order].sum()) > problem.budget:
         raise StrategyError("strategy exceeded the token budget")
     rest = order[~np.isin(order, mandatory)]
-    return Pick(np.concatenate([mandatory, rest]), pick.scores, False, pick.info)
+    return Pick(np.concatenate([mandatory, rest]), scores, False, pick.info)
 
 
 _BUILTINS: dict[str, Callable[..., Pick]] = {

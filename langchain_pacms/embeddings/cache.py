@@ -1,9 +1,10 @@
 """A content-hash embedding cache around any LangChain ``Embeddings``.
 
-Vectors are keyed by (model identity, kind, sha256 of the text): only misses reach the wrapped
-model, in batches. The cache lives as long as the wrapper (keep one selector per process so it
-stays warm), is safe to share between threads, and can be backed by any LangChain ``ByteStore``
-(for example ``LocalFileStore`` on disk, or a Redis store shared by many workers).
+Vectors are keyed by (model identity, kind, sha256 of the text), as store-safe keys such as
+``pacms-hashed-tfidf-v1_dim_4096_bigrams_1.<hash>/document/<sha256>``: only misses reach the
+wrapped model, in batches. The cache lives as long as the wrapper (keep one selector per process
+so it stays warm), is safe to share between threads, and can be backed by any LangChain
+``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many workers).
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -29,7 +31,21 @@ from numpy.typing import NDArray
 
 __all__ = ["CachedEmbeddings", "model_identity"]
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MODEL_FIELDS = ("model", "model_name", "model_id", "deployment", "dimensions", "base_url")
+
+
+def _key_prefix(namespace: str) -> str:
+    """A store-safe key prefix for ``namespace``.
+
+    Stores restrict key characters (LangChain's ``LocalFileStore`` accepts only
+    ``[a-zA-Z0-9_.-/]``), while model identities contain ``:``, ``=`` or URLs. The prefix keeps
+    a readable, sanitised start of the namespace plus a hash of all of it, so distinct
+    namespaces never share keys.
+    """
+    readable = _UNSAFE.sub("_", namespace)[:48].strip("._-") or "ns"
+    digest = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable}.{digest}"
 
 
 def model_identity(embeddings: Embeddings) -> str:
@@ -79,6 +95,7 @@ class CachedEmbeddings(Embeddings):
         self.embeddings = embeddings
         self.store = store
         self.namespace = namespace or model_identity(embeddings)
+        self._prefix = _key_prefix(self.namespace)
         self.batch_size = batch_size
         self.max_entries = max_entries
         self.hits = 0
@@ -89,7 +106,7 @@ class CachedEmbeddings(Embeddings):
     # -- keys and storage -------------------------------------------------------------------
     def _key(self, text: str, kind: str) -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        return f"{self.namespace}|{kind}|{digest}"
+        return f"{self._prefix}/{kind}/{digest}"
 
     def _lookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
         if self.store is not None:
@@ -111,6 +128,11 @@ class CachedEmbeddings(Embeddings):
                 self._memory[k] = v
             while len(self._memory) > self.max_entries:
                 self._memory.popitem(last=False)
+
+    @property
+    def cache_identity(self) -> str:
+        """The wrapped model's identity, so a cache wrapped again keys like the model itself."""
+        return self.namespace
 
     def clear(self) -> None:
         """Forget the in-memory vectors and reset the counters (a ``store`` is left as is)."""

@@ -1,0 +1,376 @@
+"""Speed and memory of the numeric core (`core.solve`) on cached embeddings.
+
+Embedding time is excluded: each instance is a prebuilt :class:`~langchain_pacms.core.Problem`
+(random unit vectors with cluster structure, token costs drawn log-normally and clipped to
+20-600, budget 45% of the pool's tokens, no mandatory items). For every size and dimension it
+prints, per strategy, the median wall time of ``solve(problem, name)`` over several repeats
+(and the median process CPU time, which other processes on the machine inflate less),
+the peak memory traced by ``tracemalloc`` during one extra call (numpy buffers included; the
+timed calls run without tracing), and two ratios measured in the same run:
+
+* ``vs LC MMR``: how many times faster than LangChain's ``maximal_marginal_relevance`` with
+  ``k = n`` walked under the same budget (the reference the ``mmr`` strategy reproduces). Its
+  cost grows as ``n^3``; a size is skipped when the time extrapolated from the largest size
+  measured so far exceeds ``--langchain-max-seconds``.
+* ``x E@E.T``: time relative to one float32 ``E @ E.T`` product, the floor for any method that
+  looks at all pairwise similarities.
+
+Usage::
+
+    python benchmarks/bench_core.py            # n in 100, 500, 2000, 10000; d in 384, 768
+    python benchmarks/bench_core.py --quick    # n in 100, 500, 2000; d = 384; fewer repeats
+    python benchmarks/bench_core.py --blas-threads 1   # single-threaded BLAS (threadpoolctl)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from langchain_pacms.core import Problem, solve
+
+STRATEGIES = ["pacms", "topk", "lastk", "mmr", "rag"]
+TARGETS = {  # n -> (max ms for pacms)
+    500: 10.0,
+    2000: 60.0,
+    10000: 2000.0,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# instances
+# ----------------------------------------------------------------------------------------------
+
+
+def make_problem(n: int, d: int, seed: int) -> Problem:
+    """Clustered unit vectors, a query near one cluster, log-normal token costs."""
+    rng = np.random.default_rng(seed)
+    clusters = max(8, n // 40)
+    centers = rng.standard_normal((clusters, d)).astype(np.float32)
+    centers /= np.linalg.norm(centers, axis=1, keepdims=True)
+    members = rng.integers(0, clusters, n)
+    spread = rng.uniform(0.6, 1.2, n).astype(np.float32)[:, None] / np.sqrt(d)
+    vectors = centers[members] + spread * rng.standard_normal((n, d)).astype(np.float32)
+    query = centers[0] + rng.standard_normal(d).astype(np.float32) / np.sqrt(d)
+    tokens = np.clip(rng.lognormal(np.log(120), 0.8, n), 20, 600).astype(np.int64)
+    budget = int(0.45 * int(tokens.sum()))
+    return Problem.build(vectors, query, tokens=tokens, budget=budget)
+
+
+def fresh(problem: Problem) -> Problem:
+    """The same arrays without the cached relevance, so every timed call pays for it."""
+    return Problem(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
+
+
+# ----------------------------------------------------------------------------------------------
+# measuring
+# ----------------------------------------------------------------------------------------------
+
+
+def timed(
+    fn: Callable[[], Any], repeats: int, slow_seconds: float
+) -> tuple[float, float, int, Any]:
+    """Median wall and process-CPU seconds of ``fn``, number of timed calls, and its result.
+
+    One warm-up call first; at most 2 timed calls when a call is slower than ``slow_seconds``.
+    CPU time counts every thread of the process (BLAS threads included).
+    """
+    result = fn()  # warm-up (also the answer we check)
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(repeats):
+        gc.collect()
+        cpu = time.process_time()
+        start = time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+        if walls[-1] > slow_seconds and len(walls) >= 2:
+            break
+    return statistics.median(walls), statistics.median(cpus), len(walls), result
+
+
+def traced_peak(fn: Callable[[], Any]) -> float:
+    """Peak bytes allocated during one call, as seen by tracemalloc (MiB)."""
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return (peak - base) / 2**20
+
+
+def langchain_mmr_walk(problem: Problem, lambda_mult: float = 0.5) -> list[int]:
+    """LangChain's MMR ranking (k = n) walked under the budget, as the `mmr` strategy does."""
+    from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+    ranking = maximal_marginal_relevance(
+        problem.query, problem.vectors, lambda_mult=lambda_mult, k=problem.n
+    )
+    left = problem.budget
+    kept = []
+    for j in ranking:
+        cost = int(problem.tokens[j])
+        if cost <= left:
+            kept.append(int(j))
+            left -= cost
+    return kept
+
+
+# ----------------------------------------------------------------------------------------------
+# reporting
+# ----------------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "nproc": os.cpu_count(),
+        "cpu": "unknown",
+        "env": {
+            k: os.environ[k]
+            for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+                      "OPENBLAS_NUM_THREADS")
+            if k in os.environ
+        },
+    }
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["blas"] = [
+            {k: p.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+            for p in threadpool_info()
+        ]
+    except ImportError:
+        config = np.show_config(mode="dicts")  # type: ignore[call-arg]
+        blas = config.get("Build Dependencies", {}).get("blas", {})
+        info["blas"] = [{"name": blas.get("name"), "version": blas.get("version")}]
+    info["loadavg"] = loadavg()
+    return info
+
+
+def loadavg() -> tuple[float, float, float] | None:
+    """1/5/15-minute load averages (other processes compete for the same cores)."""
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
+
+
+def fmt_ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:,.0f}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    info = machine()
+    print(f"# machine: {json.dumps(info)}", flush=True)
+    results: list[dict[str, Any]] = []
+    langchain_seen: dict[int, tuple[int, float]] = {}  # d -> (largest n measured, seconds)
+    for d in args.dims:
+        for n in args.sizes:
+            problem = make_problem(n, d, args.seed + n + d)
+            repeats = args.repeats if n < 10000 else max(1, args.repeats // 3)
+            print(f"\n## n={n} d={d} budget={problem.budget} of {int(problem.tokens.sum())} "
+                  f"tokens, {repeats} repeats, load average {loadavg()}", flush=True)
+            e = problem.vectors
+            floor, floor_cpu, _, _ = timed(lambda e=e: e @ e.T, repeats, args.slow_seconds)
+            floor_peak = traced_peak(lambda e=e: e @ e.T)
+
+            lc_time: float | None = None
+            lc_note = ""
+            lc_kept: list[int] | None = None
+            estimate = None
+            if d in langchain_seen:
+                n0, t0 = langchain_seen[d]
+                estimate = t0 * (n / n0) ** 3
+            if n > args.langchain_max_n:
+                lc_note = f"skipped (n > --langchain-max-n {args.langchain_max_n})"
+            elif estimate is not None and estimate > args.langchain_max_seconds:
+                lc_note = (f"skipped: ~{estimate:,.0f} s estimated from n={langchain_seen[d][0]} "
+                           f"(limit {args.langchain_max_seconds:.0f} s)")
+            else:
+                start = time.perf_counter()
+                lc_kept = langchain_mmr_walk(problem)
+                lc_time = time.perf_counter() - start
+                langchain_seen[d] = (n, lc_time)
+                lc_note = "1 run" if lc_time > 5 else ""
+                if lc_time <= 5:
+                    lc_time, _, _, _ = timed(
+                        lambda p=problem: langchain_mmr_walk(p), min(3, repeats), 5.0
+                    )
+            row_base = {"n": n, "d": d, "budget": problem.budget, "loadavg": loadavg(),
+                        "matmul_s": floor, "matmul_cpu_s": floor_cpu,
+                        "matmul_peak_mib": floor_peak,
+                        "langchain_mmr_s": lc_time, "langchain_note": lc_note}
+            for name in args.strategies:
+                seconds, cpu, count, pick = timed(
+                    lambda p=problem, s=name: solve(fresh(p), s), repeats, args.slow_seconds
+                )
+                peak = traced_peak(lambda p=problem, s=name: solve(fresh(p), s))
+                same = None
+                if name == "mmr" and lc_kept is not None:
+                    same = pick.order.tolist() == lc_kept
+                row = {
+                    **row_base,
+                    "strategy": name,
+                    "median_s": seconds,
+                    "cpu_s": cpu,
+                    "runs": count,
+                    "peak_mib": peak,
+                    "kept": int(pick.order.size),
+                    "tokens_kept": int(problem.tokens[pick.order].sum()),
+                    "x_matmul": seconds / floor if floor > 0 else None,
+                    "langchain_speedup": lc_time / seconds if lc_time else None,
+                    "same_picks_as_langchain": same,
+                }
+                results.append(row)
+                print(
+                    f"{name:>6}: {fmt_ms(seconds):>9} ms (x{count}, cpu {fmt_ms(cpu)} ms)  "
+                    f"peak {peak:8.1f} MiB  "
+                    f"x E@E.T {fmt_ratio(row['x_matmul']):>6}  "
+                    f"vs LC MMR {fmt_ratio(row['langchain_speedup']):>6}x faster"
+                    + ("" if same is None else f"  same picks as LC MMR: {same}"),
+                    flush=True,
+                )
+            print(f"E@E.T : {fmt_ms(floor):>9} ms (cpu {fmt_ms(floor_cpu)} ms)  "
+                  f"peak {floor_peak:8.1f} MiB", flush=True)
+            print(f"LC MMR: {fmt_ms(lc_time):>9} ms  {lc_note}", flush=True)
+    return {"machine": info, "args": vars(args), "results": results}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| n | d | strategy | median ms | cpu ms | peak MiB | x E@E.T | LC MMR / strategy |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    last: tuple[int, int] | None = None
+    rows = report["results"]
+    for i, row in enumerate(rows):
+        lines.append(
+            f"| {row['n']} | {row['d']} | {row['strategy']} | {fmt_ms(row['median_s'])} | "
+            f"{fmt_ms(row['cpu_s'])} | {row['peak_mib']:.1f} | {fmt_ratio(row['x_matmul'])} | "
+            f"{fmt_ratio(row['langchain_speedup'])} |"
+        )
+        last = (row["n"], row["d"])
+        end = i + 1 == len(rows) or (rows[i + 1]["n"], rows[i + 1]["d"]) != last
+        if end:
+            lines.append(
+                f"| {row['n']} | {row['d']} | *E @ E.T (float32)* | {fmt_ms(row['matmul_s'])} | "
+                f"{fmt_ms(row['matmul_cpu_s'])} | {row['matmul_peak_mib']:.1f} | 1 | |"
+            )
+            note = row["langchain_note"]
+            lines.append(
+                f"| {row['n']} | {row['d']} | *LangChain MMR, k=n* | "
+                f"{fmt_ms(row['langchain_mmr_s'])} | | | | {note} |"
+            )
+    return "\n".join(lines)
+
+
+def check_targets(report: dict[str, Any]) -> list[str]:
+    out = []
+    for row in report["results"]:
+        if row["strategy"] != "pacms":
+            continue
+        n, ms = row["n"], row["median_s"] * 1e3
+        if n in TARGETS:
+            ok = ms <= TARGETS[n]
+            out.append(f"n={n} d={row['d']}: pacms {ms:.1f} ms <= {TARGETS[n]:.0f} ms: "
+                       f"{'met' if ok else 'MISSED'}")
+        if n == 10000:
+            ok = row["peak_mib"] <= 1.5 * 1024
+            out.append(f"n={n} d={row['d']}: peak {row['peak_mib']:.0f} MiB <= 1536 MiB: "
+                       f"{'met' if ok else 'MISSED'}")
+        if n == 2000:
+            x = row["x_matmul"]
+            out.append(f"n={n} d={row['d']}: pacms {x:.2f} x E@E.T <= 5: "
+                       f"{'met' if x <= 5 else 'MISSED'}")
+            s = row["langchain_speedup"]
+            if s is not None:
+                out.append(f"n={n} d={row['d']}: pacms {s:.0f}x faster than LC MMR >= 20x: "
+                           f"{'met' if s >= 20 else 'MISSED'}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="n in 100, 500, 2000 and d = 384 only, 3 repeats")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None)
+    parser.add_argument("--dims", type=int, nargs="+", default=None)
+    parser.add_argument("--strategies", nargs="+", default=STRATEGIES)
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed calls per measurement (default 9; 3 with --quick; a third "
+                             "of it at n >= 10000)")
+    parser.add_argument("--slow-seconds", type=float, default=2.0,
+                        help="stop repeating after 2 calls slower than this")
+    parser.add_argument("--langchain-max-seconds", type=float, default=900.0,
+                        help="skip LangChain MMR where its extrapolated time exceeds this")
+    parser.add_argument("--langchain-max-n", type=int, default=None,
+                        help="never run LangChain MMR above this n (default: no limit; "
+                             "500 with --quick)")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit BLAS threads (needs threadpoolctl); default: numpy's own")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the full report here")
+    args = parser.parse_args(argv)
+    args.sizes = args.sizes or ([100, 500, 2000] if args.quick else [100, 500, 2000, 10000])
+    args.dims = args.dims or ([384] if args.quick else [384, 768])
+    args.repeats = args.repeats or (3 if args.quick else 9)
+    if args.langchain_max_n is None:
+        args.langchain_max_n = 500 if args.quick else sys.maxsize
+    if args.blas_threads is not None:
+        from threadpoolctl import threadpool_limits  # optional: pip install threadpoolctl
+
+        with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+            report = run(args)
+    else:
+        report = run(args)
+    print("\n" + markdown(report))
+    print("\nTargets:")
+    for line in check_targets(report):
+        print(f"- {line}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,489 @@
+"""Hand-built instances with known answers for every strategy, the registry and `solve`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from langchain_pacms.core import (
+    CoverageObjective,
+    Pick,
+    Problem,
+    StrategyError,
+    auto_relevance_weight,
+    available_strategies,
+    get_strategy,
+    register_strategy,
+    solve,
+)
+from langchain_pacms.core import strategies as strategies_module
+
+
+def unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+def kept(pick: Pick) -> set[int]:
+    return set(pick.order.tolist())
+
+
+@pytest.fixture
+def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    registry = dict(strategies_module._REGISTRY)
+    monkeypatch.setattr(strategies_module, "_REGISTRY", registry)
+    return registry
+
+
+# --------------------------------------------------------------------------------------------
+# Problem
+# --------------------------------------------------------------------------------------------
+
+
+def test_problem_relevance_is_clipped_cosine():
+    vectors = np.array([[2.0, 0.0], [0.0, 3.0], [-1.0, 0.0], [1.0, 1.0]])
+    p = Problem.build(vectors, [5.0, 0.0], tokens=[1, 1, 1, 1], budget=2)
+    np.testing.assert_allclose(p.relevance, [1.0, 0.0, 0.0, math.sqrt(0.5)], atol=1e-6)
+    assert p.relevance.dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"budget": 0}, "budget"),
+        ({"budget": -3}, "budget"),
+        ({"budget": 2.5}, "budget"),
+        ({"budget": True}, "budget"),
+        ({"tokens": [1, -1]}, ">= 0"),
+        ({"tokens": [1.5, 1.0]}, "integers"),
+        ({"tokens": [[1, 1]]}, "1-D"),
+        ({"tokens": [1, 1, 1]}, "shape"),
+        ({"query": [[1.0, 0.0]]}, "1-D"),
+        ({"mandatory": [True]}, "one entry"),
+        ({"positions": [0, 1, 2]}, "one entry"),
+    ],
+)
+def test_problem_build_rejects_bad_input(kwargs: dict[str, Any], match: str):
+    args: dict[str, Any] = {"tokens": [1, 1], "budget": 2}
+    query = kwargs.pop("query", [1.0, 0.0])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        Problem.build(np.eye(2), query, **args)
+
+
+def test_recency_and_relevance_orders_break_ties_by_position():
+    p = Problem.build(
+        np.array([[1.0, 0.0]] * 4),
+        [1.0, 0.0],
+        tokens=[1] * 4,
+        budget=4,
+        positions=[3, 0, 2, 1],
+    )
+    assert p.recency_order().tolist() == [0, 2, 3, 1]
+    assert p.relevance_order().tolist() == [1, 3, 2, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# topk / lastk / rag
+# --------------------------------------------------------------------------------------------
+
+
+def test_topk_takes_most_relevant_that_fit():
+    p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
+    assert solve(p, "topk").order.tolist() == [0, 1]
+
+
+def test_topk_skips_what_does_not_fit_and_keeps_walking():
+    # Most relevant item is too big; the walk continues down the ranking.
+    vectors = np.array([unit(1, 0.0), unit(1, 0.5), unit(1, 1.0), unit(0, 1)])
+    p = Problem.build(vectors, [1.0, 0.0], tokens=[10, 5, 3, 3], budget=8)
+    pick = solve(p, "topk")
+    assert pick.order.tolist() == [1, 2]
+    np.testing.assert_allclose(pick.scores[[1, 2]], p.relevance[[1, 2]])
+    assert np.isnan(pick.scores[[0, 3]]).all()
+
+
+def test_topk_ties_break_by_earlier_position():
+    p = Problem.build(
+        np.ones((3, 2)), [1.0, 1.0], tokens=[1, 1, 1], budget=2, positions=[7, 3, 5]
+    )
+    assert kept(solve(p, "topk")) == {1, 2}
+
+
+def test_lastk_is_a_contiguous_recent_window():
+    # Newest first: 4 and 3 fit, 2 does not -> stop (1 would fit but is not contiguous).
+    p = Problem.build(np.eye(5), np.ones(5), tokens=[2, 2, 5, 2, 2], budget=7)
+    pick = solve(p, "lastk")
+    assert kept(pick) == {3, 4}
+    assert pick.order.tolist() == [4, 3]
+
+
+def test_lastk_uses_positions_not_indices_and_charges_mandatory_first():
+    p = Problem.build(
+        np.eye(4),
+        np.ones(4),
+        tokens=[3, 2, 2, 2],
+        budget=7,
+        positions=[0, 30, 10, 20],
+        mandatory=[True, False, False, False],
+    )
+    pick = solve(p, "lastk")
+    # 3 tokens for the mandatory item, then newest (index 1, pos 30) and index 3 (pos 20).
+    assert pick.order.tolist() == [0, 1, 3]
+
+
+def test_rag_takes_exactly_k_most_relevant_when_they_fit():
+    vectors = np.array([unit(1, 0.1 * i) for i in range(6)])
+    p = Problem.build(vectors, [1.0, 0.0], tokens=[1] * 6, budget=100)
+    assert solve(p, "rag", k=2).order.tolist() == [0, 1]
+    assert solve(p, "rag").order.tolist() == [0, 1, 2, 3]  # default k=4
+
+
+def test_rag_caps_by_budget_and_does_not_reach_past_k():
+    vectors = np.array([unit(1, 0.1 * i) for i in range(6)])
+    p = Problem.build(vectors, [1.0, 0.0], tokens=[5, 9, 5, 1, 1, 1], budget=10)
+    # top-3 are 0, 1, 2; 1 does not fit after 0; items beyond k are never used.
+    assert solve(p, "rag", k=3).order.tolist() == [0, 2]
+
+
+def test_rag_counts_k_beyond_mandatory_items():
+    vectors = np.array([unit(1, 0.1 * i) for i in range(5)])
+    p = Problem.build(
+        vectors, [1.0, 0.0], tokens=[1] * 5, budget=100, mandatory=[True, False, False, False, True]
+    )
+    assert solve(p, "rag", k=2).order.tolist() == [0, 4, 1, 2]
+
+
+def test_rag_rejects_bad_k():
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
+    with pytest.raises(ValueError, match="k >= 1"):
+        solve(p, "rag", k=0)
+
+
+# --------------------------------------------------------------------------------------------
+# mmr
+# --------------------------------------------------------------------------------------------
+
+
+def _mmr_instance(budget: int) -> Problem:
+    a = unit(0.95, 0.312, 0.0)  # very relevant
+    b = unit(0.94, 0.341, 0.0)  # near-duplicate of a, almost as relevant
+    c = unit(0.8, -0.2, 0.566)  # less relevant, different
+    return Problem.build(np.array([a, b, c]), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=budget)
+
+
+def test_mmr_prefers_diversity_where_topk_takes_the_duplicate():
+    p = _mmr_instance(budget=2)
+    assert kept(solve(p, "topk")) == {0, 1}
+    pick = solve(p, "mmr", lambda_mult=0.5)
+    assert pick.order.tolist() == [0, 2]
+    # lambda_mult=1 is pure relevance.
+    assert solve(p, "mmr", lambda_mult=1.0).order.tolist() == [0, 1]
+
+
+def test_mmr_scores_are_the_step_scores():
+    p = _mmr_instance(budget=3)
+    pick = solve(p, "mmr", lambda_mult=0.5)
+    assert pick.order.tolist() == [0, 2, 1]
+    v = p.vectors.astype(np.float64)
+    rel = v @ p.query
+    assert pick.scores[0] == pytest.approx(rel[0], abs=1e-6)
+    assert pick.scores[2] == pytest.approx(0.5 * rel[2] - 0.5 * v[2] @ v[0], abs=1e-6)
+    assert pick.scores[1] == pytest.approx(
+        0.5 * rel[1] - 0.5 * max(v[1] @ v[0], v[1] @ v[2]), abs=1e-6
+    )
+
+
+def test_mmr_walks_the_ranking_skipping_misfits():
+    a, b, c = _mmr_instance(3).vectors
+    p = Problem.build(np.array([a, b, c]), [1.0, 0.0, 0.0], tokens=[1, 1, 5], budget=3)
+    # ranking is 0, 2, 1; item 2 does not fit, so 1 is taken.
+    assert solve(p, "mmr").order.tolist() == [0, 1]
+
+
+def test_mmr_rejects_bad_lambda():
+    with pytest.raises(ValueError, match="lambda_mult"):
+        solve(_mmr_instance(2), "mmr", lambda_mult=1.5)
+
+
+# --------------------------------------------------------------------------------------------
+# pacms
+# --------------------------------------------------------------------------------------------
+
+
+def _clusters() -> Problem:
+    # Three near-identical relevant items (cluster A, item 0 in the middle) and one less
+    # relevant item B orthogonal to all of A.
+    a = unit(1.0, 0.0, 0.0, 0.0)
+    a2 = unit(1.0, 0.0, 0.0, 0.001)
+    a3 = unit(1.0, 0.0, 0.0, -0.001)
+    b = unit(0.0, 1.0, 0.5, 0.0)
+    vectors = np.array([a, a2, a3, b])
+    return Problem.build(vectors, unit(1.0, 1.0, 0.0, 0.0), tokens=[1, 1, 1, 1], budget=2)
+
+
+def test_pacms_covers_both_clusters_where_topk_keeps_duplicates():
+    p = _clusters()
+    assert kept(solve(p, "topk")) == {0, 1}
+    assert kept(solve(p, "pacms")) == {0, 3}
+    assert kept(solve(p, "pacms", relevance_weight=0.3)) == {0, 3}
+
+
+def test_pacms_gains_are_marginal_gains():
+    p = _clusters()
+    pick = solve(p, "pacms", fill=False)
+    obj = CoverageObjective(p)
+    first, second = pick.order.tolist()
+    assert pick.scores[first] == pytest.approx(obj.value([first]), rel=1e-6)
+    assert pick.scores[second] == pytest.approx(
+        obj.value([first, second]) - obj.value([first]), rel=1e-6
+    )
+    assert pick.info is not None and pick.info["relevance_weight"] == 0.0
+
+
+def test_pacms_with_full_relevance_weight_matches_topk_on_equal_costs():
+    rng = np.random.default_rng(3)
+    p = Problem.build(rng.standard_normal((30, 8)), rng.standard_normal(8), tokens=[7] * 30,
+                      budget=70)
+    assert kept(solve(p, "pacms", relevance_weight=1.0, fill=False)) == kept(solve(p, "topk"))
+
+
+def test_pacms_best_single_item_beats_cost_benefit_greedy():
+    # Greedy by gain per token takes the cheap item first; the big item then no longer fits.
+    # The best-single-item check keeps the big item instead.
+    p = Problem.build(np.eye(2), [1.0, 0.2], tokens=[10, 1], budget=10)
+    pick = solve(p, "pacms", relevance_weight=1.0)
+    assert pick.order.tolist() == [0]
+    assert pick.scores[0] == pytest.approx(1.0 / math.sqrt(1.04), rel=1e-6)
+
+
+def test_pacms_cost_exponent_zero_ignores_cost():
+    # Item 0: gain 1.0 for 4 tokens; items 1, 2: gain 0.6 for 1 token each. Budget 5.
+    vectors = np.array([unit(1, 0, 0), unit(0.6, 0.8, 0), unit(0.6, 0, 0.8)])
+    p = Problem.build(vectors, [1.0, 0.0, 0.0], tokens=[4, 1, 1], budget=5)
+    by_ratio = solve(p, "pacms", relevance_weight=1.0, cost_exponent=1.0, fill=False)
+    by_gain = solve(p, "pacms", relevance_weight=1.0, cost_exponent=0.0, fill=False)
+    assert by_ratio.order.tolist() == [1, 2]
+    assert by_gain.order.tolist() == [0, 1]
+
+
+def test_pacms_fill_uses_leftover_budget_by_relevance():
+    # Items 2 and 3 are irrelevant and orthogonal to everything relevant: zero gain.
+    vectors = np.array([unit(1, 0, 0), unit(1, 0.01, 0), unit(0, 0, 1), [0.0, 0.0, 0.0]])
+    p = Problem.build(vectors, [1.0, 0.0, 0.0], tokens=[1, 1, 1, 1], budget=3)
+    no_fill = solve(p, "pacms", fill=False)
+    with_fill = solve(p, "pacms")
+    assert no_fill.order.tolist() == [0, 1]  # item 1 still adds a sliver of coverage
+    assert with_fill.order.tolist() == [0, 1, 2]  # zero-relevance tie: earlier position
+    assert with_fill.scores[2] == 0.0
+    assert with_fill.scores[1] > 0.0
+
+
+def test_pacms_density_threshold_counts_near_duplicates_once():
+    p = _clusters()
+    plain = CoverageObjective(p)
+    dense = CoverageObjective(p, density_threshold=0.99)
+    rel_a = float(p.relevance[0])
+    # The three near-copies each carry rel/3 under density normalisation.
+    assert dense.value([0]) == pytest.approx(rel_a, rel=1e-3)
+    assert plain.value([0]) == pytest.approx(3 * rel_a, rel=1e-3)
+    assert kept(solve(p, "pacms", density_threshold=0.99)) == {0, 3}
+
+
+def test_pacms_mandatory_items_first_and_scored_nan():
+    p = Problem.build(
+        np.eye(3), [0.1, 1.0, 0.5], tokens=[2, 1, 1], budget=3, mandatory=[True, False, False]
+    )
+    pick = solve(p, "pacms")
+    assert pick.order.tolist() == [0, 1]
+    assert np.isnan(pick.scores[0])
+
+
+def test_pacms_only_mandatory_items():
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=5, mandatory=[True, True])
+    assert solve(p, "pacms").order.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("budget", "total", "expected"),
+    [(1, 100, 0.98), (25, 100, 0.5), (50, 100, 0.0), (90, 100, 0.0)],
+)
+def test_auto_relevance_weight(budget: int, total: int, expected: float):
+    tokens = [total // 4] * 4
+    p = Problem.build(np.eye(4), np.ones(4), tokens=tokens, budget=budget)
+    assert auto_relevance_weight(p) == pytest.approx(expected)
+    pick = solve(p, "pacms", relevance_weight="auto")
+    assert pick.info is not None
+    assert pick.info["relevance_weight"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.1, "high", True, None])
+def test_pacms_rejects_bad_relevance_weight(bad: Any):
+    with pytest.raises(ValueError, match="relevance_weight"):
+        solve(_clusters(), "pacms", relevance_weight=bad)
+
+
+def test_objective_rejects_bad_density_threshold():
+    with pytest.raises(ValueError, match="density_threshold"):
+        CoverageObjective(_clusters(), density_threshold=0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# every strategy: shared behaviour on hand-built instances
+# --------------------------------------------------------------------------------------------
+
+BUILTINS = ["pacms", "topk", "lastk", "mmr", "rag"]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_mandatory_over_budget_keeps_exactly_the_mandatory_items(name: str):
+    p = Problem.build(
+        np.eye(4), np.ones(4), tokens=[3, 1, 3, 1], budget=5, mandatory=[True, False, True, False]
+    )
+    pick = solve(p, name)
+    assert pick.over_budget
+    assert pick.order.tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_item_larger_than_budget_is_never_kept(name: str):
+    p = Problem.build(np.eye(3), [1.0, 0.5, 0.2], tokens=[50, 2, 2], budget=10)
+    pick = solve(p, name)
+    assert 0 not in kept(pick)
+    assert not pick.over_budget
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_empty_problem(name: str):
+    p = Problem.build(np.zeros((0, 3)), [1.0, 0.0, 0.0], tokens=[], budget=10)
+    pick = solve(p, name)
+    assert pick.order.tolist() == []
+    assert not pick.over_budget
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_zero_query_does_not_crash(name: str):
+    p = Problem.build(np.eye(3), np.zeros(3), tokens=[1, 1, 1], budget=2)
+    pick = solve(p, name)
+    assert int(p.tokens[pick.order].sum()) <= 2
+    assert np.all(p.relevance == 0)
+
+
+# --------------------------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------------------------
+
+
+def test_builtins_registered():
+    assert set(BUILTINS) <= set(available_strategies())
+    assert available_strategies() == sorted(available_strategies())
+
+
+def test_register_user_strategy_and_use_it(isolated_registry: dict[str, Any]):
+    def cheapest_first(problem: Problem, *, limit: int = 99) -> Pick:
+        order = [int(j) for j in np.argsort(problem.tokens, kind="stable")]
+        chosen, used = [], 0
+        for j in order[:limit]:
+            if used + problem.tokens[j] <= problem.budget:
+                chosen.append(j)
+                used += int(problem.tokens[j])
+        return Pick(np.asarray(chosen), np.zeros(problem.n))
+
+    register_strategy("cheapest", cheapest_first)
+    assert "cheapest" in available_strategies()
+    assert get_strategy("cheapest") is cheapest_first
+    p = Problem.build(np.eye(4), np.ones(4), tokens=[5, 1, 3, 2], budget=6)
+    assert solve(p, "cheapest").order.tolist() == [1, 3, 2]
+    assert solve(p, "cheapest", limit=1).order.tolist() == [1]
+    # A callable works without registration too.
+    assert solve(p, cheapest_first).order.tolist() == [1, 3, 2]
+
+
+def test_register_twice_needs_replace(isolated_registry: dict[str, Any]):
+    def first(problem: Problem) -> Pick:
+        return Pick(np.zeros(0, dtype=np.int64), np.zeros(problem.n))
+
+    def second(problem: Problem) -> Pick:
+        return Pick(np.zeros(1, dtype=np.int64), np.zeros(problem.n))
+
+    register_strategy("mine", first)
+    with pytest.raises(ValueError, match="already registered"):
+        register_strategy("mine", second)
+    assert get_strategy("mine") is first
+    register_strategy("mine", second, replace=True)
+    assert get_strategy("mine") is second
+    with pytest.raises(ValueError, match="already registered"):
+        register_strategy("pacms", second)
+
+
+def test_register_rejects_empty_name(isolated_registry: dict[str, Any]):
+    with pytest.raises(ValueError, match="non-empty"):
+        register_strategy("", lambda problem: None)  # type: ignore[arg-type, return-value]
+
+
+def test_unknown_strategy_name_lists_known_ones():
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
+    with pytest.raises(ValueError, match=r"unknown strategy 'nope'.*pacms"):
+        solve(p, "nope")
+    with pytest.raises(ValueError, match="unknown strategy"):
+        get_strategy("nope")
+
+
+# --------------------------------------------------------------------------------------------
+# solve guards user strategies
+# --------------------------------------------------------------------------------------------
+
+
+def _guard_problem() -> Problem:
+    return Problem.build(
+        np.eye(4), np.ones(4), tokens=[2, 2, 2, 2], budget=5, mandatory=[True, False, False, False]
+    )
+
+
+def _returning(order: Any, scores: Any = None) -> Any:
+    def strategy(problem: Problem) -> Pick:
+        return Pick(order, np.zeros(problem.n) if scores is None else scores)
+
+    return strategy
+
+
+@pytest.mark.parametrize(
+    ("strategy", "match"),
+    [
+        (_returning(np.array([0, 7])), "out of range"),
+        (_returning(np.array([0, -1])), "out of range"),
+        (_returning(np.array([0, 1, 1])), "twice"),
+        (_returning(np.array([1])), "mandatory"),
+        (_returning(np.array([0, 1, 2])), "budget"),
+        (_returning(np.array([0.0, 1.7])), "integer"),
+        (_returning(np.array([[0, 1]])), "1-D"),
+        (_returning(np.array([0, 1]), np.zeros(2)), "scores"),
+        (lambda problem: [0, 1], "Pick"),
+        (lambda problem: None, "Pick"),
+    ],
+)
+def test_solve_catches_misbehaving_strategy(strategy: Any, match: str):
+    with pytest.raises(StrategyError, match=match):
+        solve(_guard_problem(), strategy)
+
+
+def test_solve_puts_mandatory_first_for_user_strategies():
+    pick = solve(_guard_problem(), _returning([1, 0]))
+    assert pick.order.tolist() == [0, 1]
+    assert pick.order.dtype == np.int64
+
+
+def test_solve_skips_strategy_when_mandatory_over_budget():
+    calls = []
+
+    def spy(problem: Problem) -> Pick:
+        calls.append(1)
+        return Pick(np.zeros(0, dtype=np.int64), np.zeros(problem.n))
+
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[9, 1], budget=5, mandatory=[True, False])
+    pick = solve(p, spy)
+    assert pick.over_budget and pick.order.tolist() == [0]
+    assert calls == []
