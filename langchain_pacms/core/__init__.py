@@ -4,6 +4,7 @@ from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_gree
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem, unit_rows
 from langchain_pacms.core.strategies import (
+    PAPER_OPTIONS,
     Pick,
     Strategy,
     StrategyError,
@@ -16,6 +17,7 @@ from langchain_pacms.core.strategies import (
 )
 
 __all__ = [
+    "PAPER_OPTIONS",
     "CoverageObjective",
     "GreedyResult",
     "Pick",

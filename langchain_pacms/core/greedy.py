@@ -5,9 +5,14 @@ stale upper bound of its gain per token; the top is re-evaluated and accepted on
 top. Submodularity makes stale gains valid upper bounds, so it picks exactly what
 :func:`plain_greedy` (re-evaluate everything every round) picks, with far fewer evaluations.
 
-:func:`budgeted_greedy` returns the better of the cost-benefit greedy and the best single item
-(each on top of the mandatory set), which gives the ``(1 - 1/e) / 2`` guarantee for monotone
-submodular maximisation under a knapsack constraint.
+:func:`budgeted_greedy` adds the worst-case guarantee. The better of the cost-benefit greedy
+(gain per token) and the best single item, each on top of the mandatory set, is within
+``(1 - 1/e) / 2`` of the optimum for monotone submodular maximisation under a knapsack
+constraint. Gain per token, however, favours short items: under redundancy it fills the budget
+with short restatements. So the greedy may rank by ``gain / tokens ** cost_exponent`` instead
+(``cost_exponent = 0``: plain gain) and keep that *preferred* solution as long as it reaches a
+fraction ``guarantee`` of the guaranteed one; otherwise the guaranteed one is returned. The result
+is always within ``guarantee * (1 - 1/e) / 2`` of the optimum.
 """
 
 from __future__ import annotations
@@ -154,6 +159,28 @@ def plain_greedy(
         gains.append(best[3])
 
 
+def _knapsack_bound(gains: NDArray[np.float64], costs: NDArray[np.int64], room: int) -> float:
+    """Fractional-knapsack value of single-item gains: an upper bound on the optimal gain.
+
+    By submodularity the optimum's gain is at most the sum of its items' single gains, and
+    that sum is at most the best fractional packing of single gains into ``room`` tokens.
+    """
+    positive = gains > 0
+    gains, costs = gains[positive], costs[positive]
+    free = costs == 0
+    bound = float(gains[free].sum())
+    gains, costs = gains[~free], costs[~free].astype(np.float64)
+    order = np.argsort(-(gains / costs), kind="stable")
+    gains, costs = gains[order], costs[order]
+    filled = np.cumsum(costs)
+    whole = int(np.searchsorted(filled, room, side="right"))
+    bound += float(gains[:whole].sum())
+    if whole < gains.shape[0]:
+        left = room - (float(filled[whole - 1]) if whole else 0.0)
+        bound += float(gains[whole]) * left / float(costs[whole])
+    return bound
+
+
 def budgeted_greedy(
     objective: CoverageObjective,
     costs: NDArray[np.int64],
@@ -162,33 +189,64 @@ def budgeted_greedy(
     rank: NDArray[np.int64],
     *,
     cost_exponent: float = 1.0,
+    guarantee: float = 1.0,
 ) -> GreedyResult:
-    """Lazy greedy plus the best-single-item check, returning the better set.
+    """Greedy with the best-single-item check and a worst-case guarantee.
 
-    When one item alone (with the start set) beats the greedy set, the greedy is continued from
-    that item, so the result is never worse than either candidate solution.
+    The *guaranteed* solution is the better of the cost-benefit greedy and the best single item
+    (continued greedily from that item). The *preferred* solution is the greedy on
+    ``gain / cost ** cost_exponent``. The preferred one is returned unless its gain is below
+    ``guarantee`` times the guaranteed one's. With ``cost_exponent = 1`` and ``guarantee = 1``
+    this is the classic algorithm.
 
-    Takes the same arguments and returns the same as :func:`lazy_greedy`.
+    Args:
+        objective: The objective to maximise.
+        costs: Token cost of every candidate.
+        budget: Total budget (the start set's cost is charged first).
+        start: Indices already in the set (mandatory items).
+        rank: Tie-break rank of every candidate (lower wins ties).
+        cost_exponent: Ranking exponent of the preferred greedy.
+        guarantee: Fraction in ``[0, 1]`` of the guaranteed solution's gain that the preferred
+            solution must reach; 0 skips the guaranteed solution entirely (no guarantee).
+
+    Returns:
+        The chosen picks after ``start``, in pick order, with their marginal gains.
     """
+    if not 0.0 <= guarantee <= 1.0:
+        raise ValueError(f"guarantee must be in [0, 1], got {guarantee}")
     base_coverage = objective.coverage_of(start)
     singles = objective.gains(base_coverage)
-    run = _lazy(
-        objective, costs, budget, start, rank, cost_exponent, base_coverage.copy(), singles
-    )
-    base = objective.value(start)
+
+    def run(exponent: float) -> GreedyResult:
+        return _lazy(
+            objective, costs, budget, start, rank, exponent, base_coverage.copy(), singles
+        )
+
+    preferred = run(cost_exponent)
+    if guarantee == 0.0:
+        return preferred
     remaining = budget - int(costs[start].sum())
-    singles[costs > remaining] = -np.inf
-    singles[start] = -np.inf
-    if not np.isfinite(singles).any():
-        return run
-    best = int(np.lexsort((rank, -singles))[0])
-    greedy_value = base + sum(run.gains)
-    if base + float(singles[best]) <= greedy_value + 1e-12 or best in run.picks:
-        return run
-    seeded = np.append(start, best).astype(np.int64)
-    rest = lazy_greedy(objective, costs, budget, seeded, rank, cost_exponent=cost_exponent)
-    return GreedyResult(
-        [best, *rest.picks],
-        [float(singles[best]), *rest.gains],
-        run.evaluations + rest.evaluations + singles.shape[0],
+    fits = costs <= remaining
+    fits[start] = False
+    if cost_exponent != 1.0 and sum(preferred.gains) >= guarantee * _knapsack_bound(
+        singles[fits], costs[fits], remaining
+    ):
+        return preferred  # already within the guarantee of the optimum: skip the second run
+    guaranteed = preferred if cost_exponent == 1.0 else run(1.0)
+    evaluations = preferred.evaluations + (
+        guaranteed.evaluations if guaranteed is not preferred else 0
     )
+    single = np.where(fits, singles, -np.inf)
+    if fits.any():
+        best = int(np.lexsort((rank, -single))[0])
+        if float(single[best]) > sum(guaranteed.gains) + 1e-12 and best not in guaranteed.picks:
+            seeded = np.append(start, best).astype(np.int64)
+            rest = lazy_greedy(objective, costs, budget, seeded, rank, cost_exponent=1.0)
+            evaluations += rest.evaluations
+            guaranteed = GreedyResult(
+                [best, *rest.picks], [float(single[best]), *rest.gains], 0
+            )
+    chosen = preferred
+    if sum(preferred.gains) < guarantee * sum(guaranteed.gains) - 1e-12:
+        chosen = guaranteed
+    return GreedyResult(chosen.picks, chosen.gains, evaluations)

@@ -3,14 +3,22 @@
 For candidates with unit embeddings ``e_i`` and query ``e_q``::
 
     rel(i)  = max(0, cos(e_i, e_q))
-    w_ij    = t(i) * max(0, cos(e_i, e_j))        t(i) = rel(i) / density(i)
+    k(i, j) = max(0, (cos(e_i, e_j) - tau) / (1 - tau))       similarity kernel, k(i, i) = 1
+    t(i)    = rel(i) / density(i)                              target weight
+    w_ij    = t(i) * k(i, j)
     F(S)    = sum_i max_{j in S} w_ij
     G(S)    = lam * sum_{j in S} rel(j) + (1 - lam) * F(S)
 
-``density(i)`` is 1 (the published objective) unless a near-duplicate threshold is set: then it is
-the number of candidates whose cosine with ``i`` reaches the threshold, so that a cluster of ``k``
-near-copies carries the weight of one item instead of ``k``. ``G`` is monotone submodular for any
-``lam`` in ``[0, 1]`` and any positive target weights, so the greedy guarantee holds throughout.
+With ``tau = 0`` and ``density = 1`` this is the published PACMS objective
+(``w_ij = rel(i) * max(0, cos(e_i, e_j))``). A threshold ``tau > 0`` keeps coverage for
+near-duplicates only, so two merely related items (two evidence rounds on one topic) no longer
+count as covering each other. With density normalisation, ``density(i) = sum_k k(i, k)`` (at
+least 1): a cluster of ``m`` near-copies carries about the weight of one item instead of ``m``,
+so restatements neither pull the selection towards them nor crowd out unique items.
+
+``G`` is monotone submodular for any ``lam`` in ``[0, 1]``, any ``tau`` in ``[0, 1)`` and any
+non-negative target weights (facility location over a non-negative similarity), so the greedy
+guarantees hold for every setting.
 """
 
 from __future__ import annotations
@@ -40,8 +48,8 @@ class CoverageObjective:
     Args:
         problem: The selection instance.
         relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
-        density_threshold: Cosine at or above which two candidates count as near-duplicates for
-            the density normalisation; ``None`` disables it.
+        similarity_threshold: ``tau`` in ``[0, 1)``: cosines at or below it give no coverage.
+        density: Divide each target's weight by its kernel density ``sum_k k(i, k)``.
 
     Attributes:
         weights_t: ``(n, m)`` float32, ``weights_t[j, k] = w_{targets[k], j}``.
@@ -61,29 +69,28 @@ class CoverageObjective:
         problem: Problem,
         *,
         relevance_weight: float = 0.0,
-        density_threshold: float | None = None,
+        similarity_threshold: float = 0.0,
+        density: bool = False,
     ) -> None:
         if not 0.0 <= relevance_weight <= 1.0:
             raise ValueError(f"relevance_weight must be in [0, 1], got {relevance_weight}")
-        if density_threshold is not None and not 0.0 < density_threshold <= 1.0:
-            raise ValueError(f"density_threshold must be in (0, 1], got {density_threshold}")
+        if not 0.0 <= similarity_threshold < 1.0:
+            raise ValueError(
+                f"similarity_threshold must be in [0, 1), got {similarity_threshold}"
+            )
+        self.similarity_threshold = float(similarity_threshold)
         rel = problem.relevance.astype(np.float32)
         vectors = problem.vectors
-        target = rel
-        if density_threshold is not None:
-            density = np.zeros(problem.n, dtype=np.int64)
-            for start in range(0, problem.n, _BLOCK):
-                cos = vectors[start : start + _BLOCK] @ vectors.T
-                density[start : start + _BLOCK] = np.count_nonzero(
-                    cos >= np.float32(density_threshold), axis=1
-                )
-            target = rel / np.maximum(density, 1).astype(np.float32)
-        # With lam = 1 the coverage term is multiplied by 0: no column is needed at all.
-        active = target > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
+        # Only targets with rel(i) > 0 can contribute to F; with lam = 1, F has weight 0.
+        active = rel > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
         self.targets: NDArray[np.int64] = np.flatnonzero(active).astype(np.int64)
-        weights = vectors @ vectors[self.targets].T
-        np.maximum(weights, 0.0, out=weights)
-        weights *= target[self.targets][None, :]
+        # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
+        # the density of that target: one (n, m) product serves both.
+        weights = self._kernel(vectors @ vectors[self.targets].T)
+        target = rel[self.targets]
+        if density:
+            target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
+        weights *= target[None, :]
         self.weights_t: NDArray[np.float32] = np.ascontiguousarray(weights)
         self.coverage_scale = np.float32(1.0 - relevance_weight)
         self.modular: NDArray[np.float64] = relevance_weight * rel.astype(np.float64)
@@ -91,6 +98,15 @@ class CoverageObjective:
         self._modular = self.modular.tolist()
         self._buffer = np.empty(self.targets.shape[0], dtype=np.float32)
         self._rows = list(self.weights_t)  # row views: cheaper to index than the matrix
+
+    def _kernel(self, cosines: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to a block of cosines, in place."""
+        tau = np.float32(self.similarity_threshold)
+        if tau:
+            cosines -= tau
+            cosines *= np.float32(1.0 / (1.0 - self.similarity_threshold))
+        np.maximum(cosines, 0.0, out=cosines)
+        return cosines
 
     def empty_coverage(self) -> NDArray[np.float32]:
         """Coverage vector ``c_i = max_{j in S} w_ij`` (over :attr:`targets`) of the empty set."""

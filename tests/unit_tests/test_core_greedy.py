@@ -60,14 +60,28 @@ def rank_of(p: Problem) -> np.ndarray:
     return rank
 
 
-def reference_value(p: Problem, members: list[int] | tuple[int, ...], lam: float) -> float:
-    """G(S) straight from the formula, in float64, without CoverageObjective."""
+def reference_weights(p: Problem, tau: float = 0.0, density: bool = False) -> np.ndarray:
+    """w[i, j] = t(i) * k(i, j) straight from the formula, in float64."""
     v = p.vectors.astype(np.float64)
     rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
+    kernel = np.maximum((v @ v.T - tau) / (1 - tau), 0.0)
+    target = rel / np.maximum(kernel.sum(axis=1), 1.0) if density else rel
+    return target[:, None] * kernel
+
+
+def reference_value(
+    p: Problem,
+    members: list[int] | tuple[int, ...],
+    lam: float,
+    tau: float = 0.0,
+    density: bool = False,
+) -> float:
+    """G(S) straight from the formula, in float64, without CoverageObjective."""
+    rel = np.maximum(p.vectors.astype(np.float64) @ p.query.astype(np.float64), 0.0)
     if not members:
         return 0.0
     idx = list(members)
-    w = rel[:, None] * np.maximum(v @ v[idx].T, 0.0)  # w[i, s] for s in S
+    w = reference_weights(p, tau, density)[:, idx]  # w[i, s] for s in S
     return lam * float(rel[idx].sum()) + (1 - lam) * float(w.max(axis=1).sum())
 
 
@@ -142,8 +156,10 @@ def test_lazy_greedy_picks_what_plain_greedy_picks(block: int):
         p = random_problem(seed, near_duplicates=seed % 3 == 0)
         rng = np.random.default_rng(seed)
         lam = float(rng.choice([0.0, 0.3, 0.5, 1.0]))
-        density = None if seed % 4 else 0.95
-        obj = CoverageObjective(p, relevance_weight=lam, density_threshold=density)
+        tau = float(rng.choice([0.0, 0.5]))
+        obj = CoverageObjective(
+            p, relevance_weight=lam, similarity_threshold=tau, density=seed % 4 == 0
+        )
         start = np.flatnonzero(p.mandatory).astype(np.int64)
         rank = rank_of(p)
         for exponent in (0.0, 1.0):
@@ -226,8 +242,57 @@ def test_budgeted_greedy_guarantee_against_brute_force(seed: int):
     assert value >= best_single - 1e-5
     assert value <= optimum + 1e-5
     # The strategy (greedy + fill) never does worse than the greedy set it starts from.
-    pick = solve(p, "pacms", relevance_weight=lam, cost_exponent=exponent)
+    pick = solve(p, "pacms_paper", relevance_weight=lam, cost_exponent=exponent)
     assert reference_value(p, pick.order.tolist(), lam) >= value - 1e-6
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_guarded_plain_gain_greedy_keeps_a_scaled_guarantee(seed: int):
+    # The shipped default ranks by plain gain but keeps >= guarantee * (1 - 1/e)/2 * OPT.
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(2, 11))
+    p = random_problem(1000 + seed, n=n, d=int(rng.integers(2, 6)), mandatory_rate=0.15)
+    tau = float(rng.choice([0.0, 0.5]))
+    density = bool(rng.random() < 0.5)
+    guarantee = float(rng.choice([0.25, 0.5, 1.0]))
+    obj = CoverageObjective(p, similarity_threshold=tau, density=density)
+    start = np.flatnonzero(p.mandatory).astype(np.int64)
+    result = budgeted_greedy(
+        obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0, guarantee=guarantee
+    )
+    chosen = [*start.tolist(), *result.picks]
+    assert int(p.tokens[chosen].sum()) <= p.budget
+    value = reference_value(p, chosen, 0.0, tau, density)
+    base = reference_value(p, start.tolist(), 0.0, tau, density)
+    optimum = max(
+        reference_value(p, [*start.tolist(), *combo], 0.0, tau, density)
+        for size in range(n + 1)
+        for combo in itertools.combinations([j for j in range(n) if j not in start], size)
+        if int(p.tokens[[*start.tolist(), *combo]].sum()) <= p.budget
+    )
+    assert value - base >= guarantee * GUARANTEE * (optimum - base) - 1e-5
+
+
+def test_guard_replaces_a_plain_gain_pick_that_wastes_the_budget():
+    # One long item is worth slightly more than each short one; plain gain takes it and fills
+    # the budget, the cost-benefit greedy takes ten short items worth ten times as much.
+    vectors = np.eye(11)
+    query = np.array([1.05] + [1.0] * 10)
+    p = Problem.build(vectors, query, tokens=[100] + [10] * 10, budget=100)
+    obj = CoverageObjective(p)
+    start = np.zeros(0, dtype=np.int64)
+    unguarded = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
+                                guarantee=0.0)
+    assert unguarded.picks == [0]
+    guarded = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
+                              guarantee=0.5)
+    assert sorted(guarded.picks) == list(range(1, 11))
+    # A preferred pick within the tolerated factor is kept.
+    lenient = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
+                              guarantee=0.1)
+    assert lenient.picks == [0]
+    with pytest.raises(ValueError, match="guarantee"):
+        budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), guarantee=1.5)
 
 
 def test_budgeted_greedy_adversarial_knapsack():
@@ -249,11 +314,13 @@ def test_budgeted_greedy_adversarial_knapsack():
 # --------------------------------------------------------------------------------------------
 
 
-def reference_pacms(p: Problem, lam: float, exponent: float) -> list[int]:
-    """PACMS by the book, in float64: full weight matrix, plain greedy, best single, fill."""
+def reference_pacms(
+    p: Problem, lam: float, exponent: float, tau: float, density: bool, guarantee: float
+) -> list[int]:
+    """PACMS by the book, in float64: full weight matrix, plain greedy, guard, fill."""
     v = p.vectors.astype(np.float64)
     rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
-    w = rel[:, None] * np.maximum(v @ v.T, 0.0)  # w[i, j]
+    w = reference_weights(p, tau, density)  # w[i, j]
     tokens = p.tokens.tolist()
     order = p.relevance_order().tolist()
     rank = {j: r for r, j in enumerate(order)}
@@ -264,7 +331,7 @@ def reference_pacms(p: Problem, lam: float, exponent: float) -> list[int]:
             return 0.0
         return lam * float(rel[members].sum()) + (1 - lam) * float(w[:, members].max(1).sum())
 
-    def greedy(start: list[int]) -> list[int]:
+    def greedy(start: list[int], exponent: float) -> list[int]:
         chosen = list(start)
         left = p.budget - sum(tokens[j] for j in chosen)
         while True:
@@ -282,17 +349,23 @@ def reference_pacms(p: Problem, lam: float, exponent: float) -> list[int]:
             chosen.append(best[1])
             left -= tokens[best[1]]
 
-    chosen = greedy(mandatory)
-    left = p.budget - sum(tokens[j] for j in mandatory)
-    singles = [
-        (-(value([*mandatory, j])), rank[j], j)
-        for j in range(p.n)
-        if j not in mandatory and tokens[j] <= left
-    ]
-    if singles:
-        _, _, best = min(singles)
-        if value([*mandatory, best]) > value(chosen) + 1e-12 and best not in chosen:
-            chosen = greedy([*mandatory, best])
+    preferred = greedy(mandatory, exponent)
+    chosen = preferred
+    if guarantee > 0:
+        guaranteed = preferred if exponent == 1.0 else greedy(mandatory, 1.0)
+        left = p.budget - sum(tokens[j] for j in mandatory)
+        singles = [
+            (-(value([*mandatory, j])), rank[j], j)
+            for j in range(p.n)
+            if j not in mandatory and tokens[j] <= left
+        ]
+        if singles:
+            _, _, best = min(singles)
+            if value([*mandatory, best]) > value(guaranteed) + 1e-12 and best not in guaranteed:
+                guaranteed = greedy([*mandatory, best], 1.0)
+        base = value(mandatory)
+        if value(preferred) - base < guarantee * (value(guaranteed) - base) - 1e-12:
+            chosen = guaranteed
     left = p.budget - sum(tokens[j] for j in chosen)
     for j in order:  # fill by relevance
         if j not in chosen and tokens[j] <= left:
@@ -316,5 +389,12 @@ def test_pacms_matches_reference_implementation(block: int):
         )
         lam = float(rng.choice([0.0, 0.3]))
         exponent = float(rng.choice([0.0, 1.0]))
-        pick = solve(p, "pacms", relevance_weight=lam, cost_exponent=exponent)
-        assert pick.order.tolist() == reference_pacms(p, lam, exponent), seed
+        tau = float(rng.choice([0.0, 0.5]))
+        density = bool(rng.random() < 0.5)
+        guarantee = float(rng.choice([0.0, 0.5, 1.0]))
+        pick = solve(
+            p, "pacms", relevance_weight=lam, cost_exponent=exponent,
+            similarity_threshold=tau, density=density, guarantee=guarantee,
+        )
+        expected = reference_pacms(p, lam, exponent, tau, density, guarantee)
+        assert pick.order.tolist() == expected, seed

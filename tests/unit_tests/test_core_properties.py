@@ -14,16 +14,19 @@ from langchain_core.embeddings import Embeddings
 from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.core import Problem, solve
 
-STRATEGIES = ["pacms", "topk", "lastk", "mmr", "rag"]
+STRATEGIES = ["pacms", "pacms_paper", "topk", "lastk", "mmr", "rag"]
 OPTIONS: dict[str, list[dict[str, Any]]] = {
     "pacms": [
         {},
         {"relevance_weight": 0.4},
         {"relevance_weight": "auto"},
         {"cost_exponent": 0.0},
-        {"density_threshold": 0.9},
+        {"similarity_threshold": 0.0, "density": False},
+        {"guarantee": 0.0},
+        {"cost_exponent": 1.0, "guarantee": 1.0},
         {"fill": False},
     ],
+    "pacms_paper": [{}],
     "topk": [{}],
     "lastk": [{}],
     "mmr": [{}, {"lambda_mult": 0.0}, {"lambda_mult": 0.8}],

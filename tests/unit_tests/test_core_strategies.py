@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from langchain_pacms.core import (
+    PAPER_OPTIONS,
     CoverageObjective,
     Pick,
     Problem,
@@ -235,7 +236,7 @@ def test_pacms_covers_both_clusters_where_topk_keeps_duplicates():
 def test_pacms_gains_are_marginal_gains():
     p = _clusters()
     pick = solve(p, "pacms", fill=False)
-    obj = CoverageObjective(p)
+    obj = CoverageObjective(p, similarity_threshold=0.5, density=True)  # the defaults
     first, second = pick.order.tolist()
     assert pick.scores[first] == pytest.approx(obj.value([first]), rel=1e-6)
     assert pick.scores[second] == pytest.approx(
@@ -282,15 +283,34 @@ def test_pacms_fill_uses_leftover_budget_by_relevance():
     assert with_fill.scores[1] > 0.0
 
 
-def test_pacms_density_threshold_counts_near_duplicates_once():
+def test_pacms_density_counts_near_duplicates_once():
     p = _clusters()
     plain = CoverageObjective(p)
-    dense = CoverageObjective(p, density_threshold=0.99)
+    dense = CoverageObjective(p, similarity_threshold=0.5, density=True)
     rel_a = float(p.relevance[0])
-    # The three near-copies each carry rel/3 under density normalisation.
+    # The three near-copies each carry about rel/3 under density normalisation.
     assert dense.value([0]) == pytest.approx(rel_a, rel=1e-3)
     assert plain.value([0]) == pytest.approx(3 * rel_a, rel=1e-3)
-    assert kept(solve(p, "pacms", density_threshold=0.99)) == {0, 3}
+    assert kept(solve(p, "pacms")) == {0, 3}
+
+
+def test_similarity_threshold_stops_related_items_covering_each_other():
+    # Two relevant items at cosine 0.6: with tau = 0 each covers most of the other; with
+    # tau = 0.8 they are not near-duplicates and each keeps its full weight.
+    a = unit(1.0, 0.0)
+    b = unit(0.6, 0.8)
+    p = Problem.build(np.array([a, b]), unit(1.0, 1.0), tokens=[1, 1], budget=1)
+    loose = CoverageObjective(p)
+    strict = CoverageObjective(p, similarity_threshold=0.8)
+    rel = p.relevance.astype(float)
+    assert loose.value([0]) == pytest.approx(rel[0] + rel[1] * 0.6, rel=1e-5)
+    assert strict.value([0]) == pytest.approx(rel[0], rel=1e-5)
+
+
+def test_pacms_paper_is_pacms_with_published_options():
+    p = _clusters()
+    assert kept(solve(p, "pacms_paper")) == kept(solve(p, "pacms", **PAPER_OPTIONS))
+    assert PAPER_OPTIONS["similarity_threshold"] == 0.0 and PAPER_OPTIONS["density"] is False
 
 
 def test_pacms_mandatory_items_first_and_scored_nan():
@@ -326,9 +346,10 @@ def test_pacms_rejects_bad_relevance_weight(bad: Any):
         solve(_clusters(), "pacms", relevance_weight=bad)
 
 
-def test_objective_rejects_bad_density_threshold():
-    with pytest.raises(ValueError, match="density_threshold"):
-        CoverageObjective(_clusters(), density_threshold=0.0)
+@pytest.mark.parametrize("bad", [-0.1, 1.0])
+def test_objective_rejects_bad_similarity_threshold(bad: float):
+    with pytest.raises(ValueError, match="similarity_threshold"):
+        CoverageObjective(_clusters(), similarity_threshold=bad)
 
 
 # --------------------------------------------------------------------------------------------
