@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[test,server]"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -7,12 +7,23 @@ Example:
     ('0',)
 """
 
+from __future__ import annotations
+
+import importlib
 from importlib import metadata
+from typing import TYPE_CHECKING, Any
 
 from langchain_pacms.core import available_strategies, register_strategy
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.selector import Candidate, ContextSelector, Selection, Verdict
 from langchain_pacms.tokens import TokenCounter, get_encoding
+
+if TYPE_CHECKING:
+    from langchain_pacms.integrations import (
+        PACMSCompressor,
+        PACMSMiddleware,
+        create_pacms_hook,
+    )
 
 try:
     __version__ = metadata.version("langchain-pacms")
@@ -24,11 +35,28 @@ __all__ = [
     "Candidate",
     "ContextSelector",
     "HashedTfidfEmbeddings",
+    "PACMSCompressor",
+    "PACMSMiddleware",
     "Selection",
     "TokenCounter",
     "Verdict",
     "__version__",
     "available_strategies",
+    "create_pacms_hook",
     "get_encoding",
     "register_strategy",
 ]
+
+# Integrations load on first access, so importing the package stays light and the middleware's
+# optional dependency (LangChain v1) is only needed by those who use it.
+_LAZY = {
+    "PACMSCompressor": "langchain_pacms.integrations.compressor",
+    "PACMSMiddleware": "langchain_pacms.integrations.middleware",
+    "create_pacms_hook": "langchain_pacms.integrations.graph",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,3 +19,20 @@ def test_duplicate_ids_rejected():
     with pytest.raises(ValueError, match="duplicate candidate id"):
         ContextSelector().select([Candidate("a", id="x"), Candidate("b", id="x")], "q",
                                  budget_tokens=5)
+
+
+def test_integrations_are_exported_lazily():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, langchain_pacms as lp;"
+        "assert 'langchain_pacms.integrations.graph' not in sys.modules;"
+        "hook = lp.create_pacms_hook(budget_tokens=100);"
+        "assert callable(hook.invoke);"
+        "assert lp.PACMSCompressor.__name__ == 'PACMSCompressor';"
+        "assert 'PACMSMiddleware' in lp.__all__"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(AttributeError, match="no attribute"):
+        _ = __import__("langchain_pacms").not_a_thing
