@@ -177,6 +177,10 @@ def rag(problem: Problem, *, k: int = 4) -> Pick:
     return _scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))
 
 
+MMR_GRAM_LIMIT = 12_000
+"""Largest pool for which :func:`mmr_ranking` precomputes all pairwise dot products."""
+
+
 def mmr_ranking(
     vectors: NDArray[np.floating[Any]],
     query: NDArray[np.floating[Any]],
@@ -222,9 +226,11 @@ def mmr_ranking(
     taken = np.zeros(n, dtype=bool)
     taken[first] = True
     last = first
+    gram = np.dot(x, x.T) if n <= MMR_GRAM_LIMIT else None
     for _ in range(n - 1):
+        dots = gram[last] if gram is not None else np.dot(x, x[last])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            sim = np.dot(x, x[last]) / (norms * norms[last])
+            sim = dots / (norms * norms[last])
         sim[~np.isfinite(sim)] = 0.0
         np.maximum(redundancy, sim, out=redundancy)
         value = lambda_mult * to_query - (1 - lambda_mult) * redundancy
