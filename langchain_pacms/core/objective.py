@@ -50,6 +50,9 @@ class CoverageObjective:
         relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
         similarity_threshold: ``tau`` in ``[0, 1)``: cosines at or below it give no coverage.
         density: Divide each target's weight by its kernel density ``sum_k k(i, k)``.
+        coverage_prior: ``eps >= 0`` added to every target's relevance, ``t(i) = (rel(i) + eps) /
+            density(i)``: a small query-independent term that rewards covering the rest of the
+            pool once the relevant part is covered (so unseen originals beat more copies).
 
     Attributes:
         weights_t: ``(n, m)`` float32, ``weights_t[j, k] = w_{targets[k], j}``.
@@ -71,6 +74,7 @@ class CoverageObjective:
         relevance_weight: float = 0.0,
         similarity_threshold: float = 0.0,
         density: bool = False,
+        coverage_prior: float = 0.0,
     ) -> None:
         if not 0.0 <= relevance_weight <= 1.0:
             raise ValueError(f"relevance_weight must be in [0, 1], got {relevance_weight}")
@@ -78,16 +82,20 @@ class CoverageObjective:
             raise ValueError(
                 f"similarity_threshold must be in [0, 1), got {similarity_threshold}"
             )
+        if coverage_prior < 0.0:
+            raise ValueError(f"coverage_prior must be >= 0, got {coverage_prior}")
         self.similarity_threshold = float(similarity_threshold)
         rel = problem.relevance.astype(np.float32)
+        # Every item is a target with weight rel(i) + prior: generic coverage of the whole pool.
+        prior = problem.relevance.astype(np.float32) + np.float32(coverage_prior)
         vectors = problem.vectors
         # Only targets with rel(i) > 0 can contribute to F; with lam = 1, F has weight 0.
-        active = rel > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
+        active = prior > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
         self.targets: NDArray[np.int64] = np.flatnonzero(active).astype(np.int64)
         # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
         # the density of that target: one (n, m) product serves both.
         weights = self._kernel(vectors @ vectors[self.targets].T)
-        target = rel[self.targets]
+        target = prior[self.targets]
         if density:
             target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
         weights *= target[None, :]

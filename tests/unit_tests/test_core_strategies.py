@@ -508,3 +508,17 @@ def test_solve_skips_strategy_when_mandatory_over_budget():
     pick = solve(p, spy)
     assert pick.over_budget and pick.order.tolist() == [0]
     assert calls == []
+
+
+def test_coverage_prior_gives_irrelevant_items_a_coverage_gain():
+    # Item 1 is orthogonal to the query: without a prior it is no target and gains nothing.
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
+    plain = CoverageObjective(p)
+    primed = CoverageObjective(p, coverage_prior=0.01)
+    assert plain.value([1]) == 0.0
+    assert primed.value([1]) == pytest.approx(0.01)
+    assert primed.value([0]) == pytest.approx(1.01)
+    assert solve(p, "pacms", coverage_prior=0.01, fill=False).order.tolist() == [0, 1]
+    assert solve(p, "pacms", fill=False).order.tolist() == [0]
+    with pytest.raises(ValueError, match="coverage_prior"):
+        CoverageObjective(p, coverage_prior=-1.0)
