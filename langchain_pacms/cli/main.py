@@ -15,7 +15,7 @@ from langchain_pacms import __version__
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("langchain_pacms.cli.demo",)
+_COMMAND_MODULES = ("langchain_pacms.cli.demo", "langchain_pacms.cli.eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

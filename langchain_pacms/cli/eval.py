@@ -1,0 +1,312 @@
+"""``pacms eval``: the evaluation harnesses.
+
+``pacms eval longmemeval recall`` runs the evidence-round recall sweep of the study's Table 1
+(:mod:`langchain_pacms.eval.recall`); ``pacms eval longmemeval qa`` runs the end-to-end QA
+harness (:mod:`langchain_pacms.eval.qa`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import shlex
+import sys
+import time
+from typing import Any
+
+__all__ = ["register"]
+
+_SPLIT_NAMES = {"s": "LongMemEval_S", "oracle": "LongMemEval oracle"}
+
+_RECALL_DESCRIPTION = """\
+Evidence-round recall of every strategy on a LongMemEval sample, under injected redundancy
+and several token budgets (the layout of the study's Table 1).
+
+What is measured: LongMemEval marks the rounds (one user turn plus the assistant reply) that
+hold the evidence for each question. For every question, strategy, redundancy level and
+budget, recall = (evidence rounds the strategy kept) / (evidence rounds). Only questions with
+at least one evidence round and no abstention questions are sampled (seeded, stratified over
+the six question types).
+
+R (redundancy level): every non-evidence round is restated R times (short recaps or full
+paraphrased copies, see --style); the restatements are shuffled and appended after the
+original history, so the most recent part of the pool is paraphrased filler. R = 0 is the
+plain history. Restatements never count as evidence.
+
+Budget: each --budgets value is a fraction of the --budget-base: "pool" (tokens of the padded
+pool; the study's reading, so the budget grows with R) or "original" (tokens of the original
+history; the budget stays fixed while the pool grows). Tokens are counted with o200k_base.
+
+Data: --data may be the LongMemEval data folder (holding oracle/ and
+longmemeval_s_cleaned.lme_jsons.tar.xz; --split picks one), or directly a folder of
+per-question JSON files, an archive or a JSON file. Without --data the folder is looked for in
+$PACMS_LONGMEMEVAL_DIR, then ../shared/data/longmemeval from the working directory, then from
+the repository root. Nothing is extracted or copied.
+
+Caching: computed cells are kept in --cache-dir (default .pacms-cache) and reused by later runs
+with the same code, data, embedder and settings (--result-cache off to recompute). Embedding
+vectors are cached there too for model backends such as ollama:<model>.
+
+Outputs (in --out): <name>.json (per-question rows and run metadata), <name>.md (tables) and
+<name>.png (recall vs budget, one panel per R). The tables are also printed.
+"""
+
+_RECALL_EPILOG = """\
+examples:
+  pacms eval longmemeval recall --n 20 --levels 0 2 --out /tmp/recall
+  pacms eval longmemeval recall --strategies topk mmr pacms \\
+      "pacms:relevance_weight=auto" "mmr:lambda_mult=0.7"
+  pacms eval longmemeval recall --split oracle --all --budget-base original
+"""
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from langchain_pacms.eval.backends import selector_from_spec
+    from langchain_pacms.eval.recall import RecallConfig, load_questions, resolve_source, run_recall
+
+    say = (lambda *_: None) if args.quiet else functools.partial(print, file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        config = RecallConfig.create(
+            levels=args.levels,
+            budgets=args.budgets,
+            strategies=args.strategies,
+            style=args.style,
+            budget_base=args.budget_base,
+            seed=args.seed,
+        )
+        source = resolve_source(args.data, args.split)
+        factory = functools.partial(
+            selector_from_spec,
+            args.embeddings,
+            cache_dir=args.cache_dir,
+            cache=args.cache,
+            ollama_url=args.ollama_url,
+        )
+        selector = factory()
+    except (ValueError, FileNotFoundError, ImportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    say(f"loading questions from {source} ...")
+    try:
+        questions = load_questions(
+            source, n=None if args.all else args.n, seed=args.seed, ids=args.ids
+        )
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not questions:
+        print("error: no eligible questions (need evidence rounds, no abstention)",
+              file=sys.stderr)
+        return 2
+    load_seconds = time.perf_counter() - started
+    say(
+        f"{len(questions)} questions, levels {list(config.levels)}, budgets "
+        f"{list(config.budgets)}, strategies {list(config.labels)}"
+    )
+    meta: dict[str, Any] = {
+        "command": _command(args),
+        "split": args.split,
+        "source": str(source),
+        "sample": "all" if args.all or args.ids else args.n,
+        "embeddings_spec": args.embeddings,
+        "load_seconds": round(load_seconds, 3),
+    }
+    report = run_recall(
+        questions,
+        config,
+        selector=selector,
+        selector_factory=factory,
+        workers=args.workers,
+        blas_threads_limit=None if args.blas_threads == 0 else args.blas_threads,
+        share_rankings=not args.exact,
+        cache_dir=args.cache_dir if args.result_cache == "on" else None,
+        progress=not args.quiet,
+        meta=meta,
+    )
+    report.meta["total_seconds"] = round(time.perf_counter() - started, 3)
+    stem = args.name or f"recall-{args.split}-{args.style}-{args.budget_base}"
+    title = f"Evidence-round recall: {_SPLIT_NAMES[args.split]}"
+    paths = report.save(args.out, stem, title=title)
+    print(report.to_markdown(title=title))
+    say(
+        f"runtime {report.meta['runtime_seconds']:.1f}s sweep, "
+        f"{report.meta['total_seconds']:.1f}s total; wrote "
+        + ", ".join(str(p) for p in paths.values())
+    )
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The run as a canonical command line (every option explicit)."""
+    parts = ["pacms", "eval", "longmemeval", "recall", "--split", args.split]
+    if args.data is not None:
+        parts += ["--data", str(args.data)]
+    if args.ids:
+        parts += ["--ids", *args.ids]
+    elif args.all:
+        parts.append("--all")
+    else:
+        parts += ["--n", str(args.n)]
+    parts += ["--seed", str(args.seed), "--levels", *map(str, args.levels)]
+    parts += ["--budgets", *(f"{b:g}" for b in args.budgets)]
+    parts += ["--strategies", *args.strategies, "--style", args.style]
+    parts += ["--budget-base", args.budget_base, "--embeddings", args.embeddings]
+    parts += ["--cache", args.cache, "--result-cache", args.result_cache]
+    parts += ["--workers", str(args.workers)]
+    if args.exact:
+        parts.append("--exact")
+    return shlex.join(parts)
+
+
+def _add_recall_parser(sub: Any) -> None:
+    from langchain_pacms.eval.recall import (
+        BUDGET_BASES,
+        DEFAULT_BUDGETS,
+        DEFAULT_LEVELS,
+        DEFAULT_STRATEGIES,
+    )
+    from langchain_pacms.eval.redundancy import STYLES
+
+    p = sub.add_parser(
+        "recall",
+        help="evidence-round recall sweep (strategies x redundancy x budget)",
+        description=_RECALL_DESCRIPTION,
+        epilog=_RECALL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = p.add_argument_group("data")
+    data.add_argument(
+        "--data", default=None, metavar="PATH",
+        help="LongMemEval data folder, or a question folder/archive/JSON file "
+        "(default: $PACMS_LONGMEMEVAL_DIR or ../shared/data/longmemeval)",
+    )
+    data.add_argument(
+        "--split", choices=("oracle", "s"), default="s",
+        help="oracle (evidence sessions only) or s (LongMemEval_S, ~115k-token haystacks) "
+        "when --data is a data folder (default: s)",
+    )
+    size = data.add_mutually_exclusive_group()
+    size.add_argument("--n", type=int, default=100,
+                      help="questions to sample, stratified over the 6 types (default: 100)")
+    size.add_argument("--all", action="store_true", help="use every eligible question")
+    size.add_argument("--ids", nargs="+", metavar="ID", help="use exactly these question ids")
+    data.add_argument("--seed", type=int, default=0,
+                      help="seed of the sample and of the redundancy injection (default: 0)")
+
+    sweep = p.add_argument_group("sweep")
+    sweep.add_argument("--levels", type=int, nargs="+", default=list(DEFAULT_LEVELS),
+                       metavar="R", help="redundancy levels R (default: 0 2 4 8)")
+    sweep.add_argument(
+        "--budgets", type=float, nargs="+", default=list(DEFAULT_BUDGETS), metavar="FRACTION",
+        help="budgets as fractions of the budget base (default: 0.05 0.10 0.20 0.45 0.70)",
+    )
+    sweep.add_argument(
+        "--strategies", nargs="+", default=list(DEFAULT_STRATEGIES), metavar="SPEC",
+        help="columns: strategy names, or variants as name:key=value,key=value (e.g. "
+        "pacms:relevance_weight=0.5,cost_exponent=0); the spec is the column label "
+        "(default: topk mmr lastk pacms rag)",
+    )
+    sweep.add_argument("--style", choices=STYLES, default="recap",
+                       help="restatements: recap (short quoted leads) or full (whole round, "
+                       "lightly paraphrased) (default: recap)")
+    sweep.add_argument("--budget-base", choices=BUDGET_BASES, default="pool",
+                       help="budget fractions of the padded pool (the study) or of the "
+                       "original history (default: pool)")
+
+    model = p.add_argument_group("embeddings")
+    model.add_argument(
+        "--embeddings", default="default", metavar="SPEC",
+        help="default (built-in hashed TF-IDF), hashed:<dim>, or ollama:<model> "
+        "(e.g. ollama:nomic-embed-text, the study's) (default: default)",
+    )
+    model.add_argument("--ollama-url", default=None, metavar="URL",
+                       help="Ollama server (default: $OLLAMA_HOST or http://127.0.0.1:11434)")
+    model.add_argument("--cache-dir", default=".pacms-cache", metavar="DIR",
+                       help="on-disk embedding cache folder (default: .pacms-cache)")
+    model.add_argument(
+        "--cache", choices=("auto", "on", "off"), default="auto",
+        help="use the disk cache: auto = for every backend except the built-in lexical one, "
+        "which recomputes faster than it reads back (default: auto)",
+    )
+
+    model.add_argument(
+        "--result-cache", choices=("on", "off"), default="on",
+        help="keep every computed cell (question, R, budget, strategy) in --cache-dir and "
+        "reuse it when the code, data, embedder and settings are unchanged, so reruns and "
+        "added --strategies columns only compute what is new (default: on)",
+    )
+
+    run = p.add_argument_group("run")
+    run.add_argument("--out", default="results/longmemeval", metavar="DIR",
+                     help="output folder (default: results/longmemeval)")
+    run.add_argument("--name", default=None,
+                     help="output file stem (default: recall-<split>-<style>-<budget-base>)")
+    run.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="worker processes, one question at a time each (default: 1)")
+    run.add_argument("--blas-threads", type=int, default=1, metavar="N",
+                     help="OpenBLAS threads per process while sweeping; 0 leaves the "
+                     "library default (default: 1, fastest for the mmr ranking)")
+    run.add_argument("--exact", action="store_true",
+                     help="call the registered mmr strategy for every budget instead of "
+                     "sharing its budget-independent ranking (same picks, slower)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    p.set_defaults(func=_recall)
+
+
+def _qa_fallback(args: argparse.Namespace) -> int:
+    try:
+        from langchain_pacms.eval.qa import qa_from_args
+    except ImportError as err:
+        print(f"error: the QA harness is unavailable ({err})", file=sys.stderr)
+        return 2
+    return int(qa_from_args(args) or 0)
+
+
+def _add_qa_parser(sub: Any) -> None:
+    description = (
+        "End-to-end QA accuracy: select context for each LongMemEval question with every "
+        "strategy, let a reader model answer from the kept context, and let a judge model "
+        "grade the answer with the per-type LongMemEval criterion (the study's Table 2). "
+        "Models are given as specs: ollama:<model> (server from --ollama-url/$OLLAMA_HOST) "
+        "or fake:<reply> for dry runs."
+    )
+    p = sub.add_parser("qa", help="end-to-end QA accuracy with a reader and a judge model",
+                       description=description)
+    try:
+        from langchain_pacms.eval.qa import add_qa_arguments, qa_from_args
+    except ImportError:
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(func=_qa_fallback)
+        return
+    add_qa_arguments(p)
+    p.set_defaults(func=qa_from_args)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``eval`` sub-command (``eval longmemeval recall`` and ``eval longmemeval qa``)."""
+    parser = subparsers.add_parser(
+        "eval",
+        help="run evaluation harnesses (LongMemEval recall and QA)",
+        description="Evaluation harnesses. Benchmarks: longmemeval.",
+    )
+    benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    lme = benches.add_parser(
+        "longmemeval",
+        help="LongMemEval (Wu et al., ICLR 2025): recall sweep and QA accuracy",
+        description="LongMemEval harnesses: 'recall' (evidence-round recall sweep) and 'qa' "
+        "(end-to-end QA accuracy with a reader and a judge).",
+    )
+    tasks = lme.add_subparsers(dest="task", metavar="TASK")
+    _add_recall_parser(tasks)
+    _add_qa_parser(tasks)
+
+    def _usage(parser: argparse.ArgumentParser) -> Any:
+        def show(_: argparse.Namespace) -> int:
+            parser.print_help()
+            return 2
+
+        return show
+
+    parser.set_defaults(func=_usage(parser))
+    lme.set_defaults(func=_usage(lme))

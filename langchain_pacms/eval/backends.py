@@ -1,0 +1,199 @@
+"""Model backends for the evaluation harnesses, named by short spec strings.
+
+Embeddings (:func:`embeddings_from_spec`):
+
+* ``default``: the built-in offline :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`
+  (4096 hashed features, pool-level IDF applied by the selector);
+* ``hashed:<dim>``: the same embedder with ``dim`` features (a power of two);
+* ``ollama:<model>``: ``langchain_ollama.OllamaEmbeddings`` (e.g. ``ollama:nomic-embed-text``,
+  the study's setup). The server is ``ollama_url``, else ``$OLLAMA_HOST``, else Ollama's default
+  ``http://127.0.0.1:11434``.
+
+Chat models (:func:`chat_model_from_spec`):
+
+* ``ollama:<model>``: ``langchain_ollama.ChatOllama`` (same server rules as above);
+* ``fake:<reply>[|<reply>...]``: ``FakeListChatModel`` that cycles through the replies (for
+  tests and dry runs; ``fake:`` alone replies ``"I don't know."``).
+
+``langchain_ollama`` is imported only when an ``ollama:`` spec is used.
+
+Example:
+    >>> embeddings_from_spec("hashed:256").dim
+    256
+    >>> chat_model_from_spec("fake:yes|no").invoke("q").content
+    'yes'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.stores import ByteStore
+
+from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+
+__all__ = [
+    "CACHE_MODES",
+    "EMBEDDING_SPECS",
+    "chat_model_from_spec",
+    "embeddings_from_spec",
+    "is_lexical",
+    "ollama_base_url",
+    "selector_from_spec",
+]
+
+EMBEDDING_SPECS = ("default", "hashed:<dim>", "ollama:<model>")
+"""The accepted forms of an embeddings spec."""
+
+CACHE_MODES = ("auto", "on", "off")
+"""On-disk embedding cache modes: ``auto`` caches every backend except the lexical one."""
+
+
+def ollama_base_url(url: str | None = None) -> str | None:
+    """The Ollama server to use: ``url``, else ``$OLLAMA_HOST``, else None (Ollama's default).
+
+    A bare ``host:port`` (as ``OLLAMA_HOST`` is often written) gets an ``http://`` scheme.
+    """
+    value = (url or os.environ.get("OLLAMA_HOST") or "").strip()
+    if not value:
+        return None
+    return value if "://" in value else f"http://{value}"
+
+
+def _split(spec: str, kind: str) -> tuple[str, str]:
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"empty {kind} spec")
+    name, _, arg = spec.strip().partition(":")
+    return name.lower(), arg.strip()
+
+
+def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None) -> Embeddings:
+    """Build an embedding model from a spec string.
+
+    Args:
+        spec: ``default``, ``hashed:<dim>`` or ``ollama:<model>``.
+        ollama_url: Ollama server for ``ollama:`` specs (default: ``$OLLAMA_HOST`` or Ollama's
+            own default).
+
+    Returns:
+        The (uncached) embeddings object.
+
+    Raises:
+        ValueError: For an unknown or malformed spec.
+        ImportError: For ``ollama:`` when ``langchain-ollama`` is not installed.
+    """
+    name, arg = _split(spec, "embeddings")
+    if name == "default" and not arg:
+        return HashedTfidfEmbeddings()
+    if name == "hashed":
+        try:
+            dim = int(arg)
+        except ValueError:
+            raise ValueError(f"hashed embeddings need an integer size, e.g. hashed:4096; "
+                             f"got {spec!r}") from None
+        return HashedTfidfEmbeddings(dim=dim)
+    if name == "ollama":
+        if not arg:
+            raise ValueError(f"ollama embeddings need a model, e.g. ollama:nomic-embed-text; "
+                             f"got {spec!r}")
+        try:
+            from langchain_ollama import OllamaEmbeddings
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "ollama embeddings need langchain-ollama: pip install 'langchain-pacms[ollama]'"
+            ) from err
+        return OllamaEmbeddings(model=arg, base_url=ollama_base_url(ollama_url))
+    raise ValueError(
+        f"unknown embeddings spec {spec!r}; use one of: {', '.join(EMBEDDING_SPECS)}"
+    )
+
+
+def chat_model_from_spec(
+    spec: str, *, ollama_url: str | None = None, **kwargs: Any
+) -> BaseChatModel:
+    """Build a chat model from a spec string.
+
+    Args:
+        spec: ``ollama:<model>`` or ``fake:<reply>[|<reply>...]``.
+        ollama_url: Ollama server for ``ollama:`` specs (default: ``$OLLAMA_HOST`` or Ollama's
+            own default).
+        **kwargs: Passed to the model class (e.g. ``temperature=0`` for ``ChatOllama``).
+
+    Returns:
+        The chat model.
+
+    Raises:
+        ValueError: For an unknown or malformed spec.
+        ImportError: For ``ollama:`` when ``langchain-ollama`` is not installed.
+    """
+    name, arg = _split(spec, "chat model")
+    if name == "fake":
+        from langchain_core.language_models import FakeListChatModel
+
+        replies = arg.split("|") if arg else ["I don't know."]
+        return FakeListChatModel(responses=replies, **kwargs)
+    if name == "ollama":
+        if not arg:
+            raise ValueError(f"ollama chat models need a model, e.g. ollama:llama3.1; got {spec!r}")
+        try:
+            from langchain_ollama import ChatOllama
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "ollama chat models need langchain-ollama: pip install 'langchain-pacms[ollama]'"
+            ) from err
+        return ChatOllama(model=arg, base_url=ollama_base_url(ollama_url), **kwargs)
+    raise ValueError(
+        f"unknown chat model spec {spec!r}; use ollama:<model> or fake:<reply>[|<reply>...]"
+    )
+
+
+def is_lexical(embeddings: Embeddings) -> bool:
+    """True for the built-in hashed lexical embedder (cheap enough that caching rarely pays)."""
+    inner = embeddings.embeddings if isinstance(embeddings, CachedEmbeddings) else embeddings
+    return isinstance(inner, HashedTfidfEmbeddings)
+
+
+def selector_from_spec(
+    embeddings: str = "default",
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache: str = "auto",
+    ollama_url: str | None = None,
+    token_counter: Any = None,
+    max_memory_vectors: int = 50_000,
+) -> Any:
+    """A :class:`~langchain_pacms.ContextSelector` for an evaluation run.
+
+    Args:
+        embeddings: Embeddings spec (see :func:`embeddings_from_spec`).
+        cache_dir: Folder of the on-disk embedding cache
+            (:class:`~langchain_pacms.embeddings.filestore.LocalByteStore`).
+        cache: ``auto`` (use ``cache_dir`` for every backend except the lexical one, which
+            recomputes faster than it reads from disk), ``on`` or ``off``.
+        ollama_url: Ollama server for ``ollama:`` specs.
+        token_counter: Passed to the selector (default: ``o200k_base``).
+        max_memory_vectors: Size of the in-memory vector cache when no disk cache is used
+            (keeps long sweeps from holding every vector they ever saw).
+
+    Returns:
+        The selector (typed ``Any`` to keep this module import-light).
+
+    Raises:
+        ValueError: For a bad spec or cache mode.
+    """
+    from langchain_pacms.selector import ContextSelector
+
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
+    base = embeddings_from_spec(embeddings, ollama_url=ollama_url)
+    store: ByteStore | None = None
+    if cache_dir is not None and (cache == "on" or (cache == "auto" and not is_lexical(base))):
+        from langchain_pacms.embeddings.filestore import LocalByteStore
+
+        store = LocalByteStore(Path(cache_dir))
+    cached = CachedEmbeddings(base, store=store, max_entries=max_memory_vectors)
+    return ContextSelector(cached, token_counter=token_counter)

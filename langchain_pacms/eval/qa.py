@@ -1,0 +1,1297 @@
+"""End-to-end QA accuracy on LongMemEval: select context, let a reader answer, let a judge grade.
+
+This is the harness behind the paper's QA table (section 5.2). For every question and every
+strategy:
+
+1. **Pool.** The question's history is padded with ``level`` restatements per filler round
+   (:func:`~langchain_pacms.eval.redundancy.inject_redundancy`, seeded with ``seed``), so the
+   pool of a question is identical for every strategy and for every run with the same seed.
+2. **Select.** One :class:`~langchain_pacms.selector.ContextSelector` is shared by all
+   strategies (one embedding cache, one token counter), and each strategy is passed as an
+   override. The budget is ``budget_ratio`` times the tokens of the padded pool
+   (``budget_base="pool"``) or of the original history (``budget_base="original"``).
+3. **Read.** The kept items are rendered in chronological order, grouped by session and dated
+   (restatements have no date; they come last, as they do in the pool), followed by the
+   question and its date. The reader (any LangChain chat model) is asked to answer
+   concisely and to say it does not know when the excerpts lack the answer.
+4. **Judge.** :mod:`langchain_pacms.eval.judge` grades the answer with the per-type criterion.
+
+Model calls run concurrently under an :class:`asyncio.Semaphore` (``concurrency``). A call
+that raises is retried ``retries`` times with exponential backoff; when the retries are
+exhausted the record is a failure (counted, and graded WRONG). An unreadable verdict is
+re-asked once and then graded WRONG with ``parse_failed`` set.
+
+Accuracy counts every question, so failures count as wrong; the report shows the number
+of failures next to every accuracy.
+
+Example:
+    >>> from langchain_ollama import ChatOllama                           # doctest: +SKIP
+    >>> from langchain_pacms.eval.longmemeval import iter_questions, sample_questions
+    >>> qs = sample_questions(iter_questions("oracle/"), n=100, seed=0)   # doctest: +SKIP
+    >>> llm = ChatOllama(model="llama3.1", temperature=0)                 # doctest: +SKIP
+    >>> report = run_qa(qs, reader=llm, judge=llm)                        # doctest: +SKIP
+    >>> print(report.to_markdown())                                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from langchain_pacms.eval.judge import ajudge, build_judge_messages, message_text, strip_reasoning
+from langchain_pacms.eval.longmemeval import (
+    ORACLE_DIRNAME,
+    QUESTION_TYPES,
+    S_ARCHIVE_NAME,
+    Question,
+    default_data_dir,
+    iter_questions,
+    sample_questions,
+)
+from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
+from langchain_pacms.selector import Candidate, ContextSelector, Selection
+
+__all__ = [
+    "BUDGET_BASES",
+    "DEFAULT_STRATEGIES",
+    "READER_SYSTEM_PROMPT",
+    "TYPE_ABBREVIATIONS",
+    "QARecord",
+    "QAReport",
+    "add_qa_arguments",
+    "arun_qa",
+    "auto_num_ctx",
+    "build_pool",
+    "build_reader_messages",
+    "pool_budget",
+    "qa_from_args",
+    "read_ids",
+    "render_history",
+    "resolve_source",
+    "run_qa",
+]
+
+T = TypeVar("T")
+
+DEFAULT_STRATEGIES: tuple[str, ...] = ("pacms", "topk", "mmr", "lastk")
+"""Strategies compared by default (the paper's Table 2 rows)."""
+
+BUDGET_BASES: tuple[str, ...] = ("pool", "original")
+"""What ``budget_ratio`` is a fraction of: the padded pool, or the original history."""
+
+TYPE_ABBREVIATIONS: dict[str, str] = {
+    "single-session-user": "SSU",
+    "single-session-assistant": "SSA",
+    "single-session-preference": "SSP",
+    "temporal-reasoning": "TR",
+    "knowledge-update": "KU",
+    "multi-session": "MS",
+}
+"""Column labels of the question types in :meth:`QAReport.to_markdown`."""
+
+READER_SYSTEM_PROMPT = (
+    "You are a personal assistant with a long-term memory of your earlier conversations "
+    "with this user. You are shown excerpts of those conversations, oldest first, each "
+    "session with its date; some parts may be missing and some may be repeated as recaps. "
+    "Answer the user's question from these excerpts, taking the current date into account "
+    "for anything that depends on time. If the user's information changed over time, use "
+    "the most recent version. Answer concisely: give the answer itself, without restating "
+    "the question. If the excerpts do not contain what is needed to answer, say that you "
+    "don't know instead of guessing."
+)
+"""System message of every reader call."""
+
+_NO_CONTEXT = "(No excerpts of earlier conversations are available.)"
+
+
+# -- pool, budget, prompt -------------------------------------------------------------------
+
+
+def build_pool(
+    question: Question, level: int, *, style: str = "recap", seed: int = 0
+) -> list[PoolItem]:
+    """Return the redundancy-padded pool of ``question`` (see ``inject_redundancy``).
+
+    Args:
+        question: The question whose ``rounds`` form the history.
+        level: Restatements per filler round (R).
+        style: ``"recap"`` or ``"full"``.
+        seed: Seed of the injection; the same seed is used for every question.
+
+    Returns:
+        The pool, originals first (chronological), then the shuffled restatements.
+    """
+    return inject_redundancy(question.rounds, level, style=style, seed=seed)
+
+
+def pool_budget(
+    pool: Sequence[PoolItem], count: Callable[[str], int], ratio: float, base: str = "pool"
+) -> int:
+    """Token budget for ``pool``: ``floor(ratio * tokens)``, at least 1.
+
+    Args:
+        pool: The padded pool.
+        count: Token counter (use the selector's, so budget and selection agree).
+        ratio: Fraction in ``(0, 1]``.
+        base: ``"pool"`` counts every item; ``"original"`` counts only the original rounds
+            (not the restatements).
+
+    Returns:
+        The budget in tokens.
+
+    Raises:
+        ValueError: For a ratio outside ``(0, 1]`` or an unknown base.
+    """
+    if base not in BUDGET_BASES:
+        raise ValueError(f"budget_base must be one of {BUDGET_BASES}, got {base!r}")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ValueError(f"budget_ratio must be in (0, 1], got {ratio!r}")
+    items = pool if base == "pool" else [p for p in pool if not p.is_restatement]
+    return max(1, math.floor(ratio * sum(count(p.text) for p in items)))
+
+
+def render_history(question: Question, kept: Iterable[PoolItem]) -> str:
+    """Render kept pool items for the reader, oldest first.
+
+    Original rounds are grouped under one header per session (with the session date; the
+    session id is never shown, since upstream ids reveal which sessions hold evidence).
+    Gaps between kept rounds of one session are marked ``[...]``. Restatements have no
+    date of their own; they follow in pool order under a separate header.
+
+    Args:
+        question: The question the pool was built from (for round dates and sessions).
+        kept: The kept items, in any order.
+
+    Returns:
+        The history text, or a note that nothing was kept.
+    """
+    by_index = {r.index: r for r in question.rounds}
+    items = sorted(kept, key=lambda p: p.position)
+    blocks: list[str] = []
+    session: int | None = None
+    last_index: int | None = None
+    lines: list[str] = []
+
+    def flush() -> None:
+        if lines:
+            blocks.append("\n".join(lines))
+            lines.clear()
+
+    recaps = [p for p in items if p.is_restatement]
+    for item in items:
+        if item.is_restatement:
+            continue
+        rnd = by_index.get(item.source_index)
+        if rnd is None:  # not a round of this question: show the text as is
+            flush()
+            blocks.append(item.text)
+            session = last_index = None
+            continue
+        if rnd.session_index != session:
+            flush()
+            session = rnd.session_index
+            lines.append(f"### Session of {rnd.date}" if rnd.date else "### Session (undated)")
+        elif last_index is not None and rnd.index != last_index + 1:
+            lines.append("[...]")
+        last_index = rnd.index
+        if rnd.user:
+            lines.append(f"User: {rnd.user}")
+        if rnd.assistant:
+            lines.append(f"Assistant: {rnd.assistant}")
+    flush()
+    if recaps:
+        blocks.append(
+            "### Recaps of earlier exchanges (undated)\n" + "\n".join(f"- {p.text}" for p in recaps)
+        )
+    return "\n\n".join(blocks) if blocks else _NO_CONTEXT
+
+
+def build_reader_messages(question: Question, kept: Iterable[PoolItem]) -> list[BaseMessage]:
+    """Build the reader prompt: instructions, the kept history, then the dated question.
+
+    Args:
+        question: The question to answer.
+        kept: The kept pool items.
+
+    Returns:
+        ``[SystemMessage, HumanMessage]``.
+    """
+    body = (
+        "Excerpts of our earlier conversations:\n\n"
+        f"{render_history(question, kept)}\n\n"
+        "---\n"
+        f"Current date: {question.question_date}\n"
+        f"Question: {question.question}\n\n"
+        "Answer concisely from the excerpts above. If they do not contain the answer, "
+        "say that you don't know."
+    )
+    return [SystemMessage(content=READER_SYSTEM_PROMPT), HumanMessage(content=body)]
+
+
+def _messages_text(messages: Sequence[BaseMessage]) -> str:
+    return "\n\n".join(message_text(m) for m in messages)
+
+
+def _usage(reply: Any) -> tuple[int | None, int | None]:
+    meta = getattr(reply, "usage_metadata", None)
+    if not meta:
+        return None, None
+    get = meta.get if isinstance(meta, Mapping) else lambda k: getattr(meta, k, None)
+    i, o = get("input_tokens"), get("output_tokens")
+    return (int(i) if i is not None else None, int(o) if o is not None else None)
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+# -- records and report ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QARecord:
+    """The outcome of one (question, strategy) pair.
+
+    Attributes:
+        question_id: Upstream question id.
+        question_type: Upstream question type.
+        is_abstention: True for ``_abs`` questions.
+        strategy: Selection strategy.
+        correct: The verdict (False for failures and unreadable verdicts).
+        verdict_raw: The judge's last raw reply (empty when the judge was not reached).
+        parse_failed: No judge reply could be read as a verdict.
+        answer: The reader's answer (reasoning blocks removed).
+        budget: Token budget of the selection.
+        pool_items: Items in the padded pool.
+        pool_tokens: Tokens in the padded pool.
+        kept_items: Items kept.
+        kept_tokens: Tokens kept.
+        evidence_total: Evidence rounds in the history.
+        evidence_kept: Evidence rounds kept.
+        fell_back: The selector fell back to recency (embedding failure).
+        tokens_in: Reader prompt tokens, counted with the selector's counter.
+        tokens_out: Reader answer tokens, counted the same way.
+        usage_in: Reader input tokens reported by the model (None if not reported).
+        usage_out: Reader output tokens reported by the model.
+        judge_tokens_in: Judge prompt tokens (first attempt), counted.
+        judge_tokens_out: Judge reply tokens (all attempts), counted.
+        judge_usage_in: Judge input tokens reported by the model (all attempts).
+        judge_usage_out: Judge output tokens reported by the model (all attempts).
+        judge_attempts: Judge calls of the successful try (more than 1 after a re-ask).
+        retries: Calls retried after an exception (reader and judge together).
+        error: ``"<stage>: <exception>"`` when the pair failed (stage ``select``,
+            ``reader`` or ``judge``), else None.
+        seconds: Wall time of the pair, selection excluded.
+    """
+
+    question_id: str
+    question_type: str
+    is_abstention: bool
+    strategy: str
+    correct: bool
+    verdict_raw: str = ""
+    parse_failed: bool = False
+    answer: str = ""
+    budget: int = 0
+    pool_items: int = 0
+    pool_tokens: int = 0
+    kept_items: int = 0
+    kept_tokens: int = 0
+    evidence_total: int = 0
+    evidence_kept: int = 0
+    fell_back: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    usage_in: int | None = None
+    usage_out: int | None = None
+    judge_tokens_in: int = 0
+    judge_tokens_out: int = 0
+    judge_usage_in: int | None = None
+    judge_usage_out: int | None = None
+    judge_attempts: int = 0
+    retries: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        """True when a call failed after all retries (or the selection raised)."""
+        return self.error is not None
+
+
+def _pct(correct: int, n: int) -> float | None:
+    return 100.0 * correct / n if n else None
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _fmt_int(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+@dataclass
+class QAReport:
+    """Records of a QA run plus the summaries the paper reports.
+
+    Attributes:
+        records: One :class:`QARecord` per (question, strategy), in question then strategy
+            order.
+        strategies: The strategies, in the order they were run.
+        config: Run settings (level, budget, style, models, seed, ...).
+        elapsed: Wall time of the run in seconds.
+    """
+
+    records: list[QARecord]
+    strategies: tuple[str, ...]
+    config: dict[str, Any] = field(default_factory=dict)
+    elapsed: float = 0.0
+
+    def question_types(self) -> list[str]:
+        """Question types present, in upstream order (unknown types last, sorted)."""
+        present = {r.question_type for r in self.records}
+        known = [t for t in QUESTION_TYPES if t in present]
+        return known + sorted(present - set(QUESTION_TYPES))
+
+    def _select(
+        self, strategy: str, question_type: str | None = None, abstention: bool | None = None
+    ) -> list[QARecord]:
+        return [
+            r
+            for r in self.records
+            if r.strategy == strategy
+            and (question_type is None or r.question_type == question_type)
+            and (abstention is None or r.is_abstention == abstention)
+        ]
+
+    def accuracy(
+        self,
+        strategy: str,
+        question_type: str | None = None,
+        *,
+        abstention: bool | None = None,
+    ) -> float | None:
+        """Accuracy in percent (failures count as wrong), or None if nothing matches.
+
+        Args:
+            strategy: The strategy.
+            question_type: Restrict to one question type.
+            abstention: Restrict to abstention (True) or answerable (False) questions.
+        """
+        rows = self._select(strategy, question_type, abstention)
+        return _pct(sum(r.correct for r in rows), len(rows))
+
+    def summary(self) -> dict[str, Any]:
+        """Per-strategy counts, accuracies, failures, recall and token totals."""
+        out: dict[str, Any] = {}
+        for s in self.strategies:
+            rows = self._select(s)
+            per_type = {}
+            for t in self.question_types():
+                sub = self._select(s, t)
+                per_type[t] = {
+                    "n": len(sub),
+                    "correct": sum(r.correct for r in sub),
+                    "accuracy": _pct(sum(r.correct for r in sub), len(sub)),
+                }
+            abs_rows = self._select(s, abstention=True)
+            with_evidence = [r for r in rows if r.evidence_total and not r.is_abstention]
+            tokens: dict[str, int | None] = {
+                "reader_in": sum(r.tokens_in for r in rows),
+                "reader_out": sum(r.tokens_out for r in rows),
+                "judge_in": sum(r.judge_tokens_in for r in rows),
+                "judge_out": sum(r.judge_tokens_out for r in rows),
+                "reader_usage_in": None,
+                "reader_usage_out": None,
+                "judge_usage_in": None,
+                "judge_usage_out": None,
+            }
+            for r in rows:
+                for key, value in (
+                    ("reader_usage_in", r.usage_in),
+                    ("reader_usage_out", r.usage_out),
+                    ("judge_usage_in", r.judge_usage_in),
+                    ("judge_usage_out", r.judge_usage_out),
+                ):
+                    tokens[key] = _add(tokens[key], value)
+            out[s] = {
+                "n": len(rows),
+                "correct": sum(r.correct for r in rows),
+                "accuracy": _pct(sum(r.correct for r in rows), len(rows)),
+                "per_type": per_type,
+                "abstention": {
+                    "n": len(abs_rows),
+                    "correct": sum(r.correct for r in abs_rows),
+                    "accuracy": _pct(sum(r.correct for r in abs_rows), len(abs_rows)),
+                },
+                "failures": sum(r.failed for r in rows),
+                "parse_failures": sum(r.parse_failed for r in rows),
+                "retries": sum(r.retries for r in rows),
+                "fell_back": sum(r.fell_back for r in rows),
+                "evidence_recall": (
+                    sum(r.evidence_kept / r.evidence_total for r in with_evidence)
+                    / len(with_evidence)
+                    if with_evidence
+                    else None
+                ),
+                "mean_prompt_tokens": (
+                    sum(r.tokens_in for r in rows) / len(rows) if rows else None
+                ),
+                "tokens": tokens,
+            }
+        return out
+
+    def totals(self) -> dict[str, Any]:
+        """Counts and tokens over the whole run."""
+        tok_keys = ("reader_in", "reader_out", "judge_in", "judge_out")
+        usage_keys = ("reader_usage_in", "reader_usage_out", "judge_usage_in", "judge_usage_out")
+        summary = self.summary()
+        totals: dict[str, Any] = {
+            "questions": len({r.question_id for r in self.records}),
+            "records": len(self.records),
+            "failures": sum(r.failed for r in self.records),
+            "parse_failures": sum(r.parse_failed for r in self.records),
+            "retries": sum(r.retries for r in self.records),
+        }
+        for key in tok_keys:
+            totals[f"tokens_{key}"] = sum(s["tokens"][key] for s in summary.values())
+        for key in usage_keys:
+            value: int | None = None
+            for s in summary.values():
+                value = _add(value, s["tokens"][key])
+            totals[key] = value
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        """Config, summary, totals and every record, JSON-ready."""
+        return {
+            "config": dict(self.config),
+            "strategies": list(self.strategies),
+            "question_types": self.question_types(),
+            "elapsed_seconds": self.elapsed,
+            "totals": self.totals(),
+            "summary": self.summary(),
+            "records": [asdict(r) for r in self.records],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def to_markdown(self) -> str:
+        """A table like the paper's Table 2: strategies as rows, overall and per type as columns.
+
+        Accuracies are percentages (failures count as wrong). ``Abs.`` is the abstention
+        subset (those questions also count in their type's column). ``Recall`` is the mean
+        evidence-round recall of the selections (answerable questions with evidence).
+        When ``pacms`` is one of several strategies, Δ rows give its lead in points.
+        """
+        types = self.question_types()
+        summary = self.summary()
+        cfg = self.config
+        lines = ["## LongMemEval QA accuracy (%)", ""]
+        desc = []
+        if cfg.get("reader"):
+            desc.append(f"reader `{cfg['reader']}`")
+        if cfg.get("judge"):
+            desc.append(f"judge `{cfg['judge']}`")
+        if "level" in cfg:
+            desc.append(f"R={cfg['level']} ({cfg.get('style', 'recap')})")
+        if "budget_ratio" in cfg:
+            desc.append(
+                f"budget {100 * cfg['budget_ratio']:g}% of {cfg.get('budget_base', 'pool')} tokens"
+            )
+        desc.append(f"{len({r.question_id for r in self.records})} questions")
+        if "seed" in cfg:
+            desc.append(f"seed {cfg['seed']}")
+        lines += [" · ".join(desc), ""]
+        has_abs = any(r.is_abstention for r in self.records)
+        header = ["Strategy", "Overall"] + [TYPE_ABBREVIATIONS.get(t, t) for t in types]
+        if has_abs:
+            header.append("Abs.")
+        header += ["Recall", "Failed"]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for s in self.strategies:
+            row = summary[s]
+            cells = [s, _fmt(row["accuracy"])]
+            cells += [_fmt(row["per_type"][t]["accuracy"]) for t in types]
+            if has_abs:
+                cells.append(_fmt(row["abstention"]["accuracy"]))
+            cells += [_fmt(row["evidence_recall"], 3), str(row["failures"])]
+            lines.append("| " + " | ".join(cells) + " |")
+        if "pacms" in self.strategies and len(self.strategies) > 1:
+            base = summary["pacms"]
+            for s in self.strategies:
+                if s == "pacms":
+                    continue
+                other = summary[s]
+
+                def delta(a: float | None, b: float | None) -> str:
+                    return "–" if a is None or b is None else f"{a - b:+.1f}"
+
+                cells = [f"Δ (pacms − {s})", delta(base["accuracy"], other["accuracy"])]
+                cells += [
+                    delta(base["per_type"][t]["accuracy"], other["per_type"][t]["accuracy"])
+                    for t in types
+                ]
+                if has_abs:
+                    cells.append(
+                        delta(base["abstention"]["accuracy"], other["abstention"]["accuracy"])
+                    )
+                cells += ["", ""]
+                lines.append("| " + " | ".join(cells) + " |")
+        counts = summary[self.strategies[0]] if self.strategies else None
+        if counts:
+            parts = [f"{TYPE_ABBREVIATIONS.get(t, t)} {counts['per_type'][t]['n']}" for t in types]
+            if has_abs:
+                parts.append(f"Abs. {counts['abstention']['n']}")
+            lines += ["", "Questions per column: " + ", ".join(parts) + "."]
+        lines += [
+            "",
+            "Tokens: counted with the selector's counter; model-reported usage where the "
+            "model reports it (– when it does not).",
+            "",
+            "| Strategy | Mean prompt tokens | Reader in/out | Reader usage in/out "
+            "| Judge in/out | Judge usage in/out | Parse failures | Retries |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+
+        def pair(a: int | None, b: int | None) -> str:
+            return "–" if a is None and b is None else f"{_fmt_int(a)}/{_fmt_int(b)}"
+
+        for s in self.strategies:
+            row = summary[s]
+            tok = row["tokens"]
+            lines.append(
+                f"| {s} | {_fmt(row['mean_prompt_tokens'], 0)} "
+                f"| {pair(tok['reader_in'], tok['reader_out'])} "
+                f"| {pair(tok['reader_usage_in'], tok['reader_usage_out'])} "
+                f"| {pair(tok['judge_in'], tok['judge_out'])} "
+                f"| {pair(tok['judge_usage_in'], tok['judge_usage_out'])} "
+                f"| {row['parse_failures']} | {row['retries']} |"
+            )
+        return "\n".join(lines) + "\n"
+
+    def save(self, out_dir: str | Path) -> dict[str, Path]:
+        """Write ``qa_report.json``, ``qa_report.md`` and ``qa_records.jsonl`` to ``out_dir``.
+
+        Args:
+            out_dir: Output folder (created if needed; existing files are overwritten).
+
+        Returns:
+            The written paths, keyed ``json``, ``markdown`` and ``records``.
+        """
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {
+            "json": out / "qa_report.json",
+            "markdown": out / "qa_report.md",
+            "records": out / "qa_records.jsonl",
+        }
+        paths["json"].write_text(self.to_json() + "\n", encoding="utf-8")
+        paths["markdown"].write_text(self.to_markdown(), encoding="utf-8")
+        paths["records"].write_text(
+            "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in self.records),
+            encoding="utf-8",
+        )
+        return paths
+
+
+# -- running --------------------------------------------------------------------------------
+
+
+class _Exhausted(Exception):
+    """A call kept failing; carries the last error and the number of retries made."""
+
+    def __init__(self, error: BaseException, retries: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retries = retries
+
+
+async def _with_retries(
+    make: Callable[[], Awaitable[T]],
+    *,
+    sem: asyncio.Semaphore,
+    retries: int,
+    backoff: float,
+    timeout: float | None,
+) -> tuple[T, int]:
+    """Run ``make()`` under ``sem``; retry on exceptions with exponential backoff.
+
+    Returns:
+        The result and the number of retries it took.
+
+    Raises:
+        _Exhausted: After ``retries`` retries all failed.
+    """
+    attempt = 0
+    while True:
+        try:
+            async with sem:
+                coro = make()
+                result = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+            return result, attempt
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            if attempt >= retries:
+                raise _Exhausted(err, attempt) from err
+            if backoff > 0:
+                await asyncio.sleep(backoff * 2**attempt)
+            attempt += 1
+
+
+def _err(stage: str, err: BaseException) -> str:
+    return f"{stage}: {type(err).__name__}: {err}"
+
+
+def _model_name(model: Any) -> str:
+    for attr in ("model", "model_name", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return f"{type(model).__name__}:{value}"
+    return type(model).__name__
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.bar = total, 0, None
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm is in the eval extra
+                pass
+            else:
+                self.bar = tqdm(total=total, desc="qa", unit="answer", file=sys.stderr)
+
+    def update(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.enabled and (self.done % 10 == 0 or self.done == self.total):
+            elapsed = time.perf_counter() - self.started
+            print(f"qa: {self.done}/{self.total} ({elapsed:.0f}s)", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def arun_qa(
+    questions: Iterable[Question],
+    *,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    level: int = 2,
+    budget_ratio: float = 0.45,
+    style: str = "recap",
+    budget_base: str = "pool",
+    reader: Any,
+    judge: Any,
+    selector: ContextSelector | None = None,
+    concurrency: int = 4,
+    retries: int = 2,
+    seed: int = 0,
+    progress: bool = True,
+    backoff: float = 1.0,
+    timeout: float | None = None,
+    parse_retries: int = 1,
+    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> QAReport:
+    """Run the QA evaluation (async core of :func:`run_qa`).
+
+    Args:
+        questions: The questions (e.g. a :func:`sample_questions` sample).
+        strategies: Strategy names, each passed to the selector as an override.
+        level: Restatements per filler round (R).
+        budget_ratio: Budget as a fraction of the ``budget_base`` tokens, in ``(0, 1]``.
+        style: Restatement style, ``"recap"`` or ``"full"``.
+        budget_base: ``"pool"`` (padded pool tokens) or ``"original"`` (original history).
+        reader: LangChain chat model that answers (``ainvoke`` is used).
+        judge: LangChain chat model that grades (``ainvoke`` is used).
+        selector: Selector shared by all strategies (default: ``ContextSelector()``, the
+            offline hashed TF-IDF embeddings and the o200k token counter).
+        concurrency: Maximum model calls in flight (also questions being selected at once).
+        retries: Retries per model call after an exception.
+        seed: Seed of the redundancy injection.
+        progress: Show a progress bar on stderr.
+        backoff: First retry delay in seconds; doubled on each further retry.
+        timeout: Per-call timeout in seconds (None: no limit); a timeout counts as a failure
+            of that attempt.
+        parse_retries: Re-asks after an unreadable verdict.
+        strategy_options: Extra options per strategy, e.g. ``{"mmr": {"lambda_mult": 0.5}}``.
+        meta: Extra entries for ``QAReport.config`` (e.g. model specs).
+
+    Returns:
+        The :class:`QAReport`.
+
+    Raises:
+        ValueError: For an unknown strategy, style or budget base, or bad numbers.
+    """
+    from langchain_pacms.core import get_strategy
+
+    qs = list(questions)
+    strategies = tuple(strategies)
+    if not strategies:
+        raise ValueError("strategies is empty")
+    if len(set(strategies)) != len(strategies):
+        raise ValueError(f"duplicate strategies in {strategies}")
+    for name in strategies:
+        get_strategy(name)
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    if budget_base not in BUDGET_BASES:
+        raise ValueError(f"budget_base must be one of {BUDGET_BASES}, got {budget_base!r}")
+    if not (isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1):
+        raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if retries < 0 or parse_retries < 0:
+        raise ValueError("retries and parse_retries must be >= 0")
+    if len({q.question_id for q in qs}) != len(qs):
+        raise ValueError("questions must have distinct question ids")
+    sel = selector if selector is not None else ContextSelector()
+    count = sel.token_counter
+    options = {k: dict(v) for k, v in (strategy_options or {}).items()}
+    call_sem = asyncio.Semaphore(concurrency)
+    question_sem = asyncio.Semaphore(concurrency)
+    bar = _Progress(len(qs) * len(strategies), progress)
+    started = time.perf_counter()
+
+    async def answer(
+        q: Question, pool: list[PoolItem], selection: Selection, strategy: str
+    ) -> QARecord:
+        t0 = time.perf_counter()
+        by_id = {p.id: p for p in pool}
+        kept = [by_id[i] for i in selection.kept_ids]
+        base: dict[str, Any] = {
+            "question_id": q.question_id,
+            "question_type": q.question_type,
+            "is_abstention": q.is_abstention,
+            "strategy": strategy,
+            "budget": selection.budget,
+            "pool_items": len(pool),
+            "pool_tokens": selection.tokens_total,
+            "kept_items": len(kept),
+            "kept_tokens": selection.tokens_kept,
+            "evidence_total": sum(p.is_evidence for p in pool),
+            "evidence_kept": sum(p.is_evidence for p in kept),
+            "fell_back": selection.fell_back,
+        }
+        messages = build_reader_messages(q, kept)
+        base["tokens_in"] = count(_messages_text(messages))
+        try:
+            reply, n_retry = await _with_retries(
+                lambda: reader.ainvoke(messages),
+                sem=call_sem,
+                retries=retries,
+                backoff=backoff,
+                timeout=timeout,
+            )
+        except _Exhausted as exc:
+            return QARecord(
+                correct=False,
+                retries=exc.retries,
+                error=_err("reader", exc.error),
+                seconds=time.perf_counter() - t0,
+                **base,
+            )
+        raw_answer = message_text(reply)
+        answer_text = strip_reasoning(raw_answer) or raw_answer.strip()
+        usage_in, usage_out = _usage(reply)
+        base.update(
+            answer=answer_text,
+            tokens_out=count(raw_answer),
+            usage_in=usage_in,
+            usage_out=usage_out,
+            judge_tokens_in=count(_messages_text(build_judge_messages(q, q.answer, answer_text))),
+        )
+        try:
+            result, j_retry = await _with_retries(
+                lambda: ajudge(judge, q, q.answer, answer_text, parse_retries=parse_retries),
+                sem=call_sem,
+                retries=retries,
+                backoff=backoff,
+                timeout=timeout,
+            )
+        except _Exhausted as exc:
+            return QARecord(
+                correct=False,
+                retries=n_retry + exc.retries,
+                error=_err("judge", exc.error),
+                seconds=time.perf_counter() - t0,
+                **base,
+            )
+        j_in: int | None = None
+        j_out: int | None = None
+        for msg in result.messages:
+            i, o = _usage(msg)
+            j_in, j_out = _add(j_in, i), _add(j_out, o)
+        return QARecord(
+            correct=result.correct,
+            verdict_raw=result.raw,
+            parse_failed=result.parse_failed,
+            judge_tokens_out=sum(count(message_text(m)) for m in result.messages),
+            judge_usage_in=j_in,
+            judge_usage_out=j_out,
+            judge_attempts=result.attempts,
+            retries=n_retry + j_retry,
+            seconds=time.perf_counter() - t0,
+            **base,
+        )
+
+    async def run_question(q: Question) -> list[QARecord]:
+        async with question_sem:
+            pool = build_pool(q, level, style=style, seed=seed)
+            cands = [
+                Candidate(text=p.text, id=p.id, position=p.position, kind="turn") for p in pool
+            ]
+            budget = pool_budget(pool, count, budget_ratio, budget_base)
+            selections: dict[str, Selection | BaseException] = {}
+            for s in strategies:  # sequential: the first call warms the embedding cache
+                try:
+                    selections[s] = await sel.aselect(
+                        cands, q.question, budget_tokens=budget, strategy=s, **options.get(s, {})
+                    )
+                except Exception as err:
+                    selections[s] = err
+
+            async def one(s: str) -> QARecord:
+                chosen = selections[s]
+                if isinstance(chosen, BaseException):
+                    rec = QARecord(
+                        question_id=q.question_id,
+                        question_type=q.question_type,
+                        is_abstention=q.is_abstention,
+                        strategy=s,
+                        correct=False,
+                        pool_items=len(pool),
+                        budget=budget,
+                        evidence_total=sum(p.is_evidence for p in pool),
+                        error=_err("select", chosen),
+                    )
+                else:
+                    rec = await answer(q, pool, chosen, s)
+                bar.update()
+                return rec
+
+            return list(await asyncio.gather(*(one(s) for s in strategies)))
+
+    try:
+        per_question = await asyncio.gather(*(run_question(q) for q in qs))
+    finally:
+        bar.close()
+    records = [r for recs in per_question for r in recs]
+    config: dict[str, Any] = {
+        "level": level,
+        "style": style,
+        "budget_ratio": budget_ratio,
+        "budget_base": budget_base,
+        "seed": seed,
+        "concurrency": concurrency,
+        "retries": retries,
+        "parse_retries": parse_retries,
+        "timeout": timeout,
+        "n_questions": len(qs),
+        "reader": _model_name(reader),
+        "judge": _model_name(judge),
+        "embeddings": type(sel.embeddings.embeddings).__name__
+        if hasattr(sel.embeddings, "embeddings")
+        else type(sel.embeddings).__name__,
+        "token_counter": sel.token_counter.name,
+        "strategy_options": options,
+    }
+    config.update(meta or {})
+    return QAReport(records, strategies, config, time.perf_counter() - started)
+
+
+def run_qa(
+    questions: Iterable[Question],
+    *,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    level: int = 2,
+    budget_ratio: float = 0.45,
+    style: str = "recap",
+    budget_base: str = "pool",
+    reader: Any,
+    judge: Any,
+    selector: ContextSelector | None = None,
+    concurrency: int = 4,
+    retries: int = 2,
+    seed: int = 0,
+    progress: bool = True,
+    **kwargs: Any,
+) -> QAReport:
+    """Synchronous wrapper of :func:`arun_qa` (uses ``asyncio.run``).
+
+    Call :func:`arun_qa` directly from code that already runs an event loop. Extra keyword
+    arguments (``backoff``, ``timeout``, ``parse_retries``, ``strategy_options``, ``meta``)
+    are passed through.
+
+    Returns:
+        The :class:`QAReport`.
+    """
+    return asyncio.run(
+        arun_qa(
+            questions,
+            strategies=strategies,
+            level=level,
+            budget_ratio=budget_ratio,
+            style=style,
+            budget_base=budget_base,
+            reader=reader,
+            judge=judge,
+            selector=selector,
+            concurrency=concurrency,
+            retries=retries,
+            seed=seed,
+            progress=progress,
+            **kwargs,
+        )
+    )
+
+
+# -- CLI helpers ----------------------------------------------------------------------------
+
+
+def resolve_source(data: str | Path | None, split: str) -> Path:
+    """Find the LongMemEval source for ``split``.
+
+    Args:
+        data: A data directory (holding ``oracle/`` and the S archive), a folder of
+            per-question JSON files, an archive, or a JSON file. None: the default data
+            directory (``PACMS_LONGMEMEVAL_DIR`` or ``../shared/data/longmemeval``).
+        split: ``"oracle"`` or ``"s"`` (used when ``data`` is a data directory).
+
+    Returns:
+        A path for :func:`iter_questions`.
+
+    Raises:
+        FileNotFoundError: If nothing suitable exists.
+    """
+    base = Path(data).expanduser() if data is not None else default_data_dir()
+    if base is None:
+        raise FileNotFoundError(
+            "no LongMemEval data directory; pass --data or set PACMS_LONGMEMEVAL_DIR"
+        )
+    if base.is_file():
+        return base
+    if base.is_dir():
+        cand = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
+        if cand.exists():
+            return cand
+        if any(base.glob("*.json")):
+            return base
+    raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")
+
+
+def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``pacms eval longmemeval qa`` options to ``parser``.
+
+    Args:
+        parser: The sub-command parser.
+
+    Returns:
+        The same parser.
+    """
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="LongMemEval data dir (with oracle/ and the S archive), or a folder/archive/JSON "
+        "of questions (default: $PACMS_LONGMEMEVAL_DIR or ../shared/data/longmemeval)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("oracle", "s"),
+        default="s",
+        help="which split to read from a data dir (default: s)",
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--n", type=int, default=100, help="questions to sample (default: 100)")
+    size.add_argument("--all", action="store_true", help="use every question")
+    parser.add_argument(
+        "--ids",
+        default=None,
+        help="file of question ids to use instead of sampling (one per line, or a JSON list), "
+        "e.g. to pin the recall run's questions",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="sample and injection seed")
+    parser.add_argument("--level", type=int, default=2, help="redundancy level R (default: 2)")
+    parser.add_argument(
+        "--budget", type=float, default=0.45, help="budget ratio in (0, 1] (default: 0.45)"
+    )
+    parser.add_argument("--style", choices=STYLES, default="recap", help="restatement style")
+    parser.add_argument(
+        "--budget-base",
+        choices=BUDGET_BASES,
+        default="pool",
+        help="budget is a fraction of the padded pool or of the original history",
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(DEFAULT_STRATEGIES),
+        help="comma-separated strategies (default: %(default)s)",
+    )
+    parser.add_argument("--reader", required=True, help="reader model spec, e.g. ollama:llama3.1")
+    parser.add_argument(
+        "--judge", default=None, help="judge model spec (default: same as --reader)"
+    )
+    parser.add_argument(
+        "--embeddings",
+        default="default",
+        help="embeddings spec: default (offline hashed TF-IDF), hashed:<dim> or "
+        "ollama:<model>, e.g. ollama:nomic-embed-text as in the paper",
+    )
+    parser.add_argument(
+        "--cache-dir", default=None, help="on-disk embedding cache folder (default: none)"
+    )
+    parser.add_argument(
+        "--ollama-url", default=None, help="Ollama server (default: $OLLAMA_HOST or Ollama's)"
+    )
+    parser.add_argument(
+        "--num-ctx",
+        type=int,
+        default=0,
+        help="context window for ollama: models (default 0: sized from the largest budget)",
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature of ollama: models"
+    )
+    parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight")
+    parser.add_argument("--retries", type=int, default=2, help="retries per failed call")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds per model call (default: none)"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: results/qa/<reader>_<split>_R<level>_b<budget>)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def read_ids(path: str | Path) -> list[str]:
+    """Read question ids from a file: a JSON list, or one id per line (``#`` comments).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The ids, in file order, without duplicates.
+
+    Raises:
+        OSError: If the file cannot be read.
+        ValueError: If it holds no ids.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    stripped = text.strip()
+    if stripped.startswith("["):
+        ids = [str(x) for x in json.loads(stripped)]
+    else:
+        ids = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    ids = list(dict.fromkeys(i for i in ids if i))
+    if not ids:
+        raise ValueError(f"no question ids in {path}")
+    return ids
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "model"
+
+
+def auto_num_ctx(
+    questions: Sequence[Question],
+    count: Callable[[str], int],
+    *,
+    level: int,
+    budget_ratio: float,
+    style: str = "recap",
+    budget_base: str = "pool",
+    seed: int = 0,
+) -> int:
+    """A context window that fits the largest reader prompt of a run, with headroom.
+
+    Reader prompts hold at most the budget plus a few hundred tokens of instructions; the
+    budget is counted with the selector's tokenizer, and a local model's tokenizer can need
+    more tokens for the same text, so the largest budget is scaled by 1.3 and padded by
+    1024 tokens, then rounded up to a multiple of 4096 (at least 8192).
+
+    Args:
+        questions: The run's questions.
+        count: The selector's token counter.
+        level: Redundancy level.
+        budget_ratio: Budget ratio.
+        style: Restatement style.
+        budget_base: Budget base.
+        seed: Injection seed.
+
+    Returns:
+        The window size in tokens (for Ollama's ``num_ctx``).
+    """
+    largest = max(
+        (
+            pool_budget(
+                build_pool(q, level, style=style, seed=seed), count, budget_ratio, budget_base
+            )
+            for q in questions
+        ),
+        default=0,
+    )
+    need = math.ceil(1.3 * largest) + 1024
+    return max(8192, 4096 * math.ceil(need / 4096))
+
+
+def qa_from_args(args: argparse.Namespace) -> int:
+    """Run ``pacms eval longmemeval qa`` from parsed arguments.
+
+    Model specs are resolved with ``langchain_pacms.eval.backends`` (imported here, lazily).
+    For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed`` and
+    ``num_ctx`` (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's
+    small default window).
+
+    Args:
+        args: Namespace built by a parser that went through :func:`add_qa_arguments`.
+
+    Returns:
+        Exit code: 0 on success, 1 if every reader/judge call failed, 2 for bad input.
+    """
+    strategies = tuple(s.strip() for s in str(args.strategies).split(",") if s.strip())
+    try:
+        source = resolve_source(args.data, args.split)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        from langchain_pacms.eval import backends
+    except ImportError as err:
+        print(f"error: model backends unavailable ({err})", file=sys.stderr)
+        return 2
+    judge_spec = args.judge or args.reader
+    ollama_url = getattr(args, "ollama_url", None)
+    emb_spec = getattr(args, "embeddings", None) or "default"
+    try:
+        for spec in dict.fromkeys((args.reader, judge_spec)):  # fail fast on a bad spec
+            backends.chat_model_from_spec(spec)
+        if hasattr(backends, "selector_from_spec"):
+            selector = backends.selector_from_spec(
+                emb_spec, cache_dir=getattr(args, "cache_dir", None), ollama_url=ollama_url
+            )
+        else:  # pragma: no cover - older backends module
+            selector = ContextSelector(backends.embeddings_from_spec(emb_spec))
+    except Exception as err:
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"loading questions from {source} ...", file=sys.stderr)
+    ids_file = getattr(args, "ids", None)
+    try:
+        if ids_file:
+            wanted = read_ids(ids_file)
+            questions = sorted(iter_questions(source, ids=wanted), key=lambda q: q.question_id)
+            missing = sorted(set(wanted) - {q.question_id for q in questions})
+            if missing:
+                print(f"warning: {len(missing)} ids not found in {source}", file=sys.stderr)
+        else:
+            questions = sample_questions(
+                iter_questions(source), None if args.all else args.n, seed=args.seed
+            )
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not questions:
+        print("error: no questions selected", file=sys.stderr)
+        return 2
+
+    num_ctx = getattr(args, "num_ctx", None)
+    try:
+        if not num_ctx and any(
+            spec.lower().startswith("ollama:") for spec in (args.reader, judge_spec)
+        ):
+            num_ctx = auto_num_ctx(
+                questions,
+                selector.token_counter,
+                level=args.level,
+                budget_ratio=args.budget,
+                style=args.style,
+                budget_base=args.budget_base,
+                seed=args.seed,
+            )
+
+        def build(spec: str) -> Any:
+            if not spec.lower().startswith("ollama:"):
+                return backends.chat_model_from_spec(spec)
+            return backends.chat_model_from_spec(
+                spec,
+                ollama_url=ollama_url,
+                temperature=getattr(args, "temperature", 0.0),
+                seed=args.seed,
+                num_ctx=num_ctx,
+            )
+
+        reader = build(args.reader)
+        judge = reader if judge_spec == args.reader else build(judge_spec)
+    except Exception as err:
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    meta = {
+        "reader": args.reader,
+        "judge": judge_spec,
+        "embeddings": emb_spec,
+        "split": args.split,
+        "source": str(source),
+        "sample_n": None if args.all or ids_file else args.n,
+        "ids_file": str(ids_file) if ids_file else None,
+        "num_ctx": num_ctx,
+        "temperature": getattr(args, "temperature", 0.0),
+    }
+    try:
+        report = run_qa(
+            questions,
+            strategies=strategies,
+            level=args.level,
+            budget_ratio=args.budget,
+            style=args.style,
+            budget_base=args.budget_base,
+            reader=reader,
+            judge=judge,
+            selector=selector,
+            concurrency=args.concurrency,
+            retries=args.retries,
+            seed=args.seed,
+            progress=not args.quiet,
+            timeout=args.timeout,
+            meta=meta,
+        )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = args.out or str(
+        Path("results")
+        / "qa"
+        / f"{_slug(args.reader)}_{args.split}_R{args.level}_b{round(100 * args.budget)}"
+    )
+    paths = report.save(out)
+    print(report.to_markdown())
+    print(f"saved: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    totals = report.totals()
+    if totals["records"] and totals["failures"] == totals["records"]:
+        print("error: every reader/judge call failed; is the model reachable?", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,1273 @@
+"""Evidence-round recall under redundancy and budget: the study's Table 1, as a sweep.
+
+For every question (a ``recall_only`` sample: no abstention questions, at least one evidence
+round) and every redundancy level ``R``:
+
+1. **Pool.** The history is padded with ``R`` restatements per filler round by
+   :func:`~langchain_pacms.eval.redundancy.inject_redundancy` (``style``, ``seed``; the same seed
+   for every question). Originals come first in chronological order, the shuffled restatements
+   after them (the most recent part of the pool). Restatements are never evidence.
+2. **Budgets.** Each budget is a fraction of a *budget base*: ``"pool"`` (the tokens of the
+   padded pool, the study's reading: the budget grows with ``R``) or ``"original"`` (the tokens
+   of the original history: the budget stays fixed while the pool grows). The budget in tokens
+   is ``max(1, floor(base * fraction))``, exactly as ``ContextSelector`` computes it.
+3. **Select.** Every strategy runs under every budget, with the plain question text as query.
+4. **Score.** Evidence-round recall ``= |kept evidence rounds| / |evidence rounds|``.
+
+Same numbers as the selector:
+    Text becomes vectors and token counts only through the selector's own objects
+    (``selector.embeddings`` and ``selector.token_counter``), the pool vectors get the same
+    pool reweighting the selector applies (IDF over the pool for the default lexical
+    embedder), and every pick is made by :func:`langchain_pacms.core.solve` on a
+    :meth:`~langchain_pacms.core.Problem.build` problem built exactly as
+    :meth:`ContextSelector.select <langchain_pacms.selector.ContextSelector.select>` builds it. So
+    each cell equals what ``selector.select(pool_texts, question, budget_tokens=..., strategy=...)``
+    keeps (a unit test checks this).
+
+Where the time goes, and what is shared:
+    Per question, each distinct text is embedded and counted once (all levels share the
+    original rounds); per ``(question, R)`` the pool vectors and the problem are built once
+    and every ``(budget, strategy)`` runs on them. The ``mmr`` ranking does not depend on the
+    budget, so by default it is computed once per ``(question, R)`` with the core's
+    :func:`~langchain_pacms.core.mmr_ranking` and walked under each budget exactly as the
+    ``mmr`` strategy walks it; at the smallest level of every question the shared picks are
+    checked against ``solve(problem, "mmr")`` (on a mismatch the question falls back to the
+    exact path and the run's metadata counts it). ``share_rankings=False`` always calls the
+    registered strategy. OpenBLAS is limited to one thread while sweeping (``blas_threads``):
+    the ``mmr`` ranking is a long chain of matrix-vector products, which run several times
+    slower with two BLAS threads on two cores.
+
+Result cache:
+    With ``cache_dir`` every computed cell is stored (:class:`ResultCache`, keyed by the code,
+    the embedder, the tokenizer, the question's content and the cell's settings), so a rerun
+    reads its cells back in seconds, and adding a strategy column computes only that column.
+
+Example:
+    >>> from langchain_pacms.eval.longmemeval import iter_questions      # doctest: +SKIP
+    >>> qs = load_questions("../shared/data/longmemeval/oracle", n=12)   # doctest: +SKIP
+    >>> report = run_recall(qs, RecallConfig.create(levels=(0, 2)))       # doctest: +SKIP
+    >>> print(report.to_markdown())                                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import ctypes
+import functools
+import hashlib
+import json
+import logging
+import math
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from langchain_pacms.core import Pick, Problem, get_strategy, mmr_ranking, solve
+from langchain_pacms.eval.longmemeval import (
+    ORACLE_DIRNAME,
+    S_ARCHIVE_NAME,
+    Question,
+    default_data_dir,
+    iter_questions,
+    sample_questions,
+)
+from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
+
+__all__ = [
+    "BUDGET_BASES",
+    "DEFAULT_BUDGETS",
+    "DEFAULT_LEVELS",
+    "DEFAULT_STRATEGIES",
+    "ROW_FIELDS",
+    "QuestionResult",
+    "RecallConfig",
+    "RecallReport",
+    "RecallRow",
+    "ResultCache",
+    "StrategySpec",
+    "blas_threads",
+    "budget_tokens",
+    "code_fingerprint",
+    "load_questions",
+    "machine_info",
+    "parse_strategy_spec",
+    "question_digest",
+    "resolve_source",
+    "run_recall",
+    "sweep_question",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LEVELS: tuple[int, ...] = (0, 2, 4, 8)
+"""Redundancy levels R of the study."""
+
+DEFAULT_BUDGETS: tuple[float, ...] = (0.05, 0.10, 0.20, 0.45, 0.70)
+"""Budget fractions: the study's three (20%, 45%, 70%) plus two tighter ones."""
+
+DEFAULT_STRATEGIES: tuple[str, ...] = ("topk", "mmr", "lastk", "pacms", "rag")
+"""Strategies compared by default (the study's four plus ``rag``)."""
+
+BUDGET_BASES: tuple[str, ...] = ("pool", "original")
+"""What a budget fraction is a fraction of: the padded pool, or the original history."""
+
+ROW_FIELDS: tuple[str, ...] = (
+    "question_id",
+    "type",
+    "R",
+    "budget",
+    "strategy",
+    "recall",
+    "kept_evidence",
+    "n_evidence",
+    "kept_tokens",
+    "budget_tokens",
+    "pool_tokens",
+    "n_candidates",
+    "n_kept",
+)
+"""Columns of one result row (the JSON's ``columns``)."""
+
+
+# -- strategy specs ---------------------------------------------------------------------------
+
+
+def _parse_value(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One column of the sweep: a registered strategy with fixed options.
+
+    Attributes:
+        label: Column label (the spec string as given, e.g. ``pacms:relevance_weight=0.5``).
+        name: Registered strategy name.
+        options: Keyword options passed to the strategy.
+    """
+
+    label: str
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Run the strategy once on a two-item problem to reject bad names and options early.
+
+        Raises:
+            ValueError: For an unknown strategy, an unknown option or a bad option value.
+        """
+        problem = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+        try:
+            solve(problem, self.name, **dict(self.options))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"strategy spec {self.label!r}: {err}") from None
+
+
+def parse_strategy_spec(spec: str | StrategySpec) -> StrategySpec:
+    """Parse ``name`` or ``name:key=value,key=value`` into a :class:`StrategySpec`.
+
+    Values are read as ``true``/``false``, ``none``, int, float, else kept as strings (so
+    ``relevance_weight=auto`` works). The label is the spec with surrounding blanks removed.
+
+    Args:
+        spec: The spec string (or an existing spec, returned as is).
+
+    Returns:
+        The parsed spec.
+
+    Raises:
+        ValueError: For an empty name, an option without ``=``, or a repeated option.
+
+    Example:
+        >>> parse_strategy_spec("pacms:relevance_weight=0.5,cost_exponent=0").options
+        {'relevance_weight': 0.5, 'cost_exponent': 0}
+    """
+    if isinstance(spec, StrategySpec):
+        return spec
+    label = spec.strip()
+    name, sep, rest = label.partition(":")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"strategy spec {spec!r} has no strategy name")
+    options: dict[str, Any] = {}
+    if sep:
+        for part in rest.split(","):
+            if not part.strip():
+                continue
+            key, eq, value = part.partition("=")
+            key = key.strip()
+            if not eq or not key:
+                raise ValueError(
+                    f"strategy spec {spec!r}: option {part.strip()!r} is not key=value"
+                )
+            if key in options:
+                raise ValueError(f"strategy spec {spec!r}: option {key!r} given twice")
+            options[key] = _parse_value(value)
+    return StrategySpec(label=label, name=name, options=options)
+
+
+# -- configuration and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """What a sweep runs. Build it with :meth:`create`, which validates and parses.
+
+    Attributes:
+        levels: Redundancy levels R (restatements per filler round).
+        budgets: Budget fractions in ``(0, 1]``.
+        strategies: The columns.
+        style: Restatement style, ``"recap"`` or ``"full"``.
+        budget_base: ``"pool"`` or ``"original"``.
+        seed: Seed of the redundancy injection (the same for every question).
+    """
+
+    levels: tuple[int, ...]
+    budgets: tuple[float, ...]
+    strategies: tuple[StrategySpec, ...]
+    style: str = "recap"
+    budget_base: str = "pool"
+    seed: int = 0
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        levels: Iterable[int] = DEFAULT_LEVELS,
+        budgets: Iterable[float] = DEFAULT_BUDGETS,
+        strategies: Iterable[str | StrategySpec] = DEFAULT_STRATEGIES,
+        style: str = "recap",
+        budget_base: str = "pool",
+        seed: int = 0,
+        check_strategies: bool = True,
+    ) -> RecallConfig:
+        """Validate the settings and parse the strategy specs.
+
+        Args:
+            levels: Redundancy levels (distinct ints >= 0); kept in the given order.
+            budgets: Budget fractions (distinct, in ``(0, 1]``).
+            strategies: Strategy names or ``name:key=value,...`` specs (distinct labels).
+            style: ``"recap"`` or ``"full"``.
+            budget_base: ``"pool"`` or ``"original"``.
+            seed: Injection seed.
+            check_strategies: Dry-run every spec on a tiny problem (see
+                :meth:`StrategySpec.check`).
+
+        Returns:
+            The configuration.
+
+        Raises:
+            ValueError: For any invalid setting.
+        """
+        lv = tuple(levels)
+        for level in lv:
+            if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or level < 0:
+                raise ValueError(f"levels must be ints >= 0, got {level!r}")
+        bd = tuple(float(b) for b in budgets)
+        for b in bd:
+            if not 0.0 < b <= 1.0:
+                raise ValueError(f"budgets must be fractions in (0, 1], got {b!r}")
+        specs = tuple(parse_strategy_spec(s) for s in strategies)
+        if not lv or not bd or not specs:
+            raise ValueError("levels, budgets and strategies must each be non-empty")
+        for what, values in (("levels", lv), ("budgets", bd), ("strategies", specs)):
+            keys = [s.label for s in values] if what == "strategies" else list(values)
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"{what} must be distinct, got {keys}")
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+        if budget_base not in BUDGET_BASES:
+            raise ValueError(f"budget_base must be one of {BUDGET_BASES}, got {budget_base!r}")
+        if check_strategies:
+            for spec in specs:
+                spec.check()
+        return cls(tuple(int(v) for v in lv), bd, specs, style, budget_base, int(seed))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Column labels, in order."""
+        return tuple(s.label for s in self.strategies)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "levels": list(self.levels),
+            "budgets": list(self.budgets),
+            "strategies": [
+                {"label": s.label, "name": s.name, "options": dict(s.options)}
+                for s in self.strategies
+            ],
+            "style": self.style,
+            "budget_base": self.budget_base,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecallConfig:
+        """Inverse of :meth:`to_dict` (strategies are not dry-run)."""
+        specs = [
+            StrategySpec(s["label"], s["name"], dict(s.get("options", {})))
+            for s in data["strategies"]
+        ]
+        return cls.create(
+            levels=data["levels"],
+            budgets=data["budgets"],
+            strategies=specs,
+            style=data.get("style", "recap"),
+            budget_base=data.get("budget_base", "pool"),
+            seed=data.get("seed", 0),
+            check_strategies=False,
+        )
+
+
+@dataclass(frozen=True)
+class RecallRow:
+    """One cell of one question: a strategy under one budget at one redundancy level.
+
+    Attributes:
+        question_id: LongMemEval question id.
+        type: Question type.
+        R: Redundancy level.
+        budget: Budget fraction.
+        strategy: Strategy label.
+        recall: ``kept_evidence / n_evidence``.
+        kept_evidence: Evidence rounds kept.
+        n_evidence: Evidence rounds in the pool.
+        kept_tokens: Tokens kept.
+        budget_tokens: The budget in tokens.
+        pool_tokens: Tokens of the whole padded pool.
+        n_candidates: Items in the padded pool.
+        n_kept: Items kept.
+    """
+
+    question_id: str
+    type: str
+    R: int
+    budget: float
+    strategy: str
+    recall: float
+    kept_evidence: int
+    n_evidence: int
+    kept_tokens: int
+    budget_tokens: int
+    pool_tokens: int
+    n_candidates: int
+    n_kept: int
+
+    def values(self) -> list[Any]:
+        """The row as a list in :data:`ROW_FIELDS` order (recall rounded to 6 places)."""
+        out = [getattr(self, f) for f in ROW_FIELDS]
+        out[ROW_FIELDS.index("recall")] = round(self.recall, 6)
+        return out
+
+
+@dataclass
+class QuestionResult:
+    """Rows and bookkeeping of one question.
+
+    Attributes:
+        question_id: The question.
+        rows: Its result rows.
+        timings: Seconds per phase (``prepare``: injection, embedding and counting;
+            ``build``: reweighting and problem construction; ``solve:<label>`` per strategy)
+            and ``cpu``, the CPU seconds of this process for the question (less sensitive to
+            other load on the machine than the wall-clock phases).
+        n_texts: Distinct texts embedded for this question.
+        cache_hits: Embedding cache hits while preparing this question.
+        cache_misses: Texts the embedding model had to embed.
+        mmr_checks: Shared-ranking ``mmr`` picks checked against ``solve(problem, "mmr")``.
+        mmr_mismatches: Checks that differed (the question then used the exact path).
+        cached_cells: Cells read from the result cache instead of computed.
+    """
+
+    question_id: str
+    rows: list[RecallRow]
+    timings: dict[str, float]
+    n_texts: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    mmr_checks: int = 0
+    mmr_mismatches: int = 0
+    cached_cells: int = 0
+
+
+# -- shared mmr ranking ---------------------------------------------------------------------
+
+
+def _is_core_mmr(name: str) -> bool:
+    try:
+        fn = get_strategy(name)
+    except ValueError:
+        return False
+    return name == "mmr" and getattr(fn, "__module__", "") == "langchain_pacms.core.strategies"
+
+
+class _SharedRankingMMR:
+    """The ``mmr`` strategy with its budget-independent ranking computed once per problem.
+
+    The core ``mmr`` ranks all candidates with :func:`mmr_ranking` (which ignores the budget)
+    and then walks the ranking, adding every candidate that still fits. This callable caches
+    the ranking for the problem's vectors and query (kept by identity), and walks the same way.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, Any] | None = None
+        self._rankings: dict[float, list[int]] = {}
+
+    def __call__(self, problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
+        if not 0.0 <= lambda_mult <= 1.0:
+            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
+        if self._key is None or self._key[0] is not problem.vectors or (
+            self._key[1] is not problem.query
+        ):
+            self._key = (problem.vectors, problem.query)
+            self._rankings = {}
+        ranking = self._rankings.get(float(lambda_mult))
+        if ranking is None:
+            ranking = mmr_ranking(problem.vectors, problem.query, lambda_mult)[0].tolist()
+            self._rankings[float(lambda_mult)] = ranking
+        start = np.flatnonzero(problem.mandatory)
+        taken = problem.mandatory.copy()
+        remaining = problem.budget - int(problem.tokens[start].sum())
+        picked = start.tolist()
+        tokens = problem.tokens.tolist()
+        for j in ranking:
+            if taken[j] or tokens[j] > remaining:
+                continue
+            taken[j] = True
+            remaining -= tokens[j]
+            picked.append(j)
+        return Pick(np.asarray(picked, dtype=np.int64), np.full(problem.n, np.nan))
+
+
+# -- one question -------------------------------------------------------------------------------
+
+
+def _reweight(
+    selector: Any, vectors: NDArray[np.float32], query: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    # The selector's pool reweighting (pool IDF for the lexical embedder). It is private on
+    # ContextSelector; a public hook would let this module stop reaching in.
+    return selector._reweight(vectors, query)
+
+
+def budget_tokens(base_tokens: int, fraction: float) -> int:
+    """``max(1, floor(base_tokens * fraction))``: the selector's ``budget_ratio`` rule."""
+    return max(1, math.floor(base_tokens * fraction))
+
+
+@dataclass(frozen=True)
+class ResultCache:
+    """On-disk cache of sweep cells, so reruns and extra columns recompute only what is new.
+
+    One entry per ``(question, R, budget, strategy name + options)`` cell, stored in a
+    :class:`~langchain_pacms.embeddings.filestore.LocalByteStore`. Keys include ``namespace``,
+    a hash of the selection code (:func:`code_fingerprint` plus this module), the embedder
+    identity and the tokenizer, and a hash of the question's content, so a change to any of
+    them misses instead of returning stale numbers. Column labels are not part of the key, the
+    strategy name and the given options are: ``rag:k=4`` and ``rag:k=4,`` share cells, ``rag``
+    and ``rag:k=4`` do not (defaults are not resolved).
+
+    Attributes:
+        root: Cache folder.
+        namespace: Hash of code, embedder and tokenizer (see :meth:`for_selector`).
+    """
+
+    root: str
+    namespace: str
+
+    @classmethod
+    def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
+        """A cache whose namespace covers the code, ``selector``'s embedder and tokenizer."""
+        from langchain_pacms.embeddings.cache import model_identity
+
+        inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
+        parts = [
+            code_fingerprint(),
+            _file_digest(Path(__file__)),
+            model_identity(inner),
+            getattr(selector.token_counter, "name", "custom"),
+        ]
+        digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
+        return cls(str(Path(root).expanduser()), digest)
+
+    @functools.cached_property
+    def store(self) -> Any:
+        """The underlying ``LocalByteStore`` (created on first use)."""
+        from langchain_pacms.embeddings.filestore import LocalByteStore
+
+        return LocalByteStore(Path(self.root) / "recall-cells")
+
+    def key(self, qdigest: str, config: RecallConfig, level: int, budget: float,
+            spec: StrategySpec) -> str:
+        """The key of one cell."""
+        options = json.dumps(dict(spec.options), sort_keys=True, default=str)
+        return (f"{self.namespace}/{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
+                f"R{level}/{budget!r}/{spec.name}/{options}")
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def question_digest(question: Question) -> str:
+    """Hash of everything about a question that a cell depends on."""
+    digest = hashlib.sha256()
+    for part in (question.question_id, question.question_type, question.question):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    for r in question.rounds:
+        digest.update(
+            f"{r.index}\0{r.date}\0{int(r.is_evidence)}\0{r.user}\0{r.assistant}\0".encode(
+                "utf-8", "surrogatepass"
+            )
+        )
+    return digest.hexdigest()[:24]
+
+
+def sweep_question(
+    question: Question,
+    selector: Any,
+    config: RecallConfig,
+    *,
+    share_rankings: bool = True,
+    cache: ResultCache | None = None,
+) -> QuestionResult:
+    """Run every ``(R, budget, strategy)`` cell of one question.
+
+    Args:
+        question: The question (must have at least one evidence round).
+        selector: A :class:`~langchain_pacms.ContextSelector`; its embeddings, token counter
+            and pool reweighting are used.
+        config: The sweep configuration.
+        share_rankings: Compute the ``mmr`` ranking once per level (see the module docstring).
+        cache: Result cache; cells found there are not recomputed, new cells are stored.
+
+    Returns:
+        The question's rows, in ``(R, budget, strategy)`` order, and its timings.
+
+    Raises:
+        ValueError: If the question has no evidence round, or the embeddings disagree in size.
+    """
+    if not question.evidence_indices:
+        raise ValueError(f"question {question.question_id!r} has no evidence round")
+    timings: dict[str, float] = {}
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    cells = [
+        (level, budget, spec)
+        for level in config.levels
+        for budget in config.budgets
+        for spec in config.strategies
+    ]
+    done: dict[tuple[int, float, str], RecallRow] = {}
+    keys: dict[tuple[int, float, str], str] = {}
+    if cache is not None:
+        qdigest = question_digest(question)
+        keys = {
+            (lv, b, sp.label): cache.key(qdigest, config, lv, b, sp) for lv, b, sp in cells
+        }
+        found = cache.store.mget(list(keys.values()))
+        for (lv, b, label), raw in zip(keys, found):
+            if raw is not None:
+                values = json.loads(raw)
+                values[ROW_FIELDS.index("strategy")] = label
+                done[(lv, b, label)] = RecallRow(**dict(zip(ROW_FIELDS, values)))
+        timings["cache_read"] = time.perf_counter() - t0
+    cached = set(done)
+    levels = [lv for lv in config.levels
+              if any((lv, b, sp.label) not in done for b in config.budgets
+                     for sp in config.strategies)]
+    n_texts = hits = misses = checks = mismatches = 0
+    if levels:
+        result = _compute(question, selector, config, levels, done, share_rankings, timings)
+        n_texts, hits, misses, checks, mismatches = result
+        if cache is not None:
+            cache.store.mset([
+                (key, json.dumps(done[cell].values()).encode("utf-8"))
+                for cell, key in keys.items()
+                if cell in done and cell not in cached
+            ])
+    rows = [done[(lv, b, sp.label)] for lv, b, sp in cells]
+    timings["cpu"] = time.process_time() - cpu0
+    return QuestionResult(
+        question_id=question.question_id,
+        rows=rows,
+        timings=timings,
+        n_texts=n_texts,
+        cache_hits=hits,
+        cache_misses=misses,
+        mmr_checks=checks,
+        mmr_mismatches=mismatches,
+        cached_cells=len(cached),
+    )
+
+
+def _compute(
+    question: Question,
+    selector: Any,
+    config: RecallConfig,
+    levels: Sequence[int],
+    done: dict[tuple[int, float, str], RecallRow],
+    share_rankings: bool,
+    timings: dict[str, float],
+) -> tuple[int, int, int, int, int]:
+    """Fill ``done`` with every missing cell of ``levels``; return bookkeeping counts."""
+    t0 = time.perf_counter()
+    pools: dict[int, list[PoolItem]] = {
+        level: inject_redundancy(question.rounds, level, style=config.style, seed=config.seed)
+        for level in levels
+    }
+    index: dict[str, int] = {}
+    for r in question.rounds:
+        index.setdefault(r.text, len(index))
+    for pool in pools.values():
+        for item in pool:
+            index.setdefault(item.text, len(index))
+    texts = list(index)
+    embeddings = selector.embeddings
+    hits0, misses0 = getattr(embeddings, "hits", 0), getattr(embeddings, "misses", 0)
+    matrix = embeddings.embed_matrix(texts)
+    query_vec = embeddings.embed_matrix([question.question], kind="query")[0]
+    if matrix.shape[1] != query_vec.shape[0]:
+        raise ValueError("query and document embeddings differ in dimension")
+    counts = np.array([selector.token_counter(t) for t in texts], dtype=np.int64)
+    original_tokens = int(sum(counts[index[r.text]] for r in question.rounds))
+    timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
+
+    shared = _SharedRankingMMR() if share_rankings else None
+    check_level = min(config.levels)
+    exact_mmr = False
+    checks = mismatches = 0
+    for level in levels:
+        pool = pools[level]
+        t1 = time.perf_counter()
+        rows_idx = np.array([index[p.text] for p in pool], dtype=np.int64)
+        vectors, query = _reweight(selector, matrix[rows_idx], query_vec)
+        tokens = counts[rows_idx]
+        pool_tokens = int(tokens.sum())
+        base = pool_tokens if config.budget_base == "pool" else original_tokens
+        evidence = np.array([p.is_evidence for p in pool], dtype=bool)
+        n_evidence = int(evidence.sum())
+        budgets = [budget_tokens(base, b) for b in config.budgets]
+        problem = Problem.build(
+            vectors,
+            query,
+            tokens=tokens,
+            budget=budgets[0],
+            mandatory=np.zeros(len(pool), dtype=bool),
+            positions=np.array([p.position for p in pool], dtype=np.int64),
+        )
+        timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t1
+        for fraction, btok in zip(config.budgets, budgets):
+            # Same arrays, another budget (Problem is immutable; derived arrays are recomputed).
+            prob = problem if btok == problem.budget else replace(problem, budget=btok)
+            for spec in config.strategies:
+                if (level, fraction, spec.label) in done:
+                    continue
+                t2 = time.perf_counter()
+                use_shared = shared is not None and not exact_mmr and _is_core_mmr(spec.name)
+                if use_shared:
+                    assert shared is not None
+                    pick = solve(prob, shared, **dict(spec.options))
+                    if level == check_level:
+                        exact = solve(prob, spec.name, **dict(spec.options))
+                        checks += 1
+                        if not np.array_equal(exact.order, pick.order):
+                            mismatches += 1
+                            exact_mmr = True
+                            pick = exact
+                            logger.warning(
+                                "shared mmr ranking differs from solve(problem, 'mmr') on %s "
+                                "(R=%s, budget=%s); using the exact path for this question",
+                                question.question_id, level, fraction,
+                            )
+                else:
+                    pick = solve(prob, spec.name, **dict(spec.options))
+                key = f"solve:{spec.label}"
+                timings[key] = timings.get(key, 0.0) + time.perf_counter() - t2
+                kept = pick.order
+                kept_evidence = int(evidence[kept].sum())
+                done[(level, fraction, spec.label)] = RecallRow(
+                    question_id=question.question_id,
+                    type=question.question_type,
+                    R=level,
+                    budget=fraction,
+                    strategy=spec.label,
+                    recall=kept_evidence / n_evidence,
+                    kept_evidence=kept_evidence,
+                    n_evidence=n_evidence,
+                    kept_tokens=int(tokens[kept].sum()),
+                    budget_tokens=btok,
+                    pool_tokens=pool_tokens,
+                    n_candidates=len(pool),
+                    n_kept=int(kept.size),
+                )
+    return (
+        len(texts),
+        getattr(embeddings, "hits", 0) - hits0,
+        getattr(embeddings, "misses", 0) - misses0,
+        checks,
+        mismatches,
+    )
+
+
+# -- BLAS threads -------------------------------------------------------------------------------
+
+_SET_NAMES = (
+    "openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+)
+
+
+def _openblas_handles() -> list[tuple[Any, Any]]:
+    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
+    handles: list[tuple[Any, Any]] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            paths = {ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ".so" in ln}
+    except OSError:
+        return handles
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name in _SET_NAMES:
+            setter = getattr(lib, set_name, None)
+            getter = getattr(lib, set_name.replace("_set_", "_get_"), None)
+            if setter is not None and getter is not None:
+                handles.append((setter, getter))
+                break
+    return handles
+
+
+@contextlib.contextmanager
+def blas_threads(limit: int | None) -> Iterator[None]:
+    """Limit OpenBLAS threads inside the block (best effort; no-op when ``limit`` is None).
+
+    Uses ``threadpoolctl`` when it is installed, else OpenBLAS's own setter found among the
+    loaded libraries. The previous thread counts are restored on exit.
+    """
+    if limit is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-not-found]
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        with threadpool_limits(limits=limit, user_api="blas"):
+            yield
+        return
+    handles = _openblas_handles()
+    before = [int(get()) for _, get in handles]
+    for setter, _ in handles:
+        setter(int(limit))
+    try:
+        yield
+    finally:
+        for (setter, _), n in zip(handles, before):
+            setter(n)
+
+
+# -- running a sweep ------------------------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(
+    factory: Callable[[], Any],
+    config: RecallConfig,
+    share: bool,
+    threads: int | None,
+    cache: ResultCache | None,
+) -> None:  # pragma: no cover - runs in child processes
+    _WORKER.update(selector=factory(), config=config, share=share, cache=cache)
+    if threads is not None:
+        for setter, _ in _openblas_handles():
+            setter(int(threads))
+
+
+def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in child processes
+    return sweep_question(
+        question, _WORKER["selector"], _WORKER["config"], share_rankings=_WORKER["share"],
+        cache=_WORKER["cache"],
+    )
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the eval extra
+        return None
+    return tqdm(total=total, desc="recall", unit="q", file=sys.stderr, dynamic_ncols=True)
+
+
+def run_recall(
+    questions: Sequence[Question],
+    config: RecallConfig | None = None,
+    *,
+    selector: Any = None,
+    selector_factory: Callable[[], Any] | None = None,
+    workers: int = 1,
+    blas_threads_limit: int | None = 1,
+    share_rankings: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    meta: Mapping[str, Any] | None = None,
+) -> RecallReport:
+    """Run the recall sweep over ``questions``.
+
+    Args:
+        questions: Questions to sweep (each needs an evidence round; use
+            :func:`load_questions` or ``sample_questions(..., recall_only=True)``).
+        config: The sweep (default: :meth:`RecallConfig.create` with the defaults).
+        selector: The selector to use in this process (default: built by
+            ``selector_factory``, else a default ``ContextSelector``).
+        selector_factory: Picklable zero-argument callable that builds a selector; required
+            for ``workers > 1`` (each worker process builds its own).
+        workers: Worker processes (1 runs in this process).
+        blas_threads_limit: OpenBLAS threads during the sweep (None leaves it alone).
+        share_rankings: Compute each ``mmr`` ranking once per ``(question, R)``.
+        cache_dir: Keep computed cells in a :class:`ResultCache` under this folder and reuse
+            them (None: compute everything).
+        progress: Show a progress bar on stderr (only when stderr is a terminal).
+        meta: Extra metadata stored in the report.
+
+    Returns:
+        The :class:`RecallReport`.
+
+    Raises:
+        ValueError: For ``workers < 1``, ``workers > 1`` without ``selector_factory``, or a
+            question without evidence.
+    """
+    from langchain_pacms.embeddings.cache import model_identity
+
+    config = config or RecallConfig.create()
+    questions = list(questions)
+    for q in questions:
+        if not q.evidence_indices:
+            raise ValueError(f"question {q.question_id!r} has no evidence round")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers > 1 and selector_factory is None:
+        raise ValueError("workers > 1 needs a picklable selector_factory")
+    if selector is None:
+        if selector_factory is not None:
+            selector = selector_factory()
+        else:
+            from langchain_pacms.selector import ContextSelector
+
+            selector = ContextSelector()
+    fingerprint = code_fingerprint()  # before the run: the code the workers import
+    cache = ResultCache.for_selector(cache_dir, selector) if cache_dir is not None else None
+    started = time.perf_counter()
+    load_before = _loadavg()
+    bar = _progress(len(questions), progress)
+    results: list[QuestionResult] = []
+    try:
+        if workers == 1 or len(questions) <= 1:
+            with blas_threads(blas_threads_limit):
+                for q in questions:
+                    results.append(
+                        sweep_question(
+                            q, selector, config, share_rankings=share_rankings, cache=cache
+                        )
+                    )
+                    if bar is not None:
+                        bar.update(1)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(
+                max_workers=min(workers, len(questions)),
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(selector_factory, config, share_rankings, blas_threads_limit, cache),
+            ) as pool:
+                futures = [pool.submit(_work, q) for q in questions]
+                for fut in concurrent.futures.as_completed(futures):
+                    results.append(fut.result())
+                    if bar is not None:
+                        bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    runtime = time.perf_counter() - started
+
+    order = {q.question_id: i for i, q in enumerate(questions)}
+    results.sort(key=lambda r: order[r.question_id])
+    timings: dict[str, float] = {}
+    for r in results:
+        for k, v in r.timings.items():
+            timings[k] = timings.get(k, 0.0) + v
+    inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
+    store = getattr(selector.embeddings, "store", None)
+    info: dict[str, Any] = {
+        "n_questions": len(questions),
+        "question_types": dict(sorted(_count(q.question_type for q in questions).items())),
+        "embeddings": model_identity(inner),
+        "pool_reweighting": callable(getattr(inner, "reweight_pool", None)),
+        "tokenizer": getattr(selector.token_counter, "name", "custom"),
+        "embedding_cache": repr(store) if store is not None else "memory",
+        "cache_hits": sum(r.cache_hits for r in results),
+        "cache_misses": sum(r.cache_misses for r in results),
+        "distinct_texts": sum(r.n_texts for r in results),
+        "workers": workers,
+        "blas_threads": blas_threads_limit,
+        "share_rankings": share_rankings,
+        "mmr_checks": sum(r.mmr_checks for r in results),
+        "mmr_mismatches": sum(r.mmr_mismatches for r in results),
+        "result_cache": None if cache is None else str(Path(cache.root) / "recall-cells"),
+        "cached_cells": sum(r.cached_cells for r in results),
+        "code_fingerprint": fingerprint,
+        "runtime_seconds": round(runtime, 3),
+        "load_average": {"start": load_before, "end": _loadavg()},
+        "timings_seconds": {k: round(v, 3) for k, v in sorted(timings.items())},
+        "machine": machine_info(),
+    }
+    if info["mmr_mismatches"]:
+        logger.warning(
+            "%d shared mmr picks differed from the core strategy (those questions used the "
+            "exact path)", info["mmr_mismatches"],
+        )
+    info.update(meta or {})
+    rows = [row for r in results for row in r.rows]
+    return RecallReport(rows=rows, config=config, meta=info)
+
+
+def _loadavg() -> list[float] | None:
+    """1/5/15-minute load averages (other processes compete for the cores), if known."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        return None
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
+
+
+def code_fingerprint() -> str:
+    """Short sha256 over the source of everything that decides a pick.
+
+    Covers ``core/``, ``embeddings/``, ``selector.py``, ``tokens.py`` and the LongMemEval loader
+    and injection, so two runs with the same fingerprint (and settings) select identically,
+    even from an uncommitted tree.
+    """
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(
+        [*root.joinpath("core").glob("*.py"), *root.joinpath("embeddings").glob("*.py"),
+         root / "selector.py", root / "tokens.py",
+         root / "eval" / "longmemeval.py", root / "eval" / "redundancy.py"]
+    )
+    digest = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the run happened: OS, CPU, cores, memory, Python, numpy, package version."""
+    cpu = platform.processor() or platform.machine()
+    mem = None
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open("/proc/meminfo", encoding="utf-8") as fh,
+    ):
+        for line in fh:
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 1024**2, 1)
+                break
+    try:
+        from langchain_pacms import __version__ as version
+    except ImportError:  # pragma: no cover
+        version = "unknown"
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_gib": mem,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "langchain_pacms": version,
+    }
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Path:
+    """Find what :func:`iter_questions` should read.
+
+    Args:
+        data: A data directory (holding ``oracle/`` and the S archive), or directly a folder of
+            per-question JSON files, an archive or a JSON file. None: :func:`default_data_dir`
+            (``$PACMS_LONGMEMEVAL_DIR``, else ``../shared/data/longmemeval`` from the working
+            directory or the repository).
+        split: ``"oracle"`` or ``"s"``, used when ``data`` is a data directory.
+
+    Returns:
+        The source path.
+
+    Raises:
+        FileNotFoundError: If nothing usable is found.
+        ValueError: For an unknown split.
+    """
+    if split not in ("oracle", "s"):
+        raise ValueError(f"split must be 'oracle' or 's', got {split!r}")
+    base = Path(data).expanduser() if data is not None else default_data_dir()
+    if base is None:
+        raise FileNotFoundError(
+            "no LongMemEval data found: pass --data, or set PACMS_LONGMEMEVAL_DIR, or place it "
+            "at ../shared/data/longmemeval"
+        )
+    if base.is_file():
+        return base
+    if base.is_dir():
+        candidate = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
+        if candidate.exists():
+            return candidate
+        if any(base.glob("*.json")):
+            return base
+    raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")
+
+
+def load_questions(
+    source: str | os.PathLike[str],
+    *,
+    n: int | None = 100,
+    seed: int = 0,
+    ids: Sequence[str] | None = None,
+) -> list[Question]:
+    """Load the recall sample: ``sample_questions(..., recall_only=True)``.
+
+    Args:
+        source: Folder, archive or JSON file (see :func:`resolve_source`).
+        n: Sample size (None: every eligible question).
+        seed: Sampling seed.
+        ids: Take exactly these question ids instead of a sample (ineligible ones are dropped).
+
+    Returns:
+        The questions, sorted by id.
+    """
+    if ids:
+        return sample_questions(iter_questions(source, ids=ids), None, seed, recall_only=True)
+    return sample_questions(iter_questions(source), n, seed, recall_only=True)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _fmt_budget(fraction: float) -> str:
+    pct = fraction * 100
+    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:g}%"
+
+
+@dataclass
+class RecallReport:
+    """The rows of a sweep with its configuration and metadata.
+
+    Attributes:
+        rows: One row per ``(question, R, budget, strategy)``.
+        config: The sweep configuration.
+        meta: Run metadata (command, embedder, tokenizer, runtime, machine, ...).
+    """
+
+    rows: list[RecallRow]
+    config: RecallConfig
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def mean_table(self) -> dict[tuple[int, float, str], tuple[float, float, int]]:
+        """``(R, budget, label) -> (mean recall, standard error, questions)``."""
+        groups: dict[tuple[int, float, str], list[float]] = {}
+        for row in self.rows:
+            groups.setdefault((row.R, row.budget, row.strategy), []).append(row.recall)
+        out = {}
+        for key, values in groups.items():
+            arr = np.asarray(values, dtype=np.float64)
+            sem = float(arr.std(ddof=1) / math.sqrt(arr.size)) if arr.size > 1 else 0.0
+            out[key] = (float(arr.mean()), sem, int(arr.size))
+        return out
+
+    def mean_recall(self, level: int, budget: float, label: str) -> float:
+        """Mean recall of one cell (NaN if the cell is empty)."""
+        return self.mean_table().get((level, float(budget), label), (math.nan, 0.0, 0))[0]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per-cell means in ``(budget, R, strategy)`` order, JSON-ready."""
+        table = self.mean_table()
+        out = []
+        for b in self.config.budgets:
+            for level in self.config.levels:
+                for label in self.config.labels:
+                    if (level, b, label) in table:
+                        mean, sem, n = table[(level, b, label)]
+                        out.append(
+                            {"budget": b, "R": level, "strategy": label,
+                             "mean_recall": round(mean, 6), "sem": round(sem, 6), "n": n}
+                        )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``meta``, ``config``, ``summary``, ``columns`` and ``rows``."""
+        return {
+            "meta": self.meta,
+            "config": self.config.to_dict(),
+            "summary": self.summary(),
+            "columns": list(ROW_FIELDS),
+            "rows": [r.values() for r in self.rows],
+        }
+
+    def to_json(self) -> str:
+        """The JSON text: readable header, one row per line."""
+        data = self.to_dict()
+        rows = data.pop("rows")
+        head = json.dumps(data, indent=2, ensure_ascii=False)
+        body = ",\n".join("    " + json.dumps(r, ensure_ascii=False) for r in rows)
+        return head[:-2] + ',\n  "rows": [\n' + body + ("\n  ]\n}\n" if rows else "  ]\n}\n")
+
+    @classmethod
+    def from_json(cls, text: str) -> RecallReport:
+        """Rebuild a report from :meth:`to_json` output (to re-render tables or plots)."""
+        data = json.loads(text)
+        cols = data["columns"]
+        rows = [RecallRow(**dict(zip(cols, values))) for values in data["rows"]]
+        return cls(rows=rows, config=RecallConfig.from_dict(data["config"]), meta=data["meta"])
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RecallReport:
+        """Read a report written by :meth:`save`."""
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+    def to_markdown(self, *, title: str | None = None) -> str:
+        """Tables in the layout of the study's Table 1.
+
+        One block per budget, rows R, columns strategies; in every row the best value (as
+        shown, 3 decimals) is **bold** and the second best <u>underlined</u> (ties share).
+        """
+        table = self.mean_table()
+        labels = self.config.labels
+        meta = self.meta
+        n = meta.get("n_questions", len({r.question_id for r in self.rows}))
+        lines = [
+            f"## {title or 'Evidence-round recall'}",
+            "",
+            f"{n} questions; style `{self.config.style}`; budget base "
+            f"`{self.config.budget_base}`; seed {self.config.seed}; embeddings "
+            f"`{meta.get('embeddings', '?')}`; tokenizer `{meta.get('tokenizer', '?')}`. "
+            "Bold = best, <u>underline</u> = second best in each row.",
+        ]
+        for b in self.config.budgets:
+            lines += ["", f"**Budget = {_fmt_budget(b)}**", ""]
+            lines.append("| R | " + " | ".join(labels) + " |")
+            lines.append("|---:|" + "---:|" * len(labels))
+            for level in self.config.levels:
+                shown = [
+                    round(table[(level, b, lb)][0], 3) if (level, b, lb) in table else None
+                    for lb in labels
+                ]
+                distinct = sorted({v for v in shown if v is not None}, reverse=True)
+                # A row where every strategy ties marks nothing.
+                best = distinct[0] if len(distinct) > 1 else None
+                second = distinct[1] if len(distinct) > 1 else None
+                cells = []
+                for v in shown:
+                    if v is None:
+                        cells.append("–")
+                    elif v == best:
+                        cells.append(f"**{v:.3f}**")
+                    elif v == second:
+                        cells.append(f"<u>{v:.3f}</u>")
+                    else:
+                        cells.append(f"{v:.3f}")
+                lines.append(f"| {level} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def save_plot(self, path: str | os.PathLike[str]) -> Path:
+        """Recall vs budget, one panel per R, one line per strategy (PNG, Agg canvas)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        table = self.mean_table()
+        levels = self.config.levels
+        fig = Figure(figsize=(3.4 * len(levels) + 1.6, 3.6), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, len(levels), sharey=True, squeeze=False)[0]
+        xs = [b * 100 for b in self.config.budgets]
+        markers = "osD^vP*Xh<>"
+        for ax, level in zip(axes, levels):
+            for i, label in enumerate(self.config.labels):
+                ys = [table.get((level, b, label), (math.nan,))[0] for b in self.config.budgets]
+                ax.plot(xs, ys, marker=markers[i % len(markers)], ms=4, lw=1.4, label=label)
+            ax.set_title(f"R = {level}")
+            ax.set_xlabel("budget (% of " + self.config.budget_base + " tokens)")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("evidence-round recall")
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside right center", fontsize=8)
+        n = self.meta.get("n_questions", "?")
+        fig.suptitle(f"Evidence-round recall ({n} questions, style {self.config.style})")
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+        return out
+
+    def save(
+        self, out_dir: str | os.PathLike[str], stem: str = "recall", *, title: str | None = None
+    ) -> dict[str, Path]:
+        """Write ``<stem>.json``, ``<stem>.md`` and ``<stem>.png`` into ``out_dir``.
+
+        Args:
+            out_dir: Output folder (created if missing).
+            stem: File name stem.
+            title: Heading of the markdown tables (see :meth:`to_markdown`).
+
+        Returns:
+            The written paths by kind (``json``, ``md``, ``png``).
+        """
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {
+            "json": folder / f"{stem}.json",
+            "md": folder / f"{stem}.md",
+            "png": folder / f"{stem}.png",
+        }
+        paths["json"].write_text(self.to_json(), encoding="utf-8")
+        paths["md"].write_text(self.to_markdown(title=title), encoding="utf-8")
+        self.save_plot(paths["png"])
+        return paths
+

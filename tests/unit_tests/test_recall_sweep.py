@@ -1,0 +1,460 @@
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from langchain_pacms import ContextSelector, HashedTfidfEmbeddings
+from langchain_pacms.cli.main import main
+from langchain_pacms.core import Problem, solve
+from langchain_pacms.eval.backends import selector_from_spec
+from langchain_pacms.eval.longmemeval import Question, Round, default_data_dir, iter_questions
+from langchain_pacms.eval.recall import (
+    ROW_FIELDS,
+    RecallConfig,
+    RecallReport,
+    RecallRow,
+    ResultCache,
+    StrategySpec,
+    _SharedRankingMMR,
+    blas_threads,
+    budget_tokens,
+    load_questions,
+    parse_strategy_spec,
+    question_digest,
+    resolve_source,
+    run_recall,
+    sweep_question,
+)
+from langchain_pacms.eval.redundancy import inject_redundancy
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
+
+_WORDS = [
+    "garden", "kitchen", "laptop", "river", "concert", "budget", "invoice", "python", "recipe",
+    "violin", "marathon", "passport", "museum", "battery", "harbor", "sunset", "ticket",
+    "printer", "tomato", "hiking", "spreadsheet", "guitar", "mortgage", "piano", "camera",
+    "bakery", "puzzle", "lantern", "meadow", "canyon",
+]
+
+
+def _round(i: int, user: str, assistant: str, evidence: bool = False) -> Round:
+    return Round(
+        index=i, session_id=f"s{i // 4}", session_index=i // 4,
+        date=f"2023/05/{1 + i // 4:02d} (Mon) 10:00", user=user, assistant=assistant,
+        is_evidence=evidence,
+    )
+
+
+def _synthetic_question(n: int = 30, evidence: tuple[int, ...] = (3, 11, 24)) -> Question:
+    """Varied filler rounds plus evidence rounds that mention the bicycle."""
+    rng = random.Random(7)
+    rounds = []
+    for i in range(n):
+        words = rng.sample(_WORDS, 8)
+        user = f"I keep thinking about my {words[0]} and the {words[1]} near the {words[2]}."
+        reply = (f"Good point about the {words[3]}; maybe plan the {words[4]} "
+                 f"around the {words[5]} and the {words[6]} {words[7]}.")
+        if i in evidence:
+            user = f"My bicycle is painted teal now, and the {words[0]} matches it."
+        rounds.append(_round(i, user, reply, i in evidence))
+    return Question(
+        question_id="synthetic", question_type="single-session-user",
+        question="What colour is my bicycle?", answer="teal",
+        question_date="2023/06/01 (Thu) 10:00", rounds=tuple(rounds),
+    )
+
+
+def _fixture_questions() -> list[Question]:
+    return load_questions(FIXTURES, n=None)
+
+
+# -------------------------------------------------------------------------- strategy specs
+
+
+def test_parse_plain_and_variant_specs() -> None:
+    assert parse_strategy_spec("topk") == StrategySpec("topk", "topk", {})
+    spec = parse_strategy_spec(" pacms:relevance_weight=0.5,cost_exponent=0 ")
+    assert spec.label == "pacms:relevance_weight=0.5,cost_exponent=0"
+    assert spec.name == "pacms"
+    assert spec.options == {"relevance_weight": 0.5, "cost_exponent": 0}
+    assert isinstance(spec.options["cost_exponent"], int)
+    spec = parse_strategy_spec("pacms:relevance_weight=auto,fill=false,density_threshold=none")
+    assert spec.options == {"relevance_weight": "auto", "fill": False, "density_threshold": None}
+    assert parse_strategy_spec("mmr:lambda_mult=0.7,").options == {"lambda_mult": 0.7}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [(":k=1", "no strategy name"), ("pacms:relevance_weight", "not key=value"),
+     ("rag:k=1,k=2", "given twice")],
+)
+def test_bad_spec_syntax(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_strategy_spec(spec)
+
+
+def test_config_rejects_unknown_strategy_and_option() -> None:
+    with pytest.raises(ValueError, match="unknown strategy"):
+        RecallConfig.create(strategies=["nope"])
+    with pytest.raises(ValueError, match="pacms:bogus=1"):
+        RecallConfig.create(strategies=["pacms:bogus=1"])
+    with pytest.raises(ValueError, match="lambda_mult"):
+        RecallConfig.create(strategies=["mmr:lambda_mult=3"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"levels": [-1]}, {"levels": [0, 0]}, {"budgets": [0.0]}, {"budgets": [1.5]},
+     {"style": "nope"}, {"budget_base": "nope"}, {"strategies": ["topk", "topk"]},
+     {"strategies": []}],
+)
+def test_config_validation(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        RecallConfig.create(**kwargs)
+
+
+def test_config_round_trips_through_dict() -> None:
+    cfg = RecallConfig.create(levels=(2, 0), budgets=(0.3,), strategies=["rag:k=2", "lastk"],
+                              style="full", budget_base="original", seed=5)
+    assert RecallConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert cfg.labels == ("rag:k=2", "lastk")
+
+
+# -------------------------------------------------------------------------- recall itself
+
+
+def _flat_selector() -> ContextSelector:
+    return ContextSelector(token_counter=lambda text: 10)
+
+
+def test_recall_on_a_crafted_pool() -> None:
+    rounds = (
+        _round(0, "My bicycle is red.", "Nice colour.", evidence=True),
+        _round(1, "Any pasta recipe ideas?", "Try carbonara."),
+        _round(2, "The weather is grey today.", "Take an umbrella."),
+        _round(3, "I repainted my bicycle blue.", "Blue bicycles look great.", evidence=True),
+    )
+    q = Question("crafted", "knowledge-update", "What colour is my bicycle?", "blue",
+                 "2023/06/01 (Thu) 10:00", rounds)
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.25, 0.5, 1.0),
+                              strategies=["lastk", "topk"])
+    rows = {(r.R, r.budget, r.strategy): r for r in sweep_question(q, _flat_selector(), cfg).rows}
+    assert len(rows) == 2 * 3 * 2
+    # R=0: 4 items x 10 tokens. Half the budget: lastk keeps rounds 2 and 3, topk both bicycles.
+    assert rows[(0, 0.5, "lastk")].recall == 0.5
+    assert rows[(0, 0.5, "lastk")].kept_evidence == 1
+    assert rows[(0, 0.5, "topk")].recall == 1.0
+    assert rows[(0, 0.5, "topk")].budget_tokens == 20
+    assert rows[(0, 0.25, "topk")].recall == 0.5
+    # R=2: two restatements per filler round fill the recent end; lastk keeps only those.
+    r2 = rows[(2, 0.5, "lastk")]
+    assert (r2.n_candidates, r2.pool_tokens, r2.budget_tokens) == (8, 80, 40)
+    assert r2.recall == 0.0 and r2.n_kept == 4
+    # Restatements never count as evidence, and the full budget keeps everything.
+    assert {r.n_evidence for r in rows.values()} == {2}
+    assert rows[(2, 1.0, "lastk")].recall == 1.0
+    assert rows[(2, 1.0, "lastk")].kept_tokens == 80
+
+
+def test_budget_base_original_keeps_the_budget_fixed() -> None:
+    q = _synthetic_question()
+    cfg = RecallConfig.create(levels=(0, 4), budgets=(0.2,), strategies=["topk"],
+                              budget_base="original")
+    rows = sweep_question(q, _flat_selector(), cfg).rows
+    assert [r.budget_tokens for r in rows] == [60, 60]  # 20% of 30 rounds x 10 tokens
+    assert rows[1].pool_tokens > rows[0].pool_tokens
+    assert budget_tokens(7, 0.05) == 1
+
+
+def test_question_without_evidence_is_rejected() -> None:
+    q = Question("x", "single-session-user", "q?", "a", "", (_round(0, "hi", "hello"),))
+    with pytest.raises(ValueError, match="no evidence"):
+        sweep_question(q, _flat_selector(), RecallConfig.create(levels=(0,)))
+    with pytest.raises(ValueError, match="no evidence"):
+        run_recall([q])
+
+
+# -------------------------------------------------------------------- equality with select()
+
+
+def _assert_rows_match_select(
+    question: Question, rows: list[RecallRow], cfg: RecallConfig, selector: ContextSelector
+) -> None:
+    specs = {s.label: s for s in cfg.strategies}
+    for row in rows:
+        pool = inject_redundancy(question.rounds, row.R, style=cfg.style, seed=cfg.seed)
+        spec = specs[row.strategy]
+        sel = selector.select(
+            [p.text for p in pool], question.question, budget_tokens=row.budget_tokens,
+            strategy=spec.name, **dict(spec.options),
+        )
+        kept = [pool[int(i)] for i in sel.kept_ids]
+        assert not sel.fell_back
+        assert sel.tokens_total == row.pool_tokens
+        if cfg.budget_base == "pool" and row.strategy == cfg.labels[0]:
+            ratio_sel = selector.select([p.text for p in pool], question.question,
+                                        budget_ratio=row.budget, strategy="lastk")
+            assert ratio_sel.budget == row.budget_tokens
+        got = (sum(p.is_evidence for p in kept), sel.tokens_kept, len(kept))
+        assert got == (row.kept_evidence, row.kept_tokens, row.n_kept), row
+
+
+@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize(("style", "base"), [("recap", "pool"), ("full", "original")])
+def test_rows_equal_selector_select(share: bool, style: str, base: str) -> None:
+    selector = ContextSelector()
+    cfg = RecallConfig.create(
+        levels=(0, 2, 3), budgets=(0.05, 0.2, 0.45, 0.7),
+        strategies=["topk", "mmr", "lastk", "pacms", "rag",
+                    "pacms:relevance_weight=0.5,cost_exponent=0", "mmr:lambda_mult=0.7"],
+        style=style, budget_base=base,
+    )
+    for q in [*_fixture_questions(), _synthetic_question()]:
+        result = sweep_question(q, selector, cfg, share_rankings=share)
+        assert len(result.rows) == 3 * 4 * 7
+        assert result.mmr_mismatches == 0
+        assert result.mmr_checks == (2 * 4 if share else 0)
+        _assert_rows_match_select(q, result.rows, cfg, selector)
+
+
+def test_shared_mmr_equals_core_mmr_for_every_budget() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.random((40, 12)).astype(np.float32)
+    query = rng.random(12).astype(np.float32)
+    tokens = rng.integers(1, 30, 40)
+    mandatory = np.zeros(40, dtype=bool)
+    mandatory[[5, 17]] = True
+    shared = _SharedRankingMMR()
+    base = Problem.build(vectors, query, tokens=tokens, budget=100, mandatory=mandatory)
+    for budget in (20, 60, 100, 250, 2000):
+        problem = replace(base, budget=budget)
+        for lam in (0.5, 0.7):
+            expected = solve(problem, "mmr", lambda_mult=lam)
+            got = solve(problem, shared, lambda_mult=lam)
+            assert got.order.tolist() == expected.order.tolist()
+    assert len(shared._rankings) == 2  # one ranking per lambda, shared across budgets
+    with pytest.raises(ValueError, match="lambda_mult"):
+        shared(base, lambda_mult=2.0)
+
+
+def test_workers_give_the_same_rows() -> None:
+    qs = [*_fixture_questions(), _synthetic_question()]
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.2, 0.45))
+    one = run_recall(qs, cfg, selector=ContextSelector())
+    two = run_recall(qs, cfg, selector_factory=selector_from_spec, workers=2)
+    assert one.rows == two.rows
+    assert two.meta["workers"] == 2
+    with pytest.raises(ValueError, match="selector_factory"):
+        run_recall(qs, cfg, selector=ContextSelector(), workers=2)
+
+
+def test_blas_threads_context_is_harmless() -> None:
+    with blas_threads(1):
+        assert float(np.ones((64, 64), np.float32).dot(np.ones(64, np.float32))[0]) == 64.0
+    with blas_threads(None):
+        pass
+
+
+# -------------------------------------------------------------------------- report outputs
+
+
+def _report(values: dict[tuple[int, float, str], list[float]]) -> RecallReport:
+    labels = sorted({k[2] for k in values})
+    cfg = RecallConfig.create(levels=sorted({k[0] for k in values}),
+                              budgets=sorted({k[1] for k in values}),
+                              strategies=labels, check_strategies=False)
+    rows = []
+    for (level, budget, label), recalls in values.items():
+        for i, rec in enumerate(recalls):
+            rows.append(RecallRow(f"q{i}", "multi-session", level, budget, label, rec,
+                                  int(rec * 4), 4, 10, 10, 100, 20, 2))
+    return RecallReport(rows, cfg, {"n_questions": 2, "embeddings": "e", "tokenizer": "t"})
+
+
+def test_markdown_marks_best_bold_and_second_underlined() -> None:
+    report = _report({
+        (0, 0.2, "lastk"): [0.5, 0.5], (0, 0.2, "mmr"): [1.0, 0.5], (0, 0.2, "topk"): [1.0, 1.0],
+        (2, 0.2, "lastk"): [0.25, 0.25], (2, 0.2, "mmr"): [0.25, 0.25],
+        (2, 0.2, "topk"): [0.5, 0.5],
+        (4, 0.2, "lastk"): [0.5, 0.5], (4, 0.2, "mmr"): [0.5, 0.5], (4, 0.2, "topk"): [0.5, 0.5],
+    })
+    md = report.to_markdown()
+    assert "**Budget = 20%**" in md
+    assert "| R | lastk | mmr | topk |" in md
+    assert "| 0 | 0.500 | <u>0.750</u> | **1.000** |" in md
+    assert "| 2 | <u>0.250</u> | <u>0.250</u> | **0.500** |" in md  # ties share a mark
+    assert "| 4 | 0.500 | 0.500 | 0.500 |" in md  # all equal: nothing marked
+    assert report.mean_recall(0, 0.2, "mmr") == 0.75
+
+
+def test_json_shape_and_round_trip(tmp_path: Path) -> None:
+    qs = _fixture_questions()
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.7), strategies=["topk", "pacms"])
+    report = run_recall(qs, cfg, meta={"command": "test"})
+    data = json.loads(report.to_json())
+    assert set(data) == {"meta", "config", "summary", "columns", "rows"}
+    assert data["columns"] == list(ROW_FIELDS)
+    assert len(data["rows"]) == len(qs) * 2 * 2 * 2
+    assert all(len(r) == len(ROW_FIELDS) for r in data["rows"])
+    row = dict(zip(data["columns"], data["rows"][0]))
+    assert row["question_id"] == qs[0].question_id and row["type"] == qs[0].question_type
+    assert 0.0 <= row["recall"] <= 1.0
+    meta = data["meta"]
+    for key in ("embeddings", "tokenizer", "runtime_seconds", "machine", "code_fingerprint",
+                "command", "timings_seconds"):
+        assert key in meta
+    assert meta["tokenizer"] == "o200k_base"
+    assert len(data["summary"]) == 2 * 2 * 2
+    assert {"budget", "R", "strategy", "mean_recall", "sem", "n"} == set(data["summary"][0])
+    paths = report.save(tmp_path, "r")
+    again = RecallReport.load(paths["json"])
+    assert again.rows == report.rows and again.config == report.config
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------ data + CLI
+
+
+def test_resolve_source(tmp_path: Path) -> None:
+    assert resolve_source(FIXTURES, "s") == FIXTURES
+    (tmp_path / "oracle").mkdir()
+    assert resolve_source(tmp_path, "oracle") == tmp_path / "oracle"
+    with pytest.raises(FileNotFoundError):
+        resolve_source(tmp_path, "s")
+    with pytest.raises(ValueError):
+        resolve_source(tmp_path, "m")
+
+
+def test_load_questions_drops_ineligible() -> None:
+    assert [q.question_id for q in load_questions(FIXTURES, n=None)] == ["fx_ssa", "fx_ssu"]
+    assert [q.question_id for q in load_questions(FIXTURES, ids=["fx_ssu", "fx_ku_abs"])] == [
+        "fx_ssu"
+    ]
+
+
+def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main([
+        "eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all",
+        "--levels", "0", "2", "--budgets", "0.2", "0.7",
+        "--strategies", "topk", "lastk", "pacms:relevance_weight=0.5",
+        "--out", str(out), "--name", "mini", "--quiet", "--cache-dir", str(tmp_path / "c"),
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "**Budget = 20%**" in printed and "pacms:relevance_weight=0.5" in printed
+    data = json.loads((out / "mini.json").read_text())
+    assert len(data["rows"]) == 2 * 2 * 2 * 3
+    assert data["meta"]["command"].startswith("pacms eval longmemeval recall --split s")
+    assert data["meta"]["embedding_cache"] == "memory"  # lexical: no disk cache by default
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["recall-cells"]  # result cache only
+    assert (out / "mini.md").read_text().startswith("## Evidence-round recall")
+    assert (out / "mini.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_disk_cache_on(tmp_path: Path) -> None:
+    args = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
+            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
+            "--cache", "on", "--cache-dir", str(tmp_path / "c"), "--result-cache", "off"]
+    assert main(args) == 0
+    first = json.loads((tmp_path / "recall-s-recap-pool.json").read_text())["meta"]
+    assert first["cache_misses"] > 0 and first["cache_hits"] == 0
+    assert main(args) == 0
+    second = json.loads((tmp_path / "recall-s-recap-pool.json").read_text())["meta"]
+    assert second["cache_misses"] == 0 and second["cache_hits"] == first["cache_misses"]
+    assert first["cached_cells"] == second["cached_cells"] == 0
+
+
+def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
+    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
+            "2", "--budgets", "0.2", "0.5", "--out", str(tmp_path), "--quiet",
+            "--cache-dir", str(tmp_path / "c"), "--name", "r"]
+    assert main([*base, "--strategies", "topk", "mmr"]) == 0
+    first = json.loads((tmp_path / "r.json").read_text())
+    assert first["meta"]["cached_cells"] == 0
+    assert main([*base, "--strategies", "topk", "mmr", "pacms:cost_exponent=0"]) == 0
+    second = json.loads((tmp_path / "r.json").read_text())
+    assert second["meta"]["cached_cells"] == 2 * 2 * 2 * 2  # only the new column is computed
+    assert main([*base, "--strategies", "topk", "mmr", "pacms:cost_exponent=0"]) == 0
+    third = json.loads((tmp_path / "r.json").read_text())
+    assert third["meta"]["cached_cells"] == 2 * 2 * 2 * 3
+    assert third["meta"]["cache_misses"] == 0  # nothing embedded
+    assert third["rows"] == second["rows"]
+    assert [r[:5] for r in first["rows"]] == [r[:5] for r in third["rows"] if r[4] != (
+        "pacms:cost_exponent=0")]
+
+
+def test_result_cache_keys(tmp_path: Path) -> None:
+    selector = ContextSelector()
+    cache = ResultCache.for_selector(tmp_path, selector)
+    q = _synthetic_question()
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"])
+    fresh = sweep_question(q, selector, cfg, cache=cache)
+    again = sweep_question(q, selector, cfg, cache=cache)
+    assert again.rows == fresh.rows and again.cached_cells == 8 and fresh.cached_cells == 0
+    # Labels are not keys: the same name and options share cells, and the new label is kept.
+    alias = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["rag:", "topk:"])
+    aliased = sweep_question(q, selector, alias, cache=cache)
+    assert aliased.cached_cells == 8 and {r.strategy for r in aliased.rows} == {"rag:", "topk:"}
+    explicit = RecallConfig.create(levels=(0,), budgets=(0.1,), strategies=["rag:k=4"])
+    assert sweep_question(q, selector, explicit, cache=cache).cached_cells == 0
+    # Changed content, style or another embedder miss.
+    edited = replace(q, rounds=(replace(q.rounds[0], user="changed"), *q.rounds[1:]))
+    assert question_digest(edited) != question_digest(q)
+    assert sweep_question(edited, selector, cfg, cache=cache).cached_cells == 0
+    other = ResultCache.for_selector(tmp_path, ContextSelector(HashedTfidfEmbeddings(dim=256)))
+    assert other.namespace != cache.namespace
+    full = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"],
+                               style="full")
+    assert sweep_question(q, selector, full, cache=cache).cached_cells == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--embeddings", "bogus:1"], "unknown embeddings spec"),
+     (["--strategies", "nope"], "unknown strategy"),
+     (["--data", "/nonexistent/lme"], "no LongMemEval")],
+)
+def test_cli_errors(extra: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                    tmp_path: Path) -> None:
+    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all",
+            "--out", str(tmp_path), "--quiet"]
+    assert main(base + extra) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_help_explains_the_terms(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "longmemeval", "recall", "--help"])
+    text = capsys.readouterr().out
+    for phrase in ("recall =", "R (redundancy level)", "--budget-base", "PACMS_LONGMEMEVAL_DIR"):
+        assert phrase in text
+    assert main(["eval"]) == 2
+
+
+# ------------------------------------------------------------------------------ real data
+
+
+@pytest.mark.data
+def test_three_real_oracle_questions() -> None:
+    data = default_data_dir()
+    if data is None or not (data / "oracle").is_dir():
+        pytest.skip("LongMemEval data not found (set PACMS_LONGMEMEVAL_DIR or place it at "
+                    "../shared/data/longmemeval)")
+    questions = load_questions(data / "oracle", n=3, seed=0)
+    assert len(questions) == 3
+    selector = ContextSelector()
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.2, 0.45))
+    report = run_recall(questions, cfg, selector=selector)
+    assert len(report.rows) == 3 * 2 * 2 * 5
+    assert report.meta["mmr_mismatches"] == 0
+    assert all(0.0 <= r.recall <= 1.0 and r.kept_tokens <= r.budget_tokens for r in report.rows)
+    for q in questions:
+        rows = [r for r in report.rows if r.question_id == q.question_id and r.R == 2]
+        _assert_rows_match_select(q, rows, cfg, selector)
+    assert {q.question_id for q in iter_questions(data / "oracle", ids=[questions[0].question_id])}
