@@ -51,14 +51,12 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_pacms.eval.judge import ajudge, build_judge_messages, message_text, strip_reasoning
 from langchain_pacms.eval.longmemeval import (
-    ORACLE_DIRNAME,
     QUESTION_TYPES,
-    S_ARCHIVE_NAME,
     Question,
-    default_data_dir,
     iter_questions,
     sample_questions,
 )
+from langchain_pacms.eval.recall import resolve_source
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
@@ -968,37 +966,6 @@ def run_qa(
 
 
 # -- CLI helpers ----------------------------------------------------------------------------
-
-
-def resolve_source(data: str | Path | None, split: str) -> Path:
-    """Find the LongMemEval source for ``split``.
-
-    Args:
-        data: A data directory (holding ``oracle/`` and the S archive), a folder of
-            per-question JSON files, an archive, or a JSON file. None: the default data
-            directory (``PACMS_LONGMEMEVAL_DIR`` or ``../shared/data/longmemeval``).
-        split: ``"oracle"`` or ``"s"`` (used when ``data`` is a data directory).
-
-    Returns:
-        A path for :func:`iter_questions`.
-
-    Raises:
-        FileNotFoundError: If nothing suitable exists.
-    """
-    base = Path(data).expanduser() if data is not None else default_data_dir()
-    if base is None:
-        raise FileNotFoundError(
-            "no LongMemEval data directory; pass --data or set PACMS_LONGMEMEVAL_DIR"
-        )
-    if base.is_file():
-        return base
-    if base.is_dir():
-        cand = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
-        if cand.exists():
-            return cand
-        if any(base.glob("*.json")):
-            return base
-    raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")
 
 
 def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
