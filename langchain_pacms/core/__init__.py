@@ -1,5 +1,6 @@
 """Numeric core: arrays in, indices out. Imports numpy only (no LangChain)."""
 
+from langchain_pacms.core.fill import diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem, unit_rows
@@ -27,11 +28,13 @@ __all__ = [
     "auto_relevance_weight",
     "available_strategies",
     "budgeted_greedy",
+    "diverse_fill",
     "get_strategy",
     "lazy_greedy",
     "mmr_ranking",
     "plain_greedy",
     "register_strategy",
+    "relevance_fill",
     "solve",
     "unit_rows",
 ]

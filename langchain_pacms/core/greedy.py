@@ -13,11 +13,19 @@ with short restatements. So the greedy may rank by ``gain / tokens ** cost_expon
 (``cost_exponent = 0``: plain gain) and keep that *preferred* solution as long as it reaches a
 fraction ``guarantee`` of the guaranteed one; otherwise the guaranteed one is returned. The result
 is always within ``guarantee * (1 - 1/e) / 2`` of the optimum.
+
+Two further knobs shape the preferred solution without touching the guarantee, because the
+comparison above is made on the finished sets. A ``gain_floor`` stops the preferred greedy once
+the best remaining score falls below that fraction of the best single score: from there on, the
+objective only separates items by crumbs of coverage. A ``complete`` callback then spends the
+rest of the budget (for example a relevance or a diversity walk); its picks are scored by the
+objective like any other before the preferred and guaranteed sets are compared.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,16 +33,23 @@ from numpy.typing import NDArray
 
 from langchain_pacms.core.objective import CoverageObjective
 
-__all__ = ["GreedyResult", "budgeted_greedy", "lazy_greedy", "plain_greedy"]
+__all__ = ["Completion", "GreedyResult", "budgeted_greedy", "lazy_greedy", "plain_greedy"]
+
+Completion = Callable[[list[int], int], list[int]]
+"""``(members, room) -> extra``: candidates to add to ``members`` within ``room`` tokens."""
 
 
 @dataclass(frozen=True)
 class GreedyResult:
-    """Items picked on top of the start set, in pick order, with their marginal gains."""
+    """Items picked on top of the start set, in pick order, with their marginal gains.
+
+    The last ``completed`` picks came from a completion rather than from the greedy.
+    """
 
     picks: list[int]
     gains: list[float]
     evaluations: int
+    completed: int = 0
 
 
 def _ratio(gain: float, cost: int, exponent: float) -> float:
@@ -65,7 +80,7 @@ def lazy_greedy(
         The picks made after ``start``; stops when nothing that fits has a positive gain.
     """
     coverage = objective.coverage_of(start)
-    return _lazy(objective, costs, budget, start, rank, cost_exponent, coverage, None)
+    return _lazy(objective, costs, budget, start, rank, cost_exponent, coverage, None, 0.0)
 
 
 def _lazy(
@@ -77,8 +92,12 @@ def _lazy(
     cost_exponent: float,
     coverage: NDArray[np.float32],
     initial: NDArray[np.float64] | None,
+    floor: float,
 ) -> GreedyResult:
-    """CELF loop; ``coverage`` (of ``start``) is updated in place, ``initial`` may be reused."""
+    """CELF loop; ``coverage`` (of ``start``) is updated in place, ``initial`` may be reused.
+
+    Stops when the best score that fits is not positive or is below ``floor``.
+    """
     remaining = budget - int(costs[start].sum())
     in_set = np.zeros(costs.shape[0], dtype=bool)
     in_set[start] = True
@@ -106,7 +125,7 @@ def _lazy(
         if cost > remaining:
             continue
         if stamp == made:
-            if value <= 0.0:
+            if value <= 0.0 or value / per[j] < floor:
                 break
             objective.add(j, coverage)
             covered = objective.covered(coverage)
@@ -181,6 +200,32 @@ def _knapsack_bound(gains: NDArray[np.float64], costs: NDArray[np.int64], room: 
     return bound
 
 
+def _complete(
+    objective: CoverageObjective,
+    costs: NDArray[np.int64],
+    room: int,
+    start: NDArray[np.int64],
+    result: GreedyResult,
+    complete: Completion | None,
+) -> GreedyResult:
+    """Append a completion's picks to ``result``, scored by their marginal gains."""
+    if complete is None:
+        return result
+    members = [*start.tolist(), *result.picks]
+    left = room - int(costs[result.picks].sum())
+    extra = [int(j) for j in complete(members, left)]
+    if int(costs[extra].sum()) > left or set(extra) & set(members):
+        raise ValueError("completion returned a member or went over the budget")
+    coverage = objective.coverage_of(members)
+    gains = []
+    for j in extra:
+        gains.append(objective.gain(j, coverage))
+        objective.add(j, coverage)
+    return GreedyResult(
+        [*result.picks, *extra], [*result.gains, *gains], result.evaluations, len(extra)
+    )
+
+
 def budgeted_greedy(
     objective: CoverageObjective,
     costs: NDArray[np.int64],
@@ -190,14 +235,17 @@ def budgeted_greedy(
     *,
     cost_exponent: float = 1.0,
     guarantee: float = 1.0,
+    gain_floor: float = 0.0,
+    complete: Completion | None = None,
 ) -> GreedyResult:
     """Greedy with the best-single-item check and a worst-case guarantee.
 
     The *guaranteed* solution is the better of the cost-benefit greedy and the best single item
     (continued greedily from that item). The *preferred* solution is the greedy on
-    ``gain / cost ** cost_exponent``. The preferred one is returned unless its gain is below
-    ``guarantee`` times the guaranteed one's. With ``cost_exponent = 1`` and ``guarantee = 1``
-    this is the classic algorithm.
+    ``gain / cost ** cost_exponent``, stopped early by ``gain_floor`` and finished by
+    ``complete``. The preferred one is returned unless its value is below ``guarantee`` times
+    the guaranteed one's (which is finished by ``complete`` only then). With ``cost_exponent = 1``, ``guarantee = 1``, no floor and no
+    completion this is the classic algorithm.
 
     Args:
         objective: The objective to maximise.
@@ -206,33 +254,48 @@ def budgeted_greedy(
         start: Indices already in the set (mandatory items).
         rank: Tie-break rank of every candidate (lower wins ties).
         cost_exponent: Ranking exponent of the preferred greedy.
-        guarantee: Fraction in ``[0, 1]`` of the guaranteed solution's gain that the preferred
+        guarantee: Fraction in ``[0, 1]`` of the guaranteed solution's value that the preferred
             solution must reach; 0 skips the guaranteed solution entirely (no guarantee).
+        gain_floor: Fraction in ``[0, 1]``: the preferred greedy stops once the best remaining
+            score is below this fraction of the best single score.
+        complete: Called as ``complete(members, room)`` on the returned solution; returns
+            candidates to add within ``room`` tokens (see :data:`Completion`).
 
     Returns:
         The chosen picks after ``start``, in pick order, with their marginal gains.
+
+    Raises:
+        ValueError: For a ``guarantee`` or ``gain_floor`` outside ``[0, 1]``, or a completion
+            that returns a member or overspends.
     """
     if not 0.0 <= guarantee <= 1.0:
         raise ValueError(f"guarantee must be in [0, 1], got {guarantee}")
+    if not 0.0 <= gain_floor <= 1.0:
+        raise ValueError(f"gain_floor must be in [0, 1], got {gain_floor}")
     base_coverage = objective.coverage_of(start)
     singles = objective.gains(base_coverage)
-
-    def run(exponent: float) -> GreedyResult:
-        return _lazy(
-            objective, costs, budget, start, rank, exponent, base_coverage.copy(), singles
-        )
-
-    preferred = run(cost_exponent)
-    if guarantee == 0.0:
-        return preferred
     remaining = budget - int(costs[start].sum())
     fits = costs <= remaining
     fits[start] = False
-    if cost_exponent != 1.0 and sum(preferred.gains) >= guarantee * _knapsack_bound(
+    floor = 0.0
+    if gain_floor and fits.any():
+        scores = singles[fits] / np.maximum(costs[fits], 1) ** cost_exponent
+        floor = gain_floor * float(scores.max())
+
+    def run(exponent: float, stop: float) -> GreedyResult:
+        return _lazy(
+            objective, costs, budget, start, rank, exponent, base_coverage.copy(), singles, stop
+        )
+
+    preferred = _complete(objective, costs, remaining, start, run(cost_exponent, floor), complete)
+    if guarantee == 0.0:
+        return preferred
+    classic = cost_exponent == 1.0 and floor == 0.0
+    if not classic and sum(preferred.gains) >= guarantee * _knapsack_bound(
         singles[fits], costs[fits], remaining
     ):
         return preferred  # already within the guarantee of the optimum: skip the second run
-    guaranteed = preferred if cost_exponent == 1.0 else run(1.0)
+    guaranteed = preferred if classic else run(1.0, 0.0)
     evaluations = preferred.evaluations + (
         guaranteed.evaluations if guaranteed is not preferred else 0
     )
@@ -248,5 +311,6 @@ def budgeted_greedy(
             )
     chosen = preferred
     if sum(preferred.gains) < guarantee * sum(guaranteed.gains) - 1e-12:
-        chosen = guaranteed
-    return GreedyResult(chosen.picks, chosen.gains, evaluations)
+        # The guaranteed set alone carries the bound; it is completed only once chosen.
+        chosen = _complete(objective, costs, remaining, start, guaranteed, complete)
+    return GreedyResult(chosen.picks, chosen.gains, evaluations, chosen.completed)

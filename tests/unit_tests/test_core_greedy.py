@@ -315,9 +315,20 @@ def test_budgeted_greedy_adversarial_knapsack():
 
 
 def reference_pacms(
-    p: Problem, lam: float, exponent: float, tau: float, density: bool, guarantee: float
+    p: Problem,
+    lam: float,
+    exponent: float,
+    tau: float,
+    density: bool,
+    guarantee: float,
+    floor: float = 0.0,
+    fill: str = "diverse",
 ) -> list[int]:
-    """PACMS by the book, in float64: full weight matrix, plain greedy, guard, fill."""
+    """PACMS by the book, in float64: full weight matrix, plain greedy, floor, fill, guard.
+
+    The guard compares the filled preferred set with the unfilled guaranteed set, which
+    carries the bound on its own; the guaranteed set is filled only when it is returned.
+    """
     v = p.vectors.astype(np.float64)
     rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
     w = reference_weights(p, tau, density)  # w[i, j]
@@ -331,7 +342,29 @@ def reference_pacms(
             return 0.0
         return lam * float(rel[members].sum()) + (1 - lam) * float(w[:, members].max(1).sum())
 
-    def greedy(start: list[int], exponent: float) -> list[int]:
+    def fill_up(chosen: list[int]) -> list[int]:
+        chosen = list(chosen)
+        left = p.budget - sum(tokens[j] for j in chosen)
+        if fill == "relevance":
+            for j in order:
+                if j not in chosen and tokens[j] <= left:
+                    chosen.append(j)
+                    left -= tokens[j]
+        while fill == "diverse":  # maximal marginal relevance, re-scored every step
+            open_ = [j for j in range(p.n) if j not in chosen and tokens[j] <= left]
+            if not open_:
+                break
+            if chosen:
+                sims = v[open_] @ v[chosen].T
+                score = 0.5 * rel[open_] - 0.5 * sims.max(axis=1)
+            else:
+                score = 0.5 * rel[open_]
+            best = open_[int(np.argmax(score))]
+            chosen.append(best)
+            left -= tokens[best]
+        return chosen
+
+    def greedy(start: list[int], exponent: float, stop: float = 0.0) -> list[int]:
         chosen = list(start)
         left = p.budget - sum(tokens[j] for j in chosen)
         while True:
@@ -344,16 +377,23 @@ def reference_pacms(
                 key = (-gain / max(tokens[j], 1) ** exponent, rank[j])
                 if best is None or key < best[0]:
                     best = (key, j, gain)
-            if best is None or best[2] <= 1e-12:
+            if best is None or best[2] <= 1e-12 or -best[0][0] < stop:
                 return chosen
             chosen.append(best[1])
             left -= tokens[best[1]]
 
-    preferred = greedy(mandatory, exponent)
+    left = p.budget - sum(tokens[j] for j in mandatory)
+    base = value(mandatory)
+    firsts = [
+        (value([*mandatory, j]) - base) / max(tokens[j], 1) ** exponent
+        for j in range(p.n)
+        if j not in mandatory and tokens[j] <= left
+    ]
+    preferred = fill_up(greedy(mandatory, exponent, floor * max(firsts, default=0.0)))
     chosen = preferred
     if guarantee > 0:
-        guaranteed = preferred if exponent == 1.0 else greedy(mandatory, 1.0)
-        left = p.budget - sum(tokens[j] for j in mandatory)
+        classic = exponent == 1.0 and floor == 0.0
+        guaranteed = preferred if classic else greedy(mandatory, 1.0)
         singles = [
             (-(value([*mandatory, j])), rank[j], j)
             for j in range(p.n)
@@ -363,14 +403,8 @@ def reference_pacms(
             _, _, best = min(singles)
             if value([*mandatory, best]) > value(guaranteed) + 1e-12 and best not in guaranteed:
                 guaranteed = greedy([*mandatory, best], 1.0)
-        base = value(mandatory)
         if value(preferred) - base < guarantee * (value(guaranteed) - base) - 1e-12:
-            chosen = guaranteed
-    left = p.budget - sum(tokens[j] for j in chosen)
-    for j in order:  # fill by relevance
-        if j not in chosen and tokens[j] <= left:
-            chosen.append(j)
-            left -= tokens[j]
+            chosen = fill_up(guaranteed)
     return chosen
 
 
@@ -392,9 +426,12 @@ def test_pacms_matches_reference_implementation(block: int):
         tau = float(rng.choice([0.0, 0.5]))
         density = bool(rng.random() < 0.5)
         guarantee = float(rng.choice([0.0, 0.5, 1.0]))
+        floor = float(rng.choice([0.0, 0.05, 0.3]))
+        fill = str(rng.choice(["relevance", "diverse"]))
         pick = solve(
             p, "pacms", relevance_weight=lam, cost_exponent=exponent,
             similarity_threshold=tau, density=density, guarantee=guarantee,
+            gain_floor=floor, fill=fill,
         )
-        expected = reference_pacms(p, lam, exponent, tau, density, guarantee)
+        expected = reference_pacms(p, lam, exponent, tau, density, guarantee, floor, fill)
         assert pick.order.tolist() == expected, seed

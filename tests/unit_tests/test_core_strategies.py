@@ -275,12 +275,36 @@ def test_pacms_fill_uses_leftover_budget_by_relevance():
     # Items 2 and 3 are irrelevant and orthogonal to everything relevant: zero gain.
     vectors = np.array([unit(1, 0, 0), unit(1, 0.01, 0), unit(0, 0, 1), [0.0, 0.0, 0.0]])
     p = Problem.build(vectors, [1.0, 0.0, 0.0], tokens=[1, 1, 1, 1], budget=3)
-    no_fill = solve(p, "pacms", fill=False)
-    with_fill = solve(p, "pacms")
+    no_fill = solve(p, "pacms", fill=False, gain_floor=0.0)
+    with_fill = solve(p, "pacms", fill="relevance", gain_floor=0.0)
     assert no_fill.order.tolist() == [0, 1]  # item 1 still adds a sliver of coverage
     assert with_fill.order.tolist() == [0, 1, 2]  # zero-relevance tie: earlier position
     assert with_fill.scores[2] == 0.0
     assert with_fill.scores[1] > 0.0
+    assert with_fill.info["filled"] == 1
+
+
+def test_pacms_gain_floor_hands_slivers_to_the_diverse_fill():
+    # Item 1 is a near-copy of item 0: after item 0 it adds a sliver of coverage only. Below
+    # the floor the diversity walk takes over and prefers the unrelated item 3 to the copy.
+    vectors = np.array([unit(1, 0, 0), unit(1, 0.01, 0), unit(0, 0, 1), unit(0, 1, 0)])
+    p = Problem.build(vectors, [1.0, 0.0, 0.5], tokens=[1, 1, 1, 1], budget=3)
+    assert solve(p, "pacms", gain_floor=0.0).order.tolist() == [0, 2, 1]
+    floored = solve(p, "pacms")  # default: gain_floor=0.05, fill="diverse"
+    assert floored.order.tolist() == [0, 2, 3]
+    assert floored.scores[3] == 0.0
+    assert floored.info["filled"] == 1
+    assert solve(p, "pacms", fill=False).order.tolist() == [0, 2]
+    assert solve(p, "pacms", fill=True).order.tolist() == [0, 2, 3]
+    assert solve(p, "pacms", fill="relevance").order.tolist() == [0, 2, 1]
+
+
+def test_pacms_rejects_bad_fill_and_floor():
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
+    with pytest.raises(ValueError, match="fill must be one of"):
+        solve(p, "pacms", fill="newest")
+    with pytest.raises(ValueError, match="gain_floor"):
+        solve(p, "pacms", gain_floor=1.5)
 
 
 def test_pacms_density_counts_near_duplicates_once():
@@ -518,7 +542,8 @@ def test_coverage_prior_gives_irrelevant_items_a_coverage_gain():
     assert plain.value([1]) == 0.0
     assert primed.value([1]) == pytest.approx(0.01)
     assert primed.value([0]) == pytest.approx(1.01)
-    assert solve(p, "pacms", coverage_prior=0.01, fill=False).order.tolist() == [0, 1]
+    primed_pick = solve(p, "pacms", coverage_prior=0.01, gain_floor=0.0, fill=False)
+    assert primed_pick.order.tolist() == [0, 1]
     assert solve(p, "pacms", fill=False).order.tolist() == [0]
     with pytest.raises(ValueError, match="coverage_prior"):
         CoverageObjective(p, coverage_prior=-1.0)

@@ -1,0 +1,89 @@
+"""The budget-filling walks of ``pacms``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from langchain_pacms.core import Problem, diverse_fill, mmr_ranking, relevance_fill
+
+
+def random_problem(seed: int, n: int = 40, budget_share: float = 0.5) -> Problem:
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(1, 50, n)
+    return Problem.build(
+        np.abs(rng.standard_normal((n, 8))) ** 3,  # non-negative, with clusters of look-alikes
+        np.abs(rng.standard_normal(8)),
+        tokens=tokens,
+        budget=max(1, int(tokens.sum() * budget_share)),
+    )
+
+
+def naive_diverse(p: Problem, members: list[int], room: int) -> list[int]:
+    """MMR re-scored over every open item at every step, in float64."""
+    v = p.vectors.astype(np.float64)
+    rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
+    chosen, added = list(members), []
+    while True:
+        open_ = [j for j in range(p.n) if j not in chosen and p.tokens[j] <= room]
+        if not open_:
+            return added
+        red = (v[open_] @ v[chosen].T).max(axis=1) if chosen else np.zeros(len(open_))
+        j = open_[int(np.argmax(0.5 * rel[open_] - 0.5 * red))]
+        chosen.append(j)
+        added.append(j)
+        room -= int(p.tokens[j])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lazy_diverse_fill_equals_rescoring_every_step(seed: int):
+    p = random_problem(seed)
+    members = [int(j) for j in np.random.default_rng(seed).choice(p.n, 5, replace=False)]
+    room = p.budget - int(p.tokens[members].sum())
+    assert diverse_fill(p, members, room) == naive_diverse(p, members, room)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_diverse_fill_from_nothing_is_the_mmr_ranking_when_all_fits(seed: int):
+    p = random_problem(seed)
+    ranking, _ = mmr_ranking(p.vectors, p.query)
+    assert diverse_fill(p, [], int(p.tokens.sum())) == ranking.tolist()
+
+
+def test_diverse_fill_prefers_what_the_members_do_not_say():
+    vectors = [[1.0, 0.0, 0.0], [0.99, 0.1, 0.0], [0.0, 0.0, 1.0]]
+    p = Problem.build(vectors, [1.0, 0.1, 0.2], tokens=[1, 1, 1], budget=3)
+    assert relevance_fill(p, [0], room=1) == [1]  # the copy is the most relevant
+    assert diverse_fill(p, [0], room=1) == [2]  # but says nothing new
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    share=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+    k=st.integers(0, 10),
+)
+def test_fills_stay_within_room_and_add_only_non_members(
+    seed: int, share: float, lam: float, k: int
+):
+    p = random_problem(seed, n=25, budget_share=share)
+    members = list(range(k))
+    room = max(0, p.budget - int(p.tokens[members].sum()))
+    walks = (relevance_fill(p, members, room), diverse_fill(p, members, room, lambda_mult=lam))
+    for added in walks:
+        assert len(set(added)) == len(added)
+        assert not set(added) & set(members)
+        assert int(p.tokens[added].sum()) <= room
+        # nothing that still fits is left out: the walks stop only when nothing fits
+        left = room - int(p.tokens[added].sum())
+        rest = [j for j in range(p.n) if j not in members and j not in added]
+        assert all(int(p.tokens[j]) > left for j in rest)
+
+
+def test_diverse_fill_rejects_bad_lambda():
+    p = random_problem(0)
+    with pytest.raises(ValueError, match="lambda_mult"):
+        diverse_fill(p, [], 10, lambda_mult=1.5)
