@@ -286,7 +286,7 @@ def pacms(
     problem: Problem,
     *,
     relevance_weight: float | str = 0.0,
-    similarity_threshold: float = 0.5,
+    similarity_threshold: float = 0.6,
     density: bool = True,
     cost_exponent: float = 0.0,
     guarantee: float = 0.25,
@@ -297,7 +297,7 @@ def pacms(
     """Budgeted greedy on the coverage objective, with a worst-case guarantee.
 
     The defaults were chosen on LongMemEval development splits (see
-    ``docs/results/longmemeval.md``): near-duplicate coverage (``similarity_threshold=0.5``),
+    ``docs/results/longmemeval.md``): near-duplicate coverage (``similarity_threshold=0.6``),
     density normalisation, ranking by plain gain while keeping a quarter of the classic
     ``(1 - 1/e) / 2`` guarantee (so ``G >= (1 - 1/e) / 8 * OPT`` always holds), and, once no
     candidate adds 5 % of the best one's gain, a diversity fill. :data:`PAPER_OPTIONS`
@@ -308,7 +308,7 @@ def pacms(
         relevance_weight: ``lam`` of the objective, or ``"auto"`` (see
             :func:`auto_relevance_weight`).
         similarity_threshold: Kernel threshold ``tau`` in ``[0, 1)`` (0: plain positive cosine).
-            It is on the embedder's cosine scale; 0.5 suits the built-in lexical embedder.
+            It is on the embedder's cosine scale; 0.6 suits the built-in lexical embedder.
         density: Normalise target weights by near-duplicate density.
         cost_exponent: Preferred greedy ranks by ``gain / tokens ** cost_exponent``.
         guarantee: Keep the preferred solution only while it reaches this fraction of the
