@@ -244,8 +244,9 @@ def budgeted_greedy(
     (continued greedily from that item). The *preferred* solution is the greedy on
     ``gain / cost ** cost_exponent``, stopped early by ``gain_floor`` and finished by
     ``complete``. The preferred one is returned unless its value is below ``guarantee`` times
-    the guaranteed one's (which is finished by ``complete`` only then). With ``cost_exponent = 1``, ``guarantee = 1``, no floor and no
-    completion this is the classic algorithm.
+    the guaranteed one's (which is finished by ``complete`` only then). With
+    ``cost_exponent = 1``, ``guarantee = 1``, no floor and no completion this is the classic
+    algorithm.
 
     Args:
         objective: The objective to maximise.
