@@ -32,7 +32,7 @@ CRAFTED = [
     "The office coffee machine was repaired on Monday.",
     "Team lunch is moved to Thursday this week.",
     "Rotate the staging database password with: vault rotate staging-db.",
-    "To rotate the staging database password, run vault rotate staging-db.",
+    "Rotate the staging database password with: vault rotate staging-db (see the runbook).",
     "After you rotate the staging database password, restart the api pods so they reconnect.",
     "The marketing site uses a new font.",
 ]
