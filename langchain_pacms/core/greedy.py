@@ -15,11 +15,12 @@ fraction ``guarantee`` of the guaranteed one; otherwise the guaranteed one is re
 is always within ``guarantee * (1 - 1/e) / 2`` of the optimum.
 
 Two further knobs shape the preferred solution without touching the guarantee, because the
-comparison above is made on the finished sets. A ``gain_floor`` stops the preferred greedy once
-the best remaining score falls below that fraction of the best single score: from there on, the
-objective only separates items by crumbs of coverage. A ``complete`` callback then spends the
-rest of the budget (for example a relevance or a diversity walk); its picks are scored by the
-objective like any other before the preferred and guaranteed sets are compared.
+comparison above is made on the finished preferred set, against a guaranteed set that carries
+the bound on its own. A ``gain_floor`` stops the preferred greedy once the best remaining score
+falls below that fraction of the best single score: from there on, the objective only separates
+items by crumbs of coverage. A ``complete`` callback then spends the rest of the budget (for
+example a relevance or a diversity walk); its picks are scored by the objective like any other
+before the comparison, and the guaranteed set is completed the same way if it is returned.
 """
 
 from __future__ import annotations
