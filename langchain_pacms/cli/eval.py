@@ -217,8 +217,9 @@ def _add_recall_parser(sub: Any) -> None:
     model = p.add_argument_group("embeddings")
     model.add_argument(
         "--embeddings", default="default", metavar="SPEC",
-        help="default (built-in hashed TF-IDF), hashed:<dim>, or ollama:<model> "
-        "(e.g. ollama:nomic-embed-text, the study's) (default: default)",
+        help="default (built-in hashed TF-IDF), hashed:<dim>, ollama:<model> "
+        "(e.g. ollama:nomic-embed-text, the study's), any <provider>:<model> LangChain's "
+        "init_embeddings knows, or python:<module>:<name> (default: default)",
     )
     model.add_argument("--ollama-url", default=None, metavar="URL",
                        help="Ollama server (default: $OLLAMA_HOST or http://127.0.0.1:11434)")
@@ -268,7 +269,9 @@ def _add_qa_parser(sub: Any) -> None:
         "End-to-end QA accuracy: select context for each LongMemEval question with every "
         "strategy, let a reader model answer from the kept context, and let a judge model "
         "grade the answer with the per-type LongMemEval criterion (the study's Table 2). "
-        "Models are given as specs: ollama:<model> (server from --ollama-url/$OLLAMA_HOST) "
+        "Models are given as specs: ollama:<model> (server from --ollama-url/$OLLAMA_HOST), "
+        "any <provider>:<model> LangChain's init_chat_model knows (e.g. openai:gpt-4o-mini, "
+        "with langchain and the provider's package installed), python:<module>:<name>, "
         "or fake:<reply> for dry runs."
     )
     p = sub.add_parser("qa", help="end-to-end QA accuracy with a reader and a judge model",

@@ -15,7 +15,17 @@ Chat models (:func:`chat_model_from_spec`):
 * ``fake:<reply>[|<reply>...]``: ``FakeListChatModel`` that cycles through the replies (for
   tests and dry runs; ``fake:`` alone replies ``"I don't know."``).
 
-``langchain_ollama`` is imported only when an ``ollama:`` spec is used.
+Both kinds also take:
+
+* ``<provider>:<model>`` for any other provider LangChain knows, built by LangChain's
+  ``init_embeddings`` or ``init_chat_model`` (for example ``openai:text-embedding-3-small`` or
+  ``anthropic:claude-sonnet-4-5``). This needs ``langchain`` v1 (the ``models`` extra) and the
+  provider's package (``langchain-openai``, ``langchain-anthropic``, ...);
+* ``python:<module>:<name>``: any ``Embeddings`` or chat model class, factory or instance
+  importable from Python (a class or factory is called with no arguments, or with the keyword
+  arguments given to :func:`chat_model_from_spec`), for models that no provider string names.
+
+``langchain_ollama`` and ``langchain`` are imported only when a spec needs them.
 
 Example:
     >>> embeddings_from_spec("hashed:256").dim
@@ -26,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -38,6 +49,7 @@ from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 
 __all__ = [
     "CACHE_MODES",
+    "CHAT_MODEL_SPECS",
     "EMBEDDING_SPECS",
     "chat_model_from_spec",
     "embeddings_from_spec",
@@ -46,8 +58,22 @@ __all__ = [
     "selector_from_spec",
 ]
 
-EMBEDDING_SPECS = ("default", "hashed:<dim>", "ollama:<model>")
+EMBEDDING_SPECS = (
+    "default",
+    "hashed:<dim>",
+    "ollama:<model>",
+    "<provider>:<model>",
+    "python:<module>:<name>",
+)
 """The accepted forms of an embeddings spec."""
+
+CHAT_MODEL_SPECS = (
+    "ollama:<model>",
+    "fake:<reply>[|<reply>...]",
+    "<provider>:<model>",
+    "python:<module>:<name>",
+)
+"""The accepted forms of a chat model spec."""
 
 CACHE_MODES = ("auto", "on", "off")
 """On-disk embedding cache modes: ``auto`` caches every backend except the lexical one."""
@@ -71,11 +97,59 @@ def _split(spec: str, kind: str) -> tuple[str, str]:
     return name.lower(), arg.strip()
 
 
+def _from_python(target: str, kind: str, expected: type, **kwargs: Any) -> Any:
+    """Build a model from ``<module>:<name>`` (the part after ``python:``)."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"python {kind} specs look like python:<module>:<name>; "
+                         f"got python:{target!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"python:{target}: {module_name} has no {attr!r}") from None
+    if isinstance(obj, expected):
+        if kwargs:
+            raise ValueError(f"python:{target} is an instance; it takes no options, got "
+                             f"{sorted(kwargs)}")
+        return obj
+    if not callable(obj):
+        raise ValueError(f"python:{target} is neither a {kind} nor a callable that builds one")
+    model = obj(**kwargs)
+    if not isinstance(model, expected):
+        raise TypeError(f"python:{target} built a {type(model).__name__}, "
+                        f"not a {expected.__name__}")
+    return model
+
+
+def _from_provider(spec: str, kind: str, **kwargs: Any) -> Any:
+    """Build a model with LangChain's ``init_embeddings`` / ``init_chat_model``."""
+    provider, _, model = spec.strip().partition(":")
+    if not model.strip():
+        raise ValueError(f"{kind} specs look like <provider>:<model>; got {spec!r}")
+    try:
+        if kind == "embeddings":
+            from langchain.embeddings import init_embeddings as init
+        else:
+            from langchain.chat_models import init_chat_model as init
+    except ImportError as err:
+        raise ImportError(
+            f"{kind} spec {spec!r} needs langchain v1 and the provider's package: "
+            f"pip install 'langchain-pacms[models]' langchain-{provider.lower()}"
+        ) from err
+    try:
+        return init(f"{provider.lower()}:{model.strip()}", **kwargs)
+    except ValueError as err:  # e.g. a provider LangChain does not know, or a bad setting
+        raise ValueError(f"cannot build {kind} from {spec!r}: {err}") from err
+
+
 def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None) -> Embeddings:
     """Build an embedding model from a spec string.
 
     Args:
-        spec: ``default``, ``hashed:<dim>`` or ``ollama:<model>``.
+        spec: ``default``, ``hashed:<dim>``, ``ollama:<model>``, ``<provider>:<model>`` or
+            ``python:<module>:<name>`` (see the module docstring).
         ollama_url: Ollama server for ``ollama:`` specs (default: ``$OLLAMA_HOST`` or Ollama's
             own default).
 
@@ -83,8 +157,13 @@ def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None
         The (uncached) embeddings object.
 
     Raises:
-        ValueError: For an unknown or malformed spec.
-        ImportError: For ``ollama:`` when ``langchain-ollama`` is not installed.
+        ValueError: For an unknown or malformed spec, or a provider LangChain does not know.
+        ImportError: When the package a spec needs is not installed.
+        TypeError: When a ``python:`` factory builds something that is not ``Embeddings``.
+
+    Example:
+        >>> embeddings_from_spec("python:langchain_pacms.embeddings:HashedTfidfEmbeddings").dim
+        4096
     """
     name, arg = _split(spec, "embeddings")
     if name == "default" and not arg:
@@ -107,9 +186,13 @@ def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None
                 "ollama embeddings need langchain-ollama: pip install 'langchain-pacms[ollama]'"
             ) from err
         return OllamaEmbeddings(model=arg, base_url=ollama_base_url(ollama_url))
-    raise ValueError(
-        f"unknown embeddings spec {spec!r}; use one of: {', '.join(EMBEDDING_SPECS)}"
-    )
+    if name == "python":
+        return _from_python(arg, "embeddings", Embeddings)
+    if name in ("default", "hashed") or ":" not in spec:
+        raise ValueError(
+            f"unknown embeddings spec {spec!r}; use one of: {', '.join(EMBEDDING_SPECS)}"
+        )
+    return _from_provider(spec, "embeddings")
 
 
 def chat_model_from_spec(
@@ -118,17 +201,19 @@ def chat_model_from_spec(
     """Build a chat model from a spec string.
 
     Args:
-        spec: ``ollama:<model>`` or ``fake:<reply>[|<reply>...]``.
+        spec: ``ollama:<model>``, ``fake:<reply>[|<reply>...]``, ``<provider>:<model>`` or
+            ``python:<module>:<name>`` (see the module docstring).
         ollama_url: Ollama server for ``ollama:`` specs (default: ``$OLLAMA_HOST`` or Ollama's
             own default).
-        **kwargs: Passed to the model class (e.g. ``temperature=0`` for ``ChatOllama``).
+        **kwargs: Passed to the model class (e.g. ``temperature=0``).
 
     Returns:
         The chat model.
 
     Raises:
-        ValueError: For an unknown or malformed spec.
-        ImportError: For ``ollama:`` when ``langchain-ollama`` is not installed.
+        ValueError: For an unknown or malformed spec, or a provider LangChain does not know.
+        ImportError: When the package a spec needs is not installed.
+        TypeError: When a ``python:`` factory builds something that is not a chat model.
     """
     name, arg = _split(spec, "chat model")
     if name == "fake":
@@ -146,9 +231,13 @@ def chat_model_from_spec(
                 "ollama chat models need langchain-ollama: pip install 'langchain-pacms[ollama]'"
             ) from err
         return ChatOllama(model=arg, base_url=ollama_base_url(ollama_url), **kwargs)
-    raise ValueError(
-        f"unknown chat model spec {spec!r}; use ollama:<model> or fake:<reply>[|<reply>...]"
-    )
+    if name == "python":
+        return _from_python(arg, "chat model", BaseChatModel, **kwargs)
+    if ":" not in spec:
+        raise ValueError(
+            f"unknown chat model spec {spec!r}; use one of: {', '.join(CHAT_MODEL_SPECS)}"
+        )
+    return _from_provider(spec, "chat model", **kwargs)
 
 
 def is_lexical(embeddings: Embeddings) -> bool:

@@ -1015,15 +1015,22 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=",".join(DEFAULT_STRATEGIES),
         help="comma-separated strategies (default: %(default)s)",
     )
-    parser.add_argument("--reader", required=True, help="reader model spec, e.g. ollama:llama3.1")
+    parser.add_argument(
+        "--reader",
+        required=True,
+        help="reader model spec: ollama:<model> (e.g. ollama:llama3.1), any <provider>:<model> "
+        "LangChain's init_chat_model knows (e.g. openai:gpt-4o-mini; needs langchain and the "
+        "provider's package), python:<module>:<name>, or fake:<reply> for a dry run",
+    )
     parser.add_argument(
         "--judge", default=None, help="judge model spec (default: same as --reader)"
     )
     parser.add_argument(
         "--embeddings",
         default="default",
-        help="embeddings spec: default (offline hashed TF-IDF), hashed:<dim> or "
-        "ollama:<model>, e.g. ollama:nomic-embed-text as in the paper",
+        help="embeddings spec: default (offline hashed TF-IDF), hashed:<dim>, ollama:<model> "
+        "(e.g. ollama:nomic-embed-text as in the paper), <provider>:<model> or "
+        "python:<module>:<name>",
     )
     parser.add_argument(
         "--cache-dir", default=None, help="on-disk embedding cache folder (default: none)"
@@ -1038,7 +1045,10 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="context window for ollama: models (default 0: sized from the largest budget)",
     )
     parser.add_argument(
-        "--temperature", type=float, default=0.0, help="sampling temperature of ollama: models"
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature of ollama: and <provider>: models (default: 0)",
     )
     parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight")
     parser.add_argument("--retries", type=int, default=2, help="retries per failed call")
@@ -1131,7 +1141,8 @@ def qa_from_args(args: argparse.Namespace) -> int:
     Model specs are resolved with ``langchain_pacms.eval.backends`` (imported here, lazily).
     For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed`` and
     ``num_ctx`` (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's
-    small default window).
+    small default window); other ``<provider>:<model>`` specs get ``temperature``; ``fake:``
+    and ``python:`` models are built as they are.
 
     Args:
         args: Namespace built by a parser that went through :func:`add_qa_arguments`.
@@ -1156,12 +1167,9 @@ def qa_from_args(args: argparse.Namespace) -> int:
     try:
         for spec in dict.fromkeys((args.reader, judge_spec)):  # fail fast on a bad spec
             backends.chat_model_from_spec(spec)
-        if hasattr(backends, "selector_from_spec"):
-            selector = backends.selector_from_spec(
-                emb_spec, cache_dir=getattr(args, "cache_dir", None), ollama_url=ollama_url
-            )
-        else:  # pragma: no cover - older backends module
-            selector = ContextSelector(backends.embeddings_from_spec(emb_spec))
+        selector = backends.selector_from_spec(
+            emb_spec, cache_dir=getattr(args, "cache_dir", None), ollama_url=ollama_url
+        )
     except Exception as err:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
@@ -1202,12 +1210,16 @@ def qa_from_args(args: argparse.Namespace) -> int:
             )
 
         def build(spec: str) -> Any:
-            if not spec.lower().startswith("ollama:"):
+            kind = spec.strip().partition(":")[0].lower()
+            if kind in ("fake", "python"):
                 return backends.chat_model_from_spec(spec)
+            temperature = getattr(args, "temperature", 0.0)
+            if kind != "ollama":
+                return backends.chat_model_from_spec(spec, temperature=temperature)
             return backends.chat_model_from_spec(
                 spec,
                 ollama_url=ollama_url,
-                temperature=getattr(args, "temperature", 0.0),
+                temperature=temperature,
                 seed=args.seed,
                 num_ctx=num_ctx,
             )

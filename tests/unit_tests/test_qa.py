@@ -609,7 +609,7 @@ def _fake_backends(monkeypatch: pytest.MonkeyPatch, calls: list[Any]) -> None:
         calls.append((spec, kwargs))
         if spec.startswith("fake:judge"):
             return RuleJudge()
-        if spec.startswith(("fake:reader", "ollama:")):
+        if spec.startswith(("fake:reader", "ollama:", "prov:")):
             return ContextReader()
         if spec.startswith("down:"):
             return ContextReader(always_fail=True)
@@ -794,6 +794,17 @@ def test_qa_from_args_ollama_options(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert config["num_ctx"] == 65536
 
 
+def test_qa_from_args_provider_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[Any] = []
+    _fake_backends(monkeypatch, calls)
+    argv = ["--data", str(FIXTURES), "--all", "--reader", "prov:some-model", "--quiet"]
+    argv += ["--judge", "fake:judge", "--strategies", "topk", "--temperature", "0.3"]
+    assert qa_from_args(_parse([*argv, "--out", str(tmp_path)])) == 0
+    built = [kw for spec, kw in calls if spec == "prov:some-model" and kw]
+    assert built == [{"temperature": 0.3}]  # no Ollama-only options for other providers
+    assert all(kw == {} for spec, kw in calls if spec == "fake:judge")
+
+
 def test_auto_num_ctx(questions: list[Question], selector: ContextSelector) -> None:
     assert auto_num_ctx([], selector.token_counter, level=2, budget_ratio=0.45) == 8192
     big = Question(
@@ -832,4 +843,26 @@ def test_qa_from_args_with_real_backends(tmp_path: Path, capsys: Any) -> None:
     assert qa_from_args(args) == 0
     data = json.loads((tmp_path / "qa_report.json").read_text())
     assert data["summary"]["pacms"]["accuracy"] == 100.0  # the fake judge always says CORRECT
+    assert data["totals"]["failures"] == 0
+
+
+def test_qa_from_args_python_reader_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pacms_qa_reader.py").write_text(
+        "from langchain_core.language_models import FakeListChatModel\n\n\n"
+        "def reader():\n"
+        "    return FakeListChatModel(responses=[\"I don't know.\"])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    argv = ["--data", str(FIXTURES), "--all", "--reader", "python:pacms_qa_reader:reader"]
+    argv += ["--judge", "fake:WRONG", "--strategies", "topk,lastk", "--out", str(out), "--quiet"]
+    assert qa_from_args(_parse(argv)) == 0
+    data = json.loads((out / "qa_report.json").read_text())
+    assert data["config"]["reader"] == "python:pacms_qa_reader:reader"
+    assert {name: row["accuracy"] for name, row in data["summary"].items()} == {
+        "topk": 0.0,
+        "lastk": 0.0,
+    }  # the judge always says WRONG
     assert data["totals"]["failures"] == 0

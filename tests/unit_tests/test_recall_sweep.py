@@ -416,7 +416,7 @@ def test_result_cache_keys(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--embeddings", "bogus:1"], "unknown embeddings spec"),
+    [(["--embeddings", "bogus:1"], "cannot build embeddings from 'bogus:1'"),
      (["--strategies", "nope"], "unknown strategy"),
      (["--data", "/nonexistent/lme"], "no LongMemEval")],
 )
