@@ -138,7 +138,11 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _command(args: argparse.Namespace) -> str:
-    """The run as a canonical command line (every option explicit)."""
+    """The run as a canonical command line.
+
+    Every option that can change the results is explicit, and so are the cache folder and the
+    Ollama server (when given); only the output location and display flags are left out.
+    """
     parts = ["pacms", "eval", "longmemeval", "recall", "--split", args.split]
     if args.data is not None:
         parts += ["--data", str(args.data)]
@@ -152,8 +156,10 @@ def _command(args: argparse.Namespace) -> str:
     parts += ["--budgets", *(f"{b:g}" for b in args.budgets)]
     parts += ["--strategies", *args.strategies, "--style", args.style]
     parts += ["--budget-base", args.budget_base, "--embeddings", args.embeddings]
-    parts += ["--cache", args.cache, "--result-cache", args.result_cache]
-    parts += ["--workers", str(args.workers)]
+    if args.ollama_url is not None:
+        parts += ["--ollama-url", args.ollama_url]
+    parts += ["--cache-dir", str(args.cache_dir), "--cache", args.cache]
+    parts += ["--result-cache", args.result_cache, "--workers", str(args.workers)]
     if args.exact:
         parts.append("--exact")
     return shlex.join(parts)

@@ -350,7 +350,10 @@ def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "**Budget = 20%**" in printed and "pacms:relevance_weight=0.5" in printed
     data = json.loads((out / "mini.json").read_text())
     assert len(data["rows"]) == 2 * 2 * 2 * 3
-    assert data["meta"]["command"].startswith("pacms eval longmemeval recall --split s")
+    command = data["meta"]["command"]
+    assert command.startswith("pacms eval longmemeval recall --split s")
+    assert f"--cache-dir {tmp_path / 'c'} --cache auto" in command
+    assert "--ollama-url" not in command and "--out" not in command
     assert data["meta"]["embedding_cache"] == "memory"  # lexical: no disk cache by default
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["recall-cells"]  # result cache only
     assert (out / "mini.md").read_text().startswith("## Evidence-round recall")
