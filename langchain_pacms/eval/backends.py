@@ -118,8 +118,8 @@ def _from_python(target: str, kind: str, expected: type, **kwargs: Any) -> Any:
         raise ValueError(f"python:{target} is neither a {kind} nor a callable that builds one")
     model = obj(**kwargs)
     if not isinstance(model, expected):
-        raise TypeError(f"python:{target} built a {type(model).__name__}, "
-                        f"not a {expected.__name__}")
+        raise TypeError(f"python:{target} built a {type(model).__name__}, which is not "
+                        f"{expected.__name__}")
     return model
 
 

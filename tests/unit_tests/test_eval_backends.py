@@ -129,9 +129,9 @@ def test_python_specs(models_module: str) -> None:
     chat = chat_model_from_spec(f"python:{models_module}:make_chat", temperature=0)
     assert chat.invoke("q").content == "t=0"  # keyword options reach the factory
     assert chat_model_from_spec(f"python:{models_module}:make_chat").invoke("q").content == "t=None"
-    with pytest.raises(TypeError, match="not a BaseChatModel"):
+    with pytest.raises(TypeError, match="str, which is not BaseChatModel"):
         chat_model_from_spec(f"python:{models_module}:wrong")
-    with pytest.raises(TypeError, match="not a Embeddings"):
+    with pytest.raises(TypeError, match="FakeListChatModel, which is not Embeddings"):
         embeddings_from_spec(f"python:{models_module}:make_chat")
     with pytest.raises(ValueError, match="neither"):
         embeddings_from_spec(f"python:{models_module}:NOT_A_MODEL")
