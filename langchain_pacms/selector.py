@@ -38,9 +38,26 @@ from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
-__all__ = ["Candidate", "CandidateInput", "ContextSelector", "Selection", "Verdict"]
+__all__ = [
+    "DENSE_SIMILARITY_THRESHOLD",
+    "Candidate",
+    "CandidateInput",
+    "ContextSelector",
+    "Selection",
+    "Verdict",
+]
 
 logger = logging.getLogger(__name__)
+
+DENSE_SIMILARITY_THRESHOLD = 0.85
+"""``pacms`` kernel threshold for embedders that do not declare their own.
+
+The near-duplicate kernel should join copies and light edits, not merely related texts, and
+where that line falls depends on the embedder's cosine scale. An embeddings class can state its
+own value as a ``similarity_threshold`` attribute (the built-in lexical embedder says 0.6);
+other embedders get this one, chosen for dense neural embedders on LongMemEval development
+questions with all-MiniLM-L6-v2 (see ``docs/results/longmemeval.md``, *Another embedder*).
+"""
 
 Kind = Literal["system", "memory", "turn", "tool", "document"]
 KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
@@ -237,7 +254,8 @@ class ContextSelector:
     Args:
         embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
             reproduces the original PACMS setup); default: the built-in offline
-            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`. ``pacms`` runs with the
+            near-duplicate threshold that suits it (:attr:`similarity_threshold`).
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
@@ -378,12 +396,53 @@ class ContextSelector:
             info=MappingProxyType(dict(pick.info or {})),
         )
 
-    def _options(
-        self, strategy: str | Strategy | None, options: Mapping[str, Any]
+    @property
+    def similarity_threshold(self) -> float:
+        """The ``pacms`` kernel threshold for this selector's embedder.
+
+        The embeddings' own ``similarity_threshold`` attribute when it defines one (a number in
+        ``[0, 1)``), else :data:`DENSE_SIMILARITY_THRESHOLD`.
+
+        Example:
+            >>> ContextSelector().similarity_threshold  # the built-in lexical embedder
+            0.6
+        """
+        model = self.embeddings.embeddings
+        while isinstance(model, CachedEmbeddings):
+            model = model.embeddings
+        value = getattr(model, "similarity_threshold", None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
+            return float(value)
+        return DENSE_SIMILARITY_THRESHOLD
+
+    def resolve_options(
+        self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[str | Strategy, dict[str, Any]]:
+        """The strategy and keyword options a selection with these arguments would run.
+
+        Call options are merged over the selector's ``strategy_options`` when the strategy is
+        the selector's own. ``pacms`` without an explicit ``similarity_threshold`` gets the
+        embedder's (:attr:`similarity_threshold`); every other strategy is left as given.
+
+        Args:
+            strategy: A strategy override, or ``None`` for the selector's default.
+            options: Options given for the call.
+
+        Returns:
+            ``(strategy, options)``, ready for :func:`~langchain_pacms.core.solve`.
+
+        Example:
+            >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
+            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.6})
+        """
+        given = dict(options or {})
         if strategy is None or strategy == self.strategy:
-            return self.strategy, {**self.strategy_options, **options}
-        return strategy, dict(options)
+            name, opts = self.strategy, {**self.strategy_options, **given}
+        else:
+            name, opts = strategy, given
+        if name == "pacms" and "similarity_threshold" not in opts:
+            opts["similarity_threshold"] = self.similarity_threshold
+        return name, opts
 
     # -- sync ---------------------------------------------------------------------------------
     def _embed(
@@ -425,7 +484,7 @@ class ContextSelector:
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         timings = {"tokens": time.perf_counter() - started}
-        name, opts = self._options(strategy, options)
+        name, opts = self.resolve_options(strategy, options)
         vectors = query_vec = None
         error = None
         t0 = time.perf_counter()
@@ -480,7 +539,7 @@ class ContextSelector:
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         timings = {"tokens": time.perf_counter() - started}
-        name, opts = self._options(strategy, options)
+        name, opts = self.resolve_options(strategy, options)
         vectors = query_vec = None
         error = None
         t0 = time.perf_counter()

@@ -308,7 +308,8 @@ def pacms(
         relevance_weight: ``lam`` of the objective, or ``"auto"`` (see
             :func:`auto_relevance_weight`).
         similarity_threshold: Kernel threshold ``tau`` in ``[0, 1)`` (0: plain positive cosine).
-            It is on the embedder's cosine scale; 0.6 suits the built-in lexical embedder.
+            It is on the embedder's cosine scale; 0.6 suits the built-in lexical embedder, and
+            ``ContextSelector`` passes the value that suits its own embedder.
         density: Normalise target weights by near-duplicate density.
         cost_exponent: Preferred greedy ranks by ``gain / tokens ** cost_exponent``.
         guarantee: Keep the preferred solution only while it reaches this fraction of the

@@ -39,12 +39,20 @@ class HashedTfidfEmbeddings(Embeddings):
         dim: Number of hashed features (a power of two).
         bigrams: Include adjacent word pairs as features.
 
+    Attributes:
+        similarity_threshold: The ``pacms`` kernel threshold on this embedder's cosine scale,
+            which :class:`~langchain_pacms.ContextSelector` uses unless told otherwise. Unrelated
+            texts sit near cosine 0.05 here and a copy with a short note added near 0.8, so
+            0.6 (chosen on LongMemEval development questions) joins copies and light edits only.
+
     Example:
         >>> emb = HashedTfidfEmbeddings()
         >>> vectors = emb.embed_matrix(["a cat", "a dog"])
         >>> vectors.shape
         (2, 4096)
     """
+
+    similarity_threshold: float = 0.6
 
     def __init__(self, dim: int = 4096, *, bigrams: bool = True) -> None:
         if dim < 2 or dim & (dim - 1):

@@ -471,6 +471,18 @@ def _reweight(
     return selector._reweight(vectors, query)
 
 
+def resolved_options(selector: Any, spec: StrategySpec) -> dict[str, Any]:
+    """The options ``spec`` runs with under ``selector`` (see ``ContextSelector.resolve_options``).
+
+    Selectors without that method (user factories returning a stand-in) run the spec's
+    options as given.
+    """
+    resolve = getattr(selector, "resolve_options", None)
+    if resolve is None:
+        return dict(spec.options)
+    return dict(resolve(spec.name, spec.options)[1])
+
+
 def budget_tokens(base_tokens: int, fraction: float) -> int:
     """``max(1, floor(base_tokens * fraction))``: the selector's ``budget_ratio`` rule."""
     return max(1, math.floor(base_tokens * fraction))
@@ -654,6 +666,9 @@ def _compute(
     original_tokens = int(sum(counts[index[r.text]] for r in question.rounds))
     timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
 
+    # The options each column runs with, as ContextSelector.select would resolve them (pacms
+    # gets the embedder's kernel threshold unless the spec sets one).
+    options = {spec.label: resolved_options(selector, spec) for spec in config.strategies}
     shared = _SharedRankingMMR() if share_rankings else None
     check_level = min(config.levels)
     exact_mmr = False
@@ -688,9 +703,9 @@ def _compute(
                 use_shared = shared is not None and not exact_mmr and _is_core_mmr(spec.name)
                 if use_shared:
                     assert shared is not None
-                    pick = solve(prob, shared, **dict(spec.options))
+                    pick = solve(prob, shared, **options[spec.label])
                     if level == check_level:
-                        exact = solve(prob, spec.name, **dict(spec.options))
+                        exact = solve(prob, spec.name, **options[spec.label])
                         checks += 1
                         if not np.array_equal(exact.order, pick.order):
                             mismatches += 1
@@ -702,7 +717,7 @@ def _compute(
                                 question.question_id, level, fraction,
                             )
                 else:
-                    pick = solve(prob, spec.name, **dict(spec.options))
+                    pick = solve(prob, spec.name, **options[spec.label])
                 key = f"solve:{spec.label}"
                 timings[key] = timings.get(key, 0.0) + time.perf_counter() - t2
                 kept = pick.order
@@ -932,6 +947,9 @@ def run_recall(
         "embeddings": model_identity(inner),
         "pool_reweighting": callable(getattr(inner, "reweight_pool", None)),
         "tokenizer": getattr(selector.token_counter, "name", "custom"),
+        "strategy_options": {
+            spec.label: resolved_options(selector, spec) for spec in config.strategies
+        },
         "embedding_cache": repr(store) if store is not None else "memory",
         "cache_hits": sum(r.cache_hits for r in results),
         "cache_misses": sum(r.cache_misses for r in results),

@@ -193,7 +193,7 @@ class PACMSCompressor(BaseDocumentCompressor):
             raise ValueError(f"strategy must be a name or a callable, got {self.strategy!r}")
         if not isinstance(self.strategy_options, Mapping):
             raise ValueError("strategy_options must be a mapping of keyword options")
-        name, options = self.selector._options(self.strategy, self.strategy_options)
+        name, options = self.selector.resolve_options(self.strategy, self.strategy_options)
         probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
         try:
             solve(probe, name, **options)

@@ -257,5 +257,7 @@ def test_selector_invariants(inst: Instance):
         mandatory=inst.mandatory,
         positions=inst.positions,
     )
-    direct = solve(p, inst.strategy, **inst.options)
+    # ...with the options the selector resolves (pacms gets the embedder's kernel threshold).
+    name, options = selector.resolve_options(inst.strategy, inst.options)
+    direct = solve(p, name, **options)
     assert [ids[j] for j in direct.order.tolist()] == list(sel.pick_order)

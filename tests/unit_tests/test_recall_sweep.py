@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from langchain_pacms import ContextSelector, HashedTfidfEmbeddings
 from langchain_pacms.cli.main import main
@@ -31,6 +32,7 @@ from langchain_pacms.eval.recall import (
     sweep_question,
 )
 from langchain_pacms.eval.redundancy import inject_redundancy
+from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
@@ -220,6 +222,45 @@ def test_rows_equal_selector_select(share: bool, style: str, base: str) -> None:
         assert result.mmr_mismatches == 0
         assert result.mmr_checks == (2 * 4 if share else 0)
         _assert_rows_match_select(q, result.rows, cfg, selector)
+
+
+class _UndeclaredLexical(Embeddings):
+    """The lexical vectors without the lexical embedder's threshold or pool reweighting."""
+
+    def __init__(self) -> None:
+        self.inner = HashedTfidfEmbeddings()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def test_rows_use_the_embedders_threshold_like_select() -> None:
+    # An embedder without a declared threshold gets the dense default in select(); the sweep
+    # must run pacms with the same value, or its rows would not be what select() keeps.
+    selector = ContextSelector(_UndeclaredLexical())
+    assert selector.similarity_threshold == DENSE_SIMILARITY_THRESHOLD
+    cfg = RecallConfig.create(
+        levels=(0, 3), budgets=(0.05, 0.2, 0.45),
+        strategies=["pacms", "pacms:similarity_threshold=0.6"], style="full",
+    )
+    rows = []
+    for q in [*_fixture_questions(), _synthetic_question()]:
+        result = sweep_question(q, selector, cfg)
+        _assert_rows_match_select(q, result.rows, cfg, selector)
+        rows += result.rows
+    picks = {(r.question_id, r.R, r.budget, r.strategy): r.n_kept for r in rows}
+    assert any(
+        n != picks[(qid, level, budget, "pacms:similarity_threshold=0.6")]
+        for (qid, level, budget, label), n in picks.items() if label == "pacms"
+    ), "the two thresholds should differ somewhere, or this test proves nothing"
+    report = run_recall([_synthetic_question()], cfg, selector=selector)
+    assert report.meta["strategy_options"] == {
+        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD},
+        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6},
+    }
 
 
 def test_shared_mmr_equals_core_mmr_for_every_budget() -> None:

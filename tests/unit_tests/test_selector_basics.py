@@ -1,6 +1,14 @@
+import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 
-from langchain_pacms import Candidate, ContextSelector, available_strategies
+from langchain_pacms import (
+    Candidate,
+    ContextSelector,
+    HashedTfidfEmbeddings,
+    available_strategies,
+)
+from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 
 
 def test_builtin_strategies_registered():
@@ -36,3 +44,85 @@ def test_integrations_are_exported_lazily():
     subprocess.run([sys.executable, "-c", code], check=True)
     with pytest.raises(AttributeError, match="no attribute"):
         _ = __import__("langchain_pacms").not_a_thing
+
+
+# ---------------------------------------------- the kernel threshold follows the embedder
+
+
+class _TableEmbeddings(Embeddings):
+    """Fixed unit vectors per text: a dense embedder that declares no threshold of its own."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.table[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.table[text]
+
+
+class _Declares(_TableEmbeddings):
+    similarity_threshold = 0.7
+
+
+def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
+    # Cosines: query-A 0.9, query-B 0.85, query-C 0.6, A-B 0.75 (related, not copies), A-C and
+    # B-C 0.4. At tau = 0.6 A "covers" a quarter of B, so pacms takes C second; at 0.85 A and B
+    # are unrelated to the kernel and B, the more relevant one, is kept.
+    gram = np.array([
+        [1.0, 0.9, 0.85, 0.6],
+        [0.9, 1.0, 0.75, 0.4],
+        [0.85, 0.75, 1.0, 0.4],
+        [0.6, 0.4, 0.4, 1.0],
+    ])
+    vectors = np.linalg.cholesky(gram)
+    names = ["query", "A", "B", "C"]
+    table = {n: v.tolist() for n, v in zip(names, vectors)}
+    return table, [Candidate(n, id=n, tokens=10) for n in names[1:]]
+
+
+def test_similarity_threshold_comes_from_the_embedder() -> None:
+    table, _ = _related_pool()
+    assert ContextSelector().similarity_threshold == HashedTfidfEmbeddings.similarity_threshold
+    assert ContextSelector(_TableEmbeddings(table)).similarity_threshold == (
+        DENSE_SIMILARITY_THRESHOLD
+    )
+    assert ContextSelector(_Declares(table)).similarity_threshold == 0.7
+    bad = _TableEmbeddings(table)
+    for value in (1.0, -0.1, True, "0.5"):
+        bad.similarity_threshold = value  # type: ignore[attr-defined]
+        assert ContextSelector(bad).similarity_threshold == DENSE_SIMILARITY_THRESHOLD
+
+
+def test_resolve_options_fills_only_pacms_threshold() -> None:
+    selector = ContextSelector(strategy_options={"gain_floor": 0.1})
+    assert selector.resolve_options() == (
+        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.6}
+    )
+    assert selector.resolve_options("pacms", {"similarity_threshold": 0.3})[1] == {
+        "gain_floor": 0.1, "similarity_threshold": 0.3,
+    }
+    assert selector.resolve_options("topk") == ("topk", {})
+    assert selector.resolve_options("pacms_paper", {}) == ("pacms_paper", {})
+    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5})
+    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5}
+
+
+def test_dense_embedder_selects_with_its_threshold() -> None:
+    table, pool = _related_pool()
+    selector = ContextSelector(_TableEmbeddings(table))
+    chosen = selector.select(pool, "query", budget_tokens=20)
+    assert set(chosen.kept_ids) == {"A", "B"}
+    assert chosen.kept_ids == selector.select(
+        pool, "query", budget_tokens=20, similarity_threshold=DENSE_SIMILARITY_THRESHOLD
+    ).kept_ids
+    at_lexical_scale = selector.select(pool, "query", budget_tokens=20, similarity_threshold=0.6)
+    assert set(at_lexical_scale.kept_ids) == {"A", "C"}
+
+
+async def test_aselect_uses_the_same_threshold() -> None:
+    table, pool = _related_pool()
+    selector = ContextSelector(_TableEmbeddings(table))
+    chosen = await selector.aselect(pool, "query", budget_tokens=20)
+    assert set(chosen.kept_ids) == {"A", "B"}
