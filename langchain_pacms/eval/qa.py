@@ -913,7 +913,9 @@ async def arun_qa(
         if hasattr(sel.embeddings, "embeddings")
         else type(sel.embeddings).__name__,
         "token_counter": sel.token_counter.name,
-        "strategy_options": options,
+        # What each strategy ran with, as the selector resolved it (pacms: the embedder's
+        # kernel threshold unless given).
+        "strategy_options": {s: sel.resolve_options(s, options.get(s, {}))[1] for s in strategies},
     }
     config.update(meta or {})
     return QAReport(records, strategies, config, time.perf_counter() - started)

@@ -519,6 +519,11 @@ def test_token_accounting(questions: list[Question], selector: ContextSelector) 
     assert totals["reader_usage_in"] == 12000
     assert totals["tokens_reader_in"] > 0 and totals["tokens_judge_in"] > 0
     assert report.config["token_counter"] == selector.token_counter.name
+    # The options each strategy ran with, as resolved by the selector.
+    assert report.config["strategy_options"]["pacms"] == {
+        "similarity_threshold": selector.similarity_threshold
+    }
+    assert report.config["strategy_options"]["lastk"] == {}
 
 
 def test_reader_without_usage_metadata(
