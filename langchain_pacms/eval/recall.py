@@ -510,7 +510,11 @@ class ResultCache:
 
     @classmethod
     def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
-        """A cache whose namespace covers the code, ``selector``'s embedder and tokenizer."""
+        """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer.
+
+        The embedder's ``pacms`` threshold is part of it too: an instance can declare another
+        ``similarity_threshold`` without changing the model identity.
+        """
         from langchain_pacms.embeddings.cache import model_identity
 
         inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
@@ -519,6 +523,7 @@ class ResultCache:
             _file_digest(Path(__file__)),
             model_identity(inner),
             getattr(selector.token_counter, "name", "custom"),
+            repr(getattr(selector, "similarity_threshold", None)),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)

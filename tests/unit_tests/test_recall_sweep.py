@@ -453,6 +453,12 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     assert sweep_question(edited, selector, cfg, cache=cache).cached_cells == 0
     other = ResultCache.for_selector(tmp_path, ContextSelector(HashedTfidfEmbeddings(dim=256)))
     assert other.namespace != cache.namespace
+    # Same model identity, another declared pacms threshold: the default pacms column differs.
+    stricter = HashedTfidfEmbeddings()
+    stricter.similarity_threshold = 0.9
+    assert ResultCache.for_selector(tmp_path, ContextSelector(stricter)).namespace != (
+        cache.namespace
+    )
     full = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"],
                                style="full")
     assert sweep_question(q, selector, full, cache=cache).cached_cells == 0
