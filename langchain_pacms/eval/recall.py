@@ -472,15 +472,8 @@ def _reweight(
 
 
 def resolved_options(selector: Any, spec: StrategySpec) -> dict[str, Any]:
-    """The options ``spec`` runs with under ``selector`` (see ``ContextSelector.resolve_options``).
-
-    Selectors without that method (user factories returning a stand-in) run the spec's
-    options as given.
-    """
-    resolve = getattr(selector, "resolve_options", None)
-    if resolve is None:
-        return dict(spec.options)
-    return dict(resolve(spec.name, spec.options)[1])
+    """The options ``spec`` runs with under ``selector`` (``ContextSelector.resolve_options``)."""
+    return selector.resolve_options(spec.name, spec.options)[1]
 
 
 def budget_tokens(base_tokens: int, fraction: float) -> int:
@@ -523,7 +516,7 @@ class ResultCache:
             _file_digest(Path(__file__)),
             model_identity(inner),
             getattr(selector.token_counter, "name", "custom"),
-            repr(getattr(selector, "similarity_threshold", None)),
+            repr(selector.similarity_threshold),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)
