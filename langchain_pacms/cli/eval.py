@@ -166,6 +166,7 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def _add_recall_parser(sub: Any) -> None:
+    from langchain_pacms.eval.backends import EMBEDDINGS_HELP
     from langchain_pacms.eval.recall import (
         BUDGET_BASES,
         DEFAULT_BUDGETS,
@@ -225,9 +226,7 @@ def _add_recall_parser(sub: Any) -> None:
     model = p.add_argument_group("embeddings")
     model.add_argument(
         "--embeddings", default="default", metavar="SPEC",
-        help="default (built-in hashed TF-IDF), hashed:<dim>, ollama:<model> "
-        "(e.g. ollama:nomic-embed-text, the study's), any <provider>:<model> LangChain's "
-        "init_embeddings knows, or python:<module>:<name> (default: default)",
+        help=f"{EMBEDDINGS_HELP} (default: default)",
     )
     model.add_argument("--ollama-url", default=None, metavar="URL",
                        help="Ollama server (default: $OLLAMA_HOST or http://127.0.0.1:11434)")

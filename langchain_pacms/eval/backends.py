@@ -50,6 +50,7 @@ from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 __all__ = [
     "CACHE_MODES",
     "CHAT_MODEL_SPECS",
+    "EMBEDDINGS_HELP",
     "EMBEDDING_SPECS",
     "chat_model_from_spec",
     "embeddings_from_spec",
@@ -66,6 +67,13 @@ EMBEDDING_SPECS = (
     "python:<module>:<name>",
 )
 """The accepted forms of an embeddings spec."""
+
+EMBEDDINGS_HELP = (
+    "default (built-in hashed TF-IDF), hashed:<dim>, ollama:<model> (e.g. "
+    "ollama:nomic-embed-text, the study's), any <provider>:<model> LangChain's init_embeddings "
+    "knows, or python:<module>:<name>"
+)
+"""The ``--embeddings`` help shared by the recall and QA command lines."""
 
 CHAT_MODEL_SPECS = (
     "ollama:<model>",

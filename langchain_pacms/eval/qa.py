@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from langchain_pacms.eval.backends import EMBEDDINGS_HELP
 from langchain_pacms.eval.judge import ajudge, build_judge_messages, message_text, strip_reasoning
 from langchain_pacms.eval.longmemeval import (
     QUESTION_TYPES,
@@ -1030,9 +1031,7 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument(
         "--embeddings",
         default="default",
-        help="embeddings spec: default (offline hashed TF-IDF), hashed:<dim>, ollama:<model> "
-        "(e.g. ollama:nomic-embed-text as in the paper), <provider>:<model> or "
-        "python:<module>:<name>",
+        help=f"embeddings spec: {EMBEDDINGS_HELP} (default: %(default)s)",
     )
     parser.add_argument(
         "--cache-dir", default=None, help="on-disk embedding cache folder (default: none)"
@@ -1140,7 +1139,7 @@ def auto_num_ctx(
 def qa_from_args(args: argparse.Namespace) -> int:
     """Run ``pacms eval longmemeval qa`` from parsed arguments.
 
-    Model specs are resolved with ``langchain_pacms.eval.backends`` (imported here, lazily).
+    Model specs are resolved with ``langchain_pacms.eval.backends``, looked up at call time.
     For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed`` and
     ``num_ctx`` (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's
     small default window); other ``<provider>:<model>`` specs get ``temperature``; ``fake:``
@@ -1158,11 +1157,8 @@ def qa_from_args(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        from langchain_pacms.eval import backends
-    except ImportError as err:
-        print(f"error: model backends unavailable ({err})", file=sys.stderr)
-        return 2
+    from langchain_pacms.eval import backends  # looked up per call, so tests can swap it
+
     judge_spec = args.judge or args.reader
     ollama_url = getattr(args, "ollama_url", None)
     emb_spec = getattr(args, "embeddings", None) or "default"
