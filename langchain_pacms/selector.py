@@ -255,7 +255,8 @@ class ContextSelector:
         embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
             reproduces the original PACMS setup); default: the built-in offline
             :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`. ``pacms`` runs with the
-            near-duplicate threshold that suits it (:attr:`similarity_threshold`).
+            near-duplicate threshold and gain floor that suit it (:attr:`similarity_threshold`,
+            :attr:`min_gain`).
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
@@ -396,6 +397,16 @@ class ContextSelector:
             info=MappingProxyType(dict(pick.info or {})),
         )
 
+    def _declared(self, name: str) -> float | None:
+        """The embeddings' own numeric attribute ``name``, or ``None`` (through any cache)."""
+        model = self.embeddings.embeddings
+        while isinstance(model, CachedEmbeddings):
+            model = model.embeddings
+        value = getattr(model, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return None
+
     @property
     def similarity_threshold(self) -> float:
         """The ``pacms`` kernel threshold for this selector's embedder.
@@ -407,13 +418,24 @@ class ContextSelector:
             >>> ContextSelector().similarity_threshold  # the built-in lexical embedder
             0.6
         """
-        model = self.embeddings.embeddings
-        while isinstance(model, CachedEmbeddings):
-            model = model.embeddings
-        value = getattr(model, "similarity_threshold", None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
-            return float(value)
+        value = self._declared("similarity_threshold")
+        if value is not None and 0 <= value < 1:
+            return value
         return DENSE_SIMILARITY_THRESHOLD
+
+    @property
+    def min_gain(self) -> float:
+        """The ``pacms`` absolute gain floor for this selector's embedder.
+
+        The embeddings' own ``min_gain`` attribute when it defines one (a number in ``[0, 1)``),
+        else 0: no absolute floor, only ``pacms``'s relative ``gain_floor``.
+
+        Example:
+            >>> ContextSelector().min_gain  # the built-in lexical embedder
+            0.01
+        """
+        value = self._declared("min_gain")
+        return value if value is not None and 0 <= value < 1 else 0.0
 
     def resolve_options(
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
@@ -421,8 +443,8 @@ class ContextSelector:
         """The strategy and keyword options a selection with these arguments would run.
 
         Call options are merged over the selector's ``strategy_options`` when the strategy is
-        the selector's own. ``pacms`` without an explicit ``similarity_threshold`` gets the
-        embedder's (:attr:`similarity_threshold`); every other strategy is left as given.
+        the selector's own. ``pacms`` gets the embedder's :attr:`similarity_threshold` and
+        :attr:`min_gain` unless they are given; every other strategy is left as given.
 
         Args:
             strategy: A strategy override, or ``None`` for the selector's default.
@@ -433,15 +455,16 @@ class ContextSelector:
 
         Example:
             >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
-            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.6})
+            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.6, 'min_gain': 0.01})
         """
         given = dict(options or {})
         if strategy is None or strategy == self.strategy:
             name, opts = self.strategy, {**self.strategy_options, **given}
         else:
             name, opts = strategy, given
-        if name == "pacms" and "similarity_threshold" not in opts:
-            opts["similarity_threshold"] = self.similarity_threshold
+        if name == "pacms":
+            opts.setdefault("similarity_threshold", self.similarity_threshold)
+            opts.setdefault("min_gain", self.min_gain)
         return name, opts
 
     # -- sync ---------------------------------------------------------------------------------

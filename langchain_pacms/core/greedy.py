@@ -17,10 +17,12 @@ is always within ``guarantee * (1 - 1/e) / 2`` of the optimum.
 Two further knobs shape the preferred solution without touching the guarantee, because the
 comparison above is made on the finished preferred set, against a guaranteed set that carries
 the bound on its own. A ``gain_floor`` stops the preferred greedy once the best remaining score
-falls below that fraction of the best single score: from there on, the objective only separates
-items by crumbs of coverage. A ``complete`` callback then spends the rest of the budget (for
-example a relevance or a diversity walk); its picks are scored by the objective like any other
-before the comparison, and the guaranteed set is completed the same way if it is returned.
+falls below that fraction of the best single score, and a ``min_gain`` once it falls below that
+absolute value (never above the best single score, so the first pick is always made): from
+there on, the objective only separates items by crumbs of coverage. A ``complete`` callback then
+spends the rest of the budget (for example a relevance or a diversity walk); its picks are
+scored by the objective like any other before the comparison, and the guaranteed set is
+completed the same way if it is returned.
 """
 
 from __future__ import annotations
@@ -237,16 +239,17 @@ def budgeted_greedy(
     cost_exponent: float = 1.0,
     guarantee: float = 1.0,
     gain_floor: float = 0.0,
+    min_gain: float = 0.0,
     complete: Completion | None = None,
 ) -> GreedyResult:
     """Greedy with the best-single-item check and a worst-case guarantee.
 
     The *guaranteed* solution is the better of the cost-benefit greedy and the best single item
     (continued greedily from that item). The *preferred* solution is the greedy on
-    ``gain / cost ** cost_exponent``, stopped early by ``gain_floor`` and finished by
-    ``complete``. The preferred one is returned unless its value is below ``guarantee`` times
-    the guaranteed one's (which is finished by ``complete`` only then). With
-    ``cost_exponent = 1``, ``guarantee = 1``, no floor and no completion this is the classic
+    ``gain / cost ** cost_exponent``, stopped early by ``gain_floor`` and ``min_gain`` and
+    finished by ``complete``. The preferred one is returned unless its value is below
+    ``guarantee`` times the guaranteed one's (which is finished by ``complete`` only then).
+    With ``cost_exponent = 1``, ``guarantee = 1``, no floors and no completion this is the classic
     algorithm.
 
     Args:
@@ -260,6 +263,8 @@ def budgeted_greedy(
             solution must reach; 0 skips the guaranteed solution entirely (no guarantee).
         gain_floor: Fraction in ``[0, 1]``: the preferred greedy stops once the best remaining
             score is below this fraction of the best single score.
+        min_gain: Absolute score ``>= 0`` below which the preferred greedy stops as well, capped
+            at the best single score. Scores are on the relevance scale of the embeddings.
         complete: Called as ``complete(members, room)`` on the returned solution; returns
             candidates to add within ``room`` tokens (see :data:`Completion`).
 
@@ -267,22 +272,24 @@ def budgeted_greedy(
         The chosen picks after ``start``, in pick order, with their marginal gains.
 
     Raises:
-        ValueError: For a ``guarantee`` or ``gain_floor`` outside ``[0, 1]``, or a completion
-            that returns a member or overspends.
+        ValueError: For a ``guarantee`` or ``gain_floor`` outside ``[0, 1]``, a negative
+            ``min_gain``, or a completion that returns a member or overspends.
     """
     if not 0.0 <= guarantee <= 1.0:
         raise ValueError(f"guarantee must be in [0, 1], got {guarantee}")
     if not 0.0 <= gain_floor <= 1.0:
         raise ValueError(f"gain_floor must be in [0, 1], got {gain_floor}")
+    if not min_gain >= 0.0:
+        raise ValueError(f"min_gain must be >= 0, got {min_gain}")
     base_coverage = objective.coverage_of(start)
     singles = objective.gains(base_coverage)
     remaining = budget - int(costs[start].sum())
     fits = costs <= remaining
     fits[start] = False
     floor = 0.0
-    if gain_floor and fits.any():
-        scores = singles[fits] / np.maximum(costs[fits], 1) ** cost_exponent
-        floor = gain_floor * float(scores.max())
+    if (gain_floor or min_gain) and fits.any():
+        best = float((singles[fits] / np.maximum(costs[fits], 1) ** cost_exponent).max())
+        floor = min(best, max(gain_floor * best, min_gain))
 
     def run(exponent: float, stop: float) -> GreedyResult:
         return _lazy(

@@ -292,6 +292,7 @@ def pacms(
     guarantee: float = 0.25,
     coverage_prior: float = 0.0,
     gain_floor: float = 0.05,
+    min_gain: float = 0.0,
     fill: bool | str | None = "diverse",
 ) -> Pick:
     """Budgeted greedy on the coverage objective, with a worst-case guarantee.
@@ -300,7 +301,8 @@ def pacms(
     ``docs/results/longmemeval.md``): near-duplicate coverage (``similarity_threshold=0.6``),
     density normalisation, ranking by plain gain while keeping a quarter of the classic
     ``(1 - 1/e) / 2`` guarantee (so ``G >= (1 - 1/e) / 8 * OPT`` always holds), and, once no
-    candidate adds 5 % of the best one's gain, a diversity fill. :data:`PAPER_OPTIONS`
+    candidate adds 5 % of the best one's gain (or ``min_gain``, which ``ContextSelector`` takes
+    from its embedder), a diversity fill. :data:`PAPER_OPTIONS`
     reproduces the published objective and algorithm (registered as ``pacms_paper``).
 
     Args:
@@ -318,6 +320,9 @@ def pacms(
             :class:`~langchain_pacms.core.objective.CoverageObjective`).
         gain_floor: The greedy stops once the best remaining score is below this fraction of
             the best single score (0: only when nothing positive fits).
+        min_gain: The greedy also stops once the best remaining score is below this absolute
+            value (capped at the best single score). It is on the embedder's relevance scale,
+            like ``similarity_threshold``; ``ContextSelector`` passes its embedder's value.
         fill: How to spend what the greedy leaves: ``"diverse"`` (maximal marginal relevance
             against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`),
             ``"relevance"``, or ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
@@ -355,6 +360,7 @@ def pacms(
         cost_exponent=cost_exponent,
         guarantee=guarantee,
         gain_floor=gain_floor,
+        min_gain=min_gain,
         complete=complete,
     )
     greedy = len(result.picks) - result.completed
@@ -424,6 +430,7 @@ PAPER_OPTIONS: dict[str, Any] = {
     "cost_exponent": 1.0,
     "guarantee": 1.0,
     "gain_floor": 0.0,
+    "min_gain": 0.0,
     "fill": "relevance",
 }
 """``pacms`` options that give the published objective and the classic cost-benefit greedy."""

@@ -44,6 +44,10 @@ class HashedTfidfEmbeddings(Embeddings):
             which :class:`~langchain_pacms.ContextSelector` uses unless told otherwise. Unrelated
             texts sit near cosine 0.05 here and a copy with a short note added near 0.8, so
             0.6 (chosen on LongMemEval development questions) joins copies and light edits only.
+        min_gain: The ``pacms`` absolute gain floor on this embedder's relevance scale. A text
+            that shares one common word with the query scores about 0.01-0.03 here, which says
+            little about it; below 0.01 the greedy hands the rest of the budget to the
+            diversity fill (chosen on LongMemEval development questions).
 
     Example:
         >>> emb = HashedTfidfEmbeddings()
@@ -53,6 +57,7 @@ class HashedTfidfEmbeddings(Embeddings):
     """
 
     similarity_threshold: float = 0.6
+    min_gain: float = 0.01
 
     def __init__(self, dim: int = 4096, *, bigrams: bool = True) -> None:
         if dim < 2 or dim & (dim - 1):

@@ -505,8 +505,9 @@ class ResultCache:
     def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
         """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer.
 
-        The embedder's ``pacms`` threshold is part of it too: an instance can declare another
-        ``similarity_threshold`` without changing the model identity.
+        The embedder's ``pacms`` threshold and gain floor are part of it too: an instance can
+        declare another ``similarity_threshold`` or ``min_gain`` without changing the model
+        identity.
         """
         from langchain_pacms.embeddings.cache import model_identity
 
@@ -517,6 +518,7 @@ class ResultCache:
             model_identity(inner),
             getattr(selector.token_counter, "name", "custom"),
             repr(selector.similarity_threshold),
+            repr(selector.min_gain),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)
@@ -665,7 +667,7 @@ def _compute(
     timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
 
     # The options each column runs with, as ContextSelector.select would resolve them (pacms
-    # gets the embedder's kernel threshold unless the spec sets one).
+    # gets the embedder's kernel threshold and gain floor unless the spec sets them).
     options = {spec.label: resolved_options(selector, spec) for spec in config.strategies}
     shared = _SharedRankingMMR() if share_rankings else None
     check_level = min(config.levels)

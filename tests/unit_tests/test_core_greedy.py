@@ -323,8 +323,9 @@ def reference_pacms(
     guarantee: float,
     floor: float = 0.0,
     fill: str = "diverse",
+    min_gain: float = 0.0,
 ) -> list[int]:
-    """PACMS by the book, in float64: full weight matrix, plain greedy, floor, fill, guard.
+    """PACMS by the book, in float64: full weight matrix, plain greedy, floors, fill, guard.
 
     The guard compares the filled preferred set with the unfilled guaranteed set, which
     carries the bound on its own; the guaranteed set is filled only when it is returned.
@@ -389,10 +390,12 @@ def reference_pacms(
         for j in range(p.n)
         if j not in mandatory and tokens[j] <= left
     ]
-    preferred = fill_up(greedy(mandatory, exponent, floor * max(firsts, default=0.0)))
+    top = max(firsts, default=0.0)
+    stop = min(top, max(floor * top, min_gain)) if firsts else 0.0
+    preferred = fill_up(greedy(mandatory, exponent, stop))
     chosen = preferred
     if guarantee > 0:
-        classic = exponent == 1.0 and floor == 0.0
+        classic = exponent == 1.0 and stop == 0.0
         guaranteed = preferred if classic else greedy(mandatory, 1.0)
         singles = [
             (-(value([*mandatory, j])), rank[j], j)
@@ -427,11 +430,14 @@ def test_pacms_matches_reference_implementation(block: int):
         density = bool(rng.random() < 0.5)
         guarantee = float(rng.choice([0.0, 0.5, 1.0]))
         floor = float(rng.choice([0.0, 0.05, 0.3]))
+        min_gain = float(rng.choice([0.0, 0.0, 0.05, 0.5]))
         fill = str(rng.choice(["relevance", "diverse"]))
         pick = solve(
             p, "pacms", relevance_weight=lam, cost_exponent=exponent,
             similarity_threshold=tau, density=density, guarantee=guarantee,
-            gain_floor=floor, fill=fill,
+            gain_floor=floor, min_gain=min_gain, fill=fill,
         )
-        expected = reference_pacms(p, lam, exponent, tau, density, guarantee, floor, fill)
+        expected = reference_pacms(
+            p, lam, exponent, tau, density, guarantee, floor, fill, min_gain
+        )
         assert pick.order.tolist() == expected, seed

@@ -299,12 +299,32 @@ def test_pacms_gain_floor_hands_slivers_to_the_diverse_fill():
     assert solve(p, "pacms", fill="relevance").order.tolist() == [0, 2, 1]
 
 
+def test_pacms_min_gain_is_an_absolute_floor_capped_at_the_best_gain():
+    # Item 0 is relevant; items 1 and 2 barely match the query; item 3 matches nothing but
+    # points away from everything, so a diversity walk ranks it first.
+    vectors = np.array([unit(1, 0, 0), unit(0.02, 1, 0), unit(0.03, 0, 1), unit(-0.5, -1, -1)])
+    p = Problem.build(vectors, [1.0, 0.0, 0.0], tokens=[1, 1, 1, 1], budget=2)
+    assert 0 < p.relevance[1] < p.relevance[2] < 0.05 and p.relevance[3] == 0
+    # No floor: the greedy buys the larger sliver after item 0.
+    assert solve(p, "pacms", gain_floor=0.0).order.tolist() == [0, 2]
+    # An absolute floor above the slivers hands the rest of the budget to the diversity walk.
+    floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.01)
+    assert floored.order.tolist() == [0, 2]  # 0.03 is above 0.01: still bought
+    floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.1)
+    assert floored.order.tolist() == [0, 3] and floored.info["filled"] == 1
+    # Capped at the best single gain: the greedy still makes its first pick.
+    capped = solve(p, "pacms", gain_floor=0.0, min_gain=0.99)
+    assert capped.order.tolist() == [0, 3] and capped.info["filled"] == 1
+
+
 def test_pacms_rejects_bad_fill_and_floor():
     p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
     with pytest.raises(ValueError, match="fill must be one of"):
         solve(p, "pacms", fill="newest")
     with pytest.raises(ValueError, match="gain_floor"):
         solve(p, "pacms", gain_floor=1.5)
+    with pytest.raises(ValueError, match="min_gain"):
+        solve(p, "pacms", min_gain=-0.1)
 
 
 def test_pacms_density_counts_near_duplicates_once():

@@ -521,7 +521,7 @@ def test_token_accounting(questions: list[Question], selector: ContextSelector) 
     assert report.config["token_counter"] == selector.token_counter.name
     # The options each strategy ran with, as resolved by the selector.
     assert report.config["strategy_options"]["pacms"] == {
-        "similarity_threshold": selector.similarity_threshold
+        "similarity_threshold": selector.similarity_threshold, "min_gain": selector.min_gain
     }
     assert report.config["strategy_options"]["lastk"] == {}
 

@@ -258,8 +258,8 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     ), "the two thresholds should differ somewhere, or this test proves nothing"
     report = run_recall([_synthetic_question()], cfg, selector=selector)
     assert report.meta["strategy_options"] == {
-        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD},
-        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6},
+        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD, "min_gain": 0.0},
+        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6, "min_gain": 0.0},
     }
 
 
@@ -457,6 +457,11 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     stricter = HashedTfidfEmbeddings()
     stricter.similarity_threshold = 0.9
     assert ResultCache.for_selector(tmp_path, ContextSelector(stricter)).namespace != (
+        cache.namespace
+    )
+    floored = HashedTfidfEmbeddings()
+    floored.min_gain = 0.05
+    assert ResultCache.for_selector(tmp_path, ContextSelector(floored)).namespace != (
         cache.namespace
     )
     full = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"],

@@ -64,6 +64,7 @@ class _TableEmbeddings(Embeddings):
 
 class _Declares(_TableEmbeddings):
     similarity_threshold = 0.7
+    min_gain = 0.02
 
 
 def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
@@ -95,18 +96,29 @@ def test_similarity_threshold_comes_from_the_embedder() -> None:
         assert ContextSelector(bad).similarity_threshold == DENSE_SIMILARITY_THRESHOLD
 
 
-def test_resolve_options_fills_only_pacms_threshold() -> None:
+def test_min_gain_comes_from_the_embedder() -> None:
+    table, _ = _related_pool()
+    assert ContextSelector().min_gain == HashedTfidfEmbeddings.min_gain > 0
+    assert ContextSelector(_TableEmbeddings(table)).min_gain == 0.0
+    assert ContextSelector(_Declares(table)).min_gain == 0.02
+    bad = _TableEmbeddings(table)
+    for value in (1.0, -0.1, True, "0.5"):
+        bad.min_gain = value  # type: ignore[attr-defined]
+        assert ContextSelector(bad).min_gain == 0.0
+
+
+def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
     selector = ContextSelector(strategy_options={"gain_floor": 0.1})
     assert selector.resolve_options() == (
-        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.6}
+        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.6, "min_gain": 0.01}
     )
     assert selector.resolve_options("pacms", {"similarity_threshold": 0.3})[1] == {
-        "gain_floor": 0.1, "similarity_threshold": 0.3,
+        "gain_floor": 0.1, "similarity_threshold": 0.3, "min_gain": 0.01,
     }
     assert selector.resolve_options("topk") == ("topk", {})
     assert selector.resolve_options("pacms_paper", {}) == ("pacms_paper", {})
-    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5})
-    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5}
+    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5, "min_gain": 0.0})
+    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5, "min_gain": 0.0}
 
 
 def test_dense_embedder_selects_with_its_threshold() -> None:
