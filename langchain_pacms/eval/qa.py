@@ -1047,9 +1047,11 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     parser.add_argument(
         "--temperature",
-        type=float,
+        type=_temperature,
         default=0.0,
-        help="sampling temperature of ollama: and <provider>: models (default: 0)",
+        metavar="T",
+        help="sampling temperature of ollama: and <provider>: models (default: 0); 'none' "
+        "leaves it to the model, for models that reject the parameter",
     )
     parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight")
     parser.add_argument("--retries", type=int, default=2, help="retries per failed call")
@@ -1136,6 +1138,19 @@ def auto_num_ctx(
     return max(8192, 4096 * math.ceil(need / 4096))
 
 
+def _temperature(text: str) -> float | None:
+    """``--temperature``: a number >= 0, or ``none`` to leave the model's own default."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"temperature must be >= 0, got {text!r}")
+    return value
+
+
 def qa_from_args(args: argparse.Namespace) -> int:
     """Run ``pacms eval longmemeval qa`` from parsed arguments.
 
@@ -1143,7 +1158,8 @@ def qa_from_args(args: argparse.Namespace) -> int:
     For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed`` and
     ``num_ctx`` (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's
     small default window); other ``<provider>:<model>`` specs get ``temperature``; ``fake:``
-    and ``python:`` models are built as they are.
+    and ``python:`` models are built as they are. A ``temperature`` of ``None``
+    (``--temperature none``) is not passed at all.
 
     Args:
         args: Namespace built by a parser that went through :func:`add_qa_arguments`.
@@ -1212,14 +1228,11 @@ def qa_from_args(args: argparse.Namespace) -> int:
             if kind in ("fake", "python"):
                 return backends.chat_model_from_spec(spec)
             temperature = getattr(args, "temperature", 0.0)
+            sampling = {} if temperature is None else {"temperature": temperature}
             if kind != "ollama":
-                return backends.chat_model_from_spec(spec, temperature=temperature)
+                return backends.chat_model_from_spec(spec, **sampling)
             return backends.chat_model_from_spec(
-                spec,
-                ollama_url=ollama_url,
-                temperature=temperature,
-                seed=args.seed,
-                num_ctx=num_ctx,
+                spec, ollama_url=ollama_url, seed=args.seed, num_ctx=num_ctx, **sampling
             )
 
         reader = build(args.reader)

@@ -808,6 +808,20 @@ def test_qa_from_args_provider_options(monkeypatch: pytest.MonkeyPatch, tmp_path
     built = [kw for spec, kw in calls if spec == "prov:some-model" and kw]
     assert built == [{"temperature": 0.3}]  # no Ollama-only options for other providers
     assert all(kw == {} for spec, kw in calls if spec == "fake:judge")
+    # 'none' leaves the temperature to the model (some reasoning models reject it).
+    calls.clear()
+    argv[-1] = "none"
+    assert qa_from_args(_parse([*argv, "--out", str(tmp_path / "none")])) == 0
+    assert [kw for spec, kw in calls if spec == "prov:some-model"] == [{}, {}]
+    config = json.loads((tmp_path / "none" / "qa_report.json").read_text())["config"]
+    assert config["temperature"] is None
+
+
+@pytest.mark.parametrize("bad", ["-1", "warm", "nan"])
+def test_qa_temperature_rejects_bad_values(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parse(["--reader", "fake:r", "--temperature", bad])
+    assert "temperature" in capsys.readouterr().err
 
 
 def test_auto_num_ctx(questions: list[Question], selector: ContextSelector) -> None:
