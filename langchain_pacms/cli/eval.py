@@ -62,7 +62,13 @@ examples:
 
 def _recall(args: argparse.Namespace) -> int:
     from langchain_pacms.eval.backends import selector_from_spec
-    from langchain_pacms.eval.recall import RecallConfig, load_questions, resolve_source, run_recall
+    from langchain_pacms.eval.recall import (
+        RecallConfig,
+        ResultCache,
+        load_questions,
+        resolve_source,
+        run_recall,
+    )
 
     say = (lambda *_: None) if args.quiet else functools.partial(print, file=sys.stderr)
     started = time.perf_counter()
@@ -87,6 +93,10 @@ def _recall(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.prune_result_cache:
+        files, size = ResultCache.for_selector(args.cache_dir, selector).prune()
+        say(f"result cache: removed {files} cells of other code, embedders or tokenizers "
+            f"({size / 2**20:.1f} MiB)")
     say(f"loading questions from {source} ...")
     try:
         questions = load_questions(
@@ -125,7 +135,8 @@ def _recall(args: argparse.Namespace) -> int:
         meta=meta,
     )
     report.meta["total_seconds"] = round(time.perf_counter() - started, 3)
-    stem = args.name or f"recall-{args.split}-{args.style}-{args.budget_base}"
+    scope = "all-" if args.all else ""
+    stem = args.name or f"recall-{args.split}-{scope}{args.style}-{args.budget_base}"
     title = f"Evidence-round recall: {_SPLIT_NAMES[args.split]}"
     paths = report.save(args.out, stem, title=title)
     print(report.to_markdown(title=title))
@@ -244,12 +255,19 @@ def _add_recall_parser(sub: Any) -> None:
         "reuse it when the code, data, embedder and settings are unchanged, so reruns and "
         "added --strategies columns only compute what is new (default: on)",
     )
+    model.add_argument(
+        "--prune-result-cache", action="store_true",
+        help="before the run, delete the result cache's cells of any other code version, "
+        "embedder or tokenizer (they are never read again; each table leaves thousands); "
+        "not while another sweep uses the same --cache-dir",
+    )
 
     run = p.add_argument_group("run")
     run.add_argument("--out", default="results/longmemeval", metavar="DIR",
                      help="output folder (default: results/longmemeval)")
     run.add_argument("--name", default=None,
-                     help="output file stem (default: recall-<split>-<style>-<budget-base>)")
+                     help="output file stem (default: recall-<split>-<style>-<budget-base>, "
+                     "with all- before <style> for --all)")
     run.add_argument("--workers", type=int, default=1, metavar="N",
                      help="worker processes, one question at a time each (default: 1)")
     run.add_argument("--blas-threads", type=int, default=1, metavar="N",

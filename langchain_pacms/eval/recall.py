@@ -41,6 +41,8 @@ Result cache:
     With ``cache_dir`` every computed cell is stored (:class:`ResultCache`, keyed by the code,
     the embedder, the tokenizer, the question's content and the cell's settings), so a rerun
     reads its cells back in seconds, and adding a strategy column computes only that column.
+    Each code/embedder/tokenizer combination has a folder of its own, and
+    :meth:`ResultCache.prune` deletes the others.
 
 Example:
     >>> from langchain_pacms.eval.longmemeval import iter_questions      # doctest: +SKIP
@@ -62,6 +64,7 @@ import math
 import multiprocessing
 import os
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -493,6 +496,9 @@ class ResultCache:
     strategy name and the given options are: ``rag:k=4`` and ``rag:k=4,`` share cells, ``rag``
     and ``rag:k=4`` do not (defaults are not resolved).
 
+    Cells live in ``<root>/recall-cells/<namespace>/``: cells of another code version,
+    embedder or tokenizer are never read, and :meth:`prune` removes them.
+
     Attributes:
         root: Cache folder.
         namespace: Hash of code, embedder and tokenizer (see :meth:`for_selector`).
@@ -523,18 +529,54 @@ class ResultCache:
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)
 
+    @property
+    def folder(self) -> Path:
+        """This namespace's folder, ``<root>/recall-cells/<namespace>``."""
+        return Path(self.root) / "recall-cells" / self.namespace
+
     @functools.cached_property
     def store(self) -> Any:
-        """The underlying ``LocalByteStore`` (created on first use)."""
+        """The underlying ``LocalByteStore`` in :attr:`folder` (created on first use)."""
         from langchain_pacms.embeddings.filestore import LocalByteStore
 
-        return LocalByteStore(Path(self.root) / "recall-cells")
+        return LocalByteStore(self.folder)
+
+    def prune(self) -> tuple[int, int]:
+        """Delete the cells of every other namespace under ``root``.
+
+        After a change to the selection code, or with another embedder, tokenizer or
+        ``pacms`` setting of the embedder, the old cells are never read again; a 100-question
+        table leaves about 12,000 of them. Folders of this namespace are kept, and so is
+        anything outside ``recall-cells``. Do not prune while another sweep writes to the same
+        root under another namespace: its folder would vanish under it.
+
+        Returns:
+            ``(files removed, bytes freed)``.
+
+        Example:
+            >>> cache = ResultCache.for_selector(".pacms-cache", selector)  # doctest: +SKIP
+            >>> cache.prune()                                               # doctest: +SKIP
+            (12000, 49152000)
+        """
+        base = Path(self.root) / "recall-cells"
+        files = size = 0
+        if not base.is_dir():
+            return files, size
+        for entry in base.iterdir():
+            if entry.name == self.namespace or not entry.is_dir():
+                continue
+            for path in entry.rglob("*"):
+                if path.is_file():
+                    files += 1
+                    size += path.stat().st_size
+            shutil.rmtree(entry)
+        return files, size
 
     def key(self, qdigest: str, config: RecallConfig, level: int, budget: float,
             spec: StrategySpec) -> str:
         """The key of one cell."""
         options = json.dumps(dict(spec.options), sort_keys=True, default=str)
-        return (f"{self.namespace}/{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
+        return (f"{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
                 f"R{level}/{budget!r}/{spec.name}/{options}")
 
 
@@ -959,7 +1001,7 @@ def run_recall(
         "share_rankings": share_rankings,
         "mmr_checks": sum(r.mmr_checks for r in results),
         "mmr_mismatches": sum(r.mmr_mismatches for r in results),
-        "result_cache": None if cache is None else str(Path(cache.root) / "recall-cells"),
+        "result_cache": None if cache is None else str(cache.folder),
         "cached_cells": sum(r.cached_cells for r in results),
         "code_fingerprint": fingerprint,
         "runtime_seconds": round(runtime, 3),

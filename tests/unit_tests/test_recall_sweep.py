@@ -406,10 +406,10 @@ def test_cli_disk_cache_on(tmp_path: Path) -> None:
             "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
             "--cache", "on", "--cache-dir", str(tmp_path / "c"), "--result-cache", "off"]
     assert main(args) == 0
-    first = json.loads((tmp_path / "recall-s-recap-pool.json").read_text())["meta"]
+    first = json.loads((tmp_path / "recall-s-all-recap-pool.json").read_text())["meta"]
     assert first["cache_misses"] > 0 and first["cache_hits"] == 0
     assert main(args) == 0
-    second = json.loads((tmp_path / "recall-s-recap-pool.json").read_text())["meta"]
+    second = json.loads((tmp_path / "recall-s-all-recap-pool.json").read_text())["meta"]
     assert second["cache_misses"] == 0 and second["cache_hits"] == first["cache_misses"]
     assert first["cached_cells"] == second["cached_cells"] == 0
 
@@ -431,6 +431,43 @@ def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
     assert third["rows"] == second["rows"]
     assert [r[:5] for r in first["rows"]] == [r[:5] for r in third["rows"] if r[4] != (
         "pacms:cost_exponent=0")]
+
+
+def test_result_cache_prune_keeps_only_its_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
+            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--name", "r",
+            "--cache-dir", str(tmp_path / "c")]
+    assert main([*base, "--quiet"]) == 0
+    cells = tmp_path / "c" / "recall-cells"
+    (current,) = list(cells.iterdir())
+    kept = sorted(p for p in current.rglob("*") if p.is_file())
+    assert kept and json.loads((tmp_path / "r.json").read_text())["meta"]["result_cache"] == (
+        str(current)
+    )
+    # Cells of another embedder, and a shard folder of an older flat layout.
+    floored = HashedTfidfEmbeddings()
+    floored.min_gain = 0.2
+    other = ResultCache.for_selector(tmp_path / "c", ContextSelector(floored))
+    other.store.mset([("k1", b"x" * 10), ("k2", b"y" * 5)])
+    (cells / "ab").mkdir()
+    (cells / "ab" / "cdef").write_bytes(b"z" * 7)
+    assert len(list(cells.iterdir())) == 3
+    stale = [p.stat().st_size for p in cells.rglob("*") if p.is_file() and current not in p.parents]
+    cache = ResultCache.for_selector(tmp_path / "c", ContextSelector())
+    assert cache.folder == current
+    assert len(stale) == 3 and cache.prune() == (3, sum(stale))
+    assert list(cells.iterdir()) == [current]
+    assert sorted(p for p in current.rglob("*") if p.is_file()) == kept
+    assert cache.prune() == (0, 0)
+    # The CLI flag prunes before the run, and the run still reads its own cells back.
+    ResultCache.for_selector(tmp_path / "c", ContextSelector(floored)).store.mset([("k3", b"w")])
+    assert main([*base, "--prune-result-cache"]) == 0
+    assert "removed 1 cells" in capsys.readouterr().err
+    assert list(cells.iterdir()) == [current]
+    assert json.loads((tmp_path / "r.json").read_text())["meta"]["cached_cells"] == len(kept)
+    assert ResultCache.for_selector(tmp_path / "none", ContextSelector()).prune() == (0, 0)
 
 
 def test_result_cache_keys(tmp_path: Path) -> None:
