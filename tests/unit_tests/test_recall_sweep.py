@@ -454,7 +454,10 @@ def test_result_cache_prune_keeps_only_its_namespace(
     (cells / "ab").mkdir()
     (cells / "ab" / "cdef").write_bytes(b"z" * 7)
     assert len(list(cells.iterdir())) == 3
-    stale = [p.stat().st_size for p in cells.rglob("*") if p.is_file() and current not in p.parents]
+    stale = [
+        getattr(p.stat(), "st_blocks", 0) * 512 or p.stat().st_size
+        for p in cells.rglob("*") if p.is_file() and current not in p.parents
+    ]
     cache = ResultCache.for_selector(tmp_path / "c", ContextSelector())
     assert cache.folder == current
     assert len(stale) == 3 and cache.prune() == (3, sum(stale))
