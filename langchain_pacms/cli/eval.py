@@ -44,8 +44,9 @@ $PACMS_LONGMEMEVAL_DIR, then ../shared/data/longmemeval from the working directo
 the repository root. Nothing is extracted or copied.
 
 Caching: computed cells are kept in --cache-dir (default .pacms-cache) and reused by later runs
-with the same code, data, embedder and settings (--result-cache off to recompute). Embedding
-vectors are cached there too for model backends such as ollama:<model>.
+with the same code, data, embedder and settings (--result-cache off to recompute). Each code
+version and embedder gets a folder of its own under recall-cells/; --prune-result-cache deletes
+the others. Embedding vectors are cached there too for model backends such as ollama:<model>.
 
 Outputs (in --out): <name>.json (per-question rows and run metadata), <name>.md (tables) and
 <name>.png (recall vs budget, one panel per R). The tables are also printed.
