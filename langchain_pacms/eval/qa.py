@@ -1178,9 +1178,32 @@ def qa_from_args(args: argparse.Namespace) -> int:
     judge_spec = args.judge or args.reader
     ollama_url = getattr(args, "ollama_url", None)
     emb_spec = getattr(args, "embeddings", None) or "default"
+    temperature = getattr(args, "temperature", 0.0)
+    sampling = {} if temperature is None else {"temperature": temperature}
+    num_ctx = getattr(args, "num_ctx", None) or None
+
+    def is_ollama(spec: str) -> bool:
+        return spec.strip().lower().startswith("ollama:")
+
+    def build(spec: str) -> Any:
+        kind = spec.strip().partition(":")[0].lower()
+        if kind in ("fake", "python"):
+            return backends.chat_model_from_spec(spec)
+        if kind != "ollama":
+            return backends.chat_model_from_spec(spec, **sampling)
+        return backends.chat_model_from_spec(
+            spec, ollama_url=ollama_url, seed=args.seed, num_ctx=num_ctx, **sampling
+        )
+
+    # Build the models before the (slow) data load, so a bad spec fails fast. An ollama: model
+    # without --num-ctx is only checked here: its window is sized from the questions below.
+    models: dict[str, Any] = {}
     try:
-        for spec in dict.fromkeys((args.reader, judge_spec)):  # fail fast on a bad spec
-            backends.chat_model_from_spec(spec)
+        for spec in dict.fromkeys((args.reader, judge_spec)):
+            if is_ollama(spec) and num_ctx is None:
+                backends.chat_model_from_spec(spec)
+            else:
+                models[spec] = build(spec)
         selector = backends.selector_from_spec(
             emb_spec, cache_dir=getattr(args, "cache_dir", None), ollama_url=ollama_url
         )
@@ -1208,11 +1231,8 @@ def qa_from_args(args: argparse.Namespace) -> int:
         print("error: no questions selected", file=sys.stderr)
         return 2
 
-    num_ctx = getattr(args, "num_ctx", None)
     try:
-        if not num_ctx and any(
-            spec.lower().startswith("ollama:") for spec in (args.reader, judge_spec)
-        ):
+        if num_ctx is None and any(is_ollama(spec) for spec in (args.reader, judge_spec)):
             num_ctx = auto_num_ctx(
                 questions,
                 selector.token_counter,
@@ -1222,24 +1242,13 @@ def qa_from_args(args: argparse.Namespace) -> int:
                 budget_base=args.budget_base,
                 seed=args.seed,
             )
-
-        def build(spec: str) -> Any:
-            kind = spec.strip().partition(":")[0].lower()
-            if kind in ("fake", "python"):
-                return backends.chat_model_from_spec(spec)
-            temperature = getattr(args, "temperature", 0.0)
-            sampling = {} if temperature is None else {"temperature": temperature}
-            if kind != "ollama":
-                return backends.chat_model_from_spec(spec, **sampling)
-            return backends.chat_model_from_spec(
-                spec, ollama_url=ollama_url, seed=args.seed, num_ctx=num_ctx, **sampling
-            )
-
-        reader = build(args.reader)
-        judge = reader if judge_spec == args.reader else build(judge_spec)
+        for spec in dict.fromkeys((args.reader, judge_spec)):
+            if spec not in models:
+                models[spec] = build(spec)
     except Exception as err:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
+    reader, judge = models[args.reader], models[judge_spec]
     meta = {
         "reader": args.reader,
         "judge": judge_spec,
@@ -1249,7 +1258,7 @@ def qa_from_args(args: argparse.Namespace) -> int:
         "sample_n": None if args.all or ids_file else args.n,
         "ids_file": str(ids_file) if ids_file else None,
         "num_ctx": num_ctx,
-        "temperature": getattr(args, "temperature", 0.0),
+        "temperature": temperature,
     }
     try:
         report = run_qa(

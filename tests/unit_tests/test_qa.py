@@ -668,14 +668,8 @@ def test_qa_from_args(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: A
     )
     assert args.budget == 0.45 and args.level == 2 and args.budget_base == "pool"
     assert qa_from_args(args) == 0
-    # specs are checked before the (slow) data load, then built
-    assert [c[0] for c in calls] == [
-        "fake:reader",
-        "fake:judge",
-        "fake:emb",
-        "fake:reader",
-        "fake:judge",
-    ]
+    # models are built once, before the (slow) data load
+    assert [c[0] for c in calls] == ["fake:reader", "fake:judge", "fake:emb"]
     assert all(kw == {} for spec, kw in calls if spec in ("fake:reader", "fake:judge"))
     assert ("fake:emb", {"cache_dir": None, "ollama_url": None}) in calls
     out = capsys.readouterr().out
@@ -790,11 +784,15 @@ def test_qa_from_args_ollama_options(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert built == [
         {"ollama_url": "http://h:1", "temperature": 0.0, "seed": 3, "num_ctx": 8192}
     ]  # auto window: the fixture prompts are tiny, so the 8192 floor
+    # Checked before the data load, built once the window is known.
+    assert [kw for spec, kw in calls if spec == "ollama:llama3.1"] == [{}, *built]
     calls.clear()
     argv = [*base, "--out", str(tmp_path / "b"), "--num-ctx", "65536", "--temperature", "0.2"]
     assert qa_from_args(_parse(argv)) == 0
     built = [kw for spec, kw in calls if spec == "ollama:llama3.1" and kw]
     assert built[0]["num_ctx"] == 65536 and built[0]["temperature"] == 0.2
+    # A given window is known up front: the model is built once, before the data load.
+    assert [kw for spec, kw in calls if spec == "ollama:llama3.1"] == built
     config = json.loads((tmp_path / "b" / "qa_report.json").read_text())["config"]
     assert config["num_ctx"] == 65536
 
@@ -812,7 +810,7 @@ def test_qa_from_args_provider_options(monkeypatch: pytest.MonkeyPatch, tmp_path
     calls.clear()
     argv[-1] = "none"
     assert qa_from_args(_parse([*argv, "--out", str(tmp_path / "none")])) == 0
-    assert [kw for spec, kw in calls if spec == "prov:some-model"] == [{}, {}]
+    assert [kw for spec, kw in calls if spec == "prov:some-model"] == [{}]
     config = json.loads((tmp_path / "none" / "qa_report.json").read_text())["config"]
     assert config["temperature"] is None
 
