@@ -136,7 +136,7 @@ def _recall(args: argparse.Namespace) -> int:
         meta=meta,
     )
     report.meta["total_seconds"] = round(time.perf_counter() - started, 3)
-    scope = "all-" if args.all else ""
+    scope = "all-" if args.all else "ids-" if args.ids else ""
     stem = args.name or f"recall-{args.split}-{scope}{args.style}-{args.budget_base}"
     title = f"Evidence-round recall: {_SPLIT_NAMES[args.split]}"
     paths = report.save(args.out, stem, title=title)
@@ -268,7 +268,7 @@ def _add_recall_parser(sub: Any) -> None:
                      help="output folder (default: results/longmemeval)")
     run.add_argument("--name", default=None,
                      help="output file stem (default: recall-<split>-<style>-<budget-base>, "
-                     "with all- before <style> for --all)")
+                     "with all- or ids- before <style> for --all or --ids)")
     run.add_argument("--workers", type=int, default=1, metavar="N",
                      help="worker processes, one question at a time each (default: 1)")
     run.add_argument("--blas-threads", type=int, default=1, metavar="N",

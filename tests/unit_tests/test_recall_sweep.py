@@ -401,6 +401,20 @@ def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert (out / "mini.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
+    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--levels", "0",
+            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
+            "--result-cache", "off"]
+    assert main([*base, "--all"]) == 0
+    assert main([*base, "--ids", "fx_ssu"]) == 0
+    ids = {
+        name: json.loads((tmp_path / f"{name}.json").read_text())["meta"]["n_questions"]
+        for name in ("recall-s-all-recap-pool", "recall-s-ids-recap-pool")
+    }
+    assert ids == {"recall-s-all-recap-pool": 2, "recall-s-ids-recap-pool": 1}
+    assert not (tmp_path / "recall-s-recap-pool.json").exists()
+
+
 def test_cli_disk_cache_on(tmp_path: Path) -> None:
     args = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
             "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
