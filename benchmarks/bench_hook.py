@@ -57,10 +57,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--strategy", default="pacms")
     parser.add_argument("--budget", type=int, default=8000)
+    parser.add_argument("--min-gain", type=float, default=None,
+                        help="pacms min_gain override (default: the embedder's)")
     args = parser.parse_args()
 
     messages = conversation(75)
-    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy)
+    options = {} if args.min_gain is None else {"min_gain": args.min_gain}
+    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options)
     state = {"messages": [*messages, HumanMessage("Which service had the highest latency?")]}
     hook.invoke(state)  # warm the caches
     selection = hook.last_selection
@@ -93,7 +96,8 @@ def main() -> None:
 
     sel = hook.last_selection
     print(f"conversation: {len(messages) + 1} messages, {total} tokens, "
-          f"{len(sel.candidates)} candidates; budget {args.budget}; strategy {args.strategy}")
+          f"{len(sel.candidates)} candidates; budget {args.budget}; strategy {args.strategy} "
+          f"{options or ''}")
     print(f"hook overhead per model call, warm cache, repeat: median {median_ms(repeat):.2f} ms "
           f"(min {min(repeat) * 1000:.2f} ms, p90 "
           f"{median_ms(sorted(repeat)[int(0.9 * len(repeat)):]):.2f} ms; "
