@@ -915,7 +915,7 @@ async def arun_qa(
         else type(sel.embeddings).__name__,
         "token_counter": sel.token_counter.name,
         # What each strategy ran with, as the selector resolved it (pacms: the embedder's
-        # kernel threshold unless given).
+        # kernel threshold and gain floor unless given).
         "strategy_options": {s: sel.resolve_options(s, options.get(s, {}))[1] for s in strategies},
     }
     config.update(meta or {})

@@ -492,9 +492,10 @@ class ResultCache:
     :class:`~langchain_pacms.embeddings.filestore.LocalByteStore`. Keys include ``namespace``,
     a hash of the selection code (:func:`code_fingerprint` plus this module), the embedder
     identity and the tokenizer, and a hash of the question's content, so a change to any of
-    them misses instead of returning stale numbers. Column labels are not part of the key, the
-    strategy name and the given options are: ``rag:k=4`` and ``rag:k=4,`` share cells, ``rag``
-    and ``rag:k=4`` do not (defaults are not resolved).
+    them misses instead of returning stale numbers. Column labels are not part of the key; the
+    strategy name and the options it runs with, as the selector resolves them, are: ``rag:k=4``
+    and ``rag:k=4,`` share cells, ``rag`` and ``rag:k=4`` do not (strategy defaults are not
+    filled in), and ``pacms`` cells carry the embedder's threshold and gain floor.
 
     Cells live in ``<root>/recall-cells/<namespace>/``: cells of another code version,
     embedder or tokenizer are never read, and :meth:`prune` removes them.
@@ -509,12 +510,7 @@ class ResultCache:
 
     @classmethod
     def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
-        """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer.
-
-        The embedder's ``pacms`` threshold and gain floor are part of it too: an instance can
-        declare another ``similarity_threshold`` or ``min_gain`` without changing the model
-        identity.
-        """
+        """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer."""
         from langchain_pacms.embeddings.cache import model_identity
 
         inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
@@ -523,8 +519,6 @@ class ResultCache:
             _file_digest(Path(__file__)),
             model_identity(inner),
             getattr(selector.token_counter, "name", "custom"),
-            repr(selector.similarity_threshold),
-            repr(selector.min_gain),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)
@@ -544,8 +538,8 @@ class ResultCache:
     def prune(self) -> tuple[int, int]:
         """Delete the cells of every other namespace under ``root``.
 
-        After a change to the selection code, or with another embedder, tokenizer or
-        ``pacms`` setting of the embedder, the old cells are never read again; a 100-question
+        After a change to the selection code, or with another embedder or tokenizer, the old
+        cells are never read again; a 100-question
         table leaves about 12,000 of them. Folders of this namespace are kept, and so is
         anything outside ``recall-cells``. Do not prune while another sweep writes to the same
         root under another namespace: its folder would vanish under it.
@@ -575,11 +569,11 @@ class ResultCache:
         return files, size
 
     def key(self, qdigest: str, config: RecallConfig, level: int, budget: float,
-            spec: StrategySpec) -> str:
-        """The key of one cell."""
-        options = json.dumps(dict(spec.options), sort_keys=True, default=str)
+            name: str, options: Mapping[str, Any]) -> str:
+        """The key of one cell: strategy ``name`` run with the resolved ``options``."""
+        given = json.dumps(dict(options), sort_keys=True, default=str)
         return (f"{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
-                f"R{level}/{budget!r}/{spec.name}/{options}")
+                f"R{level}/{budget!r}/{name}/{given}")
 
 
 def _file_digest(path: Path) -> str:
@@ -635,12 +629,16 @@ def sweep_question(
         for budget in config.budgets
         for spec in config.strategies
     ]
+    # The options each column runs with, as ContextSelector.select would resolve them (pacms
+    # gets the embedder's kernel threshold and gain floor unless the spec sets them).
+    options = {spec.label: resolved_options(selector, spec) for spec in config.strategies}
     done: dict[tuple[int, float, str], RecallRow] = {}
     keys: dict[tuple[int, float, str], str] = {}
     if cache is not None:
         qdigest = question_digest(question)
         keys = {
-            (lv, b, sp.label): cache.key(qdigest, config, lv, b, sp) for lv, b, sp in cells
+            (lv, b, sp.label): cache.key(qdigest, config, lv, b, sp.name, options[sp.label])
+            for lv, b, sp in cells
         }
         found = cache.store.mget(list(keys.values()))
         for (lv, b, label), raw in zip(keys, found):
@@ -655,7 +653,9 @@ def sweep_question(
                      for sp in config.strategies)]
     n_texts = hits = misses = checks = mismatches = 0
     if levels:
-        result = _compute(question, selector, config, levels, done, share_rankings, timings)
+        result = _compute(
+            question, selector, config, options, levels, done, share_rankings, timings
+        )
         n_texts, hits, misses, checks, mismatches = result
         if cache is not None:
             cache.store.mset([
@@ -682,6 +682,7 @@ def _compute(
     question: Question,
     selector: Any,
     config: RecallConfig,
+    options: Mapping[str, Mapping[str, Any]],
     levels: Sequence[int],
     done: dict[tuple[int, float, str], RecallRow],
     share_rankings: bool,
@@ -710,9 +711,6 @@ def _compute(
     original_tokens = int(sum(counts[index[r.text]] for r in question.rounds))
     timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
 
-    # The options each column runs with, as ContextSelector.select would resolve them (pacms
-    # gets the embedder's kernel threshold and gain floor unless the spec sets them).
-    options = {spec.label: resolved_options(selector, spec) for spec in config.strategies}
     shared = _SharedRankingMMR() if share_rankings else None
     check_level = min(config.levels)
     exact_mmr = False

@@ -461,9 +461,8 @@ def test_result_cache_prune_keeps_only_its_namespace(
         str(current)
     )
     # Cells of another embedder, and a shard folder of an older flat layout.
-    floored = HashedTfidfEmbeddings()
-    floored.min_gain = 0.2
-    other = ResultCache.for_selector(tmp_path / "c", ContextSelector(floored))
+    smaller = HashedTfidfEmbeddings(dim=256)  # another model identity: another namespace
+    other = ResultCache.for_selector(tmp_path / "c", ContextSelector(smaller))
     other.store.mset([("k1", b"x" * 10), ("k2", b"y" * 5)])
     (cells / "ab").mkdir()
     (cells / "ab" / "cdef").write_bytes(b"z" * 7)
@@ -479,7 +478,7 @@ def test_result_cache_prune_keeps_only_its_namespace(
     assert sorted(p for p in current.rglob("*") if p.is_file()) == kept
     assert cache.prune() == (0, 0)
     # The CLI flag prunes before the run, and the run still reads its own cells back.
-    ResultCache.for_selector(tmp_path / "c", ContextSelector(floored)).store.mset([("k3", b"w")])
+    ResultCache.for_selector(tmp_path / "c", ContextSelector(smaller)).store.mset([("k3", b"w")])
     assert main([*base, "--prune-result-cache"]) == 0
     assert "removed 1 cells" in capsys.readouterr().err
     assert list(cells.iterdir()) == [current]
@@ -507,17 +506,19 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     assert sweep_question(edited, selector, cfg, cache=cache).cached_cells == 0
     other = ResultCache.for_selector(tmp_path, ContextSelector(HashedTfidfEmbeddings(dim=256)))
     assert other.namespace != cache.namespace
-    # Same model identity, another declared pacms threshold: the default pacms column differs.
-    stricter = HashedTfidfEmbeddings()
-    stricter.similarity_threshold = 0.9
-    assert ResultCache.for_selector(tmp_path, ContextSelector(stricter)).namespace != (
-        cache.namespace
-    )
-    floored = HashedTfidfEmbeddings()
-    floored.min_gain = 0.05
-    assert ResultCache.for_selector(tmp_path, ContextSelector(floored)).namespace != (
-        cache.namespace
-    )
+    # Same model identity, another declared pacms threshold or gain floor: the pacms cells
+    # are keyed by the options they run with, so they miss, while the other columns still hit.
+    plain = RecallConfig.create(levels=(0,), budgets=(0.1, 0.5), strategies=["pacms", "topk"])
+    assert sweep_question(q, selector, plain, cache=cache).cached_cells == 2  # topk, from above
+    assert sweep_question(q, selector, plain, cache=cache).cached_cells == 4
+    for name, value in (("similarity_threshold", 0.9), ("min_gain", 0.05)):
+        declared = HashedTfidfEmbeddings()
+        setattr(declared, name, value)
+        other_selector = ContextSelector(declared)
+        assert ResultCache.for_selector(tmp_path, other_selector).namespace == cache.namespace
+        result = sweep_question(q, other_selector, plain, cache=cache)
+        assert result.cached_cells == 2  # the topk cells only
+        assert {r.strategy for r in result.rows} == {"pacms", "topk"}
     full = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"],
                                style="full")
     assert sweep_question(q, selector, full, cache=cache).cached_cells == 0
