@@ -85,27 +85,39 @@ class CoverageObjective:
         if coverage_prior < 0.0:
             raise ValueError(f"coverage_prior must be >= 0, got {coverage_prior}")
         self.similarity_threshold = float(similarity_threshold)
-        rel = problem.relevance.astype(np.float32)
-        # Every item is a target with weight rel(i) + prior: generic coverage of the whole pool.
-        prior = problem.relevance.astype(np.float32) + np.float32(coverage_prior)
-        vectors = problem.vectors
-        # Only targets with rel(i) > 0 can contribute to F; with lam = 1, F has weight 0.
-        active = prior > 0 if relevance_weight < 1.0 else np.zeros(problem.n, dtype=bool)
-        self.targets: NDArray[np.int64] = np.flatnonzero(active).astype(np.int64)
-        # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
-        # the density of that target: one (n, m) product serves both.
-        weights = self._kernel(vectors @ vectors[self.targets].T)
-        target = prior[self.targets]
-        if density:
-            target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
-        weights *= target[None, :]
-        self.weights_t: NDArray[np.float32] = np.ascontiguousarray(weights)
+        # Only targets with rel(i) + prior > 0 can contribute to F; with lam = 1, F has weight 0.
+        # Weights depend on the candidates alone, so problems linked by with_budget share them.
+        key = ("coverage", relevance_weight < 1.0, self.similarity_threshold, density,
+               float(coverage_prior))
+        self.targets, self.weights_t = problem.shared(
+            key, lambda: self._weights(problem, relevance_weight < 1.0, density, coverage_prior)
+        )
         self.coverage_scale = np.float32(1.0 - relevance_weight)
-        self.modular: NDArray[np.float64] = relevance_weight * rel.astype(np.float64)
+        self.modular: NDArray[np.float64] = relevance_weight * problem.relevance.astype(np.float64)
         self._scale = float(self.coverage_scale)
         self._modular = self.modular.tolist()
         self._buffer = np.empty(self.targets.shape[0], dtype=np.float32)
         self._rows = list(self.weights_t)  # row views: cheaper to index than the matrix
+
+    def _weights(
+        self, problem: Problem, coverage: bool, density: bool, coverage_prior: float
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Targets and the read-only transposed weight matrix (see the class attributes)."""
+        # Every item is a target with weight rel(i) + prior: generic coverage of the whole pool.
+        prior = problem.relevance.astype(np.float32) + np.float32(coverage_prior)
+        active = prior > 0 if coverage else np.zeros(problem.n, dtype=bool)
+        targets = np.flatnonzero(active).astype(np.int64)
+        vectors = problem.vectors
+        # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
+        # the density of that target: one (n, m) product serves both.
+        weights = self._kernel(vectors @ vectors[targets].T)
+        target = prior[targets]
+        if density:
+            target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
+        weights *= target[None, :]
+        weights = np.ascontiguousarray(weights)
+        weights.flags.writeable = False
+        return targets, weights
 
     def _kernel(self, cosines: NDArray[np.float32]) -> NDArray[np.float32]:
         """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to a block of cosines, in place."""

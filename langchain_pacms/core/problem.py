@@ -3,6 +3,9 @@
 A :class:`Problem` holds unit-normalised candidate vectors, the query vector, token costs, the
 budget, the mandatory mask and chronological positions. It is built once per selection and is
 immutable afterwards; derived arrays (relevance, similarity) are computed lazily and cached.
+:meth:`Problem.with_budget` gives the same candidates under another budget and lets strategies
+share the work that does not depend on the budget (the coverage kernel of ``pacms``) between
+the two, so a sweep over budgets builds it once.
 
 Example:
     >>> import numpy as np
@@ -13,13 +16,17 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["Problem", "unit_rows"]
+
+_T = TypeVar("_T")
 
 
 def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
@@ -68,6 +75,8 @@ class Problem:
     budget: int
     mandatory: NDArray[np.bool_]
     positions: NDArray[np.int64]
+    # Budget-independent results shared by the problems that with_budget links (None: unshared).
+    _memo: dict[Hashable, Any] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def build(
@@ -130,6 +139,57 @@ class Problem:
             mandatory=mand.copy(),
             positions=pos.copy(),
         )
+
+    def with_budget(self, budget: int) -> Problem:
+        """The same candidates under another budget, sharing budget-independent work.
+
+        The two problems, and every further problem made this way from either, share one memo:
+        what a strategy derives from the candidates alone (see :meth:`shared`) is computed for
+        the first of them and reused by the others.
+
+        Args:
+            budget: The new token budget; must be positive.
+
+        Returns:
+            A problem equal to this one except for ``budget``.
+
+        Raises:
+            ValueError: If ``budget`` is not a positive integer.
+
+        Example:
+            >>> import numpy as np
+            >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[5, 5, 5], budget=5)
+            >>> [p.with_budget(b).budget for b in (5, 10, 15)]
+            [5, 10, 15]
+        """
+        if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
+            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        memo = self._memo if self._memo is not None else {}
+        # The memo is a cache, like the cached properties: setting it leaves the problem equal.
+        object.__setattr__(self, "_memo", memo)
+        other = replace(self, budget=int(budget))
+        object.__setattr__(other, "_memo", memo)
+        return other
+
+    def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """``build()``, computed once for all problems linked by :meth:`with_budget`.
+
+        Only for results that depend on the candidates and the query, never on the budget, the
+        mandatory mask or the positions; ``key`` must name everything else they depend on. A
+        problem not linked to another computes ``build()`` on every call.
+
+        Args:
+            key: Identifies the result among the problems' shared results.
+            build: Computes the result.
+
+        Returns:
+            The (possibly shared) result.
+        """
+        if self._memo is None:
+            return build()
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     @property
     def n(self) -> int:

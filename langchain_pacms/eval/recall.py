@@ -68,7 +68,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -736,8 +736,8 @@ def _compute(
         )
         timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t1
         for fraction, btok in zip(config.budgets, budgets):
-            # Same arrays, another budget (Problem is immutable; derived arrays are recomputed).
-            prob = problem if btok == problem.budget else replace(problem, budget=btok)
+            # Same arrays, another budget; the coverage kernels are built once per level.
+            prob = problem if btok == problem.budget else problem.with_budget(btok)
             for spec in config.strategies:
                 if (level, fraction, spec.label) in done:
                     continue

@@ -148,6 +148,28 @@ def test_solve_invariants(inst: Instance):
 
 
 @PROPS
+@given(instances(), st.lists(st.sampled_from([0.001, 0.1, 0.3, 0.6, 1.0, 2.0]), max_size=4))
+def test_budget_sweep_through_with_budget_equals_fresh_problems(
+    inst: Instance, ratios: list[float]
+):
+    # Problems linked by with_budget share budget-independent work (the coverage kernel); the
+    # picks must be exactly those of problems built from scratch at each budget.
+    linked = build(inst)
+    total = int(inst.tokens.sum())
+    for ratio in ratios:
+        budget = max(1, int(ratio * total))
+        linked = linked.with_budget(budget)
+        fresh = build(Instance(**{**vars(inst), "budget": budget}))
+        # A second coverage setting on the same linked problems must not reuse the first's.
+        for name, options in ((inst.strategy, inst.options), ("pacms_paper", {})):
+            shared = solve(linked, name, **options)
+            alone = solve(fresh, name, **options)
+            assert shared.order.tolist() == alone.order.tolist()
+            assert shared.over_budget == alone.over_budget
+            np.testing.assert_array_equal(shared.scores, alone.scores)
+
+
+@PROPS
 @given(instances(allow_bad_vectors=False), st.sampled_from(STRATEGIES))
 def test_lastk_window_and_topk_are_maximal(inst: Instance, name: str):
     # Whatever is left out does not fit: for topk any dropped item is larger than what is left,

@@ -75,6 +75,44 @@ def test_problem_build_rejects_bad_input(kwargs: dict[str, Any], match: str):
         Problem.build(np.eye(2), query, **args)
 
 
+def test_with_budget_changes_only_the_budget_and_shares_the_kernel():
+    p = Problem.build(np.eye(3), [1.0, 1.0, 0.0], tokens=[1, 2, 3], budget=2)
+    q = p.with_budget(5)
+    assert (q.budget, p.budget) == (5, 2)
+    for name in ("vectors", "query", "tokens", "mandatory", "positions"):
+        assert getattr(q, name) is getattr(p, name)
+    a = CoverageObjective(p, similarity_threshold=0.5, density=True)
+    b = CoverageObjective(q.with_budget(1), similarity_threshold=0.5, density=True)
+    assert b.weights_t is a.weights_t and b.targets is a.targets
+    assert not a.weights_t.flags.writeable
+    # Other kernel settings get their own weights; so does an unlinked problem.
+    assert CoverageObjective(q, similarity_threshold=0.0).weights_t is not a.weights_t
+    unlinked = Problem.build(np.eye(3), [1.0, 1.0, 0.0], tokens=[1, 2, 3], budget=2)
+    c = CoverageObjective(unlinked, similarity_threshold=0.5, density=True)
+    assert c.weights_t is not a.weights_t
+    np.testing.assert_array_equal(c.weights_t, a.weights_t)
+
+
+def test_shared_builds_once_for_linked_problems_and_every_time_otherwise():
+    calls: list[int] = []
+
+    def build() -> int:
+        calls.append(1)
+        return len(calls)
+
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
+    assert [p.shared("k", build), p.shared("k", build)] == [1, 2]  # unlinked: no memo
+    q = p.with_budget(2)
+    assert [p.shared("k", build), q.shared("k", build), q.shared("other", build)] == [3, 3, 4]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_with_budget_rejects_bad_budgets(bad: Any):
+    p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
+    with pytest.raises(ValueError, match="budget"):
+        p.with_budget(bad)
+
+
 def test_recency_and_relevance_orders_break_ties_by_position():
     p = Problem.build(
         np.array([[1.0, 0.0]] * 4),
