@@ -736,8 +736,9 @@ def _compute(
         )
         timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t1
         for fraction, btok in zip(config.budgets, budgets):
-            # Same arrays, another budget; the coverage kernels are built once per level.
-            prob = problem if btok == problem.budget else problem.with_budget(btok)
+            # Same arrays, another budget. Problems linked by with_budget (the first one too)
+            # build each coverage kernel once per level.
+            prob = problem.with_budget(btok)
             for spec in config.strategies:
                 if (level, fraction, spec.label) in done:
                     continue

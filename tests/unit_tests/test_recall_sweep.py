@@ -4,6 +4,7 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_pacms import ContextSelector, HashedTfidfEmbeddings
 from langchain_pacms.cli.main import main
-from langchain_pacms.core import Problem, solve
+from langchain_pacms.core import CoverageObjective, Problem, solve
 from langchain_pacms.eval.backends import selector_from_spec
 from langchain_pacms.eval.longmemeval import Question, Round, default_data_dir, iter_questions
 from langchain_pacms.eval.recall import (
@@ -222,6 +223,30 @@ def test_rows_equal_selector_select(share: bool, style: str, base: str) -> None:
         assert result.mmr_mismatches == 0
         assert result.mmr_checks == (2 * 4 if share else 0)
         _assert_rows_match_select(q, result.rows, cfg, selector)
+
+
+def test_sweep_builds_each_coverage_kernel_once_per_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Budgets change nothing in the kernel, so one level with three budgets and two coverage
+    # settings (pacms, pacms_paper) must build two weight matrices, not six.
+    builds: list[int] = []
+    weights = CoverageObjective._weights
+
+    def counted(self: CoverageObjective, problem: Problem, *args: Any) -> Any:
+        builds.append(problem.n)
+        return weights(self, problem, *args)
+
+    monkeypatch.setattr(CoverageObjective, "_weights", counted)
+    cfg = RecallConfig.create(
+        levels=(2,), budgets=(0.05, 0.2, 0.45), strategies=["pacms", "pacms_paper", "topk"]
+    )
+    question = _synthetic_question()
+    result = sweep_question(question, ContextSelector(), cfg)
+    assert len(result.rows) == 9
+    pool = {row.n_candidates for row in result.rows}
+    assert len(pool) == 1 and pool.pop() > 2
+    # (Checking each column's options solves a two-item problem once; those builds are not
+    # the pool's.)
+    assert [n for n in builds if n > 2] == [result.rows[0].n_candidates] * 2
 
 
 class _UndeclaredLexical(Embeddings):
