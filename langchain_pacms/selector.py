@@ -317,9 +317,32 @@ class ContextSelector:
         budget = _resolve_budget(int(tokens.sum()), budget_tokens, budget_ratio)
         return cands, tokens, budget
 
-    def _reweight(
+    def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """The embedder's reweighting of one pool, as :meth:`select` applies it before solving.
+
+        An embedder may define ``reweight_pool(vectors, query)`` to adapt its vectors to the
+        pool they are compared within (the built-in lexical embedder weights terms by their
+        inverse document frequency in the pool). Other embedders' vectors pass through.
+        Harnesses that build :class:`~langchain_pacms.core.Problem` instances themselves call
+        this to see the vectors that :meth:`select` would solve over.
+
+        Args:
+            vectors: ``(n, d)`` document embeddings of the pool, from :attr:`embeddings`.
+            query: ``(d,)`` query embedding.
+
+        Returns:
+            The vectors and the query to solve over.
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> docs = selector.embeddings.embed_matrix(["red apples", "green apples"])
+            >>> query = selector.embeddings.embed_matrix(["red"], kind="query")[0]
+            >>> vectors, q = selector.reweight_pool(docs, query)
+            >>> vectors.shape == docs.shape
+            True
+        """
         model = self.embeddings.embeddings
         while isinstance(model, CachedEmbeddings):  # a cache given together with cache_store
             model = model.embeddings
@@ -475,7 +498,7 @@ class ContextSelector:
         query_vec = self.embeddings.embed_matrix([query], kind="query")[0]
         if vectors.size and vectors.shape[1] != query_vec.shape[0]:
             raise ValueError("query and document embeddings differ in dimension")
-        return self._reweight(vectors, query_vec)
+        return self.reweight_pool(vectors, query_vec)
 
     def select(
         self,
@@ -546,7 +569,7 @@ class ContextSelector:
         query_vec = (await self.embeddings.aembed_matrix([query], kind="query"))[0]
         if vectors.size and vectors.shape[1] != query_vec.shape[0]:
             raise ValueError("query and document embeddings differ in dimension")
-        return self._reweight(vectors, query_vec)
+        return self.reweight_pool(vectors, query_vec)
 
     async def aselect(
         self,

@@ -63,13 +63,8 @@ examples:
 
 def _recall(args: argparse.Namespace) -> int:
     from langchain_pacms.eval.backends import selector_from_spec
-    from langchain_pacms.eval.recall import (
-        RecallConfig,
-        ResultCache,
-        load_questions,
-        resolve_source,
-        run_recall,
-    )
+    from langchain_pacms.eval.longmemeval import resolve_source
+    from langchain_pacms.eval.recall import RecallConfig, ResultCache, load_questions, run_recall
 
     say = (lambda *_: None) if args.quiet else functools.partial(print, file=sys.stderr)
     started = time.perf_counter()

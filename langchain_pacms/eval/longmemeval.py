@@ -66,6 +66,7 @@ __all__ = [
     "iter_questions",
     "parse_date",
     "question_from_record",
+    "resolve_source",
     "sample_questions",
 ]
 
@@ -537,3 +538,39 @@ def default_data_dir() -> Path | None:
         if c.is_dir():
             return c.resolve()
     return None
+
+
+def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Path:
+    """Find what :func:`iter_questions` should read, from a ``--data`` argument or the defaults.
+
+    Args:
+        data: A data directory (holding ``oracle/`` and the S archive), or directly a folder of
+            per-question JSON files, an archive or a JSON file. None: :func:`default_data_dir`
+            (``$PACMS_LONGMEMEVAL_DIR``, else ``../shared/data/longmemeval`` from the working
+            directory or the repository).
+        split: ``"oracle"`` or ``"s"``, used when ``data`` is a data directory.
+
+    Returns:
+        The source path.
+
+    Raises:
+        FileNotFoundError: If nothing usable is found.
+        ValueError: For an unknown split.
+    """
+    if split not in ("oracle", "s"):
+        raise ValueError(f"split must be 'oracle' or 's', got {split!r}")
+    base = Path(data).expanduser() if data is not None else default_data_dir()
+    if base is None:
+        raise FileNotFoundError(
+            "no LongMemEval data found: pass --data, or set PACMS_LONGMEMEVAL_DIR, or place it "
+            "at ../shared/data/longmemeval"
+        )
+    if base.is_file():
+        return base
+    if base.is_dir():
+        candidate = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
+        if candidate.exists():
+            return candidate
+        if any(base.glob("*.json")):
+            return base
+    raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")

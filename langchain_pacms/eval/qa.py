@@ -55,9 +55,9 @@ from langchain_pacms.eval.longmemeval import (
     QUESTION_TYPES,
     Question,
     iter_questions,
+    resolve_source,
     sample_questions,
 )
-from langchain_pacms.eval.recall import resolve_source
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
@@ -77,7 +77,6 @@ __all__ = [
     "qa_from_args",
     "read_ids",
     "render_history",
-    "resolve_source",
     "run_qa",
 ]
 

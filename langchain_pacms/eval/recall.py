@@ -73,17 +73,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from langchain_pacms.core import Pick, Problem, get_strategy, mmr_ranking, solve
-from langchain_pacms.eval.longmemeval import (
-    ORACLE_DIRNAME,
-    S_ARCHIVE_NAME,
-    Question,
-    default_data_dir,
-    iter_questions,
-    sample_questions,
-)
+from langchain_pacms.eval.longmemeval import Question, iter_questions, sample_questions
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
 
 __all__ = [
@@ -105,7 +97,6 @@ __all__ = [
     "machine_info",
     "parse_strategy_spec",
     "question_digest",
-    "resolve_source",
     "run_recall",
     "sweep_question",
 ]
@@ -466,14 +457,6 @@ class _SharedRankingMMR:
 # -- one question -------------------------------------------------------------------------------
 
 
-def _reweight(
-    selector: Any, vectors: NDArray[np.float32], query: NDArray[np.float32]
-) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    # The selector's pool reweighting (pool IDF for the lexical embedder). It is private on
-    # ContextSelector; a public hook would let this module stop reaching in.
-    return selector._reweight(vectors, query)
-
-
 def resolved_options(selector: Any, spec: StrategySpec) -> dict[str, Any]:
     """The options ``spec`` runs with under ``selector`` (``ContextSelector.resolve_options``)."""
     return selector.resolve_options(spec.name, spec.options)[1]
@@ -719,7 +702,7 @@ def _compute(
         pool = pools[level]
         t1 = time.perf_counter()
         rows_idx = np.array([index[p.text] for p in pool], dtype=np.int64)
-        vectors, query = _reweight(selector, matrix[rows_idx], query_vec)
+        vectors, query = selector.reweight_pool(matrix[rows_idx], query_vec)
         tokens = counts[rows_idx]
         pool_tokens = int(tokens.sum())
         base = pool_tokens if config.budget_base == "pool" else original_tokens
@@ -1090,42 +1073,6 @@ def machine_info() -> dict[str, Any]:
 # -- data ---------------------------------------------------------------------------------------
 
 
-def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Path:
-    """Find what :func:`iter_questions` should read.
-
-    Args:
-        data: A data directory (holding ``oracle/`` and the S archive), or directly a folder of
-            per-question JSON files, an archive or a JSON file. None: :func:`default_data_dir`
-            (``$PACMS_LONGMEMEVAL_DIR``, else ``../shared/data/longmemeval`` from the working
-            directory or the repository).
-        split: ``"oracle"`` or ``"s"``, used when ``data`` is a data directory.
-
-    Returns:
-        The source path.
-
-    Raises:
-        FileNotFoundError: If nothing usable is found.
-        ValueError: For an unknown split.
-    """
-    if split not in ("oracle", "s"):
-        raise ValueError(f"split must be 'oracle' or 's', got {split!r}")
-    base = Path(data).expanduser() if data is not None else default_data_dir()
-    if base is None:
-        raise FileNotFoundError(
-            "no LongMemEval data found: pass --data, or set PACMS_LONGMEMEVAL_DIR, or place it "
-            "at ../shared/data/longmemeval"
-        )
-    if base.is_file():
-        return base
-    if base.is_dir():
-        candidate = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
-        if candidate.exists():
-            return candidate
-        if any(base.glob("*.json")):
-            return base
-    raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")
-
-
 def load_questions(
     source: str | os.PathLike[str],
     *,
@@ -1136,7 +1083,8 @@ def load_questions(
     """Load the recall sample: ``sample_questions(..., recall_only=True)``.
 
     Args:
-        source: Folder, archive or JSON file (see :func:`resolve_source`).
+        source: Folder, archive or JSON file (see
+            :func:`~langchain_pacms.eval.longmemeval.resolve_source`).
         n: Sample size (None: every eligible question).
         seed: Sampling seed.
         ids: Take exactly these question ids instead of a sample (ineligible ones are dropped).

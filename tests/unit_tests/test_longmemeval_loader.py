@@ -21,6 +21,7 @@ from langchain_pacms.eval.longmemeval import (
     default_data_dir,
     iter_questions,
     parse_date,
+    resolve_source,
     sample_questions,
 )
 
@@ -353,3 +354,17 @@ def test_real_s_archive_single_id() -> None:
     assert ev[0].session_id == "answer_280352e9"
     assert "Business Administration" in ev[0].user
     assert len(q.rounds) > 100
+
+
+def test_resolve_source(tmp_path: Path) -> None:
+    # A folder of question files, the oracle folder of a data directory; clear errors otherwise.
+    assert resolve_source(FIXTURES, "s") == FIXTURES
+    (tmp_path / "oracle").mkdir()
+    assert resolve_source(tmp_path, "oracle") == tmp_path / "oracle"
+    with pytest.raises(FileNotFoundError, match="'s' data"):
+        resolve_source(tmp_path, "s")
+    (tmp_path / S_ARCHIVE_NAME).write_bytes(b"")
+    assert resolve_source(tmp_path, "s") == tmp_path / S_ARCHIVE_NAME
+    assert resolve_source(tmp_path / S_ARCHIVE_NAME) == tmp_path / S_ARCHIVE_NAME
+    with pytest.raises(ValueError):
+        resolve_source(tmp_path, "m")

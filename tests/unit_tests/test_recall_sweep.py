@@ -28,7 +28,6 @@ from langchain_pacms.eval.recall import (
     load_questions,
     parse_strategy_spec,
     question_digest,
-    resolve_source,
     run_recall,
     sweep_question,
 )
@@ -384,16 +383,6 @@ def test_json_shape_and_round_trip(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ data + CLI
-
-
-def test_resolve_source(tmp_path: Path) -> None:
-    assert resolve_source(FIXTURES, "s") == FIXTURES
-    (tmp_path / "oracle").mkdir()
-    assert resolve_source(tmp_path, "oracle") == tmp_path / "oracle"
-    with pytest.raises(FileNotFoundError):
-        resolve_source(tmp_path, "s")
-    with pytest.raises(ValueError):
-        resolve_source(tmp_path, "m")
 
 
 def test_load_questions_drops_ineligible() -> None:
