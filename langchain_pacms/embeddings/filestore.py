@@ -91,7 +91,8 @@ class LocalByteStore(ByteStore):
 
     def _write(self, raw_key: bytes, value: bytes) -> None:
         path = self._path(raw_key)
-        path.parent.mkdir(exist_ok=True)
+        # parents: the root too, in case it was removed (a cache prune) while the store lived.
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}{_TMP_SUFFIX}"
         try:
             with open(tmp, "wb") as fh:

@@ -44,10 +44,11 @@ class HashedTfidfEmbeddings(Embeddings):
             which :class:`~langchain_pacms.ContextSelector` uses unless told otherwise. Unrelated
             texts sit near cosine 0.05 here and a copy with a short note added near 0.8, so
             0.6 (chosen on LongMemEval development questions) joins copies and light edits only.
-        min_gain: The ``pacms`` absolute gain floor on this embedder's relevance scale. A text
-            that shares one common word with the query scores about 0.01-0.03 here, which says
-            little about it; below 0.01 the greedy hands the rest of the budget to the
-            diversity fill (chosen on LongMemEval development questions).
+        min_gain: The ``pacms`` absolute gain floor, on this embedder's relevance scale: once
+            no candidate would add 0.01, the greedy hands the rest of the budget to the
+            diversity fill. On LongMemEval development questions a round with relevance below
+            0.01 was no likelier to be evidence than one with relevance 0 (a text that shares
+            one common word with the query scores about 0.01-0.03 here).
 
     Example:
         >>> emb = HashedTfidfEmbeddings()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -68,6 +69,16 @@ def test_mdelete_and_yield_keys_with_prefix(tmp_path: Path) -> None:
 def test_persists_across_instances(tmp_path: Path) -> None:
     LocalByteStore(tmp_path).mset([("k", b"v")])
     assert LocalByteStore(tmp_path).mget(["k"]) == [b"v"]
+
+
+def test_writes_recreate_a_root_removed_under_the_store(tmp_path: Path) -> None:
+    # A cache prune may delete the folder of a store that another process still writes to.
+    store = LocalByteStore(tmp_path / "cells" / "ns")
+    store.mset([("a", b"1")])
+    shutil.rmtree(tmp_path / "cells")
+    assert store.mget(["a"]) == [None]
+    store.mset([("b", b"2")])
+    assert store.mget(["a", "b"]) == [None, b"2"]
 
 
 def test_type_errors(tmp_path: Path) -> None:
