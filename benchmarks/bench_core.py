@@ -71,7 +71,7 @@ def make_problem(n: int, d: int, seed: int) -> Problem:
 
 def fresh(problem: Problem) -> Problem:
     """The same arrays without the cached relevance, so every timed call pays for it."""
-    return Problem(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
+    return dataclasses.replace(problem)  # init fields only: no cached or shared results
 
 
 # ----------------------------------------------------------------------------------------------

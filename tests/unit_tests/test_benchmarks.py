@@ -1,0 +1,51 @@
+"""The benchmark scripts run as a user runs them, on instances small enough for the suite.
+
+Speed is not asserted here (that is what the scripts measure); what is checked is that each
+script runs to the end and prints the rows it promises, including its own correctness checks
+(``bench_sweep.py`` exits with an error when a linked sweep keeps other items than fresh
+problems do).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run_script(name: str, *args: str) -> str:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_bench_core_prints_every_strategy_and_the_references() -> None:
+    out = run_script(
+        "bench_core.py", "--sizes", "60", "--dims", "8", "--repeats", "1",
+        "--langchain-max-n", "60",
+    )
+    for row in ("pacms", "topk", "lastk", "mmr", "rag", "*E @ E.T (float32)*",
+                "*LangChain MMR, k=n*"):
+        assert f"| 60 | 8 | {row} |" in out
+
+
+def test_bench_sweep_checks_linked_against_fresh_problems() -> None:
+    out = run_script("bench_sweep.py", "--sizes", "60", "--dims", "8", "--repeats", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| 60 | 8 |")]
+    assert [row.split("|")[3].strip() for row in rows] == ["pacms", "pacms_paper"]
+
+
+@pytest.mark.parametrize("options", [[], ["--min-gain", "0"]])
+def test_bench_hook_reports_the_overhead(options: list[str]) -> None:
+    out = run_script("bench_hook.py", "--calls", "2", *options)
+    assert "hook overhead per model call, warm cache" in out
+    assert "last selection phases (ms)" in out
