@@ -92,7 +92,6 @@ def diverse_fill(
     open_ = _open(problem, members, room)
     if not open_.size:
         return []
-    vectors = problem.vectors
     chosen = np.asarray(members, dtype=np.int64)
     added: list[int] = []
     if not chosen.size:  # nothing to be redundant with: start from the most relevant item
@@ -101,10 +100,9 @@ def diverse_fill(
         room -= int(problem.tokens[first])
         chosen = np.asarray(added, dtype=np.int64)
         open_ = _open(problem, added, room)
-    mine = vectors[open_]
     redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
     for at in range(0, chosen.size, _BLOCK):
-        sims = mine @ vectors[chosen[at : at + _BLOCK]].T
+        sims = problem.cosine_block(open_, chosen[at : at + _BLOCK])
         np.maximum(redundancy, sims.max(axis=1), out=redundancy)
     relevance = (lambda_mult * problem.relevance[open_].astype(np.float64)).tolist()
     rest = 1.0 - lambda_mult
@@ -114,19 +112,19 @@ def diverse_fill(
     scored = len(added)
     heap = [(-(relevance[k] - rest * red[k]), int(j), k, scored) for k, j in enumerate(open_)]
     heapq.heapify(heap)
-    # Vectors of the added items, in order, so that a re-score reads one contiguous slice.
-    trail = np.empty((open_.size + len(added), vectors.shape[1]), dtype=vectors.dtype)
-    trail[: len(added)] = vectors[added]
+    # The added items, in order, so that a re-score reads one contiguous slice.
+    trail = np.empty(open_.size + len(added), dtype=np.int64)
+    trail[: len(added)] = added
     while heap:
         _, j, k, stamp = heapq.heappop(heap)
         if tokens[k] > room:
             continue  # room only shrinks: it will never fit
         if stamp < len(added):
-            fresh = float((trail[stamp : len(added)] @ vectors[j]).max())
+            fresh = float(problem.cosine_row(j, trail[stamp : len(added)]).max())
             red[k] = max(red[k], fresh)
             heapq.heappush(heap, (-(relevance[k] - rest * red[k]), j, k, len(added)))
             continue
-        trail[len(added)] = vectors[j]
+        trail[len(added)] = j
         added.append(j)
         room -= tokens[k]
     return added

@@ -107,10 +107,9 @@ class CoverageObjective:
         prior = problem.relevance.astype(np.float32) + np.float32(coverage_prior)
         active = prior > 0 if coverage else np.zeros(problem.n, dtype=bool)
         targets = np.flatnonzero(active).astype(np.int64)
-        vectors = problem.vectors
         # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
-        # the density of that target: one (n, m) product serves both.
-        weights = self._kernel(vectors @ vectors[targets].T)
+        # the density of that target: one (n, m) block of cosines serves both.
+        weights = self._kernel(problem.cosine_block(None, targets))
         target = prior[targets]
         if density:
             target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)

@@ -24,7 +24,11 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["Problem", "unit_rows"]
+__all__ = ["COSINE_MATRIX_LIMIT", "Problem", "unit_rows"]
+
+COSINE_MATRIX_LIMIT = 4096
+"""Largest pool for which :meth:`Problem.precompute_cosines` keeps the matrix of all pairwise
+cosines (64 MiB at this size); larger pools compute each block from the vectors."""
 
 _T = TypeVar("_T")
 
@@ -75,8 +79,9 @@ class Problem:
     budget: int
     mandatory: NDArray[np.bool_]
     positions: NDArray[np.int64]
-    # Budget-independent results shared by the problems that with_budget links (None: unshared).
-    _memo: dict[Hashable, Any] | None = field(default=None, init=False, repr=False)
+    # Budget-independent results, kept for the problem's lifetime and shared by the problems
+    # that with_budget links.
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def build(
@@ -144,8 +149,8 @@ class Problem:
         """The same candidates under another budget, sharing budget-independent work.
 
         The two problems, and every further problem made this way from either, share one memo:
-        what a strategy derives from the candidates alone (see :meth:`shared`) is computed for
-        the first of them and reused by the others.
+        what a strategy derives from the candidates alone (see :meth:`shared`) is computed once
+        for all of them.
 
         Args:
             budget: The new token budget; must be positive.
@@ -164,19 +169,17 @@ class Problem:
         """
         if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
-        memo = self._memo if self._memo is not None else {}
-        # The memo is a cache, like the cached properties: setting it leaves the problem equal.
-        object.__setattr__(self, "_memo", memo)
         other = replace(self, budget=int(budget))
-        object.__setattr__(other, "_memo", memo)
+        # The memo is a cache, like the cached properties: sharing it leaves the problem equal.
+        object.__setattr__(other, "_memo", self._memo)
         return other
 
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
-        """``build()``, computed once for all problems linked by :meth:`with_budget`.
+        """``build()``, computed once for this problem and those linked by :meth:`with_budget`.
 
         Only for results that depend on the candidates and the query, never on the budget, the
-        mandatory mask or the positions; ``key`` must name everything else they depend on. A
-        problem not linked to another computes ``build()`` on every call.
+        mandatory mask or the positions; ``key`` must name everything else they depend on. The
+        result is kept as long as one of the linked problems is alive.
 
         Args:
             key: Identifies the result among the problems' shared results.
@@ -185,8 +188,6 @@ class Problem:
         Returns:
             The (possibly shared) result.
         """
-        if self._memo is None:
-            return build()
         if key not in self._memo:
             self._memo[key] = build()
         return self._memo[key]
@@ -200,6 +201,72 @@ class Problem:
     def relevance(self) -> NDArray[np.float32]:
         """``rel(i) = max(0, cos(e_i, e_q))`` for every candidate."""
         return np.maximum(self.vectors @ self.query, 0.0).astype(np.float32)
+
+    def precompute_cosines(self) -> bool:
+        """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
+
+        Worth it when most pairs will be needed anyway: ``pacms`` with the diversity fill
+        calls it, so its objective and its fill share one product. The matrix is kept with the
+        problem (and shared by the problems :meth:`with_budget` links); pools larger than
+        :data:`COSINE_MATRIX_LIMIT` are left alone.
+
+        Returns:
+            Whether the matrix is now available.
+        """
+        if self.n > COSINE_MATRIX_LIMIT:
+            return False
+
+        def build() -> NDArray[np.float32]:
+            matrix = self.vectors @ self.vectors.T
+            matrix.flags.writeable = False
+            return matrix
+
+        self.shared("cosines", build)
+        return True
+
+    def cosine_block(
+        self, rows: NDArray[np.int64] | None, cols: NDArray[np.int64]
+    ) -> NDArray[np.float32]:
+        """Cosines between candidates ``rows`` (None: all) and ``cols``, as a new array.
+
+        Read from the matrix of :meth:`precompute_cosines` when it exists, computed from the
+        vectors otherwise; the values are those of ``vectors[rows] @ vectors[cols].T``.
+
+        Args:
+            rows: Row candidates, or None for every candidate in index order.
+            cols: Column candidates.
+
+        Returns:
+            A writable ``(len(rows), len(cols))`` float32 array.
+
+        Example:
+            >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
+            >>> p.cosine_block(None, np.array([0])).tolist()
+            [[1.0], [0.0]]
+        """
+        cols = np.asarray(cols, dtype=np.int64)
+        matrix = self._memo.get("cosines")
+        if matrix is not None:
+            if rows is None:
+                return matrix[:, cols]
+            return matrix[np.ix_(np.asarray(rows, dtype=np.int64), cols)]
+        mine = self.vectors if rows is None else self.vectors[np.asarray(rows, dtype=np.int64)]
+        return mine @ self.vectors[cols].T
+
+    def cosine_row(self, j: int, cols: NDArray[np.int64]) -> NDArray[np.float32]:
+        """Cosines between candidate ``j`` and candidates ``cols`` (see :meth:`cosine_block`).
+
+        Args:
+            j: One candidate.
+            cols: Other candidates.
+
+        Returns:
+            A ``(len(cols),)`` float32 array.
+        """
+        matrix = self._memo.get("cosines")
+        if matrix is not None:
+            return matrix[j, cols]
+        return self.vectors[cols] @ self.vectors[j]
 
     def recency_order(self) -> NDArray[np.int64]:
         """Indices from newest to oldest (ties: later index first)."""

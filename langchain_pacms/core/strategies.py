@@ -28,7 +28,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from langchain_pacms.core.fill import diverse_fill, relevance_fill
-from langchain_pacms.core.greedy import Completion, budgeted_greedy
+from langchain_pacms.core.greedy import budgeted_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem
 
@@ -268,18 +268,21 @@ def auto_relevance_weight(problem: Problem) -> float:
     return float(np.clip(1.0 - 2.0 * ratio, 0.0, 1.0))
 
 
-FILLS: dict[str, Completion] = {"relevance": relevance_fill, "diverse": diverse_fill}
+FillWalk = Callable[[Problem, Sequence[int], int], list[int]]
+"""``walk(problem, members, room)``: what to add to ``members`` within ``room`` tokens."""
+
+FILLS: dict[str, FillWalk] = {"relevance": relevance_fill, "diverse": diverse_fill}
 """Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`)."""
 
 
-def _fill_of(problem: Problem, fill: bool | str | None) -> Completion | None:
+def _fill_walk(fill: bool | str | None) -> FillWalk | None:
+    """The fill function named by ``fill`` (None for no fill), with a clear error otherwise."""
     if fill is None or fill is False:
         return None
     name = "diverse" if fill is True else fill
     if name not in FILLS:
         raise ValueError(f"fill must be one of {sorted(FILLS)}, True, False or None; got {fill!r}")
-    walk = FILLS[name]
-    return lambda members, room: walk(problem, members, room)
+    return FILLS[name]
 
 
 def pacms(
@@ -337,11 +340,15 @@ def pacms(
     else:
         raise ValueError(f"relevance_weight must be a number in [0, 1] or 'auto', "
                          f"got {relevance_weight!r}")
-    complete = _fill_of(problem, fill)
+    walk = _fill_walk(fill)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)
     if problem.n == int(start.size):
         return Pick(start, scores, info={"relevance_weight": lam, "evaluations": 0})
+    if walk is diverse_fill:
+        # The diversity fill reads cosines among most candidates: one product serves it and
+        # the objective's kernel.
+        problem.precompute_cosines()
     objective = CoverageObjective(
         problem,
         relevance_weight=lam,
@@ -361,7 +368,7 @@ def pacms(
         guarantee=guarantee,
         gain_floor=gain_floor,
         min_gain=min_gain,
-        complete=complete,
+        complete=None if walk is None else (lambda members, room: walk(problem, members, room)),
     )
     greedy = len(result.picks) - result.completed
     scores[result.picks[:greedy]] = result.gains[:greedy]

@@ -20,6 +20,7 @@ from langchain_pacms.core import (
     register_strategy,
     solve,
 )
+from langchain_pacms.core import problem as problem_module
 from langchain_pacms.core import strategies as strategies_module
 
 
@@ -93,7 +94,7 @@ def test_with_budget_changes_only_the_budget_and_shares_the_kernel():
     np.testing.assert_array_equal(c.weights_t, a.weights_t)
 
 
-def test_shared_builds_once_for_linked_problems_and_every_time_otherwise():
+def test_shared_builds_once_per_problem_and_its_linked_problems():
     calls: list[int] = []
 
     def build() -> int:
@@ -101,9 +102,52 @@ def test_shared_builds_once_for_linked_problems_and_every_time_otherwise():
         return len(calls)
 
     p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
-    assert [p.shared("k", build), p.shared("k", build)] == [1, 2]  # unlinked: no memo
+    assert [p.shared("k", build), p.shared("k", build)] == [1, 1]
     q = p.with_budget(2)
-    assert [p.shared("k", build), q.shared("k", build), q.shared("other", build)] == [3, 3, 4]
+    assert [q.shared("k", build), q.shared("other", build)] == [1, 2]
+    again = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)  # not linked
+    assert again.shared("k", build) == 3
+
+
+@pytest.mark.parametrize(("limit", "precompute"), [(0, True), (10_000, True), (10_000, False)])
+def test_cosine_blocks_are_the_vector_products(
+    monkeypatch: pytest.MonkeyPatch, limit: int, precompute: bool
+):
+    # Blocks come from the kept matrix when there is one, from the vectors otherwise.
+    monkeypatch.setattr(problem_module, "COSINE_MATRIX_LIMIT", limit)
+    rng = np.random.default_rng(3)
+    p = Problem.build(rng.standard_normal((30, 6)), rng.standard_normal(6), tokens=[1] * 30,
+                      budget=5)
+    kept = p.precompute_cosines() if precompute else False
+    assert kept == (precompute and limit >= 30)
+    assert ("cosines" in p._memo) == kept
+    rows, cols = np.array([4, 0, 29, 4]), np.array([7, 4, 12])
+    block = p.cosine_block(rows, cols)
+    np.testing.assert_allclose(block, p.vectors[rows] @ p.vectors[cols].T, atol=1e-6)
+    np.testing.assert_allclose(p.cosine_block(None, cols), p.vectors @ p.vectors[cols].T,
+                               atol=1e-6)
+    np.testing.assert_allclose(p.cosine_row(29, cols), block[2], atol=1e-6)
+    block[:] = 7.0  # a new array: writing to it changes nothing the problem keeps
+    np.testing.assert_allclose(p.cosine_block(rows, cols), p.vectors[rows] @ p.vectors[cols].T,
+                               atol=1e-6)
+    if kept:
+        assert p.with_budget(9)._memo["cosines"] is p._memo["cosines"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pacms_picks_do_not_depend_on_the_cosine_matrix(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(1, 40, 80)
+    p = Problem.build(rng.standard_normal((80, 12)), rng.standard_normal(12), tokens=tokens,
+                      budget=int(tokens.sum() * 0.4))
+    with_matrix = solve(p, "pacms", similarity_threshold=0.3, gain_floor=0.3)
+    assert with_matrix.info["filled"] > 0  # the fill ran, so both of its paths are compared
+    monkeypatch.setattr(problem_module, "COSINE_MATRIX_LIMIT", 0)
+    without = solve(Problem.build(p.vectors, p.query, tokens=tokens, budget=p.budget), "pacms",
+                    similarity_threshold=0.3, gain_floor=0.3)
+    assert without.order.tolist() == with_matrix.order.tolist()
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
