@@ -27,8 +27,11 @@ Same numbers as the selector:
 Where the time goes, and what is shared:
     Per question, each distinct text is embedded and counted once (all levels share the
     original rounds); per ``(question, R)`` the pool vectors and the problem are built once
-    and every ``(budget, strategy)`` runs on them. The ``mmr`` ranking does not depend on the
-    budget, so by default it is computed once per ``(question, R)`` with the core's
+    and every ``(budget, strategy)`` runs on them. Each budget's problem comes from
+    :meth:`~langchain_pacms.core.Problem.with_budget`, so what ``pacms`` derives from the
+    candidates alone (the cosine matrix, the coverage kernel: its largest costs) is computed
+    once per ``(question, R)``, not once per budget. The ``mmr`` ranking does not depend on
+    the budget either, so by default it is computed once per ``(question, R)`` with the core's
     :func:`~langchain_pacms.core.mmr_ranking` and walked under each budget exactly as the
     ``mmr`` strategy walks it; at the smallest level of every question the shared picks are
     checked against ``solve(problem, "mmr")`` (on a mismatch the question falls back to the
