@@ -100,9 +100,15 @@ def diverse_fill(
         room -= int(problem.tokens[first])
         chosen = np.asarray(added, dtype=np.int64)
         open_ = _open(problem, added, room)
+    # Cosines come from the problem's kept matrix when there is one (pacms computes it), else
+    # from the vectors: then the added items' vectors are kept in one contiguous block.
+    matrix = problem.cosine_matrix
+    vectors = problem.vectors
+    mine = vectors[open_] if matrix is None else None
     redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
     for at in range(0, chosen.size, _BLOCK):
-        sims = problem.cosine_block(open_, chosen[at : at + _BLOCK])
+        block = chosen[at : at + _BLOCK]
+        sims = mine @ vectors[block].T if mine is not None else matrix[np.ix_(open_, block)]
         np.maximum(redundancy, sims.max(axis=1), out=redundancy)
     relevance = (lambda_mult * problem.relevance[open_].astype(np.float64)).tolist()
     rest = 1.0 - lambda_mult
@@ -112,18 +118,27 @@ def diverse_fill(
     scored = len(added)
     heap = [(-(relevance[k] - rest * red[k]), int(j), k, scored) for k, j in enumerate(open_)]
     heapq.heapify(heap)
-    # The added items, in order, so that a re-score reads one contiguous slice.
+    # The added items (or their vectors), in order, so that a re-score reads one slice.
     trail = np.empty(open_.size + len(added), dtype=np.int64)
     trail[: len(added)] = added
+    if matrix is None:
+        trail_vectors = np.empty((trail.size, vectors.shape[1]), dtype=vectors.dtype)
+        trail_vectors[: len(added)] = vectors[added]
     while heap:
         _, j, k, stamp = heapq.heappop(heap)
         if tokens[k] > room:
             continue  # room only shrinks: it will never fit
         if stamp < len(added):
-            fresh = float(problem.cosine_row(j, trail[stamp : len(added)]).max())
+            since = slice(stamp, len(added))
+            if matrix is None:
+                fresh = float((trail_vectors[since] @ vectors[j]).max())
+            else:
+                fresh = float(matrix[j, trail[since]].max())
             red[k] = max(red[k], fresh)
             heapq.heappush(heap, (-(relevance[k] - rest * red[k]), j, k, len(added)))
             continue
+        if matrix is None:
+            trail_vectors[len(added)] = vectors[j]
         trail[len(added)] = j
         added.append(j)
         room -= tokens[k]

@@ -109,7 +109,7 @@ class CoverageObjective:
         targets = np.flatnonzero(active).astype(np.int64)
         # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
         # the density of that target: one (n, m) block of cosines serves both.
-        weights = self._kernel(problem.cosine_block(None, targets))
+        weights = self._kernel(problem.cosine_columns(targets))
         target = prior[targets]
         if density:
             target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)

@@ -206,9 +206,9 @@ class Problem:
         """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
 
         Worth it when most pairs will be needed anyway: ``pacms`` with the diversity fill
-        calls it, so its objective and its fill share one product. The matrix is kept with the
-        problem (and shared by the problems :meth:`with_budget` links); pools larger than
-        :data:`COSINE_MATRIX_LIMIT` are left alone.
+        calls it, so its objective and its fill share one product (see :attr:`cosine_matrix`).
+        The matrix is kept with the problem (and shared by the problems :meth:`with_budget`
+        links); pools larger than :data:`COSINE_MATRIX_LIMIT` are left alone.
 
         Returns:
             Whether the matrix is now available.
@@ -224,49 +224,33 @@ class Problem:
         self.shared("cosines", build)
         return True
 
-    def cosine_block(
-        self, rows: NDArray[np.int64] | None, cols: NDArray[np.int64]
-    ) -> NDArray[np.float32]:
-        """Cosines between candidates ``rows`` (None: all) and ``cols``, as a new array.
+    @property
+    def cosine_matrix(self) -> NDArray[np.float32] | None:
+        """The read-only matrix of all pairwise cosines if :meth:`precompute_cosines` kept it."""
+        return self._memo.get("cosines")
 
-        Read from the matrix of :meth:`precompute_cosines` when it exists, computed from the
-        vectors otherwise; the values are those of ``vectors[rows] @ vectors[cols].T``.
+    def cosine_columns(self, cols: NDArray[np.int64]) -> NDArray[np.float32]:
+        """Cosines of every candidate to candidates ``cols``, as a new ``(n, len(cols))`` array.
+
+        Read from :attr:`cosine_matrix` when it exists, computed from the vectors otherwise;
+        the values are those of ``vectors @ vectors[cols].T``.
 
         Args:
-            rows: Row candidates, or None for every candidate in index order.
             cols: Column candidates.
 
         Returns:
-            A writable ``(len(rows), len(cols))`` float32 array.
+            A writable float32 array.
 
         Example:
             >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
-            >>> p.cosine_block(None, np.array([0])).tolist()
+            >>> p.cosine_columns(np.array([0])).tolist()
             [[1.0], [0.0]]
         """
         cols = np.asarray(cols, dtype=np.int64)
-        matrix = self._memo.get("cosines")
+        matrix = self.cosine_matrix
         if matrix is not None:
-            if rows is None:
-                return matrix[:, cols]
-            return matrix[np.ix_(np.asarray(rows, dtype=np.int64), cols)]
-        mine = self.vectors if rows is None else self.vectors[np.asarray(rows, dtype=np.int64)]
-        return mine @ self.vectors[cols].T
-
-    def cosine_row(self, j: int, cols: NDArray[np.int64]) -> NDArray[np.float32]:
-        """Cosines between candidate ``j`` and candidates ``cols`` (see :meth:`cosine_block`).
-
-        Args:
-            j: One candidate.
-            cols: Other candidates.
-
-        Returns:
-            A ``(len(cols),)`` float32 array.
-        """
-        matrix = self._memo.get("cosines")
-        if matrix is not None:
-            return matrix[j, cols]
-        return self.vectors[cols] @ self.vectors[j]
+            return matrix[:, cols]
+        return self.vectors @ self.vectors[cols].T
 
     def recency_order(self) -> NDArray[np.int64]:
         """Indices from newest to oldest (ties: later index first)."""

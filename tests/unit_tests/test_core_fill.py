@@ -37,9 +37,12 @@ def naive_diverse(p: Problem, members: list[int], room: int) -> list[int]:
         room -= int(p.tokens[j])
 
 
+@pytest.mark.parametrize("precompute", [False, True])
 @pytest.mark.parametrize("seed", range(20))
-def test_lazy_diverse_fill_equals_rescoring_every_step(seed: int):
+def test_lazy_diverse_fill_equals_rescoring_every_step(seed: int, precompute: bool):
+    # From the vectors, or from the problem's kept cosine matrix (as inside pacms).
     p = random_problem(seed)
+    assert p.precompute_cosines() if precompute else p.cosine_matrix is None
     members = [int(j) for j in np.random.default_rng(seed).choice(p.n, 5, replace=False)]
     room = p.budget - int(p.tokens[members].sum())
     assert diverse_fill(p, members, room) == naive_diverse(p, members, room)

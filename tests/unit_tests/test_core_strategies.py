@@ -110,28 +110,26 @@ def test_shared_builds_once_per_problem_and_its_linked_problems():
 
 
 @pytest.mark.parametrize(("limit", "precompute"), [(0, True), (10_000, True), (10_000, False)])
-def test_cosine_blocks_are_the_vector_products(
+def test_cosine_columns_are_the_vector_products(
     monkeypatch: pytest.MonkeyPatch, limit: int, precompute: bool
 ):
-    # Blocks come from the kept matrix when there is one, from the vectors otherwise.
+    # Columns come from the kept matrix when there is one, from the vectors otherwise.
     monkeypatch.setattr(problem_module, "COSINE_MATRIX_LIMIT", limit)
     rng = np.random.default_rng(3)
     p = Problem.build(rng.standard_normal((30, 6)), rng.standard_normal(6), tokens=[1] * 30,
                       budget=5)
     kept = p.precompute_cosines() if precompute else False
     assert kept == (precompute and limit >= 30)
-    assert ("cosines" in p._memo) == kept
-    rows, cols = np.array([4, 0, 29, 4]), np.array([7, 4, 12])
-    block = p.cosine_block(rows, cols)
-    np.testing.assert_allclose(block, p.vectors[rows] @ p.vectors[cols].T, atol=1e-6)
-    np.testing.assert_allclose(p.cosine_block(None, cols), p.vectors @ p.vectors[cols].T,
-                               atol=1e-6)
-    np.testing.assert_allclose(p.cosine_row(29, cols), block[2], atol=1e-6)
-    block[:] = 7.0  # a new array: writing to it changes nothing the problem keeps
-    np.testing.assert_allclose(p.cosine_block(rows, cols), p.vectors[rows] @ p.vectors[cols].T,
-                               atol=1e-6)
+    assert (p.cosine_matrix is not None) == kept
     if kept:
-        assert p.with_budget(9)._memo["cosines"] is p._memo["cosines"]
+        assert p.cosine_matrix is not None and not p.cosine_matrix.flags.writeable
+        np.testing.assert_allclose(p.cosine_matrix, p.vectors @ p.vectors.T, atol=1e-6)
+        assert p.with_budget(9).cosine_matrix is p.cosine_matrix
+    cols = np.array([7, 4, 12, 4])
+    block = p.cosine_columns(cols)
+    np.testing.assert_allclose(block, p.vectors @ p.vectors[cols].T, atol=1e-6)
+    block[:] = 7.0  # a new array: writing to it changes nothing the problem keeps
+    np.testing.assert_allclose(p.cosine_columns(cols), p.vectors @ p.vectors[cols].T, atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(8))
