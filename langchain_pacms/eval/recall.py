@@ -525,10 +525,10 @@ class ResultCache:
         """Delete the cells of every other namespace under ``root``.
 
         After a change to the selection code, or with another embedder or tokenizer, the old
-        cells are never read again; a 100-question
-        table leaves about 12,000 of them. Folders of this namespace are kept, and so is
-        anything outside ``recall-cells``. Do not prune while another sweep writes to the same
-        root under another namespace: its folder would vanish under it.
+        cells are never read again; a 100-question table leaves about 12,000 of them. Folders
+        of this namespace are kept, and so is anything outside ``recall-cells``. Do not prune
+        while another sweep writes to the same root under another namespace: its folder would
+        vanish under it (its store recreates it, but the cells written before are gone).
 
         Returns:
             ``(files removed, bytes freed)``, counting the disk blocks the files held where the
@@ -539,7 +539,7 @@ class ResultCache:
             >>> cache.prune()                                               # doctest: +SKIP
             (12000, 49152000)
         """
-        base = Path(self.root) / "recall-cells"
+        base = self.folder.parent
         files = size = 0
         if not base.is_dir():
             return files, size
