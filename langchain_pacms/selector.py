@@ -343,11 +343,15 @@ class ContextSelector:
             >>> vectors.shape == docs.shape
             True
         """
+        hook = getattr(self._model(), "reweight_pool", None)
+        return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
+
+    def _model(self) -> Embeddings:
+        """The embeddings model itself, under the selector's cache (and any cache given to it)."""
         model = self.embeddings.embeddings
         while isinstance(model, CachedEmbeddings):  # a cache given together with cache_store
             model = model.embeddings
-        hook = getattr(model, "reweight_pool", None)
-        return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
+        return model
 
     def _note_failure(self, err: BaseException) -> str:
         message = f"{type(err).__name__}: {err}"
@@ -422,10 +426,7 @@ class ContextSelector:
 
     def _declared(self, name: str) -> float | None:
         """The embeddings' own numeric attribute ``name``, or ``None`` (through any cache)."""
-        model = self.embeddings.embeddings
-        while isinstance(model, CachedEmbeddings):
-            model = model.embeddings
-        value = getattr(model, name, None)
+        value = getattr(self._model(), name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         return None

@@ -4,8 +4,8 @@ A :class:`Problem` holds unit-normalised candidate vectors, the query vector, to
 budget, the mandatory mask and chronological positions. It is built once per selection and is
 immutable afterwards; derived arrays (relevance, similarity) are computed lazily and cached.
 :meth:`Problem.with_budget` gives the same candidates under another budget and lets strategies
-share the work that does not depend on the budget (the coverage kernel of ``pacms``) between
-the two, so a sweep over budgets builds it once.
+share the work that does not depend on the budget (the cosine matrix and the coverage kernel of
+``pacms``) between the two, so a sweep over budgets builds it once.
 
 Example:
     >>> import numpy as np
