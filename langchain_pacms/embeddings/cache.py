@@ -3,8 +3,10 @@
 Vectors are keyed by (model identity, kind, sha256 of the text), as store-safe keys such as
 ``pacms-hashed-tfidf-v1_dim_4096_bigrams_1.<hash>/document/<sha256>``: only misses reach the
 wrapped model, in batches. The cache lives as long as the wrapper (keep one selector per process
-so it stays warm), is safe to share between threads, and can be backed by any LangChain
-``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many workers).
+so it stays warm), is safe to share between threads and tasks, and can be backed by any
+LangChain ``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many
+workers). Calls that miss the same text at the same time send it to the model once: the later
+call waits for the earlier one's vector, and embeds the text itself if that call fails.
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -17,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import re
 import threading
@@ -66,6 +69,16 @@ def model_identity(embeddings: Embeddings) -> str:
     return ":".join(parts)
 
 
+class _Flight:
+    """A text being embedded by one call, which others wait for instead of embedding it again."""
+
+    __slots__ = ("future", "thread")
+
+    def __init__(self, thread: int) -> None:
+        self.thread = thread  # the embedding call's thread
+        self.future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
+
+
 class CachedEmbeddings(Embeddings):
     """Embeddings wrapper that embeds each distinct text once.
 
@@ -102,6 +115,7 @@ class CachedEmbeddings(Embeddings):
         self.misses = 0
         self._memory: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}  # cache key -> the call embedding it now
 
     # -- keys and storage -------------------------------------------------------------------
     def _key(self, text: str, kind: str) -> str:
@@ -140,28 +154,85 @@ class CachedEmbeddings(Embeddings):
             self._memory.clear()
             self.hits = self.misses = 0
 
-    # -- the shared plan: look up, embed misses, assemble ------------------------------------
-    def _plan(self, texts: Sequence[str], kind: str) -> tuple[list[str], list[Any], list[str]]:
+    # -- the shared plan: look up, claim misses, embed, assemble ----------------------------
+    def _plan(self, texts: Sequence[str], kind: str) -> tuple[list[str], list[Any], dict[str, str]]:
+        """Keys and cached vectors of ``texts``, and the distinct misses (text -> key)."""
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"texts must be str, got {type(t).__name__}")
         keys = [self._key(t, kind) for t in texts]
         found = self._lookup(keys)
-        todo = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+        todo = {t: k for t, k, f in zip(texts, keys, found) if f is None}
         with self._lock:
             self.hits += sum(f is not None for f in found)
-            self.misses += len(todo)
         return keys, found, todo
 
-    def _finish(
-        self, keys: list[str], found: list[Any], todo: list[str], vectors: list[Any], kind: str
-    ) -> NDArray[np.float32]:
-        if len(vectors) != len(todo):
+    def _claim(
+        self, todo: dict[str, str], *, waits_on_own_thread: bool
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, _Flight]]]:
+        """Split the misses into those this call embeds and those another call is embedding.
+
+        Returns the texts this call claimed (it must :meth:`_release` them), the texts it
+        embeds without a claim, and the flights it waits for. A synchronous call does not wait
+        for a flight of its own thread: that is an async call on the loop it would block.
+        """
+        mine: dict[str, str] = {}
+        unclaimed: dict[str, str] = {}
+        waits: dict[str, tuple[str, _Flight]] = {}
+        me = threading.get_ident()
+        with self._lock:
+            for text, key in todo.items():
+                flight = self._flights.get(key)
+                if flight is None:
+                    self._flights[key] = _Flight(me)
+                    mine[text] = key
+                elif waits_on_own_thread or flight.thread != me:
+                    waits[text] = (key, flight)
+                else:
+                    unclaimed[text] = key
+        return mine, unclaimed, waits
+
+    def _release(self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]) -> None:
+        """End this call's flights: hand over the vectors it got, cancel the rest."""
+        with self._lock:
+            flights = [self._flights.pop(key) for key in mine.values()]
+        for key, flight in zip(mine.values(), flights):
+            if key in fresh:
+                flight.future.set_result(fresh[key])
+            else:
+                flight.future.cancel()
+
+    def _landed(
+        self, waits: dict[str, tuple[str, _Flight]], fresh: dict[str, NDArray[np.float32]]
+    ) -> list[str]:
+        """Copy the vectors of finished flights into ``fresh``; return the texts still missing."""
+        lost: list[str] = []
+        for text, (key, flight) in waits.items():
+            if flight.future.cancelled():
+                lost.append(text)
+            else:
+                fresh[key] = flight.future.result()
+        with self._lock:
+            self.hits += len(waits) - len(lost)
+        return lost
+
+    def _keep(
+        self, texts: list[str], vectors: list[Any], kind: str
+    ) -> dict[str, NDArray[np.float32]]:
+        """Check and store the model's vectors for ``texts``; return them by key."""
+        if len(vectors) != len(texts):
             raise ValueError(
-                f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
+                f"embedding model returned {len(vectors)} vectors for {len(texts)} texts"
             )
-        fresh = {self._key(t, kind): np.asarray(v, dtype=np.float32) for t, v in zip(todo, vectors)}
+        fresh = {
+            self._key(t, kind): np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors)
+        }
         self._save(list(fresh.items()))
+        return fresh
+
+    def _finish(
+        self, keys: list[str], found: list[Any], fresh: dict[str, NDArray[np.float32]]
+    ) -> NDArray[np.float32]:
         rows = [f if f is not None else fresh[k] for k, f in zip(keys, found)]
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
@@ -187,9 +258,28 @@ class CachedEmbeddings(Embeddings):
             return list(await asyncio.to_thread(fast, batch))
         return await self.embeddings.aembed_documents(batch)
 
+    def _count_misses(self, texts: list[str]) -> list[list[str]]:
+        """Count ``texts`` as sent to the model; return them in batches."""
+        with self._lock:
+            self.misses += len(texts)
+        return self._batches(texts)
+
+    def _embed_now(self, texts: list[str], kind: str) -> dict[str, NDArray[np.float32]]:
+        vectors = [v for batch in self._count_misses(texts) for v in self._embed_sync(batch, kind)]
+        return self._keep(texts, vectors, kind)
+
+    async def _aembed_now(self, texts: list[str], kind: str) -> dict[str, NDArray[np.float32]]:
+        vectors: list[Any] = []
+        for batch in self._count_misses(texts):
+            vectors.extend(await self._embed_async(batch, kind))
+        return self._keep(texts, vectors, kind)
+
     # -- public API ---------------------------------------------------------------------------
     def embed_matrix(self, texts: Sequence[str], *, kind: str = "document") -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
+
+        A text that another call is embedding at the same moment is not sent again: this call
+        waits for that vector (and embeds the text itself if that call fails).
 
         Args:
             texts: The texts.
@@ -199,20 +289,32 @@ class CachedEmbeddings(Embeddings):
             One row per input text, in input order.
         """
         keys, found, todo = self._plan(texts, kind)
-        vectors: list[Any] = []
-        for batch in self._batches(todo):
-            vectors.extend(self._embed_sync(batch, kind))
-        return self._finish(keys, found, todo, vectors, kind)
+        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=False)
+        fresh: dict[str, NDArray[np.float32]] = {}
+        try:
+            fresh.update(self._embed_now([*mine, *unclaimed], kind))
+        finally:
+            self._release(mine, fresh)
+        if waits:
+            concurrent.futures.wait([flight.future for _, flight in waits.values()])
+            fresh.update(self._embed_now(self._landed(waits, fresh), kind))
+        return self._finish(keys, found, fresh)
 
     async def aembed_matrix(
         self, texts: Sequence[str], *, kind: str = "document"
     ) -> NDArray[np.float32]:
         """Async twin of :meth:`embed_matrix`."""
         keys, found, todo = self._plan(texts, kind)
-        vectors: list[Any] = []
-        for batch in self._batches(todo):
-            vectors.extend(await self._embed_async(batch, kind))
-        return self._finish(keys, found, todo, vectors, kind)
+        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=True)
+        fresh: dict[str, NDArray[np.float32]] = {}
+        try:
+            fresh.update(await self._aembed_now([*mine, *unclaimed], kind))
+        finally:
+            self._release(mine, fresh)
+        if waits:
+            await asyncio.wait([asyncio.wrap_future(flight.future) for _, flight in waits.values()])
+            fresh.update(await self._aembed_now(self._landed(waits, fresh), kind))
+        return self._finish(keys, found, fresh)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents through the cache (LangChain ``Embeddings`` interface)."""

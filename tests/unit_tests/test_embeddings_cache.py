@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -212,8 +215,8 @@ def test_thread_safety_under_a_thread_pool():
     distinct_per_job = sum(len(set(job)) for job in jobs)
     assert cached.hits + cached.misses <= asked
     assert cached.hits + cached.misses >= distinct_per_job
-    # Every text was embedded at least once; races may embed a text twice, never more than
-    # once per concurrent job.
+    # Every text was embedded; a text another job is embedding is waited for, not sent again
+    # (only a job that looked a text up just before another stored it can send it twice).
     assert set(model.documents_embedded) == set(texts)
     assert cached.misses == len(model.documents_embedded)
 
@@ -275,3 +278,95 @@ def test_wrapped_cache_keeps_the_model_identity():
     a.embed_matrix(["t"])
     b.embed_matrix(["t"])
     assert (b.hits, b.misses) == (0, 1)
+
+
+class GatedAsync(RecordingEmbeddings):
+    """Async model that holds each call until ``gate`` opens; can fail its first call."""
+
+    def __init__(self, *, fail_first: bool = False) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.async_calls: list[list[str]] = []
+        self.fail_first = fail_first
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.async_calls.append(list(texts))
+        self.entered.set()
+        await self.gate.wait()
+        if self.fail_first and len(self.async_calls) == 1:
+            raise RuntimeError("model down")
+        return [vector_for(t, "document", self.dim) for t in texts]
+
+
+async def test_concurrent_async_calls_embed_a_shared_text_once():
+    model = GatedAsync()
+    cached = CachedEmbeddings(model)
+    first = asyncio.create_task(cached.aembed_matrix(["a", "b"]))
+    await model.entered.wait()  # the first call holds "a" and "b" in flight
+    second = asyncio.create_task(cached.aembed_matrix(["b", "c", "a"]))
+    for _ in range(5):
+        await asyncio.sleep(0)  # let the second call claim "c" and start waiting
+    model.gate.set()
+    out_first, out_second = await asyncio.gather(first, second)
+    assert model.async_calls == [["a", "b"], ["c"]]
+    expected = CachedEmbeddings(RecordingEmbeddings()).embed_matrix(["a", "b", "c"])
+    np.testing.assert_array_equal(out_first, expected[:2])
+    np.testing.assert_array_equal(out_second, expected[[1, 2, 0]])
+    # "a" and "b" reached the second call without the model: they count as hits.
+    assert (cached.hits, cached.misses) == (2, 3)
+    assert not cached._flights
+
+
+@pytest.mark.parametrize("how", ["error", "cancel"])
+async def test_a_waiting_call_embeds_itself_when_the_owner_fails(how: str):
+    model = GatedAsync(fail_first=how == "error")
+    cached = CachedEmbeddings(model)
+    owner = asyncio.create_task(cached.aembed_matrix(["a", "b"]))
+    await model.entered.wait()
+    waiter = asyncio.create_task(cached.aembed_matrix(["a"]))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    if how == "cancel":
+        owner.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await owner
+    model.gate.set()
+    if how == "error":
+        with pytest.raises(RuntimeError, match="model down"):
+            await owner
+    out = await waiter
+    np.testing.assert_array_equal(out[0], np.asarray(vector_for("a"), dtype=np.float32))
+    assert model.async_calls == [["a", "b"], ["a"]]
+    assert cached.misses == 3 and not cached._flights
+
+
+def test_threads_wait_for_a_text_another_thread_is_embedding(monkeypatch: pytest.MonkeyPatch):
+    gate, entered, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    class Gated(RecordingEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            if "a" in texts:  # the first thread's call is held until the second one waits
+                entered.set()
+                assert gate.wait(10)
+            return super().embed_documents(texts)
+
+    real_wait = concurrent.futures.wait
+
+    def noting_wait(*args: Any, **kwargs: Any) -> Any:
+        waiting.set()
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "wait", noting_wait)
+    model = Gated()
+    cached = CachedEmbeddings(model)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(cached.embed_matrix, ["a", "b"])
+        assert entered.wait(10)
+        second = pool.submit(cached.embed_matrix, ["b", "c"])
+        assert waiting.wait(10)  # "c" embedded, "b" awaited from the first thread
+        gate.set()
+        out_first, out_second = first.result(10), second.result(10)
+    assert sorted(model.documents_embedded) == ["a", "b", "c"]
+    np.testing.assert_array_equal(out_first[1], out_second[0])
+    assert not cached._flights

@@ -356,6 +356,30 @@ async def test_aselect_matches_select(strategy: str):
         assert other.fell_back is sync.fell_back is False
 
 
+class CountingAsync(SlowEmbeddings):
+    """Slow async model that records every text it is sent."""
+
+    def __init__(self) -> None:
+        super().__init__(delay=0.05)
+        self.sent: list[str] = []
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.sent.extend(texts)
+        return await super().aembed_documents(texts)
+
+
+async def test_concurrent_aselect_on_a_cold_cache_embeds_each_text_once():
+    model = CountingAsync()
+    s = selector(embeddings=model)
+    picks = await asyncio.gather(
+        *(s.aselect(POOL, QUERY, budget_tokens=16) for _ in range(4)),
+        s.aselect(POOL[:3], QUERY, budget_tokens=16),
+    )
+    assert sorted(model.sent) == sorted(POOL)
+    assert len({p.kept_ids for p in picks[:4]}) == 1 and not any(p.fell_back for p in picks)
+    assert picks[0].kept_ids == s.select(POOL, QUERY, budget_tokens=16).kept_ids
+
+
 async def test_aselect_empty_pool_and_bad_input():
     sel = await selector().aselect([], QUERY, budget_tokens=4)
     assert sel.kept_ids == () and not sel.fell_back
