@@ -54,7 +54,7 @@ class DemoRow:
 def load_demo_session() -> DemoSession:
     """Load the bundled demo session."""
     raw: dict[str, Any] = json.loads(
-        resources.files("langchain_pacms").joinpath("data", "demo_session.json").read_text("utf-8")
+        (resources.files("langchain_pacms") / "data" / "demo_session.json").read_text("utf-8")
     )
     candidates = tuple(
         Candidate(

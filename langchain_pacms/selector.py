@@ -378,14 +378,16 @@ class ContextSelector:
         positions = np.array([int(c.position or 0) for c in cands], dtype=np.int64)
         fell_back = n > 0 and (vectors is None or query_vec is None)
         if fell_back:
-            vectors, query_vec, strategy, options = np.zeros((n, 1)), np.zeros(1), "lastk", {}
+            vectors = np.zeros((n, 1), dtype=np.float32)
+            query_vec = np.zeros(1, dtype=np.float32)
+            strategy, options = "lastk", {}
         elif n:
             self._failing = False
         t0 = time.perf_counter()
         if n == 0:
             # Nothing to embed or choose: an empty selection, not a fallback.
             pick = Pick(np.zeros(0, dtype=np.int64), np.zeros(0))
-            relevance = np.zeros(0)
+            relevance = np.zeros(0, dtype=np.float32)
         else:
             assert vectors is not None and query_vec is not None
             problem = Problem.build(

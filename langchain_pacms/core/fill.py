@@ -104,12 +104,15 @@ def diverse_fill(
     # from the vectors: then the added items' vectors are kept in one contiguous block.
     matrix = problem.cosine_matrix
     vectors = problem.vectors
-    mine = vectors[open_] if matrix is None else None
+    blocks = [chosen[at : at + _BLOCK] for at in range(0, chosen.size, _BLOCK)]
+    if matrix is not None:
+        sims = (matrix[np.ix_(open_, block)] for block in blocks)
+    else:
+        mine = vectors[open_]
+        sims = (mine @ vectors[block].T for block in blocks)
     redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
-    for at in range(0, chosen.size, _BLOCK):
-        block = chosen[at : at + _BLOCK]
-        sims = mine @ vectors[block].T if mine is not None else matrix[np.ix_(open_, block)]
-        np.maximum(redundancy, sims.max(axis=1), out=redundancy)
+    for block_sims in sims:
+        np.maximum(redundancy, block_sims.max(axis=1), out=redundancy)
     relevance = (lambda_mult * problem.relevance[open_].astype(np.float64)).tolist()
     rest = 1.0 - lambda_mult
     red = redundancy.astype(np.float64).tolist()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,7 @@ def _from_provider(spec: str, kind: str, **kwargs: Any) -> Any:
     provider, _, model = spec.strip().partition(":")
     if not model.strip():
         raise ValueError(f"{kind} specs look like <provider>:<model>; got {spec!r}")
+    init: Callable[..., Any]
     try:
         if kind == "embeddings":
             from langchain.embeddings import init_embeddings as init

@@ -52,7 +52,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "ENV_VAR",
@@ -418,7 +418,7 @@ def _iter_dir(path: Path, filt: _Filter, chronological: bool) -> Iterator[Questi
 
 def _iter_tar(path: Path, filt: _Filter, chronological: bool) -> Iterator[Question]:
     name = path.name.lower()
-    mode = "r|xz" if name.endswith((".xz", ".txz")) else "r|*"
+    mode: Literal["r|xz", "r|*"] = "r|xz" if name.endswith((".xz", ".txz")) else "r|*"
     with tarfile.open(path, mode) as tf:
         for member in tf:
             if not member.isfile() or not member.name.lower().endswith(".json"):

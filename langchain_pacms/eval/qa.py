@@ -1178,7 +1178,7 @@ def qa_from_args(args: argparse.Namespace) -> int:
     ollama_url = getattr(args, "ollama_url", None)
     emb_spec = getattr(args, "embeddings", None) or "default"
     temperature = getattr(args, "temperature", 0.0)
-    sampling = {} if temperature is None else {"temperature": temperature}
+    sampling: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
     num_ctx = getattr(args, "num_ctx", None) or None
 
     def is_ollama(spec: str) -> bool:

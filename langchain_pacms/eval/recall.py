@@ -287,8 +287,10 @@ class RecallConfig:
         specs = tuple(parse_strategy_spec(s) for s in strategies)
         if not lv or not bd or not specs:
             raise ValueError("levels, budgets and strategies must each be non-empty")
-        for what, values in (("levels", lv), ("budgets", bd), ("strategies", specs)):
-            keys = [s.label for s in values] if what == "strategies" else list(values)
+        named: tuple[tuple[str, list[Any]], ...] = (
+            ("levels", list(lv)), ("budgets", list(bd)), ("strategies", [s.label for s in specs])
+        )
+        for what, keys in named:
             if len(set(keys)) != len(keys):
                 raise ValueError(f"{what} must be distinct, got {keys}")
         if style not in STYLES:
@@ -431,7 +433,10 @@ class _SharedRankingMMR:
         self._key: tuple[Any, Any] | None = None
         self._rankings: dict[float, list[int]] = {}
 
-    def __call__(self, problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
+    def __call__(self, problem: Problem, **options: Any) -> Pick:
+        lambda_mult = float(options.pop("lambda_mult", 0.5))
+        if options:
+            raise TypeError(f"unexpected mmr options: {sorted(options)}")
         if not 0.0 <= lambda_mult <= 1.0:
             raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
         if self._key is None or self._key[0] is not problem.vectors or (
@@ -818,7 +823,7 @@ def blas_threads(limit: int | None) -> Iterator[None]:
         yield
         return
     try:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-not-found]
+        from threadpoolctl import threadpool_limits
     except ImportError:
         threadpool_limits = None
     if threadpool_limits is not None:
@@ -945,6 +950,7 @@ def run_recall(
                     if bar is not None:
                         bar.update(1)
         else:
+            assert selector_factory is not None  # checked above
             ctx = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(
                 max_workers=min(workers, len(questions)),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -29,7 +29,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
     ) from err
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
@@ -154,7 +154,7 @@ class PACMSMiddleware(AgentMiddleware):
     ) -> ModelRequest:
         if has_system and selected and selected[0] is request.system_message:
             selected = selected[1:]
-        return request.override(messages=selected)
+        return request.override(messages=cast("list[AnyMessage]", selected))
 
     @staticmethod
     def _store(request: ModelRequest) -> BaseStore | None:

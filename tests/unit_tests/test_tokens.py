@@ -86,7 +86,7 @@ class _FakeResource:
     def __init__(self, payload: bytes) -> None:
         self.payload = payload
 
-    def joinpath(self, *parts: str) -> _FakeResource:
+    def __truediv__(self, part: str) -> _FakeResource:
         return self
 
     def read_bytes(self) -> bytes:
