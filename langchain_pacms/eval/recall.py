@@ -470,6 +470,11 @@ def resolved_options(selector: Any, spec: StrategySpec) -> dict[str, Any]:
     return selector.resolve_options(spec.name, spec.options)[1]
 
 
+def column_options(selector: Any, config: RecallConfig) -> dict[str, dict[str, Any]]:
+    """The options of every column of ``config`` under ``selector``, by label."""
+    return {spec.label: resolved_options(selector, spec) for spec in config.strategies}
+
+
 def budget_tokens(base_tokens: int, fraction: float) -> int:
     """``max(1, floor(base_tokens * fraction))``: the selector's ``budget_ratio`` rule."""
     return max(1, math.floor(base_tokens * fraction))
@@ -592,6 +597,7 @@ def sweep_question(
     *,
     share_rankings: bool = True,
     cache: ResultCache | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> QuestionResult:
     """Run every ``(R, budget, strategy)`` cell of one question.
 
@@ -602,6 +608,9 @@ def sweep_question(
         config: The sweep configuration.
         share_rankings: Compute the ``mmr`` ranking once per level (see the module docstring).
         cache: Result cache; cells found there are not recomputed, new cells are stored.
+        options: The options each column runs with, by label, as :func:`resolved_options`
+            gives them for ``selector`` (resolved here when not given; a sweep resolves them
+            once for all its questions).
 
     Returns:
         The question's rows, in ``(R, budget, strategy)`` order, and its timings.
@@ -622,7 +631,8 @@ def sweep_question(
     ]
     # The options each column runs with, as ContextSelector.select would resolve them (pacms
     # gets the embedder's kernel threshold and gain floor unless the spec sets them).
-    options = {spec.label: resolved_options(selector, spec) for spec in config.strategies}
+    if options is None:
+        options = column_options(selector, config)
     done: dict[tuple[int, float, str], RecallRow] = {}
     keys: dict[tuple[int, float, str], str] = {}
     if cache is not None:
@@ -852,8 +862,11 @@ def _init_worker(
     share: bool,
     threads: int | None,
     cache: ResultCache | None,
+    options: Mapping[str, Mapping[str, Any]],
 ) -> None:  # pragma: no cover - runs in child processes
-    _WORKER.update(selector=factory(), config=config, share=share, cache=cache)
+    _WORKER.update(
+        selector=factory(), config=config, share=share, cache=cache, options=options
+    )
     if threads is not None:
         for setter, _ in _openblas_handles():
             setter(int(threads))
@@ -862,7 +875,7 @@ def _init_worker(
 def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in child processes
     return sweep_question(
         question, _WORKER["selector"], _WORKER["config"], share_rankings=_WORKER["share"],
-        cache=_WORKER["cache"],
+        cache=_WORKER["cache"], options=_WORKER["options"],
     )
 
 
@@ -933,6 +946,7 @@ def run_recall(
 
             selector = ContextSelector()
     fingerprint = code_fingerprint()  # before the run: the code the workers import
+    options = column_options(selector, config)
     cache = ResultCache.for_selector(cache_dir, selector) if cache_dir is not None else None
     started = time.perf_counter()
     load_before = _loadavg()
@@ -944,7 +958,8 @@ def run_recall(
                 for q in questions:
                     results.append(
                         sweep_question(
-                            q, selector, config, share_rankings=share_rankings, cache=cache
+                            q, selector, config, share_rankings=share_rankings, cache=cache,
+                            options=options,
                         )
                     )
                     if bar is not None:
@@ -956,7 +971,9 @@ def run_recall(
                 max_workers=min(workers, len(questions)),
                 mp_context=ctx,
                 initializer=_init_worker,
-                initargs=(selector_factory, config, share_rankings, blas_threads_limit, cache),
+                initargs=(
+                    selector_factory, config, share_rankings, blas_threads_limit, cache, options
+                ),
             ) as pool:
                 futures = [pool.submit(_work, q) for q in questions]
                 for fut in concurrent.futures.as_completed(futures):
@@ -982,9 +999,7 @@ def run_recall(
         "embeddings": model_identity(inner),
         "pool_reweighting": callable(getattr(inner, "reweight_pool", None)),
         "tokenizer": getattr(selector.token_counter, "name", "custom"),
-        "strategy_options": {
-            spec.label: resolved_options(selector, spec) for spec in config.strategies
-        },
+        "strategy_options": options,
         "embedding_cache": repr(store) if store is not None else "memory",
         "cache_hits": sum(r.cache_hits for r in results),
         "cache_misses": sum(r.cache_misses for r in results),

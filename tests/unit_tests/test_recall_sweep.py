@@ -305,6 +305,31 @@ def test_shared_mmr_equals_core_mmr_for_every_budget() -> None:
     assert len(shared._rankings) == 2  # one ranking per lambda, shared across budgets
     with pytest.raises(ValueError, match="lambda_mult"):
         shared(base, lambda_mult=2.0)
+    with pytest.raises(TypeError, match="unexpected mmr options"):
+        shared(base, k=3)
+
+
+def test_a_sweep_resolves_column_options_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    selector = ContextSelector()
+    calls: list[str] = []
+    resolve = selector.resolve_options
+
+    def counting(strategy: Any, options: Any) -> Any:
+        calls.append(str(strategy))
+        return resolve(strategy, options)
+
+    monkeypatch.setattr(selector, "resolve_options", counting)
+    cfg = RecallConfig.create(levels=(0,), budgets=(0.2,), strategies=["topk", "pacms"])
+    qs = [*_fixture_questions(), _synthetic_question()]
+    assert len(qs) > 1
+    report = run_recall(qs, cfg, selector=selector)
+    assert sorted(calls) == ["pacms", "topk"]
+    assert report.meta["strategy_options"]["pacms"]["similarity_threshold"] == 0.6
+    # Options given to one question are the ones its columns run with.
+    forced = {"topk": {}, "pacms": {"similarity_threshold": 0.6, "min_gain": 0.5}}
+    rows = sweep_question(qs[-1], selector, cfg, options=forced).rows
+    default = sweep_question(qs[-1], selector, cfg).rows
+    assert rows[0] == default[0] and rows[1] != default[1]
 
 
 def test_workers_give_the_same_rows() -> None:
