@@ -31,6 +31,7 @@ Verdicts:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -117,12 +118,32 @@ REASK_PROMPT = (
 
 _TRUE_WORDS = frozenset({"correct", "yes"})
 _FALSE_WORDS = frozenset({"wrong", "incorrect", "no"})
+_VERDICT_WORDS = frozenset({"correct", "incorrect", "wrong"})  # verdicts inside a sentence
 _LABEL_WORDS = frozenset(
     {"verdict", "label", "answer", "final", "judgment", "judgement", "grade", "result", "output"}
 )
-_NEGATIONS = frozenset({"not", "isn't", "isnt", "never", "neither", "nor"})
+_NEGATIONS = frozenset({"not", "never", "neither", "nor", "nothing", "hardly", "cannot"})
+# Contractions written without the apostrophe.
+_BARE_NEGATIONS = frozenset(
+    {"isnt", "arent", "wasnt", "werent", "dont", "doesnt", "didnt", "cant", "wont", "wouldnt",
+     "shouldnt", "couldnt", "aint"}
+)
+# Words that make a verdict partial; the reply is then unreadable and the judge is re-asked.
+_HEDGES = frozenset(
+    {"partially", "partly", "mostly", "largely", "somewhat", "almost", "nearly", "half"}
+)
+# A verdict word followed by one of these names a thing ("the correct answer is ..."), it
+# does not grade the response.
+_NOUNS = frozenset(
+    {"answer", "answers", "value", "values", "date", "dates", "number", "count", "one",
+     "reference", "information", "option", "choice", "amount", "total", "response", "name"}
+)
+_JSON_KEYS = ("verdict", "label", "result", "grade", "judgment", "judgement", "answer",
+              "correct", "is_correct")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": " "})
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_CLAUSE_RE = re.compile(r"[.,;:!?\n(){}\[\]]+")
 
 
 def criterion_key(question: Question) -> str:
@@ -196,19 +217,56 @@ def _word_verdict(word: str) -> bool | None:
     return None
 
 
+def _negation(word: str) -> bool:
+    return word in _NEGATIONS or word in _BARE_NEGATIONS or word.endswith("n't")
+
+
+def _json_verdict(text: str) -> bool | None:
+    """The verdict of a JSON reply such as ``{"verdict": "WRONG"}`` or ``{"correct": true}``."""
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end <= start:
+        return None
+    try:
+        obj = json.loads(text[start : end + 1])
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    fields = {str(k).lower(): v for k, v in obj.items()}
+    for key in _JSON_KEYS:
+        value = fields.get(key)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and "{" not in value:
+            return parse_verdict(value)
+    return None
+
+
+def _clause_verdict(words: list[str]) -> bool | None:
+    """The verdict of a clause that is a verdict word alone, or a negated one (``Not correct``)."""
+    if len(words) == 1:
+        return _word_verdict(words[0])
+    if len(words) == 2 and _negation(words[0]) and words[1] in _TRUE_WORDS | _FALSE_WORDS:
+        verdict = _word_verdict(words[1])
+        return None if verdict is None else not verdict
+    return None
+
+
 def parse_verdict(text: str) -> bool | None:
     """Read a judge reply as a verdict.
 
-    The rules, applied to the lower-cased words of the reply after reasoning blocks are
-    removed:
+    The reply is read after reasoning blocks are removed, typographic apostrophes are made
+    plain and the text is lower-cased:
 
-    1. Leading label words (``verdict``, ``label``, ``final answer``, ...) are skipped.
-    2. If the first remaining word is ``correct``/``yes`` the verdict is True; if it is
-       ``wrong``/``incorrect``/``no`` it is False. A leading negation flips the word after
-       it (``Not correct`` is False).
-    3. Otherwise, if the *last* word is ``correct``, ``wrong`` or ``incorrect``, it decides
-       (``The response is correct.``), flipped when the word before it is a negation
-       (``not``, ``isn't``, ...: ``The response is not correct`` is False).
+    1. A JSON object decides by its ``verdict``/``label``/``correct``/... field
+       (``{"correct": false}`` is False).
+    2. Otherwise the reply is cut into clauses at punctuation. If its first clause, after
+       label words (``verdict``, ``final answer``, ...), is a verdict word alone (``CORRECT``,
+       ``Wrong!``, ``yes``, ``No.``) or a negated one (``Not correct``), that decides.
+    3. Otherwise the *last* ``correct``/``incorrect``/``wrong`` of the reply decides, unless it
+       names a thing (``the correct answer``). A negation before it in its clause flips it
+       (``not``, ``never``, ``nothing``, any ``n't``: ``I don't think it is correct`` is False);
+       a hedge there (``partially``, ``mostly``, ...) makes the reply unreadable.
     4. Anything else is unreadable.
 
     Args:
@@ -220,25 +278,36 @@ def parse_verdict(text: str) -> bool | None:
     Example:
         >>> parse_verdict("**CORRECT**"), parse_verdict("Verdict: wrong."), parse_verdict("maybe")
         (True, False, None)
+        >>> parse_verdict("Correct answer: 19 days. The response says 25, so it is wrong.")
+        False
     """
     if not isinstance(text, str):
         return None
-    words = _WORD_RE.findall(strip_reasoning(text).lower())
-    while words and words[0] in _LABEL_WORDS:
-        words.pop(0)
-    if not words:
+    body = strip_reasoning(text).translate(_APOSTROPHES)
+    from_json = _json_verdict(body)
+    if from_json is not None:
+        return from_json
+    clauses = [w for w in (_WORD_RE.findall(c) for c in _CLAUSE_RE.split(body.lower())) if w]
+    while clauses and clauses[0][0] in _LABEL_WORDS:
+        clauses[0] = clauses[0][1:]
+        if not clauses[0]:
+            clauses.pop(0)
+    if not clauses:
         return None
-    first = _word_verdict(words[0])
-    if first is not None:
-        return first
-    if words[0] in _NEGATIONS and len(words) > 1 and words[1] in _TRUE_WORDS | _FALSE_WORDS:
-        return not _word_verdict(words[1])
-    if words[-1] in ("yes", "no"):
-        return None
-    last = _word_verdict(words[-1])
-    if last is not None and len(words) > 1 and words[-2] in _NEGATIONS:
-        return not last
-    return last
+    head = _clause_verdict(clauses[0])
+    if head is not None:
+        return head
+    for words in reversed(clauses):
+        for i in range(len(words) - 1, -1, -1):
+            names_a_thing = i + 1 < len(words) and words[i + 1] in _NOUNS
+            if words[i] not in _VERDICT_WORDS or names_a_thing:
+                continue
+            before = words[:i]
+            if any(w in _HEDGES for w in before):
+                return None
+            verdict = words[i] == "correct"
+            return not verdict if any(_negation(w) for w in before) else verdict
+    return None
 
 
 def message_text(message: Any) -> str:

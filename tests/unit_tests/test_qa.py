@@ -179,6 +179,11 @@ def _by(report: QAReport, strategy: str, qid: str) -> Any:
         "CORRECT\n\nThe response names the same colour.",
         "The response is correct.",
         "The response is not wrong.",
+        "Yes, the response is correct.",
+        "No issues: the response matches the reference, so it is correct.",
+        "The response names teal; nothing in it is wrong.",
+        '{"correct": true}',
+        '```json\n{"verdict": "CORRECT", "reason": "same colour"}\n```',
     ],
 )
 def test_parse_verdict_true(text: str) -> None:
@@ -204,6 +209,14 @@ def test_parse_verdict_true(text: str) -> None:
         "The response isn't correct",
         "The response gives Tuesday, so WRONG",
         "<think>\nLet me check... it matches? It does not.\n</think>\n\nWRONG",
+        '{"correct": false}',
+        '{"verdict": "WRONG", "reason": "off by a week"}',
+        "The response isn\u2019t correct.",
+        "The response doesn\u2019t seem correct.",
+        "I don't think the response is correct.",
+        "The response is not entirely correct.",
+        "Correct answer: 19 days. The response says 25 days, so WRONG.",
+        "WRONG. The correct answer is 19 days.",
     ],
 )
 def test_parse_verdict_false(text: str) -> None:
@@ -223,6 +236,10 @@ def test_parse_verdict_false(text: str) -> None:
         "Is it right? I would say no",
         "Verdict:",
         "partially",
+        "The response is only partially correct.",
+        "The response is mostly correct.",
+        "The correct answer is 19 days.",
+        '{"reason": "no verdict here"}',
     ],
 )
 def test_parse_verdict_unreadable(text: str) -> None:
