@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,10 +356,12 @@ async def ajudge(
     response: str,
     *,
     parse_retries: int = 1,
+    invoke: Callable[[list[BaseMessage]], Awaitable[Any]] | None = None,
 ) -> JudgeResult:
     """Ask ``judge`` for a verdict, re-asking when the reply is not a verdict.
 
-    Exceptions raised by the model propagate (the caller owns retries with backoff).
+    Exceptions raised by the model propagate (the caller owns retries with backoff, per call
+    through ``invoke``).
 
     Args:
         judge: Any LangChain chat model.
@@ -368,16 +370,19 @@ async def ajudge(
         response: The reader's answer.
         parse_retries: How many times to re-ask after an unreadable reply. The re-ask
             appends the unreadable reply and :data:`REASK_PROMPT` to the conversation.
+        invoke: Makes one judge call from the messages (default: ``judge.ainvoke``); a
+            caller wraps it to add a timeout and retries to each call, or to record replies.
 
     Returns:
         The :class:`JudgeResult`. After ``parse_retries`` unreadable re-asks the verdict is
         WRONG with ``parse_failed=True``.
     """
+    call = invoke if invoke is not None else judge.ainvoke
     messages = build_judge_messages(question, gold, response)
     replies: list[Any] = []
     raw = ""
     for attempt in range(parse_retries + 1):
-        reply = await judge.ainvoke(messages)
+        reply = await call(messages)
         replies.append(reply)
         raw = message_text(reply)
         verdict = parse_verdict(raw)

@@ -820,37 +820,57 @@ async def arun_qa(
             usage_out=usage_out,
             judge_tokens_in=count(_messages_text(build_judge_messages(q, q.answer, answer_text))),
         )
-        try:
-            result, j_retry = await _with_retries(
-                lambda: ajudge(judge, q, q.answer, answer_text, parse_retries=parse_retries),
+        # Each judge call (the first and every re-ask) gets its own timeout and retries; the
+        # replies are kept here, so their usage counts even if a later call fails.
+        judge_replies: list[Any] = []
+        judge_retries = 0
+
+        async def call_judge(msgs: list[BaseMessage]) -> Any:
+            nonlocal judge_retries
+            reply, n = await _with_retries(
+                lambda: judge.ainvoke(msgs),
                 sem=call_sem,
                 retries=retries,
                 backoff=backoff,
                 timeout=timeout,
             )
+            judge_retries += n
+            judge_replies.append(reply)
+            return reply
+
+        def judge_usage() -> dict[str, Any]:
+            j_in: int | None = None
+            j_out: int | None = None
+            for msg in judge_replies:
+                i, o = _usage(msg)
+                j_in, j_out = _add(j_in, i), _add(j_out, o)
+            return {
+                "judge_tokens_out": sum(count(message_text(m)) for m in judge_replies),
+                "judge_usage_in": j_in,
+                "judge_usage_out": j_out,
+                "judge_attempts": len(judge_replies),
+            }
+
+        try:
+            result = await ajudge(
+                judge, q, q.answer, answer_text, parse_retries=parse_retries, invoke=call_judge
+            )
         except _Exhausted as exc:
             return QARecord(
                 correct=False,
-                retries=n_retry + exc.retries,
+                retries=n_retry + judge_retries + exc.retries,
                 error=_err("judge", exc.error),
                 seconds=time.perf_counter() - t0,
+                **judge_usage(),
                 **base,
             )
-        j_in: int | None = None
-        j_out: int | None = None
-        for msg in result.messages:
-            i, o = _usage(msg)
-            j_in, j_out = _add(j_in, i), _add(j_out, o)
         return QARecord(
             correct=result.correct,
             verdict_raw=result.raw,
             parse_failed=result.parse_failed,
-            judge_tokens_out=sum(count(message_text(m)) for m in result.messages),
-            judge_usage_in=j_in,
-            judge_usage_out=j_out,
-            judge_attempts=result.attempts,
-            retries=n_retry + j_retry,
+            retries=n_retry + judge_retries,
             seconds=time.perf_counter() - t0,
+            **judge_usage(),
             **base,
         )
 

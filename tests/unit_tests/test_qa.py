@@ -514,6 +514,62 @@ def test_unreadable_verdict_reasked_then_wrong(
     assert isinstance(reask[-2], AIMessage) and reask[-1].text == REASK_PROMPT
 
 
+class ScriptedJudge(BaseChatModel):
+    """Async judge that plays a script: a string is a reply (with usage), an exception is raised."""
+
+    script: list[Any]
+    delay: float = 0.0
+    state: dict[str, Any] = Field(default_factory=lambda: {"calls": 0})
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-judge"
+
+    def _generate(self, *args: Any, **kw: Any) -> ChatResult:
+        raise NotImplementedError("async only")
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        step = self.script[min(self.state["calls"], len(self.script) - 1)]
+        self.state["calls"] += 1
+        await asyncio.sleep(self.delay)
+        if isinstance(step, Exception):
+            raise step
+        usage = {"input_tokens": 100, "output_tokens": len(step.split()), "total_tokens": 0}
+        message = AIMessage(content=step, usage_metadata=usage)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_timeout_applies_to_each_judge_call(
+    questions: list[Question], selector: ContextSelector
+) -> None:
+    # Each call takes 0.3 s under a 0.5 s timeout: the re-ask must not share the first call's.
+    judge = ScriptedJudge(script=["Let me compare the two answers.", "CORRECT"], delay=0.3)
+    report = _run(questions[:1], selector, judge=judge, strategies=("topk",), timeout=0.5)
+    (record,) = report.records
+    assert record.error is None and record.correct and record.retries == 0
+    assert record.judge_attempts == 2 and judge.state["calls"] == 2
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_judge_usage_survives_a_failed_call(
+    questions: list[Question], selector: ContextSelector, retries: int
+) -> None:
+    unreadable = "one two three four five"  # 5 output tokens, not a verdict
+    judge = ScriptedJudge(script=[unreadable, ConnectionError("reset"), "CORRECT " * 50])
+    report = _run(questions[:1], selector, judge=judge, strategies=("topk",), retries=retries)
+    (record,) = report.records
+    if retries:
+        assert record.correct and record.error is None and record.retries == 1
+        assert (record.judge_usage_in, record.judge_usage_out) == (200, 55)
+        assert record.judge_attempts == 2 and judge.state["calls"] == 3
+    else:  # the re-ask failed for good; the first reply's usage still counts
+        assert not record.correct and record.error.startswith("judge: ConnectionError")
+        assert (record.judge_usage_in, record.judge_usage_out) == (100, 5)
+        assert record.judge_attempts == 1
+
+
 def test_chatty_judge_is_parsed(questions: list[Question], selector: ContextSelector) -> None:
     report = _run(questions, selector, judge=RuleJudge(style="chatty"))
     assert report.accuracy("pacms") == 100.0
