@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from langchain_pacms.core import get_strategy
 from langchain_pacms.eval.backends import EMBEDDINGS_HELP
 from langchain_pacms.eval.judge import ajudge, build_judge_messages, message_text, strip_reasoning
 from langchain_pacms.eval.longmemeval import (
@@ -286,7 +287,7 @@ class QARecord:
         judge_tokens_out: Judge reply tokens (all attempts), counted.
         judge_usage_in: Judge input tokens reported by the model (all attempts).
         judge_usage_out: Judge output tokens reported by the model (all attempts).
-        judge_attempts: Judge calls of the successful try (more than 1 after a re-ask).
+        judge_attempts: Judge calls that returned a reply (more than 1 after a re-ask).
         retries: Calls retried after an exception (reader and judge together).
         error: ``"<stage>: <exception>"`` when the pair failed (stage ``select``,
             ``reader`` or ``judge``), else None.
@@ -711,6 +712,8 @@ async def arun_qa(
     parse_retries: int = 1,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
+    done: Iterable[QARecord] = (),
+    on_record: Callable[[QARecord], None] | None = None,
 ) -> QAReport:
     """Run the QA evaluation (async core of :func:`run_qa`).
 
@@ -735,6 +738,11 @@ async def arun_qa(
         parse_retries: Re-asks after an unreadable verdict.
         strategy_options: Extra options per strategy, e.g. ``{"mmr": {"lambda_mult": 0.5}}``.
         meta: Extra entries for ``QAReport.config`` (e.g. model specs).
+        done: Records of an earlier, interrupted run with the same settings. Their
+            (question, strategy) pairs are not run again and they join the report; records
+            of other questions or strategies are ignored.
+        on_record: Called with each new record as soon as it is complete (e.g. to append
+            it to a file, so an interrupted run keeps its answers).
 
     Returns:
         The :class:`QAReport`.
@@ -742,8 +750,6 @@ async def arun_qa(
     Raises:
         ValueError: For an unknown strategy, style or budget base, or bad numbers.
     """
-    from langchain_pacms.core import get_strategy
-
     qs = list(questions)
     strategies = tuple(strategies)
     if not strategies:
@@ -767,9 +773,12 @@ async def arun_qa(
     sel = selector if selector is not None else ContextSelector()
     count = sel.token_counter
     options = {k: dict(v) for k, v in (strategy_options or {}).items()}
+    wanted = {(q.question_id, s) for q in qs for s in strategies}
+    prior = {(r.question_id, r.strategy): r for r in done}
+    prior = {pair: r for pair, r in prior.items() if pair in wanted}
     call_sem = asyncio.Semaphore(concurrency)
     question_sem = asyncio.Semaphore(concurrency)
-    bar = _Progress(len(qs) * len(strategies), progress)
+    bar = _Progress(len(wanted) - len(prior), progress)
     started = time.perf_counter()
 
     async def answer(
@@ -875,6 +884,9 @@ async def arun_qa(
         )
 
     async def run_question(q: Question) -> list[QARecord]:
+        todo = [s for s in strategies if (q.question_id, s) not in prior]
+        if not todo:
+            return [prior[(q.question_id, s)] for s in strategies]
         async with question_sem:
             pool = build_pool(q, level, style=style, seed=seed)
             cands = [
@@ -882,7 +894,7 @@ async def arun_qa(
             ]
             budget = pool_budget(pool, count, budget_ratio, budget_base)
             selections: dict[str, Selection | BaseException] = {}
-            for s in strategies:  # sequential: the first call warms the embedding cache
+            for s in todo:  # sequential: the first call warms the embedding cache
                 try:
                     selections[s] = await sel.aselect(
                         cands, q.question, budget_tokens=budget, strategy=s, **options.get(s, {})
@@ -907,9 +919,12 @@ async def arun_qa(
                 else:
                     rec = await answer(q, pool, chosen, s)
                 bar.update()
+                if on_record is not None:
+                    on_record(rec)
                 return rec
 
-            return list(await asyncio.gather(*(one(s) for s in strategies)))
+            new = dict(zip(todo, await asyncio.gather(*(one(s) for s in todo))))
+            return [new[s] if s in new else prior[(q.question_id, s)] for s in strategies]
 
     try:
         per_question = await asyncio.gather(*(run_question(q) for q in qs))
@@ -927,6 +942,7 @@ async def arun_qa(
         "parse_retries": parse_retries,
         "timeout": timeout,
         "n_questions": len(qs),
+        "resumed_records": len(prior),
         "reader": _model_name(reader),
         "judge": _model_name(judge),
         "embeddings": type(sel.embeddings.embeddings).__name__
@@ -1080,10 +1096,64 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: results/qa/<reader>_<split>_R<level>_b<budget>)",
+        help="output folder (default: results/qa/<reader>_judge-<judge>_<split>_<style>_"
+        "<budget base>_R<level>_b<budget>_seed<seed>); answers are appended to its "
+        "qa_records.jsonl as they come in",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run saved in the output folder (e.g. after Ctrl-C): its answers "
+        "are kept and only the missing or failed (question, strategy) pairs are run; the "
+        "settings must match",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+RUN_FILE = "qa_run.json"
+"""Settings of a CLI run, saved in its output folder so that ``--resume`` can check them."""
+RECORDS_FILE = "qa_records.jsonl"
+"""Answers of a CLI run, one JSON record per line, appended as they come in."""
+
+
+def load_partial_run(out: str | Path, settings: Mapping[str, Any]) -> list[QARecord]:
+    """Read the answers an earlier CLI run left in ``out``, to go on with it.
+
+    Records of failed pairs (``error`` set) and a last line cut short by an interruption are
+    dropped, so those pairs run again.
+
+    Args:
+        out: The run's output folder.
+        settings: The settings of the run about to start; they must equal the saved ones.
+
+    Returns:
+        The reusable records (empty when ``out`` holds no answers).
+
+    Raises:
+        ValueError: If ``out`` holds answers without saved settings, or other settings.
+    """
+    folder = Path(out)
+    records_path = folder / RECORDS_FILE
+    if not records_path.exists():
+        return []
+    run_path = folder / RUN_FILE
+    if not run_path.exists():
+        raise ValueError(f"{folder} holds answers but no {RUN_FILE}; use another --out")
+    saved = json.loads(run_path.read_text(encoding="utf-8"))
+    differ = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k))
+    if differ:
+        detail = "; ".join(f"{k}: {saved.get(k)!r} there, {settings.get(k)!r} now" for k in differ)
+        raise ValueError(f"{folder} holds a run with other settings ({detail}); use another --out")
+    records = []
+    for line in records_path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = QARecord(**json.loads(line))
+        except (ValueError, TypeError):
+            continue  # empty, or cut short when the run was stopped
+        if record.error is None:
+            records.append(record)
+    return records
 
 
 def read_ids(path: str | Path) -> list[str]:
@@ -1187,6 +1257,12 @@ def qa_from_args(args: argparse.Namespace) -> int:
         Exit code: 0 on success, 1 if every reader/judge call failed, 2 for bad input.
     """
     strategies = tuple(s.strip() for s in str(args.strategies).split(",") if s.strip())
+    try:  # before anything is built or written
+        for name in strategies:
+            get_strategy(name)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         source = resolve_source(args.data, args.split)
     except FileNotFoundError as err:
@@ -1279,6 +1355,39 @@ def qa_from_args(args: argparse.Namespace) -> int:
         "num_ctx": num_ctx,
         "temperature": temperature,
     }
+    settings = {
+        "reader": args.reader,
+        "judge": judge_spec,
+        "embeddings": emb_spec,
+        "split": args.split,
+        "source": str(source),
+        "style": args.style,
+        "budget_base": args.budget_base,
+        "level": args.level,
+        "budget": args.budget,
+        "seed": args.seed,
+        "temperature": temperature,
+    }
+    out = Path(args.out) if args.out else Path("results") / "qa" / (
+        f"{_slug(args.reader)}_judge-{_slug(judge_spec)}_{args.split}_{args.style}_"
+        f"{args.budget_base}_R{args.level}_b{round(100 * args.budget)}_seed{args.seed}"
+    )
+    resume = bool(getattr(args, "resume", False))
+    try:
+        done = load_partial_run(out, settings) if resume else []
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        sink = (out / RECORDS_FILE).open("a" if resume else "w", encoding="utf-8")
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if done and not args.quiet:
+        print(f"resuming: {len(done)} answers kept from {out / RECORDS_FILE}", file=sys.stderr)
+
+    def keep(record: QARecord) -> None:
+        sink.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+        sink.flush()
+
     try:
         report = run_qa(
             questions,
@@ -1296,15 +1405,21 @@ def qa_from_args(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             timeout=args.timeout,
             meta=meta,
+            done=done,
+            on_record=keep,
         )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = args.out or str(
-        Path("results")
-        / "qa"
-        / f"{_slug(args.reader)}_{args.split}_R{args.level}_b{round(100 * args.budget)}"
-    )
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: the answers so far are in {out / RECORDS_FILE}; run the same "
+            "command with --resume to go on",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        sink.close()
     paths = report.save(out)
     print(report.to_markdown())
     print(f"saved: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)

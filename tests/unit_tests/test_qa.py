@@ -64,6 +64,7 @@ class ContextReader(BaseChatModel):
     fail_first: int = 0
     always_fail: bool = False
     delay: float = 0.0
+    interrupt_after: int = 0  # > 0: Ctrl-C (KeyboardInterrupt) on the call after that many
     state: dict[str, Any] = Field(
         default_factory=lambda: {"calls": 0, "in_flight": 0, "max_in_flight": 0, "seen": Counter()}
     )
@@ -75,6 +76,8 @@ class ContextReader(BaseChatModel):
     def _answer(self, messages: list[BaseMessage]) -> AIMessage:
         prompt = _last_human(messages)
         self.state["calls"] += 1
+        if self.interrupt_after and self.state["calls"] > self.interrupt_after:
+            raise KeyboardInterrupt
         self.state["seen"][prompt] += 1
         if self.always_fail or self.state["seen"][prompt] <= self.fail_first:
             raise RuntimeError("transient reader failure")
@@ -751,6 +754,61 @@ def test_qa_from_args(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: A
     assert data["strategies"] == ["pacms", "lastk"]
     assert data["config"]["reader"] == "fake:reader" and data["config"]["judge"] == "fake:judge"
     assert data["config"]["n_questions"] == 3
+
+
+def test_qa_cli_keeps_answers_on_ctrl_c_and_resumes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any
+) -> None:
+    _fake_backends(monkeypatch, [])
+    import langchain_pacms.eval as eval_package
+
+    build = eval_package.backends.chat_model_from_spec
+    readers: list[ContextReader] = []
+
+    def chat_model_from_spec(spec: str, **kwargs: Any) -> BaseChatModel:
+        if spec != "fake:reader":
+            return build(spec, **kwargs)
+        readers.append(ContextReader(interrupt_after=0 if readers else 4))
+        return readers[-1]
+
+    monkeypatch.setattr(eval_package.backends, "chat_model_from_spec", chat_model_from_spec)
+    out = tmp_path / "run"
+    argv = [
+        "--data", str(FIXTURES), "--all", "--reader", "fake:reader", "--judge", "fake:judge",
+        "--strategies", "pacms,lastk,topk", "--out", str(out), "--quiet", "--concurrency", "1",
+    ]
+    assert qa_from_args(_parse(argv)) == 130
+    assert "--resume" in capsys.readouterr().err
+    kept = (out / "qa_records.jsonl").read_text().splitlines()
+    # The 5th reader call was stopped: the pairs finished before it are on disk, no report.
+    assert 0 < len(kept) < 5 and not (out / "qa_report.json").exists()
+    assert qa_from_args(_parse([*argv, "--resume", "--seed", "1"])) == 2  # other settings
+    assert "other settings" in capsys.readouterr().err
+    assert qa_from_args(_parse([*argv, "--resume"])) == 0
+    assert readers[-1].state["calls"] == 9 - len(kept)  # only the missing pairs were asked
+    records = [json.loads(line) for line in (out / "qa_records.jsonl").read_text().splitlines()]
+    assert len({(r["question_id"], r["strategy"]) for r in records}) == len(records) == 9
+    data = json.loads((out / "qa_report.json").read_text())
+    assert data["config"]["resumed_records"] == len(kept)
+    # The same accuracies as a run that was never stopped.
+    assert qa_from_args(_parse([*argv[:-5], "--out", str(tmp_path / "clean"), "--quiet"])) == 0
+    clean = json.loads((tmp_path / "clean" / "qa_report.json").read_text())
+    assert data["summary"] == clean["summary"]
+
+
+def test_default_output_folder_names_every_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _fake_backends(monkeypatch, [])
+    monkeypatch.chdir(tmp_path)
+    base = ["--data", str(FIXTURES), "--all", "--reader", "fake:reader", "--strategies", "topk"]
+    assert qa_from_args(_parse([*base, "--judge", "fake:judge", "--quiet"])) == 0
+    assert qa_from_args(_parse([*base, "--judge", "fake:judge2", "--seed", "7", "--quiet"])) == 0
+    folders = {p.name for p in (tmp_path / "results" / "qa").iterdir()}
+    assert folders == {
+        "fake-reader_judge-fake-judge_s_recap_pool_R2_b45_seed0",
+        "fake-reader_judge-fake-judge2_s_recap_pool_R2_b45_seed7",
+    }
 
 
 def test_qa_from_args_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
