@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import shlex
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+from langchain_pacms.eval.longmemeval import ORACLE_DIRNAME, S_ARCHIVE_NAME
 
 __all__ = ["register"]
 
@@ -61,6 +65,25 @@ examples:
 """
 
 
+def source_label(source: Path) -> tuple[str | None, str]:
+    """The LongMemEval split ``source`` holds (None if unknown) and a label for file names.
+
+    ``--split`` only chooses among the sources of a data directory; a folder, archive or file
+    given directly is named by what it is, so its results are not labelled with a split they
+    may not hold.
+
+    Example:
+        >>> source_label(Path("data/longmemeval_oracle.json")), source_label(Path("my qs"))
+        (('oracle', 'oracle'), (None, 'my-qs'))
+    """
+    name = source.name.lower()
+    if name == ORACLE_DIRNAME or name.startswith("longmemeval_oracle"):
+        return "oracle", "oracle"
+    if name == S_ARCHIVE_NAME or name.startswith("longmemeval_s"):
+        return "s", "s"
+    return None, re.sub(r"[^A-Za-z0-9_.]+", "-", source.stem).strip("-.") or "custom"
+
+
 def _recall(args: argparse.Namespace) -> int:
     from langchain_pacms.eval.backends import selector_from_spec
     from langchain_pacms.eval.longmemeval import resolve_source
@@ -93,6 +116,7 @@ def _recall(args: argparse.Namespace) -> int:
         files, size = ResultCache.for_selector(args.cache_dir, selector).prune()
         say(f"result cache: removed {files} cells of other code, embedders or tokenizers "
             f"({size / 2**20:.1f} MiB)")
+    split, label = source_label(source)
     say(f"loading questions from {source} ...")
     try:
         questions = load_questions(
@@ -112,7 +136,7 @@ def _recall(args: argparse.Namespace) -> int:
     )
     meta: dict[str, Any] = {
         "command": _command(args),
-        "split": args.split,
+        "split": split,
         "source": str(source),
         "sample": "all" if args.all or args.ids else args.n,
         "embeddings_spec": args.embeddings,
@@ -132,8 +156,8 @@ def _recall(args: argparse.Namespace) -> int:
     )
     report.meta["total_seconds"] = round(time.perf_counter() - started, 3)
     scope = "all-" if args.all else "ids-" if args.ids else ""
-    stem = args.name or f"recall-{args.split}-{scope}{args.style}-{args.budget_base}"
-    title = f"Evidence-round recall: {_SPLIT_NAMES[args.split]}"
+    stem = args.name or f"recall-{label}-{scope}{args.style}-{args.budget_base}"
+    title = f"Evidence-round recall: {_SPLIT_NAMES[split] if split else source.name}"
     paths = report.save(args.out, stem, title=title)
     print(report.to_markdown(title=title))
     say(

@@ -281,9 +281,14 @@ def question_from_record(record: Mapping[str, Any], *, chronological: bool = Tru
         The parsed question.
 
     Raises:
-        KeyError: If a required field is missing.
-        ValueError: If the record is malformed (see :func:`build_rounds`).
+        ValueError: If a required field is missing or the record is malformed (see
+            :func:`build_rounds`).
     """
+    if not isinstance(record, Mapping):
+        raise ValueError(f"a question record must be a JSON object, got {type(record).__name__}")
+    missing = [k for k in _REQUIRED_FIELDS if k not in record]
+    if missing:
+        raise ValueError(f"not a LongMemEval question record: missing {', '.join(missing)}")
     rounds = build_rounds(
         record["haystack_sessions"],
         record["haystack_session_ids"],
@@ -299,6 +304,33 @@ def question_from_record(record: Mapping[str, Any], *, chronological: bool = Tru
         rounds=rounds,
         answer_session_ids=tuple(str(s) for s in record.get("answer_session_ids", ())),
     )
+
+
+_REQUIRED_FIELDS = (
+    "question_id",
+    "question_type",
+    "question",
+    "answer",
+    "question_date",
+    "haystack_sessions",
+    "haystack_session_ids",
+    "haystack_dates",
+)
+
+
+def _questions(
+    records: Iterable[Mapping[str, Any]], origin: str, filt: _Filter, chronological: bool
+) -> Iterator[Question]:
+    """Parse ``records`` (read from ``origin``) and yield those ``filt`` accepts."""
+    for rec in records:
+        try:
+            q = question_from_record(rec, chronological=chronological)
+        except ValueError as err:
+            raise ValueError(f"{origin}: {err}") from err
+        if filt.accept(q.question_id):
+            yield q
+            if filt.done:
+                return
 
 
 def _qid_from_name(name: str) -> str | None:
@@ -391,12 +423,8 @@ def iter_questions(
     elif _is_tar(path):
         yield from _iter_tar(path, filt, chronological)
     elif path.suffix.lower() == ".json":
-        for rec in _records_from_json_bytes(path.read_bytes()):
-            q = question_from_record(rec, chronological=chronological)
-            if filt.accept(q.question_id):
-                yield q
-                if filt.done:
-                    return
+        yield from _questions(_records_from_json_bytes(path.read_bytes()), str(path), filt,
+                              chronological)
     else:
         raise ValueError(f"unrecognised LongMemEval source (expected folder, tar, .json): {path}")
 
@@ -408,12 +436,10 @@ def _iter_dir(path: Path, filt: _Filter, chronological: bool) -> Iterator[Questi
     for f in files:
         if filt.skip_name(f.name):
             continue
-        for rec in _records_from_json_bytes(f.read_bytes()):
-            q = question_from_record(rec, chronological=chronological)
-            if filt.accept(q.question_id):
-                yield q
-                if filt.done:
-                    return
+        yield from _questions(_records_from_json_bytes(f.read_bytes()), str(f), filt,
+                              chronological)
+        if filt.done:
+            return
 
 
 def _iter_tar(path: Path, filt: _Filter, chronological: bool) -> Iterator[Question]:
@@ -428,12 +454,10 @@ def _iter_tar(path: Path, filt: _Filter, chronological: bool) -> Iterator[Questi
             fh = tf.extractfile(member)
             if fh is None:  # pragma: no cover - isfile() members always have data
                 continue
-            for rec in _records_from_json_bytes(fh.read()):
-                q = question_from_record(rec, chronological=chronological)
-                if filt.accept(q.question_id):
-                    yield q
-                    if filt.done:
-                        return
+            origin = f"{path}:{member.name}"
+            yield from _questions(_records_from_json_bytes(fh.read()), origin, filt, chronological)
+            if filt.done:
+                return
 
 
 def _rank_key(seed: int, question_id: str) -> bytes:
@@ -544,8 +568,9 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
     """Find what :func:`iter_questions` should read, from a ``--data`` argument or the defaults.
 
     Args:
-        data: A data directory (holding ``oracle/`` and the S archive), or directly a folder of
-            per-question JSON files, an archive or a JSON file. None: :func:`default_data_dir`
+        data: A data directory (holding ``oracle/`` and the S archive, or the official
+            ``longmemeval_<split>*.json`` files), or directly a folder of per-question JSON
+            files, an archive or a JSON file. None: :func:`default_data_dir`
             (``$PACMS_LONGMEMEVAL_DIR``, else ``../shared/data/longmemeval`` from the working
             directory or the repository).
         split: ``"oracle"`` or ``"s"``, used when ``data`` is a data directory.
@@ -555,7 +580,7 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
 
     Raises:
         FileNotFoundError: If nothing usable is found.
-        ValueError: For an unknown split.
+        ValueError: For an unknown split, or several official files of the split.
     """
     if split not in ("oracle", "s"):
         raise ValueError(f"split must be 'oracle' or 's', got {split!r}")
@@ -571,6 +596,20 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
         candidate = base / (ORACLE_DIRNAME if split == "oracle" else S_ARCHIVE_NAME)
         if candidate.exists():
             return candidate
+        # The official single-JSON files (longmemeval_oracle.json, longmemeval_s.json,
+        # longmemeval_s_cleaned.json, ...): only the split's own, never every file.
+        official = sorted(base.glob("longmemeval_*.json"))
+        if official:
+            mine = [f for f in official if f.stem == f"longmemeval_{split}"
+                    or f.stem.startswith(f"longmemeval_{split}_")]
+            if len(mine) == 1:
+                return mine[0]
+            if len(mine) > 1:
+                names = ", ".join(f.name for f in mine)
+                raise ValueError(f"several LongMemEval {split!r} files in {base} ({names}); "
+                                 "pass one of them with --data")
+            raise FileNotFoundError(f"no LongMemEval {split!r} file among "
+                                    f"{', '.join(f.name for f in official)} in {base}")
         if any(base.glob("*.json")):
             return base
     raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")

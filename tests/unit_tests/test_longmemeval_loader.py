@@ -368,3 +368,33 @@ def test_resolve_source(tmp_path: Path) -> None:
     assert resolve_source(tmp_path / S_ARCHIVE_NAME) == tmp_path / S_ARCHIVE_NAME
     with pytest.raises(ValueError):
         resolve_source(tmp_path, "m")
+
+
+def test_resolve_source_picks_the_official_file_of_the_split(tmp_path: Path) -> None:
+    # A folder of the official single-JSON files: each split reads only its own file.
+    records = [json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))]
+    (tmp_path / "longmemeval_oracle.json").write_text(json.dumps(records[:1]))
+    (tmp_path / "longmemeval_s_cleaned.json").write_text(json.dumps(records[1:]))
+    oracle, s = resolve_source(tmp_path, "oracle"), resolve_source(tmp_path, "s")
+    assert (oracle.name, s.name) == ("longmemeval_oracle.json", "longmemeval_s_cleaned.json")
+    assert len(list(iter_questions(oracle))) == 1 and len(list(iter_questions(s))) == 2
+    (tmp_path / "longmemeval_s.json").write_text("[]")
+    with pytest.raises(ValueError, match="several"):
+        resolve_source(tmp_path, "s")
+    only_m = tmp_path / "m"
+    only_m.mkdir()
+    (only_m / "longmemeval_m.json").write_text("[]")
+    with pytest.raises(FileNotFoundError, match=r"longmemeval_m\.json"):
+        resolve_source(only_m, "s")
+
+
+def test_a_stray_json_file_is_a_clear_error(tmp_path: Path) -> None:
+    for f in FIXTURES.glob("*.json"):
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "notes.json").write_text('{"title": "my notes"}')
+    with pytest.raises(ValueError, match=r"notes\.json: not a LongMemEval question record: "
+                                         r"missing question_id"):
+        list(iter_questions(tmp_path))
+    (tmp_path / "notes.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        list(iter_questions(tmp_path))

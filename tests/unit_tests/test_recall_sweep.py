@@ -448,10 +448,16 @@ def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
     assert main([*base, "--ids", "fx_ssu"]) == 0
     ids = {
         name: json.loads((tmp_path / f"{name}.json").read_text())["meta"]["n_questions"]
-        for name in ("recall-s-all-recap-pool", "recall-s-ids-recap-pool")
+        for name in ("recall-lme_mini-all-recap-pool", "recall-lme_mini-ids-recap-pool")
     }
-    assert ids == {"recall-s-all-recap-pool": 2, "recall-s-ids-recap-pool": 1}
-    assert not (tmp_path / "recall-s-recap-pool.json").exists()
+    assert ids == {"recall-lme_mini-all-recap-pool": 2, "recall-lme_mini-ids-recap-pool": 1}
+    assert not (tmp_path / "recall-lme_mini-recap-pool.json").exists()
+    # A folder given directly is named by itself, not by the (ignored) --split.
+    meta = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
+    assert meta["split"] is None and meta["source"] == str(FIXTURES)
+    assert (tmp_path / "recall-lme_mini-all-recap-pool.md").read_text().startswith(
+        "## Evidence-round recall: lme_mini"
+    )
 
 
 def test_cli_disk_cache_on(tmp_path: Path) -> None:
@@ -459,10 +465,10 @@ def test_cli_disk_cache_on(tmp_path: Path) -> None:
             "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
             "--cache", "on", "--cache-dir", str(tmp_path / "c"), "--result-cache", "off"]
     assert main(args) == 0
-    first = json.loads((tmp_path / "recall-s-all-recap-pool.json").read_text())["meta"]
+    first = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
     assert first["cache_misses"] > 0 and first["cache_hits"] == 0
     assert main(args) == 0
-    second = json.loads((tmp_path / "recall-s-all-recap-pool.json").read_text())["meta"]
+    second = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
     assert second["cache_misses"] == 0 and second["cache_hits"] == first["cache_misses"]
     assert first["cached_cells"] == second["cached_cells"] == 0
 
@@ -523,6 +529,24 @@ def test_result_cache_prune_keeps_only_its_namespace(
     assert list(cells.iterdir()) == [current]
     assert json.loads((tmp_path / "r.json").read_text())["meta"]["cached_cells"] == len(kept)
     assert ResultCache.for_selector(tmp_path / "none", ContextSelector()).prune() == (0, 0)
+
+
+def test_result_cache_tells_custom_tokenizers_apart(tmp_path: Path) -> None:
+    def count(text: str) -> int:
+        return len(text.split())
+
+    words = ContextSelector(token_counter=count)
+
+    def count(text: str) -> int:  # the same name, another counter
+        return len(text)
+
+    chars = ContextSelector(token_counter=count)
+    assert words.token_counter.name == chars.token_counter.name == "count"
+    assert (ResultCache.for_selector(tmp_path, words).namespace
+            != ResultCache.for_selector(tmp_path, chars).namespace)
+    again = ContextSelector(token_counter=lambda text: len(text.split()))
+    assert (ResultCache.for_selector(tmp_path, again).namespace
+            != ResultCache.for_selector(tmp_path, words).namespace)  # the name differs
 
 
 def test_result_cache_keys(tmp_path: Path) -> None:
