@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -35,7 +36,7 @@ from numpy.typing import NDArray
 __all__ = ["CachedEmbeddings", "model_identity"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_MODEL_FIELDS = ("model", "model_name", "model_id", "deployment", "dimensions", "base_url")
+_SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re.IGNORECASE)
 
 
 def _key_prefix(namespace: str) -> str:
@@ -51,21 +52,50 @@ def _key_prefix(namespace: str) -> str:
     return f"{readable}.{digest}"
 
 
+def _plain(value: Any) -> bool:
+    """True for JSON-like settings: scalars, and lists or str-keyed dicts of them."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
 def model_identity(embeddings: Embeddings) -> str:
     """A string that names an embedding model well enough to key a cache.
 
-    Uses ``embeddings.cache_identity`` when the object defines it, else the class path and common
-    model fields (``model``, ``model_name``, ``base_url``, ...).
+    Uses ``embeddings.cache_identity`` when the object defines it. Otherwise it is the class
+    path and the model's settings: every declared field of a pydantic model (most LangChain
+    embeddings) whose value is plain data (numbers, strings, lists and dicts of them), or
+    the public scalar attributes of another object. Fields whose names suggest a secret (key,
+    token, password, ...) are left out, as are unset (None) ones. So two models of one class
+    that differ in a setting (``model``, ``size``, ``encode_kwargs``, ...) never share
+    vectors.
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> model_identity(DeterministicFakeEmbedding(size=8))
+        'langchain_core.embeddings.fake.DeterministicFakeEmbedding:size=8'
     """
     own = getattr(embeddings, "cache_identity", None)
     if isinstance(own, str) and own:
         return own
     cls = type(embeddings)
+    declared = getattr(cls, "model_fields", None)
+    pydantic = isinstance(declared, dict)
+    # Not pydantic: public scalar attributes only (containers may be run-time state).
+    names = list(declared or ()) if pydantic else [n for n in vars(embeddings) if n[:1] != "_"]
     parts = [f"{cls.__module__}.{cls.__qualname__}"]
-    for name in _MODEL_FIELDS:
+    for name in sorted(names):
         value = getattr(embeddings, name, None)
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            parts.append(f"{name}={value}")
+        if value is None or _SECRET.search(name):
+            continue
+        if not (_plain(value) if pydantic else isinstance(value, (str, int, float, bool))):
+            continue
+        shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        parts.append(f"{name}={shown}")
     return ":".join(parts)
 
 

@@ -480,6 +480,15 @@ def budget_tokens(base_tokens: int, fraction: float) -> int:
     return max(1, math.floor(base_tokens * fraction))
 
 
+_TOKENIZER_PROBES = (
+    "a",
+    "The staging database listens on port 6543, not 5432.",
+    "naïve café, 東京 and 🚀: ok?",
+    "def f(x):\n    return x ** 2  # squares\n" * 3,
+)
+"""Texts whose token counts, with the tokenizer's name, key the result cache's tokenizer."""
+
+
 @dataclass(frozen=True)
 class ResultCache:
     """On-disk cache of sweep cells, so reruns and extra columns recompute only what is new.
@@ -487,7 +496,8 @@ class ResultCache:
     One entry per ``(question, R, budget, strategy name + options)`` cell, stored in a
     :class:`~langchain_pacms.embeddings.filestore.LocalByteStore`. Keys include ``namespace``,
     a hash of the selection code (:func:`code_fingerprint` plus this module), the embedder
-    identity and the tokenizer, and a hash of the question's content, so a change to any of
+    identity and the tokenizer (its name and its counts of a few probe texts), and a hash of
+    the question's content, so a change to any of
     them misses instead of returning stale numbers. Column labels are not part of the key; the
     strategy name and the options it runs with, as the selector resolves them, are: ``rag:k=4``
     and ``rag:k=4,`` share cells, ``rag`` and ``rag:k=4`` do not (strategy defaults are not
@@ -510,11 +520,14 @@ class ResultCache:
         from langchain_pacms.embeddings.cache import model_identity
 
         inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
+        counter = selector.token_counter
         parts = [
             code_fingerprint(),
             _file_digest(Path(__file__)),
             model_identity(inner),
-            getattr(selector.token_counter, "name", "custom"),
+            getattr(counter, "name", "custom"),
+            # A custom counter's name is only its function's: its counts tell counters apart.
+            ",".join(str(counter(text)) for text in _TOKENIZER_PROBES),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest)

@@ -245,6 +245,29 @@ def test_model_identity_differs_across_models():
     assert CachedEmbeddings(RecordingEmbeddings(), namespace="mine").namespace == "mine"
 
 
+def test_model_identity_sees_every_setting_and_no_secret():
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from pydantic import Field, SecretStr
+
+    small, large = DeterministicFakeEmbedding(size=2), DeterministicFakeEmbedding(size=768)
+    assert model_identity(small) != model_identity(large)  # same class, other setting
+
+    class Remote(DeterministicFakeEmbedding):
+        api_key: str = "sk-live-123"
+        token: SecretStr = SecretStr("t0k3n")
+        encode_kwargs: dict = Field(default_factory=lambda: {"normalize": True})
+
+    shown = model_identity(Remote(size=4))
+    assert "sk-live-123" not in shown and "t0k3n" not in shown and "api_key" not in shown
+    assert 'encode_kwargs={"normalize": true}' in shown
+    assert model_identity(Remote(size=4, encode_kwargs={"normalize": False})) != shown
+    # Plain objects: public scalar settings only, not run-time state.
+    model = RecordingEmbeddings(model="fake-a")
+    before = model_identity(model)
+    model.embed_documents(["x"])
+    assert model_identity(model) == before and "dim=6" in before
+
+
 def test_distinct_namespaces_never_share_keys():
     store = InMemoryByteStore()
     model = RecordingEmbeddings()
