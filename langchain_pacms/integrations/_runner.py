@@ -22,13 +22,14 @@ from langgraph.store.base import BaseStore
 
 from langchain_pacms.core import get_strategy
 from langchain_pacms.integrations.messages import (
+    CONTEXT_MESSAGE_ID,
     apply_selection,
     content_text,
     messages_to_candidates,
     query_from_messages,
 )
 from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
-from langchain_pacms.selector import ContextSelector, Selection
+from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
 __all__ = ["DEFAULT_ANSWER_RESERVE", "Namespace", "QueryFn", "SelectionRunner"]
 
@@ -54,6 +55,14 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
     elif context is not None and hasattr(context, "model_dump"):
         values.update(context.model_dump())
     return values
+
+
+def _without_old_context(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without a context message an earlier selection wrote back to the history.
+
+    This call builds its own from the memories and documents it keeps.
+    """
+    return [m for m in messages if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:
@@ -131,14 +140,25 @@ class SelectionRunner:
         self.last_selection: Selection | None = None
 
     # -- small pieces ------------------------------------------------------------------------
-    def budget(self) -> dict[str, Any]:
-        """Keyword arguments for the selector's budget."""
+    def budget(self, candidates: Sequence[Candidate] = ()) -> dict[str, Any]:
+        """Keyword arguments for the selector's budget.
+
+        A ``budget_ratio`` on its own is a fraction of the conversation's tokens: looked-up
+        memories and documents among ``candidates`` compete for that budget but do not raise
+        it.
+        """
         if self.budget_tokens is not None:
             return {"budget_tokens": self.budget_tokens}
         if self.context_window is not None:
             window = self.context_window - self.answer_reserve
             return {"budget_tokens": max(1, math.floor(window * (self.budget_ratio or 1.0)))}
-        return {"budget_ratio": self.budget_ratio}
+        assert self.budget_ratio is not None  # checked in __init__
+        conversation = [c for c in candidates if c.kind not in ("memory", "document")]
+        if len(conversation) == len(candidates):  # nothing looked up: the selector's own rule
+            return {"budget_ratio": self.budget_ratio}
+        count = self.selector.token_counter
+        total = sum(c.tokens if c.tokens is not None else count(c.text) for c in conversation)
+        return {"budget_tokens": max(1, math.floor(total * self.budget_ratio))}
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
         """The query: ``query(state)`` if configured, else the latest human message."""
@@ -167,8 +187,8 @@ class SelectionRunner:
                 logger.warning("memory namespace %r needs %s; skipped", ns, err)
         return out
 
-    def _select_kwargs(self, query: str) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {**self.budget(), **self.strategy_options}
+    def _select_kwargs(self, query: str, candidates: Sequence[Candidate]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {**self.budget(candidates), **self.strategy_options}
         if query.strip():
             kwargs["strategy"] = self.strategy
         else:  # nothing to be relevant to: recency
@@ -247,6 +267,7 @@ class SelectionRunner:
         Returns:
             The messages to send.
         """
+        messages = _without_old_context(messages)
         if not messages:
             return []
         try:
@@ -259,7 +280,7 @@ class SelectionRunner:
                 keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
             )
             selection = self.selector.select(
-                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query)
+                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query, cands)
             )
             out = self._finish(messages, selection, spans)
         except Exception as err:
@@ -310,6 +331,7 @@ class SelectionRunner:
         context: Any = None,
     ) -> list[BaseMessage]:
         """Async twin of :meth:`run`."""
+        messages = _without_old_context(messages)
         if not messages:
             return []
         try:
@@ -322,7 +344,7 @@ class SelectionRunner:
                 keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
             )
             selection = await self.selector.aselect(
-                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query)
+                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query, cands)
             )
             out = self._finish(messages, selection, spans)
         except Exception as err:

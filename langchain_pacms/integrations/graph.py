@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.base import BaseStore
 
 from langchain_pacms.integrations._runner import (
@@ -80,13 +81,18 @@ class PACMSHook(RunnableLambda):
         self.runner = runner
         self.output_key = output_key
 
+        def update(out: list[BaseMessage]) -> dict[str, Any]:
+            if output_key == "messages":  # replace the stored history, as add_messages needs
+                return {output_key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *out]}
+            return {output_key: out}
+
         def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
             messages = _state_messages(state)
             out = runner.run(
                 messages, state=state, config=config, store=_graph_store(config),
                 context=_graph_context(config),
             )
-            return {output_key: out}
+            return update(out)
 
         async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
             messages = _state_messages(state)
@@ -94,7 +100,7 @@ class PACMSHook(RunnableLambda):
                 messages, state=state, config=config, store=_graph_store(config),
                 context=_graph_context(config),
             )
-            return {output_key: out}
+            return update(out)
 
         super().__init__(pacms_pre_model_hook, afunc=apacms_pre_model_hook,
                          name="pacms_pre_model_hook")
@@ -171,7 +177,9 @@ def create_pacms_hook(
         tool_placeholders: Offer each optional tool span also as a cheap call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
-        output_key: State key to write (default ``llm_input_messages``).
+        output_key: State key to write (default ``llm_input_messages``: the model sees the
+            selection and the stored history stays whole). ``"messages"`` replaces the stored
+            history with the selection, so what was dropped is gone from the state.
         **strategy_options: Strategy options, e.g. ``relevance_weight="auto"`` for ``pacms``.
 
     Returns:

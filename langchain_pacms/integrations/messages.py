@@ -67,6 +67,7 @@ from langchain_pacms.selector import Candidate, Selection
 __all__ = [
     "CONTEXT_DOCUMENTS_HEADER",
     "CONTEXT_MEMORIES_HEADER",
+    "CONTEXT_MESSAGE_ID",
     "OMISSION_NOTE",
     "Span",
     "apply_selection",
@@ -79,6 +80,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+CONTEXT_MESSAGE_ID = "pacms-context"
+"""Id of the message that carries kept memories and documents (see :func:`build_context_message`).
+
+A history that holds such a message from an earlier call (a hook that writes its selection back
+to ``messages``) has it replaced, not kept, by the next selection.
+"""
 
 CONTEXT_MEMORIES_HEADER = "Relevant memories:"
 CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
@@ -126,9 +134,10 @@ class Span:
 def content_text(content: str | list[Any]) -> str:
     r"""The text of a message's content, for scoring and counting.
 
-    Text blocks are joined by newlines; every other block (image, audio, file, ...) is
-    represented by a short ``[type]`` marker so it still has a footprint. The content itself is
-    never changed.
+    Text blocks, and the text of reasoning blocks (``{"type": "thinking", "thinking": ...}``,
+    ``{"type": "reasoning", "reasoning": ...}``), are joined by newlines; every other block
+    (image, audio, file, ...) is represented by a short ``[type]`` marker so it still has a
+    footprint. The content itself is never changed.
 
     Args:
         content: A message's ``content`` (a string or a list of blocks).
@@ -151,6 +160,8 @@ def content_text(content: str | list[Any]) -> str:
             text = block.get("text")
             if kind in ("text", "text-plain", None) and isinstance(text, str):
                 parts.append(text)
+            elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
+                parts.append(block[kind])  # sent with the message, so it counts against the budget
             elif kind in ("tool_use", "tool_call", "function_call"):
                 continue  # rendered from ``tool_calls`` instead
             else:
@@ -401,7 +412,9 @@ def build_context_message(
     if role not in ("system", "human"):
         raise ValueError(f"context message role must be 'system' or 'human', got {role!r}")
     text = "\n\n".join(sections)
-    return SystemMessage(text) if role == "system" else HumanMessage(text)
+    if role == "system":
+        return SystemMessage(text, id=CONTEXT_MESSAGE_ID)
+    return HumanMessage(text, id=CONTEXT_MESSAGE_ID)
 
 
 def _spans_of(selection: Selection, spans: Sequence[Span] | None) -> dict[str, Span]:

@@ -225,6 +225,52 @@ def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
     assert len([c for c in selection.candidates if c.kind == "memory"]) == len(MEMORIES)
 
 
+def test_budget_ratio_is_a_fraction_of_the_conversation_not_of_memories():
+    conversation = [HumanMessage("Which port does my staging database listen on?")]
+    budgets = []
+    for extra in (0, 40):
+        store = memory_store()
+        for i in range(extra):
+            store.put(("memories", "u1"), f"x{i}", {"content": f"Unrelated note {i} " * 10})
+        hook = create_pacms_hook(budget_ratio=0.5, store=store,
+                                 memory_namespaces=[("memories", "u1")], memory_limit=100)
+        hook.invoke({"messages": conversation})
+        selection = hook.last_selection
+        counter = ContextSelector().token_counter
+        asked = sum(counter(c.text) for c in selection.candidates if c.kind == "turn")
+        assert selection.budget == max(1, asked // 2)
+        budgets.append(selection.budget)
+    assert budgets[0] == budgets[1]  # 40 more memories do not raise the budget
+
+
+def test_output_key_messages_replaces_the_stored_history():
+    store = memory_store()
+    received: dict[str, list[list[BaseMessage]]] = {}
+    states = {}
+    for key in ("llm_input_messages", "messages"):
+        model = RecordingChatModel(script=[AIMessage(f"answer {i}") for i in range(3)])
+        hook = create_pacms_hook(budget_tokens=60, store=store, output_key=key,
+                                 memory_namespaces=[("memories", "u1")])
+        agent = create_react_agent(model, [search], pre_model_hook=hook,
+                                   checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": key}}
+        for question in ("I went hiking yesterday, it was lovely " * 8,
+                         "Is my dog allergic to anything?",
+                         "Which port does my staging database listen on?"):
+            state = agent.invoke({"messages": [HumanMessage(question)]}, config)
+        received[key], states[key] = model.received, state["messages"]
+    # The model saw the same thing either way.
+    assert [texts(r) for r in received["messages"]] == [
+        texts(r) for r in received["llm_input_messages"]
+    ]
+    # Written back, the history is what the model saw plus its reply: trimmed, and with at
+    # most one memory message (each call replaces the last one).
+    kept = states["messages"]
+    assert len(kept) < len(states["llm_input_messages"])
+    assert len(context_messages(kept)) == 1
+    assert texts(kept[:-1]) == texts(received["messages"][-1])
+
+
 async def test_store_memories_async():
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("ok")])

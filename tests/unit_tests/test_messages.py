@@ -312,6 +312,18 @@ def test_multimodal_content_scored_as_text_and_passed_through():
     assert out[0] is human and out[0].content[1] == image
 
 
+def test_reasoning_blocks_count_against_the_budget():
+    thought = "let me think about ports and databases " * 40
+    for kind in ("thinking", "reasoning"):
+        ai = AIMessage([{"type": kind, kind: thought}, {"type": "text", "text": "It is 6543."}])
+        msgs = [HumanMessage("the staging port is 6543"), ai, HumanMessage("which port?")]
+        cands, spans = messages_to_candidates(msgs)
+        assert any(thought in c.text for c in cands)  # scored and counted like text
+        sel = SELECTOR.select(cands, "which port?", budget_tokens=60)
+        out = apply_selection(msgs, sel, spans)
+        assert ai not in out and sel.tokens_kept <= 60  # too long to fit: left out
+
+
 def test_memories_and_documents_become_one_context_message():
     msgs = [SystemMessage("You are helpful."), HumanMessage("What port does staging use?")]
     memories = [{"content": "Staging DB port is 6543."}, "User likes cats."]
