@@ -57,6 +57,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    ChatMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
@@ -223,6 +224,13 @@ def document_text(document: Any) -> str:
     return document if isinstance(document, str) else memory_text(document)
 
 
+def _is_human(message: BaseMessage) -> bool:
+    """A user's message: a ``HumanMessage``, or a ``ChatMessage`` with role user/human."""
+    if isinstance(message, HumanMessage):
+        return True
+    return isinstance(message, ChatMessage) and message.role in ("user", "human")
+
+
 def query_from_messages(messages: Sequence[BaseMessage]) -> str:
     """The text of the latest human message (``""`` when there is none).
 
@@ -231,7 +239,7 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
         'hi'
     """
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
+        if _is_human(message):
             return content_text(message.content)
     return ""
 
@@ -278,7 +286,7 @@ def _cut(
             else:
                 units[unit][1].append(i)
             open_turn = None
-        elif isinstance(message, HumanMessage):
+        elif _is_human(message):
             units.append(("turn", [i]))
             open_turn = len(units) - 1 if pair_turns else None
         elif isinstance(message, AIMessage) and open_turn is not None:
@@ -327,7 +335,7 @@ def messages_to_candidates(
     if orphans:
         logger.debug("dropping %d orphan ToolMessage(s) with no matching call", len(orphans))
     latest_human = max(
-        (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1
+        (i for i, m in enumerate(messages) if _is_human(m)), default=-1
     )
     last = len(messages) - 1
     spans: list[Span] = []
@@ -496,7 +504,7 @@ def apply_selection(
     lead = 0
     while lead < len(result) and isinstance(result[lead], SystemMessage):
         lead += 1
-    if start_on_human and lead < len(result) and not isinstance(result[lead], HumanMessage):
+    if start_on_human and lead < len(result) and not _is_human(result[lead]):
         first = next(i for i in order if not isinstance(messages[i], SystemMessage))
         if any(not isinstance(messages[i], SystemMessage) for i in range(first)):
             result.insert(lead, HumanMessage(OMISSION_NOTE))

@@ -324,6 +324,20 @@ def test_reasoning_blocks_count_against_the_budget():
         assert ai not in out and sel.tokens_kept <= 60  # too long to fit: left out
 
 
+def test_chat_message_with_user_role_is_a_human_turn():
+    from langchain_core.messages import ChatMessage
+
+    question = ChatMessage(role="user", content="which staging port?")
+    msgs = [HumanMessage("lunch was nice " * 20), AIMessage("ok"), question]
+    assert query_from_messages(msgs) == "which staging port?"
+    cands, spans = messages_to_candidates(msgs)
+    latest = next(c for c in cands if 2 in spans[[s.id for s in spans].index(c.id)].indices)
+    assert latest.mandatory  # the latest turn is kept, as for a HumanMessage
+    out = apply_selection(msgs, SELECTOR.select(cands, "which staging port?", budget_tokens=8),
+                          spans)
+    assert out[-1] is question
+
+
 def test_memories_and_documents_become_one_context_message():
     msgs = [SystemMessage("You are helpful."), HumanMessage("What port does staging use?")]
     memories = [{"content": "Staging DB port is 6543."}, "User likes cats."]
