@@ -206,8 +206,7 @@ class SelectionRunner:
         return apply_selection(messages, selection, spans, context_role=self.context_role)
 
     def _recover(self, messages: Sequence[BaseMessage], err: Exception) -> list[BaseMessage]:
-        logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
-                       self.source, type(err).__name__, err)
+        self._warn_failed(err)
         try:
             cands, spans = messages_to_candidates(messages, keep_latest_turn=self.keep_latest_turn)
             selection = self.selector.select(
@@ -215,9 +214,30 @@ class SelectionRunner:
             )
             return apply_selection(messages, selection, spans, context_role=self.context_role)
         except Exception as again:  # last resort: never stall the agent
-            logger.warning("pacms %s: recency fallback failed too (%s); passing messages through",
-                           self.source, again)
-            return list(messages)
+            return self._pass_through(messages, again)
+
+    async def _arecover(
+        self, messages: Sequence[BaseMessage], err: Exception
+    ) -> list[BaseMessage]:
+        """Async twin of :meth:`_recover` (the recency selection embeds off the event loop)."""
+        self._warn_failed(err)
+        try:
+            cands, spans = messages_to_candidates(messages, keep_latest_turn=self.keep_latest_turn)
+            selection = await self.selector.aselect(
+                cands, _NO_QUERY, strategy="lastk", **self.budget()
+            )
+            return apply_selection(messages, selection, spans, context_role=self.context_role)
+        except Exception as again:  # last resort: never stall the agent
+            return self._pass_through(messages, again)
+
+    def _warn_failed(self, err: Exception) -> None:
+        logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
+                       self.source, type(err).__name__, err)
+
+    def _pass_through(self, messages: Sequence[BaseMessage], err: Exception) -> list[BaseMessage]:
+        logger.warning("pacms %s: recency fallback failed too (%s); passing messages through",
+                       self.source, err)
+        return list(messages)
 
     # -- sync --------------------------------------------------------------------------------
     def _memories(
@@ -350,7 +370,7 @@ class SelectionRunner:
         except Exception as err:
             if self.strict:
                 raise
-            return self._recover(messages, err)
+            return await self._arecover(messages, err)
         extra = {"memory_error": lookup_error} if lookup_error else {}
         await areport_selection(selection, query=query, source=self.source, config=config,
                                 log=self.log, **extra)

@@ -329,6 +329,19 @@ def test_embedding_failure_falls_back_to_recency_and_agent_keeps_running(tmp_pat
     assert hook.last_selection.tokens_kept <= 2500 or hook.last_selection.over_budget
 
 
+async def test_async_recovery_does_not_block_on_the_sync_selector():
+    class AsyncOnly(ContextSelector):
+        def select(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the blocking select ran on the event loop")
+
+    hook = create_pacms_hook(budget_tokens=30, selector=AsyncOnly(),
+                             query=lambda state: 123)  # not a str: the selection fails
+    conversation = [HumanMessage("first question " * 40), AIMessage("ok"), HumanMessage("next?")]
+    out = await hook.ainvoke({"messages": conversation})
+    kept = out["llm_input_messages"]
+    assert kept[-1] is conversation[-1] and len(kept) < len(conversation)  # recency, in budget
+
+
 def test_strict_raises_on_embedding_failure():
     hook = create_pacms_hook(embeddings=FailingEmbeddings(), budget_tokens=100, strict=True)
     with pytest.raises(RuntimeError, match="unavailable"):
