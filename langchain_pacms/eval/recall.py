@@ -465,14 +465,16 @@ class _SharedRankingMMR:
 # -- one question -------------------------------------------------------------------------------
 
 
-def resolved_options(selector: Any, spec: StrategySpec) -> dict[str, Any]:
-    """The options ``spec`` runs with under ``selector`` (``ContextSelector.resolve_options``)."""
-    return selector.resolve_options(spec.name, spec.options)[1]
-
-
 def column_options(selector: Any, config: RecallConfig) -> dict[str, dict[str, Any]]:
-    """The options of every column of ``config`` under ``selector``, by label."""
-    return {spec.label: resolved_options(selector, spec) for spec in config.strategies}
+    """The options every column of ``config`` runs with under ``selector``, by label.
+
+    As ``ContextSelector.resolve_options`` gives them: ``pacms`` gets the embedder's kernel
+    threshold and gain floor unless the column sets them.
+    """
+    return {
+        spec.label: selector.resolve_options(spec.name, spec.options)[1]
+        for spec in config.strategies
+    }
 
 
 def budget_tokens(base_tokens: int, fraction: float) -> int:
@@ -621,7 +623,7 @@ def sweep_question(
         config: The sweep configuration.
         share_rankings: Compute the ``mmr`` ranking once per level (see the module docstring).
         cache: Result cache; cells found there are not recomputed, new cells are stored.
-        options: The options each column runs with, by label, as :func:`resolved_options`
+        options: The options each column runs with, by label, as :func:`column_options`
             gives them for ``selector`` (resolved here when not given; a sweep resolves them
             once for all its questions).
 
