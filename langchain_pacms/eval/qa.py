@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import re
@@ -1105,7 +1106,7 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         action="store_true",
         help="go on with the run saved in the output folder (e.g. after Ctrl-C): its answers "
         "are kept and only the missing or failed (question, strategy) pairs are run; the "
-        "settings must match",
+        "settings and the question sample must match",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -1367,6 +1368,11 @@ def qa_from_args(args: argparse.Namespace) -> int:
         "budget": args.budget,
         "seed": args.seed,
         "temperature": temperature,
+        # The sample itself, so that a resumed run answers the questions it started with.
+        "questions": len(questions),
+        "question_ids_sha256": hashlib.sha256(
+            "\n".join(sorted(q.question_id for q in questions)).encode()
+        ).hexdigest(),
     }
     out = Path(args.out) if args.out else Path("results") / "qa" / (
         f"{_slug(args.reader)}_judge-{_slug(judge_spec)}_{args.split}_{args.style}_"

@@ -784,6 +784,9 @@ def test_qa_cli_keeps_answers_on_ctrl_c_and_resumes(
     assert 0 < len(kept) < 5 and not (out / "qa_report.json").exists()
     assert qa_from_args(_parse([*argv, "--resume", "--seed", "1"])) == 2  # other settings
     assert "other settings" in capsys.readouterr().err
+    fewer = [*argv[:2], "--n", "2", *argv[3:]]  # the same settings, another question sample
+    assert qa_from_args(_parse([*fewer, "--resume"])) == 2
+    assert "questions: 3 there, 2 now" in capsys.readouterr().err
     assert qa_from_args(_parse([*argv, "--resume"])) == 0
     assert readers[-1].state["calls"] == 9 - len(kept)  # only the missing pairs were asked
     records = [json.loads(line) for line in (out / "qa_records.jsonl").read_text().splitlines()]
