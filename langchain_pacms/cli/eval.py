@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from langchain_pacms.eval.longmemeval import ORACLE_DIRNAME, S_ARCHIVE_NAME
+from langchain_pacms.eval.longmemeval import split_of
 
 __all__ = ["register"]
 
@@ -76,11 +76,9 @@ def source_label(source: Path) -> tuple[str | None, str]:
         >>> source_label(Path("data/longmemeval_oracle.json")), source_label(Path("my qs"))
         (('oracle', 'oracle'), (None, 'my-qs'))
     """
-    name = source.name.lower()
-    if name == ORACLE_DIRNAME or name.startswith("longmemeval_oracle"):
-        return "oracle", "oracle"
-    if name == S_ARCHIVE_NAME or name.startswith("longmemeval_s"):
-        return "s", "s"
+    split = split_of(source)
+    if split is not None:
+        return split, split
     return None, re.sub(r"[^A-Za-z0-9_.]+", "-", source.stem).strip("-.") or "custom"
 
 

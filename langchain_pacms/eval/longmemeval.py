@@ -68,6 +68,7 @@ __all__ = [
     "question_from_record",
     "resolve_source",
     "sample_questions",
+    "split_of",
 ]
 
 ENV_VAR = "PACMS_LONGMEMEVAL_DIR"
@@ -564,6 +565,30 @@ def default_data_dir() -> Path | None:
     return None
 
 
+_SPLITS = ("oracle", "s")
+# Official file names: longmemeval_oracle.json, longmemeval_s.json, longmemeval_s_cleaned.json, ...
+_OFFICIAL_NAME = re.compile(r"longmemeval_(oracle|s)(?:[_.]|$)")
+
+
+def split_of(path: str | os.PathLike[str]) -> str | None:
+    """The LongMemEval split a source holds, read from its name (None if the name does not say).
+
+    The data directory's ``oracle`` folder and S archive, and the official
+    ``longmemeval_<split>*.json`` files, are recognised; any other folder or file is not.
+
+    Example:
+        >>> split_of("data/longmemeval_s_cleaned.json"), split_of("oracle"), split_of("my.json")
+        ('s', 'oracle', None)
+    """
+    name = Path(path).name.lower()
+    if name == ORACLE_DIRNAME:
+        return "oracle"
+    if name == S_ARCHIVE_NAME:
+        return "s"
+    match = _OFFICIAL_NAME.match(name)
+    return match.group(1) if match else None
+
+
 def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Path:
     """Find what :func:`iter_questions` should read, from a ``--data`` argument or the defaults.
 
@@ -582,7 +607,7 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
         FileNotFoundError: If nothing usable is found.
         ValueError: For an unknown split, or several official files of the split.
     """
-    if split not in ("oracle", "s"):
+    if split not in _SPLITS:
         raise ValueError(f"split must be 'oracle' or 's', got {split!r}")
     base = Path(data).expanduser() if data is not None else default_data_dir()
     if base is None:
@@ -600,8 +625,7 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
         # longmemeval_s_cleaned.json, ...): only the split's own, never every file.
         official = sorted(base.glob("longmemeval_*.json"))
         if official:
-            mine = [f for f in official if f.stem == f"longmemeval_{split}"
-                    or f.stem.startswith(f"longmemeval_{split}_")]
+            mine = [f for f in official if split_of(f) == split]
             if len(mine) == 1:
                 return mine[0]
             if len(mine) > 1:

@@ -23,6 +23,7 @@ from langchain_pacms.eval.longmemeval import (
     parse_date,
     resolve_source,
     sample_questions,
+    split_of,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
@@ -386,6 +387,23 @@ def test_resolve_source_picks_the_official_file_of_the_split(tmp_path: Path) -> 
     (only_m / "longmemeval_m.json").write_text("[]")
     with pytest.raises(FileNotFoundError, match=r"longmemeval_m\.json"):
         resolve_source(only_m, "s")
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [
+        (ORACLE_DIRNAME, "oracle"),
+        (S_ARCHIVE_NAME, "s"),
+        ("longmemeval_oracle.json", "oracle"),
+        ("LongMemEval_S.json", "s"),
+        ("longmemeval_s_cleaned.json", "s"),
+        ("longmemeval_m_cleaned.json", None),
+        ("longmemeval_sample.json", None),  # names another file, not the S split
+        ("lme_mini", None),
+    ],
+)
+def test_split_of_reads_the_official_names(name: str, split: str | None) -> None:
+    assert split_of(Path("data") / name) == split
 
 
 def test_a_stray_json_file_is_a_clear_error(tmp_path: Path) -> None:
