@@ -234,29 +234,25 @@ class CachedEmbeddings(Embeddings):
 
     def _landed(
         self, waits: dict[str, tuple[str, _Flight]], fresh: dict[str, NDArray[np.float32]]
-    ) -> list[str]:
-        """Copy the vectors of finished flights into ``fresh``; return the texts still missing."""
-        lost: list[str] = []
+    ) -> dict[str, str]:
+        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key)."""
+        lost: dict[str, str] = {}
         for text, (key, flight) in waits.items():
             if flight.future.cancelled():
-                lost.append(text)
+                lost[text] = key
             else:
                 fresh[key] = flight.future.result()
         with self._lock:
             self.hits += len(waits) - len(lost)
         return lost
 
-    def _keep(
-        self, texts: list[str], vectors: list[Any], kind: str
-    ) -> dict[str, NDArray[np.float32]]:
-        """Check and store the model's vectors for ``texts``; return them by key."""
-        if len(vectors) != len(texts):
+    def _keep(self, todo: dict[str, str], vectors: list[Any]) -> dict[str, NDArray[np.float32]]:
+        """Check and store the model's vectors of the misses ``todo``; return them by key."""
+        if len(vectors) != len(todo):
             raise ValueError(
-                f"embedding model returned {len(vectors)} vectors for {len(texts)} texts"
+                f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
             )
-        fresh = {
-            self._key(t, kind): np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors)
-        }
+        fresh = {k: np.asarray(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
         self._save(list(fresh.items()))
         return fresh
 
@@ -294,15 +290,15 @@ class CachedEmbeddings(Embeddings):
             self.misses += len(texts)
         return self._batches(texts)
 
-    def _embed_now(self, texts: list[str], kind: str) -> dict[str, NDArray[np.float32]]:
-        vectors = [v for batch in self._count_misses(texts) for v in self._embed_sync(batch, kind)]
-        return self._keep(texts, vectors, kind)
+    def _embed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
+        batches = self._count_misses(list(todo))
+        return self._keep(todo, [v for batch in batches for v in self._embed_sync(batch, kind)])
 
-    async def _aembed_now(self, texts: list[str], kind: str) -> dict[str, NDArray[np.float32]]:
+    async def _aembed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
         vectors: list[Any] = []
-        for batch in self._count_misses(texts):
+        for batch in self._count_misses(list(todo)):
             vectors.extend(await self._embed_async(batch, kind))
-        return self._keep(texts, vectors, kind)
+        return self._keep(todo, vectors)
 
     # -- public API ---------------------------------------------------------------------------
     def embed_matrix(self, texts: Sequence[str], *, kind: str = "document") -> NDArray[np.float32]:
@@ -322,7 +318,7 @@ class CachedEmbeddings(Embeddings):
         mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=False)
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            fresh.update(self._embed_now([*mine, *unclaimed], kind))
+            fresh.update(self._embed_now({**mine, **unclaimed}, kind))
         finally:
             self._release(mine, fresh)
         if waits:
@@ -338,7 +334,7 @@ class CachedEmbeddings(Embeddings):
         mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=True)
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            fresh.update(await self._aembed_now([*mine, *unclaimed], kind))
+            fresh.update(await self._aembed_now({**mine, **unclaimed}, kind))
         finally:
             self._release(mine, fresh)
         if waits:
