@@ -26,6 +26,7 @@ import heapq
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from langchain_pacms.core.problem import Problem
 
@@ -69,11 +70,10 @@ def diverse_fill(
 ) -> list[int]:
     """Add non-members by maximal marginal relevance against the members, while they fit.
 
-    Redundancy ``max_{s in S} cos(j, s)`` only grows as items are added, so every score is
-    non-increasing and a stale score is an upper bound: the walk re-scores an item only when it
-    reaches the top of a heap (lazy evaluation, as in CELF), against the items added since it was
-    last scored. The picks equal those of re-scoring everything at every step (ties: lower
-    index). Items that do not fit are skipped and do not count as redundancy.
+    The picks are those of re-scoring every open item at every step (ties: lower index).
+    Items that do not fit are skipped and do not count as redundancy. With the problem's kept
+    cosine matrix (``pacms`` computes it), every step updates all scores from one row of it;
+    without it, scores are re-scored lazily from the vectors (see :func:`_lazy_walk`).
 
     Args:
         problem: The selection instance.
@@ -100,8 +100,6 @@ def diverse_fill(
         room -= int(problem.tokens[first])
         chosen = np.asarray(added, dtype=np.int64)
         open_ = _open(problem, added, room)
-    # Cosines come from the problem's kept matrix when there is one (pacms computes it), else
-    # from the vectors: then the added items' vectors are kept in one contiguous block.
     matrix = problem.cosine_matrix
     vectors = problem.vectors
     blocks = [chosen[at : at + _BLOCK] for at in range(0, chosen.size, _BLOCK)]
@@ -113,36 +111,84 @@ def diverse_fill(
     redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
     for block_sims in sims:
         np.maximum(redundancy, block_sims.max(axis=1), out=redundancy)
+    if matrix is None:
+        return added + _lazy_walk(problem, open_, redundancy, room, lambda_mult)
+    return added + _row_walk(problem, matrix, open_, redundancy, room, lambda_mult)
+
+
+def _row_walk(
+    problem: Problem,
+    matrix: NDArray[np.float32],
+    open_: NDArray[np.int64],
+    redundancy: NDArray[np.float32],
+    room: int,
+    lambda_mult: float,
+) -> list[int]:
+    """The walk over the kept cosine matrix: each step re-scores every item from one row.
+
+    Scores live over all ``n`` candidates (closed ones at ``-inf``), so a step reads the added
+    item's row as it is stored: no gather, four vector operations.
+    """
+    n = problem.n
+    red = np.zeros(n, dtype=np.float64)  # closed items: any finite value
+    red[open_] = redundancy
+    rel = np.full(n, -np.inf, dtype=np.float64)
+    rel[open_] = lambda_mult * problem.relevance[open_].astype(np.float64)
+    rest = 1.0 - lambda_mult
+    tokens = problem.tokens.tolist()
+    score = np.empty(n, dtype=np.float64)
+    scratch = np.empty(n, dtype=np.float64)
+    added: list[int] = []
+    while True:
+        np.multiply(red, rest, out=scratch)
+        np.subtract(rel, scratch, out=score)
+        j = int(np.argmax(score))
+        while score[j] > -np.inf and tokens[j] > room:  # room only shrinks: it never will fit
+            rel[j] = score[j] = -np.inf
+            j = int(np.argmax(score))
+        if score[j] == -np.inf:
+            return added
+        added.append(j)
+        room -= tokens[j]
+        rel[j] = -np.inf
+        np.maximum(red, matrix[j], out=red)
+
+
+def _lazy_walk(
+    problem: Problem,
+    open_: NDArray[np.int64],
+    redundancy: NDArray[np.float32],
+    room: int,
+    lambda_mult: float,
+) -> list[int]:
+    """The walk from the vectors, for pools without a kept cosine matrix.
+
+    Redundancy ``max_{s in S} cos(j, s)`` only grows as items are added, so every score is
+    non-increasing and a stale score is an upper bound: an item is re-scored only when it
+    reaches the top of a heap (lazy evaluation, as in CELF), against the items added since it
+    was last scored.
+    """
+    vectors = problem.vectors
     relevance = (lambda_mult * problem.relevance[open_].astype(np.float64)).tolist()
     rest = 1.0 - lambda_mult
     red = redundancy.astype(np.float64).tolist()
     tokens = problem.tokens[open_].tolist()
     # Entries: (-score, candidate index, slot in open_, items added when scored).
-    scored = len(added)
-    heap = [(-(relevance[k] - rest * red[k]), int(j), k, scored) for k, j in enumerate(open_)]
+    heap = [(-(relevance[k] - rest * red[k]), int(j), k, 0) for k, j in enumerate(open_)]
     heapq.heapify(heap)
-    # The added items (or their vectors), in order, so that a re-score reads one slice.
-    trail = np.empty(open_.size + len(added), dtype=np.int64)
-    trail[: len(added)] = added
-    if matrix is None:
-        trail_vectors = np.empty((trail.size, vectors.shape[1]), dtype=vectors.dtype)
-        trail_vectors[: len(added)] = vectors[added]
+    added: list[int] = []
+    # The added items' vectors, in order, so that a re-score reads one slice.
+    trail = np.empty((open_.size, vectors.shape[1]), dtype=vectors.dtype)
     while heap:
         _, j, k, stamp = heapq.heappop(heap)
         if tokens[k] > room:
             continue  # room only shrinks: it will never fit
         if stamp < len(added):
-            since = slice(stamp, len(added))
-            if matrix is None:
-                fresh = float((trail_vectors[since] @ vectors[j]).max())
-            else:
-                fresh = float(matrix[j, trail[since]].max())
+            fresh = float((trail[stamp : len(added)] @ vectors[j]).max())
             red[k] = max(red[k], fresh)
             heapq.heappush(heap, (-(relevance[k] - rest * red[k]), j, k, len(added)))
             continue
-        if matrix is None:
-            trail_vectors[len(added)] = vectors[j]
-        trail[len(added)] = j
+        trail[len(added)] = vectors[j]
         added.append(j)
         room -= tokens[k]
     return added

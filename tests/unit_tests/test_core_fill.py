@@ -21,7 +21,7 @@ def random_problem(seed: int, n: int = 40, budget_share: float = 0.5) -> Problem
     )
 
 
-def naive_diverse(p: Problem, members: list[int], room: int) -> list[int]:
+def naive_diverse(p: Problem, members: list[int], room: int, lam: float = 0.5) -> list[int]:
     """MMR re-scored over every open item at every step, in float64."""
     v = p.vectors.astype(np.float64)
     rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
@@ -30,8 +30,11 @@ def naive_diverse(p: Problem, members: list[int], room: int) -> list[int]:
         open_ = [j for j in range(p.n) if j not in chosen and p.tokens[j] <= room]
         if not open_:
             return added
-        red = (v[open_] @ v[chosen].T).max(axis=1) if chosen else np.zeros(len(open_))
-        j = open_[int(np.argmax(0.5 * rel[open_] - 0.5 * red))]
+        if chosen:
+            red = (v[open_] @ v[chosen].T).max(axis=1)
+            j = open_[int(np.argmax(lam * rel[open_] - (1.0 - lam) * red))]
+        else:  # as MMR does: the most relevant item first
+            j = open_[int(np.argmax(rel[open_]))]
         chosen.append(j)
         added.append(j)
         room -= int(p.tokens[j])
@@ -46,6 +49,28 @@ def test_lazy_diverse_fill_equals_rescoring_every_step(seed: int, precompute: bo
     members = [int(j) for j in np.random.default_rng(seed).choice(p.n, 5, replace=False)]
     room = p.budget - int(p.tokens[members].sum())
     assert diverse_fill(p, members, room) == naive_diverse(p, members, room)
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    share=st.sampled_from([0.05, 0.2, 0.6]),
+    lam=st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+    n_members=st.integers(0, 6),
+)
+@settings(max_examples=60, deadline=None)
+def test_both_walks_rescore_like_the_naive_rule(
+    seed: int, share: float, lam: float, n_members: int
+) -> None:
+    # Tight rooms (items that stop fitting), no members (the walk picks its first item), and
+    # the extremes of lambda, on the kept matrix (row walk) and on the vectors (lazy walk).
+    p = random_problem(seed, n=30, budget_share=share)
+    members = [int(j) for j in np.random.default_rng(seed).choice(p.n, n_members, replace=False)]
+    room = max(0, p.budget - int(p.tokens[members].sum()))
+    lazy = diverse_fill(p, members, room, lambda_mult=lam)
+    assert p.precompute_cosines()
+    rows = diverse_fill(p, members, room, lambda_mult=lam)
+    assert lazy == rows == naive_diverse(p, members, room, lam)
+    assert int(p.tokens[rows].sum()) <= room and not set(rows) & set(members)
 
 
 @pytest.mark.parametrize("seed", range(10))
