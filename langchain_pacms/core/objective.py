@@ -113,8 +113,7 @@ class CoverageObjective:
         target = prior[targets]
         if density:
             target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
-        weights *= target[None, :]
-        weights = np.ascontiguousarray(weights)
+        weights *= target[None, :]  # C-contiguous, as cosine_columns returns it
         weights.flags.writeable = False
         return targets, weights
 

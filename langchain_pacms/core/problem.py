@@ -233,13 +233,14 @@ class Problem:
         """Cosines of every candidate to candidates ``cols``, as a new ``(n, len(cols))`` array.
 
         Read from :attr:`cosine_matrix` when it exists, computed from the vectors otherwise;
-        the values are those of ``vectors @ vectors[cols].T``.
+        the values are those of ``vectors @ vectors[cols].T``. Both ways give a C-contiguous
+        array, so a row is one contiguous block and sums over the array add in the same order.
 
         Args:
             cols: Column candidates.
 
         Returns:
-            A writable float32 array.
+            A writable, C-contiguous float32 array.
 
         Example:
             >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
@@ -249,7 +250,7 @@ class Problem:
         cols = np.asarray(cols, dtype=np.int64)
         matrix = self.cosine_matrix
         if matrix is not None:
-            return matrix[:, cols]
+            return np.take(matrix, cols, axis=1)
         return self.vectors @ self.vectors[cols].T
 
     def recency_order(self) -> NDArray[np.int64]:

@@ -128,6 +128,7 @@ def test_cosine_columns_are_the_vector_products(
     cols = np.array([7, 4, 12, 4])
     block = p.cosine_columns(cols)
     np.testing.assert_allclose(block, p.vectors @ p.vectors[cols].T, atol=1e-6)
+    assert block.flags.c_contiguous and block.dtype == np.float32  # one layout on both paths
     block[:] = 7.0  # a new array: writing to it changes nothing the problem keeps
     np.testing.assert_allclose(p.cosine_columns(cols), p.vectors @ p.vectors[cols].T, atol=1e-6)
 
