@@ -11,6 +11,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_pacms import ContextSelector, HashedTfidfEmbeddings
+from langchain_pacms.cli.eval import source_label
 from langchain_pacms.cli.main import main
 from langchain_pacms.core import CoverageObjective, Problem, solve
 from langchain_pacms.eval.backends import selector_from_spec
@@ -438,6 +439,13 @@ def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["recall-cells"]  # result cache only
     assert (out / "mini.md").read_text().startswith("## Evidence-round recall")
     assert (out / "mini.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_source_label_names_a_split_only_for_its_official_files() -> None:
+    assert source_label(Path("d") / "longmemeval_s_cleaned.json") == ("s", "s")
+    assert source_label(Path("d") / "oracle") == ("oracle", "oracle")
+    # Not the S split: a user's file whose name merely starts like one.
+    assert source_label(Path("d") / "longmemeval_sample.json") == (None, "longmemeval_sample")
 
 
 def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
