@@ -222,6 +222,28 @@ class CachedEmbeddings(Embeddings):
                     unclaimed[text] = key
         return mine, unclaimed, waits
 
+    def _stored_since(
+        self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
+    ) -> dict[str, str]:
+        """Look the claimed misses up again; return those still missing (text -> key).
+
+        Another call may have stored a text and ended its flight between this call's lookup
+        and its claim. A flight ends only after its vectors are stored, so a second lookup
+        after the claim finds them; they go to ``fresh`` and count as hits.
+        """
+        if not mine:
+            return mine
+        found = self._lookup(list(mine.values()))
+        rest: dict[str, str] = {}
+        for (text, key), vector in zip(mine.items(), found):
+            if vector is None:
+                rest[text] = key
+            else:
+                fresh[key] = vector
+        with self._lock:
+            self.hits += len(mine) - len(rest)
+        return rest
+
     def _release(self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]) -> None:
         """End this call's flights: hand over the vectors it got, cancel the rest."""
         with self._lock:
@@ -318,7 +340,8 @@ class CachedEmbeddings(Embeddings):
         mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=False)
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            fresh.update(self._embed_now({**mine, **unclaimed}, kind))
+            missing = self._stored_since(mine, fresh)
+            fresh.update(self._embed_now({**missing, **unclaimed}, kind))
         finally:
             self._release(mine, fresh)
         if waits:
@@ -334,7 +357,8 @@ class CachedEmbeddings(Embeddings):
         mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=True)
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            fresh.update(await self._aembed_now({**mine, **unclaimed}, kind))
+            missing = self._stored_since(mine, fresh)
+            fresh.update(await self._aembed_now({**missing, **unclaimed}, kind))
         finally:
             self._release(mine, fresh)
         if waits:

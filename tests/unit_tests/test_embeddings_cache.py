@@ -393,3 +393,29 @@ def test_threads_wait_for_a_text_another_thread_is_embedding(monkeypatch: pytest
     assert sorted(model.documents_embedded) == ["a", "b", "c"]
     np.testing.assert_array_equal(out_first[1], out_second[0])
     assert not cached._flights
+
+
+@pytest.mark.parametrize("with_store", [False, True], ids=["memory", "store"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_text_stored_between_lookup_and_claim_is_not_embedded_again(
+    with_store: bool, use_async: bool
+):
+    # Another call embeds "a", stores it and ends its flight after this call looked "a" up but
+    # before it claimed it. The claim finds no flight, so only a second lookup avoids a resend.
+    model = RecordingEmbeddings()
+    cached = CachedEmbeddings(model, store=InMemoryByteStore() if with_store else None)
+    real_plan = cached._plan
+
+    def plan_then_race(texts: Any, kind: str) -> Any:
+        planned = real_plan(texts, kind)
+        cached._plan = real_plan  # type: ignore[method-assign]
+        cached.embed_matrix(["a"])  # the other call: lookup, claim, embed, store, release
+        return planned
+
+    cached._plan = plan_then_race  # type: ignore[method-assign]
+    texts = ["a", "b"]
+    out = asyncio.run(cached.aembed_matrix(texts)) if use_async else cached.embed_matrix(texts)
+    assert model.documents_embedded == ["a", "b"]
+    np.testing.assert_array_equal(out, CachedEmbeddings(RecordingEmbeddings()).embed_matrix(texts))
+    assert (cached.hits, cached.misses) == (1, 2)
+    assert not cached._flights
