@@ -310,12 +310,33 @@ class ContextSelector:
         if not query.strip():
             raise ValueError("query is empty; pass the text the selection should be relevant to")
         cands = _normalise(candidates)
-        tokens = np.array(
-            [c.tokens if c.tokens is not None else self.token_counter(c.text) for c in cands],
-            dtype=np.int64,
-        )
+        tokens = np.array(self._costs(cands), dtype=np.int64)
         budget = _resolve_budget(int(tokens.sum()), budget_tokens, budget_ratio)
         return cands, tokens, budget
+
+    def _costs(self, cands: Sequence[Candidate]) -> list[int]:
+        return [c.tokens if c.tokens is not None else self.token_counter(c.text) for c in cands]
+
+    def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
+        """Each candidate's token cost, as budgets and selections count it.
+
+        A candidate's own ``tokens`` wins; otherwise its text is counted with
+        :attr:`token_counter`.
+
+        Args:
+            candidates: Texts or :class:`Candidate` objects.
+
+        Returns:
+            One count per candidate, in order.
+
+        Raises:
+            ValueError: If a candidate is malformed (as in :meth:`select`).
+
+        Example:
+            >>> ContextSelector().count_tokens(["hello world", Candidate("x", tokens=7)])
+            [2, 7]
+        """
+        return self._costs(_normalise(candidates))
 
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]

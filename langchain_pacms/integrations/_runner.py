@@ -156,8 +156,7 @@ class SelectionRunner:
         conversation = [c for c in candidates if c.kind not in ("memory", "document")]
         if len(conversation) == len(candidates):  # nothing looked up: the selector's own rule
             return {"budget_ratio": self.budget_ratio}
-        count = self.selector.token_counter
-        total = sum(c.tokens if c.tokens is not None else count(c.text) for c in conversation)
+        total = sum(self.selector.count_tokens(conversation))
         return {"budget_tokens": max(1, math.floor(total * self.budget_ratio))}
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:

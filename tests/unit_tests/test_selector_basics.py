@@ -138,3 +138,14 @@ async def test_aselect_uses_the_same_threshold() -> None:
     selector = ContextSelector(_TableEmbeddings(table))
     chosen = await selector.aselect(pool, "query", budget_tokens=20)
     assert set(chosen.kept_ids) == {"A", "B"}
+
+
+def test_count_tokens_is_the_count_a_selection_uses() -> None:
+    selector = ContextSelector(token_counter=lambda text: len(text.split()))
+    pool = ["one two three", Candidate("four five", tokens=9), Candidate("six", id="s")]
+    counts = selector.count_tokens(pool)
+    assert counts == [3, 9, 1]
+    selection = selector.select(pool, "two", budget_ratio=1.0)
+    assert [selection.tokens[c.id] for c in selection.candidates] == counts
+    with pytest.raises(ValueError, match="invalid tokens"):
+        selector.count_tokens([Candidate("x", tokens=-1)])
