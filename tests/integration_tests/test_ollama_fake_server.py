@@ -1,9 +1,8 @@
 """``OllamaEmbeddings`` end to end against a fake Ollama server on loopback.
 
-The server speaks the part of Ollama's HTTP API that ``langchain_ollama.OllamaEmbeddings`` uses
-(``POST /api/embed``; plus ``GET /``, ``/api/version`` and ``/api/tags`` for completeness), with
-keep-alive connections like the real one, and deterministic hashed bag-of-words vectors. It is
-stopped mid-conversation (listening socket and open connections closed, like a crash) and
+The server (:class:`fake_ollama.FakeOllama`) answers ``POST /api/embed`` with deterministic
+hashed bag-of-words vectors over keep-alive connections, like the real one. It is stopped
+mid-conversation (listening socket and open connections closed, like a crash) and
 restarted on the same port, to check that selection falls back to recency and then recovers
 without re-embedding what the cache already holds.
 
@@ -14,187 +13,20 @@ variables in the environment cannot reroute loopback traffic.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import re
-import socket
-import sys
-import threading
 import time
-import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
 import pytest
+from fake_ollama import DIM, MODEL, FakeOllama, fake_vector
 from langchain_core.documents import Document
 from langchain_ollama import OllamaEmbeddings
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.integrations.compressor import PACMSCompressor
-
-MODEL = "nomic-embed-text"
-DIM = 256
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def fake_vector(text: str, dim: int = DIM) -> list[float]:
-    """Deterministic unit vector: signed hashed bag of words (plus a constant bias feature)."""
-    vec = np.zeros(dim)
-    vec[0] = 0.05
-    for word in _WORD.findall(text.lower()):
-        h = zlib.crc32(word.encode())
-        vec[1 + h % (dim - 1)] += 1.0 if h & 0x8000_0000 else -1.0
-    return (vec / np.linalg.norm(vec)).tolist()
-
-
-class _Server(ThreadingHTTPServer):
-    """Loopback server that stays quiet when a client hangs up before the reply (timeouts)."""
-
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return  # the client gave up, as the timeout tests make it do
-        super().handle_error(request, client_address)
-
-
-class FakeOllama:
-    """A minimal Ollama HTTP server on 127.0.0.1 that counts what it is asked to embed.
-
-    Args:
-        port: Port to bind (0: an ephemeral one, kept across :meth:`stop`/:meth:`start`).
-        stall: Seconds to hold every ``/api/embed`` request before answering (bounded;
-            :meth:`release` ends a stall early).
-    """
-
-    def __init__(self, port: int = 0, stall: float = 0.0) -> None:
-        self.port = port
-        self.stall = stall
-        self.requests: list[dict[str, Any]] = []  # /api/embed bodies, in arrival order
-        self._lock = threading.Lock()
-        self._released = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._conns: set[socket.socket] = set()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def embedded(self) -> list[str]:
-        """Every text the server has embedded, in order (one entry per text per request)."""
-        with self._lock:
-            out: list[str] = []
-            for body in self.requests:
-                inp = body["input"]
-                out.extend([inp] if isinstance(inp, str) else inp)
-            return out
-
-    def release(self) -> None:
-        """End any stall now (and skip future ones)."""
-        self.stall = 0.0
-        self._released.set()
-
-    def start(self) -> FakeOllama:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as Ollama's Go server does
-
-            def setup(self) -> None:
-                super().setup()
-                with fake._lock:
-                    fake._conns.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._lock:
-                    fake._conns.discard(self.connection)
-                super().finish()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _reply(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path == "/":
-                    data = b"Ollama is running"
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; charset=utf-8")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                elif self.path == "/api/version":
-                    self._reply(200, {"version": "0.0.0-fake"})
-                elif self.path == "/api/tags":
-                    self._reply(200, {"models": [{"name": f"{MODEL}:latest", "model": MODEL}]})
-                else:
-                    self._reply(404, {"error": "not found"})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if self.path != "/api/embed":
-                    self._reply(404, {"error": "not found"})
-                    return
-                model = str(body.get("model", "")).removesuffix(":latest")
-                if model != MODEL:
-                    msg = f'model "{body.get("model")}" not found, try pulling it first'
-                    self._reply(404, {"error": msg})
-                    return
-                with fake._lock:
-                    fake.requests.append(body)
-                if fake.stall:
-                    fake._released.wait(fake.stall)
-                inputs = body.get("input", [])
-                texts = [inputs] if isinstance(inputs, str) else list(inputs)
-                self._reply(
-                    200,
-                    {
-                        "model": body["model"],
-                        "embeddings": [fake_vector(t) for t in texts],
-                        "total_duration": 1000,
-                        "load_duration": 10,
-                        "prompt_eval_count": sum(len(t.split()) for t in texts),
-                    },
-                )
-
-        self._server = _Server(("127.0.0.1", self.port), Handler)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop like a crash: close the listening socket and every open connection."""
-        self._released.set()
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        with self._lock:
-            conns, self._conns = list(self._conns), set()
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        assert self._thread is not None
-        self._thread.join(5)
-        self._server = None
-        self._released = threading.Event()
 
 
 def ollama(server: FakeOllama, **kwargs: Any) -> OllamaEmbeddings:

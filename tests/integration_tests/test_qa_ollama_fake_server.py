@@ -1,0 +1,123 @@
+"""``pacms eval longmemeval qa`` end to end with ``ollama:`` models, over HTTP on loopback.
+
+Reader, judge and embeddings are all ``ollama:`` specs served by one fake Ollama server
+(:class:`fake_ollama.FakeOllama`), so the run goes through the code a real Ollama run uses:
+the CLI's model options (``num_ctx``, ``temperature``, ``seed``), ``ChatOllama``'s streamed
+replies and usage counts, the retry on a failed call, and the removal of a ``<think>`` block
+before judging. The fake reader answers only when the evidence text is in its prompt, so the
+accuracy depends on what each strategy kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_ollama import MODEL, FakeOllama
+
+from langchain_pacms.cli.main import main
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
+
+# question -> (text that must be in the reader's history, the reader's reply when it is)
+EVIDENCE = {
+    "What colour is my bicycle?": (
+        "repainted my bicycle teal",
+        "<think>The user said they repainted it.</think>Teal.",
+    ),
+    "How many planets did you say the Kepler-90 system has?": (
+        "Kepler-90 system has 8 known planets",
+        "You said 8 planets.",
+    ),
+}
+DONT_KNOW = "I don't know."
+
+
+def _tag(text: str, name: str) -> str | None:
+    found = re.search(rf"<{name}>\n(.*?)\n</{name}>", text, re.S)
+    return found.group(1) if found else None
+
+
+class Models:
+    """The server's chat models: ``reader`` (fails its first call) and ``judge``."""
+
+    def __init__(self) -> None:
+        self.reader_calls = 0
+
+    def __call__(self, model: str, messages: list[dict[str, Any]]) -> str | int:
+        prompt = messages[-1]["content"]
+        if model == "reader":
+            self.reader_calls += 1
+            if self.reader_calls == 1:
+                return 503  # a transient outage: the harness must retry
+            history, _, tail = prompt.partition("\n---\n")
+            question = re.search(r"^Question: (.*)$", tail, re.M)
+            assert question, "the reader prompt ends with the question"
+            snippet, reply = EVIDENCE.get(question.group(1), ("\x00", DONT_KNOW))
+            return reply if snippet in history else DONT_KNOW
+        if model == "judge":
+            response = (_tag(prompt, "response") or "").lower()
+            reference = _tag(prompt, "reference_answer")
+            if reference is None:  # an abstention question: declining is right
+                return "yes" if "don't know" in response else "no"
+            return "yes" if reference.lower() in response else "no"
+        return 404
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
+    for name in ("OLLAMA_HOST", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    fake = FakeOllama(chat=Models()).start()
+    yield fake
+    fake.stop()
+
+
+def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "qa"
+    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--seed", "3"]
+    argv += ["--reader", "ollama:reader", "--judge", "ollama:judge"]
+    argv += ["--embeddings", f"ollama:{MODEL}", "--ollama-url", server.url]
+    argv += ["--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    report = json.loads((out / "qa_report.json").read_text())
+
+    # Accuracy follows what was kept: recency loses both evidence rounds at this budget.
+    accuracy = {name: row["accuracy"] for name, row in report["summary"].items()}
+    assert accuracy["pacms"] == 100.0 and accuracy["lastk"] == pytest.approx(100 / 3)
+    assert report["summary"]["pacms"]["evidence_recall"] == 1.0
+    assert report["summary"]["lastk"]["evidence_recall"] == 0.0
+    records = report["records"]
+    assert len(records) == 3 * 4
+    answers = {(r["strategy"], r["question_id"]): r["answer"] for r in records}
+    assert answers["pacms", "fx_ssu"] == "Teal."  # streamed, think block removed
+    assert answers["lastk", "fx_ssu"] == DONT_KNOW
+
+    # The one failed call was retried, and nothing was lost.
+    totals = report["totals"]
+    assert totals["retries"] == 1 and totals["failures"] == 0 and totals["parse_failures"] == 0
+    assert all(r["error"] is None for r in records)
+
+    # Every call carried the CLI's options for ollama models.
+    chats = server.chats
+    assert len(chats) == 2 * len(records) + 1  # reader and judge per record, plus the retry
+    for body in chats:
+        assert body["stream"] is True
+        assert body["options"]["temperature"] == 0.0 and body["options"]["seed"] == 3
+        assert body["options"]["num_ctx"] == 8192  # sized from the largest budget, at least 8k
+    assert {body["model"] for body in chats} == {"reader", "judge"}
+
+    # The usage the server reported reached the report.
+    for role in ("reader", "judge"):
+        reported = [totals[f"{role}_usage_in"], totals[f"{role}_usage_out"]]
+        assert reported == server.usage[role]
+
+    # One selector for all strategies: each text was embedded once.
+    assert server.embedded and len(server.embedded) == len(set(server.embedded))
+    printed = capsys.readouterr().out
+    assert "reader `ollama:reader` · judge `ollama:judge`" in printed
