@@ -37,13 +37,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import hashlib
 import json
 import math
 import re
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,16 +68,19 @@ from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
 __all__ = [
     "BUDGET_BASES",
+    "CHECK_PROMPT",
     "DEFAULT_STRATEGIES",
     "READER_SYSTEM_PROMPT",
     "TYPE_ABBREVIATIONS",
     "QARecord",
     "QAReport",
+    "acheck_model",
     "add_qa_arguments",
     "arun_qa",
     "auto_num_ctx",
     "build_pool",
     "build_reader_messages",
+    "check_model",
     "pool_budget",
     "qa_from_args",
     "read_ids",
@@ -613,6 +619,42 @@ class QAReport:
 # -- running --------------------------------------------------------------------------------
 
 
+_LOOPS = threading.local()
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on this thread's event loop, made on first use and kept.
+
+    Async model clients (``ChatOllama``'s, for one) pool connections that belong to the loop
+    that opened them. With a new loop per call, as ``asyncio.run`` makes, a second run with
+    the same model finds those connections dead ("Event loop is closed") and its first calls
+    fail. Whatever ends the run (an error, Ctrl-C), the tasks it leaves are cancelled before
+    this returns, as ``asyncio.run`` does. The loop is closed when the interpreter exits.
+
+    Raises:
+        RuntimeError: When this thread is already running an event loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise RuntimeError("called from a running event loop: await the async function instead")
+    loop = getattr(_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _LOOPS.loop = asyncio.new_event_loop()
+        atexit.register(loop.close)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
 class _Exhausted(Exception):
     """A call kept failing; carries the last error and the number of retries made."""
 
@@ -620,6 +662,34 @@ class _Exhausted(Exception):
         super().__init__(str(error))
         self.error = error
         self.retries = retries
+
+
+# Client errors that may pass: timeout, conflict, too early, rate limit.
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+
+
+def _status_code(err: BaseException) -> int | None:
+    """The HTTP status an SDK error carries (its ``status_code`` or its response's), if any."""
+    for holder in (err, getattr(err, "response", None)):
+        status = getattr(holder, "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def _permanent(err: BaseException) -> bool:
+    """True for an HTTP client error that a retry would only repeat (e.g. 404 model not found).
+
+    Example:
+        >>> class NotFound(Exception):
+        ...     status_code = 404
+        >>> class RateLimited(Exception):
+        ...     status_code = 429
+        >>> _permanent(NotFound()), _permanent(RateLimited()), _permanent(TimeoutError())
+        (True, False, False)
+    """
+    status = _status_code(err)
+    return status is not None and 400 <= status < 500 and status not in _TRANSIENT_STATUS
 
 
 async def _with_retries(
@@ -632,11 +702,14 @@ async def _with_retries(
 ) -> tuple[T, int]:
     """Run ``make()`` under ``sem``; retry on exceptions with exponential backoff.
 
+    An HTTP client error (a 4xx status other than 408, 409, 425 and 429, such as a model that
+    does not exist) is not retried: it would fail the same way.
+
     Returns:
         The result and the number of retries it took.
 
     Raises:
-        _Exhausted: After ``retries`` retries all failed.
+        _Exhausted: After ``retries`` retries all failed, or at once for a client error.
     """
     attempt = 0
     while True:
@@ -648,7 +721,7 @@ async def _with_retries(
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            if attempt >= retries:
+            if attempt >= retries or _permanent(err):
                 raise _Exhausted(err, attempt) from err
             if backoff > 0:
                 await asyncio.sleep(backoff * 2**attempt)
@@ -975,16 +1048,20 @@ def run_qa(
     progress: bool = True,
     **kwargs: Any,
 ) -> QAReport:
-    """Synchronous wrapper of :func:`arun_qa` (uses ``asyncio.run``).
+    """Synchronous wrapper of :func:`arun_qa`.
 
-    Call :func:`arun_qa` directly from code that already runs an event loop. Extra keyword
-    arguments (``backoff``, ``timeout``, ``parse_retries``, ``strategy_options``, ``meta``)
-    are passed through.
+    Every call from one thread runs on that thread's own event loop, which stays open, so the
+    same models can be used for run after run (see :func:`_run_sync`). Call :func:`arun_qa`
+    directly from code that already runs an event loop. Extra keyword arguments (``backoff``,
+    ``timeout``, ``parse_retries``, ``strategy_options``, ``meta``) are passed through.
 
     Returns:
         The :class:`QAReport`.
+
+    Raises:
+        RuntimeError: When called from a running event loop.
     """
-    return asyncio.run(
+    return _run_sync(
         arun_qa(
             questions,
             strategies=strategies,
@@ -1107,6 +1184,13 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="go on with the run saved in the output folder (e.g. after Ctrl-C): its answers "
         "are kept and only the missing or failed (question, strategy) pairs are run; the "
         "settings and the question sample must match",
+    )
+    parser.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the test prompt sent to the reader and the judge before the run (it finds "
+        "a missing model, a server that is down or a missing key before hundreds of calls do)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -1241,6 +1325,73 @@ def _temperature(text: str) -> float | None:
     return value
 
 
+CHECK_PROMPT = "Reply with the single word OK."
+"""The test prompt the CLI sends to each model before a run (skipped with ``--no-check``)."""
+
+
+async def acheck_model(
+    model: Any, *, retries: int = 2, timeout: float | None = None
+) -> str | None:
+    """Send :data:`CHECK_PROMPT` to a chat model, with the run's retry rules.
+
+    A run makes hundreds of calls; this one call finds a model that does not exist, a server
+    that is down or a missing key before any of them (and before a working reader's answers
+    are spent on a judge that cannot grade them). The reply's content is not checked. The
+    call goes through the model's sync ``invoke`` in a worker thread.
+
+    Args:
+        model: A LangChain chat model.
+        retries: Retries after a failed call (HTTP client errors are not retried).
+        timeout: Seconds per call (None: no limit).
+
+    Returns:
+        None if the model answered, else the error, as ``"<type>: <message>"``.
+
+    Example:
+        >>> import asyncio
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> asyncio.run(acheck_model(FakeListChatModel(responses=["OK"]))) is None
+        True
+    """
+    try:
+        await _with_retries(
+            # The sync client, in a thread: an async client's pooled connections belong to the
+            # event loop that opened them, and the run itself may start a new loop.
+            lambda: asyncio.to_thread(model.invoke, [HumanMessage(CHECK_PROMPT)]),
+            sem=asyncio.Semaphore(1),
+            retries=retries,
+            backoff=1.0,
+            timeout=timeout,
+        )
+    except _Exhausted as failed:
+        return f"{type(failed.error).__name__}: {failed.error}"
+    return None
+
+
+def check_model(model: Any, *, retries: int = 2, timeout: float | None = None) -> str | None:
+    """Sync twin of :func:`acheck_model`.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> class Down(FakeListChatModel):
+        ...     def invoke(self, *args, **kwargs):
+        ...         raise ConnectionError("refused")
+        >>> check_model(FakeListChatModel(responses=["OK"])) is None
+        True
+        >>> check_model(Down(responses=[]), retries=0)
+        'ConnectionError: refused'
+    """
+    return _run_sync(acheck_model(model, retries=retries, timeout=timeout))
+
+
+def _most_common_error(records: Sequence[QARecord]) -> str:
+    errors = Counter(r.error for r in records if r.error)
+    if not errors:
+        return ""
+    error, count = errors.most_common(1)[0]
+    return f"; the most common error ({count} of {len(records)} answers): {error}"
+
+
 def qa_from_args(args: argparse.Namespace) -> int:
     """Run ``pacms eval longmemeval qa`` from parsed arguments.
 
@@ -1345,6 +1496,23 @@ def qa_from_args(args: argparse.Namespace) -> int:
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     reader, judge = models[args.reader], models[judge_spec]
+    if getattr(args, "check", True):
+        for spec in dict.fromkeys((args.reader, judge_spec)):
+            if spec.strip().partition(":")[0].lower() in ("fake", "python"):
+                continue  # built in this process: nothing to reach
+            role = " and ".join(
+                name for name, s in (("reader", args.reader), ("judge", judge_spec)) if s == spec
+            )
+            if not args.quiet:
+                print(f"checking the {role} {spec} ...", file=sys.stderr)
+            problem = check_model(models[spec], retries=args.retries, timeout=args.timeout)
+            if problem:
+                print(
+                    f"error: the {role} {spec} did not answer a test prompt: {problem} "
+                    "(--no-check skips this test)",
+                    file=sys.stderr,
+                )
+                return 2
     meta = {
         "reader": args.reader,
         "judge": judge_spec,
@@ -1431,6 +1599,16 @@ def qa_from_args(args: argparse.Namespace) -> int:
     print(f"saved: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     totals = report.totals()
     if totals["records"] and totals["failures"] == totals["records"]:
-        print("error: every reader/judge call failed; is the model reachable?", file=sys.stderr)
+        print(
+            "error: every reader/judge call failed; is the model reachable?"
+            + _most_common_error(report.records),
+            file=sys.stderr,
+        )
         return 1
+    if totals["failures"]:
+        print(
+            f"warning: {totals['failures']} answers failed and count as wrong"
+            + _most_common_error(report.records),
+            file=sys.stderr,
+        )
     return 0

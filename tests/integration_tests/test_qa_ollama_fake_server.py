@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_ollama import MODEL, FakeOllama
+from langchain_ollama import ChatOllama
 
 from langchain_pacms.cli.main import main
+from langchain_pacms.eval.longmemeval import iter_questions
+from langchain_pacms.eval.qa import CHECK_PROMPT, run_qa
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
@@ -43,20 +47,23 @@ def _tag(text: str, name: str) -> str | None:
 
 
 class Models:
-    """The server's chat models: ``reader`` (fails its first call) and ``judge``."""
+    """The server's chat models: ``reader`` (its first question fails once) and ``judge``."""
 
     def __init__(self) -> None:
-        self.reader_calls = 0
+        self.failed = False
+        self.lock = threading.Lock()  # the server answers calls in parallel threads
 
     def __call__(self, model: str, messages: list[dict[str, Any]]) -> str | int:
         prompt = messages[-1]["content"]
         if model == "reader":
-            self.reader_calls += 1
-            if self.reader_calls == 1:
-                return 503  # a transient outage: the harness must retry
             history, _, tail = prompt.partition("\n---\n")
             question = re.search(r"^Question: (.*)$", tail, re.M)
-            assert question, "the reader prompt ends with the question"
+            if not question:
+                return "OK"  # the CLI's test prompt
+            with self.lock:
+                fail, self.failed = not self.failed, True
+            if fail:
+                return 503  # a transient outage: the harness must retry
             snippet, reply = EVIDENCE.get(question.group(1), ("\x00", DONT_KNOW))
             return reply if snippet in history else DONT_KNOW
         if model == "judge":
@@ -105,19 +112,68 @@ def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: A
 
     # Every call carried the CLI's options for ollama models.
     chats = server.chats
-    assert len(chats) == 2 * len(records) + 1  # reader and judge per record, plus the retry
+    checks = [body for body in chats if body["messages"][-1]["content"] == CHECK_PROMPT]
+    assert sorted(body["model"] for body in checks) == ["judge", "reader"]
+    assert chats[:2] == checks  # each model answered the test prompt before the run
+    # a reader and a judge call per record, the retry, and the two test prompts
+    assert len(chats) == 2 * len(records) + 1 + 2
     for body in chats:
         assert body["stream"] is True
         assert body["options"]["temperature"] == 0.0 and body["options"]["seed"] == 3
         assert body["options"]["num_ctx"] == 8192  # sized from the largest budget, at least 8k
     assert {body["model"] for body in chats} == {"reader", "judge"}
 
-    # The usage the server reported reached the report.
+    # The usage the server reported reached the report (the test prompts are not in it; each
+    # was answered with one word).
     for role in ("reader", "judge"):
         reported = [totals[f"{role}_usage_in"], totals[f"{role}_usage_out"]]
-        assert reported == server.usage[role]
+        words_in, words_out = server.usage[role]
+        assert reported == [words_in - len(CHECK_PROMPT.split()), words_out - 1]
 
     # One selector for all strategies: each text was embedded once.
     assert server.embedded and len(server.embedded) == len(set(server.embedded))
     printed = capsys.readouterr().out
     assert "reader `ollama:reader` · judge `ollama:judge`" in printed
+
+
+def test_a_missing_model_is_found_before_the_run(
+    server: FakeOllama, tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "qa"
+    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
+    argv += ["--reader", "ollama:reader", "--judge", "ollama:jugde", "--retries", "2"]
+    argv += ["--ollama-url", server.url, "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the judge ollama:jugde did not answer a test prompt: ResponseError" in err
+    assert "fake failure 404 for 'jugde'" in err
+    assert not out.exists()
+    # One call each: the server's 404 is not retried.
+    assert [body["model"] for body in server.chats] == ["reader", "jugde"]
+
+    # Without the test prompt, the judge's calls fail at once, and the error is named.
+    server.chats.clear()
+    assert main([*argv, "--no-check"]) == 1
+    err = capsys.readouterr().err
+    assert "every reader/judge call failed" in err
+    assert "most common error (12 of 12 answers): judge: ResponseError: fake failure 404" in err
+    totals = json.loads((out / "qa_report.json").read_text())["totals"]
+    assert totals["failures"] == 12 and totals["retries"] == 1  # the reader's 503 only
+    assert [body["model"] for body in server.chats].count("jugde") == 12
+
+
+def test_run_qa_again_with_the_same_models(server: FakeOllama) -> None:
+    # The async client pools connections on the loop that opened them; a second run must not
+    # find them dead.
+    llm = ChatOllama(model="judge", base_url=server.url, client_kwargs={"trust_env": False})
+    questions = list(iter_questions(FIXTURES))
+    for _ in range(3):
+        report = run_qa(questions, reader=llm, judge=llm, progress=False, retries=0)
+        assert report.totals()["failures"] == 0
+        assert all(record.error is None for record in report.records)
+
+
+async def test_run_qa_inside_a_running_loop_says_to_await(server: FakeOllama) -> None:
+    llm = ChatOllama(model="judge", base_url=server.url)
+    with pytest.raises(RuntimeError, match="await the async function"):
+        run_qa(list(iter_questions(FIXTURES)), reader=llm, judge=llm, progress=False)

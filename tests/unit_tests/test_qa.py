@@ -27,6 +27,7 @@ from langchain_pacms.eval.judge import (
 )
 from langchain_pacms.eval.longmemeval import QUESTION_TYPES, Question, Round, iter_questions
 from langchain_pacms.eval.qa import (
+    CHECK_PROMPT,
     DEFAULT_STRATEGIES,
     QAReport,
     add_qa_arguments,
@@ -75,6 +76,8 @@ class ContextReader(BaseChatModel):
 
     def _answer(self, messages: list[BaseMessage]) -> AIMessage:
         prompt = _last_human(messages)
+        if prompt == CHECK_PROMPT and not self.always_fail:
+            return AIMessage(content="OK")  # the CLI's test prompt; not counted as a call
         self.state["calls"] += 1
         if self.interrupt_after and self.state["calls"] > self.interrupt_after:
             raise KeyboardInterrupt
@@ -384,6 +387,18 @@ def test_accuracy_differs_when_lastk_drops_evidence(
     assert report.summary()["lastk"]["evidence_recall"] == 0.0
     assert report.summary()["pacms"]["evidence_recall"] == 1.0
     assert all(r.error is None and r.retries == 0 for r in report.records)
+
+
+def test_run_qa_after_an_interrupted_run(
+    questions: list[Question], selector: ContextSelector
+) -> None:
+    # run_qa keeps its thread's event loop open; the tasks of a run stopped by Ctrl-C must not
+    # wake up in the next run.
+    with pytest.raises(KeyboardInterrupt):
+        _run(questions, selector, reader=ContextReader(interrupt_after=2), concurrency=1)
+    report = _run(questions, selector)
+    assert report.totals()["failures"] == 0
+    assert report.accuracy("pacms") == pytest.approx(100.0)
 
 
 def test_per_type_breakdown(questions: list[Question], selector: ContextSelector) -> None:
@@ -842,27 +857,25 @@ def test_qa_from_args_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         _parse(["--data", str(FIXTURES)])  # --reader is required
 
 
-def test_qa_from_args_all_calls_fail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_qa_from_args_all_calls_fail(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _fake_backends(monkeypatch, [])
-    args = _parse(
-        [
-            "--data",
-            str(FIXTURES),
-            "--all",
-            "--reader",
-            "down:model",
-            "--retries",
-            "0",
-            "--strategies",
-            "topk",
-            "--out",
-            str(tmp_path),
-            "--quiet",
-        ]
-    )
-    assert qa_from_args(args) == 1
-    assert (tmp_path / "qa_report.md").exists()
-    config = json.loads((tmp_path / "qa_report.json").read_text())["config"]
+    argv = ["--data", str(FIXTURES), "--all", "--reader", "down:model", "--retries", "0"]
+    argv += ["--strategies", "topk", "--out", str(tmp_path / "run"), "--quiet"]
+    # The test prompt finds the dead model before the run: nothing is written.
+    assert qa_from_args(_parse(argv)) == 2
+    err = capsys.readouterr().err
+    assert "the reader and judge down:model did not answer a test prompt" in err
+    assert "RuntimeError: transient reader failure" in err
+    assert not (tmp_path / "run").exists()
+    # Without it, every answer fails; the report is saved and names the error.
+    assert qa_from_args(_parse([*argv, "--no-check"])) == 1
+    err = capsys.readouterr().err
+    assert "every reader/judge call failed" in err
+    assert "most common error (3 of 3 answers): reader: RuntimeError: transient" in err
+    assert (tmp_path / "run" / "qa_report.md").exists()
+    config = json.loads((tmp_path / "run" / "qa_report.json").read_text())["config"]
     assert config["judge"] == "down:model"  # the judge defaults to the reader spec
 
 
