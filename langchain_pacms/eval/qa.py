@@ -978,6 +978,9 @@ async def arun_qa(
 
             async def one(s: str) -> QARecord:
                 chosen = selections[s]
+                if isinstance(chosen, Selection) and chosen.fell_back and s != "lastk":
+                    # Recency stood in for the strategy: its answer would be lastk's.
+                    chosen = RuntimeError(f"embedding failed, so recency stood in ({chosen.error})")
                 if isinstance(chosen, BaseException):
                     rec = QARecord(
                         question_id=q.question_id,
@@ -1392,6 +1395,37 @@ def _most_common_error(records: Sequence[QARecord]) -> str:
     return f"; the most common error ({count} of {len(records)} answers): {error}"
 
 
+def _check_backends(
+    args: argparse.Namespace,
+    models: Mapping[str, Any],
+    judge_spec: str,
+    emb_spec: str,
+    selector: ContextSelector,
+) -> str | None:
+    """Try each model and the embedder once before a run; return the first problem, if any.
+
+    ``fake:``, ``python:`` and the built-in embedders run in this process and are not tried.
+    """
+    for spec in dict.fromkeys((args.reader, judge_spec)):
+        if spec.strip().partition(":")[0].lower() in ("fake", "python"):
+            continue
+        role = " and ".join(
+            name for name, s in (("reader", args.reader), ("judge", judge_spec)) if s == spec
+        )
+        if not args.quiet:
+            print(f"checking the {role} {spec} ...", file=sys.stderr)
+        problem = check_model(models[spec], retries=args.retries, timeout=args.timeout)
+        if problem:
+            return f"the {role} {spec} did not answer a test prompt: {problem}"
+    if emb_spec.strip().partition(":")[0].lower() not in ("default", "hashed", "python"):
+        try:
+            selector.embeddings.embed_query(CHECK_PROMPT)
+        except Exception as err:
+            problem = f"{type(err).__name__}: {err}"
+            return f"the embeddings {emb_spec} did not embed a test text: {problem}"
+    return None
+
+
 def qa_from_args(args: argparse.Namespace) -> int:
     """Run ``pacms eval longmemeval qa`` from parsed arguments.
 
@@ -1497,22 +1531,10 @@ def qa_from_args(args: argparse.Namespace) -> int:
         return 2
     reader, judge = models[args.reader], models[judge_spec]
     if getattr(args, "check", True):
-        for spec in dict.fromkeys((args.reader, judge_spec)):
-            if spec.strip().partition(":")[0].lower() in ("fake", "python"):
-                continue  # built in this process: nothing to reach
-            role = " and ".join(
-                name for name, s in (("reader", args.reader), ("judge", judge_spec)) if s == spec
-            )
-            if not args.quiet:
-                print(f"checking the {role} {spec} ...", file=sys.stderr)
-            problem = check_model(models[spec], retries=args.retries, timeout=args.timeout)
-            if problem:
-                print(
-                    f"error: the {role} {spec} did not answer a test prompt: {problem} "
-                    "(--no-check skips this test)",
-                    file=sys.stderr,
-                )
-                return 2
+        problem = _check_backends(args, models, judge_spec, emb_spec, selector)
+        if problem:
+            print(f"error: {problem} (--no-check skips this test)", file=sys.stderr)
+            return 2
     meta = {
         "reader": args.reader,
         "judge": judge_spec,

@@ -177,3 +177,30 @@ async def test_run_qa_inside_a_running_loop_says_to_await(server: FakeOllama) ->
     llm = ChatOllama(model="judge", base_url=server.url)
     with pytest.raises(RuntimeError, match="await the async function"):
         run_qa(list(iter_questions(FIXTURES)), reader=llm, judge=llm, progress=False)
+
+
+def test_a_dead_embedder_fails_the_answers_it_would_have_chosen(
+    server: FakeOllama, tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "qa"
+    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
+    argv += ["--reader", "ollama:reader", "--judge", "ollama:judge", "--retries", "1"]
+    argv += ["--embeddings", "ollama:missing-embedder", "--ollama-url", server.url]
+    argv += ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the embeddings ollama:missing-embedder did not embed a test text" in err
+    assert not out.exists()
+
+    # Without the test, recency stands in for every selection: that is lastk's answer, not
+    # pacms's, so those answers fail instead of being graded.
+    server.chats.clear()
+    assert main([*argv, "--no-check"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 9 answers failed" in err and "recency stood in" in err
+    report = json.loads((out / "qa_report.json").read_text())
+    for name, row in report["summary"].items():
+        assert row["failures"] == (0 if name == "lastk" else 3)
+    assert report["summary"]["lastk"]["accuracy"] == pytest.approx(100 / 3)
+    # The reader was asked only for lastk's three answers (the first one twice: a 503).
+    assert [b["model"] for b in server.chats].count("reader") == 3 + 1
