@@ -83,7 +83,7 @@ def source_label(source: Path) -> tuple[str | None, str]:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from langchain_pacms.eval.backends import selector_from_spec
+    from langchain_pacms.eval.backends import check_embeddings, selector_from_spec
     from langchain_pacms.eval.longmemeval import resolve_source
     from langchain_pacms.eval.recall import RecallConfig, ResultCache, load_questions, run_recall
 
@@ -109,6 +109,10 @@ def _recall(args: argparse.Namespace) -> int:
         selector = factory()
     except (ValueError, FileNotFoundError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    problem = check_embeddings(args.embeddings, selector.embeddings) if args.check else None
+    if problem:
+        print(f"error: {problem} (--no-check skips this test)", file=sys.stderr)
         return 2
     if args.prune_result_cache:
         files, size = ResultCache.for_selector(args.cache_dir, selector).prune()
@@ -140,18 +144,28 @@ def _recall(args: argparse.Namespace) -> int:
         "embeddings_spec": args.embeddings,
         "load_seconds": round(load_seconds, 3),
     }
-    report = run_recall(
-        questions,
-        config,
-        selector=selector,
-        selector_factory=factory,
-        workers=args.workers,
-        blas_threads_limit=None if args.blas_threads == 0 else args.blas_threads,
-        share_rankings=not args.exact,
-        cache_dir=args.cache_dir if args.result_cache == "on" else None,
-        progress=not args.quiet,
-        meta=meta,
-    )
+    try:
+        report = run_recall(
+            questions,
+            config,
+            selector=selector,
+            selector_factory=factory,
+            workers=args.workers,
+            blas_threads_limit=None if args.blas_threads == 0 else args.blas_threads,
+            share_rankings=not args.exact,
+            cache_dir=args.cache_dir if args.result_cache == "on" else None,
+            progress=not args.quiet,
+            meta=meta,
+        )
+    except Exception as err:  # e.g. the embedding server went away mid-sweep
+        kept = (
+            f"the questions finished so far are kept in {args.cache_dir}, so the same command "
+            "goes on from there"
+            if args.result_cache == "on"
+            else "nothing was kept (--result-cache off)"
+        )
+        print(f"error: the sweep stopped: {type(err).__name__}: {err}; {kept}", file=sys.stderr)
+        return 1
     report.meta["total_seconds"] = round(time.perf_counter() - started, 3)
     scope = "all-" if args.all else "ids-" if args.ids else ""
     stem = args.name or f"recall-{label}-{scope}{args.style}-{args.budget_base}"
@@ -294,6 +308,9 @@ def _add_recall_parser(sub: Any) -> None:
     run.add_argument("--exact", action="store_true",
                      help="call the registered mmr strategy for every budget instead of "
                      "sharing its budget-independent ranking (same picks, slower)")
+    run.add_argument("--no-check", dest="check", action="store_false",
+                     help="skip the test text embedded before the sweep (it finds a model "
+                     "that is missing or a server that is down before the data is loaded)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.set_defaults(func=_recall)
 

@@ -54,6 +54,7 @@ __all__ = [
     "EMBEDDINGS_HELP",
     "EMBEDDING_SPECS",
     "chat_model_from_spec",
+    "check_embeddings",
     "embeddings_from_spec",
     "is_lexical",
     "ollama_base_url",
@@ -248,6 +249,38 @@ def chat_model_from_spec(
             f"unknown chat model spec {spec!r}; use one of: {', '.join(CHAT_MODEL_SPECS)}"
         )
     return _from_provider(spec, "chat model", **kwargs)
+
+
+EMBEDDINGS_CHECK_TEXT = "Reply with the single word OK."
+"""The text :func:`check_embeddings` embeds."""
+
+
+def check_embeddings(spec: str, embeddings: Embeddings) -> str | None:
+    """Embed one short text with a model that runs elsewhere, to find a dead one before a run.
+
+    The text goes to the model itself, past any cache. The built-in embedders (``default``,
+    ``hashed:<dim>``) and ``python:`` models run in this process and are not tried.
+
+    Args:
+        spec: The spec the embeddings were built from.
+        embeddings: The embeddings (cached or not).
+
+    Returns:
+        None if the text was embedded or not tried, else the problem, naming the spec.
+
+    Example:
+        >>> check_embeddings("default", embeddings_from_spec("default")) is None
+        True
+    """
+    if _split(spec, "embeddings")[0] in ("default", "hashed", "python"):
+        return None
+    # Past the cache: a vector stored by an earlier run says nothing about the model now.
+    inner = embeddings.embeddings if isinstance(embeddings, CachedEmbeddings) else embeddings
+    try:
+        inner.embed_query(EMBEDDINGS_CHECK_TEXT)
+    except Exception as err:
+        return f"the embeddings {spec} did not embed a test text: {type(err).__name__}: {err}"
+    return None
 
 
 def is_lexical(embeddings: Embeddings) -> bool:

@@ -1417,13 +1417,9 @@ def _check_backends(
         problem = check_model(models[spec], retries=args.retries, timeout=args.timeout)
         if problem:
             return f"the {role} {spec} did not answer a test prompt: {problem}"
-    if emb_spec.strip().partition(":")[0].lower() not in ("default", "hashed", "python"):
-        try:
-            selector.embeddings.embed_query(CHECK_PROMPT)
-        except Exception as err:
-            problem = f"{type(err).__name__}: {err}"
-            return f"the embeddings {emb_spec} did not embed a test text: {problem}"
-    return None
+    from langchain_pacms.eval import backends  # looked up per call, so tests can swap it
+
+    return backends.check_embeddings(emb_spec, selector.embeddings)
 
 
 def qa_from_args(args: argparse.Namespace) -> int:

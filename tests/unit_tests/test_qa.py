@@ -720,6 +720,7 @@ def _fake_backends(monkeypatch: pytest.MonkeyPatch, calls: list[Any]) -> None:
     mod.chat_model_from_spec = chat_model_from_spec  # type: ignore[attr-defined]
     mod.selector_from_spec = selector_from_spec  # type: ignore[attr-defined]
     mod.embeddings_from_spec = lambda spec: None  # type: ignore[attr-defined]
+    mod.check_embeddings = lambda spec, embeddings: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "langchain_pacms.eval.backends", mod)
     # Once the real module was imported, ``from langchain_pacms.eval import backends`` reads
     # the package attribute rather than sys.modules: replace that too.

@@ -1,11 +1,12 @@
-"""``pacms eval longmemeval qa`` end to end with ``ollama:`` models, over HTTP on loopback.
+"""``pacms eval longmemeval qa`` and ``recall`` end to end with ``ollama:`` models, on loopback.
 
 Reader, judge and embeddings are all ``ollama:`` specs served by one fake Ollama server
-(:class:`fake_ollama.FakeOllama`), so the run goes through the code a real Ollama run uses:
+(:class:`fake_ollama.FakeOllama`), so the runs go through the code a real Ollama run uses:
 the CLI's model options (``num_ctx``, ``temperature``, ``seed``), ``ChatOllama``'s streamed
-replies and usage counts, the retry on a failed call, and the removal of a ``<think>`` block
-before judging. The fake reader answers only when the evidence text is in its prompt, so the
-accuracy depends on what each strategy kept.
+replies and usage counts, the retry on a failed call, the removal of a ``<think>`` block
+before judging, worker processes and the on-disk caches of a recall sweep, and what happens
+when the server is missing a model or goes away. The fake reader answers only when the
+evidence text is in its prompt, so the accuracy depends on what each strategy kept.
 """
 
 from __future__ import annotations
@@ -204,3 +205,52 @@ def test_a_dead_embedder_fails_the_answers_it_would_have_chosen(
     assert report["summary"]["lastk"]["accuracy"] == pytest.approx(100 / 3)
     # The reader was asked only for lastk's three answers (the first one twice: a 503).
     assert [b["model"] for b in server.chats].count("reader") == 3 + 1
+
+
+# -- recall ------------------------------------------------------------------------------------
+
+
+def _recall_argv(server: FakeOllama, tmp_path: Path, out: str, *extra: str) -> list[str]:
+    argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--quiet"]
+    argv += ["--levels", "0", "2", "--budgets", "0.2", "0.5", "--out", str(tmp_path / out)]
+    argv += ["--embeddings", f"ollama:{MODEL}", "--ollama-url", server.url]
+    return [*argv, "--cache-dir", str(tmp_path / "cache"), *extra]
+
+
+def _rows(tmp_path: Path, out: str) -> list[Any]:
+    (path,) = (tmp_path / out).glob("*.json")
+    return list(json.loads(path.read_text())["rows"])
+
+
+def test_recall_sweep_with_ollama_embeddings(server: FakeOllama, tmp_path: Path) -> None:
+    assert main(_recall_argv(server, tmp_path, "two", "--all", "--workers", "2")) == 0
+    embedded = len(server.embedded)
+    assert embedded > 0
+    # One process, nothing reused but the vectors on disk: the same rows, no new embedding.
+    argv = _recall_argv(server, tmp_path, "one", "--all", "--result-cache", "off")
+    assert main(argv) == 0
+    assert _rows(tmp_path, "one") == _rows(tmp_path, "two")
+    assert len(server.embedded) == embedded + 1  # only the test text of the second run
+
+
+def test_recall_with_the_embedder_gone(server: FakeOllama, tmp_path: Path, capsys: Any) -> None:
+    first = sorted(q.question_id for q in iter_questions(FIXTURES) if q.evidence_indices)[0]
+    assert main(_recall_argv(server, tmp_path, "first", "--ids", first)) == 0
+    server.stop()
+    capsys.readouterr()
+    # Found before the data is loaded ...
+    assert main(_recall_argv(server, tmp_path, "all", "--all")) == 2
+    err = capsys.readouterr().err
+    assert f"the embeddings ollama:{MODEL} did not embed a test text: ConnectionError" in err
+    # ... or, without the test, when the sweep needs a vector it has not cached.
+    assert main(_recall_argv(server, tmp_path, "all", "--all", "--no-check")) == 1
+    err = capsys.readouterr().err
+    assert "error: the sweep stopped: ConnectionError" in err
+    assert "the same command goes on from there" in err
+    # Back up: the question swept before is read from the cache, not embedded again.
+    server.start()
+    before = len(server.embedded)
+    assert main(_recall_argv(server, tmp_path, "all", "--all")) == 0
+    swept = {q.question_id: q for q in iter_questions(FIXTURES)}[first]
+    assert not {r.text for r in swept.rounds} & set(server.embedded[before:])
+    assert len(_rows(tmp_path, "all")) > len(_rows(tmp_path, "first"))
