@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import hashlib
 import json
 import math
@@ -45,6 +44,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -629,7 +629,8 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     that opened them. With a new loop per call, as ``asyncio.run`` makes, a second run with
     the same model finds those connections dead ("Event loop is closed") and its first calls
     fail. Whatever ends the run (an error, Ctrl-C), the tasks it leaves are cancelled before
-    this returns, as ``asyncio.run`` does. The loop is closed when the interpreter exits.
+    this returns, as ``asyncio.run`` does. The loop is closed when its thread is gone (the main
+    thread's when the interpreter exits).
 
     Raises:
         RuntimeError: When this thread is already running an event loop.
@@ -644,7 +645,7 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     loop = getattr(_LOOPS, "loop", None)
     if loop is None or loop.is_closed():
         loop = _LOOPS.loop = asyncio.new_event_loop()
-        atexit.register(loop.close)
+        weakref.finalize(threading.current_thread(), loop.close)
     try:
         return loop.run_until_complete(coro)
     finally:

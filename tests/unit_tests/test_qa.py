@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import re
 import sys
+import threading
 import types
 from collections import Counter
 from pathlib import Path
@@ -17,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+import langchain_pacms.eval.qa as qa_module
 from langchain_pacms import ContextSelector
 from langchain_pacms.eval.judge import (
     JUDGE_CRITERIA,
@@ -399,6 +402,24 @@ def test_run_qa_after_an_interrupted_run(
     report = _run(questions, selector)
     assert report.totals()["failures"] == 0
     assert report.accuracy("pacms") == pytest.approx(100.0)
+
+
+def test_sync_runs_share_their_thread_loop_until_the_thread_is_gone() -> None:
+    async def running_loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    def work() -> None:
+        seen.extend(qa_module._run_sync(running_loop()) for _ in range(2))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen[0] is seen[1] and not seen[0].is_closed()  # one loop for the thread's runs
+    del thread
+    gc.collect()
+    assert seen[0].is_closed()
 
 
 def test_per_type_breakdown(questions: list[Question], selector: ContextSelector) -> None:
