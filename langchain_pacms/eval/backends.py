@@ -51,6 +51,7 @@ from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 __all__ = [
     "CACHE_MODES",
     "CHAT_MODEL_SPECS",
+    "EMBEDDINGS_CHECK_TEXT",
     "EMBEDDINGS_HELP",
     "EMBEDDING_SPECS",
     "chat_model_from_spec",
@@ -251,7 +252,7 @@ def chat_model_from_spec(
     return _from_provider(spec, "chat model", **kwargs)
 
 
-EMBEDDINGS_CHECK_TEXT = "Reply with the single word OK."
+EMBEDDINGS_CHECK_TEXT = "A short text to test the embedder."
 """The text :func:`check_embeddings` embeds."""
 
 
