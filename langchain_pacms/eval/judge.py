@@ -138,12 +138,20 @@ _NOUNS = frozenset(
     {"answer", "answers", "value", "values", "date", "dates", "number", "count", "one",
      "reference", "information", "option", "choice", "amount", "total", "response", "name"}
 )
-_JSON_KEYS = ("verdict", "label", "result", "grade", "judgment", "judgement", "answer",
-              "correct", "is_correct")
+# In order of trust: "answer" last, since it often holds the graded text ("19 days").
+_JSON_KEYS = ("verdict", "correct", "is_correct", "label", "result", "grade", "judgment",
+              "judgement", "answer")
+# Words that start a new part of a sentence: a negation before one of them does not reach a
+# verdict after it ("it says it doesn't know, so it is correct").
+_CONJUNCTIONS = frozenset(
+    {"so", "but", "because", "since", "which", "therefore", "thus", "hence", "although",
+     "though", "whereas", "while", "however"}
+)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": " "})
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_CLAUSE_RE = re.compile(r"[.,;:!?\n(){}\[\]]+")
+# Clause ends: punctuation, and dashes between words ("WRONG - it says 25 days").
+_CLAUSE_RE = re.compile(r"([.,;:!?\n(){}\[\]]+|\s-+\s|[\u2013\u2014]+)")
 
 
 def criterion_key(question: Question) -> str:
@@ -221,8 +229,8 @@ def _negation(word: str) -> bool:
     return word in _NEGATIONS or word in _BARE_NEGATIONS or word.endswith("n't")
 
 
-def _json_verdict(text: str) -> bool | None:
-    """The verdict of a JSON reply such as ``{"verdict": "WRONG"}`` or ``{"correct": true}``."""
+def _json_fields(text: str) -> dict[str, Any] | None:
+    """The fields of the JSON object in ``text`` (keys lower-cased), or None if it holds none."""
     start, end = text.find("{"), text.rfind("}")
     if start == -1 or end <= start:
         return None
@@ -230,15 +238,63 @@ def _json_verdict(text: str) -> bool | None:
         obj = json.loads(text[start : end + 1])
     except ValueError:
         return None
-    if not isinstance(obj, dict):
-        return None
-    fields = {str(k).lower(): v for k, v in obj.items()}
+    return {str(k).lower(): v for k, v in obj.items()} if isinstance(obj, dict) else None
+
+
+def _json_verdict(fields: dict[str, Any]) -> bool | None:
+    """The verdict of a JSON reply such as ``{"verdict": "WRONG"}`` or ``{"correct": true}``."""
     for key in _JSON_KEYS:
         value = fields.get(key)
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and "{" not in value:
-            return parse_verdict(value)
+            verdict = parse_verdict(value)
+            if verdict is not None:
+                return verdict
+    return None
+
+
+def _clauses(text: str) -> list[tuple[list[str], bool]]:
+    """The words of each clause of ``text`` (lower-case), and whether the clause asks (``?``).
+
+    Clauses end at punctuation and at dashes between words, and a conjunction starts a new one.
+    """
+    parts = _CLAUSE_RE.split(text.lower())
+    out: list[tuple[list[str], bool]] = []
+    for chunk, end in zip(parts[::2], [*parts[1::2], ""]):
+        words: list[str] = []
+        for word in _WORD_RE.findall(chunk):
+            if word in _CONJUNCTIONS:
+                if words:
+                    out.append((words, False))
+                words = []
+            else:
+                words.append(word)
+        if words:
+            out.append((words, "?" in end))
+    return out
+
+
+def _sentence_verdict(words: list[str]) -> bool | None:
+    """The verdict of a clause inside the reply (None if it gives none).
+
+    That is a ``yes``/``no`` standing alone, or the clause's last verdict word that does not
+    name a thing, flipped by a negation before it.
+
+    Raises:
+        ValueError: If a hedge (``partially``, ``mostly``, ...) qualifies the verdict.
+    """
+    if len(words) == 1 and words[0] in ("yes", "no"):
+        return words[0] == "yes"
+    for i in range(len(words) - 1, -1, -1):
+        names_a_thing = i + 1 < len(words) and words[i + 1] in _NOUNS
+        if words[i] not in _VERDICT_WORDS or names_a_thing:
+            continue
+        before = words[:i]
+        if any(w in _HEDGES for w in before):
+            raise ValueError("hedged verdict")
+        verdict = words[i] == "correct"
+        return not verdict if any(_negation(w) for w in before) else verdict
     return None
 
 
@@ -260,13 +316,17 @@ def parse_verdict(text: str) -> bool | None:
 
     1. A JSON object decides by its ``verdict``/``label``/``correct``/... field
        (``{"correct": false}`` is False).
-    2. Otherwise the reply is cut into clauses at punctuation. If its first clause, after
-       label words (``verdict``, ``final answer``, ...), is a verdict word alone (``CORRECT``,
+    2. Otherwise the reply is cut into clauses at punctuation, at dashes between words and
+       before conjunctions (``so``, ``but``, ``which``, ...). If its first clause, after label
+       words (``verdict``, ``final answer``, ...), is a verdict word alone (``CORRECT``,
        ``Wrong!``, ``yes``, ``No.``) or a negated one (``Not correct``), that decides.
-    3. Otherwise the *last* ``correct``/``incorrect``/``wrong`` of the reply decides, unless it
-       names a thing (``the correct answer``). A negation before it in its clause flips it
-       (``not``, ``never``, ``nothing``, any ``n't``: ``I don't think it is correct`` is False);
-       a hedge there (``partially``, ``mostly``, ...) makes the reply unreadable.
+    3. Otherwise every clause that is not a question gives the verdict of its last
+       ``correct``/``incorrect``/``wrong`` that does not name a thing (``the correct
+       answer``), or of a ``yes``/``no`` standing alone. A negation before that word in its
+       clause flips it (``not``, ``never``, ``nothing``, any ``n't``: ``I don't think it is
+       correct`` is False); a hedge there (``partially``, ``mostly``, ...) makes the reply
+       unreadable. If these verdicts agree, that decides; if they differ (``WRONG since the
+       reference says 19, which is correct``), the reply is unreadable.
     4. Anything else is unreadable.
 
     Args:
@@ -284,30 +344,27 @@ def parse_verdict(text: str) -> bool | None:
     if not isinstance(text, str):
         return None
     body = strip_reasoning(text).translate(_APOSTROPHES)
-    from_json = _json_verdict(body)
-    if from_json is not None:
-        return from_json
-    clauses = [w for w in (_WORD_RE.findall(c) for c in _CLAUSE_RE.split(body.lower())) if w]
-    while clauses and clauses[0][0] in _LABEL_WORDS:
-        clauses[0] = clauses[0][1:]
-        if not clauses[0]:
+    fields = _json_fields(body)
+    if fields is not None:  # the words of a JSON reply without a verdict field are none
+        return _json_verdict(fields)
+    clauses = _clauses(body)
+    while clauses and clauses[0][0][0] in _LABEL_WORDS:
+        rest = clauses[0][0][1:]
+        if rest:
+            clauses[0] = (rest, clauses[0][1])
+        else:
             clauses.pop(0)
     if not clauses:
         return None
-    head = _clause_verdict(clauses[0])
+    head = _clause_verdict(clauses[0][0])
     if head is not None:
         return head
-    for words in reversed(clauses):
-        for i in range(len(words) - 1, -1, -1):
-            names_a_thing = i + 1 < len(words) and words[i + 1] in _NOUNS
-            if words[i] not in _VERDICT_WORDS or names_a_thing:
-                continue
-            before = words[:i]
-            if any(w in _HEDGES for w in before):
-                return None
-            verdict = words[i] == "correct"
-            return not verdict if any(_negation(w) for w in before) else verdict
-    return None
+    try:
+        found = {_sentence_verdict(words) for words, asks in clauses if not asks}
+    except ValueError:  # hedged
+        return None
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
 
 
 def message_text(message: Any) -> str:

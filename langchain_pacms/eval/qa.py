@@ -70,6 +70,7 @@ __all__ = [
     "BUDGET_BASES",
     "CHECK_PROMPT",
     "DEFAULT_STRATEGIES",
+    "JUDGE_NUM_CTX",
     "READER_SYSTEM_PROMPT",
     "TYPE_ABBREVIATIONS",
     "QARecord",
@@ -693,6 +694,31 @@ def _permanent(err: BaseException) -> bool:
     return status is not None and 400 <= status < 500 and status not in _TRANSIENT_STATUS
 
 
+_MAX_RETRY_AFTER = 120.0  # seconds: the longest server-requested wait that is honoured
+
+
+def _retry_delay(err: BaseException, attempt: int, backoff: float) -> float:
+    """Seconds to wait before retry ``attempt + 1``.
+
+    That is ``backoff * 2**attempt``, or longer when the error's HTTP response asks for it
+    (``Retry-After``, in seconds, honoured up to two minutes).
+
+    Example:
+        >>> class RateLimited(Exception):
+        ...     class response:
+        ...         headers = {"retry-after": "20"}
+        >>> _retry_delay(RateLimited(), 0, 1.0), _retry_delay(ValueError(), 2, 1.0)
+        (20.0, 4.0)
+    """
+    delay = backoff * 2**attempt
+    headers: Any = getattr(getattr(err, "response", None), "headers", None)
+    try:
+        asked = float(headers.get("retry-after"))  # SDK responses' headers ignore case
+    except (AttributeError, TypeError, ValueError):
+        return delay
+    return max(delay, min(asked, _MAX_RETRY_AFTER))
+
+
 async def _with_retries(
     make: Callable[[], Awaitable[T]],
     *,
@@ -704,7 +730,8 @@ async def _with_retries(
     """Run ``make()`` under ``sem``; retry on exceptions with exponential backoff.
 
     An HTTP client error (a 4xx status other than 408, 409, 425 and 429, such as a model that
-    does not exist) is not retried: it would fail the same way.
+    does not exist) is not retried: it would fail the same way. A server that says how long
+    to wait (``Retry-After``, as rate limits do) is waited for, up to two minutes.
 
     Returns:
         The result and the number of retries it took.
@@ -725,7 +752,7 @@ async def _with_retries(
             if attempt >= retries or _permanent(err):
                 raise _Exhausted(err, attempt) from err
             if backoff > 0:
-                await asyncio.sleep(backoff * 2**attempt)
+                await asyncio.sleep(_retry_delay(err, attempt, backoff))
             attempt += 1
 
 
@@ -895,14 +922,23 @@ async def arun_qa(
                 **base,
             )
         raw_answer = message_text(reply)
-        answer_text = strip_reasoning(raw_answer) or raw_answer.strip()
+        answer_text = strip_reasoning(raw_answer)
         usage_in, usage_out = _usage(reply)
         base.update(
-            answer=answer_text,
-            tokens_out=count(raw_answer),
-            usage_in=usage_in,
-            usage_out=usage_out,
-            judge_tokens_in=count(_messages_text(build_judge_messages(q, q.answer, answer_text))),
+            answer=answer_text, tokens_out=count(raw_answer), usage_in=usage_in, usage_out=usage_out
+        )
+        if raw_answer.strip() and not answer_text:
+            # Reasoning with no answer after it (cut off by a length limit). Graded, the
+            # reasoning would often pass: it tends to name the reference value.
+            return QARecord(
+                correct=False,
+                retries=n_retry,
+                error="reader: the reply holds reasoning but no answer",
+                seconds=time.perf_counter() - t0,
+                **base,
+            )
+        base["judge_tokens_in"] = count(
+            _messages_text(build_judge_messages(q, q.answer, answer_text))
         )
         # Each judge call (the first and every re-ask) gets its own timeout and retries; the
         # replies are kept here, so their usage counts even if a later call fails.
@@ -1329,6 +1365,9 @@ def _temperature(text: str) -> float | None:
     return value
 
 
+JUDGE_NUM_CTX = 8192
+"""``num_ctx`` of an ``ollama:`` judge that is not also the reader (its prompts are short)."""
+
 CHECK_PROMPT = "Reply with the single word OK."
 """The test prompt the CLI sends to each model before a run (skipped with ``--no-check``)."""
 
@@ -1340,8 +1379,10 @@ async def acheck_model(
 
     A run makes hundreds of calls; this one call finds a model that does not exist, a server
     that is down or a missing key before any of them (and before a working reader's answers
-    are spent on a judge that cannot grade them). The reply's content is not checked. The
-    call goes through the model's sync ``invoke`` in a worker thread.
+    are spent on a judge that cannot grade them). The reply's content is not checked.
+
+    Run it on the event loop the run will use (:func:`check_model` and :func:`run_qa` share
+    their thread's loop): an async client's pooled connections belong to one loop.
 
     Args:
         model: A LangChain chat model.
@@ -1359,9 +1400,7 @@ async def acheck_model(
     """
     try:
         await _with_retries(
-            # The sync client, in a thread: an async client's pooled connections belong to the
-            # event loop that opened them, and the run itself may start a new loop.
-            lambda: asyncio.to_thread(model.invoke, [HumanMessage(CHECK_PROMPT)]),
+            lambda: model.ainvoke([HumanMessage(CHECK_PROMPT)]),
             sem=asyncio.Semaphore(1),
             retries=retries,
             backoff=1.0,
@@ -1378,7 +1417,7 @@ def check_model(model: Any, *, retries: int = 2, timeout: float | None = None) -
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
         >>> class Down(FakeListChatModel):
-        ...     def invoke(self, *args, **kwargs):
+        ...     async def ainvoke(self, *args, **kwargs):
         ...         raise ConnectionError("refused")
         >>> check_model(FakeListChatModel(responses=["OK"])) is None
         True
@@ -1417,7 +1456,10 @@ def _check_backends(
             print(f"checking the {role} {spec} ...", file=sys.stderr)
         problem = check_model(models[spec], retries=args.retries, timeout=args.timeout)
         if problem:
-            return f"the {role} {spec} did not answer a test prompt: {problem}"
+            hint = "; for a model that takes no temperature, --temperature none" * (
+                "temperature" in problem.lower()
+            )
+            return f"the {role} {spec} did not answer a test prompt: {problem}{hint}"
     from langchain_pacms.eval import backends  # looked up per call, so tests can swap it
 
     return backends.check_embeddings(emb_spec, selector.embeddings)
@@ -1437,8 +1479,17 @@ def qa_from_args(args: argparse.Namespace) -> int:
         args: Namespace built by a parser that went through :func:`add_qa_arguments`.
 
     Returns:
-        Exit code: 0 on success, 1 if every reader/judge call failed, 2 for bad input.
+        Exit code: 0 on success, 1 if every reader/judge call failed, 2 for bad input, 130
+        when stopped with Ctrl-C.
     """
+    try:
+        return _qa_command(args)
+    except KeyboardInterrupt:  # before the run (a run stopped midway is handled inside)
+        print("\ninterrupted before any answer was asked for", file=sys.stderr)
+        return 130
+
+
+def _qa_command(args: argparse.Namespace) -> int:
     strategies = tuple(s.strip() for s in str(args.strategies).split(",") if s.strip())
     try:  # before anything is built or written
         for name in strategies:
@@ -1469,16 +1520,19 @@ def qa_from_args(args: argparse.Namespace) -> int:
             return backends.chat_model_from_spec(spec)
         if kind != "ollama":
             return backends.chat_model_from_spec(spec, **sampling)
+        # The window is sized for the reader's prompts; a judge of its own reads short ones
+        # (a larger window would only hold memory, or make Ollama reload a shared model).
+        window = num_ctx if spec == args.reader else JUDGE_NUM_CTX
         return backends.chat_model_from_spec(
-            spec, ollama_url=ollama_url, seed=args.seed, num_ctx=num_ctx, **sampling
+            spec, ollama_url=ollama_url, seed=args.seed, num_ctx=window, **sampling
         )
 
-    # Build the models before the (slow) data load, so a bad spec fails fast. An ollama: model
+    # Build the models before the (slow) data load, so a bad spec fails fast. An ollama: reader
     # without --num-ctx is only checked here: its window is sized from the questions below.
     models: dict[str, Any] = {}
     try:
         for spec in dict.fromkeys((args.reader, judge_spec)):
-            if is_ollama(spec) and num_ctx is None:
+            if is_ollama(spec) and num_ctx is None and spec == args.reader:
                 backends.chat_model_from_spec(spec)
             else:
                 models[spec] = build(spec)
@@ -1510,7 +1564,7 @@ def qa_from_args(args: argparse.Namespace) -> int:
         return 2
 
     try:
-        if num_ctx is None and any(is_ollama(spec) for spec in (args.reader, judge_spec)):
+        if num_ctx is None and is_ollama(args.reader):
             num_ctx = auto_num_ctx(
                 questions,
                 selector.token_counter,

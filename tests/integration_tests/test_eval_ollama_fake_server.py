@@ -12,7 +12,11 @@ evidence text is in its prompt, so the accuracy depends on what each strategy ke
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +28,7 @@ from langchain_ollama import ChatOllama
 
 from langchain_pacms.cli.main import main
 from langchain_pacms.eval.longmemeval import iter_questions
-from langchain_pacms.eval.qa import CHECK_PROMPT, run_qa
+from langchain_pacms.eval.qa import CHECK_PROMPT, JUDGE_NUM_CTX, run_qa
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
@@ -89,7 +93,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
 def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "qa"
     argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--seed", "3"]
-    argv += ["--reader", "ollama:reader", "--judge", "ollama:judge"]
+    argv += ["--reader", "ollama:reader", "--judge", "ollama:judge", "--num-ctx", "12288"]
     argv += ["--embeddings", f"ollama:{MODEL}", "--ollama-url", server.url]
     argv += ["--out", str(out), "--quiet"]
     assert main(argv) == 0
@@ -121,7 +125,9 @@ def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: A
     for body in chats:
         assert body["stream"] is True
         assert body["options"]["temperature"] == 0.0 and body["options"]["seed"] == 3
-        assert body["options"]["num_ctx"] == 8192  # sized from the largest budget, at least 8k
+        # the reader's window as given; a judge of its own gets a small one
+        window = 12288 if body["model"] == "reader" else JUDGE_NUM_CTX
+        assert body["options"]["num_ctx"] == window
     assert {body["model"] for body in chats} == {"reader", "judge"}
 
     # The usage the server reported reached the report (the test prompts are not in it; each
@@ -254,3 +260,34 @@ def test_recall_with_the_embedder_gone(server: FakeOllama, tmp_path: Path, capsy
     swept = {q.question_id: q for q in iter_questions(FIXTURES)}[first]
     assert not {r.text for r in swept.rounds} & set(server.embedded[before:])
     assert len(_rows(tmp_path, "all")) > len(_rows(tmp_path, "first"))
+
+
+def test_ctrl_c_while_a_model_is_tested(tmp_path: Path) -> None:
+    # The test prompt waits on a server that is still loading the model; Ctrl-C ends the
+    # command at once, with no traceback.
+    asked, release = threading.Event(), threading.Event()
+
+    def loading(model: str, messages: list[dict[str, Any]]) -> str:
+        asked.set()
+        release.wait(60)
+        return "OK"
+
+    fake = FakeOllama(chat=loading).start()
+    argv = [sys.executable, "-m", "langchain_pacms.cli.main", "eval", "longmemeval", "qa"]
+    argv += ["--data", str(FIXTURES), "--all", "--reader", "ollama:reader", "--quiet"]
+    argv += ["--ollama-url", fake.url, "--out", str(tmp_path / "qa")]
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+    try:
+        assert asked.wait(60), "the test prompt never reached the server"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)  # before the server answers (60 s)
+    finally:
+        release.set()
+        proc.kill()
+        fake.stop()
+    assert proc.returncode == 130
+    assert "interrupted before any answer was asked for" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "qa").exists()

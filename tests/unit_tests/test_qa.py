@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
@@ -193,6 +193,12 @@ def _by(report: QAReport, strategy: str, qid: str) -> Any:
         "The response names teal; nothing in it is wrong.",
         '{"correct": true}',
         '```json\n{"verdict": "CORRECT", "reason": "same colour"}\n```',
+        # a negation before a conjunction does not reach the verdict after it
+        "The response says it doesn't know so it is CORRECT",
+        "The response does not mention the outdated value but it is correct",
+        "The assistant states it cannot find this information which is CORRECT",
+        "The response is correct. There is nothing wrong with it.",
+        '{"answer": "teal", "correct": true}',
     ],
 )
 def test_parse_verdict_true(text: str) -> None:
@@ -226,6 +232,13 @@ def test_parse_verdict_true(text: str) -> None:
         "The response is not entirely correct.",
         "Correct answer: 19 days. The response says 25 days, so WRONG.",
         "WRONG. The correct answer is 19 days.",
+        # a verdict before a dash decides, whatever the explanation after it says
+        "WRONG - the response says 25 days, but 19 days is correct.",
+        "WRONG \u2014 The response says the bike is blue. The user said teal, which is correct.",
+        # a text field before the verdict field
+        '{"answer": "19 days", "correct": false}',
+        # a question in the reply is not a verdict; the answer to it is
+        "Is the response correct? No, it says 25 days instead of 19.",
     ],
 )
 def test_parse_verdict_false(text: str) -> None:
@@ -249,6 +262,10 @@ def test_parse_verdict_false(text: str) -> None:
         "The response is mostly correct.",
         "The correct answer is 19 days.",
         '{"reason": "no verdict here"}',
+        '{"reason": "the response is correct"}',  # words of a JSON reply are not a verdict
+        # two verdicts that disagree: the judge is asked again
+        "The response is WRONG since the reference says 19 days, which is correct.",
+        "The response is correct; the earlier value was wrong.",
     ],
 )
 def test_parse_verdict_unreadable(text: str) -> None:
@@ -420,6 +437,20 @@ def test_sync_runs_share_their_thread_loop_until_the_thread_is_gone() -> None:
     del thread
     gc.collect()
     assert seen[0].is_closed()
+
+
+def test_reasoning_without_an_answer_is_not_graded(
+    questions: list[Question], selector: ContextSelector
+) -> None:
+    # A reasoning model cut off while thinking: its reasoning names the reference ("teal").
+    cut = FakeListChatModel(responses=["<think>They said they repainted the bicycle teal, so"])
+    judge = RuleJudge()
+    report = _run(questions, selector, reader=cut, judge=judge, strategies=["pacms"])
+    assert judge.state["calls"] == 0
+    for record in report.records:
+        assert not record.correct and record.answer == ""
+        assert record.error == "reader: the reply holds reasoning but no answer"
+    assert report.totals()["failures"] == len(questions)
 
 
 def test_per_type_breakdown(questions: list[Question], selector: ContextSelector) -> None:
