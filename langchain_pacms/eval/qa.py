@@ -114,8 +114,9 @@ READER_SYSTEM_PROMPT = (
     "Answer the user's question from these excerpts, taking the current date into account "
     "for anything that depends on time. If the user's information changed over time, use "
     "the most recent version. Answer concisely: give the answer itself, without restating "
-    "the question. If the excerpts do not contain what is needed to answer, say that you "
-    "don't know instead of guessing."
+    "the question. If the question asks for a suggestion or advice, give one that fits what "
+    "the excerpts say about the user. If it asks for a fact that the excerpts do not "
+    "contain, say that you don't know instead of guessing."
 )
 """System message of every reader call."""
 
@@ -240,8 +241,8 @@ def build_reader_messages(question: Question, kept: Iterable[PoolItem]) -> list[
         "---\n"
         f"Current date: {question.question_date}\n"
         f"Question: {question.question}\n\n"
-        "Answer concisely from the excerpts above. If they do not contain the answer, "
-        "say that you don't know."
+        "Answer concisely from the excerpts above. If the question asks for a fact they do "
+        "not contain, say that you don't know."
     )
     return [SystemMessage(content=READER_SYSTEM_PROMPT), HumanMessage(content=body)]
 
