@@ -1197,7 +1197,8 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "--num-ctx",
         type=int,
         default=0,
-        help="context window for ollama: models (default 0: sized from the largest budget)",
+        help="context window of an ollama: reader (default 0: sized from the largest budget); "
+        f"an ollama: judge that is not the reader gets {JUDGE_NUM_CTX}",
     )
     parser.add_argument(
         "--temperature",
