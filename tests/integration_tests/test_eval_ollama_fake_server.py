@@ -143,13 +143,17 @@ def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: A
     assert "reader `ollama:reader` · judge `ollama:judge`" in printed
 
 
+def _qa_argv(server: FakeOllama, out: Path, *extra: str) -> list[str]:
+    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
+    argv += ["--reader", "ollama:reader", "--ollama-url", server.url, "--out", str(out)]
+    return [*argv, *extra]
+
+
 def test_a_missing_model_is_found_before_the_run(
     server: FakeOllama, tmp_path: Path, capsys: Any
 ) -> None:
     out = tmp_path / "qa"
-    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
-    argv += ["--reader", "ollama:reader", "--judge", "ollama:jugde", "--retries", "2"]
-    argv += ["--ollama-url", server.url, "--out", str(out)]
+    argv = _qa_argv(server, out, "--judge", "ollama:jugde", "--retries", "2")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "the judge ollama:jugde did not answer a test prompt: ResponseError" in err
@@ -190,10 +194,8 @@ def test_a_dead_embedder_fails_the_answers_it_would_have_chosen(
     server: FakeOllama, tmp_path: Path, capsys: Any
 ) -> None:
     out = tmp_path / "qa"
-    argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
-    argv += ["--reader", "ollama:reader", "--judge", "ollama:judge", "--retries", "1"]
-    argv += ["--embeddings", "ollama:missing-embedder", "--ollama-url", server.url]
-    argv += ["--out", str(out)]
+    argv = _qa_argv(server, out, "--judge", "ollama:judge", "--retries", "1")
+    argv += ["--embeddings", "ollama:missing-embedder"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "the embeddings ollama:missing-embedder did not embed a test text" in err
