@@ -65,21 +65,64 @@ examples:
 """
 
 
+_SOURCE_SUFFIXES = (".tar.xz", ".tar.gz", ".tar.bz2", ".txz", ".tgz", ".tbz2", ".tar", ".json")
+
+
 def source_label(source: Path) -> tuple[str | None, str]:
     """The LongMemEval split ``source`` holds (None if unknown) and a label for file names.
 
     ``--split`` only chooses among the sources of a data directory; a folder, archive or file
     given directly is named by what it is, so its results are not labelled with a split they
-    may not hold.
+    may not hold. The label is the full name without a known file-type suffix, so
+    ``lme.v1.json`` and ``lme.v2.json`` get different labels, and ``.`` is named by the folder
+    it stands for.
 
     Example:
         >>> source_label(Path("data/longmemeval_oracle.json")), source_label(Path("my qs"))
         (('oracle', 'oracle'), (None, 'my-qs'))
+        >>> source_label(Path("runs/lme.v2.tar.xz"))
+        (None, 'lme.v2')
     """
     split = split_of(source)
     if split is not None:
         return split, split
-    return None, re.sub(r"[^A-Za-z0-9_.]+", "-", source.stem).strip("-.") or "custom"
+    name = source.name or source.resolve().name
+    for suffix in _SOURCE_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    return None, re.sub(r"[^A-Za-z0-9_.]+", "-", name).strip("-.") or "custom"
+
+
+def _at_least(minimum: int) -> Any:
+    """An argparse type: an int no smaller than ``minimum`` (else argparse exits 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _load_by_ids(source: Path, ids: list[str], say: Any) -> list[Any]:
+    """The eligible questions among ``ids``; warns about ids the source lacks or rules out."""
+    from langchain_pacms.eval.longmemeval import iter_questions, sample_questions
+
+    found = list(iter_questions(source, ids=ids))
+    missing = sorted(set(ids) - {q.question_id for q in found})
+    if missing:
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        print(f"warning: {len(missing)} ids not found in {source}: {shown}", file=sys.stderr)
+    questions = sample_questions(found, None, recall_only=True)
+    if len(questions) < len(found):
+        say(f"{len(found) - len(questions)} ids left out: abstention questions or no "
+            "evidence round")
+    return questions
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -121,9 +164,10 @@ def _recall(args: argparse.Namespace) -> int:
     split, label = source_label(source)
     say(f"loading questions from {source} ...")
     try:
-        questions = load_questions(
-            source, n=None if args.all else args.n, seed=args.seed, ids=args.ids
-        )
+        if args.ids:
+            questions = _load_by_ids(source, args.ids, say)
+        else:
+            questions = load_questions(source, n=None if args.all else args.n, seed=args.seed)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -196,7 +240,7 @@ def _command(args: argparse.Namespace) -> str:
     else:
         parts += ["--n", str(args.n)]
     parts += ["--seed", str(args.seed), "--levels", *map(str, args.levels)]
-    parts += ["--budgets", *(f"{b:g}" for b in args.budgets)]
+    parts += ["--budgets", *map(repr, args.budgets)]
     parts += ["--strategies", *args.strategies, "--style", args.style]
     parts += ["--budget-base", args.budget_base, "--embeddings", args.embeddings]
     if args.ollama_url is not None:
@@ -237,7 +281,7 @@ def _add_recall_parser(sub: Any) -> None:
         "when --data is a data folder (default: s)",
     )
     size = data.add_mutually_exclusive_group()
-    size.add_argument("--n", type=int, default=100,
+    size.add_argument("--n", type=_at_least(1), default=100,
                       help="questions to sample, stratified over the 6 types (default: 100)")
     size.add_argument("--all", action="store_true", help="use every eligible question")
     size.add_argument("--ids", nargs="+", metavar="ID", help="use exactly these question ids")
@@ -300,9 +344,9 @@ def _add_recall_parser(sub: Any) -> None:
     run.add_argument("--name", default=None,
                      help="output file stem (default: recall-<split>-<style>-<budget-base>, "
                      "with all- or ids- before <style> for --all or --ids)")
-    run.add_argument("--workers", type=int, default=1, metavar="N",
+    run.add_argument("--workers", type=_at_least(1), default=1, metavar="N",
                      help="worker processes, one question at a time each (default: 1)")
-    run.add_argument("--blas-threads", type=int, default=1, metavar="N",
+    run.add_argument("--blas-threads", type=_at_least(0), default=1, metavar="N",
                      help="OpenBLAS threads per process while sweeping; 0 leaves the "
                      "library default (default: 1, fastest for the mmr ranking)")
     run.add_argument("--exact", action="store_true",

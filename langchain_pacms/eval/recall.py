@@ -991,10 +991,16 @@ def run_recall(
                 ),
             ) as pool:
                 futures = [pool.submit(_work, q) for q in questions]
-                for fut in concurrent.futures.as_completed(futures):
-                    results.append(fut.result())
-                    if bar is not None:
-                        bar.update(1)
+                try:
+                    for fut in concurrent.futures.as_completed(futures):
+                        results.append(fut.result())
+                        if bar is not None:
+                            bar.update(1)
+                except BaseException:
+                    # Report at once: the questions already running finish (their cells
+                    # are cached), the queued ones are dropped.
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
     finally:
         if bar is not None:
             bar.close()
@@ -1140,8 +1146,12 @@ def load_questions(
 
 
 def _fmt_budget(fraction: float) -> str:
-    pct = fraction * 100
-    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:g}%"
+    """A budget fraction as a percentage, with every digit it has (``0.1234567`` -> ``12.34567%``).
+
+    Twelve significant digits keep a user's value whole and drop float noise such as
+    ``0.07 * 100 = 7.000000000000001``.
+    """
+    return f"{fraction * 100:.12g}%"
 
 
 @dataclass
@@ -1274,11 +1284,12 @@ class RecallReport:
         fig = Figure(figsize=(3.4 * len(levels) + 1.6, 3.6), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, len(levels), sharey=True, squeeze=False)[0]
-        xs = [b * 100 for b in self.config.budgets]
+        budgets = sorted(self.config.budgets)  # x rises along a line; tables keep the given order
+        xs = [b * 100 for b in budgets]
         markers = "osD^vP*Xh<>"
         for ax, level in zip(axes, levels):
             for i, label in enumerate(self.config.labels):
-                ys = [table.get((level, b, label), (math.nan,))[0] for b in self.config.budgets]
+                ys = [table.get((level, b, label), (math.nan,))[0] for b in budgets]
                 ax.plot(xs, ys, marker=markers[i % len(markers)], ms=4, lw=1.4, label=label)
             ax.set_title(f"R = {level}")
             ax.set_xlabel("budget (% of " + self.config.budget_base + " tokens)")
@@ -1299,23 +1310,28 @@ class RecallReport:
     ) -> dict[str, Path]:
         """Write ``<stem>.json``, ``<stem>.md`` and ``<stem>.png`` into ``out_dir``.
 
+        Without matplotlib (the ``eval`` extra) the plot is skipped with a logged warning: the JSON
+        and the tables of a finished sweep are never lost to a missing plotting library.
+
         Args:
             out_dir: Output folder (created if missing).
             stem: File name stem.
             title: Heading of the markdown tables (see :meth:`to_markdown`).
 
         Returns:
-            The written paths by kind (``json``, ``md``, ``png``).
+            The written paths by kind (``json``, ``md`` and, with matplotlib, ``png``).
         """
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        paths = {
-            "json": folder / f"{stem}.json",
-            "md": folder / f"{stem}.md",
-            "png": folder / f"{stem}.png",
-        }
+        paths = {"json": folder / f"{stem}.json", "md": folder / f"{stem}.md"}
         paths["json"].write_text(self.to_json(), encoding="utf-8")
         paths["md"].write_text(self.to_markdown(title=title), encoding="utf-8")
-        self.save_plot(paths["png"])
+        try:
+            paths["png"] = self.save_plot(folder / f"{stem}.png")
+        except ImportError as err:
+            logger.warning(
+                "no plot written (%s); the eval extra brings matplotlib: "
+                "pip install 'langchain-pacms[eval]'", err,
+            )
         return paths
 

@@ -71,12 +71,21 @@ class FakeOllama:
         chat: Answers ``/api/chat`` (without it the server has no chat models). The reply is
             streamed in word-sized chunks; the last line reports ``prompt_eval_count`` (the
             words of every message) and ``eval_count`` (the reply's words).
+        embed_status: ``embed_status(texts)`` may name an HTTP status to fail an
+            ``/api/embed`` request with (after it is recorded and stalled); None answers it.
     """
 
-    def __init__(self, port: int = 0, stall: float = 0.0, chat: ChatReply | None = None) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        stall: float = 0.0,
+        chat: ChatReply | None = None,
+        embed_status: Callable[[list[str]], int | None] | None = None,
+    ) -> None:
         self.port = port
         self.stall = stall
         self.chat = chat
+        self.embed_status = embed_status
         self.requests: list[dict[str, Any]] = []  # /api/embed bodies, in arrival order
         self.chats: list[dict[str, Any]] = []  # /api/chat bodies, in arrival order
         self.usage: dict[str, list[int]] = {}  # model -> [prompt_eval_count, eval_count] sums
@@ -209,6 +218,10 @@ class FakeOllama:
                     fake._released.wait(fake.stall)
                 inputs = body.get("input", [])
                 texts = [inputs] if isinstance(inputs, str) else list(inputs)
+                status = fake.embed_status(texts) if fake.embed_status else None
+                if status is not None:
+                    self._reply(status, {"error": f"fake failure {status}"})
+                    return
                 self._reply(
                     200,
                     {

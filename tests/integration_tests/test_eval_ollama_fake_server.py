@@ -11,6 +11,7 @@ evidence text is in its prompt, so the accuracy depends on what each strategy ke
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -25,10 +26,13 @@ from typing import Any
 import pytest
 from fake_ollama import MODEL, FakeOllama
 from langchain_ollama import ChatOllama
+from ollama import ResponseError
 
 from langchain_pacms.cli.main import main
+from langchain_pacms.eval.backends import selector_from_spec
 from langchain_pacms.eval.longmemeval import iter_questions
 from langchain_pacms.eval.qa import CHECK_PROMPT, JUDGE_NUM_CTX, run_qa
+from langchain_pacms.eval.recall import RecallConfig, load_questions, run_recall
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
@@ -262,6 +266,41 @@ def test_recall_with_the_embedder_gone(server: FakeOllama, tmp_path: Path, capsy
     swept = {q.question_id: q for q in iter_questions(FIXTURES)}[first]
     assert not {r.text for r in swept.rounds} & set(server.embedded[before:])
     assert len(_rows(tmp_path, "all")) > len(_rows(tmp_path, "first"))
+
+
+def test_a_failing_worker_stops_the_sweep_at_once(tmp_path: Path) -> None:
+    # Twelve copies of one question, each with a word of its own. The embedder fails on the
+    # first one's texts; every request is held a little, so the queue is still long when the
+    # failure arrives. The error must not wait for the queued questions to be swept.
+    record = json.loads((FIXTURES / "2_fx_ssu.json").read_text())
+    data = tmp_path / "copies"
+    data.mkdir()
+    for k in range(12):
+        copy = json.loads(json.dumps(record))
+        copy["question_id"] = f"q{k:02d}"
+        for session in copy["haystack_sessions"]:
+            for turn in session:
+                turn["content"] += f" tag{k:02d}"
+        (data / f"{k}_q{k:02d}.json").write_text(json.dumps(copy))
+
+    def fail_first(texts: list[str]) -> int | None:
+        return 400 if any("tag00" in t for t in texts) else None
+
+    fake = FakeOllama(stall=0.2, embed_status=fail_first).start()
+    try:
+        factory = functools.partial(
+            selector_from_spec, f"ollama:{MODEL}", ollama_url=fake.url, cache="off"
+        )
+        config = RecallConfig.create(levels=(0,), budgets=(0.5,), strategies=["topk"])
+        with pytest.raises(ResponseError, match="fake failure 400"):
+            run_recall(load_questions(data, n=None), config, selector=factory(),
+                       selector_factory=factory, workers=2)
+        # What reached the server: the failing question, the one beside it, and the few the
+        # pool had already handed to its workers; never all twelve.
+        tags = {m.group() for t in fake.embedded for m in re.finditer(r"tag\d\d", t)}
+        assert "tag00" in tags and len(tags) <= 6, sorted(tags)
+    finally:
+        fake.stop()
 
 
 def test_ctrl_c_while_a_model_is_tested(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,54 @@ def test_json_shape_and_round_trip(tmp_path: Path) -> None:
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_plot_draws_budgets_in_ascending_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: list[list[float]] = []
+    plot = Axes.plot
+
+    def record(self: Axes, xs: list[float], *args: Any, **kwargs: Any) -> Any:
+        drawn.append(list(xs))
+        return plot(self, xs, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", record)
+    report = _report({(0, b, "topk"): [b, b] for b in (0.7, 0.05, 0.2)})
+    report = replace(report, config=replace(report.config, budgets=(0.7, 0.05, 0.2)))
+    report.save_plot(tmp_path / "p.png")
+    assert drawn == [[5.0, 20.0, 70.0]]
+    # The tables keep the order the budgets were given in.
+    md = report.to_markdown()
+    assert md.index("Budget = 70%") < md.index("Budget = 5%") < md.index("Budget = 20%")
+
+
+def test_save_without_matplotlib_keeps_json_and_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # import fails as if not installed
+    report = _report({(0, 0.2, "topk"): [1.0, 0.5]})
+    paths = report.save(tmp_path, "r", title="t")
+    assert set(paths) == {"json", "md"} and not (tmp_path / "r.png").exists()
+    assert RecallReport.load(paths["json"]).rows == report.rows
+    assert paths["md"].read_text().startswith("## t")
+    assert "no plot written" in caplog.text and "langchain-pacms[eval]" in caplog.text
+
+
+def test_budget_digits_survive_in_headings_and_command(tmp_path: Path) -> None:
+    report = _report({(0, 0.1234567, "topk"): [1.0, 0.5], (0, 0.07, "topk"): [1.0, 1.0]})
+    md = report.to_markdown()
+    assert "**Budget = 12.34567%**" in md and "**Budget = 7%**" in md
+    out = tmp_path / "out"
+    argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
+            "--budgets", "0.1234567", "0.07", "--strategies", "topk", "--out", str(out),
+            "--name", "d", "--quiet", "--result-cache", "off"]
+    assert main(argv) == 0
+    command = json.loads((out / "d.json").read_text())["meta"]["command"]
+    assert "--budgets 0.1234567 0.07 --strategies" in command
+
+
 # ------------------------------------------------------------------------------ data + CLI
 
 
@@ -446,6 +495,20 @@ def test_source_label_names_a_split_only_for_its_official_files() -> None:
     assert source_label(Path("d") / "oracle") == ("oracle", "oracle")
     # Not the S split: a user's file whose name merely starts like one.
     assert source_label(Path("d") / "longmemeval_sample.json") == (None, "longmemeval_sample")
+
+
+def test_source_labels_keep_distinct_sources_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    labels = [source_label(Path("d") / name)[1] for name in ("lme.v1", "lme.v2", "lme.v1.json")]
+    assert labels == ["lme.v1", "lme.v2", "lme.v1"]
+    assert source_label(Path("d") / "qs.tar.xz") == (None, "qs")
+    assert source_label(Path("d") / "qs.TGZ") == (None, "qs")
+    assert source_label(Path("d") / ".json") == (None, "json")  # a name that is all suffix
+    here = tmp_path / "my questions"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert source_label(Path(".")) == (None, "my-questions")
 
 
 def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
@@ -607,6 +670,43 @@ def test_cli_errors(extra: list[str], message: str, capsys: pytest.CaptureFixtur
             "--out", str(tmp_path), "--quiet"]
     assert main(base + extra) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--workers", "0"], "--workers: must be >= 1, got 0"),
+     (["--blas-threads", "-1"], "--blas-threads: must be >= 0, got -1"),
+     (["--n", "0"], "--n: must be >= 1, got 0"),
+     (["--workers", "two"], "--workers: expected an integer, got 'two'")],
+)
+def test_cli_rejects_bad_counts_before_any_work(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["eval", "longmemeval", "recall", "--data", str(tmp_path / "absent"),
+            "--out", str(tmp_path), *extra]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "loading questions" not in err
+
+
+def test_cli_ids_names_the_ids_it_cannot_use(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--levels", "0",
+            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path),
+            "--result-cache", "off", "--no-check",
+            "--ids", "fx_ssu", "fx_ku_abs", "fx_typo", "fx_other"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"warning: 2 ids not found in {FIXTURES}: fx_other, fx_typo" in err
+    assert "1 ids left out: abstention questions or no evidence round" in err
+    data = json.loads((tmp_path / "recall-lme_mini-ids-recap-pool.json").read_text())
+    assert {row[0] for row in data["rows"]} == {"fx_ssu"}
+    # Only unknown ids: nothing to sweep.
+    assert main([*argv[:-4], "fx_typo"]) == 2
+    assert "no eligible questions" in capsys.readouterr().err
 
 
 def test_cli_help_explains_the_terms(capsys: pytest.CaptureFixture[str]) -> None:
