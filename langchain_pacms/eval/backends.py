@@ -7,7 +7,10 @@ Embeddings (:func:`embeddings_from_spec`):
 * ``hashed:<dim>``: the same embedder with ``dim`` features (a power of two);
 * ``ollama:<model>``: ``langchain_ollama.OllamaEmbeddings`` (e.g. ``ollama:nomic-embed-text``,
   the study's setup). The server is ``ollama_url``, else ``$OLLAMA_HOST``, else Ollama's default
-  ``http://127.0.0.1:11434``.
+  ``http://127.0.0.1:11434``. A model trained with task prefixes (``nomic-embed-text``,
+  ``mxbai-embed-large``; see :data:`~langchain_pacms.embeddings.prefixed.TASK_PREFIXES`) is
+  wrapped in :class:`~langchain_pacms.embeddings.PrefixedEmbeddings`, so queries and
+  documents reach it the way it was trained to read them.
 
 Chat models (:func:`chat_model_from_spec`):
 
@@ -46,7 +49,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.stores import ByteStore
 
-from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.embeddings import (
+    CachedEmbeddings,
+    HashedTfidfEmbeddings,
+    PrefixedEmbeddings,
+    task_prefixes,
+)
 
 __all__ = [
     "CACHE_MODES",
@@ -197,7 +205,11 @@ def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None
             raise ImportError(
                 "ollama embeddings need langchain-ollama: pip install 'langchain-pacms[ollama]'"
             ) from err
-        return OllamaEmbeddings(model=arg, base_url=ollama_base_url(ollama_url))
+        model = OllamaEmbeddings(model=arg, base_url=ollama_base_url(ollama_url))
+        prefixes = task_prefixes(arg)
+        if prefixes is None:
+            return model
+        return PrefixedEmbeddings(model, query_prefix=prefixes[0], document_prefix=prefixes[1])
     if name == "python":
         return _from_python(arg, "embeddings", Embeddings)
     if name in ("default", "hashed") or ":" not in spec:

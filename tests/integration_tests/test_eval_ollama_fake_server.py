@@ -141,8 +141,14 @@ def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: A
         words_in, words_out = server.usage[role]
         assert reported == [words_in - len(CHECK_PROMPT.split()), words_out - 1]
 
-    # One selector for all strategies: each text was embedded once.
+    # One selector for all strategies: each text was embedded once, with the task prefix
+    # nomic-embed-text was trained with (the question as a query, the rounds as documents).
     assert server.embedded and len(server.embedded) == len(set(server.embedded))
+    queries = {t for t in server.embedded if t.startswith("search_query: ")}
+    assert {q.removeprefix("search_query: ") for q in queries} >= {
+        q.question for q in iter_questions(FIXTURES)
+    }
+    assert all(t.startswith("search_document: ") for t in set(server.embedded) - queries)
     printed = capsys.readouterr().out
     assert "reader `ollama:reader` · judge `ollama:judge`" in printed
 
@@ -264,7 +270,11 @@ def test_recall_with_the_embedder_gone(server: FakeOllama, tmp_path: Path, capsy
     before = len(server.embedded)
     assert main(_recall_argv(server, tmp_path, "all", "--all")) == 0
     swept = {q.question_id: q for q in iter_questions(FIXTURES)}[first]
-    assert not {r.text for r in swept.rounds} & set(server.embedded[before:])
+    again = {t.removeprefix("search_document: ") for t in server.embedded[before:]}
+    assert {r.text for r in swept.rounds} <= {
+        t.removeprefix("search_document: ") for t in server.embedded[:before]
+    }
+    assert not {r.text for r in swept.rounds} & again
     assert len(_rows(tmp_path, "all")) > len(_rows(tmp_path, "first"))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.language_models import FakeListChatModel
 
-from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings, PrefixedEmbeddings
 from langchain_pacms.embeddings.filestore import LocalByteStore
 from langchain_pacms.eval.backends import (
     chat_model_from_spec,
@@ -49,9 +49,14 @@ def test_unknown_embeddings_specs(spec: str) -> None:
 
 def test_ollama_specs_build_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9")
-    emb = embeddings_from_spec("ollama:nomic-embed-text")
-    assert type(emb).__name__ == "OllamaEmbeddings"
-    assert emb.model == "nomic-embed-text" and emb.base_url == "http://127.0.0.1:9"
+    emb = embeddings_from_spec("ollama:mxbai-embed-large:335m")
+    assert isinstance(emb, PrefixedEmbeddings)  # a model trained with task prefixes
+    assert emb.query_prefix.startswith("Represent this sentence") and emb.document_prefix == ""
+    inner = emb.embeddings
+    assert type(inner).__name__ == "OllamaEmbeddings"
+    assert inner.model == "mxbai-embed-large:335m" and inner.base_url == "http://127.0.0.1:9"
+    plain = embeddings_from_spec("ollama:all-minilm")  # no prefixes known: not wrapped
+    assert type(plain).__name__ == "OllamaEmbeddings"
     chat = chat_model_from_spec("ollama:llama3.1", ollama_url="http://localhost:1", temperature=0)
     assert type(chat).__name__ == "ChatOllama"
     assert chat.model == "llama3.1" and chat.base_url == "http://localhost:1"

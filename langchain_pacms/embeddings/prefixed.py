@@ -1,0 +1,104 @@
+"""Task prefixes for embedding models trained with them.
+
+Some retrieval embedders are trained to read a task instruction in front of every text:
+``nomic-embed-text`` expects ``search_query: `` before a query and ``search_document: ``
+before a passage, and ``mxbai-embed-large`` expects an instruction before queries only.
+Without them such a model still returns vectors, but query-to-passage similarity is weaker
+than the model can give. :class:`PrefixedEmbeddings` adds the prefixes around any LangChain
+``Embeddings``; :func:`task_prefixes` knows the documented ones by model name.
+
+The selector embeds the query with ``embed_query`` and every candidate with
+``embed_documents``, so both sides get the prefix that fits them.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> model = PrefixedEmbeddings(
+    ...     DeterministicFakeEmbedding(size=4), query_prefix="q: ", document_prefix="d: "
+    ... )
+    >>> model.embed_query("hi") == DeterministicFakeEmbedding(size=4).embed_query("q: hi")
+    True
+    >>> task_prefixes("nomic-embed-text:latest")
+    ('search_query: ', 'search_document: ')
+"""
+
+from __future__ import annotations
+
+from langchain_core.embeddings import Embeddings
+
+from langchain_pacms.embeddings.cache import model_identity
+
+__all__ = ["TASK_PREFIXES", "PrefixedEmbeddings", "task_prefixes"]
+
+TASK_PREFIXES: dict[str, tuple[str, str]] = {
+    "nomic-embed-text": ("search_query: ", "search_document: "),
+    "mxbai-embed-large": ("Represent this sentence for searching relevant passages: ", ""),
+}
+"""``model -> (query prefix, document prefix)``, as the models' authors document them."""
+
+
+def task_prefixes(model: str) -> tuple[str, str] | None:
+    """The ``(query, document)`` prefixes a model expects, or None if it needs none we know.
+
+    The model is matched by its base name: a tag (``:latest``, ``:v1.5``) and a namespace
+    (``library/``) are ignored.
+
+    Args:
+        model: A model name such as ``nomic-embed-text:latest``.
+
+    Returns:
+        The prefixes, or None.
+    """
+    base = model.strip().rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    return TASK_PREFIXES.get(base)
+
+
+class PrefixedEmbeddings(Embeddings):
+    """Wraps an ``Embeddings`` and puts a task prefix in front of every query and document.
+
+    Args:
+        embeddings: The model to wrap.
+        query_prefix: Put before every query text.
+        document_prefix: Put before every document text.
+
+    Raises:
+        ValueError: If both prefixes are empty (the wrapper would change nothing).
+    """
+
+    def __init__(
+        self, embeddings: Embeddings, *, query_prefix: str = "", document_prefix: str = ""
+    ) -> None:
+        if not query_prefix and not document_prefix:
+            raise ValueError("give a query_prefix, a document_prefix or both")
+        self.embeddings = embeddings
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+
+    @property
+    def cache_identity(self) -> str:
+        """The wrapped model's identity plus both prefixes: prefixed vectors differ."""
+        return (
+            f"{model_identity(self.embeddings)}|query_prefix={self.query_prefix!r}"
+            f"|document_prefix={self.document_prefix!r}"
+        )
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents, each behind the document prefix."""
+        return self.embeddings.embed_documents([self.document_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a query behind the query prefix."""
+        return self.embeddings.embed_query(self.query_prefix + text)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Async twin of :meth:`embed_documents`."""
+        return await self.embeddings.aembed_documents([self.document_prefix + t for t in texts])
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """Async twin of :meth:`embed_query`."""
+        return await self.embeddings.aembed_query(self.query_prefix + text)
+
+    def __repr__(self) -> str:
+        return (
+            f"PrefixedEmbeddings({self.embeddings!r}, query_prefix={self.query_prefix!r}, "
+            f"document_prefix={self.document_prefix!r})"
+        )
