@@ -69,6 +69,7 @@ from langchain_pacms.selector import Candidate, ContextSelector, Selection
 __all__ = [
     "BUDGET_BASES",
     "CHECK_PROMPT",
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_STRATEGIES",
     "JUDGE_NUM_CTX",
     "READER_SYSTEM_PROMPT",
@@ -1208,6 +1209,15 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="sampling temperature of ollama: and <provider>: models (default: 0); 'none' "
         "leaves it to the model, for models that reject the parameter",
     )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="N",
+        help="cap on each reply of ollama: (num_predict) and <provider>: (max_tokens) models, "
+        "so a model caught in a loop cannot hold a call forever; leave room for a reasoning "
+        f"model's thinking (default: {DEFAULT_MAX_TOKENS}; 0: no cap)",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="model calls in flight")
     parser.add_argument("--retries", type=int, default=2, help="retries per failed call")
     parser.add_argument(
@@ -1370,6 +1380,10 @@ def _temperature(text: str) -> float | None:
 JUDGE_NUM_CTX = 8192
 """``num_ctx`` of an ``ollama:`` judge that is not also the reader (its prompts are short)."""
 
+DEFAULT_MAX_TOKENS = 2048
+"""Default cap on a reply's tokens (``--max-tokens``): far above a LongMemEval answer or a
+verdict, with room for a reasoning model's thinking."""
+
 CHECK_PROMPT = "Reply with the single word OK."
 """The test prompt the CLI sends to each model before a run (skipped with ``--no-check``)."""
 
@@ -1471,11 +1485,12 @@ def qa_from_args(args: argparse.Namespace) -> int:
     """Run ``pacms eval longmemeval qa`` from parsed arguments.
 
     Model specs are resolved with ``langchain_pacms.eval.backends``, looked up at call time.
-    For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed`` and
-    ``num_ctx`` (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's
-    small default window); other ``<provider>:<model>`` specs get ``temperature``; ``fake:``
-    and ``python:`` models are built as they are. A ``temperature`` of ``None``
-    (``--temperature none``) is not passed at all.
+    For ``ollama:`` specs the models get ``temperature`` (default 0), ``seed``, ``num_ctx``
+    (default: :func:`auto_num_ctx`, so long prompts are not cut by Ollama's small default
+    window) and ``num_predict`` (``--max-tokens``); other ``<provider>:<model>`` specs get
+    ``temperature`` and ``max_tokens``; ``fake:`` and ``python:`` models are built as they
+    are. A ``temperature`` of ``None`` (``--temperature none``) and a ``--max-tokens`` of 0
+    are not passed at all.
 
     Args:
         args: Namespace built by a parser that went through :func:`add_qa_arguments`.
@@ -1512,6 +1527,10 @@ def _qa_command(args: argparse.Namespace) -> int:
     temperature = getattr(args, "temperature", 0.0)
     sampling: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
     num_ctx = getattr(args, "num_ctx", None) or None
+    max_tokens = getattr(args, "max_tokens", DEFAULT_MAX_TOKENS)
+    if max_tokens < 0:
+        print(f"error: --max-tokens must be >= 0, got {max_tokens}", file=sys.stderr)
+        return 2
 
     def is_ollama(spec: str) -> bool:
         return spec.strip().lower().startswith("ollama:")
@@ -1521,12 +1540,14 @@ def _qa_command(args: argparse.Namespace) -> int:
         if kind in ("fake", "python"):
             return backends.chat_model_from_spec(spec)
         if kind != "ollama":
-            return backends.chat_model_from_spec(spec, **sampling)
+            cap = {"max_tokens": max_tokens} if max_tokens else {}
+            return backends.chat_model_from_spec(spec, **sampling, **cap)
         # The window is sized for the reader's prompts; a judge of its own reads short ones
         # (a larger window would only hold memory, or make Ollama reload a shared model).
         window = num_ctx if spec == args.reader else JUDGE_NUM_CTX
+        cap = {"num_predict": max_tokens} if max_tokens else {}
         return backends.chat_model_from_spec(
-            spec, ollama_url=ollama_url, seed=args.seed, num_ctx=window, **sampling
+            spec, ollama_url=ollama_url, seed=args.seed, num_ctx=window, **sampling, **cap
         )
 
     # Build the models before the (slow) data load, so a bad spec fails fast. An ollama: reader
@@ -1598,6 +1619,7 @@ def _qa_command(args: argparse.Namespace) -> int:
         "ids_file": str(ids_file) if ids_file else None,
         "num_ctx": num_ctx,
         "temperature": temperature,
+        "max_tokens": max_tokens or None,
     }
     settings = {
         "reader": args.reader,
@@ -1611,6 +1633,7 @@ def _qa_command(args: argparse.Namespace) -> int:
         "budget": args.budget,
         "seed": args.seed,
         "temperature": temperature,
+        "max_tokens": max_tokens or None,
         # The sample itself, so that a resumed run answers the questions it started with.
         "questions": len(questions),
         "question_ids_sha256": hashlib.sha256(

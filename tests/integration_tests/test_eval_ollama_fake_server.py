@@ -31,7 +31,7 @@ from ollama import ResponseError
 from langchain_pacms.cli.main import main
 from langchain_pacms.eval.backends import selector_from_spec
 from langchain_pacms.eval.longmemeval import iter_questions
-from langchain_pacms.eval.qa import CHECK_PROMPT, JUDGE_NUM_CTX, run_qa
+from langchain_pacms.eval.qa import CHECK_PROMPT, DEFAULT_MAX_TOKENS, JUDGE_NUM_CTX, run_qa
 from langchain_pacms.eval.recall import RecallConfig, load_questions, run_recall
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
@@ -132,6 +132,7 @@ def test_qa_run_with_ollama_models(server: FakeOllama, tmp_path: Path, capsys: A
         # the reader's window as given; a judge of its own gets a small one
         window = 12288 if body["model"] == "reader" else JUDGE_NUM_CTX
         assert body["options"]["num_ctx"] == window
+        assert body["options"]["num_predict"] == DEFAULT_MAX_TOKENS  # replies are capped
     assert {body["model"] for body in chats} == {"reader", "judge"}
 
     # The usage the server reported reached the report (the test prompts are not in it; each
@@ -157,6 +158,18 @@ def _qa_argv(server: FakeOllama, out: Path, *extra: str) -> list[str]:
     argv = ["eval", "longmemeval", "qa", "--data", str(FIXTURES), "--all", "--quiet"]
     argv += ["--reader", "ollama:reader", "--ollama-url", server.url, "--out", str(out)]
     return [*argv, *extra]
+
+
+def test_max_tokens_caps_or_frees_the_replies(server: FakeOllama, tmp_path: Path) -> None:
+    argv = _qa_argv(server, tmp_path / "capped", "--max-tokens", "64", "--no-check")
+    assert main(argv) == 0
+    assert {body["options"]["num_predict"] for body in server.chats} == {64}
+    server.chats.clear()
+    assert main(_qa_argv(server, tmp_path / "free", "--max-tokens", "0", "--no-check")) == 0
+    assert server.chats and not any("num_predict" in body["options"] for body in server.chats)
+    report = json.loads((tmp_path / "free" / "qa_report.json").read_text())
+    assert report["config"]["max_tokens"] is None
+    assert main(_qa_argv(server, tmp_path / "bad", "--max-tokens", "-1")) == 2
 
 
 def test_a_missing_model_is_found_before_the_run(

@@ -31,6 +31,7 @@ from langchain_pacms.eval.judge import (
 from langchain_pacms.eval.longmemeval import QUESTION_TYPES, Question, Round, iter_questions
 from langchain_pacms.eval.qa import (
     CHECK_PROMPT,
+    DEFAULT_MAX_TOKENS,
     DEFAULT_STRATEGIES,
     QAReport,
     add_qa_arguments,
@@ -982,7 +983,8 @@ def test_qa_from_args_ollama_options(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert qa_from_args(_parse([*base, "--out", str(tmp_path / "a"), "--seed", "3"])) == 0
     built = [kw for spec, kw in calls if spec == "ollama:llama3.1" and kw]
     assert built == [
-        {"ollama_url": "http://h:1", "temperature": 0.0, "seed": 3, "num_ctx": 8192}
+        {"ollama_url": "http://h:1", "temperature": 0.0, "seed": 3, "num_ctx": 8192,
+         "num_predict": DEFAULT_MAX_TOKENS}
     ]  # auto window: the fixture prompts are tiny, so the 8192 floor
     # Checked before the data load, built once the window is known.
     assert [kw for spec, kw in calls if spec == "ollama:llama3.1"] == [{}, *built]
@@ -1004,11 +1006,14 @@ def test_qa_from_args_provider_options(monkeypatch: pytest.MonkeyPatch, tmp_path
     argv += ["--judge", "fake:judge", "--strategies", "topk", "--temperature", "0.3"]
     assert qa_from_args(_parse([*argv, "--out", str(tmp_path)])) == 0
     built = [kw for spec, kw in calls if spec == "prov:some-model" and kw]
-    assert built == [{"temperature": 0.3}]  # no Ollama-only options for other providers
+    # No Ollama-only options for other providers: the reply cap is their max_tokens.
+    assert built == [{"temperature": 0.3, "max_tokens": DEFAULT_MAX_TOKENS}]
     assert all(kw == {} for spec, kw in calls if spec == "fake:judge")
-    # 'none' leaves the temperature to the model (some reasoning models reject it).
+    # 'none' leaves the temperature to the model (some reasoning models reject it), and a cap
+    # of 0 sends no cap.
     calls.clear()
     argv[-1] = "none"
+    argv += ["--max-tokens", "0"]
     assert qa_from_args(_parse([*argv, "--out", str(tmp_path / "none")])) == 0
     assert [kw for spec, kw in calls if spec == "prov:some-model"] == [{}]
     config = json.loads((tmp_path / "none" / "qa_report.json").read_text())["config"]
