@@ -348,7 +348,8 @@ def _add_recall_parser(sub: Any) -> None:
                      help="worker processes, one question at a time each (default: 1)")
     run.add_argument("--blas-threads", type=_at_least(0), default=1, metavar="N",
                      help="OpenBLAS threads per process while sweeping; 0 leaves the "
-                     "library default (default: 1, fastest for the mmr ranking)")
+                     "library default (default: 1, fastest for the mmr ranking). The count "
+                     "can tip near-ties, so the result cache keeps each count's cells apart")
     run.add_argument("--exact", action="store_true",
                      help="call the registered mmr strategy for every budget instead of "
                      "sharing its budget-independent ranking (same picks, slower)")

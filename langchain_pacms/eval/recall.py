@@ -71,7 +71,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -508,13 +508,21 @@ class ResultCache:
     Cells live in ``<root>/recall-cells/<namespace>/``: cells of another code version,
     embedder or tokenizer are never read, and :meth:`prune` removes them.
 
+    The OpenBLAS kernel and thread count are part of every key too: both change how a matrix
+    product splits its sums, so results can differ in the last bits and a near-tie can go the
+    other way (measured on the 100-question recap table: 8 of 12,000 rows moved between one
+    and two threads, 6 between two machines' kernels; all of them ``pacms_paper`` filler
+    picks). Cells computed another way are kept apart in the same namespace.
+
     Attributes:
         root: Cache folder.
         namespace: Hash of code, embedder and tokenizer (see :meth:`for_selector`).
+        blas: The BLAS setup the cells are computed with, as :func:`blas_setup` gives it.
     """
 
     root: str
     namespace: str
+    blas: str | None = None
 
     @classmethod
     def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
@@ -584,7 +592,7 @@ class ResultCache:
         """The key of one cell: strategy ``name`` run with the resolved ``options``."""
         given = json.dumps(dict(options), sort_keys=True, default=str)
         return (f"{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
-                f"R{level}/{budget!r}/{name}/{given}")
+                f"R{level}/{budget!r}/{name}/{given}/blas={self.blas}")
 
 
 def _file_digest(path: Path) -> str:
@@ -815,19 +823,29 @@ _SET_NAMES = (
 )
 
 
-def _openblas_handles() -> list[tuple[Any, Any]]:
-    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
-    handles: list[tuple[Any, Any]] = []
+_CORENAME_NAMES = tuple(
+    name.replace("set_num_threads", "get_corename") for name in _SET_NAMES
+)
+
+
+def _openblas_libs() -> list[Any]:
+    """Every OpenBLAS library loaded in this process (Linux; empty elsewhere)."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as fh:
             paths = {ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ".so" in ln}
     except OSError:
-        return handles
+        return []
+    libs = []
     for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+        with contextlib.suppress(OSError):
+            libs.append(ctypes.CDLL(path))
+    return libs
+
+
+def _openblas_handles() -> list[tuple[Any, Any]]:
+    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
+    handles: list[tuple[Any, Any]] = []
+    for lib in _openblas_libs():
         for set_name in _SET_NAMES:
             setter = getattr(lib, set_name, None)
             getter = getattr(lib, set_name.replace("_set_", "_get_"), None)
@@ -835,6 +853,29 @@ def _openblas_handles() -> list[tuple[Any, Any]]:
                 handles.append((setter, getter))
                 break
     return handles
+
+
+def blas_setup() -> str | None:
+    """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"`` (Linux).
+
+    None when no OpenBLAS is loaded (or it cannot be asked); ``"? x1"`` when it does not
+    name its kernel.
+    """
+    handles = _openblas_handles()
+    if not handles:
+        return None
+    return f"{_blas_kernel() or '?'} x{int(handles[0][1]())}"
+
+
+def _blas_kernel() -> str | None:
+    for lib in _openblas_libs():
+        for name in _CORENAME_NAMES:
+            get = getattr(lib, name, None)
+            if get is not None:
+                get.restype = ctypes.c_char_p
+                value = get()
+                return value.decode("ascii", "replace") if value else None
+    return None
 
 
 @contextlib.contextmanager
@@ -962,7 +1003,11 @@ def run_recall(
             selector = ContextSelector()
     fingerprint = code_fingerprint()  # before the run: the code the workers import
     options = column_options(selector, config)
-    cache = ResultCache.for_selector(cache_dir, selector) if cache_dir is not None else None
+    with blas_threads(blas_threads_limit):  # what the sweep (and each worker) will run with
+        blas = blas_setup()
+    cache = None
+    if cache_dir is not None:
+        cache = replace(ResultCache.for_selector(cache_dir, selector), blas=blas)
     started = time.perf_counter()
     load_before = _loadavg()
     bar = _progress(len(questions), progress)
@@ -1027,6 +1072,7 @@ def run_recall(
         "distinct_texts": sum(r.n_texts for r in results),
         "workers": workers,
         "blas_threads": blas_threads_limit,
+        "blas": blas,
         "share_rankings": share_rankings,
         "mmr_checks": sum(r.mmr_checks for r in results),
         "mmr_mismatches": sum(r.mmr_mismatches for r in results),

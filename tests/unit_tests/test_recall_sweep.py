@@ -561,6 +561,13 @@ def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
     assert third["rows"] == second["rows"]
     assert [r[:5] for r in first["rows"]] == [r[:5] for r in third["rows"] if r[4] != (
         "pacms:cost_exponent=0")]
+    # Another BLAS thread count can tip a near-tie, so its cells are computed anew.
+    if third["meta"]["blas"] is None:
+        pytest.skip("no OpenBLAS loaded: the thread count cannot be set or read")
+    assert third["meta"]["blas"].endswith(" x1")
+    assert main([*base, "--strategies", "topk", "--blas-threads", "2"]) == 0
+    fourth = json.loads((tmp_path / "r.json").read_text())
+    assert fourth["meta"]["blas"].endswith(" x2") and fourth["meta"]["cached_cells"] == 0
 
 
 def test_result_cache_prune_keeps_only_its_namespace(
@@ -640,6 +647,10 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     assert sweep_question(edited, selector, cfg, cache=cache).cached_cells == 0
     other = ResultCache.for_selector(tmp_path, ContextSelector(HashedTfidfEmbeddings(dim=256)))
     assert other.namespace != cache.namespace
+    # Another BLAS kernel or thread count: the same namespace, other keys.
+    keys = {replace(cache, blas=blas).key("d", cfg, 0, 0.1, "topk", {})
+            for blas in (None, "Haswell x1", "Haswell x2", "SkylakeX x1")}
+    assert len(keys) == 4
     # Same model identity, another declared pacms threshold or gain floor: the pacms cells
     # are keyed by the options they run with, so they miss, while the other columns still hit.
     plain = RecallConfig.create(levels=(0,), budgets=(0.1, 0.5), strategies=["pacms", "topk"])
