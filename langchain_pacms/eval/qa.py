@@ -1540,7 +1540,7 @@ def _qa_command(args: argparse.Namespace) -> int:
         if kind in ("fake", "python"):
             return backends.chat_model_from_spec(spec)
         if kind != "ollama":
-            cap = {"max_tokens": max_tokens} if max_tokens else {}
+            cap: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens else {}
             return backends.chat_model_from_spec(spec, **sampling, **cap)
         # The window is sized for the reader's prompts; a judge of its own reads short ones
         # (a larger window would only hold memory, or make Ollama reload a shared model).
