@@ -1356,8 +1356,9 @@ class RecallReport:
     ) -> dict[str, Path]:
         """Write ``<stem>.json``, ``<stem>.md`` and ``<stem>.png`` into ``out_dir``.
 
-        Without matplotlib (the ``eval`` extra) the plot is skipped with a logged warning: the JSON
-        and the tables of a finished sweep are never lost to a missing plotting library.
+        Without matplotlib (the ``eval`` extra) the plot is skipped with a logged warning (and
+        an older plot of the same name removed): the JSON and the tables of a finished sweep
+        are never lost to a missing plotting library.
 
         Args:
             out_dir: Output folder (created if missing).
@@ -1372,9 +1373,11 @@ class RecallReport:
         paths = {"json": folder / f"{stem}.json", "md": folder / f"{stem}.md"}
         paths["json"].write_text(self.to_json(), encoding="utf-8")
         paths["md"].write_text(self.to_markdown(title=title), encoding="utf-8")
+        png = folder / f"{stem}.png"
         try:
-            paths["png"] = self.save_plot(folder / f"{stem}.png")
+            paths["png"] = self.save_plot(png)
         except ImportError as err:
+            png.unlink(missing_ok=True)  # an older run's plot must not pass for this one's
             logger.warning(
                 "no plot written (%s); the eval extra brings matplotlib: "
                 "pip install 'langchain-pacms[eval]'", err,

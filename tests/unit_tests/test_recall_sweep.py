@@ -437,6 +437,7 @@ def test_save_without_matplotlib_keeps_json_and_tables(
     for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails as if not installed
     report = _report({(0, 0.2, "topk"): [1.0, 0.5]})
+    (tmp_path / "r.png").write_bytes(b"an older run's plot")
     paths = report.save(tmp_path, "r", title="t")
     assert set(paths) == {"json", "md"} and not (tmp_path / "r.png").exists()
     assert RecallReport.load(paths["json"]).rows == report.rows
