@@ -74,8 +74,8 @@ def source_label(source: Path) -> tuple[str | None, str]:
     ``--split`` only chooses among the sources of a data directory; a folder, archive or file
     given directly is named by what it is, so its results are not labelled with a split they
     may not hold. The label is the full name without a known file-type suffix, so
-    ``lme.v1.json`` and ``lme.v2.json`` get different labels, and ``.`` is named by the folder
-    it stands for.
+    ``lme.v1.json`` and ``lme.v2.json`` get different labels, and ``.`` or ``..`` is named by
+    the folder it stands for.
 
     Example:
         >>> source_label(Path("data/longmemeval_oracle.json")), source_label(Path("my qs"))
@@ -86,7 +86,7 @@ def source_label(source: Path) -> tuple[str | None, str]:
     split = split_of(source)
     if split is not None:
         return split, split
-    name = source.name or source.resolve().name
+    name = source.resolve().name if source.name in ("", "..") else source.name
     for suffix in _SOURCE_SUFFIXES:
         if name.lower().endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
@@ -247,6 +247,7 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--ollama-url", args.ollama_url]
     parts += ["--cache-dir", str(args.cache_dir), "--cache", args.cache]
     parts += ["--result-cache", args.result_cache, "--workers", str(args.workers)]
+    parts += ["--blas-threads", str(args.blas_threads)]
     if args.exact:
         parts.append("--exact")
     return shlex.join(parts)

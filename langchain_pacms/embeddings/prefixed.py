@@ -23,11 +23,16 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.embeddings import Embeddings
 
 from langchain_pacms.embeddings.cache import model_identity
 
 __all__ = ["TASK_PREFIXES", "PrefixedEmbeddings", "task_prefixes"]
+
+_PASSED_THROUGH = frozenset({"similarity_threshold", "min_gain", "reweight_pool"})
+"""What a model may declare for the selector; the wrapper answers with the wrapped model's."""
 
 TASK_PREFIXES: dict[str, tuple[str, str]] = {
     "nomic-embed-text": ("search_query: ", "search_document: "),
@@ -55,6 +60,10 @@ def task_prefixes(model: str) -> tuple[str, str] | None:
 class PrefixedEmbeddings(Embeddings):
     """Wraps an ``Embeddings`` and puts a task prefix in front of every query and document.
 
+    What the wrapped model declares for the selector (``similarity_threshold``, ``min_gain``,
+    ``reweight_pool``) is read through the wrapper, so ``pacms`` runs with the same settings
+    as without it. Anything else, a fast path that would skip the prefixes included, is not.
+
     Args:
         embeddings: The model to wrap.
         query_prefix: Put before every query text.
@@ -72,6 +81,12 @@ class PrefixedEmbeddings(Embeddings):
         self.embeddings = embeddings
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("embeddings")
+        if name in _PASSED_THROUGH and inner is not None:
+            return getattr(inner, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def cache_identity(self) -> str:

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_pacms.core import get_strategy
+from langchain_pacms.embeddings import model_identity
 from langchain_pacms.eval.backends import EMBEDDINGS_HELP
 from langchain_pacms.eval.judge import ajudge, build_judge_messages, message_text, strip_reasoning
 from langchain_pacms.eval.longmemeval import (
@@ -1625,6 +1626,8 @@ def _qa_command(args: argparse.Namespace) -> int:
         "reader": args.reader,
         "judge": judge_spec,
         "embeddings": emb_spec,
+        # What the spec builds, which can change between versions (ollama: task prefixes).
+        "embeddings_identity": model_identity(selector.embeddings.embeddings),
         "split": args.split,
         "source": str(source),
         "style": args.style,

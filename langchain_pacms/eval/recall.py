@@ -72,6 +72,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -526,7 +527,11 @@ class ResultCache:
 
     @classmethod
     def for_selector(cls, root: str | os.PathLike[str], selector: Any) -> ResultCache:
-        """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer."""
+        """A cache whose namespace covers the code and ``selector``'s embedder and tokenizer.
+
+        Its :attr:`blas` is the BLAS setup in effect now; :func:`run_recall` sets the one its
+        sweep runs with.
+        """
         from langchain_pacms.embeddings.cache import model_identity
 
         inner = getattr(selector.embeddings, "embeddings", selector.embeddings)
@@ -540,7 +545,7 @@ class ResultCache:
             ",".join(str(counter(text)) for text in _TOKENIZER_PROBES),
         ]
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
-        return cls(str(Path(root).expanduser()), digest)
+        return cls(str(Path(root).expanduser()), digest, blas_setup())
 
     @property
     def folder(self) -> Path:
@@ -1194,10 +1199,10 @@ def load_questions(
 def _fmt_budget(fraction: float) -> str:
     """A budget fraction as a percentage, with every digit it has (``0.1234567`` -> ``12.34567%``).
 
-    Twelve significant digits keep a user's value whole and drop float noise such as
-    ``0.07 * 100 = 7.000000000000001``.
+    The digits are those of the fraction's shortest repr, moved two places, so distinct budgets
+    never print alike and float noise such as ``0.07 * 100 = 7.000000000000001`` never shows.
     """
-    return f"{fraction * 100:.12g}%"
+    return f"{Decimal(repr(float(fraction))).scaleb(2).normalize():f}%"
 
 
 @dataclass

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from langchain_pacms import Candidate, ContextSelector
-from langchain_pacms.embeddings import CachedEmbeddings, PrefixedEmbeddings, task_prefixes
+from langchain_pacms.embeddings import (
+    CachedEmbeddings,
+    HashedTfidfEmbeddings,
+    PrefixedEmbeddings,
+    task_prefixes,
+)
 from langchain_pacms.embeddings.cache import model_identity
+from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 
 
 class Recording(Embeddings):
@@ -54,6 +61,20 @@ def test_prefixed_vectors_are_cached_apart_from_plain_ones() -> None:
     assert len(identities) == 3
     assert model_identity(a).startswith(model_identity(plain))
     assert CachedEmbeddings(a).namespace != CachedEmbeddings(plain).namespace
+
+
+def test_the_wrapped_models_declarations_still_reach_the_selector() -> None:
+    lexical = HashedTfidfEmbeddings(dim=256)
+    wrapped = PrefixedEmbeddings(lexical, query_prefix="q: ")
+    plain, prefixed = ContextSelector(lexical), ContextSelector(wrapped)
+    assert prefixed.similarity_threshold == plain.similarity_threshold == 0.6
+    assert prefixed.min_gain == plain.min_gain == 0.01
+    assert wrapped.reweight_pool == lexical.reweight_pool
+    # A fast path would skip the prefixes, so it is not passed through.
+    assert hasattr(lexical, "embed_matrix") and not hasattr(wrapped, "embed_matrix")
+    assert copy.deepcopy(wrapped).query_prefix == "q: "  # no recursion before __init__
+    dense = PrefixedEmbeddings(DeterministicFakeEmbedding(size=8), query_prefix="q: ")
+    assert ContextSelector(dense).similarity_threshold == DENSE_SIMILARITY_THRESHOLD
 
 
 def test_known_prefixes_by_base_name() -> None:

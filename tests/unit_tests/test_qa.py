@@ -856,6 +856,16 @@ def test_qa_cli_keeps_answers_on_ctrl_c_and_resumes(
     fewer = [*argv[:2], "--n", "2", *argv[3:]]  # the same settings, another question sample
     assert qa_from_args(_parse([*fewer, "--resume"])) == 2
     assert "questions: 3 there, 2 now" in capsys.readouterr().err
+    # The same spec building another embedder (as ollama:nomic-embed-text did once task
+    # prefixes were added) must not mix its vectors into the kept answers.
+    run_file = out / "qa_run.json"
+    saved = run_file.read_text()
+    settings = json.loads(saved)
+    assert settings["embeddings_identity"].startswith("pacms-hashed-tfidf")
+    run_file.write_text(json.dumps({**settings, "embeddings_identity": "older-embedder"}))
+    assert qa_from_args(_parse([*argv, "--resume"])) == 2
+    assert "embeddings_identity: 'older-embedder' there" in capsys.readouterr().err
+    run_file.write_text(saved)
     assert qa_from_args(_parse([*argv, "--resume"])) == 0
     assert readers[-1].state["calls"] == 9 - len(kept)  # only the missing pairs were asked
     records = [json.loads(line) for line in (out / "qa_records.jsonl").read_text().splitlines()]

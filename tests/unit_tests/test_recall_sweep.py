@@ -25,6 +25,7 @@ from langchain_pacms.eval.recall import (
     ResultCache,
     StrategySpec,
     _SharedRankingMMR,
+    blas_setup,
     blas_threads,
     budget_tokens,
     load_questions,
@@ -449,6 +450,9 @@ def test_budget_digits_survive_in_headings_and_command(tmp_path: Path) -> None:
     report = _report({(0, 0.1234567, "topk"): [1.0, 0.5], (0, 0.07, "topk"): [1.0, 1.0]})
     md = report.to_markdown()
     assert "**Budget = 12.34567%**" in md and "**Budget = 7%**" in md
+    close = _report({(0, 0.123456789012345, "topk"): [1.0], (0, 0.1234567890124, "topk"): [1.0]})
+    close_md = close.to_markdown()
+    assert "12.3456789012345%" in close_md and "12.34567890124%" in close_md
     out = tmp_path / "out"
     argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
             "--budgets", "0.1234567", "0.07", "--strategies", "topk", "--out", str(out),
@@ -456,6 +460,7 @@ def test_budget_digits_survive_in_headings_and_command(tmp_path: Path) -> None:
     assert main(argv) == 0
     command = json.loads((out / "d.json").read_text())["meta"]["command"]
     assert "--budgets 0.1234567 0.07 --strategies" in command
+    assert command.endswith("--workers 1 --blas-threads 1")
 
 
 # ------------------------------------------------------------------------------ data + CLI
@@ -510,6 +515,9 @@ def test_source_labels_keep_distinct_sources_apart(
     here.mkdir()
     monkeypatch.chdir(here)
     assert source_label(Path(".")) == (None, "my-questions")
+    (here / "sub").mkdir()
+    monkeypatch.chdir(here / "sub")
+    assert source_label(Path("..")) == source_label(Path("./..")) == (None, "my-questions")
 
 
 def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
@@ -652,6 +660,9 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     keys = {replace(cache, blas=blas).key("d", cfg, 0, 0.1, "topk", {})
             for blas in (None, "Haswell x1", "Haswell x2", "SkylakeX x1")}
     assert len(keys) == 4
+    assert cache.blas == blas_setup()  # the setup in effect, also for direct sweep_question use
+    with blas_threads(1):
+        assert ResultCache.for_selector(tmp_path, selector).blas == blas_setup()
     # Same model identity, another declared pacms threshold or gain floor: the pacms cells
     # are keyed by the options they run with, so they miss, while the other columns still hit.
     plain = RecallConfig.create(levels=(0,), budgets=(0.1, 0.5), strategies=["pacms", "topk"])
