@@ -511,9 +511,10 @@ class ResultCache:
 
     The OpenBLAS kernel and thread count are part of every key too: both change how a matrix
     product splits its sums, so results can differ in the last bits and a near-tie can go the
-    other way (measured on the 100-question recap table: 8 of 12,000 rows moved between one
-    and two threads, 6 between two machines' kernels; all of them ``pacms_paper`` filler
-    picks). Cells computed another way are kept apart in the same namespace.
+    other way (measured on the 100-question recap table: 10 of 12,000 rows moved between one
+    and two threads on one machine, 6 between two machines with one thread each; all of them
+    ``pacms_paper`` filler picks at R = 8). Cells computed another way are kept apart in the
+    same namespace.
 
     Attributes:
         root: Cache folder.
