@@ -7,9 +7,32 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from langchain_pacms.demo import DEFAULT_STRATEGIES, format_table, load_demo_session, run_demo
+from langchain_pacms.core import available_strategies
+from langchain_pacms.demo import (
+    DEFAULT_BUDGET_RATIO,
+    DEFAULT_STRATEGIES,
+    format_table,
+    load_demo_session,
+    run_demo,
+)
 
-__all__ = ["register"]
+__all__ = ["budget_ratio", "register"]
+
+
+def budget_ratio(value: str) -> float:
+    """Parse a budget ratio for argparse: a number in ``(0, 1]``.
+
+    Example:
+        >>> budget_ratio("0.25")
+        0.25
+    """
+    try:
+        ratio = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0 < ratio <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return ratio
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -20,8 +43,13 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(f"{session.title}\n")
     print(f"{len(session.candidates)} candidates; final question: {session.query!r}")
-    print(f"budget: {args.budget_ratio:.0%} of the session's tokens (tokenizer o200k_base)\n")
-    print(format_table(rows))
+    print(f"budget: {args.budget_ratio:.1%} of the session's tokens (tokenizer o200k_base)")
+    for fact in session.facts:
+        ids = session.fact_ids(fact)
+        print(f"fact {fact.name!r}: stated by {len(ids)} candidates ({', '.join(ids)})")
+    print()
+    print(format_table(rows, [f.name for f in session.facts]))
+    print("\ntimes are warm: one untimed pass embedded the session first")
     return 0
 
 
@@ -32,15 +60,22 @@ def register(subparsers: Any) -> None:
         help="compare strategies on a bundled agent session",
         description=(
             "Select from a bundled agent session (memories, turns, tool outputs, restatements) "
-            "with each strategy under one tight budget, and show whether the fact the final "
-            "question re-asks survived."
+            "with each strategy under one tight budget, and show whether each fact the final "
+            "question needs survived."
         ),
     )
     parser.add_argument(
-        "--budget-ratio", type=float, default=0.2, help="budget as a fraction of all tokens"
+        "--budget-ratio",
+        type=budget_ratio,
+        default=DEFAULT_BUDGET_RATIO,
+        help=f"budget as a fraction of all tokens, in (0, 1] (default {DEFAULT_BUDGET_RATIO})",
     )
     parser.add_argument(
-        "--strategies", nargs="+", default=list(DEFAULT_STRATEGIES), help="strategies to compare"
+        "--strategies",
+        nargs="+",
+        choices=available_strategies(),
+        default=list(DEFAULT_STRATEGIES),
+        help="strategies to compare",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=_run)
