@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
@@ -50,12 +50,14 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
     return values
 
 
-def _without_old_context(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` without a context message an earlier selection wrote back to the history.
+def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
+    """``messages`` as message objects, without a context message an earlier selection wrote.
 
-    This call builds its own from the memories and documents it keeps.
+    Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
+    converted with LangChain's ``convert_to_messages``; message objects pass through as they
+    are. This call builds its own context message from the memories and documents it keeps.
     """
-    return [m for m in messages if m.id != CONTEXT_MESSAGE_ID]
+    return [m for m in convert_to_messages(messages) if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:

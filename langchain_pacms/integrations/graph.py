@@ -21,6 +21,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import CONFIG_KEY_RUNTIME, get_runtime
 from langgraph.store.base import BaseStore
 
 from langchain_pacms.integrations._runner import SelectionRunner
@@ -40,23 +41,27 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
+def _graph_runtime(config: RunnableConfig | None) -> Any:
+    """The LangGraph ``Runtime`` of the running graph (store and context), if any.
+
+    ``langgraph.runtime.get_runtime`` reads the config from a context variable, which async
+    code on Python 3.10 does not carry; then the runtime is read from the ``config`` LangGraph
+    passes to the hook, under the same public key ``get_runtime`` uses.
+    """
+    try:
+        return get_runtime()
+    except Exception:
+        return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+
+
 def _graph_store(config: RunnableConfig | None) -> BaseStore | None:
     """The store LangGraph injects into the running graph, if any."""
-    try:
-        from langgraph.config import get_store
-
-        store = get_store()
-    except Exception:
-        store = None
-    if store is None and config is not None:  # Python 3.10 async: no contextvar, read the config
-        runtime = (config.get("configurable") or {}).get("__pregel_runtime")
-        store = getattr(runtime, "store", None)
+    store = getattr(_graph_runtime(config), "store", None)
     return store if isinstance(store, BaseStore) else None
 
 
 def _graph_context(config: RunnableConfig | None) -> Any:
-    runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
-    return getattr(runtime, "context", None)
+    return getattr(_graph_runtime(config), "context", None)
 
 
 class PACMSHook(RunnableLambda):

@@ -99,3 +99,20 @@ def test_memory_ceiling_reaches_a_selector_built_by_the_runner(monkeypatch):
     assert "memory_ceiling_bytes" not in seen  # only passed when set
     create_pacms_hook(budget_tokens=10, memory_ceiling_bytes=64 * 2**20)
     assert seen["memory_ceiling_bytes"] == 64 * 2**20
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    [
+        [("user", "the staging port is 6543"), ("assistant", "noted"), ("user", "which port?")],
+        [{"role": "user", "content": "the staging port is 6543"},
+         {"role": "assistant", "content": "noted"}, {"role": "user", "content": "which port?"}],
+    ],
+)
+async def test_tuples_and_dicts_are_converted_to_messages(conversation):
+    hook = create_pacms_hook(budget_tokens=100)
+    for out in (hook.invoke({"messages": conversation})["llm_input_messages"],
+                (await hook.ainvoke({"messages": conversation}))["llm_input_messages"]):
+        assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
+        assert out[-1].content == "which port?"
+    assert hook.last_selection is not None and not hook.last_selection.fell_back
