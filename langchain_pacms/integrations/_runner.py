@@ -11,16 +11,14 @@ import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
-from langchain_core.retrievers import BaseRetriever
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.core import get_strategy
+from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
     CONTEXT_MESSAGE_ID,
     apply_selection,
@@ -31,16 +29,11 @@ from langchain_pacms.integrations.messages import (
 from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
-__all__ = ["DEFAULT_ANSWER_RESERVE", "Namespace", "QueryFn", "SelectionRunner"]
+__all__ = ["SelectionRunner"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ANSWER_RESERVE = 4096
 _NO_QUERY = "the most recent conversation"
-
-QueryFn = Callable[[Any], str]
-Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
-
 
 def _tokens_of(counter: Callable[[str], int], texts: Sequence[str]) -> int:
     return sum(counter(t) for t in texts)
@@ -57,85 +50,55 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
     return values
 
 
-def _without_old_context(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` without a context message an earlier selection wrote back to the history.
+def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
+    """``messages`` as message objects, without a context message an earlier selection wrote.
 
-    This call builds its own from the memories and documents it keeps.
+    Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
+    converted with LangChain's ``convert_to_messages``; message objects pass through as they
+    are. This call builds its own context message from the memories and documents it keeps.
     """
-    return [m for m in messages if m.id != CONTEXT_MESSAGE_ID]
+    return [m for m in convert_to_messages(messages) if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:
-    """Resolve the options once, then select for each model call (sync or async).
+    """Select for each model call (sync or async) with one :class:`SelectionConfig`.
 
-    See :func:`langchain_pacms.integrations.create_pacms_hook` for the meaning of the options.
+    Args:
+        config: The validated options.
+        selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
+        embeddings: Embeddings for a new selector (default: the offline lexical embedder).
+        source: Which integration runs it (``"hook"``, ``"middleware"``), for the reports.
     """
 
     def __init__(
         self,
+        config: SelectionConfig,
         selector: ContextSelector | None = None,
         *,
         embeddings: Embeddings | None = None,
-        strategy: str | None = None,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
-        context_window: int | None = None,
-        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
-        query: QueryFn | None = None,
-        store: BaseStore | None = None,
-        memory_namespaces: Sequence[Namespace] = (),
-        memory_limit: int = 10,
-        retriever: BaseRetriever | None = None,
-        log_path: str | Path | None = None,
-        strict: bool = False,
-        keep_latest_turn: bool = True,
-        tool_placeholders: bool = False,
-        context_role: str = "system",
         source: str = "hook",
-        strategy_options: Mapping[str, Any] | None = None,
     ) -> None:
         if selector is not None and embeddings is not None:
             raise ValueError("pass either a selector or embeddings, not both")
-        if budget_tokens is not None and budget_ratio is not None:
-            raise ValueError("pass budget_tokens or budget_ratio, not both")
-        if budget_tokens is None and budget_ratio is None and context_window is None:
-            raise ValueError("pass budget_tokens, budget_ratio or context_window")
-        if budget_tokens is not None and (
-            isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int)
-            or budget_tokens <= 0
-        ):
-            raise ValueError(f"budget_tokens must be a positive int, got {budget_tokens!r}")
-        if budget_ratio is not None and not (
-            isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1
-        ):
-            raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
-        if context_window is not None and context_window - answer_reserve <= 0:
-            raise ValueError(
-                f"context_window ({context_window}) must exceed answer_reserve ({answer_reserve})"
-            )
-        if memory_limit < 1:
-            raise ValueError(f"memory_limit must be >= 1, got {memory_limit}")
-        if context_role not in ("system", "human"):
-            raise ValueError(f"context_role must be 'system' or 'human', got {context_role!r}")
-        if isinstance(strategy, str):
-            get_strategy(strategy)  # unknown names fail now, not on every model call
-        self.selector = selector or ContextSelector(embeddings, strict=strict)
-        self.strategy = strategy
-        self.strategy_options = dict(strategy_options or {})
-        self.budget_tokens = budget_tokens
-        self.budget_ratio = budget_ratio
-        self.context_window = context_window
-        self.answer_reserve = answer_reserve
-        self.query = query
-        self.store = store
-        self.memory_namespaces = tuple(memory_namespaces)
-        self.memory_limit = memory_limit
-        self.retriever = retriever
-        self.log = SelectionLog(log_path) if log_path is not None else None
-        self.strict = strict
-        self.keep_latest_turn = keep_latest_turn
-        self.tool_placeholders = tool_placeholders
-        self.context_role = context_role
+        if selector is None:
+            extra: dict[str, Any] = {}
+            if config.memory_ceiling_bytes is not None:
+                extra["memory_ceiling_bytes"] = config.memory_ceiling_bytes
+            selector = ContextSelector(embeddings, strict=config.strict, **extra)
+        self.config = config
+        self.selector = selector
+        self.strategy = config.strategy
+        self.strategy_options = dict(config.strategy_options)
+        self.query = config.query
+        self.store = config.store
+        self.memory_namespaces = tuple(config.memory_namespaces)
+        self.memory_limit = config.memory_limit
+        self.retriever = config.retriever
+        self.log = SelectionLog(config.log_path) if config.log_path is not None else None
+        self.strict = config.strict
+        self.keep_latest_turn = config.keep_latest_turn
+        self.tool_placeholders = config.tool_placeholders
+        self.context_role = config.context_role
         self.source = source
         self.last_selection: Selection | None = None
 
@@ -147,17 +110,17 @@ class SelectionRunner:
         memories and documents among ``candidates`` compete for that budget but do not raise
         it.
         """
-        if self.budget_tokens is not None:
-            return {"budget_tokens": self.budget_tokens}
-        if self.context_window is not None:
-            window = self.context_window - self.answer_reserve
-            return {"budget_tokens": max(1, math.floor(window * (self.budget_ratio or 1.0)))}
-        assert self.budget_ratio is not None  # checked in __init__
+        budget = self.config.budget
+        if budget.tokens is not None:
+            return {"budget_tokens": budget.tokens}
+        if budget.context_window is not None:
+            return {"budget_tokens": budget.window_tokens()}
+        assert budget.ratio is not None  # a Budget has exactly one kind
         conversation = [c for c in candidates if c.kind not in ("memory", "document")]
         if len(conversation) == len(candidates):  # nothing looked up: the selector's own rule
-            return {"budget_ratio": self.budget_ratio}
+            return {"budget_ratio": budget.ratio}
         total = sum(self.selector.count_tokens(conversation))
-        return {"budget_tokens": max(1, math.floor(total * self.budget_ratio))}
+        return {"budget_tokens": max(1, math.floor(total * budget.ratio))}
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
         """The query: ``query(state)`` if configured, else the latest human message."""

@@ -14,22 +14,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, RemoveMessage
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import CONFIG_KEY_RUNTIME, get_runtime
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import (
-    DEFAULT_ANSWER_RESERVE,
-    Namespace,
-    SelectionRunner,
-)
+from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations.config import SelectionConfig, resolve_config
 from langchain_pacms.selector import ContextSelector, Selection
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
@@ -45,23 +41,27 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
+def _graph_runtime(config: RunnableConfig | None) -> Any:
+    """The LangGraph ``Runtime`` of the running graph (store and context), if any.
+
+    ``langgraph.runtime.get_runtime`` reads the config from a context variable, which async
+    code on Python 3.10 does not carry; then the runtime is read from the ``config`` LangGraph
+    passes to the hook, under the same public key ``get_runtime`` uses.
+    """
+    try:
+        return get_runtime()
+    except Exception:
+        return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+
+
 def _graph_store(config: RunnableConfig | None) -> BaseStore | None:
     """The store LangGraph injects into the running graph, if any."""
-    try:
-        from langgraph.config import get_store
-
-        store = get_store()
-    except Exception:
-        store = None
-    if store is None and config is not None:  # Python 3.10 async: no contextvar, read the config
-        runtime = (config.get("configurable") or {}).get("__pregel_runtime")
-        store = getattr(runtime, "store", None)
+    store = getattr(_graph_runtime(config), "store", None)
     return store if isinstance(store, BaseStore) else None
 
 
 def _graph_context(config: RunnableConfig | None) -> Any:
-    runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
-    return getattr(runtime, "context", None)
+    return getattr(_graph_runtime(config), "context", None)
 
 
 class PACMSHook(RunnableLambda):
@@ -119,24 +119,10 @@ class PACMSHook(RunnableLambda):
 def create_pacms_hook(
     selector: ContextSelector | None = None,
     *,
+    config: SelectionConfig | None = None,
     embeddings: Embeddings | None = None,
-    strategy: str | None = None,
-    budget_tokens: int | None = None,
-    budget_ratio: float | None = None,
-    context_window: int | None = None,
-    answer_reserve: int = DEFAULT_ANSWER_RESERVE,
-    query: Callable[[Any], str] | None = None,
-    store: BaseStore | None = None,
-    memory_namespaces: Sequence[Namespace] = (),
-    memory_limit: int = 10,
-    retriever: BaseRetriever | None = None,
-    log_path: str | Path | None = None,
-    strict: bool = False,
-    keep_latest_turn: bool = True,
-    tool_placeholders: bool = False,
-    context_role: str = "system",
     output_key: str = "llm_input_messages",
-    **strategy_options: Any,
+    **options: Any,
 ) -> PACMSHook:
     """Build a pre-model hook that keeps the most useful context under a token budget.
 
@@ -145,48 +131,29 @@ def create_pacms_hook(
     let the model node read it). It returns ``{"llm_input_messages": [...]}`` and never changes
     ``state["messages"]``. Works with ``invoke`` and ``ainvoke``.
 
-    Each call: the query (latest human message, or ``query(state)``) is used to fetch up to
-    ``memory_limit`` items per namespace from the store and documents from the retriever; these
-    and the conversation become candidates (see :mod:`langchain_pacms.integrations.messages`);
-    the selector picks under the budget; the kept messages (tool calls always with their results)
-    plus one "Relevant memories" message go to the model; the selection is reported as a
-    ``pacms_selection`` custom event, a log line and, with ``log_path``, a JSONL record.
+    Each call: the query (latest human message, or ``query(state)``) is used to fetch memories
+    from the store and documents from the retriever; these and the conversation become
+    candidates (see :mod:`langchain_pacms.integrations.messages`); the selector picks under the
+    budget; the kept messages (tool calls always with their results) plus one "Relevant
+    memories" message go to the model; the selection is reported as a ``pacms_selection``
+    custom event, a log line and, with ``log_path``, a JSONL record.
 
     Args:
         selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
+        config: The options as one :class:`SelectionConfig` (then pass no ``**options``).
         embeddings: Embeddings for a new selector (default: the offline lexical embedder).
-        strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
-            (default: the selector's, ``pacms``).
-        budget_tokens: Absolute token budget for the selected context.
-        budget_ratio: With ``context_window``: the fraction of ``context_window - answer_reserve``
-            to fill; without it: the fraction of the conversation's own tokens to keep.
-        context_window: The model's input window; alone, the budget is
-            ``context_window - answer_reserve``.
-        answer_reserve: Tokens left for the answer when the budget comes from ``context_window``.
-        query: ``state -> str`` giving the text to select for (default: latest human message).
-        store: A LangGraph ``BaseStore`` with memories (default: the graph's store, if any).
-        memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
-            ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
-            context. A callable ``(state, values) -> tuple`` works too.
-        memory_limit: Most items fetched per namespace (``store.search(..., limit=...)``).
-        retriever: Optional retriever whose documents join the pool as ``document`` candidates.
-        log_path: Append one JSONL record per model call (every candidate's verdict and scores).
-        strict: Raise on selection failure (embedding errors included) instead of falling back
-            to recency and carrying on.
-        keep_latest_turn: Everything after the latest human message is mandatory (default).
-        tool_placeholders: Offer each optional tool span also as a cheap call-only variant whose
-            results are replaced by a short placeholder ``ToolMessage``.
-        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
         output_key: State key to write (default ``llm_input_messages``: the model sees the
             selection and the stored history stays whole). ``"messages"`` replaces the stored
             history with the selection, so what was dropped is gone from the state.
-        **strategy_options: Strategy options, e.g. ``relevance_weight="auto"`` for ``pacms``.
+        **options: The options of :meth:`SelectionConfig.from_options`: ``budget_tokens``,
+            ``budget_ratio``, ``context_window``, ``answer_reserve``, every field of
+            :class:`SelectionConfig` and the strategy's own options (e.g. ``k=2`` for ``rag``).
 
     Returns:
         A :class:`PACMSHook` (a ``RunnableLambda`` with sync and async paths).
 
     Raises:
-        ValueError: For a missing/conflicting budget or an unknown strategy.
+        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option.
 
     Example:
         >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
@@ -195,24 +162,6 @@ def create_pacms_hook(
         >>> agent = create_react_agent(model, tools, pre_model_hook=hook)  # doctest: +SKIP
     """
     runner = SelectionRunner(
-        selector,
-        embeddings=embeddings,
-        strategy=strategy,
-        budget_tokens=budget_tokens,
-        budget_ratio=budget_ratio,
-        context_window=context_window,
-        answer_reserve=answer_reserve,
-        query=query,
-        store=store,
-        memory_namespaces=memory_namespaces,
-        memory_limit=memory_limit,
-        retriever=retriever,
-        log_path=log_path,
-        strict=strict,
-        keep_latest_turn=keep_latest_turn,
-        tool_placeholders=tool_placeholders,
-        context_role=context_role,
-        source="hook",
-        strategy_options=strategy_options,
+        resolve_config(config, options), selector, embeddings=embeddings, source="hook"
     )
     return PACMSHook(runner, output_key=output_key)

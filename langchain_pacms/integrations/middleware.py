@@ -16,8 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 try:
@@ -30,14 +29,10 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AnyMessage, BaseMessage
-from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import (
-    DEFAULT_ANSWER_RESERVE,
-    Namespace,
-    SelectionRunner,
-)
+from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations.config import SelectionConfig, resolve_config
 from langchain_pacms.selector import ContextSelector, Selection
 
 __all__ = ["PACMSMiddleware"]
@@ -60,25 +55,12 @@ class PACMSMiddleware(AgentMiddleware):
 
     Args:
         selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
+        config: The options as one :class:`SelectionConfig` (then pass no ``**options``).
         embeddings: Embeddings for a new selector (default: the offline lexical embedder).
-        strategy: Strategy name (default: the selector's, ``pacms``).
-        budget_tokens: Absolute token budget.
-        budget_ratio: Fraction of ``context_window - answer_reserve`` (or, without a window, of
-            the conversation's own tokens).
-        context_window: The model's input window.
-        answer_reserve: Tokens left for the answer when the budget comes from ``context_window``.
-        query: ``state -> str`` giving the text to select for (default: latest human message).
-        store: A LangGraph ``BaseStore`` with memories (default: the agent's store).
-        memory_namespaces: Namespaces to search, ``{placeholders}`` filled from the configurable
-            and the runtime context.
-        memory_limit: Most items fetched per namespace.
-        retriever: Optional retriever whose documents join the pool.
-        log_path: Append one JSONL record per model call.
-        strict: Raise on selection failure instead of falling back to recency.
-        keep_latest_turn: Everything after the latest human message is mandatory.
-        tool_placeholders: Offer call-only variants of tool spans with placeholder results.
-        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
-        **strategy_options: Strategy options, e.g. ``relevance_weight="auto"``.
+        **options: The options of :meth:`SelectionConfig.from_options`.
+
+    Raises:
+        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option.
 
     Example:
         >>> mw = PACMSMiddleware(budget_tokens=4000, memory_namespaces=[("memories", "{user_id}")])
@@ -90,46 +72,15 @@ class PACMSMiddleware(AgentMiddleware):
         self,
         selector: ContextSelector | None = None,
         *,
+        config: SelectionConfig | None = None,
         embeddings: Embeddings | None = None,
-        strategy: str | None = None,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
-        context_window: int | None = None,
-        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
-        query: Callable[[Any], str] | None = None,
-        store: BaseStore | None = None,
-        memory_namespaces: Sequence[Namespace] = (),
-        memory_limit: int = 10,
-        retriever: BaseRetriever | None = None,
-        log_path: str | Path | None = None,
-        strict: bool = False,
-        keep_latest_turn: bool = True,
-        tool_placeholders: bool = False,
-        context_role: str = "system",
-        **strategy_options: Any,
+        **options: Any,
     ) -> None:
         super().__init__()
         self.tools = []
         self.runner = SelectionRunner(
-            selector,
-            embeddings=embeddings,
-            strategy=strategy,
-            budget_tokens=budget_tokens,
-            budget_ratio=budget_ratio,
-            context_window=context_window,
-            answer_reserve=answer_reserve,
-            query=query,
-            store=store,
-            memory_namespaces=memory_namespaces,
-            memory_limit=memory_limit,
-            retriever=retriever,
-            log_path=log_path,
-            strict=strict,
-            keep_latest_turn=keep_latest_turn,
-            tool_placeholders=tool_placeholders,
-            context_role=context_role,
+            resolve_config(config, options), selector, embeddings=embeddings,
             source="middleware",
-            strategy_options=strategy_options,
         )
 
     @property

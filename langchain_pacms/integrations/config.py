@@ -1,0 +1,284 @@
+"""One validated configuration for the pre-model hook and the agent middleware.
+
+:class:`SelectionConfig` holds every option that
+:func:`~langchain_pacms.integrations.create_pacms_hook` and
+:class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` share; both build it from
+their keyword arguments (or take ``config=SelectionConfig(...)``), so the options are documented
+and checked in one place. An unknown option or a strategy option the strategy does not accept is
+a ``ValueError`` at construction, naming the option and listing the valid ones.
+
+:class:`Budget` says what the token budget is, in one of three ways:
+
+* ``Budget(tokens=2000)``: an absolute number of tokens;
+* ``Budget(ratio=0.5)``: a share of the conversation's own tokens (looked-up memories and
+  documents compete for it but do not raise it);
+* ``Budget(context_window=128_000, answer_reserve=4096, fill=0.25)``: a share ``fill`` of the
+  model's window minus the tokens left for the answer.
+
+Example:
+    >>> config = SelectionConfig(budget=Budget(tokens=500), strategy="topk")
+    >>> config.budget.tokens
+    500
+    >>> SelectionConfig.from_options(budget_tokens=500, relevance_wieght=0.3)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown option 'relevance_wieght' ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.retrievers import BaseRetriever
+from langgraph.store.base import BaseStore
+
+from langchain_pacms.core import get_strategy
+
+__all__ = [
+    "DEFAULT_ANSWER_RESERVE",
+    "Budget",
+    "Namespace",
+    "QueryFn",
+    "SelectionConfig",
+    "resolve_config",
+]
+
+DEFAULT_ANSWER_RESERVE = 4096
+
+QueryFn = Callable[[Any], str]
+Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _share(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The token budget of each selection: absolute, a share of the pool, or window based.
+
+    Give exactly one of ``tokens``, ``ratio`` or ``context_window``.
+
+    Attributes:
+        tokens: An absolute number of tokens.
+        ratio: A share in ``(0, 1]`` of the conversation's own tokens.
+        context_window: The model's input window; the budget is
+            ``floor((context_window - answer_reserve) * fill)``.
+        answer_reserve: Tokens left for the answer (window budgets only; ``>= 0``).
+        fill: Share in ``(0, 1]`` of ``context_window - answer_reserve`` to fill.
+
+    Example:
+        >>> Budget(context_window=5000, answer_reserve=4000, fill=0.5).window_tokens()
+        500
+    """
+
+    tokens: int | None = None
+    ratio: float | None = None
+    context_window: int | None = None
+    answer_reserve: int = DEFAULT_ANSWER_RESERVE
+    fill: float = 1.0
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("tokens", "ratio", "context_window") if getattr(self, n) is not None]
+        if not given:
+            raise ValueError("pass budget_tokens, budget_ratio or context_window")
+        if len(given) > 1:
+            raise ValueError(f"pass one budget, not both {' and '.join(given)}")
+        if self.tokens is not None:
+            _positive_int("budget_tokens", self.tokens)
+        if self.ratio is not None:
+            _share("budget_ratio", self.ratio)
+        _share("fill", self.fill)
+        if isinstance(self.answer_reserve, bool) or not isinstance(self.answer_reserve, int):
+            raise ValueError(f"answer_reserve must be an int, got {self.answer_reserve!r}")
+        if self.answer_reserve < 0:
+            raise ValueError(f"answer_reserve must be >= 0, got {self.answer_reserve}")
+        if self.context_window is not None:
+            _positive_int("context_window", self.context_window)
+            if self.context_window - self.answer_reserve <= 0:
+                raise ValueError(
+                    f"context_window ({self.context_window}) must exceed answer_reserve "
+                    f"({self.answer_reserve})"
+                )
+
+    @classmethod
+    def from_options(
+        cls,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        context_window: int | None = None,
+        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
+    ) -> Budget:
+        """The budget the keyword arguments of the hook and the middleware describe.
+
+        ``budget_ratio`` is the share of the conversation on its own, and ``fill`` together
+        with ``context_window``.
+
+        Example:
+            >>> Budget.from_options(context_window=1200, answer_reserve=200).window_tokens()
+            1000
+        """
+        if context_window is not None:
+            if budget_tokens is not None:
+                raise ValueError("pass one budget, not both budget_tokens and context_window")
+            return cls(context_window=context_window, answer_reserve=answer_reserve,
+                       fill=1.0 if budget_ratio is None else budget_ratio)
+        return cls(tokens=budget_tokens, ratio=budget_ratio, answer_reserve=answer_reserve)
+
+    def window_tokens(self) -> int:
+        """The budget of a window-based budget (``ValueError`` for the other kinds)."""
+        if self.context_window is None:
+            raise ValueError("not a window budget")
+        return max(1, int((self.context_window - self.answer_reserve) * self.fill))
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """The options of the hook and the middleware, checked once at construction.
+
+    Attributes:
+        budget: The :class:`Budget`.
+        strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
+            (``None``: the selector's default, ``pacms``).
+        strategy_options: Keyword options of the strategy, checked against its parameters.
+        query: ``state -> str`` giving the text to select for (default: latest human message).
+        store: A LangGraph ``BaseStore`` with memories (default: the graph's or agent's store).
+        memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
+            ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
+            context. A callable ``(state, values) -> tuple`` works too.
+        memory_limit: Most items fetched per namespace (``store.search(..., limit=...)``).
+        retriever: Optional retriever whose documents join the pool as ``document`` candidates.
+        log_path: Append one JSONL record per model call (every candidate's verdict and scores).
+        strict: Raise on selection failure (embedding errors included) instead of falling back
+            to recency.
+        keep_latest_turn: Everything after the latest human message is mandatory.
+        tool_placeholders: Offer each optional tool span also as a call-only variant whose
+            results are replaced by a short placeholder ``ToolMessage``.
+        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        memory_ceiling_bytes: Memory ceiling of a selector the hook builds itself (``None``:
+            the selector's default).
+
+    Example:
+        >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
+        ...                 strategy_options={"k": 2}).strategy_options
+        {'k': 2}
+    """
+
+    budget: Budget
+    strategy: str | None = None
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    query: QueryFn | None = None
+    store: BaseStore | None = None
+    memory_namespaces: Sequence[Namespace] = ()
+    memory_limit: int = 10
+    retriever: BaseRetriever | None = None
+    log_path: str | Path | None = None
+    strict: bool = False
+    keep_latest_turn: bool = True
+    tool_placeholders: bool = False
+    context_role: str = "system"
+    memory_ceiling_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.budget, Budget):
+            raise ValueError(f"budget must be a Budget, got {type(self.budget).__name__}")
+        _positive_int("memory_limit", self.memory_limit)
+        if self.context_role not in ("system", "human"):
+            raise ValueError(
+                f"context_role must be 'system' or 'human', got {self.context_role!r}"
+            )
+        if self.memory_ceiling_bytes is not None:
+            _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
+        object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
+        object.__setattr__(self, "strategy_options", dict(self.strategy_options))
+        if self.strategy is not None:
+            _check_strategy_options(self.strategy, self.strategy_options)
+        elif self.strategy_options:
+            _check_strategy_options("pacms", self.strategy_options)
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        context_window: int | None = None,
+        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
+        **options: Any,
+    ) -> SelectionConfig:
+        """Build the configuration from the keyword arguments of the hook or the middleware.
+
+        Keywords that are not fields of this class are taken as strategy options; an option
+        that is neither fails here, naming it and the valid ones.
+
+        Raises:
+            ValueError: For a missing, doubled or bad budget, an unknown option or strategy.
+        """
+        names = {f.name for f in dataclasses.fields(cls)} - {"budget", "strategy_options"}
+        fields = {k: v for k, v in options.items() if k in names}
+        strategy_options = {k: v for k, v in options.items() if k not in names}
+        if "strategy_options" in options:
+            raise ValueError("pass strategy options as keywords, or use config=SelectionConfig")
+        budget = Budget.from_options(budget_tokens, budget_ratio, context_window, answer_reserve)
+        try:
+            return cls(budget=budget, strategy_options=strategy_options, **fields)
+        except _UnknownOption as err:
+            valid = sorted(names | {"budget_tokens", "budget_ratio", "context_window",
+                                    "answer_reserve"} | set(err.accepted))
+            raise ValueError(
+                f"unknown option {err.option!r} (strategy {err.strategy!r}); valid options: "
+                f"{', '.join(valid)}"
+            ) from None
+
+
+def resolve_config(config: SelectionConfig | None, options: Mapping[str, Any]) -> SelectionConfig:
+    """``config`` itself, or the configuration built from keyword ``options`` (not both).
+
+    Example:
+        >>> resolve_config(None, {"budget_tokens": 10}).budget.tokens
+        10
+    """
+    if config is None:
+        return SelectionConfig.from_options(**options)
+    if not isinstance(config, SelectionConfig):
+        raise ValueError(f"config must be a SelectionConfig, got {type(config).__name__}")
+    if options:
+        raise ValueError(f"pass config or keyword options, not both (got {sorted(options)})")
+    return config
+
+
+class _UnknownOption(ValueError):
+    def __init__(self, option: str, strategy: str, accepted: Sequence[str]) -> None:
+        self.option, self.strategy, self.accepted = option, strategy, tuple(accepted)
+        super().__init__(
+            f"unknown option {option!r} for strategy {strategy!r}; it accepts: "
+            f"{', '.join(accepted) or 'no options'}"
+        )
+
+
+def _strategy_parameters(fn: Callable[..., Any]) -> tuple[list[str], bool]:
+    """A strategy's keyword parameters after ``problem``, and whether it takes ``**options``."""
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    names = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _check_strategy_options(strategy: str, options: Mapping[str, Any]) -> None:
+    fn = get_strategy(strategy)  # unknown names fail now, not on every model call
+    names, open_ended = _strategy_parameters(fn)
+    if open_ended:  # e.g. pacms_paper(problem, **options): the signature cannot tell
+        return
+    for option in options:
+        if option not in names:
+            raise _UnknownOption(option, strategy, sorted(set(names)))
