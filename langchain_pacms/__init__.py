@@ -13,9 +13,15 @@ import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from langchain_pacms.core import available_strategies, register_strategy
+from langchain_pacms.core import Pick, Problem, Strategy, available_strategies, register_strategy
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
-from langchain_pacms.selector import Candidate, ContextSelector, Selection, Verdict
+from langchain_pacms.selector import (
+    Candidate,
+    ContextSelector,
+    EmbeddingError,
+    Selection,
+    Verdict,
+)
 from langchain_pacms.tokens import TokenCounter, get_encoding
 
 if TYPE_CHECKING:
@@ -34,10 +40,14 @@ __all__ = [
     "CachedEmbeddings",
     "Candidate",
     "ContextSelector",
+    "EmbeddingError",
     "HashedTfidfEmbeddings",
     "PACMSCompressor",
     "PACMSMiddleware",
+    "Pick",
+    "Problem",
     "Selection",
+    "Strategy",
     "TokenCounter",
     "Verdict",
     "__version__",

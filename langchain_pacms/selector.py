@@ -43,6 +43,7 @@ __all__ = [
     "Candidate",
     "CandidateInput",
     "ContextSelector",
+    "EmbeddingError",
     "Selection",
     "Verdict",
 ]
@@ -243,6 +244,44 @@ def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float |
     if not (isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1):
         raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
     return max(1, math.floor(total * budget_ratio))
+
+
+class EmbeddingError(ValueError):
+    """An embedder returned vectors that cannot be scored (wrong shape, NaN, inf or all zero).
+
+    The selector treats it as an embedding failure: it falls back to recency and flags the
+    selection, or raises under ``strict=True``.
+    """
+
+
+def _checked_vectors(
+    vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
+
+    Example:
+        >>> _checked_vectors(np.ones((2, 3), np.float32), np.zeros(3, np.float32))
+        Traceback (most recent call last):
+        ...
+        langchain_pacms.selector.EmbeddingError: the query embedding is all zero
+    """
+    if vectors.size and vectors.shape[1] != query_vec.shape[0]:
+        raise EmbeddingError("query and document embeddings differ in dimension")
+    bad = ~np.isfinite(vectors).all(axis=1) if vectors.size else np.zeros(0, dtype=bool)
+    if bad.any():
+        raise EmbeddingError(
+            f"{int(bad.sum())} document embedding(s) hold NaN or inf "
+            f"(first: row {int(bad.argmax())})"
+        )
+    if not np.isfinite(query_vec).all():
+        raise EmbeddingError("the query embedding holds NaN or inf")
+    if vectors.size:
+        zero = ~vectors.any(axis=1)
+        if zero.all():
+            raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
+    if not query_vec.any():
+        raise EmbeddingError("the query embedding is all zero")
+    return vectors, query_vec
 
 
 class ContextSelector:
@@ -520,9 +559,7 @@ class ContextSelector:
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         vectors = self.embeddings.embed_matrix(texts)
         query_vec = self.embeddings.embed_matrix([query], kind="query")[0]
-        if vectors.size and vectors.shape[1] != query_vec.shape[0]:
-            raise ValueError("query and document embeddings differ in dimension")
-        return self.reweight_pool(vectors, query_vec)
+        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
 
     def select(
         self,
@@ -591,9 +628,7 @@ class ContextSelector:
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         vectors = await self.embeddings.aembed_matrix(texts)
         query_vec = (await self.embeddings.aembed_matrix([query], kind="query"))[0]
-        if vectors.size and vectors.shape[1] != query_vec.shape[0]:
-            raise ValueError("query and document embeddings differ in dimension")
-        return self.reweight_pool(vectors, query_vec)
+        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
 
     async def aselect(
         self,

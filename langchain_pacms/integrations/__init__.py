@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_pacms.integrations.config import Budget, SelectionConfig, resolve_config
 from langchain_pacms.integrations.graph import PACMSHook, create_pacms_hook
 from langchain_pacms.integrations.messages import (
     Span,
@@ -29,9 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_NAME",
+    "Budget",
     "PACMSCompressor",
     "PACMSHook",
     "PACMSMiddleware",
+    "SelectionConfig",
     "SelectionLog",
     "Span",
     "apply_selection",
@@ -39,6 +42,7 @@ __all__ = [
     "create_pacms_hook",
     "messages_to_candidates",
     "query_from_messages",
+    "resolve_config",
 ]
 
 _LAZY = {

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import Embeddings
 
 from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.core import Problem, solve
+from langchain_pacms.selector import EmbeddingError
 
 STRATEGIES = ["pacms", "pacms_paper", "topk", "lastk", "mmr", "rag"]
 OPTIONS: dict[str, list[dict[str, Any]]] = {
@@ -229,12 +231,37 @@ def selector_inputs(inst: Instance) -> tuple[list[Candidate], TableEmbeddings]:
     return candidates, TableEmbeddings(table, d)
 
 
+def unscorable(inst: Instance) -> bool:
+    """Vectors the selector refuses: NaN or inf anywhere, a zero query, all-zero documents."""
+    vectors, query = inst.vectors.astype(np.float32), inst.query.astype(np.float32)
+    return len(vectors) > 0 and bool(
+        not np.isfinite(vectors).all()
+        or not np.isfinite(query).all()
+        or not query.any()
+        or not vectors.any()
+    )
+
+
 @PROPS
 @given(instances())
 def test_selector_invariants(inst: Instance):
     candidates, embeddings = selector_inputs(inst)
     snapshot = copy.deepcopy(candidates)
     selector = ContextSelector(embeddings, strict=True)
+    if unscorable(inst):
+        # NaN, inf or all-zero vectors are an embedding failure: raise under strict, else recency.
+        with pytest.raises(EmbeddingError):
+            selector.select(candidates, "the query", budget_tokens=inst.budget,
+                            strategy=inst.strategy, **inst.options)
+        sel = ContextSelector(embeddings).select(
+            candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy,
+            **inst.options,
+        )
+        assert sel.fell_back and sel.strategy == "lastk" and "EmbeddingError" in str(sel.error)
+        assert sel.over_budget or sel.tokens_kept <= inst.budget
+        assert all(c.id in sel.kept_ids for c in candidates if c.mandatory)
+        assert candidates == snapshot
+        return
     sel = selector.select(
         candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy, **inst.options
     )

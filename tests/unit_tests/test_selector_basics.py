@@ -8,7 +8,7 @@ from langchain_pacms import (
     HashedTfidfEmbeddings,
     available_strategies,
 )
-from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
+from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD, EmbeddingError
 
 
 def test_builtin_strategies_registered():
@@ -149,3 +149,34 @@ def test_count_tokens_is_the_count_a_selection_uses() -> None:
     assert [selection.tokens[c.id] for c in selection.candidates] == counts
     with pytest.raises(ValueError, match="invalid tokens"):
         selector.count_tokens([Candidate("x", tokens=-1)])
+
+
+class _BadEmbeddings(Embeddings):
+    """Returns one fixed vector for every text (to model a broken backend)."""
+
+    def __init__(self, value: list[float]) -> None:
+        self.value = value
+        self.cache_identity = f"bad-{value}"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(self.value) for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.value)
+
+
+@pytest.mark.parametrize(
+    "value", [[float("nan"), 1.0], [float("inf"), 0.0], [0.0, 0.0]], ids=["nan", "inf", "zero"]
+)
+async def test_unscorable_vectors_are_an_embedding_failure(value: list[float]) -> None:
+    texts = ["alpha one", "beta two", "gamma three"]
+    selector = ContextSelector(_BadEmbeddings(value))
+    for sel in (
+        selector.select(texts, "alpha", budget_tokens=4),
+        await selector.aselect(texts, "alpha", budget_tokens=4),
+    ):
+        assert sel.fell_back and sel.strategy == "lastk"
+        assert "EmbeddingError" in str(sel.error)
+        assert sel.kept_ids == ("1", "2")  # recency within the budget
+    with pytest.raises(EmbeddingError):
+        ContextSelector(_BadEmbeddings(value), strict=True).select(texts, "alpha", budget_tokens=4)
