@@ -1,0 +1,31 @@
+"""Context lifecycle (Self-GC): indexed objects, fold / mask / prune, sidecars, recovery."""
+
+from langchain_pacms.lifecycle.actions import (
+    Action,
+    ActionResult,
+    SidecarRecord,
+    apply_actions,
+    find_locators,
+    mask_text,
+    provider_problems,
+)
+from langchain_pacms.lifecycle.objects import (
+    ContextIndex,
+    ContextObject,
+    index_messages,
+    payload_of,
+)
+
+__all__ = [
+    "Action",
+    "ActionResult",
+    "ContextIndex",
+    "ContextObject",
+    "SidecarRecord",
+    "apply_actions",
+    "find_locators",
+    "index_messages",
+    "mask_text",
+    "payload_of",
+    "provider_problems",
+]

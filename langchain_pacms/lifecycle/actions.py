@@ -1,0 +1,349 @@
+r"""Fold, mask and prune context objects on a plain message list (pure data, no LangGraph).
+
+* **fold**: the exact payload (:func:`~langchain_pacms.lifecycle.objects.payload_of`) leaves
+  the history for a sidecar (a :class:`SidecarRecord` the caller stores); the messages keep a
+  short stub: the recovery pointer, a one-line description and the locators found in the payload
+  (paths, URLs, ids, numbers, ``key=value`` pairs);
+* **mask**: the head and tail of the content stay, the middle is replaced by a marker saying how
+  many characters and lines were elided (no recovery promise);
+* **prune**: every message of the object goes (an ``AIMessage`` tool call with all its results).
+
+Fold and mask rewrite content only: message ids, ``tool_calls`` and ``tool_call_id`` are kept,
+so the list stays one a provider accepts. The rewritten message records its object id and state
+in ``additional_kwargs["pacms_lifecycle"]``. Inputs are never modified.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> from langchain_pacms.lifecycle.objects import index_messages
+    >>> call = {"name": "read", "args": {"path": "src/main.py"}, "id": "c1"}
+    >>> msgs = [HumanMessage("read it", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+    ...         ToolMessage("def main():\n    port=8080", tool_call_id="c1", id="t1"),
+    ...         HumanMessage("thanks", id="h2")]
+    >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
+    [folded function:tool:1: read(path=src/main.py) -> 2 lines, 25 chars; exact payload via
+    recover_context("function:tool:1"); locators: path=src/main.py, port=8080]
+    >>> result.sidecars[0].payload == msgs[2].content
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_pacms.lifecycle.objects import (
+    LIFECYCLE_KEY,
+    ContextIndex,
+    ContextObject,
+    payload_of,
+)
+
+__all__ = [
+    "Action",
+    "ActionResult",
+    "Op",
+    "SidecarRecord",
+    "apply_actions",
+    "find_locators",
+    "mask_text",
+    "provider_problems",
+]
+
+Op = Literal["fold", "mask", "prune"]
+_LOCATOR = re.compile(
+    r"https?://[^\s\"'<>)\]]+"  # URLs
+    r"|(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash
+    r"|\b[\w-]+\.(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|html|sql|sh|rs|go|java|c|h)\b"
+    r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
+    r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
+    r"|\b[A-Z][A-Z0-9]*-\d+\b"  # ticket-like ids (ABC-123)
+    r"|\b\d+(?:\.\d+)?"  # numbers
+)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One planned action on one object.
+
+    Attributes:
+        op: ``fold``, ``mask`` or ``prune``.
+        target: The object id.
+        reason: Why (shown in logs and events).
+
+    Example:
+        >>> Action("prune", "function:tool:2", "the same file is read again later").op
+        'prune'
+    """
+
+    op: Op
+    target: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SidecarRecord:
+    """A folded payload, ready for a store.
+
+    Attributes:
+        object_id: The folded object.
+        payload: The exact payload.
+        sha256: Hex digest of ``payload`` encoded as UTF-8.
+        kind: The object's kind.
+        lineage: Ids of the original messages.
+        description: The one-line description shown in the stub.
+
+    Example:
+        >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).sha256[:8]
+        '2d711642'
+    """
+
+    object_id: str
+    payload: str
+    sha256: str
+    kind: str
+    lineage: tuple[str, ...] = ()
+    description: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        object_id: str,
+        payload: str,
+        kind: str,
+        lineage: Sequence[str] = (),
+        description: str = "",
+    ) -> SidecarRecord:
+        """Build a record, hashing the payload."""
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        return cls(object_id, payload, digest, kind, tuple(lineage), description)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """The outcome of :func:`apply_actions`.
+
+    Attributes:
+        messages: The new message list.
+        sidecars: One record per folded object (store them before using ``messages``).
+        replaced: ``message id -> new message`` for rewritten messages.
+        removed: Ids of removed messages.
+        applied: The actions applied, in order.
+        tokens_before: Tokens of the objects touched, before.
+        tokens_after: Their tokens after (0 for pruned objects).
+    """
+
+    messages: list[BaseMessage]
+    sidecars: tuple[SidecarRecord, ...] = ()
+    replaced: Mapping[str, BaseMessage] = field(default_factory=dict)
+    removed: tuple[str, ...] = ()
+    applied: tuple[Action, ...] = ()
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
+def find_locators(text: str, limit: int = 12) -> list[str]:
+    """Paths, URLs, ids, numbers and ``key=value`` pairs in ``text``, unique, first seen first.
+
+    Args:
+        text: The payload.
+        limit: At most this many.
+
+    Returns:
+        The locators.
+
+    Example:
+        >>> find_locators("GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
+        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
+    """
+    seen: dict[str, None] = {}
+    for match in _LOCATOR.finditer(text[:200_000]):
+        token = match.group(0).rstrip(".,:")
+        if len(token) > 1 and token not in seen:
+            seen[token] = None
+            if len(seen) >= limit:
+                break
+    return list(seen)
+
+
+def mask_text(text: str, head: int = 400, tail: int = 200) -> str:
+    r"""Keep ``head`` and ``tail`` characters; replace the middle with a marker.
+
+    Args:
+        text: The content.
+        head: Characters kept at the start.
+        tail: Characters kept at the end.
+
+    Returns:
+        The masked text (``text`` itself when it is not longer than ``head + tail``).
+
+    Example:
+        >>> mask_text("a" * 10 + "\n" + "b" * 10, head=3, tail=2)
+        'aaa\n[... 16 chars, 2 lines elided by mask ...]\nbb'
+    """
+    if len(text) <= head + tail:
+        return text
+    middle = text[head : len(text) - tail]
+    lines = middle.count("\n") + 1
+    end = text[len(text) - tail :] if tail else ""
+    return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
+
+
+def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str) -> str:
+    size = f"{payload.count(chr(10)) + 1} lines, {len(payload)} chars"
+    head = messages[obj.indices[0]]
+    if obj.kind == "tool" and isinstance(head, AIMessage):
+        calls = ", ".join(
+            f"{c.get('name')}("
+            + ", ".join(f"{k}={str(v)[:60]}" for k, v in (c.get("args") or {}).items())
+            + ")"
+            for c in head.tool_calls
+        )
+        return f"{calls} -> {size}"
+    first = next((ln.strip() for ln in payload.splitlines() if ln.strip()), "")
+    return f"{obj.kind} message ({size}): {first[:80]}"
+
+
+def _rewrite(message: BaseMessage, content: str, mark: Mapping[str, Any]) -> BaseMessage:
+    kwargs = {**message.additional_kwargs, LIFECYCLE_KEY: dict(mark)}
+    return message.model_copy(update={"content": content, "additional_kwargs": kwargs})
+
+
+def _fold(
+    messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str]
+) -> list[int]:
+    stub = (
+        f"[folded {obj.id}: {record.description}; exact payload via "
+        f'recover_context("{obj.id}")'
+        + (f"; locators: {', '.join(locators)}]" if locators else "]")
+    )
+    mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    targets = results or [obj.indices[0]]
+    for n, i in enumerate(targets):
+        text = stub if n == 0 else f"[folded with {obj.id}]"
+        messages[i] = _rewrite(messages[i], text, mark)
+    return targets
+
+
+def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
+    mark = {"object": obj.id, "state": "masked", "sha256": obj.sha256}
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    targets = results or [obj.indices[0]]
+    for i in targets:
+        content = messages[i].content
+        text = content if isinstance(content, str) else payload_of(messages, (i,))
+        messages[i] = _rewrite(messages[i], mask_text(text, head, tail), mark)
+    return targets
+
+
+def apply_actions(
+    messages: Sequence[BaseMessage],
+    index: ContextIndex,
+    actions: Sequence[Action],
+    *,
+    token_counter: Any = None,
+    mask_head: int = 400,
+    mask_tail: int = 200,
+) -> ActionResult:
+    """Apply actions to a copy of ``messages`` (one action per object; the first one wins).
+
+    No validation happens here beyond the target existing (see
+    :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` for the full checks).
+
+    Args:
+        messages: The history that ``index`` was built from. Not modified.
+        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        actions: The actions.
+        token_counter: Counter for ``tokens_after`` (default: offline ``o200k_base``).
+        mask_head: Characters a mask keeps at the start of each content.
+        mask_tail: Characters a mask keeps at the end.
+
+    Returns:
+        The :class:`ActionResult`.
+
+    Raises:
+        KeyError: If an action targets an id that is not in ``index``.
+        ValueError: If an action targets a system object or has an unknown op.
+    """
+    from langchain_pacms.tokens import resolve_token_counter
+
+    count = resolve_token_counter(token_counter)
+    out = list(messages)
+    sidecars: list[SidecarRecord] = []
+    touched: dict[int, None] = {}
+    drop: set[int] = set()
+    applied: list[Action] = []
+    done: set[str] = set()
+    before = after = 0
+    for action in actions:
+        obj = index.by_id[action.target]
+        if obj.kind == "system":
+            raise ValueError(f"{obj.id}: system prompts are never folded, masked or pruned")
+        if obj.id in done:
+            continue
+        done.add(obj.id)
+        before += obj.tokens
+        if action.op == "prune":
+            drop.update(obj.indices)
+        elif action.op == "fold":
+            payload = payload_of(messages, obj.indices)
+            record = SidecarRecord.of(
+                obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, payload)
+            )
+            sidecars.append(record)
+            locators = find_locators(f"{record.description.split(' -> ')[0]}\n{payload}")
+            touched.update(dict.fromkeys(_fold(out, obj, record, locators)))
+        elif action.op == "mask":
+            touched.update(dict.fromkeys(_mask(out, obj, mask_head, mask_tail)))
+        else:
+            raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
+        if action.op != "prune":
+            after += sum(count(str(out[i].content)) for i in obj.indices) - sum(
+                count(str(messages[i].content)) for i in obj.indices
+            ) + obj.tokens
+        applied.append(action)
+    replaced = {str(out[i].id): out[i] for i in touched if out[i].id and i not in drop}
+    removed = tuple(str(messages[i].id) for i in sorted(drop) if messages[i].id)
+    kept = [m for i, m in enumerate(out) if i not in drop]
+    return ActionResult(
+        kept, tuple(sidecars), replaced, removed, tuple(applied), before, max(after, 0)
+    )
+
+
+def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
+    """What a provider would reject in ``messages`` (empty when the list is valid).
+
+    Checked: every tool call is answered by a ``ToolMessage`` before the next non-tool message,
+    every ``ToolMessage`` answers an earlier call, and the first non-system message is a user
+    message (when there is one).
+
+    Example:
+        >>> provider_problems([ToolMessage("x", tool_call_id="c")])
+        ['ToolMessage c answers no call', 'first non-system message is a tool message']
+    """
+    problems: list[str] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            cid = str(message.tool_call_id)
+            if cid not in open_calls:
+                problems.append(f"ToolMessage {cid} answers no call")
+            open_calls.discard(cid)
+            continue
+        if open_calls:
+            problems.append(f"tool call(s) {sorted(open_calls)} have no result")
+            open_calls.clear()
+        if isinstance(message, AIMessage):
+            open_calls.update(str(c["id"]) for c in message.tool_calls if c.get("id"))
+    if open_calls:
+        problems.append(f"tool call(s) {sorted(open_calls)} have no result")
+    first = next((m for m in messages if m.type != "system"), None)
+    if first is not None and first.type != "human":
+        problems.append(f"first non-system message is a {first.type} message")
+    return problems

@@ -1,0 +1,263 @@
+"""Index a message history into context objects with stable ids (pure data, no LangGraph).
+
+The history is cut with the one mapping of :mod:`langchain_pacms.integrations.messages`
+(``messages_to_candidates`` with ``pair_turns=False``): a tool call and all its results are one
+object. Ids follow the Self-GC naming: ``system:N``, ``conversation:user:N``,
+``conversation:assistant:N`` and ``function:tool:N``, numbered from 1 per kind in order.
+
+A message that a fold or mask rewrote carries its object id and state in
+``additional_kwargs["pacms_lifecycle"]``, so re-indexing a committed history finds the same ids;
+``known_ids`` (message id -> object id, see :attr:`ContextIndex.id_map`) keeps ids stable after a
+prune removed earlier objects.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
+    >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+    ...         ToolMessage("print(1)", tool_call_id="c1", id="t1"), AIMessage("done", id="a2")]
+    >>> [(o.id, o.indices, o.lineage) for o in index_messages(msgs).objects]
+    [('conversation:user:1', (0,), ('h1',)), ('function:tool:1', (1, 2), ('a1', 't1')), \
+('conversation:assistant:1', (3,), ('a2',))]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_pacms.integrations.messages import content_text, messages_to_candidates
+from langchain_pacms.tokens import resolve_token_counter
+
+__all__ = [
+    "LIFECYCLE_KEY",
+    "ContextIndex",
+    "ContextObject",
+    "ObjectKind",
+    "ObjectState",
+    "index_messages",
+    "payload_of",
+]
+
+LIFECYCLE_KEY = "pacms_lifecycle"
+"""Key in ``additional_kwargs`` of a rewritten message: ``{"object": id, "state": ...}``."""
+
+ObjectKind = Literal["system", "user", "assistant", "tool"]
+ObjectState = Literal["active", "folded", "masked", "pruned"]
+_PREFIX: dict[str, str] = {
+    "system": "system",
+    "user": "conversation:user",
+    "assistant": "conversation:assistant",
+    "tool": "function:tool",
+}
+
+
+@dataclass(frozen=True)
+class ContextObject:
+    """One indexed unit of the history.
+
+    Attributes:
+        id: Stable id (``conversation:user:3``, ``function:tool:7``, ...).
+        kind: ``system``, ``user``, ``assistant`` or ``tool``.
+        indices: Positions of its messages in the indexed list.
+        lineage: The ids of the original messages it stands for (``""`` for a message without id).
+        tokens: Token count of its text as the model sees it now.
+        position: Order among the objects (0-based).
+        state: ``active``, ``folded``, ``masked`` (``pruned`` objects leave the list).
+        sha256: Hex digest of :func:`payload_of` (the exact payload a fold would store).
+        text: The text scored and counted.
+        latest: Part of the latest turn (the latest user message and everything after it).
+        signature: For a tool object, its calls as ``name(json args)`` lines (equal signatures
+            mean the same call repeated); empty otherwise.
+
+    Example:
+        >>> ContextObject("function:tool:1", "tool", (1, 2), ("a", "b"), 10, 0).state
+        'active'
+    """
+
+    id: str
+    kind: ObjectKind
+    indices: tuple[int, ...]
+    lineage: tuple[str, ...]
+    tokens: int
+    position: int
+    state: ObjectState = "active"
+    sha256: str = ""
+    text: str = field(default="", repr=False)
+    latest: bool = False
+    signature: str = ""
+
+
+@dataclass(frozen=True)
+class ContextIndex:
+    """The objects of one history, in order, with a lookup by id.
+
+    Attributes:
+        objects: The objects, oldest first.
+        by_id: ``id -> object``.
+        latest_index: Position of the latest user message in the list (``-1`` when none).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> index = index_messages([HumanMessage("hi", id="h")])
+        >>> index.by_id["conversation:user:1"].latest, index.id_map
+        (True, {'h': 'conversation:user:1'})
+    """
+
+    objects: tuple[ContextObject, ...]
+    by_id: Mapping[str, ContextObject]
+    latest_index: int
+
+    @property
+    def id_map(self) -> dict[str, str]:
+        """``message id -> object id`` for every message with an id (pass back as ``known_ids``)."""
+        return {mid: o.id for o in self.objects for mid in o.lineage if mid}
+
+    @property
+    def active_tokens(self) -> int:
+        """Tokens of the whole current view."""
+        return sum(o.tokens for o in self.objects)
+
+
+def _content_payload(content: str | list[Any]) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def payload_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    r"""The exact payload of an object: what a fold stores and recovery returns.
+
+    For a tool object it is the content of its result(s): the one result's string content
+    unchanged, or, for several results, a JSON list of ``{"tool_call_id", "content"}``. For other
+    objects it is the message content (list content as JSON).
+
+    Args:
+        messages: The history.
+        indices: The object's message positions.
+
+    Returns:
+        The payload text.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage, AIMessage
+        >>> call = {"name": "f", "args": {}, "id": "c"}
+        >>> payload_of([AIMessage("", tool_calls=[call]), ToolMessage("x\0y", tool_call_id="c")],
+        ...            (0, 1))
+        'x\x00y'
+    """
+    results = [messages[i] for i in indices if isinstance(messages[i], ToolMessage)]
+    if not results:
+        return _content_payload(messages[indices[0]].content)
+    if len(results) == 1:
+        return _content_payload(results[0].content)
+    parts = [
+        {"tool_call_id": str(m.tool_call_id), "content": _content_payload(m.content)}  # type: ignore[attr-defined]
+        for m in results
+    ]
+    return json.dumps(parts, ensure_ascii=False)
+
+
+def _kind(message: BaseMessage, span_kind: str) -> ObjectKind:
+    if span_kind == "system":
+        return "system"
+    if span_kind == "tool":
+        return "tool"
+    return "assistant" if isinstance(message, AIMessage) else "user"
+
+
+def _marker(messages: Sequence[BaseMessage], indices: Sequence[int]) -> Mapping[str, Any]:
+    for i in indices:
+        mark = messages[i].additional_kwargs.get(LIFECYCLE_KEY)
+        if isinstance(mark, Mapping):
+            return mark
+    return {}
+
+
+def _signature(message: BaseMessage) -> str:
+    calls = getattr(message, "tool_calls", None) or []
+    return "\n".join(
+        f"{c.get('name')}({json.dumps(c.get('args') or {}, sort_keys=True, default=str)})"
+        for c in calls
+    )
+
+
+def index_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    token_counter: Callable[[str], int] | str | None = None,
+    known_ids: Mapping[str, str] | None = None,
+) -> ContextIndex:
+    """Index a history into :class:`ContextObject` s.
+
+    Args:
+        messages: The history, oldest first (not modified). Orphan ``ToolMessage`` objects (no
+            earlier call) belong to no object and are left alone by every action.
+        token_counter: Callable, encoding name or ``None`` (offline ``o200k_base``), as in
+            :class:`~langchain_pacms.ContextSelector`.
+        known_ids: ``message id -> object id`` from an earlier index of the same thread, so that
+            ids stay stable after earlier objects were pruned.
+
+    Returns:
+        The :class:`ContextIndex`.
+
+    Raises:
+        ValueError: If ``known_ids`` maps two objects of this history to one id.
+    """
+    count = resolve_token_counter(token_counter)
+    known = dict(known_ids or {})
+    _, spans = messages_to_candidates(messages, pair_turns=False, keep_latest_turn=True)
+    latest = max(
+        (i for i, s in enumerate(spans) if s.kind == "turn" and not isinstance(
+            messages[s.indices[0]], AIMessage)),
+        default=-1,
+    )
+    latest_index = spans[latest].indices[0] if latest >= 0 else -1
+    numbers = {kind: 0 for kind in _PREFIX}
+    for object_id in [*known.values(), *(
+        str(m.additional_kwargs[LIFECYCLE_KEY].get("object", ""))
+        for m in messages
+        if isinstance(m.additional_kwargs.get(LIFECYCLE_KEY), Mapping)
+    )]:
+        for kind, prefix in _PREFIX.items():
+            tail = object_id.removeprefix(prefix + ":")
+            if tail != object_id and tail.isdigit():
+                numbers[kind] = max(numbers[kind], int(tail))
+    objects: list[ContextObject] = []
+    for span in spans:
+        kind = _kind(messages[span.indices[0]], span.kind)
+        lineage = tuple(messages[i].id or "" for i in span.indices)
+        mark = _marker(messages, span.indices)
+        object_id = str(mark.get("object") or "") or next(
+            (known[m] for m in lineage if m in known), ""
+        )
+        if not object_id:
+            numbers[kind] += 1
+            object_id = f"{_PREFIX[kind]}:{numbers[kind]}"
+        payload = payload_of(messages, span.indices)
+        text = "\n".join(
+            content_text(messages[i].content) or _signature(messages[i]) for i in span.indices
+        )
+        objects.append(
+            ContextObject(
+                id=object_id,
+                kind=kind,
+                indices=tuple(span.indices),
+                lineage=lineage,
+                tokens=count(span.text),
+                position=len(objects),
+                state=mark.get("state", "active"),
+                sha256=str(mark.get("sha256") or hashlib.sha256(payload.encode()).hexdigest()),
+                text=text,
+                latest=latest_index >= 0 and span.indices[0] >= latest_index,
+                signature=_signature(messages[span.indices[0]]) if kind == "tool" else "",
+            )
+        )
+    by_id = {o.id: o for o in objects}
+    if len(by_id) != len(objects):
+        raise ValueError("known_ids maps two objects of this history to the same id")
+    return ContextIndex(tuple(objects), by_id, latest_index)
