@@ -81,10 +81,7 @@ class SelectionRunner:
         if selector is not None and embeddings is not None:
             raise ValueError("pass either a selector or embeddings, not both")
         if selector is None:
-            extra: dict[str, Any] = {}
-            if config.memory_ceiling_bytes is not None:
-                extra["memory_ceiling_bytes"] = config.memory_ceiling_bytes
-            selector = ContextSelector(embeddings, strict=config.strict, **extra)
+            selector = ContextSelector(embeddings, strict=config.strict)
         self.config = config
         self.selector = selector
         self.strategy = config.strategy

@@ -84,22 +84,6 @@ def test_config_is_frozen():
         config.strict = True  # type: ignore[misc]
 
 
-def test_memory_ceiling_reaches_a_selector_built_by_the_runner(monkeypatch):
-    seen = {}
-    import langchain_pacms.integrations._runner as runner_module
-
-    class Recording(runner_module.ContextSelector):
-        def __init__(self, *args, **kwargs):
-            seen.update(kwargs)
-            kwargs.pop("memory_ceiling_bytes", None)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(runner_module, "ContextSelector", Recording)
-    create_pacms_hook(budget_tokens=10)
-    assert "memory_ceiling_bytes" not in seen  # only passed when set
-    create_pacms_hook(budget_tokens=10, memory_ceiling_bytes=64 * 2**20)
-    assert seen["memory_ceiling_bytes"] == 64 * 2**20
-
 
 @pytest.mark.parametrize(
     "conversation",
