@@ -15,12 +15,15 @@ from langchain_pacms.lifecycle.objects import (
     index_messages,
     payload_of,
 )
+from langchain_pacms.lifecycle.plan import Plan, Planner
 
 __all__ = [
     "Action",
     "ActionResult",
     "ContextIndex",
     "ContextObject",
+    "Plan",
+    "Planner",
     "SidecarRecord",
     "apply_actions",
     "find_locators",

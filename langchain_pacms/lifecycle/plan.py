@@ -1,0 +1,81 @@
+"""A plan (a summary and actions on object ids) and the protocol every planner follows.
+
+A planner reads the :class:`~langchain_pacms.lifecycle.objects.ContextIndex` of a history (and
+the messages, for the recent turns) and proposes a :class:`Plan`. It never edits anything: the
+harness rehearses, validates and commits. A planner that cannot produce a plan (malformed model
+output, an error) returns :meth:`Plan.rejection` instead of raising.
+
+Example:
+    >>> from langchain_pacms.lifecycle.actions import Action
+    >>> plan = Plan("fold the old read", (Action("fold", "function:tool:1", "stable body"),))
+    >>> plan.ok, plan.groups()
+    (True, {'fold': ['function:tool:1']})
+    >>> Plan.rejection("unknown id function:tool:9", planner="llm").ok
+    False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from langchain_core.messages import BaseMessage
+
+from langchain_pacms.lifecycle.actions import Action
+from langchain_pacms.lifecycle.objects import ContextIndex
+
+__all__ = ["Plan", "Planner"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A proposed set of lifecycle actions.
+
+    Attributes:
+        summary: One or two sentences on what the plan does and why.
+        actions: The actions, each on one object id with a reason.
+        planner: Name of the planner that made it.
+        rejected: ``None`` for a usable plan; otherwise why the planner could not make one
+            (the plan then has no actions).
+    """
+
+    summary: str
+    actions: tuple[Action, ...] = ()
+    planner: str = ""
+    rejected: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the planner produced a usable plan."""
+        return self.rejected is None
+
+    def groups(self) -> dict[str, list[str]]:
+        """Target ids grouped by operation, in plan order."""
+        out: dict[str, list[str]] = {}
+        for action in self.actions:
+            out.setdefault(action.op, []).append(action.target)
+        return out
+
+    @classmethod
+    def rejection(cls, reason: str, *, planner: str = "") -> Plan:
+        """A plan with no actions that says why none could be made."""
+        return cls(summary="", actions=(), planner=planner, rejected=reason)
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Proposes a :class:`Plan` for an indexed history.
+
+    Implementations must not raise on bad model output: they return :meth:`Plan.rejection`.
+    """
+
+    name: str
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Propose actions for ``index`` (built from ``messages``)."""
+        ...
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Async twin of :meth:`plan`."""
+        ...
