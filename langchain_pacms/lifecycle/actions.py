@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ __all__ = [
     "find_locators",
     "mask_text",
     "provider_problems",
+    "restore",
 ]
 
 Op = Literal["fold", "mask", "prune"]
@@ -227,7 +229,9 @@ def _fold(
     targets = results or [obj.indices[0]]
     for n, i in enumerate(targets):
         text = stub if n == 0 else f"[folded with {obj.id}]"
-        messages[i] = _rewrite(messages[i], text, mark)
+        # list content is stored as JSON; the mark says so, for restore to parse it back
+        listed = {"list_content": True} if isinstance(messages[i].content, list) else {}
+        messages[i] = _rewrite(messages[i], text, {**mark, **listed})
     return targets
 
 
@@ -347,3 +351,72 @@ def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
     if first is not None and first.type != "human":
         problems.append(f"first non-system message is a {first.type} message")
     return problems
+
+
+def restore(
+    messages: Sequence[BaseMessage],
+    index: ContextIndex,
+    record: SidecarRecord,
+    *,
+    token_counter: Any = None,
+) -> ActionResult:
+    r"""Re-activate a folded object from its sidecar record (on a copy of ``messages``).
+
+    The folded messages get their exact original content back and lose the lifecycle mark; ids,
+    ``tool_calls`` and ``tool_call_id`` are untouched, so ``payload_of`` of the restored object
+    equals ``record.payload`` byte for byte. ``ActionResult.applied`` is empty (restore is not
+    a plannable action); ``replaced`` holds the restored messages.
+
+    Args:
+        messages: The history that ``index`` was built from. Not modified.
+        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        record: The object's :class:`SidecarRecord` (as a sidecar store returns it).
+        token_counter: Counter for the token figures (default: offline ``o200k_base``).
+
+    Returns:
+        The :class:`ActionResult`.
+
+    Raises:
+        KeyError: If ``record.object_id`` is not in ``index``.
+        ValueError: If the object is not folded, the record's hash does not match its payload,
+            or the record is not the payload the fold stub points at.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> msgs = [HumanMessage("a long brief\x00", id="h1"), HumanMessage("next", id="h2")]
+        >>> folded = apply_actions(msgs, index_messages(msgs), [Action("fold",
+        ...                        "conversation:user:1")])
+        >>> back = restore(folded.messages, index_messages(folded.messages), folded.sidecars[0])
+        >>> back.messages[0].content == msgs[0].content, back.messages[0].additional_kwargs
+        (True, {})
+    """
+    from langchain_pacms.tokens import resolve_token_counter
+
+    obj = index.by_id[record.object_id]
+    if obj.state != "folded":
+        raise ValueError(f"{obj.id} is {obj.state}, not folded: nothing to restore")
+    if SidecarRecord.of(obj.id, record.payload, record.kind).sha256 != record.sha256:
+        raise ValueError(f"{obj.id}: the sidecar payload does not match its sha256")
+    if record.sha256 != obj.sha256:
+        raise ValueError(f"{obj.id}: the sidecar is not the payload its fold stub points at")
+    out = list(messages)
+    results = [i for i in obj.indices if isinstance(out[i], ToolMessage)]
+    targets = results or [obj.indices[0]]
+    if len(targets) > 1:
+        texts = [str(part["content"]) for part in json.loads(record.payload)]
+    else:
+        texts = [record.payload]
+    count = resolve_token_counter(token_counter)
+    replaced: dict[str, BaseMessage] = {}
+    after = obj.tokens
+    for i, text in zip(targets, texts, strict=True):
+        old = out[i]
+        mark = old.additional_kwargs.get(LIFECYCLE_KEY) or {}
+        content: str | list[Any] = json.loads(text) if mark.get("list_content") else text
+        kwargs = {k: v for k, v in old.additional_kwargs.items() if k != LIFECYCLE_KEY}
+        out[i] = old.model_copy(update={"content": content, "additional_kwargs": kwargs})
+        after += count(str(out[i].content)) - count(str(old.content))
+        if old.id:
+            replaced[str(old.id)] = out[i]
+    return ActionResult(out, (), replaced, (), (), obj.tokens, max(after, 0))
