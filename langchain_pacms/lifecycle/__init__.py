@@ -8,6 +8,14 @@ from langchain_pacms.lifecycle.actions import (
     find_locators,
     mask_text,
     provider_problems,
+    restore,
+)
+from langchain_pacms.lifecycle.harness import (
+    COMMIT_EVENT,
+    Commit,
+    HarnessStats,
+    LifecycleHarness,
+    at_boundary,
 )
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
@@ -16,19 +24,29 @@ from langchain_pacms.lifecycle.objects import (
     payload_of,
 )
 from langchain_pacms.lifecycle.plan import Plan, Planner
+from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
 
 __all__ = [
+    "COMMIT_EVENT",
     "Action",
     "ActionResult",
+    "Checked",
+    "Commit",
     "ContextIndex",
     "ContextObject",
+    "HarnessStats",
+    "LifecycleHarness",
     "Plan",
     "Planner",
+    "Rejection",
     "SidecarRecord",
     "apply_actions",
+    "at_boundary",
+    "check_actions",
     "find_locators",
     "index_messages",
     "mask_text",
     "payload_of",
     "provider_problems",
+    "restore",
 ]
