@@ -16,15 +16,27 @@ from langchain_pacms.lifecycle.objects import (
     payload_of,
 )
 from langchain_pacms.lifecycle.plan import Plan, Planner
+from langchain_pacms.lifecycle.sidecar import (
+    SIDECAR_NAMESPACE,
+    SidecarError,
+    SidecarIntegrityError,
+    SidecarNotFoundError,
+    SidecarStore,
+)
 
 __all__ = [
+    "SIDECAR_NAMESPACE",
     "Action",
     "ActionResult",
     "ContextIndex",
     "ContextObject",
     "Plan",
     "Planner",
+    "SidecarError",
+    "SidecarIntegrityError",
+    "SidecarNotFoundError",
     "SidecarRecord",
+    "SidecarStore",
     "apply_actions",
     "find_locators",
     "index_messages",
