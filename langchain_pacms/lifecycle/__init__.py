@@ -24,10 +24,19 @@ from langchain_pacms.lifecycle.objects import (
     payload_of,
 )
 from langchain_pacms.lifecycle.plan import Plan, Planner
+from langchain_pacms.lifecycle.sidecar import (
+    SIDECAR_NAMESPACE,
+    SidecarError,
+    SidecarIntegrityError,
+    SidecarNotFoundError,
+    SidecarStore,
+)
+
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
 
 __all__ = [
     "COMMIT_EVENT",
+    "SIDECAR_NAMESPACE",
     "Action",
     "ActionResult",
     "Checked",
@@ -39,7 +48,11 @@ __all__ = [
     "Plan",
     "Planner",
     "Rejection",
+    "SidecarError",
+    "SidecarIntegrityError",
+    "SidecarNotFoundError",
     "SidecarRecord",
+    "SidecarStore",
     "apply_actions",
     "at_boundary",
     "check_actions",
