@@ -31,7 +31,6 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarNotFoundError,
     SidecarStore,
 )
-
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
+r"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
 
 One :meth:`LifecycleHarness.step` per agent step (before a model call, for example):
 
@@ -30,7 +30,7 @@ Example:
     ...         return self.plan(index, messages)
     >>> call = {"name": "cat", "args": {"path": "log.txt"}, "id": "c1"}
     >>> msgs = [HumanMessage("show the log", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("line\\n" * 500, tool_call_id="c1", id="t1"),
+    ...         ToolMessage("line\n" * 500, tool_call_id="c1", id="t1"),
     ...         AIMessage("It repeats.", id="a2"), HumanMessage("thanks", id="h2")]
     >>> store = InMemoryStore()
     >>> harness = LifecycleHarness(FoldOldTools(), store=store)

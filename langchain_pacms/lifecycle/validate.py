@@ -1,4 +1,4 @@
-"""Check a plan's actions against a history: drop invalid targets with reasons, normalise overlaps.
+r"""Check a plan's actions against a history: drop invalid targets with reasons, normalise overlaps.
 
 Pure data, no LangGraph. The checks, in order, for each action:
 
@@ -10,7 +10,8 @@ Pure data, no LangGraph. The checks, in order, for each action:
 * one action per object: when a plan (or the staged plans) name an object twice, the most
   conservative op is kept (``fold`` keeps everything recoverable, then ``mask``, then ``prune``);
 * rehearsal: applied to a copy, the actions leave no tool call without its result, no result
-  without its call and a user message first; an action that would break this is dropped.
+  without its call and a user message first; an action that would break this is dropped, and
+  so is a fold or mask that saves no tokens (a stub not smaller than the text it replaces).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -18,14 +19,15 @@ Example:
     >>> from langchain_pacms.lifecycle.objects import index_messages
     >>> call = {"name": "ls", "args": {}, "id": "c1"}
     >>> msgs = [HumanMessage("list", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("a.py b.py", tool_call_id="c1", id="t1"), HumanMessage("ok", id="h2")]
+    ...         ToolMessage("a.py\n" * 90, tool_call_id="c1", id="t1"),
+    ...         HumanMessage("ok", id="h2")]
     >>> checked = check_actions(msgs, index_messages(msgs), [
     ...     Action("prune", "function:tool:1"), Action("fold", "function:tool:1"),
     ...     Action("mask", "conversation:user:2"), Action("prune", "function:tool:9")])
     >>> [a.op for a in checked.accepted], [r.reason for r in checked.rejected]
     ... # doctest: +NORMALIZE_WHITESPACE
-    (['fold'], ['overlaps fold of the same object (fold kept)', 'part of the latest turn',
-    'unknown object id'])
+    (['fold'], ['part of the latest turn', 'unknown object id',
+    'overlaps fold of the same object (fold kept)'])
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def merge_actions(*groups: Sequence[Action]) -> tuple[list[Action], list[Rejecti
             continue
         if action.op == current.op:
             continue  # the same action proposed again
-        keep, drop = (action, current) if _RANK[action.op] < _RANK[current.op] else (current, action)
+        stronger = _RANK[action.op] < _RANK[current.op]
+        keep, drop = (action, current) if stronger else (current, action)
         best[action.target] = keep
         dropped.append(Rejection(drop, f"overlaps {keep.op} of the same object ({keep.op} kept)"))
     return [best[t] for t in order], dropped
@@ -178,4 +181,11 @@ def check_actions(
                 accepted.append(action)
         result = rehearse(accepted)
         merged = accepted
+    idle = [a for a in merged if a.op != "prune" and result.saved.get(a.target, 0) <= 0]
+    if idle:
+        rejected.extend(
+            Rejection(a, f"saves nothing (the {a.op}ed text is not smaller)") for a in idle
+        )
+        merged = [a for a in merged if a not in idle]
+        result = rehearse(merged)
     return Checked(tuple(merged), tuple(rejected), result)

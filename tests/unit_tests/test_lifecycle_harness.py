@@ -52,14 +52,14 @@ def _call(cid: str, name: str = "read", **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": cid}
 
 
-def history(size: int = 400) -> list[BaseMessage]:
+def history(size: int = 400, log: int = 120) -> list[BaseMessage]:
     return [
         SystemMessage("You are a coder.", id="s"),
         HumanMessage("Fix the bug in src/app.py", id="h1"),
         AIMessage("", tool_calls=[_call("c1", path="src/app.py")], id="a1"),
         ToolMessage("x = 1  # line\n" * size, tool_call_id="c1", id="t1"),
         AIMessage("", tool_calls=[_call("c2", "shell", cmd="pytest")], id="a2"),
-        ToolMessage("test ok\n" * 30, tool_call_id="c2", id="t2"),
+        ToolMessage("test ok\n" * log, tool_call_id="c2", id="t2"),
         AIMessage("Fixed at line 3.", id="a3"),
         HumanMessage("Now the docs", id="h2"),
     ]
@@ -93,7 +93,8 @@ def test_check_drops_invalid_targets_with_reasons():
         "system:1:prune": "the system prompt is never edited",
         "function:tool:3:prune": "part of the latest turn",
         "function:tool:99:fold": "unknown object id",
-        "conversation:user:2:mask": "a message without an id cannot be replaced or removed in state",
+        "conversation:user:2:mask": (
+            "a message without an id cannot be replaced or removed in state"),
         "function:tool:1:prune": "overlaps fold of the same object (fold kept)",
         "function:tool:2:squash": "unknown op 'squash' (expected fold, mask or prune)",
     }
@@ -134,27 +135,36 @@ def test_boundaries():
 
 
 def test_small_plans_stage_until_the_threshold_then_commit_once():
-    msgs = history(size=3)  # the file read is small, the test log is bigger
+    msgs = history(size=20)
+    total = index_messages(msgs).active_tokens
     planner = ScriptedPlanner(
-        Plan("mask", (Action("mask", "function:tool:2", "log"),)),
+        Plan("prune the note", (Action("prune", "conversation:assistant:1", "done"),)),
+        Plan("mask the log", (Action("mask", "function:tool:2", "noisy"),)),
         fold("function:tool:1"),
-        Plan("prune the assistant note", (Action("prune", "conversation:assistant:1", "done"),)),
     )
     harness = LifecycleHarness(planner, threshold=0.3)
-    assert harness.step(msgs, thread_id="t") is None
-    assert [a.op for a in harness.staged("t")] == ["mask"]
-    assert harness.step(msgs, thread_id="t") is None
-    assert [a.op for a in harness.staged("t")] == ["mask", "fold"]
-    big = harness.step(msgs, thread_id="t")
-    total = index_messages(msgs).active_tokens
-    assert big is not None and big.share >= 0.0
-    assert big.tokens_after < total
+    assert harness.step(msgs, thread_id="t") is None  # 1% of the view: not worth a cache break
+    assert [a.op for a in harness.staged("t")] == ["prune"]
+    assert harness.step(msgs, thread_id="t") is None  # 22%: still staged
+    assert [a.op for a in harness.staged("t")] == ["prune", "mask"]
+    commit = harness.step(msgs, thread_id="t")  # with the fold, above 30%: one commit
+    assert commit is not None and commit.reason == "threshold"
+    assert [a.op for a in commit.actions] == ["prune", "mask", "fold"]
+    assert commit.tokens_before == total and commit.share >= 0.3
     assert harness.staged("t") == ()
     assert harness.stats.commits == 1 and harness.stats.plans == 3
+    assert harness.stats.actions_accepted == 3
+
+
+def test_a_fold_that_saves_nothing_is_rejected():
+    msgs = history(size=3)
+    checked = check_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    assert checked.accepted == ()
+    assert checked.rejected[0].reason == "saves nothing (the folded text is not smaller)"
 
 
 def test_threshold_blocks_a_commit_that_does_not_pay_and_max_active_tokens_forces_it():
-    msgs = history(size=3)
+    msgs = history(size=20)
     plan = Plan("prune note", (Action("prune", "conversation:assistant:1", "obsolete"),))
     lazy = LifecycleHarness(ScriptedPlanner(plan), threshold=0.9)
     assert lazy.step(msgs, thread_id="t") is None and len(lazy.staged("t")) == 1

@@ -23,7 +23,7 @@ from langchain_pacms.lifecycle import (
 )
 
 TEXT = st.text(
-    alphabet=st.sampled_from(list("ab xyz/._=-\n0123456789") + ["é", "✓", "\x00", "😀"]),
+    alphabet=st.sampled_from([*"ab xyz/._=-\n0123456789", "é", "✓", "\x00", "😀"]),
     min_size=0, max_size=900,
 )
 
