@@ -16,6 +16,7 @@ from langchain_pacms.lifecycle.objects import (
     payload_of,
 )
 from langchain_pacms.lifecycle.plan import Plan, Planner
+from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverInput, make_recover_tool
 from langchain_pacms.lifecycle.sidecar import (
     SIDECAR_NAMESPACE,
     SidecarError,
@@ -25,6 +26,7 @@ from langchain_pacms.lifecycle.sidecar import (
 )
 
 __all__ = [
+    "RECOVER_TOOL_NAME",
     "SIDECAR_NAMESPACE",
     "Action",
     "ActionResult",
@@ -32,6 +34,7 @@ __all__ = [
     "ContextObject",
     "Plan",
     "Planner",
+    "RecoverInput",
     "SidecarError",
     "SidecarIntegrityError",
     "SidecarNotFoundError",
@@ -40,6 +43,7 @@ __all__ = [
     "apply_actions",
     "find_locators",
     "index_messages",
+    "make_recover_tool",
     "mask_text",
     "payload_of",
     "provider_problems",
