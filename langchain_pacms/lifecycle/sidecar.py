@@ -103,7 +103,7 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
     """The record in a store value, after checking its hash."""
     where = f"sidecar {object_id!r} in thread {thread_id!r}"
     try:
-        encoding = value["encoding"]
+        stored_id, encoding = value["object_id"], value["encoding"]
         data = base64.b64decode(value["payload"], validate=True)
         expected = str(value["sha256"])
         kind, description = str(value["kind"]), str(value["description"])
@@ -112,6 +112,8 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
         raise SidecarIntegrityError(f"{where}: not a sidecar value ({exc!r})") from exc
     if encoding != _ENCODING:
         raise SidecarIntegrityError(f"{where}: unknown encoding {encoding!r}")
+    if stored_id != object_id:
+        raise SidecarIntegrityError(f"{where}: the value is the sidecar of {stored_id!r}")
     if _digest(data) != expected:
         raise SidecarIntegrityError(f"{where}: the stored payload does not match its sha256")
     payload = data.decode("utf-8", "surrogatepass")
