@@ -25,9 +25,9 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest -q
 
-# the persistent-store tests against a throwaway PostgreSQL (what .ci/run starts before `make test`)
+# the sidecar-store tests against a throwaway PostgreSQL (what .ci/run starts before `make test`)
 test-postgres: install
-	bash -c 'source .ci/postgres.sh && $(BIN)/python -m pytest -q tests/integration_tests/test_persistent_sidecars.py'
+	bash -c 'source .ci/postgres.sh && $(BIN)/python -m pytest -q tests/integration_tests/test_persistent_sidecars.py tests/integration_tests/test_sidecar_backends.py'
 
 bench: install
 	$(BIN)/python benchmarks/bench_core.py
