@@ -52,7 +52,12 @@ _PAGE = 500
 
 
 class SidecarError(Exception):
-    """Base class of the sidecar errors (catch this to handle both)."""
+    """Base class of the sidecar errors (catch this to handle both).
+
+    Example:
+        >>> issubclass(SidecarNotFoundError, SidecarError), issubclass(SidecarError, ValueError)
+        (True, False)
+    """
 
 
 class SidecarIntegrityError(SidecarError, ValueError):
