@@ -17,6 +17,8 @@ from langchain_pacms.lifecycle.harness import (
     LifecycleHarness,
     at_boundary,
 )
+from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
+from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
@@ -24,7 +26,9 @@ from langchain_pacms.lifecycle.objects import (
     payload_of,
 )
 from langchain_pacms.lifecycle.plan import Plan, Planner
+from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverInput, make_recover_tool
 from langchain_pacms.lifecycle.sidecar import (
+    AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
     SidecarError,
     SidecarIntegrityError,
@@ -34,7 +38,9 @@ from langchain_pacms.lifecycle.sidecar import (
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
 
 __all__ = [
+    "AUDIT_NAMESPACE",
     "COMMIT_EVENT",
+    "RECOVER_TOOL_NAME",
     "SIDECAR_NAMESPACE",
     "Action",
     "ActionResult",
@@ -43,9 +49,14 @@ __all__ = [
     "ContextIndex",
     "ContextObject",
     "HarnessStats",
+    "HeuristicPlanner",
+    "LLMPlanner",
     "LifecycleHarness",
     "Plan",
+    "PlanAction",
+    "PlanSchema",
     "Planner",
+    "RecoverInput",
     "Rejection",
     "SidecarError",
     "SidecarIntegrityError",
@@ -57,8 +68,10 @@ __all__ = [
     "check_actions",
     "find_locators",
     "index_messages",
+    "make_recover_tool",
     "mask_text",
     "payload_of",
     "provider_problems",
+    "recent_turns",
     "restore",
 ]

@@ -31,7 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from langgraph.store.base import BaseStore, Item, PutOp
+from langchain_core.runnables.config import run_in_executor
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
 from langchain_pacms.lifecycle.actions import SidecarRecord
 
@@ -55,7 +56,12 @@ _PAGE = 500
 
 
 class SidecarError(Exception):
-    """Base class of the sidecar errors (catch this to handle both)."""
+    """Base class of the sidecar errors (catch this to handle both).
+
+    Example:
+        >>> issubclass(SidecarNotFoundError, SidecarError), issubclass(SidecarError, ValueError)
+        (True, False)
+    """
 
 
 class SidecarIntegrityError(SidecarError, ValueError):
@@ -107,7 +113,7 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
     """The record in a store value, after checking its hash."""
     where = f"sidecar {object_id!r} in thread {thread_id!r}"
     try:
-        encoding = value["encoding"]
+        stored_id, encoding = value["object_id"], value["encoding"]
         data = base64.b64decode(value["payload"], validate=True)
         expected = str(value["sha256"])
         kind, description = str(value["kind"]), str(value["description"])
@@ -116,6 +122,8 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
         raise SidecarIntegrityError(f"{where}: not a sidecar value ({exc!r})") from exc
     if encoding != _ENCODING:
         raise SidecarIntegrityError(f"{where}: unknown encoding {encoding!r}")
+    if stored_id != object_id:
+        raise SidecarIntegrityError(f"{where}: the value is the sidecar of {stored_id!r}")
     if _digest(data) != expected:
         raise SidecarIntegrityError(f"{where}: the stored payload does not match its sha256")
     payload = data.decode("utf-8", "surrogatepass")
@@ -174,16 +182,30 @@ class SidecarStore:
             PutOp(self.namespace, r.object_id, _encode(r), index=False) for r in records
         ]
 
-    def _record(self, object_id: str, item: Item | None) -> SidecarRecord:
-        if item is None:
+    def _get_op(self, object_id: str) -> GetOp:
+        return GetOp(self.namespace, object_id)
+
+    def _search_op(self, offset: int) -> SearchOp:
+        return SearchOp(self.namespace, limit=_PAGE, offset=offset)
+
+    def _record(self, object_id: str, item: Result) -> SidecarRecord:
+        if not isinstance(item, Item):
             raise SidecarNotFoundError(
                 f"no sidecar for {object_id!r} in thread {self.thread_id!r}"
             )
         return _decode(object_id, self.thread_id, item.value)
 
-    def _own(self, items: Sequence[Item]) -> list[str]:
+    def _own(self, page: Result) -> tuple[list[str], int]:
+        """This thread's keys in a search page, and the page's length."""
+        items = [i for i in page if isinstance(i, Item)] if isinstance(page, list) else []
         # a prefix search also returns deeper namespaces: keep this thread's items only
-        return [i.key for i in items if tuple(i.namespace) == self.namespace]
+        return [i.key for i in items if tuple(i.namespace) == self.namespace], len(items)
+
+    async def _abatch(self, ops: Sequence[Op]) -> list[Result]:
+        try:
+            return await self.store.abatch(ops)
+        except NotImplementedError:  # a sync-only store (SqliteStore): run it in a thread
+            return await run_in_executor(None, self.store.batch, ops)
 
     def put(self, record: SidecarRecord) -> None:
         """Store one record (replacing any record with the same object id).
@@ -210,40 +232,40 @@ class SidecarStore:
             SidecarNotFoundError: If no sidecar is stored for it in this thread.
             SidecarIntegrityError: If the stored value does not match its sha256.
         """
-        return self._record(object_id, self.store.get(self.namespace, object_id))
+        return self._record(object_id, self.store.batch([self._get_op(object_id)])[0])
 
     def list_ids(self) -> list[str]:
         """Object ids with a sidecar in this thread (``function:tool:2`` before ``...:10``)."""
         ids: list[str] = []
         offset = 0
         while True:
-            page = self.store.search(self.namespace, limit=_PAGE, offset=offset)
-            ids.extend(self._own(page))
-            offset += len(page)
-            if len(page) < _PAGE:
+            keys, found = self._own(self.store.batch([self._search_op(offset)])[0])
+            ids.extend(keys)
+            offset += found
+            if found < _PAGE:
                 return sorted(ids, key=_natural)
 
     async def aput(self, record: SidecarRecord) -> None:
-        """Async :meth:`put`."""
-        await self.store.abatch(self._ops([record]))
+        """Async :meth:`put` (a sync-only store such as ``SqliteStore`` runs in a thread)."""
+        await self._abatch(self._ops([record]))
 
     async def aput_many(self, records: Iterable[SidecarRecord]) -> None:
         """Async :meth:`put_many`."""
         ops = self._ops(records)
         if ops:
-            await self.store.abatch(ops)
+            await self._abatch(ops)
 
     async def aget(self, object_id: str) -> SidecarRecord:
         """Async :meth:`get`."""
-        return self._record(object_id, await self.store.aget(self.namespace, object_id))
+        return self._record(object_id, (await self._abatch([self._get_op(object_id)]))[0])
 
     async def alist_ids(self) -> list[str]:
         """Async :meth:`list_ids`."""
         ids: list[str] = []
         offset = 0
         while True:
-            page = await self.store.asearch(self.namespace, limit=_PAGE, offset=offset)
-            ids.extend(self._own(page))
-            offset += len(page)
-            if len(page) < _PAGE:
+            keys, found = self._own((await self._abatch([self._search_op(offset)]))[0])
+            ids.extend(keys)
+            offset += found
+            if found < _PAGE:
                 return sorted(ids, key=_natural)

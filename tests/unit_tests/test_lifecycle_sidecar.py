@@ -91,7 +91,7 @@ def test_tampered_payload_raises_integrity_error():
 
 @pytest.mark.parametrize("change", [
     {"payload": "***not base64***"}, {"payload": None}, {"sha256": "0" * 64},
-    {"encoding": "raw"}, {"lineage": None},
+    {"encoding": "raw"}, {"lineage": None}, {"object_id": "function:tool:2"},
 ])
 def test_broken_values_raise_integrity_error(change):
     store = InMemoryStore()
