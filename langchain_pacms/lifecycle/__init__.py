@@ -9,6 +9,7 @@ from langchain_pacms.lifecycle.actions import (
     mask_text,
     provider_problems,
 )
+from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
@@ -22,6 +23,7 @@ __all__ = [
     "ActionResult",
     "ContextIndex",
     "ContextObject",
+    "HeuristicPlanner",
     "Plan",
     "Planner",
     "SidecarRecord",
@@ -31,4 +33,5 @@ __all__ = [
     "mask_text",
     "payload_of",
     "provider_problems",
+    "recent_turns",
 ]

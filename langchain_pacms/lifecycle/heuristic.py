@@ -84,7 +84,12 @@ _NOISE = re.compile(
 _SCAN = 200_000  # characters scanned for values in one payload
 _NOISE_SCAN = 20_000
 _EMBED_CHARS = 4_000  # characters of an object embedded for relevance
-_REL_FLOOR = 0.1  # relevance is scaled by max(best score, this)
+_REL_FLOOR = 0.25  # relevance is scaled by max(best score, this)
+_STOP = _vocab(
+    "the and for are but not you your with this that from have has was were will would can could "
+    "should about into over than then them they there their what when where which who why how all "
+    "any our out its also just more most some such only own same very now new use let one yes"
+)
 
 _NAME_WORDS: dict[CallKind, frozenset[str]] = {
     "write": _vocab(
@@ -144,6 +149,11 @@ class _Features:
     handles: frozenset[str]
     words: frozenset[str]
     noise: int
+
+
+def _words_of(text: str) -> frozenset[str]:
+    """Lower-cased words of three letters or more, without common function words."""
+    return frozenset(w.lower() for w in _WORD.findall(text)) - _STOP
 
 
 def _words(name: str) -> list[str]:
@@ -331,7 +341,7 @@ class HeuristicPlanner:
         payload = payload_of(messages, obj.indices) if obj.kind == "tool" else obj.text
         sample = payload[:_SCAN]
         handles = frozenset(t for m in _HANDLE.findall(sample) if len(t := m.rstrip(".,:-")) >= 4)
-        words = frozenset(w.lower() for w in _WORD.findall(obj.text[:_SCAN]))
+        words = _words_of(obj.text[:_SCAN])
         found = _Features(calls, handles, words, len(_NOISE.findall(sample[:_NOISE_SCAN])))
         if self.cache_size:
             self._cache[key] = found
@@ -439,7 +449,7 @@ class HeuristicPlanner:
 
     # -- relevance ------------------------------------------------------------------------------
     def _lexical(self, a: _Analysis) -> dict[str, float]:
-        query = {w.lower() for w in _WORD.findall(a.query)}
+        query = _words_of(a.query)
         if not query:
             return {o.id: 0.0 for o in a.scored}
         return {o.id: len(query & a.features[o.id].words) / len(query) for o in a.scored}
