@@ -10,6 +10,7 @@ from langchain_pacms.lifecycle.actions import (
     provider_problems,
 )
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
+from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
@@ -24,7 +25,10 @@ __all__ = [
     "ContextIndex",
     "ContextObject",
     "HeuristicPlanner",
+    "LLMPlanner",
     "Plan",
+    "PlanAction",
+    "PlanSchema",
     "Planner",
     "SidecarRecord",
     "apply_actions",
