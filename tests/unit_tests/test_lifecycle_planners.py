@@ -12,11 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import Embeddings
+from langchain_core.language_models.fake_chat_models import (
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pydantic import Field
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.lifecycle import (
     HeuristicPlanner,
+    LLMPlanner,
     Plan,
     Planner,
     apply_actions,
@@ -443,3 +449,193 @@ def test_real_tau_bench_trace_gives_a_valid_non_empty_plan():
             assert not set(ids.findall(obj.text.split("\n", 1)[-1])) & set(ids.findall(later))
         if action.op == "prune":
             assert obj.signature in later
+
+
+# -- LLM planner --------------------------------------------------------------------------------
+class RecordingModel(GenericFakeChatModel):
+    """A fake chat model that records what it was sent."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+class ToolCallingFake(RecordingModel):
+    """A fake that supports tools, so ``with_structured_output`` takes the tool path."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+class RaisingModel(FakeMessagesListChatModel):
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("rate limited")
+
+
+def llm_history() -> History:
+    h = History().user("Fix the port parser; keep the public API.")
+    h.call("read_file", code_body("src/app/config.py", 200), path="src/app/config.py")
+    h.call("shell", log_text(150), command="pytest -q")
+    h.call("read_file", code_body("src/app/config.py", 200), path="src/app/config.py")
+    h.user("Now update the changelog.")
+    h.call("read_file", "# Changelog\n", path="CHANGELOG.md")
+    return h
+
+
+def reply(*actions: tuple[str, str], summary: str = "tidy the old reads") -> str:
+    return json.dumps(
+        {"summary": summary,
+         "actions": [{"op": op, "target": t, "reason": f"{op} it"} for op, t in actions]}
+    )
+
+
+def llm_plan(*replies: Any, model: type[GenericFakeChatModel] = RecordingModel) -> Plan:
+    h = llm_history()
+    planner = LLMPlanner(model(messages=iter(replies)))
+    return planner.plan(index_messages(h.messages), h.messages)
+
+
+def test_llm_valid_json_plan():
+    plan = llm_plan(reply(("prune", "function:tool:1"), ("mask", "function:tool:2")))
+    assert plan.ok and plan.planner == "llm"
+    assert plan.summary == "tidy the old reads"
+    assert [(a.op, a.target, a.reason) for a in plan.actions] == [
+        ("prune", "function:tool:1", "prune it"), ("mask", "function:tool:2", "mask it")]
+    h = llm_history()
+    assert_applies_cleanly(h.messages, plan)
+
+
+def test_llm_json_in_a_code_fence_or_prose_is_read():
+    fenced = "```json\n" + reply(("fold", "function:tool:1")) + "\n```"
+    assert llm_plan(fenced).groups() == {"fold": ["function:tool:1"]}
+    prose = "Here is my plan:\n" + reply(("fold", "function:tool:1")) + "\nDone."
+    assert llm_plan(prose).groups() == {"fold": ["function:tool:1"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("I would fold the first read.", "no readable plan"),
+        ('{"summary": "x", "actions": [', "no readable plan"),
+        ('{"summary": "x", "actions": "fold everything"}', "'actions' list"),
+        ("[1, 2]", "'actions' list"),
+    ],
+)
+def test_llm_malformed_output_is_a_rejection(text: str, why: str):
+    plan = llm_plan(text)
+    assert not plan.ok and plan.actions == () and why in (plan.rejected or "")
+
+
+def test_llm_all_unknown_ids_reject_the_plan():
+    plan = llm_plan(reply(("fold", "function:tool:77"), ("prune", "conversation:user:9")))
+    assert not plan.ok
+    assert plan.rejected == "all 2 target ids are unknown (not in the index)"
+
+
+def test_llm_invalid_actions_are_dropped_with_reasons():
+    plan = llm_plan(reply(
+        ("fold", "function:tool:1"),
+        ("fold", "function:tool:99"),  # hallucinated
+        ("shrink", "function:tool:2"),  # unknown op
+        ("prune", "system:1"),
+        ("prune", "function:tool:4"),  # the latest turn
+        ("prune", "conversation:user:1"),  # user instructions
+        ("mask", "function:tool:1"),  # second action on one object
+    ))
+    assert plan.ok and plan.groups() == {"fold": ["function:tool:1"]}
+    for why in ("function:tool:99: unknown id", "function:tool:2: unknown op 'shrink'",
+                "system:1: the system prompt", "function:tool:4: part of the latest turn",
+                "conversation:user:1: a user message is only ever folded",
+                "dropped 6"):
+        assert why in plan.summary
+    only_bad = llm_plan(reply(("prune", "system:1"), ("mask", "conversation:user:2")))
+    assert not only_bad.ok and (only_bad.rejected or "").startswith("no usable action: ")
+
+
+def test_llm_empty_plan_is_valid():
+    plan = llm_plan(reply(summary="nothing worth changing"))
+    assert plan.ok and plan.actions == () and plan.summary == "nothing worth changing"
+
+
+def test_llm_raising_model_is_a_rejection_sync_and_async():
+    h = llm_history()
+    index = index_messages(h.messages)
+    planner = LLMPlanner(RaisingModel(responses=[]))
+    for plan in (planner.plan(index, h.messages), asyncio.run(planner.aplan(index, h.messages))):
+        assert not plan.ok and plan.rejected == "model raised RuntimeError: rate limited"
+
+
+def test_llm_runs_on_the_side_with_a_compact_view():
+    h = llm_history()
+    before = [m.model_copy() for m in h.messages]
+    model = RecordingModel(messages=iter([reply(("fold", "function:tool:1"))]))
+    LLMPlanner(model).plan(index_messages(h.messages), h.messages)
+    assert h.messages == before  # the agent's messages are untouched
+    ((system, human),) = model.seen
+    assert system.type == "system" and "Never target the system prompt" in system.content
+    assert '"actions"' in system.content  # the output schema is stated
+    view = human.content
+    assert "function:tool:1 | tool | " in view and " | active | read_file(" in view
+    assert "Protected, never targets: system:1, conversation:user:2, function:tool:4" in view
+    assert "[conversation:user:2] Now update the changelog." in view
+    assert len(view) < 3_000  # compact: previews, not bodies
+    assert all(len(line) < 400 for line in view.splitlines())
+
+
+def test_llm_view_lists_the_largest_objects_when_over_max_objects():
+    h = llm_history()
+    view = LLMPlanner(RecordingModel(messages=iter([])), max_objects=2).view(
+        index_messages(h.messages))
+    listed = [line.split(" | ")[0] for line in view.splitlines() if " | tool | " in line]
+    assert listed == ["function:tool:1", "function:tool:3"]  # in order, the two largest
+    assert "(2 smaller objects not shown)" in view
+
+
+def test_llm_structured_output_path():
+    args = {"summary": "prune the stale read",
+            "actions": [{"op": "prune", "target": "function:tool:1", "reason": "read again"}]}
+    call = AIMessage("", tool_calls=[{"name": "PlanSchema", "args": args, "id": "p1"}])
+    h = llm_history()
+    planner = LLMPlanner(ToolCallingFake(messages=iter([call])))
+    assert planner.structured
+    plan = planner.plan(index_messages(h.messages), h.messages)
+    assert plan.ok and plan.groups() == {"prune": ["function:tool:1"]}
+    # an op outside the schema fails pydantic parsing; the raw call is read and the action dropped
+    bad = {"summary": "s", "actions": [{"op": "shrink", "target": "function:tool:1"},
+                                       {"op": "fold", "target": "function:tool:3"}]}
+    call = AIMessage("", tool_calls=[{"name": "PlanSchema", "args": bad, "id": "p2"}])
+    plan = LLMPlanner(ToolCallingFake(messages=iter([call]))).plan(
+        index_messages(h.messages), h.messages)
+    assert plan.groups() == {"fold": ["function:tool:3"]} and "unknown op 'shrink'" in plan.summary
+    # no tool call at all: JSON in the text is still read
+    text = AIMessage(reply(("fold", "function:tool:2")))
+    plan = LLMPlanner(ToolCallingFake(messages=iter([text]))).plan(
+        index_messages(h.messages), h.messages)
+    assert plan.groups() == {"fold": ["function:tool:2"]}
+
+
+def test_llm_aplan_matches_plan():
+    h = llm_history()
+    index = index_messages(h.messages)
+    text = reply(("fold", "function:tool:1"), ("mask", "function:tool:2"))
+    sync = LLMPlanner(RecordingModel(messages=iter([text]))).plan(index, h.messages)
+    planner = LLMPlanner(FakeMessagesListChatModel(responses=[AIMessage(text)]))
+    assert asyncio.run(planner.aplan(index, h.messages)) == sync
+    assert isinstance(planner, Planner)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"model": "gpt"}, TypeError, "model"),
+        ({"max_objects": 0}, ValueError, "max_objects"),
+        ({"max_objects": 2.5}, TypeError, "max_objects"),
+        ({"name": ""}, ValueError, "name"),
+    ],
+)
+def test_llm_bad_options(kwargs: dict[str, Any], error: type[Exception], match: str):
+    options = {"model": FakeMessagesListChatModel(responses=[]), **kwargs}
+    with pytest.raises(error, match=match):
+        LLMPlanner(**options)
