@@ -139,6 +139,7 @@ class _Call:
     kind: CallKind
     paths: frozenset[str]
     whole: bool  # a read of whole files (no line range, no filter)
+    uses: frozenset[str]  # the values in its arguments
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,24 @@ class _Features:
     noise: int
 
 
+def _distinct(text: str) -> str:
+    """The distinct whitespace-separated chunks of ``text``, one per line (order is irrelevant).
+
+    Neither words nor values span whitespace, so scanning this is the same as scanning
+    ``text``, and much shorter on repetitive output.
+    """
+    return "\n".join(set(text.split()))
+
+
 def _words_of(text: str) -> frozenset[str]:
     """Lower-cased words of three letters or more, without common function words."""
-    return frozenset(w.lower() for w in _WORD.findall(text)) - _STOP
+    return frozenset(w.lower() for w in _WORD.findall(_distinct(text))) - _STOP
+
+
+def _handles_of(text: str) -> frozenset[str]:
+    """The values in ``text`` a later call could reuse (see ``_HANDLE``), four chars or more."""
+    found = _HANDLE.findall(_distinct(text))
+    return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
 
 
 def _words(name: str) -> list[str]:
@@ -190,26 +206,38 @@ def _arg_paths(args: Mapping[str, Any]) -> set[str]:
     return found
 
 
+def _leaves(value: Any) -> list[str]:
+    """The scalar values inside a call's (nested) arguments, as text."""
+    if isinstance(value, Mapping):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [str(value)]
+
+
 def _classify(call: Mapping[str, Any]) -> _Call:
     name = str(call.get("name") or "")
     args = call.get("args") or {}
     args = args if isinstance(args, Mapping) else {}
     signature = f"{name}({json.dumps(args, sort_keys=True, default=str)})"
+    uses = _handles_of("\n".join(_leaves(args)))
     paths = _arg_paths(args)
     verb = args.get("command")
     if isinstance(verb, str) and verb in _EDITOR_VERBS:
         kind = _EDITOR_VERBS[verb]
         whole = kind == "read" and not args.get("view_range")
-        return _Call(signature, kind, frozenset(paths), whole)
+        return _Call(signature, kind, frozenset(paths), whole, uses)
     shell = next((args[k] for k in _SHELL_ARGS if isinstance(args.get(k), str)), None)
     words = set(_words(name))
     if shell is not None and (words & _NAME_WORDS["run"] or not paths):
         kind, whole = _shell_kind(shell)
         paths |= {p.removeprefix("./") for p in _PATH.findall(shell)}
-        return _Call(signature, kind, frozenset(paths), whole and bool(paths))
+        return _Call(
+            signature, kind, frozenset(paths), whole and bool(paths), _handles_of(signature)
+        )
     kind = next((k for k, vocab in _NAME_WORDS.items() if words & vocab), "other")
     whole = kind == "read" and bool(paths) and not (_RANGE_KEYS & set(args))
-    return _Call(signature, kind, frozenset(paths), whole)
+    return _Call(signature, kind, frozenset(paths), whole, uses)
 
 
 def recent_turns(
@@ -340,9 +368,8 @@ class HeuristicPlanner:
             calls = tuple(_classify(c) for c in head.tool_calls)
         payload = payload_of(messages, obj.indices) if obj.kind == "tool" else obj.text
         sample = payload[:_SCAN]
-        handles = frozenset(t for m in _HANDLE.findall(sample) if len(t := m.rstrip(".,:-")) >= 4)
-        words = _words_of(obj.text[:_SCAN])
-        found = _Features(calls, handles, words, len(_NOISE.findall(sample[:_NOISE_SCAN])))
+        noise = len(_NOISE.findall(sample[:_NOISE_SCAN]))
+        found = _Features(calls, _handles_of(sample), _words_of(obj.text[:_SCAN]), noise)
         if self.cache_size:
             self._cache[key] = found
             if len(self._cache) > self.cache_size:
@@ -367,8 +394,7 @@ class HeuristicPlanner:
         last_signature: dict[str, tuple[int, str]] = {}
         for o in objects:
             for call in calls.get(o.id, ()):
-                for token in _HANDLE.findall(call.signature):
-                    last_use[token.rstrip(".,:-")] = o.position
+                last_use.update(dict.fromkeys(call.uses, o.position))
                 last_signature[call.signature] = (o.position, o.id)
                 if call.kind == "write":
                     last_write.update(dict.fromkeys(call.paths, o.position))
