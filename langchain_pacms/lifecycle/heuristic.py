@@ -172,7 +172,7 @@ def _handles_of(text: str) -> frozenset[str]:
     return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
 
 
-def _words(name: str) -> list[str]:
+def _name_words(name: str) -> list[str]:
     return [w.lower() for w in re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name) if w]
 
 
@@ -189,7 +189,7 @@ def _shell_kind(command: str) -> tuple[CallKind, bool]:
         return "run", False
     head = first[0]
     if head in _SHELL_READ or (head == "sed" and "-n" in segments[0]):
-        whole = len(segments) == 1 and head in ("cat", "nl", "bat") and "-n" not in segments[0][1:2]
+        whole = len(segments) == 1 and head in ("cat", "nl", "bat")
         return "read", whole
     if head in _SHELL_SEARCH:
         return "search", False
@@ -228,7 +228,7 @@ def _classify(call: Mapping[str, Any]) -> _Call:
         whole = kind == "read" and not args.get("view_range")
         return _Call(signature, kind, frozenset(paths), whole, uses)
     shell = next((args[k] for k in _SHELL_ARGS if isinstance(args.get(k), str)), None)
-    words = set(_words(name))
+    words = set(_name_words(name))
     if shell is not None and (words & _NAME_WORDS["run"] or not paths):
         kind, whole = _shell_kind(shell)
         paths |= {p.removeprefix("./") for p in _PATH.findall(shell)}
@@ -314,6 +314,8 @@ class HeuristicPlanner:
         keep_above: An object whose future value is at least this is kept, however large
             (superseded objects are pruned whatever their value).
         recency_half_life: Number of objects after which recency halves.
+        cache_size: Objects whose features (values, words, log markers) stay cached, by content
+            hash (``0``: no cache).
 
     Raises:
         TypeError: If a size option is not an int or ``selector`` has no ``embeddings``.

@@ -146,6 +146,21 @@ def test_a_later_whole_file_read_by_another_tool_supersedes_a_ranged_read():
     assert ops(plan_of(h2.messages)).get(tool_id_of(h2.messages, "c2")) != "prune"
 
 
+def test_shell_commands_are_classified_like_the_tools_they_stand_for():
+    h = History().user("Fix the bug in astropy/wcs/wcs.py")
+    h.call("bash", code_body("astropy/wcs/wcs.py", 200), command="cat astropy/wcs/wcs.py")
+    h.call("bash", log_text(150), command="cd /testbed && python reproduce.py 2>&1")
+    h.call("bash", code_body("astropy/io/fits.py", 200), command="nl -ba astropy/io/fits.py")
+    h.call("bash", "", command="sed -i 's/int(/float(/' astropy/wcs/wcs.py")
+    h.filler(2).user("Did the fix work?")
+    plan = plan_of(h.messages)
+    read, run, other = (tool_id_of(h.messages, c) for c in ("c2", "c3", "c4"))
+    assert ops(plan) == {read: "fold", run: "mask", other: "fold"}
+    reasons = {a.target: a.reason for a in plan.actions}
+    assert "astropy/wcs/wcs.py is edited later" in reasons[read]
+    assert "edited later" not in reasons[other]
+
+
 def test_big_stable_file_read_is_folded_not_masked():
     h = History().user("Summarise the helpers in src/app/helpers.py")
     h.call("read_file", code_body("src/app/helpers.py", 200), path="src/app/helpers.py")
