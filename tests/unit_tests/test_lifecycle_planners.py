@@ -471,10 +471,14 @@ class RecordingModel(GenericFakeChatModel):
     """A fake chat model that records what it was sent."""
 
     seen: list[list[BaseMessage]] = Field(default_factory=list)
+    tags: list[list[str]] = Field(default_factory=list)
 
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
         self.seen.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
+        self.tags.append(list(run_manager.tags if run_manager else []))
+        return super()._generate(messages, stop, run_manager, **kw)
 
 
 class ToolCallingFake(RecordingModel):
@@ -589,6 +593,7 @@ def test_llm_runs_on_the_side_with_a_compact_view():
     LLMPlanner(model).plan(index_messages(h.messages), h.messages)
     assert h.messages == before  # the agent's messages are untouched
     ((system, human),) = model.seen
+    assert "nostream" in model.tags[0]  # LangGraph's messages stream leaves the call out
     assert system.type == "system" and "Never target the system prompt" in system.content
     assert '"actions"' in system.content  # the output schema is stated
     view = human.content
