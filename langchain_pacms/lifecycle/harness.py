@@ -222,7 +222,8 @@ class LifecycleHarness:
         threshold: Commit when the staged actions remove at least this share of the active view
             (``0`` commits every accepted plan at the next boundary).
         max_active_tokens: Also commit, whatever the share, when the view exceeds this.
-        boundary: ``"turn"`` (default) or ``"tool"``, see :func:`at_boundary`.
+        boundary: ``"turn"`` (default) or ``"tool"``, see :func:`at_boundary`. With ``"tool"``
+            only the latest user message and the newest object are protected (one long task).
         token_counter: Callable, encoding name, :class:`~langchain_pacms.tokens.TokenCounter` or
             ``None`` (offline ``o200k_base``); use the selector's so both count alike.
         mask_head: Characters a mask keeps at the start.
@@ -293,8 +294,15 @@ class LifecycleHarness:
     def index(
         self, messages: Sequence[BaseMessage], known_ids: Mapping[str, str] | None = None
     ) -> ContextIndex:
-        """Index ``messages`` with the harness's token counter."""
-        return index_messages(messages, token_counter=self.token_counter, known_ids=known_ids)
+        """Index ``messages`` with the harness's token counter.
+
+        With ``boundary="tool"`` the protected current work is the latest user message and the
+        newest object (``latest="step"``), so earlier tool spans of one long task are plannable.
+        """
+        return index_messages(
+            messages, token_counter=self.token_counter, known_ids=known_ids,
+            latest="step" if self.boundary == "tool" else "turn",
+        )
 
     def check(
         self, messages: Sequence[BaseMessage], index: ContextIndex, actions: Sequence[Action]

@@ -301,3 +301,19 @@ def test_bad_options_fail_at_construction():
     with pytest.raises(ValueError, match="boundary"):
         LifecycleHarness(planner, boundary="always")  # type: ignore[arg-type]
     assert "scripted" in repr(LifecycleHarness(planner))
+
+
+def test_tool_boundary_plans_inside_one_long_task():
+    msgs = history()[:6]  # one task, two tool spans, the run still going
+    assert index_messages(msgs).by_id["function:tool:1"].latest  # the whole run is the turn
+    step = index_messages(msgs, latest="step")
+    assert [o.id for o in step.objects if o.latest] == ["conversation:user:1", "function:tool:2"]
+    with pytest.raises(ValueError, match="latest"):
+        index_messages(msgs, latest="call")  # type: ignore[arg-type]
+    turn = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    assert turn.step(msgs, thread_id="t") is None  # not a turn boundary
+    tool = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0,
+                            boundary="tool")
+    commit = tool.step(msgs, thread_id="t")
+    assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
+    assert provider_problems(commit.messages) == []
