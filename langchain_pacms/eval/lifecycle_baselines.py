@@ -196,7 +196,7 @@ def clear_tool_uses(
         return ModelResponse(result=[AIMessage("")])
 
     model = FakeMessagesListChatModel(responses=[AIMessage("")])
-    request = ModelRequest(model=model, messages=list(messages))
+    request = ModelRequest(model=model, messages=list(messages))  # type: ignore[arg-type]
     middleware.wrap_model_call(request, handler)
     return seen, {}
 
