@@ -1,0 +1,135 @@
+"""``LifecycleMiddleware``: the context lifecycle inside ``langchain.agents.create_agent``.
+
+Needs LangChain v1 (the ``middleware`` extra): ``pip install "langchain-pacms[middleware]"``.
+
+Before each model call the middleware hands the agent's messages to the
+:class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`. At a safe boundary (a new user turn
+or a finished answer; with ``boundary="tool"`` also after a tool result) it plans, stages, and
+when the saving is worth the cache break, commits: the folds, masks and prunes land in the
+agent *state* as a ``messages`` update, so later calls reuse the shorter, stable prefix. The
+middleware adds the ``recover_context`` tool itself, so the model can read any folded payload
+back byte for byte.
+
+With :class:`~langchain_pacms.integrations.PACMSMiddleware` in the same agent, list the
+lifecycle first: it edits the state in ``before_model``; selection then picks each call's
+context from that state in ``wrap_model_call``.
+
+Example:
+    >>> from langchain.agents import create_agent  # doctest: +SKIP
+    >>> agent = create_agent(model, tools, middleware=[LifecycleMiddleware(),
+    ...                      PACMSMiddleware(budget_tokens=8000)])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
+    raise ImportError(
+        "LifecycleMiddleware needs LangChain v1 (langchain.agents.middleware). Install it with: "
+        'pip install "langchain-pacms[middleware]"'
+    ) from err
+
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from typing_extensions import NotRequired
+
+from langchain_pacms.lifecycle.harness import Boundary, LifecycleHarness
+from langchain_pacms.lifecycle.node import (
+    DEFAULT_THREAD,
+    build_harness,
+    state_inputs,
+    state_update,
+    thread_of,
+)
+from langchain_pacms.lifecycle.plan import Planner
+from langchain_pacms.lifecycle.recover import make_recover_tool
+
+__all__ = ["LifecycleMiddleware", "LifecycleState"]
+
+
+class LifecycleState(AgentState):  # type: ignore[type-arg]
+    """Agent state with the lifecycle's object-id map (keeps ids stable after prunes)."""
+
+    pacms_lifecycle_ids: NotRequired[dict[str, str]]
+
+
+def _run_config() -> Any:
+    try:
+        from langgraph.config import get_config
+
+        return get_config()
+    except RuntimeError:  # not inside a runnable context
+        return None
+
+
+class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Fold, mask and prune the agent's history at safe boundaries, with byte-exact recovery.
+
+    Args:
+        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
+            Otherwise one is built from the options below.
+        planner: The planner (default: the offline
+            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
+        store: Sidecar store (default: an ``InMemoryStore`` in this process; use
+            ``SqliteStore`` or ``PostgresStore`` to keep payloads across restarts and workers).
+        threshold: Commit when the staged actions remove at least this share of the view.
+        max_active_tokens: Also commit, whatever the share, above this many tokens.
+        boundary: ``"turn"`` (default) or ``"tool"`` (commit inside one long tool loop too).
+        token_counter: Token counter (share the selector's so both count alike).
+        log_path: JSONL log of commits.
+        recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
+
+    Raises:
+        ValueError: For invalid harness options, or both ``harness`` and ``planner``/``store``.
+    """
+
+    state_schema = LifecycleState
+
+    def __init__(
+        self,
+        harness: LifecycleHarness | None = None,
+        *,
+        planner: Planner | None = None,
+        store: BaseStore | None = None,
+        threshold: float = 0.3,
+        max_active_tokens: int | None = None,
+        boundary: Boundary = "turn",
+        token_counter: Any = None,
+        log_path: Any = None,
+        recover_tool: bool = True,
+    ) -> None:
+        super().__init__()
+        self.harness = build_harness(
+            harness, planner, store=store, threshold=threshold,
+            max_active_tokens=max_active_tokens, boundary=boundary,
+            token_counter=token_counter, log_path=log_path,
+        )
+        self.tools = (
+            [make_recover_tool(self.harness.store, default_thread_id=DEFAULT_THREAD)]
+            if recover_tool else []
+        )
+
+    def before_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Step the harness; return the commit as a state update (``None``: no change)."""
+        config = _run_config()
+        messages, known = state_inputs(state)
+        commit = self.harness.step(
+            messages, thread_id=thread_of(config), known_ids=known, config=config
+        )
+        return state_update(commit)
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`."""
+        config = _run_config()
+        messages, known = state_inputs(state)
+        commit = await self.harness.astep(
+            messages, thread_id=thread_of(config), known_ids=known, config=config
+        )
+        return state_update(commit)
