@@ -22,18 +22,22 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware.types import ToolCallRequest
 except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
     raise ImportError(
         "LifecycleMiddleware needs LangChain v1 (langchain.agents.middleware). Install it with: "
         'pip install "langchain-pacms[middleware]"'
     ) from err
 
+from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from langchain_pacms.lifecycle.harness import Boundary, LifecycleHarness
@@ -45,7 +49,7 @@ from langchain_pacms.lifecycle.node import (
     thread_of,
 )
 from langchain_pacms.lifecycle.plan import Planner
-from langchain_pacms.lifecycle.recover import make_recover_tool
+from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
 
@@ -81,6 +85,10 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         token_counter: Token counter (share the selector's so both count alike).
         log_path: JSONL log of commits.
         recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
+        reactivate: When the model recovers a folded object, also put the exact payload back
+            into the history in place of its stub (the tool result then says so instead of
+            repeating the payload). Default ``False``: the payload arrives as the tool result
+            and the stub stays.
 
     Raises:
         ValueError: For invalid harness options, or both ``harness`` and ``planner``/``store``.
@@ -100,6 +108,7 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         token_counter: Any = None,
         log_path: Any = None,
         recover_tool: bool = True,
+        reactivate: bool = False,
     ) -> None:
         super().__init__()
         self.harness = build_harness(
@@ -111,6 +120,7 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             [make_recover_tool(self.harness.store, default_thread_id=DEFAULT_THREAD)]
             if recover_tool else []
         )
+        self.reactivate = reactivate
 
     def before_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
@@ -133,3 +143,66 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             messages, thread_id=thread_of(config), known_ids=known, config=config
         )
         return state_update(commit)
+
+    def _recovered(
+        self, request: ToolCallRequest, result: ToolMessage | Command[Any]
+    ) -> tuple[str, Sequence[BaseMessage], Mapping[str, str] | None, str] | None:
+        """What to re-activate after a successful recovery (``None``: leave the result alone)."""
+        if (
+            not self.reactivate
+            or request.tool_call.get("name") != RECOVER_TOOL_NAME
+            or not isinstance(result, ToolMessage)
+            or result.status == "error"
+        ):
+            return None
+        messages, known = state_inputs(request.state)
+        config = getattr(request.runtime, "config", None)
+        return str(request.tool_call["args"].get("object_id")), messages, known, thread_of(config)
+
+    @staticmethod
+    def _command(
+        object_id: str, result: ToolMessage, restored: list[BaseMessage]
+    ) -> ToolMessage | Command[Any]:
+        if not restored:
+            return result
+        note = result.model_copy(update={"content": (
+            f"[{object_id} restored in place: its original message in the history above holds "
+            "the exact payload again]"
+        )})
+        return Command(update={"messages": [*restored, note]})
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool; after a recovery with ``reactivate=True``, restore the object in place."""
+        result = handler(request)
+        found = self._recovered(request, result)
+        if found is None:
+            return result
+        object_id, messages, known, thread = found
+        try:
+            restored = self.harness.reactivate(messages, object_id, thread_id=thread,
+                                               known_ids=known)
+        except (KeyError, ValueError):  # not folded (any more): the tool result is enough
+            restored = []
+        return self._command(object_id, result, restored)  # type: ignore[arg-type]
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of :meth:`wrap_tool_call`."""
+        result = await handler(request)
+        found = self._recovered(request, result)
+        if found is None:
+            return result
+        object_id, messages, known, thread = found
+        try:
+            restored = await self.harness.areactivate(messages, object_id, thread_id=thread,
+                                                      known_ids=known)
+        except (KeyError, ValueError):
+            restored = []
+        return self._command(object_id, result, restored)  # type: ignore[arg-type]

@@ -47,7 +47,10 @@ def respond(messages: list[BaseMessage], index: int) -> AIMessage:
     last = messages[-1]
     if isinstance(last, ToolMessage):
         if last.name == RECOVER_TOOL_NAME:
-            row = json.loads(str(last.content))["rows"][77]
+            body = str(last.content)
+            if "restored in place" in body:  # the payload is back in the read_file result
+                body = str(_tool_results(messages, "read_file")[0].content)
+            row = json.loads(body)["rows"][77]
             return AIMessage(f"k77 is {row['value']}")
         return AIMessage("I read data.json.")
     if "k77" in str(last.content):
@@ -153,3 +156,22 @@ def test_hand_built_graph_with_the_lifecycle_node():
     state = app.invoke({"messages": [HumanMessage("what is k77?")]}, config)
     _check_run(model, state)
     assert node.harness.stats.commits == 1  # type: ignore[attr-defined]
+
+
+def test_recovery_can_reactivate_the_object_in_the_state():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    model = RecordingChatModel(script=respond)
+    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), reactivate=True)
+    agent = create_agent(model, [read_file], middleware=[lifecycle],
+                         checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "job-2"}}
+    agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    state = agent.invoke({"messages": [HumanMessage("what is k77?")]}, config)
+    (read,) = _tool_results(state["messages"], "read_file")
+    assert read.content == PAYLOAD  # back in place, byte for byte
+    (note,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
+    assert "restored in place" in str(note.content) and PAYLOAD not in str(note.content)
+    assert provider_problems(state["messages"]) == []
