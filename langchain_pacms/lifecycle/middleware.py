@@ -36,11 +36,10 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from langchain_pacms.lifecycle.harness import Boundary, LifecycleHarness
+from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import (
     DEFAULT_THREAD,
     build_harness,
@@ -48,7 +47,6 @@ from langchain_pacms.lifecycle.node import (
     state_update,
     thread_of,
 )
-from langchain_pacms.lifecycle.plan import Planner
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
@@ -74,24 +72,23 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     Args:
         harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
-            Otherwise one is built from the options below.
-        planner: The planner (default: the offline
-            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
-        store: Sidecar store (default: an ``InMemoryStore`` in this process; use
-            ``SqliteStore`` or ``PostgresStore`` to keep payloads across restarts and workers).
-        threshold: Commit when the staged actions remove at least this share of the view.
-        max_active_tokens: Also commit, whatever the share, above this many tokens.
-        boundary: ``"turn"`` (default) or ``"tool"`` (commit inside one long tool loop too).
-        token_counter: Token counter (share the selector's so both count alike).
-        log_path: JSONL log of commits.
+            Otherwise one is built from ``options``.
         recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
         reactivate: When the model recovers a folded object, also put the exact payload back
             into the history in place of its stub (the tool result then says so instead of
             repeating the payload). Default ``False``: the payload arrives as the tool result
             and the stub stays.
+        **options: The options of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+            (see :func:`~langchain_pacms.lifecycle.node.build_harness`): ``planner`` (default:
+            the offline :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`),
+            ``store`` (default: an ``InMemoryStore`` in this process; ``SqliteStore`` or
+            ``PostgresStore`` keep payloads across restarts and workers), ``threshold``,
+            ``max_active_tokens``, ``boundary`` (``"tool"`` commits inside one long tool loop
+            too), ``token_counter`` (share the selector's), ``mask_head``, ``mask_tail``,
+            ``log_path``.
 
     Raises:
-        ValueError: For invalid harness options, or both ``harness`` and ``planner``/``store``.
+        ValueError: For an unknown or invalid option, or ``harness`` together with options.
     """
 
     state_schema = LifecycleState
@@ -100,22 +97,12 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self,
         harness: LifecycleHarness | None = None,
         *,
-        planner: Planner | None = None,
-        store: BaseStore | None = None,
-        threshold: float = 0.3,
-        max_active_tokens: int | None = None,
-        boundary: Boundary = "turn",
-        token_counter: Any = None,
-        log_path: Any = None,
         recover_tool: bool = True,
         reactivate: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__()
-        self.harness = build_harness(
-            harness, planner, store=store, threshold=threshold,
-            max_active_tokens=max_active_tokens, boundary=boundary,
-            token_counter=token_counter, log_path=log_path,
-        )
+        self.harness = build_harness(harness, options)
         self.tools = (
             [make_recover_tool(self.harness.store, default_thread_id=DEFAULT_THREAD)]
             if recover_tool else []

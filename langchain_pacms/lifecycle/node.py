@@ -25,16 +25,15 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langgraph.store.base import BaseStore
 
-from langchain_pacms.lifecycle.harness import Boundary, Commit, LifecycleHarness
+from langchain_pacms.lifecycle.harness import Commit, LifecycleHarness
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
-from langchain_pacms.lifecycle.plan import Planner
 
 __all__ = ["DEFAULT_THREAD", "IDS_KEY", "build_harness", "create_lifecycle_node", "thread_of"]
 
@@ -56,35 +55,45 @@ def thread_of(config: RunnableConfig | None) -> str:
     return DEFAULT_THREAD if found is None else str(found)
 
 
-def build_harness(
-    harness: LifecycleHarness | None,
-    planner: Planner | None,
-    *,
-    store: BaseStore | None,
-    threshold: float,
-    max_active_tokens: int | None,
-    boundary: Boundary,
-    token_counter: Any,
-    log_path: Any,
-) -> LifecycleHarness:
-    """The given harness, or a new one from the options (the heuristic planner by default).
+def build_harness(harness: LifecycleHarness | None, options: Mapping[str, Any]) -> LifecycleHarness:
+    """The given harness, or a new one from ``options`` (the heuristic planner by default).
+
+    Args:
+        harness: A ready harness, or ``None``.
+        options: Keyword arguments of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+            (``planner``, ``store``, ``threshold``, ``max_active_tokens``, ``boundary``,
+            ``token_counter``, ``mask_head``, ``mask_tail``, ``log_path``).
 
     Raises:
-        ValueError: If both a harness and harness options (a planner or a store) are given.
+        ValueError: For an unknown option (the message lists the valid ones), an invalid value,
+            or a harness together with options.
+
+    Example:
+        >>> build_harness(None, {"threshold": 0.5}).threshold
+        0.5
+        >>> build_harness(None, {"treshold": 0.5})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown lifecycle option 'treshold'; valid: boundary, log_path, ...
     """
+    valid = sorted(_HARNESS_OPTIONS)
+    for name in options:
+        if name not in _HARNESS_OPTIONS:
+            raise ValueError(f"unknown lifecycle option {name!r}; valid: {', '.join(valid)}")
     if harness is not None:
-        if planner is not None or store is not None:
-            raise ValueError("pass either harness= or planner=/store=, not both")
+        if options:
+            raise ValueError(
+                f"pass either harness= or harness options, not both (got {sorted(options)})"
+            )
         return harness
-    return LifecycleHarness(
-        planner if planner is not None else HeuristicPlanner(),
-        store=store,
-        threshold=threshold,
-        max_active_tokens=max_active_tokens,
-        boundary=boundary,
-        token_counter=token_counter,
-        log_path=log_path,
-    )
+    chosen = dict(options)
+    planner = chosen.pop("planner", None)
+    return LifecycleHarness(planner if planner is not None else HeuristicPlanner(), **chosen)
+
+
+_HARNESS_OPTIONS = frozenset(
+    name for name in inspect.signature(LifecycleHarness.__init__).parameters if name != "self"
+)
 
 
 def state_update(commit: Commit | None) -> dict[str, Any] | None:
@@ -112,39 +121,31 @@ def state_inputs(
 def create_lifecycle_node(
     harness: LifecycleHarness | None = None,
     *,
-    planner: Planner | None = None,
-    store: BaseStore | None = None,
-    threshold: float = 0.3,
-    max_active_tokens: int | None = None,
-    boundary: Boundary = "turn",
-    token_counter: Any = None,
-    log_path: Any = None,
     messages_key: str = "messages",
+    **options: Any,
 ) -> RunnableLambda[Any, dict[str, Any] | None]:
     """A graph node (sync and async) that commits lifecycle edits at safe boundaries.
 
     Args:
         harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` (its
-            store is where sidecars go). Otherwise one is built from the options below.
-        planner: The planner (default:
-            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
-        store: Sidecar store (default: an ``InMemoryStore``; use ``SqliteStore`` or
-            ``PostgresStore`` to survive restarts).
-        threshold: See :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
-        max_active_tokens: See :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
-        boundary: ``"turn"`` or ``"tool"`` (long single-task tool loops).
-        token_counter: Token counter (share the selector's so both count alike).
-        log_path: JSONL log of commits.
+            store is where sidecars go). Otherwise one is built from ``options``.
         messages_key: The state key of the messages channel.
+        **options: The options of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+            (see :func:`build_harness`): ``planner`` (default: the offline
+            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`), ``store``
+            (default: an ``InMemoryStore``; ``SqliteStore`` or ``PostgresStore`` survive
+            restarts), ``threshold``, ``max_active_tokens``, ``boundary`` (``"tool"`` for long
+            single-task tool loops), ``token_counter``, ``mask_head``, ``mask_tail``,
+            ``log_path``.
 
     Returns:
         A ``RunnableLambda`` to pass to ``StateGraph.add_node``; its ``harness`` attribute is
         the harness (stats, sidecars).
+
+    Raises:
+        ValueError: For an unknown or invalid option.
     """
-    live = build_harness(
-        harness, planner, store=store, threshold=threshold, max_active_tokens=max_active_tokens,
-        boundary=boundary, token_counter=token_counter, log_path=log_path,
-    )
+    live = build_harness(harness, options)
 
     def lifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)

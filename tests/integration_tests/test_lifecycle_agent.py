@@ -175,3 +175,17 @@ def test_recovery_can_reactivate_the_object_in_the_state():
     (note,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
     assert "restored in place" in str(note.content) and PAYLOAD not in str(note.content)
     assert provider_problems(state["messages"]) == []
+
+
+def test_unknown_or_conflicting_options_fail_at_construction():
+    from langchain_pacms.lifecycle import LifecycleHarness, LifecycleMiddleware
+
+    with pytest.raises(ValueError, match=r"option 'treshold'; valid: .*threshold"):
+        LifecycleMiddleware(treshold=0.5)
+    with pytest.raises(ValueError, match="unknown lifecycle option 'memory_namespace'"):
+        create_lifecycle_node(memory_namespace=("x",))
+    with pytest.raises(ValueError, match="threshold"):
+        create_lifecycle_node(threshold=3)
+    with pytest.raises(ValueError, match="not both"):
+        LifecycleMiddleware(LifecycleHarness(HeuristicPlanner()), store=InMemoryStore())
+    assert LifecycleMiddleware(boundary="tool").harness.boundary == "tool"
