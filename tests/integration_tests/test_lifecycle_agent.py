@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -129,9 +129,12 @@ def test_create_agent_async_with_selection_in_the_same_agent():
     _check_run(model, state)  # no checkpointer: the "default" thread
 
 
-def test_hand_built_graph_with_the_lifecycle_node():
+def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
+    from langchain_pacms.integrations import create_pacms_hook
+
     class State(MessagesState):
         pacms_lifecycle_ids: dict[str, str]
+        llm_input_messages: list[AnyMessage]
 
     store = InMemoryStore()
     node = create_lifecycle_node(planner=HeuristicPlanner(keep_recent=0), store=store)
@@ -139,15 +142,17 @@ def test_hand_built_graph_with_the_lifecycle_node():
     model = RecordingChatModel(script=respond)
     model.bind_tools([read_file, recover])
 
-    def agent(state: State) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
+    def agent(state: State) -> dict[str, Any]:  # the model sees what the hook selected
+        return {"messages": [model.invoke(state["llm_input_messages"])]}
 
     graph = StateGraph(State)
-    graph.add_node("lifecycle", node)
+    graph.add_node("lifecycle", node)  # 1. edits the state at boundaries
+    graph.add_node("select", create_pacms_hook(budget_tokens=30_000))  # 2. picks this call's view
     graph.add_node("agent", agent)
     graph.add_node("tools", ToolNode([read_file, recover]))
     graph.add_edge(START, "lifecycle")
-    graph.add_edge("lifecycle", "agent")
+    graph.add_edge("lifecycle", "select")
+    graph.add_edge("select", "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "lifecycle")
     app = graph.compile(checkpointer=InMemorySaver())
