@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -61,3 +62,31 @@ def test_over_budget_when_the_mandatory_part_and_its_framing_exceed_the_budget()
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert out == msgs
     assert hook.last_selection.over_budget
+
+
+def tool_history() -> list[BaseMessage]:
+    msgs: list[BaseMessage] = []
+    for i in range(4):
+        cid = f"c{i}"
+        msgs += [HumanMessage(f"Look up invoice number {i} in the archive."),
+                 AIMessage("", tool_calls=[{"name": "search", "args": {"q": f"invoice {i}"},
+                                            "id": cid, "type": "tool_call"}]),
+                 ToolMessage(f"Invoice {i}: " + "line item " * 30, tool_call_id=cid,
+                             name="search"),
+                 AIMessage(f"Invoice {i} has thirty line items.")]
+    return [*msgs, HumanMessage("Which invoice had line items?")]
+
+
+@pytest.mark.parametrize("budget", [120, 400, 5000])
+def test_a_tool_span_and_its_call_only_variant_are_alternatives(budget):
+    # before the fix, with room for both, topk kept t1 and t1:call and paid for both
+    hook = create_pacms_hook(budget_tokens=budget, strategy="topk", tool_placeholders=True)
+    msgs = tool_history()
+    out = hook.invoke({"messages": msgs})["llm_input_messages"]
+    selection = hook.last_selection
+    kept = set(selection.kept_ids)
+    assert not any(k.endswith(":call") and k.removesuffix(":call") in kept for k in kept)
+    counter = hook.selector.token_counter
+    assert selection.tokens_kept == sent_tokens(out, counter) <= budget  # nothing paid twice
+    calls = [m for m in out if isinstance(m, AIMessage) and m.tool_calls]
+    assert len({m.tool_calls[0]["id"] for m in calls}) == len(calls)  # no call sent twice
