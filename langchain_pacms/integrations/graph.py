@@ -131,6 +131,11 @@ def create_pacms_hook(
     let the model node read it). It returns ``{"llm_input_messages": [...]}`` and never changes
     ``state["messages"]``. Works with ``invoke`` and ``ainvoke``.
 
+    ``create_react_agent(prompt=...)`` adds its prompt after the hook, where the hook cannot
+    see it: pass the same ``prompt=`` here (or its size as ``reserve_tokens=``) so the budget
+    holds on what the model receives. The budget covers everything the hook sends: the context
+    message's header and bullets, the omission note and placeholder tool results included.
+
     Each call: the query (latest human message, or ``query(state)``) is used to fetch memories
     from the store and documents from the retriever; these and the conversation become
     candidates (see :mod:`langchain_pacms.integrations.messages`); the selector picks under the
@@ -157,9 +162,11 @@ def create_pacms_hook(
 
     Example:
         >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
-        >>> hook = create_pacms_hook(context_window=128_000, budget_ratio=0.25,
+        >>> prompt = "You are a careful ops assistant."
+        >>> hook = create_pacms_hook(context_window=128_000, budget_ratio=0.25, prompt=prompt,
         ...                          memory_namespaces=[("memories", "{user_id}")])
-        >>> agent = create_react_agent(model, tools, pre_model_hook=hook)  # doctest: +SKIP
+        >>> agent = create_react_agent(model, tools, prompt=prompt,
+        ...                            pre_model_hook=hook)  # doctest: +SKIP
     """
     runner = SelectionRunner(
         resolve_config(config, options), selector, embeddings=embeddings, source="hook"

@@ -60,7 +60,8 @@ class PACMSMiddleware(AgentMiddleware):
         **options: The options of :meth:`SelectionConfig.from_options`.
 
     Raises:
-        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option.
+        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option,
+            or ``prompt`` (the middleware sees and counts the request's system message).
 
     Example:
         >>> mw = PACMSMiddleware(budget_tokens=4000, memory_namespaces=[("memories", "{user_id}")])
@@ -78,10 +79,14 @@ class PACMSMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.tools = []
-        self.runner = SelectionRunner(
-            resolve_config(config, options), selector, embeddings=embeddings,
-            source="middleware",
-        )
+        resolved = resolve_config(config, options)
+        if resolved.prompt is not None:
+            raise ValueError(
+                "prompt is for the pre-model hook; the middleware counts the request's system "
+                "message itself (use reserve_tokens for anything else it cannot see)"
+            )
+        self.runner = SelectionRunner(resolved, selector, embeddings=embeddings,
+                                      source="middleware")
 
     @property
     def selector(self) -> ContextSelector:

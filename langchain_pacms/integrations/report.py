@@ -58,6 +58,9 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
 
     Returns:
         Counts, tokens, strategy, fallback flags, kept ids and kept/dropped counts per kind.
+        ``tokens_sent`` is what the model receives, framing and unseen prompt included (the
+        hook and the middleware record it; otherwise it is ``tokens_kept``), and
+        ``over_budget`` is true when that exceeds ``budget``.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -76,6 +79,7 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
         "tokens_total": selection.tokens_total,
         "tokens_kept": selection.tokens_kept,
         "tokens_dropped": selection.tokens_dropped,
+        "tokens_sent": selection.info.get("tokens_sent", selection.tokens_kept),
         "budget": selection.budget,
         "over_budget": selection.over_budget,
         "fell_back": selection.fell_back,
@@ -147,9 +151,9 @@ def _log_line(event: dict[str, Any]) -> None:
         )
     elif logger.isEnabledFor(logging.DEBUG):
         logger.debug(
-            "pacms %s: %s kept %d/%d candidates, %d/%d tokens (budget %d)%s",
+            "pacms %s: %s kept %d/%d candidates, %d/%d tokens, %d sent (budget %d)%s",
             event["source"], event["strategy"], event["kept"], event["kept"] + event["dropped"],
-            event["tokens_kept"], event["tokens_total"], event["budget"],
+            event["tokens_kept"], event["tokens_total"], event["tokens_sent"], event["budget"],
             " over budget (mandatory only)" if event["over_budget"] else "",
         )
 
