@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -10,9 +16,11 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.retrievers import BaseRetriever
 from langgraph.store.memory import InMemoryStore
+from test_messages import SELECTOR, STRATEGIES, check_valid, conversations, text
 
-from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
 from langchain_pacms.integrations.messages import OMISSION_NOTE, sent_tokens
 
 
@@ -90,3 +98,78 @@ def test_a_tool_span_and_its_call_only_variant_are_alternatives(budget):
     assert selection.tokens_kept == sent_tokens(out, counter) <= budget  # nothing paid twice
     calls = [m for m in out if isinstance(m, AIMessage) and m.tool_calls]
     assert len({m.tool_calls[0]["id"] for m in calls}) == len(calls)  # no call sent twice
+
+
+# -- the property: what is sent, counted the same way, fits (or over_budget says why not) ------
+class ListRetriever(BaseRetriever):
+    """Returns the same documents for every query."""
+
+    documents: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return list(self.documents)
+
+
+def check_sent(selection, sent: int, budget: int, mandatory_only: bool) -> None:
+    assert selection.info["tokens_sent"] == sent
+    assert selection.budget == budget
+    if sent > budget:
+        assert selection.over_budget and mandatory_only
+    else:
+        assert not selection.over_budget
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=conversations(), memories=st.lists(text, max_size=4),
+       documents=st.lists(text, max_size=3), budget=st.integers(1, 600),
+       strategy=st.sampled_from(STRATEGIES), placeholders=st.booleans(),
+       reserve=st.integers(0, 40))
+def test_hook_sends_within_the_budget(messages, memories, documents, budget, strategy,
+                                      placeholders, reserve):
+    store = InMemoryStore()
+    for i, memory in enumerate(memories):
+        store.put(("mem",), f"k{i}", {"content": memory})
+    hook = create_pacms_hook(
+        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=placeholders,
+        store=store, memory_namespaces=[("mem",)], reserve_tokens=reserve,
+        retriever=ListRetriever(documents=[Document(d) for d in documents]),
+    )
+    out = hook.invoke({"messages": messages})["llm_input_messages"]
+    check_valid(out)
+    selection = hook.last_selection
+    sent = sent_tokens(out, SELECTOR.token_counter) + reserve
+    check_sent(selection, sent, budget, all(c.mandatory for c in selection.kept))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=conversations(), budget=st.integers(1, 600),
+       strategy=st.sampled_from(STRATEGIES), placeholders=st.booleans())
+def test_middleware_sends_within_the_budget(messages, budget, strategy, placeholders):
+    from langchain.agents.middleware import ModelRequest
+
+    from langchain_pacms.integrations.middleware import PACMSMiddleware
+
+    system = next((m for m in messages if isinstance(m, SystemMessage)), None)
+    rest = [m for m in messages if m is not system]
+    mw = PACMSMiddleware(SELECTOR, budget_tokens=budget, strategy=strategy,
+                         tool_placeholders=placeholders)
+    seen: list[ModelRequest] = []
+    request = ModelRequest(model=FakeMessagesListChatModel(responses=[AIMessage("ok")]),
+                           messages=rest, system_message=system)
+    mw.wrap_model_call(request, lambda r: seen.append(r) or AIMessage("ok"))
+    (sent_request,) = seen
+    sent_messages = [*([sent_request.system_message] if system is not None else []),
+                     *sent_request.messages]
+    check_valid(sent_messages)
+    selection = mw.last_selection
+    sent = sent_tokens(sent_messages, SELECTOR.token_counter)
+    check_sent(selection, sent, budget, all(c.mandatory for c in selection.kept))
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents=st.lists(text, min_size=1, max_size=12), budget=st.integers(1, 300),
+       strategy=st.sampled_from(STRATEGIES), query=text)
+def test_compressor_sends_within_the_budget(documents, budget, strategy, query):
+    compressor = PACMSCompressor.from_selector(SELECTOR, budget_tokens=budget, strategy=strategy)
+    kept = compressor.compress_documents([Document(d) for d in documents], query)
+    assert sum(SELECTOR.token_counter(d.page_content) for d in kept) <= budget
