@@ -26,7 +26,8 @@ What the output guarantees, whatever was selected:
   results; every tool call of a kept ``AIMessage`` has a result (a short placeholder
   ``ToolMessage`` with the same ``tool_call_id`` when the input had none, or, in placeholder mode,
   when only the call was kept);
-* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped;
+* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped, and
+  tool calls without an id (no result can answer them) are left out of the copy that is sent;
 * if dropping would make an AI message the first non-system message (Anthropic rejects that), a
   one-line ``HumanMessage`` note (:data:`OMISSION_NOTE`) is put before it;
 * the order of the input is kept, messages are passed through unchanged (multimodal content
