@@ -107,8 +107,18 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
     Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
     converted with LangChain's ``convert_to_messages``; message objects pass through as they
     are. This call builds its own context message from the memories and documents it keeps.
+
+    Raises:
+        TypeError: For a ``messages`` that is not a sequence of messages, or an item that
+            cannot be converted.
     """
-    return [m for m in convert_to_messages(messages) if m.id != CONTEXT_MESSAGE_ID]
+    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    try:
+        converted = convert_to_messages(messages)
+    except (NotImplementedError, ValueError) as err:
+        raise TypeError(f"messages: {str(err).splitlines()[0]}") from err
+    return [m for m in converted if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:
