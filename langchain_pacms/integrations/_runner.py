@@ -32,7 +32,7 @@ from langchain_pacms.integrations.messages import (
 from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
-__all__ = ["SelectionRunner"]
+__all__ = ["RunnerViews", "SelectionRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -422,3 +422,26 @@ class SelectionRunner:
     ) -> list[BaseMessage]:
         """Async twin of :meth:`run` (the same steps, awaiting the store, retriever, selector)."""
         return await _adrive(self._steps(messages, state, config, store, context))
+
+
+class RunnerViews:
+    """What the hook and the middleware show of their :class:`SelectionRunner`.
+
+    Example:
+        >>> from langchain_pacms.integrations import create_pacms_hook
+        >>> hook = create_pacms_hook(budget_tokens=10)
+        >>> isinstance(hook, RunnerViews), hook.selector is hook.runner.selector
+        (True, True)
+    """
+
+    runner: SelectionRunner
+
+    @property
+    def selector(self) -> ContextSelector:
+        """The selector (one warm embedding cache for the integration's whole life)."""
+        return self.runner.selector
+
+    @property
+    def last_selection(self) -> Selection | None:
+        """The most recent selection (for debugging; shared by concurrent runs)."""
+        return self.runner.last_selection

@@ -24,9 +24,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import CONFIG_KEY_RUNTIME, get_runtime
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
 from langchain_pacms.integrations.config import SelectionConfig, resolve_config
-from langchain_pacms.selector import ContextSelector, Selection
+from langchain_pacms.selector import ContextSelector
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
 
@@ -54,22 +54,23 @@ def _graph_runtime(config: RunnableConfig | None) -> Any:
         return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
 
 
-def _graph_store(config: RunnableConfig | None) -> BaseStore | None:
-    """The store LangGraph injects into the running graph, if any."""
-    store = getattr(_graph_runtime(config), "store", None)
-    return store if isinstance(store, BaseStore) else None
+def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:
+    """What :meth:`SelectionRunner.run` needs besides the messages, from the running graph."""
+    runtime = _graph_runtime(config)
+    store = getattr(runtime, "store", None)
+    return {"state": state, "config": config,
+            "store": store if isinstance(store, BaseStore) else None,
+            "context": getattr(runtime, "context", None)}
 
 
-def _graph_context(config: RunnableConfig | None) -> Any:
-    return getattr(_graph_runtime(config), "context", None)
-
-
-class PACMSHook(RunnableLambda):
+class PACMSHook(RunnerViews, RunnableLambda):
     """The runnable :func:`create_pacms_hook` returns (use that function to build one).
 
     Attributes:
         runner: The resolved options and the selector.
         output_key: State key the selected messages are written to.
+        selector: The selector (one warm embedding cache for the hook's whole life).
+        last_selection: The most recent selection (for debugging; shared by concurrent runs).
 
     Example:
         >>> hook = create_pacms_hook(budget_tokens=100)
@@ -87,33 +88,13 @@ class PACMSHook(RunnableLambda):
             return {output_key: out}
 
         def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            messages = _state_messages(state)
-            out = runner.run(
-                messages, state=state, config=config, store=_graph_store(config),
-                context=_graph_context(config),
-            )
-            return update(out)
+            return update(runner.run(_state_messages(state), **_run_inputs(state, config)))
 
         async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            messages = _state_messages(state)
-            out = await runner.arun(
-                messages, state=state, config=config, store=_graph_store(config),
-                context=_graph_context(config),
-            )
-            return update(out)
+            return update(await runner.arun(_state_messages(state), **_run_inputs(state, config)))
 
         super().__init__(pacms_pre_model_hook, afunc=apacms_pre_model_hook,
                          name="pacms_pre_model_hook")
-
-    @property
-    def selector(self) -> ContextSelector:
-        """The selector (one warm embedding cache for the hook's whole life)."""
-        return self.runner.selector
-
-    @property
-    def last_selection(self) -> Selection | None:
-        """The most recent selection (for debugging; shared by concurrent runs)."""
-        return self.runner.last_selection
 
 
 def create_pacms_hook(

@@ -169,6 +169,22 @@ def _write_log(
         logger.warning("could not write the selection log %s: %s", log.path, err)
 
 
+def _logged_event(
+    selection: Selection, log: SelectionLog | None, query: str, source: str, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The event payload, after the log line and the JSONL record (the steps both twins share)."""
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    _write_log(log, selection, query, source, extra)
+    return event
+
+
+def _dispatch_failed(err: Exception) -> None:
+    if isinstance(err, RuntimeError):
+        return  # not inside a run: nobody to tell
+    logger.warning("pacms_selection event handler failed: %s", err)  # never break the agent
+
+
 def report_selection(
     selection: Selection,
     *,
@@ -197,15 +213,11 @@ def report_selection(
         >>> report_selection(sel, query="a", source="doc")["strategy"]
         'pacms'
     """
-    event = selection_event(selection, source=source, **extra)
-    _log_line(event)
+    event = _logged_event(selection, log, query, source, extra)
     try:
         dispatch_custom_event(EVENT_NAME, event, config=config)
-    except RuntimeError:
-        pass  # not inside a run: nobody to tell
-    except Exception as err:  # a callback handler failed: never break the agent for it
-        logger.warning("pacms_selection event handler failed: %s", err)
-    _write_log(log, selection, query, source, extra)
+    except Exception as err:
+        _dispatch_failed(err)
     return event
 
 
@@ -219,13 +231,9 @@ async def areport_selection(
     **extra: Any,
 ) -> dict[str, Any]:
     """Async twin of :func:`report_selection`."""
-    event = selection_event(selection, source=source, **extra)
-    _log_line(event)
+    event = _logged_event(selection, log, query, source, extra)
     try:
         await adispatch_custom_event(EVENT_NAME, event, config=config)
-    except RuntimeError:
-        pass
     except Exception as err:
-        logger.warning("pacms_selection event handler failed: %s", err)
-    _write_log(log, selection, query, source, extra)
+        _dispatch_failed(err)
     return event
