@@ -21,7 +21,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import CONFIG_KEY_RUNTIME, get_runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.base import BaseStore
 
 from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
@@ -41,17 +41,18 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
-def _graph_runtime(config: RunnableConfig | None) -> Any:
+def _graph_runtime(config: RunnableConfig | None) -> Runtime | None:
     """The LangGraph ``Runtime`` of the running graph (store and context), if any.
 
     ``langgraph.runtime.get_runtime`` reads the config from a context variable, which async
-    code on Python 3.10 does not carry; then the runtime is read from the ``config`` LangGraph
-    passes to the hook, under the same public key ``get_runtime`` uses.
+    code on Python 3.10 does not carry; then the ``Runtime`` is looked for among the values of
+    the ``config`` LangGraph passes to the hook (by its public type, not by an internal key).
     """
     try:
         return get_runtime()
     except Exception:
-        return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+        values = ((config or {}).get("configurable") or {}).values()
+        return next((v for v in values if isinstance(v, Runtime)), None)
 
 
 def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:

@@ -471,3 +471,19 @@ async def test_hook_as_node_async():
         {"messages": [*history, HumanMessage("What is my locker combination?")]}
     )
     assert SECRET in out["messages"][-1].content
+
+
+async def test_store_found_from_the_passed_config_when_get_runtime_fails(monkeypatch):
+    # Python 3.10 async code does not carry the config context variable get_runtime reads.
+    from langchain_pacms.integrations import graph
+
+    def no_context() -> None:
+        raise RuntimeError("Called get_config outside of a runnable context")
+
+    monkeypatch.setattr(graph, "get_runtime", no_context)
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=200, memory_namespaces=[("memories", "u1")])
+    agent = create_react_agent(model, [search], pre_model_hook=hook, store=memory_store())
+    await agent.ainvoke({"messages": [HumanMessage("What is my dog called?")]})
+    (received,) = model.received
+    assert context_messages(received), "the graph's store was not found"
