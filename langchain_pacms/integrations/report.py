@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
@@ -132,11 +133,11 @@ class SelectionLog:
 
     def write(self, selection: Selection, *, query: str, source: str, **extra: Any) -> None:
         """Append one record."""
-        line = json.dumps(
-            self.record(selection, query=query, source=source, **extra),
-            ensure_ascii=False,
-            default=str,
-        )
+        self.append(self.record(selection, query=query, source=source, **extra))
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Append one JSON record as a line (thread-safe per file)."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as handle:

@@ -138,6 +138,8 @@ class ActionResult:
         applied: The actions applied, in order.
         tokens_before: Tokens of the objects touched, before.
         tokens_after: Their tokens after (0 for pruned objects).
+        saved: ``object id -> tokens removed`` per applied action (negative when a stub is
+            larger than what it replaced).
     """
 
     messages: list[BaseMessage]
@@ -147,6 +149,7 @@ class ActionResult:
     applied: tuple[Action, ...] = ()
     tokens_before: int = 0
     tokens_after: int = 0
+    saved: Mapping[str, int] = field(default_factory=dict)
 
 
 def find_locators(text: str, limit: int = 12) -> list[str]:
@@ -284,6 +287,7 @@ def apply_actions(
     drop: set[int] = set()
     applied: list[Action] = []
     done: set[str] = set()
+    saved: dict[str, int] = {}
     before = after = 0
     for action in actions:
         obj = index.by_id[action.target]
@@ -307,16 +311,19 @@ def apply_actions(
             touched.update(dict.fromkeys(_mask(out, obj, mask_head, mask_tail)))
         else:
             raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
+        now = 0
         if action.op != "prune":
-            after += sum(count(str(out[i].content)) for i in obj.indices) - sum(
+            now = sum(count(str(out[i].content)) for i in obj.indices) - sum(
                 count(str(messages[i].content)) for i in obj.indices
             ) + obj.tokens
+        after += now
+        saved[obj.id] = obj.tokens - now
         applied.append(action)
     replaced = {str(out[i].id): out[i] for i in touched if out[i].id and i not in drop}
     removed = tuple(str(messages[i].id) for i in sorted(drop) if messages[i].id)
     kept = [m for i, m in enumerate(out) if i not in drop]
     return ActionResult(
-        kept, tuple(sidecars), replaced, removed, tuple(applied), before, max(after, 0)
+        kept, tuple(sidecars), replaced, removed, tuple(applied), before, max(after, 0), saved
     )
 
 
