@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
@@ -157,7 +158,12 @@ class SelectionConfig:
         memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
             ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
             context. A callable ``(state, values) -> tuple`` works too.
-        memory_limit: Most items fetched per namespace (``store.search(..., limit=...)``).
+        memory_limit: Most items fetched per namespace from a store with a vector index
+            (``store.search(ns, query=..., limit=...)``: the store ranks them by the query).
+        memory_scan_limit: A store without a vector index (no ``index_config``) cannot rank by
+            the query, so each namespace is read in pages, up to this many items, and all of
+            them join the pool for the selector to rank; a warning says when the cap cut a
+            namespace short.
         retriever: Optional retriever whose documents join the pool as ``document`` candidates.
         log_path: Append one JSONL record per model call (every candidate's verdict and scores).
         strict: Raise on selection failure (embedding errors included) instead of falling back
@@ -166,6 +172,11 @@ class SelectionConfig:
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
+            of ``create_react_agent``, which is added after the pre-model hook. Its tokens are
+            charged to the budget (the middleware sees the system message: do not pass it there).
+        reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
+            callable prompt's output), charged to the budget.
 
     Example:
         >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
@@ -180,17 +191,26 @@ class SelectionConfig:
     store: BaseStore | None = None
     memory_namespaces: Sequence[Namespace] = ()
     memory_limit: int = 10
+    memory_scan_limit: int = 1000
     retriever: BaseRetriever | None = None
     log_path: str | Path | None = None
     strict: bool = False
     keep_latest_turn: bool = True
     tool_placeholders: bool = False
     context_role: str = "system"
+    prompt: str | SystemMessage | None = None
+    reserve_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget, got {type(self.budget).__name__}")
         _positive_int("memory_limit", self.memory_limit)
+        _positive_int("memory_scan_limit", self.memory_scan_limit)
+        reserve = self.reserve_tokens
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"reserve_tokens must be an int >= 0, got {self.reserve_tokens!r}")
+        if self.prompt is not None and not isinstance(self.prompt, (str, SystemMessage)):
+            raise ValueError(f"prompt must be a str or SystemMessage, got {self.prompt!r}")
         if self.context_role not in ("system", "human"):
             raise ValueError(
                 f"context_role must be 'system' or 'human', got {self.context_role!r}"
