@@ -23,6 +23,7 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
     CONTEXT_MESSAGE_ID,
     Span,
+    agent_query,
     apply_selection,
     content_text,
     messages_to_candidates,
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 _NO_QUERY = "the most recent conversation"
 _PAGE = 100  # items per store.search page when a namespace is scanned
 _MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
+_LATEST_TURN = "system prompt and the latest turn"
+_NEWEST_STEP = "system prompt, the latest human message and the newest step"
+_OVER = " (the latest turn alone exceeds the budget)"
 
 T = TypeVar("T")
 
@@ -202,9 +206,18 @@ class SelectionRunner:
         return sent_tokens([message], self.selector.token_counter) + self.config.reserve_tokens
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
-        """The query: ``query(state)`` if configured, else the latest human message."""
+        """The query: ``query(state)`` if configured, else by ``query_mode``.
+
+        ``"agent"``: :func:`~langchain_pacms.integrations.messages.agent_query` (the task and
+        the agent's latest step); ``"task"``: the latest human message.
+        """
         query_fn = self.config.query
-        query = query_fn(state) if query_fn is not None else query_from_messages(messages)
+        if query_fn is not None:
+            query = query_fn(state)
+        elif self.config.query_mode == "agent":
+            query = agent_query(messages)
+        else:
+            query = query_from_messages(messages)
         if not isinstance(query, str):
             raise TypeError(f"query callable must return a str, got {type(query).__name__}")
         if query.strip():
@@ -228,6 +241,38 @@ class SelectionRunner:
             except (KeyError, IndexError) as err:
                 logger.warning("memory namespace %r needs %s; skipped", ns, err)
         return out
+
+    def candidates(
+        self,
+        messages: Sequence[BaseMessage],
+        memories: Sequence[Any],
+        documents: Sequence[Any],
+        *,
+        placeholders: bool = True,
+    ) -> tuple[list[Candidate], list[Span], str]:
+        """The candidates, their spans, and which part of the conversation is mandatory.
+
+        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget
+        (with the system prompt and what the model receives unseen); when it alone exceeds it,
+        only the task message, the newest span and the system prompt stay mandatory.
+        """
+        keep = self.config.keep_latest_turn
+
+        def cut(latest: bool) -> tuple[list[Candidate], list[Span]]:
+            return messages_to_candidates(
+                messages, memories=memories, documents=documents, keep_latest_turn=latest,
+                tool_placeholders=placeholders and self.config.tool_placeholders,
+                token_counter=self.selector.token_counter,
+            )
+
+        cands, spans = cut(keep is not False)
+        if keep is False:
+            return cands, spans, _NEWEST_STEP
+        if keep == "auto":
+            fixed = sum(self.selector.count_tokens([c for c in cands if c.mandatory]))
+            if fixed + self.unseen_tokens() > self.budget_tokens(cands):
+                return (*cut(False), _NEWEST_STEP + _OVER)
+        return cands, spans, _LATEST_TURN
 
     def _select_kwargs(self, query: str) -> dict[str, Any]:
         if query.strip():
@@ -352,17 +397,12 @@ class SelectionRunner:
         messages = _without_old_context(messages)
         if not messages:
             return []
-        counter = self.selector.token_counter
         try:
             query = self.query_for(state, messages)
             memories, documents, lookup_error = yield from self._lookups(
                 store, query, state, config, context
             )
-            cands, spans = messages_to_candidates(
-                messages, memories=memories, documents=documents,
-                keep_latest_turn=self.config.keep_latest_turn,
-                tool_placeholders=self.config.tool_placeholders, token_counter=counter,
-            )
+            cands, spans, mandatory = self.candidates(messages, memories, documents)
             selection, out = yield from self.fit(messages, cands, spans, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
@@ -372,17 +412,16 @@ class SelectionRunner:
             logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
                            self.source, type(err).__name__, err)
             try:
-                cands, spans = messages_to_candidates(
-                    messages, keep_latest_turn=self.config.keep_latest_turn,
-                    token_counter=counter,
-                )
+                cands, spans, _ = self.candidates(messages, (), (), placeholders=False)
                 return (yield from self.fit(messages, cands, spans, ""))[1]
             except Exception as again:  # last resort: never stall the agent
                 logger.warning("pacms %s: recency fallback failed too (%s); passing messages "
                                "through", self.source, again)
                 return list(messages)
         self.last_selection = selection
-        extra = {"memory_error": lookup_error} if lookup_error else {}
+        extra: dict[str, Any] = {"mandatory": mandatory}
+        if lookup_error:
+            extra["memory_error"] = lookup_error
         yield _Call(report_selection, areport_selection, (selection,),
                     {"query": query, "source": self.source, "config": config, "log": self.log,
                      **extra})

@@ -118,11 +118,12 @@ def create_pacms_hook(
     holds on what the model receives. The budget covers everything the hook sends: the context
     message's header and bullets, the omission note and placeholder tool results included.
 
-    Each call: the query (latest human message, or ``query(state)``) is used to fetch memories
-    from the store and documents from the retriever; these and the conversation become
-    candidates (see :mod:`langchain_pacms.integrations.messages`); the selector picks under the
-    budget; the kept messages (tool calls always with their results) plus one "Relevant
-    memories" message go to the model; the selection is reported as a ``pacms_selection``
+    Each call: the query (``query(state)``, else by ``query_mode`` the task plus the agent's
+    latest step) is used to fetch memories from the store and documents from the retriever;
+    these and the conversation become candidates (see
+    :mod:`langchain_pacms.integrations.messages`); the selector picks under the budget; the
+    kept messages (tool calls always with their results) plus one "Relevant memories" message
+    go to the model; the selection is reported as a ``pacms_selection``
     custom event, a log line and, with ``log_path``, a JSONL record.
 
     Args:

@@ -13,8 +13,9 @@ How a conversation is cut:
 * a ``HumanMessage`` and the plain ``AIMessage`` replies that directly follow it form one
   ``turn`` span (a question travels with its answer); a plain AI message that follows a tool
   span (the answer built from tool results) is a ``turn`` span of its own;
-* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` (the default) so is
-  everything after it: the agent's work in progress on the current question. A span holding the
+* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` so is everything
+  after it: the agent's work in progress on the current question (the hook and middleware
+  default, ``"auto"``, does so while that part fits the budget). A span holding the
   very last message of the conversation is mandatory too (the model must read fresh tool results);
 * memory items (LangGraph store items, strings or dicts) and retrieved ``Document`` objects join
   the pool as ``memory`` and ``document`` candidates; the kept ones reach the model as one
@@ -72,6 +73,7 @@ __all__ = [
     "CONTEXT_MESSAGE_ID",
     "OMISSION_NOTE",
     "Span",
+    "agent_query",
     "apply_selection",
     "build_context_message",
     "content_text",
@@ -289,6 +291,34 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
         if _is_human(message):
             return content_text(message.content)
     return ""
+
+
+def agent_query(messages: Sequence[BaseMessage]) -> str:
+    """The task plus what the agent is doing now: the query for a call inside a tool loop.
+
+    The latest human message, then the text and the tool calls (name and arguments) of the
+    latest AI message after it. Before the agent has acted it is the human message alone.
+
+    Example:
+        >>> call = {"name": "read_file", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> print(agent_query([HumanMessage("fix the crash"),
+        ...                    AIMessage("Reading the entry point.", tool_calls=[call])]))
+        fix the crash
+        Reading the entry point.
+        read_file {"path": "src/app.py"}
+    """
+    task = query_from_messages(messages)
+    for message in reversed(messages):
+        if _is_human(message):
+            break
+        if isinstance(message, AIMessage):
+            calls = [
+                f"{c.get('name')} "
+                + json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+                for c in message.tool_calls
+            ]
+            return "\n".join(p for p in (task, content_text(message.content), *calls) if p.strip())
+    return task
 
 
 # -- messages -> candidates --------------------------------------------------------------------

@@ -89,8 +89,10 @@ def test_react_agent_model_receives_selected_messages_and_state_is_untouched(tmp
     # the model received exactly what the hook selected, one JSONL record per model call
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 2
+    # the query is the task, then (inside the tool loop) the task plus the agent's latest call
+    assert records[0]["query"] == question.content
+    assert records[1]["query"] == f'{question.content}\nsearch {{"query": "invoices"}}'
     for rec in records:
-        assert rec["query"] == question.content
         assert rec["strategy"] == "pacms"
         assert "timestamp" in rec and rec["kept"] + rec["dropped"] == len(rec["candidates"])
         kept = [c for c in rec["candidates"] if c["kept"]]
