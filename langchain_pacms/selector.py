@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import math
 import time
@@ -34,6 +33,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
+from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
@@ -304,6 +304,9 @@ class ContextSelector:
         cache_store: Optional ``ByteStore`` that backs the embedding cache.
         strict: Raise on embedding failure instead of falling back to recency.
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
+            Each timed call embeds on a daemon thread of its own, so concurrent calls do not
+            queue, a stalled model costs only the call that met it (later calls embed the same
+            texts afresh), and a stalled thread does not hold the interpreter at exit.
 
     Example:
         >>> selector = ContextSelector(strategy="topk")
@@ -332,9 +335,14 @@ class ContextSelector:
         self.strategy = strategy
         self.strategy_options = dict(strategy_options or {})
         self.strict = strict
+        if embed_timeout is not None and (
+            isinstance(embed_timeout, bool)
+            or not isinstance(embed_timeout, (int, float))
+            or not embed_timeout > 0
+        ):
+            raise ValueError(f"embed_timeout must be seconds > 0 or None, got {embed_timeout!r}")
         self.embed_timeout = embed_timeout
         self._failing = False
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- shared preparation ----------------------------------------------------------------
     def _prepare(
@@ -554,11 +562,22 @@ class ContextSelector:
         return name, opts
 
     # -- sync ---------------------------------------------------------------------------------
+    def _left(self, deadline: float | None) -> float | None:
+        """Seconds left until ``deadline`` (``time.monotonic()``), or ``None`` without one."""
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _deadline(self) -> float | None:
+        if self.embed_timeout is None:
+            return None
+        return time.monotonic() + self.embed_timeout
+
     def _embed(
-        self, texts: list[str], query: str
+        self, texts: list[str], query: str, deadline: float | None
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = self.embeddings.embed_matrix(texts)
-        query_vec = self.embeddings.embed_matrix([query], kind="query")[0]
+        vectors = self.embeddings.embed_matrix(texts, timeout=self._left(deadline))
+        query_vec = self.embeddings.embed_matrix(
+            [query], kind="query", timeout=self._left(deadline)
+        )[0]
         return self.reweight_pool(*_checked_vectors(vectors, query_vec))
 
     def select(
@@ -611,24 +630,35 @@ class ContextSelector:
         self, texts: list[str], query: str
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         if self.embed_timeout is None:
-            return self._embed(texts, query)
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="pacms-embed"
-            )
-        future = self._pool.submit(self._embed, texts, query)
-        try:
-            return future.result(timeout=self.embed_timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"embedding took longer than {self.embed_timeout}s") from None
+            return self._embed(texts, query, None)
+        deadline = self._deadline()
+        return call_with_timeout(
+            lambda: self._embed(texts, query, deadline), self.embed_timeout, what="embedding"
+        )
 
     # -- async --------------------------------------------------------------------------------
     async def _aembed(
+        self, texts: list[str], query: str, deadline: float | None
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        vectors = await self.embeddings.aembed_matrix(texts, timeout=self._left(deadline))
+        query_vec = (
+            await self.embeddings.aembed_matrix(
+                [query], kind="query", timeout=self._left(deadline)
+            )
+        )[0]
+        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+
+    async def _aembed_with_timeout(
         self, texts: list[str], query: str
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = await self.embeddings.aembed_matrix(texts)
-        query_vec = (await self.embeddings.aembed_matrix([query], kind="query"))[0]
-        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+        if self.embed_timeout is None:
+            return await self._aembed(texts, query, None)
+        try:
+            return await asyncio.wait_for(
+                self._aembed(texts, query, self._deadline()), self.embed_timeout
+            )
+        except asyncio.TimeoutError:  # empty message: say which limit passed
+            raise timeout_error("embedding", self.embed_timeout) from None
 
     async def aselect(
         self,
@@ -650,8 +680,8 @@ class ContextSelector:
         t0 = time.perf_counter()
         if cands:
             try:
-                vectors, query_vec = await asyncio.wait_for(
-                    self._aembed([c.text for c in cands], query), self.embed_timeout
+                vectors, query_vec = await self._aembed_with_timeout(
+                    [c.text for c in cands], query
                 )
             except Exception as err:
                 if self.strict:

@@ -6,7 +6,9 @@ wrapped model, in batches. The cache lives as long as the wrapper (keep one sele
 so it stays warm), is safe to share between threads and tasks, and can be backed by any
 LangChain ``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many
 workers). Calls that miss the same text at the same time send it to the model once: the later
-call waits for the earlier one's vector, and embeds the text itself if that call fails.
+call waits for the earlier one's vector, and embeds the text itself if that call fails or has
+outlived its own ``timeout`` (a call that gave up on a stalled model does not hold others up).
+A call given a ``timeout`` never waits longer than that for another call's vectors.
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -22,8 +24,10 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -100,13 +104,27 @@ def model_identity(embeddings: Embeddings) -> str:
 
 
 class _Flight:
-    """A text being embedded by one call, which others wait for instead of embedding it again."""
+    """A text being embedded by one call, which others wait for instead of embedding it again.
 
-    __slots__ = ("future", "thread")
+    ``expires`` is when the owning call gives up (its ``timeout``; ``inf`` without one): past
+    it, other calls stop waiting and embed the text themselves.
+    """
 
-    def __init__(self, thread: int) -> None:
+    __slots__ = ("expires", "future", "thread")
+
+    def __init__(self, thread: int, expires: float) -> None:
         self.thread = thread  # the embedding call's thread
+        self.expires = expires  # time.monotonic() deadline of the owning call
         self.future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
+
+
+def _deadline(timeout: float | None) -> float:
+    """The ``time.monotonic()`` deadline of a call with ``timeout`` seconds (``inf``: none)."""
+    if timeout is None:
+        return math.inf
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    return time.monotonic() + timeout
 
 
 class CachedEmbeddings(Embeddings):
@@ -198,29 +216,35 @@ class CachedEmbeddings(Embeddings):
         return keys, found, todo
 
     def _claim(
-        self, todo: dict[str, str], *, waits_on_own_thread: bool
-    ) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, _Flight]]]:
+        self, todo: dict[str, str], *, waits_on_own_thread: bool, expires: float
+    ) -> tuple[
+        dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]
+    ]:
         """Split the misses into those this call embeds and those another call is embedding.
 
-        Returns the texts this call claimed (it must :meth:`_release` them), the texts it
+        Returns the texts this call claimed and their flights by key (it must
+        :meth:`_release` them), the texts it
         embeds without a claim, and the flights it waits for. A synchronous call does not wait
-        for a flight of its own thread: that is an async call on the loop it would block.
+        for a flight of its own thread: that is an async call on the loop it would block. A
+        flight whose owner has given up (past its ``expires``) is taken over.
         """
         mine: dict[str, str] = {}
+        flights: dict[str, _Flight] = {}
         unclaimed: dict[str, str] = {}
         waits: dict[str, tuple[str, _Flight]] = {}
         me = threading.get_ident()
+        now = time.monotonic()
         with self._lock:
             for text, key in todo.items():
                 flight = self._flights.get(key)
-                if flight is None:
-                    self._flights[key] = _Flight(me)
+                if flight is None or flight.expires <= now:
+                    self._flights[key] = flights[key] = _Flight(me, expires)
                     mine[text] = key
                 elif waits_on_own_thread or flight.thread != me:
                     waits[text] = (key, flight)
                 else:
                     unclaimed[text] = key
-        return mine, unclaimed, waits
+        return mine, flights, unclaimed, waits
 
     def _stored_since(
         self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
@@ -244,23 +268,49 @@ class CachedEmbeddings(Embeddings):
             self.hits += len(mine) - len(rest)
         return rest
 
-    def _release(self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]) -> None:
+    def _release(
+        self, flights: dict[str, _Flight], fresh: dict[str, NDArray[np.float32]]
+    ) -> None:
         """End this call's flights: hand over the vectors it got, cancel the rest."""
         with self._lock:
-            flights = [self._flights.pop(key) for key in mine.values()]
-        for key, flight in zip(mine.values(), flights):
+            for key, flight in flights.items():
+                if self._flights.get(key) is flight:  # not taken over by a later call
+                    del self._flights[key]
+        for key, flight in flights.items():
             if key in fresh:
                 flight.future.set_result(fresh[key])
             else:
                 flight.future.cancel()
 
+    @staticmethod
+    def _horizon(waits: dict[str, tuple[str, _Flight]], deadline: float) -> float | None:
+        """Seconds to wait for ``waits``: until this call's deadline or the owners' last one."""
+        until = min(deadline, max(flight.expires for _, flight in waits.values()))
+        return None if until == math.inf else max(0.0, until - time.monotonic())
+
+    @staticmethod
+    def _check_waited(
+        waits: dict[str, tuple[str, _Flight]], deadline: float, timeout: float | None
+    ) -> None:
+        """:class:`TimeoutError` if this call's own time ran out with vectors still pending."""
+        pending = sum(not flight.future.done() for _, flight in waits.values())
+        if pending and time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"gave up after timeout={timeout}s waiting for {pending} text(s) that another "
+                "call is embedding"
+            )
+
     def _landed(
         self, waits: dict[str, tuple[str, _Flight]], fresh: dict[str, NDArray[np.float32]]
     ) -> dict[str, str]:
-        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key)."""
+        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key).
+
+        The rest are flights that were cancelled (their owner failed) or whose owner gave up
+        while its model call is still running: this call embeds those texts itself.
+        """
         lost: dict[str, str] = {}
         for text, (key, flight) in waits.items():
-            if flight.future.cancelled():
+            if not flight.future.done() or flight.future.cancelled():
                 lost[text] = key
             else:
                 fresh[key] = flight.future.result()
@@ -323,46 +373,74 @@ class CachedEmbeddings(Embeddings):
         return self._keep(todo, vectors)
 
     # -- public API ---------------------------------------------------------------------------
-    def embed_matrix(self, texts: Sequence[str], *, kind: str = "document") -> NDArray[np.float32]:
+    def embed_matrix(
+        self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
+    ) -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
 
         A text that another call is embedding at the same moment is not sent again: this call
-        waits for that vector (and embeds the text itself if that call fails).
+        waits for that vector (and embeds the text itself if that call fails or gives up).
 
         Args:
             texts: The texts.
             kind: ``"document"`` or ``"query"`` (models may embed the two differently).
+            timeout: Most seconds this call waits for vectors that another call is embedding;
+                also how long other calls wait for the texts this call embeds. It does not
+                interrupt this call's own model request (run the call on a thread of its own
+                for that, as the selector's ``embed_timeout`` does). ``None``: no limit.
 
         Returns:
             One row per input text, in input order.
+
+        Raises:
+            TimeoutError: If ``timeout`` passed while waiting for another call's vectors.
+
+        Example:
+            >>> from langchain_pacms.embeddings import HashedTfidfEmbeddings
+            >>> CachedEmbeddings(HashedTfidfEmbeddings(dim=8)).embed_matrix(["a"], timeout=1).shape
+            (1, 8)
         """
+        deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=False)
+        mine, flights, unclaimed, waits = self._claim(
+            todo, waits_on_own_thread=False, expires=deadline
+        )
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
             missing = self._stored_since(mine, fresh)
             fresh.update(self._embed_now({**missing, **unclaimed}, kind))
         finally:
-            self._release(mine, fresh)
+            self._release(flights, fresh)
         if waits:
-            concurrent.futures.wait([flight.future for _, flight in waits.values()])
+            concurrent.futures.wait(
+                [flight.future for _, flight in waits.values()],
+                timeout=self._horizon(waits, deadline),
+            )
+            self._check_waited(waits, deadline, timeout)
             fresh.update(self._embed_now(self._landed(waits, fresh), kind))
         return self._finish(keys, found, fresh)
 
     async def aembed_matrix(
-        self, texts: Sequence[str], *, kind: str = "document"
+        self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
         """Async twin of :meth:`embed_matrix`."""
+        deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=True)
+        mine, flights, unclaimed, waits = self._claim(
+            todo, waits_on_own_thread=True, expires=deadline
+        )
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
             missing = self._stored_since(mine, fresh)
             fresh.update(await self._aembed_now({**missing, **unclaimed}, kind))
         finally:
-            self._release(mine, fresh)
+            self._release(flights, fresh)
         if waits:
-            await asyncio.wait([asyncio.wrap_future(flight.future) for _, flight in waits.values()])
+            await asyncio.wait(
+                [asyncio.wrap_future(flight.future) for _, flight in waits.values()],
+                timeout=self._horizon(waits, deadline),
+            )
+            self._check_waited(waits, deadline, timeout)
             fresh.update(await self._aembed_now(self._landed(waits, fresh), kind))
         return self._finish(keys, found, fresh)
 
