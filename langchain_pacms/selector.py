@@ -448,7 +448,8 @@ class ContextSelector:
         if fell_back:
             vectors = np.zeros((n, 1), dtype=np.float32)
             query_vec = np.zeros(1, dtype=np.float32)
-            strategy, options = "lastk", {}
+            # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
+            strategy, options = "lastk", {"contiguous": False}
         elif n:
             self._failing = False
         t0 = time.perf_counter()
