@@ -36,6 +36,12 @@ from numpy.typing import NDArray
 from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.embeddings.profile import (
+    DENSE_SIMILARITY_THRESHOLD,
+    EmbedderProfile,
+    idf_reweight,
+    resolve_profile,
+)
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
@@ -43,22 +49,13 @@ __all__ = [
     "Candidate",
     "CandidateInput",
     "ContextSelector",
+    "EmbedderProfile",
     "EmbeddingError",
     "Selection",
     "Verdict",
 ]
 
 logger = logging.getLogger(__name__)
-
-DENSE_SIMILARITY_THRESHOLD = 0.85
-"""``pacms`` kernel threshold for embedders that do not declare their own.
-
-The near-duplicate kernel should join copies and light edits, not merely related texts, and
-where that line falls depends on the embedder's cosine scale. An embeddings class can state its
-own value as a ``similarity_threshold`` attribute (the built-in lexical embedder says 0.6);
-other embedders get this one, chosen for dense neural embedders on LongMemEval development
-questions with all-MiniLM-L6-v2 (see ``docs/results/longmemeval.md``, *Another embedder*).
-"""
 
 Kind = Literal["system", "memory", "turn", "tool", "document"]
 KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
@@ -293,9 +290,12 @@ class ContextSelector:
     Args:
         embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
             reproduces the original PACMS setup); default: the built-in offline
-            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`. ``pacms`` runs with the
-            near-duplicate threshold and gain floor that suit it (:attr:`similarity_threshold`,
-            :attr:`min_gain`).
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
+        profile: The :class:`EmbedderProfile` that ``pacms`` runs with (near-duplicate
+            threshold, gain floor, pool IDF reweighting). Default: the one the embedder
+            declares (``pacms_profile``), found once through the common wrappers
+            (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
+            ``CacheBackedEmbeddings``), else the dense profile. :attr:`profile` shows it.
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
@@ -324,8 +324,12 @@ class ContextSelector:
         cache_store: ByteStore | None = None,
         strict: bool = False,
         embed_timeout: float | None = None,
+        profile: EmbedderProfile | None = None,
     ) -> None:
         base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
+        if profile is not None and not isinstance(profile, EmbedderProfile):
+            raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
+        self._profile = profile if profile is not None else resolve_profile(base)
         self.embeddings = (
             base
             if isinstance(base, CachedEmbeddings) and cache_store is None
@@ -343,6 +347,29 @@ class ContextSelector:
             raise ValueError(f"embed_timeout must be seconds > 0 or None, got {embed_timeout!r}")
         self.embed_timeout = embed_timeout
         self._failing = False
+
+    @property
+    def profile(self) -> EmbedderProfile:
+        """The :class:`EmbedderProfile` this selector runs ``pacms`` with.
+
+        Example:
+            >>> ContextSelector().profile.name
+            'hashed-tfidf'
+        """
+        return self._profile
+
+    def __repr__(self) -> str:
+        strategy = (
+            self.strategy
+            if isinstance(self.strategy, str)
+            else getattr(self.strategy, "__name__", "custom")
+        )
+        return (
+            f"ContextSelector(embeddings={self.embeddings.embeddings!r}, "
+            f"profile={self._profile!r}, strategy={strategy!r}, "
+            f"strategy_options={self.strategy_options!r}, strict={self.strict!r}, "
+            f"embed_timeout={self.embed_timeout!r}, token_counter={self.token_counter.name!r})"
+        )
 
     # -- shared preparation ----------------------------------------------------------------
     def _prepare(
@@ -388,13 +415,13 @@ class ContextSelector:
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """The embedder's reweighting of one pool, as :meth:`select` applies it before solving.
+        """The profile's reweighting of one pool, as :meth:`select` applies it before solving.
 
-        An embedder may define ``reweight_pool(vectors, query)`` to adapt its vectors to the
-        pool they are compared within (the built-in lexical embedder weights terms by their
-        inverse document frequency in the pool). Other embedders' vectors pass through.
-        Harnesses that build :class:`~langchain_pacms.core.Problem` instances themselves call
-        this to see the vectors that :meth:`select` would solve over.
+        With :attr:`EmbedderProfile.idf_reweighting` (the built-in lexical embedder's profile),
+        features are weighted by their inverse document frequency in the pool; other
+        embedders' vectors pass through. Harnesses that build
+        :class:`~langchain_pacms.core.Problem` instances themselves call this to see the
+        vectors that :meth:`select` would solve over.
 
         Args:
             vectors: ``(n, d)`` document embeddings of the pool, from :attr:`embeddings`.
@@ -411,15 +438,9 @@ class ContextSelector:
             >>> vectors.shape == docs.shape
             True
         """
-        hook = getattr(self._model(), "reweight_pool", None)
-        return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
-
-    def _model(self) -> Embeddings:
-        """The embeddings model itself, under the selector's cache (and any cache given to it)."""
-        model = self.embeddings.embeddings
-        while isinstance(model, CachedEmbeddings):  # a cache given together with cache_store
-            model = model.embeddings
-        return model
+        if self._profile.idf_reweighting and vectors.size:
+            return idf_reweight(vectors, query)
+        return vectors, query
 
     def _note_failure(self, err: BaseException) -> str:
         message = f"{type(err).__name__}: {err}"
@@ -495,42 +516,25 @@ class ContextSelector:
             info=MappingProxyType(dict(pick.info or {})),
         )
 
-    def _declared(self, name: str) -> float | None:
-        """The embeddings' own numeric attribute ``name``, or ``None`` (through any cache)."""
-        value = getattr(self._model(), name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        return None
-
     @property
     def similarity_threshold(self) -> float:
-        """The ``pacms`` kernel threshold for this selector's embedder.
-
-        The embeddings' own ``similarity_threshold`` attribute when it defines one (a number in
-        ``[0, 1)``), else :data:`DENSE_SIMILARITY_THRESHOLD`.
+        """The ``pacms`` kernel threshold: :attr:`profile`'s ``similarity_threshold``.
 
         Example:
             >>> ContextSelector().similarity_threshold  # the built-in lexical embedder
             0.6
         """
-        value = self._declared("similarity_threshold")
-        if value is not None and 0 <= value < 1:
-            return value
-        return DENSE_SIMILARITY_THRESHOLD
+        return self._profile.similarity_threshold
 
     @property
     def min_gain(self) -> float:
-        """The ``pacms`` absolute gain floor for this selector's embedder.
-
-        The embeddings' own ``min_gain`` attribute when it defines one (a number in ``[0, 1)``),
-        else 0: no absolute floor, only ``pacms``'s relative ``gain_floor``.
+        """The ``pacms`` absolute gain floor: :attr:`profile`'s ``min_gain``.
 
         Example:
             >>> ContextSelector().min_gain  # the built-in lexical embedder
             0.01
         """
-        value = self._declared("min_gain")
-        return value if value is not None and 0 <= value < 1 else 0.0
+        return self._profile.min_gain
 
     def resolve_options(
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
