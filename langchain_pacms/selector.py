@@ -45,7 +45,9 @@ from langchain_pacms.embeddings.profile import (
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
+    "DEFAULT_MEMORY_CEILING",
     "DENSE_SIMILARITY_THRESHOLD",
+    "EMBEDDING_SHARE",
     "Candidate",
     "CandidateInput",
     "ContextSelector",
@@ -56,6 +58,12 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_MEMORY_CEILING = 256 * 2**20
+"""Default ``memory_ceiling_bytes`` of a selector: 256 MiB for its vectors and token counts."""
+
+EMBEDDING_SHARE = 0.75
+"""Share of ``memory_ceiling_bytes`` for the embedding cache; the token memo gets the rest."""
 
 Kind = Literal["system", "memory", "turn", "tool", "document"]
 KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
@@ -296,12 +304,21 @@ class ContextSelector:
             declares (``pacms_profile``), found once through the common wrappers
             (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
             ``CacheBackedEmbeddings``), else the dense profile. :attr:`profile` shows it.
+        memory_ceiling_bytes: Most bytes the selector keeps for its caches: a share
+            :data:`EMBEDDING_SHARE` for the in-memory vectors (each counted as ``4 * dim``
+            plus :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
+            4096-d vectors at the default 256 MiB) and the rest for the token memo (each text
+            counted at its own size plus
+            :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
+            entries go first. It bounds the caches the selector builds; a ``CachedEmbeddings``
+            or ``TokenCounter`` passed in keeps its own caps.
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
             registered one) or a strategy callable.
         strategy_options: Default keyword options for the strategy.
-        cache_store: Optional ``ByteStore`` that backs the embedding cache.
+        cache_store: Optional ``ByteStore`` that backs the embedding cache (then vectors
+            live in the store, not in the selector's memory).
         strict: Raise on embedding failure instead of falling back to recency.
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
             Each timed call embeds on a daemon thread of its own, so concurrent calls do not
@@ -325,17 +342,30 @@ class ContextSelector:
         strict: bool = False,
         embed_timeout: float | None = None,
         profile: EmbedderProfile | None = None,
+        memory_ceiling_bytes: int = DEFAULT_MEMORY_CEILING,
     ) -> None:
         base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
         if profile is not None and not isinstance(profile, EmbedderProfile):
             raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
+        if (
+            isinstance(memory_ceiling_bytes, bool)
+            or not isinstance(memory_ceiling_bytes, int)
+            or memory_ceiling_bytes <= 0
+        ):
+            raise ValueError(
+                f"memory_ceiling_bytes must be a positive int, got {memory_ceiling_bytes!r}"
+            )
         self._profile = profile if profile is not None else resolve_profile(base)
+        self.memory_ceiling_bytes = memory_ceiling_bytes
+        vector_bytes = max(1, int(memory_ceiling_bytes * EMBEDDING_SHARE))
         self.embeddings = (
             base
             if isinstance(base, CachedEmbeddings) and cache_store is None
-            else CachedEmbeddings(base, store=cache_store)
+            else CachedEmbeddings(base, store=cache_store, max_bytes=vector_bytes)
         )
-        self.token_counter = resolve_token_counter(token_counter)
+        self.token_counter = resolve_token_counter(
+            token_counter, max_bytes=max(1, memory_ceiling_bytes - vector_bytes)
+        )
         self.strategy = strategy
         self.strategy_options = dict(strategy_options or {})
         self.strict = strict

@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import logging
 import math
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ from unittest import mock
 
 __all__ = [
     "DEFAULT_ENCODING",
+    "MEMO_OVERHEAD_BYTES",
     "TokenCounter",
     "approximate_token_count",
     "get_encoding",
@@ -43,6 +45,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENCODING = "o200k_base"
+MEMO_OVERHEAD_BYTES = 100
+"""Bytes one memo entry costs beyond its text (map slot and count; measured with
+``tracemalloc``). The memo keeps each text alive, so a text's own size counts too."""
 _SUPPORTED = ("o200k_base", "cl100k_base")
 _LOCK = threading.Lock()
 
@@ -122,6 +127,8 @@ class TokenCounter:
             ``"cl100k_base"``), or ``None`` for the default encoding. If the default tiktoken
             encoding cannot be built, an approximate counter is used and one warning is logged.
         max_entries: Memo size; the least recently used texts are forgotten beyond it.
+        max_bytes: Most bytes the memo holds, each entry counted as ``sys.getsizeof(text)``
+            plus :data:`MEMO_OVERHEAD_BYTES` (``None``: only ``max_entries`` bounds it).
 
     Example:
         >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
@@ -129,8 +136,16 @@ class TokenCounter:
     """
 
     def __init__(
-        self, counter: Callable[[str], int] | str | None = None, *, max_entries: int = 200_000
+        self,
+        counter: Callable[[str], int] | str | None = None,
+        *,
+        max_entries: int = 200_000,
+        max_bytes: int | None = None,
     ) -> None:
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes must be a positive int or None, got {max_bytes!r}")
         self.name: str
         self._fn: Callable[[str], int]
         self.approximate = False
@@ -155,6 +170,8 @@ class TokenCounter:
             )
         self._memo: OrderedDict[str, int] = OrderedDict()
         self._max = max_entries
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # held by the memo, counted as max_bytes counts it
         self._lock = threading.Lock()
 
     def __call__(self, text: str) -> int:
@@ -169,11 +186,19 @@ class TokenCounter:
         value = self._fn(text)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"token counter {self.name!r} returned {value!r} (need an int >= 0)")
+        limit = math.inf if self.max_bytes is None else self.max_bytes
         with self._lock:
+            if text not in self._memo:
+                self.nbytes += sys.getsizeof(text) + MEMO_OVERHEAD_BYTES
             self._memo[text] = value
-            if len(self._memo) > self._max:
-                self._memo.popitem(last=False)
+            while self._memo and (len(self._memo) > self._max or self.nbytes > limit):
+                gone, _ = self._memo.popitem(last=False)
+                self.nbytes -= sys.getsizeof(gone) + MEMO_OVERHEAD_BYTES
         return value
+
+    def __len__(self) -> int:
+        """Texts held in the memo."""
+        return len(self._memo)
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         """Count the tokens of several texts."""
@@ -182,6 +207,18 @@ class TokenCounter:
 
 def resolve_token_counter(
     counter: TokenCounter | Callable[[str], int] | str | None,
+    *,
+    max_bytes: int | None = None,
 ) -> TokenCounter:
-    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names)."""
-    return counter if isinstance(counter, TokenCounter) else TokenCounter(counter)
+    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names).
+
+    A :class:`TokenCounter` is returned as it is (with its own caps); ``max_bytes`` bounds the
+    memo of one built here.
+
+    Example:
+        >>> resolve_token_counter(len, max_bytes=4096).max_bytes
+        4096
+    """
+    if isinstance(counter, TokenCounter):
+        return counter
+    return TokenCounter(counter, max_bytes=max_bytes)

@@ -37,7 +37,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
-__all__ = ["CachedEmbeddings", "model_identity"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
+
+ENTRY_OVERHEAD_BYTES = 400
+"""Bytes one in-memory cache entry costs beyond its vector's data (key string, array header,
+map slot; measured with ``tracemalloc``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re.IGNORECASE)
@@ -135,7 +139,10 @@ class CachedEmbeddings(Embeddings):
         store: Optional ``ByteStore`` for the vectors; default is an in-memory LRU map.
         namespace: Cache namespace; defaults to :func:`model_identity` of the model.
         batch_size: Most texts sent to the model in one call.
-        max_entries: Size of the in-memory map (ignored when ``store`` is given).
+        max_entries: Most vectors in the in-memory map (ignored when ``store`` is given).
+        max_bytes: Most bytes the in-memory map holds, each entry counted as its vector's
+            ``nbytes`` plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: only ``max_entries``
+            bounds it). The least recently used vectors are forgotten beyond either cap.
 
     Attributes:
         hits: Texts answered from the cache so far.
@@ -150,15 +157,22 @@ class CachedEmbeddings(Embeddings):
         namespace: str | None = None,
         batch_size: int = 256,
         max_entries: int = 500_000,
+        max_bytes: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes must be a positive int or None, got {max_bytes!r}")
         self.embeddings = embeddings
         self.store = store
         self.namespace = namespace or model_identity(embeddings)
         self._prefix = _key_prefix(self.namespace)
         self.batch_size = batch_size
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # held by the in-memory map, counted as max_bytes counts it
         self.hits = 0
         self.misses = 0
         self._memory: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
@@ -185,11 +199,29 @@ class CachedEmbeddings(Embeddings):
         if self.store is not None:
             self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
             return
+        limit = math.inf if self.max_bytes is None else self.max_bytes
         with self._lock:
             for k, v in pairs:
+                old = self._memory.pop(k, None)
+                if old is not None:
+                    self.nbytes -= old.nbytes + ENTRY_OVERHEAD_BYTES
                 self._memory[k] = v
-            while len(self._memory) > self.max_entries:
-                self._memory.popitem(last=False)
+                self.nbytes += v.nbytes + ENTRY_OVERHEAD_BYTES
+            while self._memory and (len(self._memory) > self.max_entries or self.nbytes > limit):
+                _, gone = self._memory.popitem(last=False)
+                self.nbytes -= gone.nbytes + ENTRY_OVERHEAD_BYTES
+
+    def capacity(self, dim: int) -> int:
+        """Most ``dim``-dimensional float32 vectors the in-memory map holds under its caps.
+
+        Example:
+            >>> from langchain_pacms.embeddings import HashedTfidfEmbeddings
+            >>> CachedEmbeddings(HashedTfidfEmbeddings(dim=8), max_bytes=10_000).capacity(256)
+            7
+        """
+        per_entry = 4 * dim + ENTRY_OVERHEAD_BYTES
+        by_bytes = self.max_entries if self.max_bytes is None else self.max_bytes // per_entry
+        return min(self.max_entries, by_bytes)
 
     @property
     def cache_identity(self) -> str:
@@ -200,6 +232,7 @@ class CachedEmbeddings(Embeddings):
         """Forget the in-memory vectors and reset the counters (a ``store`` is left as is)."""
         with self._lock:
             self._memory.clear()
+            self.nbytes = 0
             self.hits = self.misses = 0
 
     # -- the shared plan: look up, claim misses, embed, assemble ----------------------------
@@ -324,7 +357,8 @@ class CachedEmbeddings(Embeddings):
             raise ValueError(
                 f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
             )
-        fresh = {k: np.asarray(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
+        # Own copies: a row view would keep the model's whole batch array alive in the cache.
+        fresh = {k: np.array(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
         self._save(list(fresh.items()))
         return fresh
 

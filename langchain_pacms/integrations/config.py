@@ -166,6 +166,9 @@ class SelectionConfig:
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
+            itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
+            cache and token memo may hold); ``None``: the selector's default, 256 MiB.
 
     Example:
         >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
@@ -186,6 +189,7 @@ class SelectionConfig:
     keep_latest_turn: bool = True
     tool_placeholders: bool = False
     context_role: str = "system"
+    memory_ceiling_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
@@ -195,6 +199,8 @@ class SelectionConfig:
             raise ValueError(
                 f"context_role must be 'system' or 'human', got {self.context_role!r}"
             )
+        if self.memory_ceiling_bytes is not None:
+            _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
         object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
         object.__setattr__(self, "strategy_options", dict(self.strategy_options))
         if self.strategy is not None:

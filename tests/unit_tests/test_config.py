@@ -100,3 +100,14 @@ async def test_tuples_and_dicts_are_converted_to_messages(conversation):
         assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
         assert out[-1].content == "which port?"
     assert hook.last_selection is not None and not hook.last_selection.fell_back
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_memory_ceiling_is_an_accepted_validated_option(build):
+    config = SelectionConfig.from_options(budget_tokens=10, memory_ceiling_bytes=2**20)
+    assert config.memory_ceiling_bytes == 2**20
+    assert SelectionConfig.from_options(budget_tokens=10).memory_ceiling_bytes is None
+    build(budget_tokens=10, memory_ceiling_bytes=2**20)  # accepted, not an unknown option
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="memory_ceiling_bytes"):
+            build(budget_tokens=10, memory_ceiling_bytes=bad)
