@@ -33,6 +33,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
+from langchain_pacms._blas import blas_threads as limit_blas_threads
 from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -312,6 +313,11 @@ class ContextSelector:
             :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
             entries go first. It bounds the caches the selector builds; a ``CachedEmbeddings``
             or ``TokenCounter`` passed in keeps its own caps.
+        blas_threads: Most BLAS threads for the selector's own matrix products (scoring and
+            solving; ``None``: leave BLAS as it is). Its products are small, so one thread is
+            faster on a busy machine than many competing for cores. Set with ``threadpoolctl``
+            (else OpenBLAS's own setter) for the duration of those products only, and restored
+            after them.
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
@@ -343,6 +349,7 @@ class ContextSelector:
         embed_timeout: float | None = None,
         profile: EmbedderProfile | None = None,
         memory_ceiling_bytes: int = DEFAULT_MEMORY_CEILING,
+        blas_threads: int | None = 1,
     ) -> None:
         base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
         if profile is not None and not isinstance(profile, EmbedderProfile):
@@ -355,6 +362,11 @@ class ContextSelector:
             raise ValueError(
                 f"memory_ceiling_bytes must be a positive int, got {memory_ceiling_bytes!r}"
             )
+        if blas_threads is not None and (
+            isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
+        ):
+            raise ValueError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
+        self.blas_threads = blas_threads
         self._profile = profile if profile is not None else resolve_profile(base)
         self.memory_ceiling_bytes = memory_ceiling_bytes
         vector_bytes = max(1, int(memory_ceiling_bytes * EMBEDDING_SHARE))
@@ -469,7 +481,8 @@ class ContextSelector:
             True
         """
         if self._profile.idf_reweighting and vectors.size:
-            return idf_reweight(vectors, query)
+            with limit_blas_threads(self.blas_threads):
+                return idf_reweight(vectors, query)
         return vectors, query
 
     def _note_failure(self, err: BaseException) -> str:
@@ -510,12 +523,13 @@ class ContextSelector:
             relevance = np.zeros(0, dtype=np.float32)
         else:
             assert vectors is not None and query_vec is not None
-            problem = Problem.build(
-                vectors, query_vec, tokens=tokens, budget=budget,
-                mandatory=mandatory, positions=positions,
-            )
-            pick = solve(problem, strategy, **options)
-            relevance = problem.relevance
+            with limit_blas_threads(self.blas_threads):
+                problem = Problem.build(
+                    vectors, query_vec, tokens=tokens, budget=budget,
+                    mandatory=mandatory, positions=positions,
+                )
+                pick = solve(problem, strategy, **options)
+                relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - started
         ids = [str(c.id) for c in cands]
