@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-postgres lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest -q
+
+# the sidecar-store tests against a throwaway PostgreSQL (what .ci/run starts before `make test`)
+test-postgres: install
+	bash -c 'source .ci/postgres.sh && $(BIN)/python -m pytest -q tests/integration_tests/test_persistent_sidecars.py tests/integration_tests/test_sidecar_backends.py'
 
 bench: install
 	$(BIN)/python benchmarks/bench_core.py

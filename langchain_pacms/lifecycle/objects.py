@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -70,7 +71,9 @@ class ContextObject:
         state: ``active``, ``folded``, ``masked`` (``pruned`` objects leave the list).
         sha256: Hex digest of :func:`payload_of` (the exact payload a fold would store).
         text: The text scored and counted.
-        latest: Part of the latest turn (the latest user message and everything after it).
+        latest: Protected as the current work: with ``latest="turn"`` the latest user message
+            and everything after it; with ``latest="step"`` the latest user message and the
+            newest object only (for long single-task tool loops).
         signature: For a tool object, its calls as ``name(json args)`` lines (equal signatures
             mean the same call repeated); empty otherwise.
 
@@ -186,11 +189,25 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
+@lru_cache(maxsize=8192)
+def _digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _is_latest(start: int, latest_index: int, newest: int, latest: str) -> bool:
+    if latest == "step" and start == newest:
+        return True
+    if latest_index < 0:
+        return False
+    return start >= latest_index if latest == "turn" else start == latest_index
+
+
 def index_messages(
     messages: Sequence[BaseMessage],
     *,
     token_counter: Callable[[str], int] | str | None = None,
     known_ids: Mapping[str, str] | None = None,
+    latest: Literal["turn", "step"] = "turn",
 ) -> ContextIndex:
     """Index a history into :class:`ContextObject` s.
 
@@ -201,22 +218,29 @@ def index_messages(
             :class:`~langchain_pacms.ContextSelector`.
         known_ids: ``message id -> object id`` from an earlier index of the same thread, so that
             ids stay stable after earlier objects were pruned.
+        latest: What counts as the current work that no action may touch: ``"turn"`` (the
+            latest user message and all after it) or ``"step"`` (the latest user message and
+            the newest object: earlier tool spans of a long tool loop become plannable).
 
     Returns:
         The :class:`ContextIndex`.
 
     Raises:
-        ValueError: If ``known_ids`` maps two objects of this history to one id.
+        ValueError: If ``known_ids`` maps two objects of this history to one id, or
+            ``latest`` is not ``"turn"`` or ``"step"``.
     """
+    if latest not in ("turn", "step"):
+        raise ValueError(f"latest must be 'turn' or 'step', not {latest!r}")
     count = resolve_token_counter(token_counter)
     known = dict(known_ids or {})
     _, spans = messages_to_candidates(messages, pair_turns=False, keep_latest_turn=True)
-    latest = max(
+    newest = spans[-1].indices[0] if spans else -1
+    last_user = max(
         (i for i, s in enumerate(spans) if s.kind == "turn" and not isinstance(
             messages[s.indices[0]], AIMessage)),
         default=-1,
     )
-    latest_index = spans[latest].indices[0] if latest >= 0 else -1
+    latest_index = spans[last_user].indices[0] if last_user >= 0 else -1
     numbers = {kind: 0 for kind in _PREFIX}
     for object_id in [*known.values(), *(
         str(m.additional_kwargs[LIFECYCLE_KEY].get("object", ""))
@@ -251,9 +275,9 @@ def index_messages(
                 tokens=count(span.text),
                 position=len(objects),
                 state=mark.get("state", "active"),
-                sha256=str(mark.get("sha256") or hashlib.sha256(payload.encode()).hexdigest()),
+                sha256=str(mark.get("sha256") or _digest(payload)),
                 text=text,
-                latest=latest_index >= 0 and span.indices[0] >= latest_index,
+                latest=_is_latest(span.indices[0], latest_index, newest, latest),
                 signature=_signature(messages[span.indices[0]]) if kind == "tool" else "",
             )
         )

@@ -1,0 +1,326 @@
+r"""The LLM planner: any LangChain chat model proposes fold / mask / prune on a compact view.
+
+The model sees its own two messages, never the agent's: a system prompt (the safeguards and the
+output schema) and a compact view of the history (one line per object: id, kind, tokens, state
+and a 120-character preview or the tool call's signature) plus the recent turns. It runs on the
+side: its call is tagged ``nostream`` (LangGraph's ``stream_mode="messages"`` leaves it out) and
+nothing it says is added to the agent's messages.
+
+Output: with a model that supports ``with_structured_output``, the :class:`PlanSchema` tool;
+otherwise JSON text in the reply (a code fence or surrounding prose is tolerated).
+
+What happens to bad output (the choice made here):
+
+* the whole plan is **rejected** (:meth:`~langchain_pacms.lifecycle.plan.Plan.rejection`,
+  never an exception) when the model raises, when the reply holds no readable plan, or when it
+  proposes actions and *none* of them is usable (for example every id is unknown: a
+  hallucinated index);
+* otherwise single invalid actions (unknown id or op, the system prompt, the latest turn, a user
+  message pruned or masked, an object already folded or masked, a second action on one object)
+  are **dropped**, and the summary ends with what was dropped and why. The harness validates the
+  plan again before anything is applied, so a dropped action is never half-applied.
+
+Example:
+    >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> from langchain_pacms.lifecycle.objects import index_messages
+    >>> call = {"name": "read_file", "args": {"path": "a.py"}, "id": "c1"}
+    >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+    ...         ToolMessage("x = 1\n" * 500, tool_call_id="c1", id="t1"),
+    ...         HumanMessage("now the docs", id="h2")]
+    >>> reply = ('{"summary": "fold the old read", "actions": [{"op": "fold", '
+    ...          '"target": "function:tool:1", "reason": "stable body"}]}')
+    >>> planner = LLMPlanner(GenericFakeChatModel(messages=iter([reply])))
+    >>> plan = planner.plan(index_messages(msgs), msgs)
+    >>> plan.summary, plan.groups()
+    ('fold the old read', {'fold': ['function:tool:1']})
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import BaseModel, Field
+
+from langchain_pacms.integrations.messages import content_text
+from langchain_pacms.lifecycle.actions import Action
+from langchain_pacms.lifecycle.heuristic import recent_turns
+from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
+from langchain_pacms.lifecycle.plan import Plan
+
+__all__ = ["LLMPlanner", "PlanAction", "PlanSchema"]
+
+_OPS = ("fold", "mask", "prune")
+_PREVIEW = 120
+_RUN_CONFIG: RunnableConfig = {
+    "run_name": "pacms_lifecycle_planner",
+    "tags": ["nostream", "pacms:lifecycle-planner"],
+}
+
+SYSTEM_PROMPT = """\
+You manage the working context of a long-running agent. You see an index of context objects \
+(user turns, assistant replies, tool calls with their results) and the most recent turns. \
+Propose lifecycle actions that cut tokens the agent no longer needs, without losing anything a \
+later step depends on.
+
+Actions:
+- fold: move the exact body to recoverable storage; the history keeps a stub with a pointer, \
+a one-line description and the locators (paths, URLs, ids, numbers) found in it. Use it for \
+large, stable bodies: file contents, search results, API responses, long generated reports.
+- mask: keep the head and tail, drop the middle for good. Use it only for noisy output such as \
+test runs, build logs and command output whose middle nobody will need.
+- prune: remove the object for good. Use it only when a later object supersedes it: the same \
+call repeated, or the same file read again later.
+
+Hard rules:
+1. Never target the system prompt or any object of the latest turn (they are listed as \
+protected).
+2. Never prune or mask a user message: user instructions and constraints stay. A very large \
+old user message may be folded.
+3. Live handles: if a tool result holds ids, paths or values that later calls reuse, do not \
+mask or prune it; fold it if it is large.
+4. A body that a later step may edit or quote exactly (a file that is edited later, a report the \
+user may ask to revise) is folded or left alone, never masked.
+5. When unsure, leave the object alone. Use only ids from the index.
+
+Answer with one JSON object and nothing else:
+{"summary": "<one sentence>", "actions": [{"op": "fold|mask|prune", "target": "<object id>", \
+"reason": "<why, short>"}]}
+An empty "actions" list is a valid answer."""
+
+
+class PlanAction(BaseModel):
+    """One proposed action (the model's output schema).
+
+    Example:
+        >>> PlanAction(op="fold", target="function:tool:1", reason="stable body").op
+        'fold'
+    """
+
+    op: Literal["fold", "mask", "prune"] = Field(description="fold, mask or prune")
+    target: str = Field(description="An object id from the index")
+    reason: str = Field(default="", description="Why, in a few words")
+
+
+class PlanSchema(BaseModel):
+    """A lifecycle plan: a one-sentence summary and actions on object ids.
+
+    Example:
+        >>> PlanSchema(summary="nothing to do").actions
+        []
+    """
+
+    summary: str = Field(description="One sentence on what the plan does")
+    actions: list[PlanAction] = Field(default_factory=list, description="The actions")
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _preview(obj: ContextObject) -> str:
+    if obj.kind == "tool" and obj.signature:
+        head, _, body = obj.text.partition(obj.signature)
+        result = body or head
+        return f"{_one_line(obj.signature, _PREVIEW)} -> {_one_line(result, _PREVIEW)}"
+    return _one_line(obj.text, _PREVIEW)
+
+
+def _json_in(text: str) -> Any:
+    """The JSON value in a reply: the whole text, a fenced block, or the outermost object."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("no JSON object in the reply")
+    return json.loads(stripped[start : end + 1])
+
+
+class LLMPlanner:
+    """A planner backed by any LangChain chat model (see the module docs for the contract).
+
+    Args:
+        model: The chat model. Structured output (:class:`PlanSchema`) is used when the model
+            supports ``with_structured_output``; otherwise JSON is read from the reply text.
+        max_objects: At most this many objects are listed in the view (the largest ones, shown
+            in order; the view says how many smaller ones were left out).
+        name: The planner's name (``Plan.planner``).
+
+    Raises:
+        TypeError: If ``model`` is not a ``BaseChatModel`` or ``max_objects`` not an int.
+        ValueError: If ``max_objects`` < 1 or ``name`` is empty.
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+        >>> planner = LLMPlanner(FakeMessagesListChatModel(responses=[]), max_objects=50)
+        >>> planner.name, planner.structured
+        ('llm', False)
+    """
+
+    def __init__(self, model: BaseChatModel, *, max_objects: int = 200, name: str = "llm") -> None:
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(f"model must be a LangChain BaseChatModel, got {type(model).__name__}")
+        if not isinstance(max_objects, int) or isinstance(max_objects, bool):
+            raise TypeError(f"max_objects must be an int, got {type(max_objects).__name__}")
+        if max_objects < 1:
+            raise ValueError(f"max_objects must be >= 1, got {max_objects}")
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty string")
+        self.model = model
+        self.max_objects = max_objects
+        self.name = name
+        self._runnable: Runnable[Any, Any]
+        try:
+            self._runnable = model.with_structured_output(PlanSchema, include_raw=True)
+            self.structured = True
+        except NotImplementedError:
+            self._runnable = model
+            self.structured = False
+
+    # -- the prompt (pure) ----------------------------------------------------------------------
+    def view(self, index: ContextIndex) -> str:
+        """The compact view of ``index`` that the model reads.
+
+        Example:
+            >>> from langchain_core.language_models.fake_chat_models import (
+            ...     FakeMessagesListChatModel)
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langchain_pacms.lifecycle.objects import index_messages
+            >>> planner = LLMPlanner(FakeMessagesListChatModel(responses=[]))
+            >>> print(planner.view(index_messages([HumanMessage("hi", id="h")])))
+            Objects (id | kind | tokens | state | preview):
+            (none outside the latest turn)
+            Protected, never targets: conversation:user:1
+            Active tokens: 1
+            <BLANKLINE>
+            Recent turns:
+            [conversation:user:1] hi
+        """
+        listed = [o for o in index.objects if o.kind != "system" and not o.latest]
+        protected = [o.id for o in index.objects if o.kind == "system" or o.latest]
+        left_out = 0
+        if len(listed) > self.max_objects:
+            largest = sorted(listed, key=lambda o: (-o.tokens, o.position))[: self.max_objects]
+            left_out = len(listed) - len(largest)
+            listed = sorted(largest, key=lambda o: o.position)
+        lines = ["Objects (id | kind | tokens | state | preview):"]
+        lines += [f"{o.id} | {o.kind} | {o.tokens} | {o.state} | {_preview(o)}" for o in listed]
+        if not listed:
+            lines.append("(none outside the latest turn)")
+        if left_out:
+            lines.append(f"({left_out} smaller objects not shown)")
+        lines.append(f"Protected, never targets: {', '.join(protected) or '(none)'}")
+        lines.append(f"Active tokens: {index.active_tokens}")
+        lines += ["", "Recent turns:"]
+        lines += [f"[{o.id}] {text}" for o, text in recent_turns(index, max_chars=600)]
+        return "\n".join(lines)
+
+    def prompt(self, index: ContextIndex) -> list[BaseMessage]:
+        """The two messages sent to the model (the agent's own messages are never sent)."""
+        return [SystemMessage(SYSTEM_PROMPT), HumanMessage(self.view(index))]
+
+    # -- reading the reply (pure) ---------------------------------------------------------------
+    def _data(self, output: Any) -> Any:
+        """The plan as plain data from the model's output, or raise ValueError."""
+        if isinstance(output, Mapping) and "raw" in output:  # structured, include_raw=True
+            parsed = output.get("parsed")
+            if isinstance(parsed, BaseModel):
+                return parsed.model_dump()
+            raw = output.get("raw")
+            calls = getattr(raw, "tool_calls", None) or []
+            if calls:
+                return calls[0].get("args")
+            output = raw
+        if isinstance(output, BaseMessage):
+            return _json_in(content_text(output.content))
+        raise ValueError(f"unexpected model output of type {type(output).__name__}")
+
+    def _interpret(self, output: Any, index: ContextIndex) -> Plan:
+        try:
+            data = self._data(output)
+        except ValueError as err:
+            return Plan.rejection(f"the reply holds no readable plan: {err}", planner=self.name)
+        if not isinstance(data, Mapping) or not isinstance(data.get("actions", []), list):
+            return Plan.rejection(
+                "the reply is not an object with an 'actions' list", planner=self.name
+            )
+        items = data.get("actions", [])
+        actions: list[Action] = []
+        dropped: list[str] = []
+        unknown = 0
+        for n, item in enumerate(items):
+            problem, action = self._check(item, index, {a.target for a in actions})
+            if action is not None:
+                actions.append(action)
+            else:
+                unknown += problem.endswith("unknown id")
+                dropped.append(problem or f"action {n} is invalid")
+        if items and not actions:
+            if unknown == len(items):
+                why = f"all {unknown} target ids are unknown (not in the index)"
+            else:
+                why = "no usable action: " + "; ".join(dropped[:5])
+            return Plan.rejection(why, planner=self.name)
+        summary = _one_line(str(data.get("summary") or ""), 300)
+        if dropped:
+            summary += f" [dropped {len(dropped)}: {'; '.join(dropped[:5])}]"
+        return Plan(summary.strip(), tuple(actions), planner=self.name)
+
+    @staticmethod
+    def _check(item: Any, index: ContextIndex, taken: set[str]) -> tuple[str, Action | None]:
+        if not isinstance(item, Mapping):
+            return "an action is not an object", None
+        op, target = item.get("op"), str(item.get("target"))
+        obj = index.by_id.get(target)
+        if obj is None:
+            return f"{target}: unknown id", None
+        if op not in _OPS:
+            return f"{target}: unknown op {op!r}", None
+        if obj.kind == "system":
+            return f"{target}: the system prompt is never a target", None
+        if obj.latest:
+            return f"{target}: part of the latest turn", None
+        if obj.kind == "user" and op != "fold":
+            return f"{target}: a user message is only ever folded", None
+        if op != "prune" and obj.state != "active":
+            return f"{target}: already {obj.state}", None
+        if target in taken:
+            return f"{target}: a second action on the same object", None
+        return "", Action(op, target, _one_line(str(item.get("reason") or ""), 200))
+
+    # -- public ---------------------------------------------------------------------------------
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Ask the model for a plan; a rejection (never an exception) when it cannot give one.
+
+        Args:
+            index: The indexed history.
+            messages: The messages it was built from (not sent, not modified; the view is
+                built from ``index``).
+
+        Returns:
+            The :class:`~langchain_pacms.lifecycle.plan.Plan`.
+        """
+        try:
+            output = self._runnable.invoke(self.prompt(index), config=_RUN_CONFIG)
+        except Exception as err:
+            return Plan.rejection(f"model raised {type(err).__name__}: {err}", planner=self.name)
+        return self._interpret(output, index)
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Async twin of :meth:`plan` (the model is called with ``ainvoke``)."""
+        try:
+            output = await self._runnable.ainvoke(self.prompt(index), config=_RUN_CONFIG)
+        except Exception as err:
+            return Plan.rejection(f"model raised {type(err).__name__}: {err}", planner=self.name)
+        return self._interpret(output, index)

@@ -1,0 +1,191 @@
+r"""Check a plan's actions against a history: drop invalid targets with reasons, normalise overlaps.
+
+Pure data, no LangGraph. The checks, in order, for each action:
+
+* the op is ``fold``, ``mask`` or ``prune`` and the target is a known object id;
+* the target is not the system prompt and not part of the latest turn;
+* every message of the target has an id (a commit replaces or removes messages by id);
+* the action changes something: only active objects are folded or masked (a fold of a masked
+  object would store the masked text, not the original);
+* one action per object: when a plan (or the staged plans) name an object twice, the most
+  conservative op is kept (``fold`` keeps everything recoverable, then ``mask``, then ``prune``);
+* rehearsal: applied to a copy, the actions leave no tool call without its result, no result
+  without its call and a user message first; an action that would break this is dropped, and
+  so is a fold or mask that saves no tokens (a stub not smaller than the text it replaces).
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> from langchain_pacms.lifecycle.actions import Action
+    >>> from langchain_pacms.lifecycle.objects import index_messages
+    >>> call = {"name": "ls", "args": {}, "id": "c1"}
+    >>> msgs = [HumanMessage("list", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+    ...         ToolMessage("a.py\n" * 90, tool_call_id="c1", id="t1"),
+    ...         HumanMessage("ok", id="h2")]
+    >>> checked = check_actions(msgs, index_messages(msgs), [
+    ...     Action("prune", "function:tool:1"), Action("fold", "function:tool:1"),
+    ...     Action("mask", "conversation:user:2"), Action("prune", "function:tool:9")])
+    >>> [a.op for a in checked.accepted], [r.reason for r in checked.rejected]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    (['fold'], ['part of the latest turn', 'unknown object id',
+    'overlaps fold of the same object (fold kept)'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage
+
+from langchain_pacms.lifecycle.actions import Action, ActionResult, apply_actions, provider_problems
+from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = ["Checked", "Rejection", "check_actions", "merge_actions"]
+
+_OPS = ("fold", "mask", "prune")
+_RANK = {op: n for n, op in enumerate(_OPS)}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An action the checks dropped, and why.
+
+    Example:
+        >>> Rejection(Action("prune", "system:1"), "the system prompt is never edited").reason
+        'the system prompt is never edited'
+    """
+
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The outcome of :func:`check_actions`.
+
+    Attributes:
+        accepted: The valid actions, one per object, in plan order.
+        rejected: The dropped actions with reasons.
+        result: The rehearsal: ``accepted`` applied to a copy of the history.
+    """
+
+    accepted: tuple[Action, ...]
+    rejected: tuple[Rejection, ...]
+    result: ActionResult
+
+    @property
+    def tokens_saved(self) -> int:
+        """Tokens the accepted actions remove from the active view."""
+        return max(self.result.tokens_before - self.result.tokens_after, 0)
+
+
+def merge_actions(*groups: Sequence[Action]) -> tuple[list[Action], list[Rejection]]:
+    """One action per target: the most conservative op wins, plan order is kept.
+
+    Args:
+        *groups: Action lists (earlier staged plans first).
+
+    Returns:
+        The merged actions and the overlapping ones that were dropped.
+
+    Example:
+        >>> kept, dropped = merge_actions([Action("mask", "x")], [Action("fold", "x")])
+        >>> [a.op for a in kept], dropped[0].action.op
+        (['fold'], 'mask')
+    """
+    best: dict[str, Action] = {}
+    order: list[str] = []
+    dropped: list[Rejection] = []
+    for action in (a for group in groups for a in group):
+        current = best.get(action.target)
+        if current is None:
+            best[action.target] = action
+            order.append(action.target)
+            continue
+        if action.op == current.op:
+            continue  # the same action proposed again
+        stronger = _RANK[action.op] < _RANK[current.op]
+        keep, drop = (action, current) if stronger else (current, action)
+        best[action.target] = keep
+        dropped.append(Rejection(drop, f"overlaps {keep.op} of the same object ({keep.op} kept)"))
+    return [best[t] for t in order], dropped
+
+
+def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action) -> str | None:
+    if action.op not in _RANK:
+        return f"unknown op {action.op!r} (expected fold, mask or prune)"
+    obj = index.by_id.get(action.target)
+    if obj is None:
+        return "unknown object id"
+    if obj.kind == "system":
+        return "the system prompt is never edited"
+    if obj.latest:
+        return "part of the latest turn"
+    if any(not messages[i].id for i in obj.indices):
+        return "a message without an id cannot be replaced or removed in state"
+    if action.op != "prune" and obj.state != "active":
+        return f"already {obj.state}"  # a fold of a masked body would store the masked text
+    return None
+
+
+def check_actions(
+    messages: Sequence[BaseMessage],
+    index: ContextIndex,
+    actions: Sequence[Action],
+    *,
+    token_counter: TokenCounter | None = None,
+    mask_head: int = 400,
+    mask_tail: int = 200,
+) -> Checked:
+    """Validate, normalise and rehearse ``actions`` on a copy of ``messages``.
+
+    Args:
+        messages: The history ``index`` was built from (not modified).
+        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        actions: The proposed actions (one plan, or staged plans merged).
+        token_counter: Counter for the rehearsal's token figures.
+        mask_head: Characters a mask keeps at the start.
+        mask_tail: Characters a mask keeps at the end.
+
+    Returns:
+        The :class:`Checked` actions with the rehearsal.
+    """
+    valid: list[Action] = []
+    rejected: list[Rejection] = []
+    for action in actions:
+        reason = _reason(index, messages, action)
+        if reason is None:
+            valid.append(action)
+        else:
+            rejected.append(Rejection(action, reason))
+    merged, overlaps = merge_actions(valid)
+    rejected.extend(overlaps)
+
+    def rehearse(chosen: Sequence[Action]) -> ActionResult:
+        return apply_actions(
+            messages, index, chosen, token_counter=token_counter,
+            mask_head=mask_head, mask_tail=mask_tail,
+        )
+
+    before = set(provider_problems(messages))
+    result = rehearse(merged)
+    if set(provider_problems(result.messages)) - before:
+        accepted: list[Action] = []
+        for action in merged:
+            trial = rehearse([*accepted, action])
+            new = sorted(set(provider_problems(trial.messages)) - before)
+            if new:
+                rejected.append(Rejection(action, f"would leave an invalid history: {new[0]}"))
+            else:
+                accepted.append(action)
+        result = rehearse(accepted)
+        merged = accepted
+    idle = [a for a in merged if a.op != "prune" and result.saved.get(a.target, 0) <= 0]
+    if idle:
+        rejected.extend(
+            Rejection(a, f"saves nothing (the {a.op}ed text is not smaller)") for a in idle
+        )
+        merged = [a for a in merged if a not in idle]
+        result = rehearse(merged)
+    return Checked(tuple(merged), tuple(rejected), result)

@@ -1,0 +1,319 @@
+import asyncio
+import json
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.store.memory import InMemoryStore
+
+from langchain_pacms.lifecycle import (
+    Action,
+    LifecycleHarness,
+    Plan,
+    SidecarStore,
+    at_boundary,
+    check_actions,
+    index_messages,
+    payload_of,
+    provider_problems,
+)
+from langchain_pacms.lifecycle.harness import COMMIT_EVENT
+
+
+class ScriptedPlanner:
+    """Proposes the actions it is given (or a rejection); counts its calls."""
+
+    name = "scripted"
+
+    def __init__(self, *plans: Plan) -> None:
+        self.plans = list(plans)
+        self.calls = 0
+
+    def plan(self, index, messages) -> Plan:
+        self.calls += 1
+        return self.plans.pop(0) if self.plans else Plan("nothing")
+
+    async def aplan(self, index, messages) -> Plan:
+        return self.plan(index, messages)
+
+
+def _call(cid: str, name: str = "read", **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": cid}
+
+
+def history(size: int = 400, log: int = 120) -> list[BaseMessage]:
+    return [
+        SystemMessage("You are a coder.", id="s"),
+        HumanMessage("Fix the bug in src/app.py", id="h1"),
+        AIMessage("", tool_calls=[_call("c1", path="src/app.py")], id="a1"),
+        ToolMessage("x = 1  # line\n" * size, tool_call_id="c1", id="t1"),
+        AIMessage("", tool_calls=[_call("c2", "shell", cmd="pytest")], id="a2"),
+        ToolMessage("test ok\n" * log, tool_call_id="c2", id="t2"),
+        AIMessage("Fixed at line 3.", id="a3"),
+        HumanMessage("Now the docs", id="h2"),
+    ]
+
+
+def fold(target: str, reason: str = "stable body") -> Plan:
+    return Plan("fold", (Action("fold", target, reason),))
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def test_check_drops_invalid_targets_with_reasons():
+    msgs = [*history(), AIMessage("", tool_calls=[_call("c3", path="README.md")], id="a4"),
+            ToolMessage("# readme", tool_call_id="c3", id="t3")]
+    msgs.insert(2, HumanMessage("no id here"))
+    index = index_messages(msgs)
+    checked = check_actions(msgs, index, [
+        Action("fold", "function:tool:1"),
+        Action("prune", "system:1"),
+        Action("prune", "function:tool:3"),  # latest turn
+        Action("fold", "function:tool:99"),
+        Action("mask", "conversation:user:2"),  # the message without id
+        Action("prune", "function:tool:1"),  # overlaps the fold
+        Action("fold", "function:tool:1"),  # duplicate: silently one
+        Action("squash", "function:tool:2"),  # type: ignore[arg-type]
+    ])
+    assert [(a.op, a.target) for a in checked.accepted] == [("fold", "function:tool:1")]
+    reasons = {r.action.target + ":" + r.action.op: r.reason for r in checked.rejected}
+    assert reasons == {
+        "system:1:prune": "the system prompt is never edited",
+        "function:tool:3:prune": "part of the latest turn",
+        "function:tool:99:fold": "unknown object id",
+        "conversation:user:2:mask": (
+            "a message without an id cannot be replaced or removed in state"),
+        "function:tool:1:prune": "overlaps fold of the same object (fold kept)",
+        "function:tool:2:squash": "unknown op 'squash' (expected fold, mask or prune)",
+    }
+    assert checked.tokens_saved > 0 and provider_problems(checked.result.messages) == []
+
+
+def test_check_rejects_what_would_break_the_first_user_message_rule():
+    msgs = history()
+    checked = check_actions(msgs, index_messages(msgs), [
+        Action("prune", "conversation:user:1"), Action("mask", "function:tool:2")])
+    assert [a.target for a in checked.accepted] == ["function:tool:2"]
+    (rejection,) = checked.rejected
+    assert rejection.reason.startswith("would leave an invalid history: first non-system")
+
+
+def test_check_refuses_double_fold_and_mask_of_a_folded_object():
+    msgs = history()
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    commit = harness.step(msgs, thread_id="t")
+    again = index_messages(commit.messages, known_ids=commit.known_ids)
+    checked = check_actions(commit.messages, again, [
+        Action("fold", "function:tool:1"), Action("mask", "function:tool:1")])
+    assert checked.accepted == ()
+    assert sorted(r.reason for r in checked.rejected) == ["already folded", "already folded"]
+
+
+# -- boundaries, staging and the cache-aware threshold ------------------------------------------
+
+
+def test_boundaries():
+    msgs = history()
+    assert at_boundary(msgs) and at_boundary(msgs[:7])
+    assert not at_boundary(msgs[:3]) and not at_boundary(msgs[:4])
+    assert at_boundary(msgs[:4], "tool") and not at_boundary(msgs[:3], "tool")
+    assert not at_boundary([])
+    with pytest.raises(ValueError, match="boundary"):
+        at_boundary(msgs, "message")  # type: ignore[arg-type]
+
+
+def test_small_plans_stage_until_the_threshold_then_commit_once():
+    msgs = history(size=20)
+    total = index_messages(msgs).active_tokens
+    planner = ScriptedPlanner(
+        Plan("prune the note", (Action("prune", "conversation:assistant:1", "done"),)),
+        Plan("mask the log", (Action("mask", "function:tool:2", "noisy"),)),
+        fold("function:tool:1"),
+    )
+    harness = LifecycleHarness(planner, threshold=0.3)
+    assert harness.step(msgs, thread_id="t") is None  # 1% of the view: not worth a cache break
+    assert [a.op for a in harness.staged("t")] == ["prune"]
+    assert harness.step(msgs, thread_id="t") is None  # 22%: still staged
+    assert [a.op for a in harness.staged("t")] == ["prune", "mask"]
+    commit = harness.step(msgs, thread_id="t")  # with the fold, above 30%: one commit
+    assert commit is not None and commit.reason == "threshold"
+    assert [a.op for a in commit.actions] == ["prune", "mask", "fold"]
+    assert commit.tokens_before == total and commit.share >= 0.3
+    assert harness.staged("t") == ()
+    assert harness.stats.commits == 1 and harness.stats.plans == 3
+    assert harness.stats.actions_accepted == 3
+
+
+def test_a_fold_that_saves_nothing_is_rejected():
+    msgs = history(size=3)
+    checked = check_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    assert checked.accepted == ()
+    assert checked.rejected[0].reason == "saves nothing (the folded text is not smaller)"
+
+
+def test_threshold_blocks_a_commit_that_does_not_pay_and_max_active_tokens_forces_it():
+    msgs = history(size=20)
+    plan = Plan("prune note", (Action("prune", "conversation:assistant:1", "obsolete"),))
+    lazy = LifecycleHarness(ScriptedPlanner(plan), threshold=0.9)
+    assert lazy.step(msgs, thread_id="t") is None and len(lazy.staged("t")) == 1
+    forced = LifecycleHarness(ScriptedPlanner(plan), threshold=0.9, max_active_tokens=20)
+    commit = forced.step(msgs, thread_id="t")
+    assert commit is not None and commit.reason == "max_active_tokens"
+    assert [m.id for m in commit.messages] == ["s", "h1", "a1", "t1", "a2", "t2", "h2"]
+
+
+def test_no_commit_off_a_boundary_and_staged_actions_are_rechecked():
+    msgs = history()
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    assert harness.step(msgs, thread_id="t") is not None  # plans and commits at the boundary
+    planner = ScriptedPlanner(fold("function:tool:1"))
+    harness = LifecycleHarness(planner, threshold=0.0, boundary="turn")
+    mid = history()[:5]  # a tool call in flight: not a boundary, no plan asked
+    assert harness.step(mid, thread_id="t") is None and planner.calls == 0
+    assert harness.step(msgs, thread_id="t") is not None and planner.calls == 1
+
+
+def test_a_rejected_plan_is_counted_and_changes_nothing():
+    harness = LifecycleHarness(ScriptedPlanner(Plan.rejection("malformed output", planner="x")))
+    assert harness.step(history(), thread_id="t") is None
+    assert harness.stats.plans_rejected == 1
+    assert harness.stats.rejections == {"plan rejected: malformed output": 1}
+
+
+# -- commit: sidecars first, state updates, events, log -------------------------------------------
+
+
+class BrokenStore(InMemoryStore):
+    def batch(self, ops):  # type: ignore[override]
+        if any(type(op).__name__ == "PutOp" for op in ops):
+            raise OSError("disk full")
+        return super().batch(ops)
+
+
+def test_a_failed_sidecar_write_means_no_commit_and_nothing_lost():
+    planner = ScriptedPlanner(fold("function:tool:1"))
+    harness = LifecycleHarness(planner, store=BrokenStore(), threshold=0.0)
+    assert harness.step(history(), thread_id="t") is None
+    assert harness.stats.commit_failures == 1 and harness.stats.commits == 0
+    assert [a.target for a in harness.staged("t")] == ["function:tool:1"]
+
+
+def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable():
+    class State(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+
+    store = InMemoryStore()
+    plan = Plan("fold the read, prune the log", (
+        Action("fold", "function:tool:1", "stable body"),
+        Action("prune", "function:tool:2", "superseded"),
+    ))
+    harness = LifecycleHarness(ScriptedPlanner(plan), store=store, threshold=0.3)
+    commits = []
+
+    def lifecycle(state: State) -> dict[str, Any]:
+        commit = harness.step(state["messages"], thread_id="t")
+        commits.append(commit)
+        return {"messages": commit.updates} if commit else {}
+
+    graph = StateGraph(State)
+    graph.add_node("lifecycle", lifecycle)
+    graph.add_edge(START, "lifecycle")
+    graph.add_edge("lifecycle", END)
+    original = history()
+    out = graph.compile().invoke({"messages": original})
+    (commit,) = commits
+    assert [m.id for m in out["messages"]] == [m.id for m in commit.messages]
+    assert [m.content for m in out["messages"]] == [m.content for m in commit.messages]
+    assert [m.id for m in out["messages"]] == ["s", "h1", "a1", "t1", "a3", "h2"]
+    assert provider_problems(out["messages"]) == []
+    assert SidecarStore(store, "t").get("function:tool:1").payload == original[3].content
+    audit = harness.audit("t").get("function:tool:2")
+    assert audit.payload == original[5].content and audit.description.startswith("prune:")
+    assert harness.sidecars("t").list_ids() == ["function:tool:1"]
+    assert commit.share > 0.3 and harness.stats.tokens_removed == (
+        commit.tokens_before - commit.tokens_after)
+
+
+def test_commit_event_and_jsonl_log(tmp_path):
+    seen: list[tuple[str, Any]] = []
+
+    class Handler(BaseCallbackHandler):
+        def on_custom_event(self, name, data, **kwargs):
+            seen.append((name, data))
+
+    log = tmp_path / "life.jsonl"
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), log_path=log)
+    step = RunnableLambda(lambda msgs: harness.step(msgs, thread_id="t"))
+    commit = step.invoke(history(), config={"callbacks": [Handler()]})
+    assert commit is not None
+    assert [name for name, _ in seen] == [COMMIT_EVENT]
+    event = seen[0][1]
+    assert event["actions"] == {"fold": ["function:tool:1"]} and event["reason"] == "threshold"
+    (line,) = log.read_text().splitlines()
+    assert json.loads(line)["sidecars"] == ["function:tool:1"]
+
+
+def test_reactivate_brings_the_exact_payload_back():
+    original = history()
+    original[3] = original[3].model_copy(update={"content": "naïve ✓ \x00 end" * 300})
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    commit = harness.step(original, thread_id="t")
+    (restored,) = harness.reactivate(commit.messages, "function:tool:1", thread_id="t",
+                                      known_ids=commit.known_ids)
+    assert restored.id == "t1" and restored.content == original[3].content
+    back = [restored if m.id == restored.id else m for m in commit.messages]
+    index = index_messages(back)
+    assert payload_of(back, index.by_id["function:tool:1"].indices) == original[3].content
+    assert index.by_id["function:tool:1"].state == "active"
+
+
+def test_astep_matches_step():
+    plan = Plan("fold", (Action("fold", "function:tool:1"), Action("mask", "function:tool:2")))
+    sync = LifecycleHarness(ScriptedPlanner(plan), threshold=0.0).step(history(), thread_id="t")
+    harness = LifecycleHarness(ScriptedPlanner(plan), threshold=0.0)
+    done = asyncio.run(harness.astep(history(), thread_id="t"))
+    assert sync is not None and done is not None
+    assert [m.content for m in done.messages] == [m.content for m in sync.messages]
+    restored = asyncio.run(harness.areactivate(done.messages, "function:tool:1", thread_id="t"))
+    assert restored[0].content == history()[3].content
+
+
+def test_bad_options_fail_at_construction():
+    planner = ScriptedPlanner()
+    with pytest.raises(TypeError, match="planner"):
+        LifecycleHarness(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threshold"):
+        LifecycleHarness(planner, threshold=1.5)
+    with pytest.raises(ValueError, match="max_active_tokens"):
+        LifecycleHarness(planner, max_active_tokens=0)
+    with pytest.raises(ValueError, match="boundary"):
+        LifecycleHarness(planner, boundary="always")  # type: ignore[arg-type]
+    assert "scripted" in repr(LifecycleHarness(planner))
+
+
+def test_tool_boundary_plans_inside_one_long_task():
+    msgs = history()[:6]  # one task, two tool spans, the run still going
+    assert index_messages(msgs).by_id["function:tool:1"].latest  # the whole run is the turn
+    step = index_messages(msgs, latest="step")
+    assert [o.id for o in step.objects if o.latest] == ["conversation:user:1", "function:tool:2"]
+    with pytest.raises(ValueError, match="latest"):
+        index_messages(msgs, latest="call")  # type: ignore[arg-type]
+    turn = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    assert turn.step(msgs, thread_id="t") is None  # not a turn boundary
+    tool = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0,
+                            boundary="tool")
+    commit = tool.step(msgs, thread_id="t")
+    assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
+    assert provider_problems(commit.messages) == []

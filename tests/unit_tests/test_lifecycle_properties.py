@@ -1,0 +1,91 @@
+"""Property: any sequence of fold / mask / prune / restore keeps a provider-valid history.
+
+Random histories (user turns, assistant notes, tool calls with one or more results, unicode and
+NUL payloads) go through random rounds of checked actions and restores of folded objects; after
+every round the history is one a provider accepts, the latest turn is byte-for-byte untouched,
+and every folded object's sidecar holds its exact original payload.
+"""
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_pacms.lifecycle import (
+    Action,
+    SidecarRecord,
+    check_actions,
+    index_messages,
+    payload_of,
+    provider_problems,
+    restore,
+)
+
+TEXT = st.text(
+    alphabet=st.sampled_from([*"ab xyz/._=-\n0123456789", "é", "✓", "\x00", "😀"]),
+    min_size=0, max_size=900,
+)
+
+
+@st.composite
+def histories(draw: Any) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = []
+    if draw(st.booleans()):
+        msgs.append(SystemMessage("system rules", id="s"))
+    n = 0
+    for turn in range(draw(st.integers(1, 4))):
+        msgs.append(HumanMessage(draw(TEXT) or "ask", id=f"h{turn}"))
+        for _ in range(draw(st.integers(0, 3))):
+            calls = draw(st.integers(1, 2))
+            ids = [f"c{n + k}" for k in range(calls)]
+            n += calls
+            msgs.append(AIMessage("", id=f"a{ids[0]}", tool_calls=[
+                {"name": "read", "args": {"path": f"f{c}.py"}, "id": c} for c in ids]))
+            msgs.extend(ToolMessage(draw(TEXT), tool_call_id=c, id=f"t{c}") for c in ids)
+        if draw(st.booleans()):
+            msgs.append(AIMessage(draw(TEXT) or "done", id=f"r{turn}"))
+    return msgs
+
+
+def _latest(msgs: list[BaseMessage]) -> list[tuple[Any, Any]]:
+    start = max(i for i, m in enumerate(msgs) if isinstance(m, HumanMessage))
+    return [(m.id, m.content) for m in msgs[start:]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.data())
+def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
+    latest = _latest(msgs)
+    originals: dict[str, str] = {}
+    sidecars: dict[str, SidecarRecord] = {}
+    known: dict[str, str] = {}
+    for _ in range(data.draw(st.integers(1, 4))):
+        index = index_messages(msgs, known_ids=known)
+        known.update(index.id_map)
+        for obj in index.objects:
+            if obj.state == "active":
+                originals.setdefault(obj.id, payload_of(msgs, obj.indices))
+        ids = [o.id for o in index.objects] + ["function:tool:404"]
+        actions = data.draw(st.lists(st.builds(
+            Action, st.sampled_from(["fold", "mask", "prune"]), st.sampled_from(ids)),
+            max_size=6))
+        checked = check_actions(msgs, index, actions, token_counter=len)
+        msgs = checked.result.messages
+        sidecars.update({s.object_id: s for s in checked.result.sidecars})
+        assert provider_problems(msgs) == []
+        assert _latest(msgs) == latest
+        folded = [o for o in index_messages(msgs, known_ids=known).objects
+                  if o.state == "folded"]
+        if folded and data.draw(st.booleans()):
+            obj = data.draw(st.sampled_from(folded))
+            msgs = [
+                *restore(msgs, index_messages(msgs, known_ids=known), sidecars[obj.id],
+                         token_counter=len).messages
+            ]
+            back = index_messages(msgs, known_ids=known).by_id[obj.id]
+            assert back.state == "active"
+            assert payload_of(msgs, back.indices) == originals[obj.id]
+            assert provider_problems(msgs) == []
+    for object_id, record in sidecars.items():
+        assert record.payload == originals[object_id]

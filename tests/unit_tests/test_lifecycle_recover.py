@@ -1,0 +1,135 @@
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from langchain_pacms.lifecycle import (
+    RECOVER_TOOL_NAME,
+    SIDECAR_NAMESPACE,
+    Action,
+    SidecarRecord,
+    SidecarStore,
+    apply_actions,
+    index_messages,
+    make_recover_tool,
+)
+
+PAYLOAD = '{"rows": [1, 2], "note": "caf\u00e9 \U0001f600 \x00 \ud800"}'
+
+
+def _store(thread="t1", payload=PAYLOAD, object_id="function:tool:1"):
+    store = InMemoryStore()
+    SidecarStore(store, thread).put(SidecarRecord.of(object_id, payload, "tool", ("a1", "t1")))
+    return store
+
+
+def _config(thread):
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_schema_name_and_description():
+    tool = make_recover_tool(InMemoryStore())
+    assert tool.name == RECOVER_TOOL_NAME == "recover_context"
+    assert list(tool.tool_call_schema.model_json_schema()["properties"]) == ["object_id"]
+    assert "folded" in tool.description
+
+
+def test_thread_from_argument_wins_over_config():
+    store = _store("t1")
+    SidecarStore(store, "t2").put(SidecarRecord.of("function:tool:1", "other", "tool"))
+    tool = make_recover_tool(store, thread_id="t1")
+    assert tool.invoke({"object_id": "function:tool:1"}, _config("t2")) == PAYLOAD
+    assert make_recover_tool(store).invoke({"object_id": "function:tool:1"},
+                                           _config("t2")) == "other"
+
+
+def test_tool_call_gives_exact_payload_in_tool_message():
+    tool = make_recover_tool(_store())
+    call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:1"}, "id": "r1",
+            "type": "tool_call"}
+    message = tool.invoke(call, _config("t1"))
+    assert isinstance(message, ToolMessage)
+    assert message.content == PAYLOAD and message.status == "success"
+
+
+def test_unknown_id_is_an_error_result_naming_known_ids():
+    tool = make_recover_tool(_store())
+    call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:7"}, "id": "r1",
+            "type": "tool_call"}
+    message = tool.invoke(call, _config("t1"))
+    assert message.status == "error"
+    assert "no sidecar for 'function:tool:7' in thread 't1'" in message.content
+    assert "function:tool:1" in message.content
+    empty = make_recover_tool(InMemoryStore()).invoke({"object_id": "x"}, _config("t1"))
+    assert empty == "recover_context failed: no sidecar for 'x' in thread 't1'."
+
+
+def test_integrity_mismatch_is_an_error_never_the_wrong_payload():
+    store = _store()
+    ns = (SIDECAR_NAMESPACE, "t1")
+    value = dict(store.get(ns, "function:tool:1").value)
+    other = _store(payload=PAYLOAD.replace("1", "9"))
+    value["payload"] = other.get(ns, "function:tool:1").value["payload"]
+    store.put(ns, "function:tool:1", value)
+    out = make_recover_tool(store).invoke({"object_id": "function:tool:1"}, _config("t1"))
+    assert out.startswith("recover_context failed:") and "sha256" in out
+    assert PAYLOAD.replace("1", "9") not in out
+
+
+def test_missing_or_bad_thread_is_an_error_result():
+    tool = make_recover_tool(_store())
+    assert "has no thread id" in tool.invoke({"object_id": "function:tool:1"})
+    assert "without '.'" in tool.invoke({"object_id": "function:tool:1"}, _config("a.b"))
+
+
+def test_numeric_thread_id_in_config_is_read_as_text():
+    tool = make_recover_tool(_store("42"))
+    assert tool.invoke({"object_id": "function:tool:1"}, _config(42)) == PAYLOAD
+
+
+def test_bad_construction_arguments():
+    with pytest.raises(TypeError, match="BaseStore"):
+        make_recover_tool({})
+    with pytest.raises(ValueError, match="thread_id"):
+        make_recover_tool(InMemoryStore(), thread_id="")
+
+
+async def test_async_invoke():
+    tool = make_recover_tool(_store())
+    assert await tool.ainvoke({"object_id": "function:tool:1"}, _config("t1")) == PAYLOAD
+    missing = await tool.ainvoke({"object_id": "function:tool:5"}, _config("t1"))
+    assert missing.startswith("recover_context failed: no sidecar for 'function:tool:5'")
+
+
+class _CountingStore(InMemoryStore):
+    def __init__(self):
+        super().__init__()
+        self.sync_calls = 0
+
+    def batch(self, ops):
+        self.sync_calls += 1
+        return super().batch(ops)
+
+
+async def test_async_path_does_not_use_sync_store_calls():
+    store = _CountingStore()
+    await SidecarStore(store, "t").aput(SidecarRecord.of("function:tool:1", "p", "tool"))
+    tool = make_recover_tool(store, thread_id="t")
+    assert await tool.ainvoke({"object_id": "function:tool:1"}) == "p"
+    await tool.ainvoke({"object_id": "nope"})
+    assert store.sync_calls == 0
+    assert isinstance(store, BaseStore)
+
+
+def test_fold_then_recover_returns_the_folded_payload():
+    payload = PAYLOAD.replace("\ud800", "")  # index_messages hashes with strict UTF-8
+    call = {"name": "read", "args": {"path": "data.json"}, "id": "c1"}
+    msgs = [HumanMessage("read data.json", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+            ToolMessage(payload, tool_call_id="c1", id="t1"), HumanMessage("thanks", id="h2")]
+    folded = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    store = InMemoryStore()
+    SidecarStore(store, "t").put_many(folded.sidecars)
+    stub = folded.messages[2].content
+    assert 'recover_context("function:tool:1")' in stub and payload not in stub
+    assert make_recover_tool(store).invoke({"object_id": "function:tool:1"},
+                                           _config("t")) == payload

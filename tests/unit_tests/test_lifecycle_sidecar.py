@@ -1,0 +1,163 @@
+import asyncio
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.store.memory import InMemoryStore
+
+from langchain_pacms.lifecycle import (
+    SIDECAR_NAMESPACE,
+    SidecarIntegrityError,
+    SidecarNotFoundError,
+    SidecarRecord,
+    SidecarStore,
+)
+
+PAYLOADS = {
+    "unicode": "naïve café — Ελληνικά, 日本語, עברית\r\n\ttabs",
+    "emoji": "build ok ✅ 👩‍👩‍👧‍👦 🇫🇷 \U0001f600",
+    "nul": "before\x00after\x00\x00",
+    "lone_surrogate": "x\ud800y\udfffz",
+    "json_tool_output": json.dumps(
+        {"rows": [{"id": 1, "path": "/srv/a.py", "v": None}], "ok": True, "s": "\u2028"},
+        indent=2,
+    ),
+    "empty": "",
+}
+
+
+def _record(payload, object_id="function:tool:1"):
+    return SidecarRecord.of(object_id, payload, "tool", ("a1", "t1"), "read(path=a.py) -> 1 line")
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_round_trip_is_byte_exact(name):
+    sidecars = SidecarStore(InMemoryStore(), "thread-1")
+    record = _record(PAYLOADS[name])
+    sidecars.put(record)
+    back = sidecars.get("function:tool:1")
+    assert back == record
+    assert back.payload.encode("utf-8", "surrogatepass") == PAYLOADS[name].encode(
+        "utf-8", "surrogatepass")
+
+
+def test_stored_value_is_json_safe_and_complete():
+    store = InMemoryStore()
+    SidecarStore(store, "t").put(_record(PAYLOADS["nul"] + PAYLOADS["lone_surrogate"]))
+    item = store.get((SIDECAR_NAMESPACE, "t"), "function:tool:1")
+    text = json.dumps(item.value, ensure_ascii=False)
+    assert "\x00" not in text and "\ud800" not in text  # payload is base64, not raw
+    assert set(item.value) >= {"payload", "sha256", "kind", "lineage", "description",
+                               "created_at"}
+    assert item.value["lineage"] == ["a1", "t1"]
+    assert item.value["created_at"].endswith("+00:00")
+
+
+def test_one_megabyte_payload_is_fast():
+    payload = ("0123456789abcdé\x00" * 65536)[: 1 << 20]
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    start = time.perf_counter()
+    sidecars.put(_record(payload))
+    back = sidecars.get("function:tool:1")
+    assert back.payload == payload
+    assert time.perf_counter() - start < 1.0
+
+
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=200))
+@settings(max_examples=60, deadline=None)
+def test_any_text_round_trips(payload):
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    sidecars.put(_record(payload))
+    assert sidecars.get("function:tool:1").payload == payload
+
+
+def test_tampered_payload_raises_integrity_error():
+    store = InMemoryStore()
+    sidecars = SidecarStore(store, "t")
+    sidecars.put(_record("the exact payload"))
+    ns = (SIDECAR_NAMESPACE, "t")
+    value = dict(store.get(ns, "function:tool:1").value)
+    forged = SidecarStore(InMemoryStore(), "t")
+    forged.put(_record("the wrong payload"))
+    value["payload"] = forged.store.get(ns, "function:tool:1").value["payload"]
+    store.put(ns, "function:tool:1", value)
+    with pytest.raises(SidecarIntegrityError, match="does not match its sha256"):
+        sidecars.get("function:tool:1")
+    with pytest.raises(ValueError):
+        asyncio.run(sidecars.aget("function:tool:1"))
+
+
+@pytest.mark.parametrize("change", [
+    {"payload": "***not base64***"}, {"payload": None}, {"sha256": "0" * 64},
+    {"encoding": "raw"}, {"lineage": None}, {"object_id": "function:tool:2"},
+])
+def test_broken_values_raise_integrity_error(change):
+    store = InMemoryStore()
+    sidecars = SidecarStore(store, "t")
+    sidecars.put(_record("abc"))
+    ns = (SIDECAR_NAMESPACE, "t")
+    store.put(ns, "function:tool:1", {**store.get(ns, "function:tool:1").value, **change})
+    with pytest.raises(SidecarIntegrityError, match="'function:tool:1' in thread 't'"):
+        sidecars.get("function:tool:1")
+
+
+def test_missing_key_error_names_id_and_thread():
+    sidecars = SidecarStore(InMemoryStore(), "thread-9")
+    with pytest.raises(SidecarNotFoundError) as info:
+        sidecars.get("function:tool:4")
+    assert isinstance(info.value, KeyError)
+    assert str(info.value) == "no sidecar for 'function:tool:4' in thread 'thread-9'"
+
+
+def test_bad_record_is_refused_before_any_write():
+    store = InMemoryStore()
+    sidecars = SidecarStore(store, "t")
+    good = _record("ok", "function:tool:1")
+    bad = SidecarRecord("function:tool:2", "payload", "0" * 64, "tool")
+    with pytest.raises(SidecarIntegrityError, match="refusing to store 'function:tool:2'"):
+        sidecars.put_many([good, bad])
+    assert sidecars.list_ids() == []
+
+
+def test_threads_are_separate_namespaces_and_ids_sort_naturally():
+    store = InMemoryStore()
+    a, b = SidecarStore(store, "a"), SidecarStore(store, "b")
+    a.put_many(_record(str(n), f"function:tool:{n}") for n in (10, 2, 1))
+    b.put(_record("other", "conversation:user:1"))
+    store.put((SIDECAR_NAMESPACE, "a", "deeper"), "function:tool:99", {"x": 1})
+    assert a.list_ids() == ["function:tool:1", "function:tool:2", "function:tool:10"]
+    assert b.list_ids() == ["conversation:user:1"]
+    with pytest.raises(SidecarNotFoundError):
+        b.get("function:tool:1")
+    assert a.get("function:tool:10").payload == "10"
+
+
+def test_list_ids_pages_through_many_items():
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    sidecars.put_many(_record("p", f"function:tool:{n}") for n in range(1, 1203))
+    ids = sidecars.list_ids()
+    assert len(ids) == 1202 and ids[0] == "function:tool:1" and ids[-1] == "function:tool:1202"
+
+
+async def test_async_twins():
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    await sidecars.aput(_record(PAYLOADS["emoji"]))
+    await sidecars.aput_many([_record("x", "function:tool:3")])
+    await sidecars.aput_many([])
+    assert (await sidecars.aget("function:tool:1")).payload == PAYLOADS["emoji"]
+    assert await sidecars.alist_ids() == ["function:tool:1", "function:tool:3"]
+    with pytest.raises(SidecarNotFoundError):
+        await sidecars.aget("function:tool:2")
+
+
+@pytest.mark.parametrize(("store", "thread", "error", "match"), [
+    ({}, "t", TypeError, "store must be a langgraph BaseStore"),
+    (InMemoryStore(), 3, TypeError, "thread_id must be a string"),
+    (InMemoryStore(), "", ValueError, "thread_id ''"),
+    (InMemoryStore(), "a.b", ValueError, "without '.'"),
+])
+def test_bad_arguments(store, thread, error, match):
+    with pytest.raises(error, match=match):
+        SidecarStore(store, thread)
