@@ -410,7 +410,9 @@ class ContextSelector:
             f"ContextSelector(embeddings={self.embeddings.embeddings!r}, "
             f"profile={self._profile!r}, strategy={strategy!r}, "
             f"strategy_options={self.strategy_options!r}, strict={self.strict!r}, "
-            f"embed_timeout={self.embed_timeout!r}, token_counter={self.token_counter.name!r})"
+            f"embed_timeout={self.embed_timeout!r}, token_counter={self.token_counter.name!r}, "
+            f"memory_ceiling_bytes={self.memory_ceiling_bytes!r}, "
+            f"blas_threads={self.blas_threads!r})"
         )
 
     # -- shared preparation ----------------------------------------------------------------

@@ -116,6 +116,9 @@ class HashedTfidfEmbeddings(Embeddings):
         """
         return idf_reweight(vectors, query)
 
+    def __repr__(self) -> str:
+        return f"HashedTfidfEmbeddings(dim={self.dim}, bigrams={self.bigrams})"
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents (LangChain ``Embeddings`` interface)."""
         return self.embed_matrix(list(texts)).tolist()

@@ -54,6 +54,8 @@ def test_an_explicit_profile_wins_and_is_shown():
     assert selector.resolve_options("pacms")[1] == {"similarity_threshold": 0.7, "min_gain": 0.02}
     shown = repr(selector)
     assert "EmbedderProfile(name='my-model'" in shown and "DeterministicFakeEmbedding" in shown
+    assert "memory_ceiling_bytes=268435456" in shown and "blas_threads=1" in shown
+    assert "HashedTfidfEmbeddings(dim=4096, bigrams=True)" in repr(ContextSelector())
 
 
 def test_a_dense_model_gets_the_dense_profile_without_a_warning(caplog):
