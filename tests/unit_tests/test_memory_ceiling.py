@@ -64,3 +64,13 @@ def test_cache_bytes_stay_exact_when_a_key_is_saved_twice():
 def test_a_bad_ceiling_is_rejected(bad: object):
     with pytest.raises(ValueError, match="memory_ceiling_bytes"):
         ContextSelector(memory_ceiling_bytes=bad)  # type: ignore[arg-type]
+
+
+def test_the_hook_and_the_middleware_pass_their_ceiling_to_the_selector_they_build():
+    from langchain_pacms.integrations import create_pacms_hook
+    from langchain_pacms.integrations.middleware import PACMSMiddleware
+
+    hook = create_pacms_hook(budget_tokens=100, memory_ceiling_bytes=2**20)
+    assert hook.selector.memory_ceiling_bytes == 2**20
+    assert PACMSMiddleware(budget_tokens=100, memory_ceiling_bytes=3 * 2**20).selector \
+        .memory_ceiling_bytes == 3 * 2**20
