@@ -1,235 +1,118 @@
-"""Exact future dependencies of a continuation, checked against a managed view.
+"""The no-impact judge of the lifecycle replay: are the continuation's exact dependencies visible?
 
-The judge has its own rules and imports nothing from :mod:`langchain_pacms.lifecycle` or the
-planners, so a policy cannot score itself with the judge's own notion of value.
+A *future dependency* of a cut is an exact string that the rest of the session uses (in the
+arguments of a later tool call, or in a later assistant message) and that first appeared in a
+tool output before the cut: a path, a URL, an identifier mixing letters and digits, a number
+of four or more digits, or a quoted value. Strings the task or the system prompt already gave
+are not dependencies (the policy never removes those).
 
-Rules:
+A cut is *strictly unaffected* when every dependency is still in the policy's active view, and
+*unaffected with recovery* when the missing ones are in payloads the policy folded into
+sidecars (each folded object that holds one is a recovery call).
 
-* A *value* is a URL, a path (``a/b.py``, ``setup.py``), an identifier that mixes letters and
-  digits (``credit_card_4421486``, ``HAT123``), a date, or a number of four or more digits
-  (decimals included); a short tool-call argument leaf without spaces is a value as a whole.
-* A *future dependency* at cut ``c`` is a value used in a tool-call argument after ``c`` whose
-  first appearance anywhere in the session is a tool output at or before ``c``, and that no
-  user message or tool output after ``c`` shows again before the call that uses it.
-* It is *visible* when it occurs verbatim in the view's text (contents and call arguments), and
-  *recoverable* when it is not visible but occurs in a folded payload (a sidecar); the recovery
-  calls are the fewest sidecars that cover all recoverable values (greedy cover).
+This module has its own rules on purpose and imports nothing from the lifecycle or its
+planners: a policy that reused the judge's extraction would grade itself.
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> call = lambda n, c: AIMessage("", tool_calls=[
-    ...     {"name": "bash", "args": {"command": c}, "id": n, "type": "tool_call"}])
-    >>> msgs = [HumanMessage("fix the bug"), call("1", "grep -rl foo ."),
-    ...         ToolMessage("src/pkg/core.py", tool_call_id="1"), call("2", "cat src/pkg/core.py")]
-    >>> deps = future_dependencies(msgs, 2)
-    >>> [d.value for d in deps]
-    ['src/pkg/core.py']
-    >>> judge_view(deps, msgs[:2], {"obj": "src/pkg/core.py"}).recovery_calls
-    1
+    >>> deps = future_dependencies(["ls -> src/app.py config_v2.yaml"],
+    ...                            ["cat src/app.py"], prompt="fix the bug")
+    >>> sorted(deps), verdict(deps, "folded: src/app.py", {})
+    (['src/app.py'], Verdict(dependencies=1, missing=(), recoverable=(), recovery_calls=0))
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+__all__ = ["Verdict", "extract", "future_dependencies", "verdict"]
 
-_PATTERNS = (
-    r"https?://[^\s'\"<>()\[\]{}]+",
-    r"(?:[\w.-]+/)+[\w.-]+",  # paths with a slash
-    r"\b[\w-]+\.(?:py|pyi|js|ts|json|yaml|yml|toml|cfg|ini|txt|md|rst|c|h|cpp|go|rs|java|sh|html)\b",
-    r"\b\d{4}-\d{2}-\d{2}\b",  # dates
-    r"\b(?=[A-Za-z_]*\d)(?=\w*[A-Za-z])\w{4,}\b",  # letters and digits mixed
-    r"(?<![\w.])\d{4,}(?:\.\d+)?(?![\w.])|(?<![\w.])\d+\.\d{2,}(?![\w.])",  # numbers
+_TOKEN = re.compile(
+    r"https?://[^\s\"'<>)\]},]+"  # URLs
+    r"|(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+"  # paths with at least one slash
+    r"|\b[\w-]+\.(?:py|rst|md|txt|json|ya?ml|toml|cfg|ini|js|ts|html|sh|c|h|go|rs)\b"  # file names
+    r"|\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9][\w-]{3,}"  # letters and digits mixed, >= 4
+    r"|\b\d{4,}\b"  # long numbers
 )
-_VALUE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
-_LEAF = re.compile(r"\S{3,64}")
-_TRAIL = ".,:;'\"`)]}>"
+_QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|'([^'\n]{4,80})'")
 
 
-def extract_values(text: str) -> set[str]:
-    """The values (per the module rules) that occur in ``text``.
+def extract(text: str) -> set[str]:
+    """The exact strings of ``text`` that count as dependencies when reused later.
 
     Example:
-        >>> sorted(extract_values("see https://x.io/a, pkg/mod.py:12 and id HAT123 on 2024-05-15"))
-        ['2024-05-15', 'HAT123', 'https://x.io/a', 'pkg/mod.py']
+        >>> sorted(extract('open "setup.py" at https://x.io/a then id HAT039 and 20240521'))
+        ['20240521', 'HAT039', 'https://x.io/a', 'setup.py']
     """
-    out = set()
-    for match in _VALUE.finditer(text):
-        value = match.group(0).rstrip(_TRAIL)
-        if len(value) >= 4:
-            out.add(value)
-    return out
-
-
-def _leaves(value: Any) -> Iterable[str]:
-    if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    elif value is not None and not isinstance(value, bool):
-        yield str(value)
-
-
-def call_values(message: BaseMessage) -> set[str]:
-    """Values in the tool-call arguments of ``message`` (empty for other messages).
-
-    Example:
-        >>> m = AIMessage("", tool_calls=[{"name": "f", "id": "1", "type": "tool_call",
-        ...     "args": {"payment_id": "credit_card_44", "cabin": "economy", "n": 2}}])
-        >>> sorted(call_values(m))
-        ['credit_card_44', 'economy']
-    """
-    if not isinstance(message, AIMessage):
-        return set()
-    out: set[str] = set()
-    for call in message.tool_calls:
-        for leaf in _leaves(call.get("args", {})):
-            out |= extract_values(leaf)
-            if _LEAF.fullmatch(leaf) and (not leaf.isdigit() or len(leaf) >= 4):
-                out.add(leaf)
-    return out
-
-
-def message_text(message: BaseMessage) -> str:
-    """All text the model sees in ``message``: its content and its call arguments.
-
-    Example:
-        >>> message_text(HumanMessage("hi"))
-        'hi'
-    """
-    content = message.content
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    if isinstance(message, AIMessage) and message.tool_calls:
-        args = [json.dumps(c.get("args", {}), ensure_ascii=False) for c in message.tool_calls]
-        raw = [str(v) for c in message.tool_calls for v in _leaves(c.get("args", {}))]
-        text = "\n".join([text, *args, *raw])
-    return text
-
-
-@dataclass(frozen=True)
-class Dependency:
-    """One value the continuation needs from the prefix.
-
-    Attributes:
-        value: The exact value.
-        source: Index of the tool output where it first appeared.
-        consumer: Index of the first later message whose call uses it.
-
-    Example:
-        >>> Dependency("a/b.py", 2, 5).value
-        'a/b.py'
-    """
-
-    value: str
-    source: int
-    consumer: int
+    found = {m.group(0).rstrip(".:") for m in _TOKEN.finditer(text)}
+    found.update(a or b for a, b in _QUOTED.findall(text))
+    return {t for t in found if len(t) >= 4}
 
 
 def future_dependencies(
-    messages: Sequence[BaseMessage], cut: int, texts: Sequence[str] | None = None
-) -> tuple[Dependency, ...]:
-    """The future dependencies of the continuation after ``messages[cut]``.
+    tool_outputs: Iterable[str], continuation: Iterable[str], *, prompt: str = ""
+) -> set[str]:
+    """Strings the continuation uses that first came from a tool output before the cut.
 
     Args:
-        messages: The whole session.
-        cut: Index of the last message of the prefix.
-        texts: ``message_text`` of each message, when the caller has them already.
+        tool_outputs: The tool outputs of the prefix.
+        continuation: What the rest of the session does: its tool-call arguments and
+            assistant texts.
+        prompt: The system prompt and user messages of the prefix (never dependencies).
 
     Returns:
-        The dependencies, ordered by first use.
-
-    Raises:
-        ValueError: If ``cut`` is outside the session.
-
-    Example:
-        >>> future_dependencies([HumanMessage("x")], 0)
-        ()
+        The dependencies.
     """
-    if not 0 <= cut < len(messages):
-        raise ValueError(f"cut must index a message of the session, got {cut!r}")
-    texts = list(texts) if texts is not None else [message_text(m) for m in messages]
-    found: dict[str, Dependency] = {}
-    refreshed: set[str] = set()
-    later: list[str] = []  # user messages and tool outputs after the cut, in order seen
-    for k in range(cut + 1, len(messages)):
-        message = messages[k]
-        for value in sorted(call_values(message)):
-            if value in found or value in refreshed or any(value in t for t in later):
-                continue
-            source = _first_index(value, texts, cut)
-            if source is not None and isinstance(messages[source], ToolMessage):
-                found[value] = Dependency(value, source, k)
-            else:
-                refreshed.add(value)
-        if isinstance(message, (ToolMessage, HumanMessage)):
-            later.append(texts[k])
-    return tuple(found.values())
-
-
-def _first_index(value: str, texts: Sequence[str], cut: int) -> int | None:
-    for k in range(cut + 1):
-        if value in texts[k]:
-            return k
-    return None
+    given = extract(prompt)
+    seen: set[str] = set()
+    for output in tool_outputs:
+        seen |= extract(output)
+    used: set[str] = set()
+    for text in continuation:
+        used |= extract(text)
+    return {t for t in used & seen if t not in given and t not in prompt}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """How a view serves a continuation's dependencies.
+    """The judgement of one cut.
 
     Attributes:
-        dependencies: All of them.
-        missing: Values not visible in the view.
-        recoverable: Missing values found in a sidecar.
-        recovery_calls: Fewest sidecars that cover ``recoverable``.
-
-    Example:
-        >>> Verdict((), (), (), 0).strict
-        True
+        dependencies: How many dependencies the continuation has.
+        missing: Those not visible in the active view.
+        recoverable: Those among ``missing`` found in a folded sidecar.
+        recovery_calls: Distinct sidecars the recoverable ones need.
     """
 
-    dependencies: tuple[Dependency, ...]
+    dependencies: int
     missing: tuple[str, ...]
     recoverable: tuple[str, ...]
     recovery_calls: int
 
     @property
     def strict(self) -> bool:
-        """Every dependency is visible in the view."""
+        """Every dependency visible."""
         return not self.missing
 
     @property
     def with_recovery(self) -> bool:
-        """Every missing dependency can be recovered from a sidecar."""
+        """Every dependency visible or in a folded sidecar."""
         return len(self.recoverable) == len(self.missing)
 
 
-def judge_view(
-    dependencies: Sequence[Dependency],
-    view: Sequence[BaseMessage],
-    sidecars: Mapping[str, str] | None = None,
-) -> Verdict:
-    """Check ``dependencies`` against an active ``view`` and folded ``sidecars`` (id -> payload).
+def verdict(dependencies: set[str], view: str, sidecars: Mapping[str, str]) -> Verdict:
+    """Judge a cut: which dependencies the view lacks, and which sidecars hold them.
 
-    Example:
-        >>> judge_view([Dependency("HAT123", 1, 3)], [HumanMessage("HAT123")]).strict
-        True
+    Args:
+        dependencies: From :func:`future_dependencies`.
+        view: The text of the policy's active view (everything the model would see).
+        sidecars: ``object id -> payload`` of the folded objects.
     """
-    visible = "\n".join(message_text(m) for m in view)
-    missing = tuple(d.value for d in dependencies if d.value not in visible)
-    payloads = dict(sidecars or {})
-    covers = {sid: {v for v in missing if v in text} for sid, text in payloads.items()}
-    recoverable = tuple(v for v in missing if any(v in c for c in covers.values()))
-    todo, calls = set(recoverable), 0
-    while todo:
-        best = max(covers, key=lambda s: len(covers[s] & todo))
-        todo -= covers[best]
-        calls += 1
-    return Verdict(tuple(dependencies), missing, recoverable, calls)
+    missing = tuple(sorted(d for d in dependencies if d not in view))
+    holders = {d: [k for k, text in sidecars.items() if d in text] for d in missing}
+    recoverable = tuple(d for d in missing if holders[d])
+    calls: set[str] = set()
+    for d in recoverable:
+        calls.add(holders[d][0])
+    return Verdict(len(dependencies), missing, recoverable, len(calls))

@@ -1,25 +1,31 @@
-"""Load real agent traces (tau-bench, mini-swe-agent, SWE-agent) as LangChain messages.
+"""Load recorded tool-calling agent runs as LangChain messages (for the lifecycle replay).
 
-Every loaded message carries an id (``"<session>:<n>"``), every tool call an id that its
-``ToolMessage`` answers. Tool calls that a trace stores as text (SWE-agent ``action`` strings)
-become calls to a ``bash`` tool with ``{"command": <action>}``. A session that cannot be read
-is returned in the ``problems`` list with its reason; nothing is skipped silently.
+Three sets under ``../shared/data/agent-traces/`` (each folder's ``SOURCE.md`` gives schema and
+licence):
+
+* ``tau-bench-airline-gpt4o/gpt-4o-airline.json``: 200 customer-service sessions (OpenAI chat
+  format). Call ids repeat inside sessions, so each ``tool`` message is paired with the call of
+  the assistant message just before it and every call gets a fresh id;
+* ``mini-swe-agent-deepseek-swebench/**.traj.json``: 31 SWE-bench shell sessions with OpenAI
+  ``tool_calls`` (the final ``exit`` message, the submitted patch, is not part of the run);
+* ``swe-agent-demos/**.traj``: 22 SWE-agent runs; each ``trajectory`` step (an action string
+  and its observation) becomes a ``bash`` tool call with its result, after the task message (the
+  first user message of ``history``, or the step's own messages).
+
+Every message gets an id (``<session>:<n>``), as the lifecycle requires. A file or session that
+cannot be read is reported with the reason, never skipped silently.
 
 Example:
-    >>> s = session_from_openai("demo", [
-    ...     {"role": "user", "content": "hi"},
-    ...     {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-    ...      "function": {"name": "ls", "arguments": "{}"}}]},
-    ...     {"role": "tool", "tool_call_id": "c", "content": "a.txt"}])
-    >>> [type(m).__name__ for m in s.messages], s.tool_spans
-    (['HumanMessage', 'AIMessage', 'ToolMessage'], 1)
+    >>> sessions, problems = load_tau_bench(Path("no/such/file.json"))
+    >>> sessions, problems[0][0]
+    ([], 'no/such/file.json')
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,252 +37,206 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-DATASETS = ("tau-bench", "mini-swe-agent", "swe-agent")
-BASH_TOOL = "bash"
+__all__ = [
+    "DATASETS",
+    "TraceSession",
+    "default_traces_dir",
+    "load_mini_swe",
+    "load_swe_agent",
+    "load_tau_bench",
+    "load_traces",
+]
+
+Problem = tuple[str, str]
+"""``(file or session, reason)`` for what could not be read."""
 
 
 @dataclass(frozen=True)
 class TraceSession:
-    """One agent session as LangChain messages.
+    """One recorded run.
 
-    Example:
-        >>> TraceSession("s", "tau-bench", []).tool_spans
-        0
+    Attributes:
+        dataset: ``tau-bench``, ``mini-swe`` or ``swe-agent``.
+        name: Session name (file stem, or task and trial).
+        messages: The run as LangChain messages, every one with an id.
     """
 
-    session_id: str
     dataset: str
-    messages: list[BaseMessage] = field(default_factory=list)
+    name: str
+    messages: tuple[BaseMessage, ...]
 
     @property
-    def tool_spans(self) -> int:
-        """Number of tool outputs in the session.
-
-        Example:
-            >>> TraceSession("s", "x", [ToolMessage("o", tool_call_id="c")]).tool_spans
-            1
-        """
+    def tool_calls(self) -> int:
+        """Number of tool results in the run."""
         return sum(isinstance(m, ToolMessage) for m in self.messages)
 
 
-@dataclass
-class LoadResult:
-    """Sessions read from one data set, and the ones that could not be read with why.
-
-    Example:
-        >>> LoadResult("swe-agent").problems
-        []
-    """
-
-    dataset: str
-    sessions: list[TraceSession] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
+def default_traces_dir() -> Path:
+    """``../shared/data/agent-traces`` next to the repository (may not exist)."""
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
 
 
 def _text(content: Any) -> str:
-    if content is None:
-        return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for item in content:
-            if isinstance(item, Mapping):
-                parts.append(str(item.get("text", "")))
-            else:
-                parts.append(str(item))
-        return "\n".join(parts)
-    return str(content)
+        return "\n".join(
+            str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content
+        )
+    return "" if content is None else str(content)
 
 
 def _args(raw: Any) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
     try:
-        value = json.loads(raw or "{}")
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"tool call arguments are not JSON: {raw!r:.60}") from exc
-    if not isinstance(value, dict):
-        raise ValueError(f"tool call arguments are not a JSON object: {raw!r:.60}")
-    return value
+        parsed = json.loads(raw or "{}")
+    except (TypeError, ValueError):
+        return {"input": str(raw)}
+    return parsed if isinstance(parsed, dict) else {"input": parsed}
 
 
-class _Builder:
-    """Assign ids and pair each tool output with the calls of the assistant message before it."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.messages: list[BaseMessage] = []
-        self.pending: list[str] = []
-
-    def _id(self) -> str:
-        return f"{self.session_id}:{len(self.messages)}"
-
-    def system(self, text: str) -> None:
-        self.messages.append(SystemMessage(text, id=self._id()))
-
-    def user(self, text: str) -> None:
-        self.messages.append(HumanMessage(text, id=self._id()))
-
-    def assistant(self, text: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        n = len(self.messages)
-        tool_calls = [
-            {
-                "name": name,
-                "args": args,
-                "id": f"{self.session_id}:{n}:call{k}",
-                "type": "tool_call",
-            }
-            for k, (name, args) in enumerate(calls)
-        ]
-        self.messages.append(AIMessage(text, tool_calls=tool_calls, id=self._id()))
-        self.pending = [str(c["id"]) for c in tool_calls]
-
-    def tool(self, text: str, name: str = "") -> None:
-        if not self.pending:
-            raise ValueError(f"tool output at message {len(self.messages)} answers no call")
-        call_id = self.pending.pop(0)
-        self.messages.append(ToolMessage(text, tool_call_id=call_id, name=name, id=self._id()))
-
-    def done(self, dataset: str) -> TraceSession:
-        return TraceSession(self.session_id, dataset, self.messages)
-
-
-def session_from_openai(
-    session_id: str, raw: Iterable[Mapping[str, Any]], dataset: str = "openai"
-) -> TraceSession:
-    """Convert OpenAI-format chat messages; unknown roles (e.g. ``exit``) are left out.
-
-    Tool outputs are paired with the assistant message just before them, in call order, not by
-    the trace's call ids (tau-bench repeats them); fresh ids are given.
-
-    Example:
-        >>> session_from_openai("x", [{"role": "system", "content": "p"}]).messages[0].id
-        'x:0'
-    """
-    b = _Builder(session_id)
-    for m in raw:
+def _openai_messages(name: str, raw: Iterable[Mapping[str, Any]]) -> list[BaseMessage]:
+    """OpenAI-format chat messages -> LangChain messages; tool results pair with the call before."""
+    out: list[BaseMessage] = []
+    pending: list[str] = []
+    for n, m in enumerate(raw):
+        mid = f"{name}:{n}"
         role = m.get("role")
+        content = _text(m.get("content"))
         if role == "system":
-            b.system(_text(m.get("content")))
+            out.append(SystemMessage(content, id=mid))
         elif role == "user":
-            b.user(_text(m.get("content")))
+            out.append(HumanMessage(content, id=mid))
         elif role == "assistant":
-            calls = [
-                (str(c["function"]["name"]), _args(c["function"].get("arguments")))
-                for c in m.get("tool_calls") or []
+            calls: list[dict[str, Any]] = [
+                {"name": str((c.get("function") or {}).get("name") or "tool"),
+                 "args": _args((c.get("function") or {}).get("arguments")),
+                 "id": f"{mid}:c{k}", "type": "tool_call"}
+                for k, c in enumerate(m.get("tool_calls") or [])
             ]
-            b.assistant(_text(m.get("content")), calls)
+            pending = [str(c["id"]) for c in calls]
+            out.append(AIMessage(content, tool_calls=calls, id=mid))
         elif role == "tool":
-            b.tool(_text(m.get("content")), str(m.get("name") or ""))
-    return b.done(dataset)
+            if not pending:
+                raise ValueError(f"message {n}: a tool result with no open call")
+            out.append(ToolMessage(content, tool_call_id=pending.pop(0), id=mid))
+        # other roles (mini-swe-agent's final "exit") are not part of the run
+    return out
 
 
-def load_tau_bench(path: Path) -> LoadResult:
-    """Read the tau-bench historical trajectory file (one JSON array of sessions).
+def _unanswered_dropped(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Drop a trailing tool call that never got a result (the run ended on it)."""
+    answered = {str(m.tool_call_id) for m in messages if isinstance(m, ToolMessage)}
+    out = list(messages)
+    while out and isinstance(out[-1], AIMessage) and out[-1].tool_calls and not all(
+        str(c["id"]) in answered for c in out[-1].tool_calls
+    ):
+        out.pop()
+    return out
 
-    Example:
-        >>> load_tau_bench(Path("/nonexistent.json")).problems[0][0]
-        '/nonexistent.json'
-    """
-    result = LoadResult("tau-bench")
+
+def load_tau_bench(path: Path) -> tuple[list[TraceSession], list[Problem]]:
+    """The tau-bench airline sessions of ``path`` (one JSON array)."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        result.problems.append((str(path), f"unreadable: {exc}"))
-        return result
-    for k, item in enumerate(data):
-        sid = f"task{item.get('task_id', '?')}-trial{item.get('trial', '?')}-{k}"
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return [], [(str(path), f"unreadable: {err}")]
+    sessions: list[TraceSession] = []
+    problems: list[Problem] = []
+    for item in data:
+        name = f"task{item.get('task_id')}-trial{item.get('trial')}"
         try:
-            result.sessions.append(session_from_openai(sid, item["traj"], "tau-bench"))
-        except (KeyError, TypeError, ValueError) as exc:
-            result.problems.append((sid, f"{type(exc).__name__}: {exc}"))
-    return result
-
-
-def load_mini_swe_agent(folder: Path) -> LoadResult:
-    """Read every ``*.traj.json`` under a mini-swe-agent run folder.
-
-    Example:
-        >>> load_mini_swe_agent(Path("/nonexistent")).sessions
-        []
-    """
-    result = LoadResult("mini-swe-agent")
-    for file in sorted(Path(folder).rglob("*.traj.json")):
-        sid = file.name.removesuffix(".traj.json")
-        try:
-            data = json.loads(file.read_text())
-            result.sessions.append(session_from_openai(sid, data["messages"], "mini-swe-agent"))
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            result.problems.append((sid, f"{type(exc).__name__}: {exc}"))
-    return result
-
-
-def _swe_agent_session(sid: str, data: Mapping[str, Any]) -> TraceSession:
-    history = data.get("history") or []
-    steps = data.get("trajectory") or []
-    if not steps:
-        if not any(m.get("tool_calls") for m in history):
-            raise ValueError("no trajectory steps and no tool calls in history")
-        return session_from_openai(sid, history, "swe-agent")
-    b = _Builder(sid)
-    for m in history:
-        role = m.get("role")
-        if role == "assistant":
-            break
-        if m.get("is_demo"):
+            messages = _unanswered_dropped(_openai_messages(name, item["traj"]))
+        except (KeyError, TypeError, ValueError) as err:
+            problems.append((name, f"unreadable: {err}"))
             continue
-        if role == "system":
-            b.system(_text(m.get("content")))
-        elif role == "user":
-            b.user(_text(m.get("content")))
-    for step in steps:
-        b.assistant(_text(step.get("thought")), [(BASH_TOOL, {"command": str(step["action"])})])
-        b.tool(_text(step.get("observation")), BASH_TOOL)
-    return b.done("swe-agent")
+        sessions.append(TraceSession("tau-bench", name, tuple(messages)))
+    return sessions, problems
 
 
-def load_swe_agent(folder: Path) -> LoadResult:
-    """Read every ``*.traj`` under a SWE-agent folder; actions become ``bash`` tool calls.
-
-    The uniform ``trajectory[i].action`` / ``.observation`` pairs are used; the system prompt and
-    the task come from ``history`` (demonstration messages are left out). A file with no steps
-    falls back to its ``history`` function calls.
-
-    Example:
-        >>> load_swe_agent(Path("/nonexistent")).problems
-        []
-    """
-    result = LoadResult("swe-agent")
-    root = Path(folder)
-    for file in sorted(root.rglob("*.traj")):
-        sid = str(file.relative_to(root).with_suffix(""))
+def load_mini_swe(folder: Path) -> tuple[list[TraceSession], list[Problem]]:
+    """The mini-swe-agent runs under ``folder`` (``*.traj.json``)."""
+    sessions: list[TraceSession] = []
+    problems: list[Problem] = []
+    for path in sorted(folder.rglob("*.traj.json")):
+        name = path.name.removesuffix(".traj.json")
         try:
-            result.sessions.append(_swe_agent_session(sid, json.loads(file.read_text())))
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            result.problems.append((sid, f"{type(exc).__name__}: {exc}"))
-    return result
+            data = json.loads(path.read_text(encoding="utf-8"))
+            messages = _unanswered_dropped(_openai_messages(name, data["messages"]))
+        except (OSError, KeyError, TypeError, ValueError) as err:
+            problems.append((str(path), f"unreadable: {err}"))
+            continue
+        sessions.append(TraceSession("mini-swe", name, tuple(messages)))
+    return sessions, problems
 
 
-def load_all(root: Path) -> dict[str, LoadResult]:
-    """Load the three sets under ``agent-traces/``; a missing set is one problem entry.
+def _swe_task(data: Mapping[str, Any]) -> str:
+    for m in data.get("history") or []:
+        if m.get("role") == "user":
+            return _text(m.get("content"))
+    for step in data.get("trajectory") or []:
+        for m in step.get("messages") or []:
+            if m.get("role") == "user":
+                return _text(m.get("content"))
+    return ""
 
-    Example:
-        >>> sorted(load_all(Path("/nonexistent")))
-        ['mini-swe-agent', 'swe-agent', 'tau-bench']
+
+def load_swe_agent(folder: Path) -> tuple[list[TraceSession], list[Problem]]:
+    """The SWE-agent ``*.traj`` runs under ``folder`` (one ``bash`` call per trajectory step)."""
+    sessions: list[TraceSession] = []
+    problems: list[Problem] = []
+    for path in sorted(folder.rglob("*.traj")):
+        name = str(path.relative_to(folder).with_suffix("")).replace("/", "__")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            steps = data.get("trajectory") or []
+            task = _swe_task(data)
+        except (OSError, TypeError, ValueError, AttributeError) as err:
+            problems.append((str(path), f"unreadable: {err}"))
+            continue
+        if not steps or not task:
+            problems.append((str(path), "no trajectory steps" if not steps else "no task message"))
+            continue
+        messages: list[BaseMessage] = [HumanMessage(task, id=f"{name}:0")]
+        for n, step in enumerate(steps, start=1):
+            cid = f"{name}:c{n}"
+            call = {"name": "bash", "args": {"command": str(step.get("action", ""))}, "id": cid,
+                    "type": "tool_call"}
+            messages.append(AIMessage(str(step.get("thought") or ""), tool_calls=[call],
+                                      id=f"{name}:a{n}"))
+            messages.append(ToolMessage(str(step.get("observation") or ""), tool_call_id=cid,
+                                        id=f"{name}:t{n}"))
+        sessions.append(TraceSession("swe-agent", name, tuple(messages)))
+    return sessions, problems
+
+
+DATASETS = {
+    "tau-bench": ("tau-bench-airline-gpt4o/gpt-4o-airline.json", load_tau_bench),
+    "mini-swe": ("mini-swe-agent-deepseek-swebench", load_mini_swe),
+    "swe-agent": ("swe-agent-demos", load_swe_agent),
+}
+"""``dataset -> (path under the traces folder, loader)``."""
+
+
+def load_traces(
+    root: Path | None = None, datasets: Iterable[str] = tuple(DATASETS)
+) -> tuple[list[TraceSession], list[Problem]]:
+    """Load the given data sets from ``root`` (default :func:`default_traces_dir`).
+
+    Raises:
+        ValueError: For an unknown data set name.
     """
-    root = Path(root)
-    return {
-        "tau-bench": load_tau_bench(root / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json"),
-        "mini-swe-agent": _require(
-            load_mini_swe_agent, root / "mini-swe-agent-deepseek-swebench", "mini-swe-agent"
-        ),
-        "swe-agent": _require(load_swe_agent, root / "swe-agent-demos", "swe-agent"),
-    }
-
-
-def _require(loader: Any, folder: Path, name: str) -> LoadResult:
-    if not folder.is_dir():
-        return LoadResult(name, problems=[(str(folder), "folder missing")])
-    result: LoadResult = loader(folder)
-    return result
+    base = root if root is not None else default_traces_dir()
+    sessions: list[TraceSession] = []
+    problems: list[Problem] = []
+    for dataset in datasets:
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown data set {dataset!r}; known: {', '.join(DATASETS)}")
+        relative, loader = DATASETS[dataset]
+        found, failed = loader(base / relative)  # type: ignore[operator]
+        if not found and not failed:
+            failed = [(str(base / relative), "no sessions found")]
+        sessions.extend(found)
+        problems.extend(failed)
+    return sessions, problems
