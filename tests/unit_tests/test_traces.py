@@ -1,4 +1,4 @@
-"""Trace loaders: real files from ../shared/data/agent-traces (skipped when absent)."""
+"""Trace loaders on the real files of ../shared/data/agent-traces (skipped when absent)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.eval.traces import (
-    load_all,
-    load_mini_swe_agent,
+    load_mini_swe,
     load_swe_agent,
-    session_from_openai,
+    load_tau_bench,
+    load_traces,
 )
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
-needs_data = pytest.mark.skipif(
-    not TRACES.is_dir(),
-    reason=f"agent traces not found at {TRACES} (see docs/results/lifecycle.md)",
-)
+needs_data = pytest.mark.skipif(not TRACES.is_dir(), reason=f"agent traces not found at {TRACES}")
 
 
-def _paired(messages: list) -> bool:
+def _paired(messages: tuple) -> bool:
+    """Every tool output answers a call of the assistant message before it, once."""
     open_ids: set[str] = set()
     for m in messages:
         if isinstance(m, AIMessage):
@@ -35,70 +33,93 @@ def _paired(messages: list) -> bool:
 
 
 @pytest.fixture(scope="module")
-def loaded() -> dict:
-    return load_all(TRACES)
+def loaded() -> dict[str, list]:
+    sessions, problems = load_traces(TRACES)
+    by_set: dict[str, list] = {}
+    for s in sessions:
+        by_set.setdefault(s.dataset, []).append(s)
+    by_set["problems"] = problems
+    return by_set
 
 
 @needs_data
-def test_all_three_sets_load_with_counts_from_source(loaded: dict) -> None:
-    assert {k: len(v.sessions) for k, v in loaded.items()} == {
-        "tau-bench": 200,
-        "mini-swe-agent": 31,
-        "swe-agent": 22,
-    }
-    assert all(not v.problems for v in loaded.values())
-    assert sum(s.tool_spans for s in loaded["tau-bench"].sessions) == 1164
-    assert sum(s.tool_spans for s in loaded["mini-swe-agent"].sessions) == 2312
+def test_counts_match_the_source_notes(loaded: dict[str, list]) -> None:
+    assert len(loaded["tau-bench"]) == 200
+    assert sum(s.tool_calls for s in loaded["tau-bench"]) == 1164
+    assert len(loaded["mini-swe"]) == 31
+    assert sum(s.tool_calls for s in loaded["mini-swe"]) == 2312
+    # 22 files: every one is either loaded or reported with a reason
+    assert len(loaded["swe-agent"]) + len(loaded["problems"]) == 22
+    assert all(reason for _, reason in loaded["problems"])
 
 
 @needs_data
-def test_every_message_has_a_unique_id_and_tool_outputs_pair(loaded: dict) -> None:
-    for result in loaded.values():
-        for s in result.sessions:
+def test_ids_are_unique_and_every_output_answers_its_call(loaded: dict[str, list]) -> None:
+    for name in ("tau-bench", "mini-swe", "swe-agent"):
+        for s in loaded[name]:
             ids = [m.id for m in s.messages]
-            assert all(ids) and len(set(ids)) == len(ids)
-            assert _paired(s.messages), s.session_id
+            assert all(ids) and len(set(ids)) == len(ids), s.name
+            assert _paired(s.messages), s.name
 
 
 @needs_data
-def test_swe_agent_text_actions_become_bash_calls(loaded: dict) -> None:
-    s = next(x for x in loaded["swe-agent"].sessions if x.session_id.endswith("pydicom-1458"))
+def test_tau_bench_keeps_the_policy_prompt_and_repeated_call_ids_get_fresh_ones() -> None:
+    sessions, _ = load_tau_bench(TRACES / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json")
+    first = sessions[0]
+    assert isinstance(first.messages[0], SystemMessage)
+    assert len(str(first.messages[0].content)) > 5_000
+    call_ids = [str(c["id"]) for s in sessions for m in s.messages if isinstance(m, AIMessage)
+                for c in m.tool_calls]
+    assert len(call_ids) == len(set(call_ids)) == 1164
+
+
+@needs_data
+def test_mini_swe_keeps_the_exact_command_and_leaves_out_the_exit_message() -> None:
+    sessions, problems = load_mini_swe(TRACES / "mini-swe-agent-deepseek-swebench")
+    assert not problems
+    s = next(x for x in sessions if x.name == "astropy__astropy-7746")
+    first = next(m for m in s.messages if isinstance(m, AIMessage) and m.tool_calls)
+    assert first.tool_calls[0]["args"] == {"command": "pwd && ls -la"}
+    assert isinstance(s.messages[-1], ToolMessage)  # the unanswered submit call is dropped
+
+
+@needs_data
+def test_swe_agent_text_actions_become_bash_calls() -> None:
+    sessions, _ = load_swe_agent(TRACES / "swe-agent-demos")
+    s = next(x for x in sessions if x.name.endswith("pydicom__pydicom-1458"))
     calls = [c for m in s.messages if isinstance(m, AIMessage) for c in m.tool_calls]
     assert len(calls) == 12
     assert {c["name"] for c in calls} == {"bash"}
-    assert all(isinstance(c["args"]["command"], str) and c["args"]["command"] for c in calls)
+    assert all(c["args"]["command"] for c in calls)
 
 
-@needs_data
-def test_mini_swe_agent_keeps_the_exact_command() -> None:
-    folder = TRACES / "mini-swe-agent-deepseek-swebench"
-    result = load_mini_swe_agent(folder / "deepseek_chat_test_1-100")
-    s = next(x for x in result.sessions if x.session_id == "astropy__astropy-7746")
-    first = next(m for m in s.messages if isinstance(m, AIMessage) and m.tool_calls)
-    assert first.tool_calls[0]["args"] == {"command": "pwd && ls -la"}
-
-
-def test_unreadable_sessions_are_reported_not_skipped(tmp_path: Path) -> None:
-    (tmp_path / "good.traj").write_text(
-        json.dumps(
-            {
-                "history": [{"role": "system", "content": "s"}],
-                "trajectory": [{"action": "ls", "observation": "a", "thought": "t"}],
-            }
-        )
-    )
+def test_unreadable_files_are_reported_not_skipped(tmp_path: Path) -> None:
+    good = {"history": [{"role": "user", "content": "fix it"}],
+            "trajectory": [{"action": "ls", "observation": "a.py", "thought": "look"}]}
+    (tmp_path / "good.traj").write_text(json.dumps(good))
     (tmp_path / "broken.traj").write_text("{not json")
     (tmp_path / "empty.traj").write_text(json.dumps({"history": []}))
-    result = load_swe_agent(tmp_path)
-    assert [s.session_id for s in result.sessions] == ["good"]
-    assert sorted(p[0] for p in result.problems) == ["broken", "empty"]
+    sessions, problems = load_swe_agent(tmp_path)
+    assert [s.name for s in sessions] == ["good"]
+    assert sorted(Path(p).name for p, _ in problems) == ["broken.traj", "empty.traj"]
 
 
-def test_orphan_tool_output_is_an_error() -> None:
-    with pytest.raises(ValueError, match="answers no call"):
-        session_from_openai("x", [{"role": "tool", "content": "o", "tool_call_id": "c"}])
+def test_an_orphan_tool_result_makes_the_session_a_problem(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([
+        {"task_id": 1, "trial": 0, "traj": [{"role": "tool", "content": "x", "tool_call_id": "c"}]},
+        {"task_id": 2, "trial": 0, "traj": [{"role": "user", "content": "hi"}]},
+    ]))
+    sessions, problems = load_tau_bench(path)
+    assert [s.name for s in sessions] == ["task2-trial0"]
+    assert problems[0][0] == "task1-trial0" and "no open call" in problems[0][1]
 
 
-def test_missing_folders_are_problems(tmp_path: Path) -> None:
-    result = load_all(tmp_path)
-    assert all(len(v.problems) == 1 and not v.sessions for v in result.values())
+def test_missing_folders_are_reported(tmp_path: Path) -> None:
+    sessions, problems = load_traces(tmp_path)
+    assert sessions == [] and len(problems) == 3
+
+
+def test_unknown_data_set_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown data set"):
+        load_traces(Path("."), datasets=["nope"])
