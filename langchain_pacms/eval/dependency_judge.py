@@ -3,7 +3,8 @@
 A *future dependency* of a cut is an exact string that the rest of the session uses (in the
 arguments of a later tool call, or in a later assistant message) and that first appeared in a
 tool output before the cut: a path, a URL, an identifier mixing letters and digits, a number
-of four or more digits, or a quoted value. Strings the task or the system prompt already gave
+of four or more digits, or a quoted value (a quoted string followed by ``:``, a JSON key, is a
+field name and not a value). Strings the task or the system prompt already gave
 are not dependencies (the policy never removes those).
 
 A cut is *strictly unaffected* when every dependency is still in the policy's active view, and
@@ -35,7 +36,8 @@ _TOKEN = re.compile(
     r"|\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9][\w-]{3,}"  # letters and digits mixed, >= 4
     r"|\b\d{4,}\b"  # long numbers
 )
-_QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|'([^'\n]{4,80})'")
+# a quoted value, not a JSON key: a key names a field of the schema, it is no value to carry over
+_QUOTED = re.compile(r"\"([^\"\n]{4,80})\"(?!\s*:)|'([^'\n]{4,80})'(?!\s*:)")
 
 
 def extract(text: str) -> set[str]:
