@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 import langchain_pacms.eval.dependency_judge as judge_module
 from langchain_pacms.eval.dependency_judge import extract, future_dependencies, verdict
 
-USER_OUT = '{"user_id": "mia_li_3668", "reservations": ["ZFA04Y", "K1NW8N"], "payment": "credit_card_4421486"}'
+USER_OUT = (
+    '{"user_id": "mia_li_3668", "reservations": ["ZFA04Y", "K1NW8N"], '
+    '"payment": "credit_card_4421486"}'
+)
 RES_OUT = '{"flight_number": "HAT136", "date": "2024-05-20", "price": 1245, "cabin": "economy"}'
 
 
