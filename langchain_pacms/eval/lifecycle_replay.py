@@ -242,9 +242,23 @@ def _judge_inputs(
     outputs = [content_text(m.content) for m in prefix if isinstance(m, ToolMessage)]
     prompt = "\n".join(content_text(m.content) for m in prefix
                        if isinstance(m, (SystemMessage, HumanMessage)))
-    restated = "\n".join(content_text(m.content) for m in rest if isinstance(m, HumanMessage))
     used = [_message_text(m) for m in rest if isinstance(m, AIMessage)]
-    return {d for d in future_dependencies(outputs, used, prompt=prompt) if d not in restated}
+    return {
+        d for d in future_dependencies(outputs, used, prompt=prompt) if not _restated(d, rest)
+    }
+
+
+def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
+    """Whether a user message or tool output after the cut shows ``value`` before its first use.
+
+    Such a value does not depend on the prefix: the agent reads it again where it needs it.
+    """
+    for m in rest:
+        if isinstance(m, AIMessage) and value in _message_text(m):
+            return False
+        if isinstance(m, (HumanMessage, ToolMessage)) and value in content_text(m.content):
+            return True
+    return False
 
 
 def evaluate_cuts(

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import langchain_pacms.eval.dependency_judge as judge_module
 from langchain_pacms.eval.dependency_judge import extract, future_dependencies, verdict
+from langchain_pacms.eval.lifecycle_replay import _judge_inputs
 
 USER_OUT = (
     '{"user_id": "mia_li_3668", "reservations": ["ZFA04Y", "K1NW8N"], '
@@ -83,3 +85,24 @@ def test_verdict_partitions_dependencies(deps: set[str], view: str) -> None:
     assert all(d in view for d in deps - set(v.missing))
     assert set(v.recoverable) <= set(v.missing)
     assert v.recovery_calls == (1 if v.recoverable else 0)
+
+
+def _call(n: str, command: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": n,
+                                      "type": "tool_call"}], id=f"a{n}")
+
+
+def test_a_value_shown_again_before_its_use_does_not_depend_on_the_prefix() -> None:
+    messages = [
+        HumanMessage("fix the bug", id="u"),
+        _call("1", "grep -rl foo ."),
+        ToolMessage("src/pkg/core.py\nsrc/pkg/util.py", tool_call_id="1", id="t1"),
+        _call("2", "grep -rl bar ."),
+        ToolMessage("src/pkg/core.py", tool_call_id="2", id="t2"),  # shown again after the cut
+        _call("3", "cat src/pkg/core.py && cat src/pkg/util.py"),
+    ]
+    # cut after t1: core.py is shown again by t2 before call 3 uses it; util.py is not
+    assert _judge_inputs(messages, 2) == {"src/pkg/util.py"}
+    # a use before the restatement still depends on the prefix
+    early = [*messages[:3], _call("9", "head src/pkg/core.py"), *messages[3:]]
+    assert "src/pkg/core.py" in _judge_inputs(early, 2)
