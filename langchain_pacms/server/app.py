@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 import anyio
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -27,7 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from langchain_pacms import __version__
-from langchain_pacms.core import available_strategies
+from langchain_pacms.core import Problem, available_strategies, solve
 from langchain_pacms.core.strategies import get_strategy
 from langchain_pacms.demo import load_demo_session
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
@@ -117,6 +118,18 @@ def _strategy_info(name: str) -> dict[str, Any]:
             ok = default is None or isinstance(default, (bool, int, float, str))
             options[p.name] = default if ok and default is not inspect.Parameter.empty else None
     return {"name": name, "options": options}
+
+
+_PROBE = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+
+
+def _probe(selector: ContextSelector, strategy: str | None, options: dict[str, Any]) -> None:
+    """Run the strategy with ``options`` on a two-item problem, so bad options always fail.
+
+    (A real pool whose mandatory items exceed the budget never runs the strategy.)
+    """
+    name, opts = selector.resolve_options(strategy, options)
+    solve(_PROBE, name, **opts)
 
 
 def _summary(sel: Selection) -> dict[str, Any]:
@@ -211,6 +224,7 @@ def create_app(
                 return _problem(422, f"candidates[{index}].id: duplicate id {c.id!r}")
             seen.add(c.id or "")
         try:
+            _probe(warm, req.strategy, req.strategy_options)
             return await run_in_threadpool(run, req)
         except TypeError as err:
             return _problem(422, f"strategy_options: {err}")
