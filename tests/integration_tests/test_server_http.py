@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
-import httpx  # noqa: E402
+import httpx
+from pacms_server import running
 
-from langchain_pacms import ContextSelector  # noqa: E402
-from langchain_pacms.demo import load_demo_session  # noqa: E402
-from langchain_pacms.server import create_app  # noqa: E402
-from tests.integration_tests.pacms_server import running  # noqa: E402
+from langchain_pacms import ContextSelector
+from langchain_pacms.demo import load_demo_session
+from langchain_pacms.server import create_app
 
 POOL = [
     {"id": "s", "text": "You are a helpful agent.", "kind": "system", "mandatory": True},
