@@ -17,6 +17,11 @@ from langchain_core.tools import tool
 from langgraph.store.memory import InMemoryStore
 
 _WORD = re.compile(r"[a-z0-9-]+")
+_STUB = re.compile(r'recover_context\("([^"]+)"\)')
+
+
+def _text(message: BaseMessage) -> str:
+    return str(message.content)
 
 
 # -- tools whose outputs are large ---------------------------------------------------------------
@@ -72,9 +77,10 @@ def ollama_model() -> BaseChatModel | None:
 class OfflineAgentModel(BaseChatModel):
     """A deterministic stand-in for a tool-calling chat model.
 
-    New question naming a log or orders: call the matching tool. After a tool result: summarise
-    it in one line. Otherwise: answer with the sentence of the context it received that shares
-    the most words with the question (so the answer shows what the selection kept).
+    New question naming a log or orders: call the matching tool. A question asking for something
+    exact while a fold stub is in context: call ``recover_context`` on it. After a tool result:
+    summarise it in one line. Otherwise: answer with the sentence of the context it received
+    that shares the most words with the question (so the answer shows what the selection kept).
     """
 
     @property
@@ -92,6 +98,10 @@ class OfflineAgentModel(BaseChatModel):
             return AIMessage(f"{last.name} returned {len(lines)} lines"
                              + (f"; notable: {errors[0]}" if errors else "."))
         question = str(last.content).lower()
+        stub = next((m.group(1) for m in map(_STUB.search, map(_text, messages)) if m), None)
+        if "exact" in question and stub is not None:  # the body was folded: read it back
+            return AIMessage("", tool_calls=[{"name": "recover_context",
+                                              "args": {"object_id": stub}, "id": "call_recover"}])
         if "for the record" in question:
             return AIMessage("Noted.")
         if "log" in question:

@@ -10,33 +10,93 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
     CONTEXT_MESSAGE_ID,
+    Span,
+    agent_query,
     apply_selection,
     content_text,
     messages_to_candidates,
     query_from_messages,
+    sent_tokens,
 )
 from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
-from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.selector import (
+    DEFAULT_MEMORY_CEILING,
+    Candidate,
+    ContextSelector,
+    Selection,
+)
 
-__all__ = ["SelectionRunner"]
+__all__ = ["RunnerViews", "SelectionRunner"]
 
 logger = logging.getLogger(__name__)
 
 _NO_QUERY = "the most recent conversation"
+_PAGE = 100  # items per store.search page when a namespace is scanned
+_MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
+_LATEST_TURN = "system prompt and the latest turn"
+_NEWEST_STEP = "system prompt, the latest human message and the newest step"
+_OVER = " (the latest turn alone exceeds the budget)"
 
-def _tokens_of(counter: Callable[[str], int], texts: Sequence[str]) -> int:
-    return sum(counter(t) for t in texts)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One I/O step of a selection: a sync function and its async twin, with the arguments.
+
+    The runner's logic is written once, as a generator of these steps; :func:`_drive` runs it
+    with the sync functions and :func:`_adrive` awaits the async ones.
+    """
+
+    sync: Callable[..., Any]
+    asynchronous: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+Steps = Generator[_Call, Any, T]
+
+
+def _drive(steps: Steps[T]) -> T:
+    """Run ``steps``, calling the sync function of each step (errors go back into ``steps``)."""
+    try:
+        call = next(steps)
+        while True:
+            try:
+                result = call.sync(*call.args, **call.kwargs)
+            except Exception as err:
+                call = steps.throw(err)
+            else:
+                call = steps.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def _adrive(steps: Steps[T]) -> T:
+    """Async twin of :func:`_drive`: awaits the async function of each step."""
+    try:
+        call = next(steps)
+        while True:
+            try:
+                result = await call.asynchronous(*call.args, **call.kwargs)
+            except Exception as err:
+                call = steps.throw(err)
+            else:
+                call = steps.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, Any]:
@@ -56,18 +116,39 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
     Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
     converted with LangChain's ``convert_to_messages``; message objects pass through as they
     are. This call builds its own context message from the memories and documents it keeps.
+
+    Raises:
+        TypeError: For a ``messages`` that is not a sequence of messages, or an item that
+            cannot be converted.
     """
-    return [m for m in convert_to_messages(messages) if m.id != CONTEXT_MESSAGE_ID]
+    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
+    try:
+        converted = convert_to_messages(messages)
+    except (NotImplementedError, ValueError) as err:
+        raise TypeError(f"messages: {str(err).splitlines()[0]}") from err
+    return [m for m in converted if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:
     """Select for each model call (sync or async) with one :class:`SelectionConfig`.
+
+    Each call: the query; memories from the store and documents from the retriever; the
+    candidates; then selections until what is sent fits the budget (see :meth:`fit`); the
+    report. The steps are written once; :meth:`run` and :meth:`arun` differ only in awaiting.
 
     Args:
         config: The validated options.
         selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
         embeddings: Embeddings for a new selector (default: the offline lexical embedder).
         source: Which integration runs it (``"hook"``, ``"middleware"``), for the reports.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.integrations.config import Budget
+        >>> runner = SelectionRunner(SelectionConfig(budget=Budget(tokens=20)))
+        >>> [m.content for m in runner.run([HumanMessage("hi")])]
+        ['hi']
     """
 
     def __init__(
@@ -81,47 +162,71 @@ class SelectionRunner:
         if selector is not None and embeddings is not None:
             raise ValueError("pass either a selector or embeddings, not both")
         if selector is None:
-            selector = ContextSelector(embeddings, strict=config.strict)
+            ceiling = config.memory_ceiling_bytes
+            selector = ContextSelector(
+                embeddings, strict=config.strict,
+                memory_ceiling_bytes=DEFAULT_MEMORY_CEILING if ceiling is None else ceiling,
+            )
         self.config = config
         self.selector = selector
-        self.strategy = config.strategy
-        self.strategy_options = dict(config.strategy_options)
-        self.query = config.query
-        self.store = config.store
-        self.memory_namespaces = tuple(config.memory_namespaces)
-        self.memory_limit = config.memory_limit
-        self.retriever = config.retriever
         self.log = SelectionLog(config.log_path) if config.log_path is not None else None
-        self.strict = config.strict
-        self.keep_latest_turn = config.keep_latest_turn
-        self.tool_placeholders = config.tool_placeholders
-        self.context_role = config.context_role
         self.source = source
         self.last_selection: Selection | None = None
 
-    # -- small pieces ------------------------------------------------------------------------
-    def budget(self, candidates: Sequence[Candidate] = ()) -> dict[str, Any]:
-        """Keyword arguments for the selector's budget.
+    # -- pure pieces -------------------------------------------------------------------------
+    def budget_tokens(self, candidates: Sequence[Candidate]) -> int:
+        """The token budget for one call, including what the selection does not see.
 
-        A ``budget_ratio`` on its own is a fraction of the conversation's tokens: looked-up
-        memories and documents among ``candidates`` compete for that budget but do not raise
-        it.
+        A ``budget_ratio`` is a fraction of the conversation's tokens: looked-up memories and
+        documents compete for that budget but do not raise it, and call-only variants of tool
+        spans are not counted twice.
+
+        Example:
+            >>> from langchain_pacms.integrations.config import Budget
+            >>> SelectionRunner(SelectionConfig(budget=Budget(tokens=99))).budget_tokens([])
+            99
         """
         budget = self.config.budget
         if budget.tokens is not None:
-            return {"budget_tokens": budget.tokens}
+            return budget.tokens
         if budget.context_window is not None:
-            return {"budget_tokens": budget.window_tokens()}
+            return budget.window_tokens()
         assert budget.ratio is not None  # a Budget has exactly one kind
-        conversation = [c for c in candidates if c.kind not in ("memory", "document")]
-        if len(conversation) == len(candidates):  # nothing looked up: the selector's own rule
-            return {"budget_ratio": budget.ratio}
+        conversation = [
+            c for c in candidates
+            if c.kind not in ("memory", "document") and not getattr(c.source, "stub", False)
+        ]
         total = sum(self.selector.count_tokens(conversation))
-        return {"budget_tokens": max(1, math.floor(total * budget.ratio))}
+        return max(1, math.floor(total * budget.ratio))
+
+    def unseen_tokens(self) -> int:
+        """Tokens the model receives besides the selection: ``prompt`` and ``reserve_tokens``.
+
+        Example:
+            >>> from langchain_pacms.integrations.config import Budget
+            >>> config = SelectionConfig(budget=Budget(tokens=99), reserve_tokens=7)
+            >>> SelectionRunner(config).unseen_tokens()
+            7
+        """
+        prompt = self.config.prompt
+        if prompt is None:
+            return self.config.reserve_tokens
+        message = SystemMessage(prompt) if isinstance(prompt, str) else prompt
+        return sent_tokens([message], self.selector.token_counter) + self.config.reserve_tokens
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
-        """The query: ``query(state)`` if configured, else the latest human message."""
-        query = self.query(state) if self.query is not None else query_from_messages(messages)
+        """The query: ``query(state)`` if configured, else by ``query_mode``.
+
+        ``"agent"``: :func:`~langchain_pacms.integrations.messages.agent_query` (the task and
+        the agent's latest step); ``"task"``: the latest human message.
+        """
+        query_fn = self.config.query
+        if query_fn is not None:
+            query = query_fn(state)
+        elif self.config.query_mode == "agent":
+            query = agent_query(messages)
+        else:
+            query = query_from_messages(messages)
         if not isinstance(query, str):
             raise TypeError(f"query callable must return a str, got {type(query).__name__}")
         if query.strip():
@@ -136,7 +241,7 @@ class SelectionRunner:
         """Memory namespaces with ``{placeholders}`` filled from the configurable and context."""
         values = _template_values(config, context)
         out = []
-        for ns in self.memory_namespaces:
+        for ns in self.config.memory_namespaces:
             try:
                 if callable(ns):
                     out.append(tuple(ns(state, values)))
@@ -146,88 +251,194 @@ class SelectionRunner:
                 logger.warning("memory namespace %r needs %s; skipped", ns, err)
         return out
 
-    def _select_kwargs(self, query: str, candidates: Sequence[Candidate]) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {**self.budget(candidates), **self.strategy_options}
+    def candidates(
+        self,
+        messages: Sequence[BaseMessage],
+        memories: Sequence[Any],
+        documents: Sequence[Any],
+        *,
+        placeholders: bool = True,
+    ) -> tuple[list[Candidate], list[Span], str]:
+        """The candidates, their spans, and which part of the conversation is mandatory.
+
+        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget
+        (with the system prompt and what the model receives unseen); when it alone exceeds it,
+        only the task message, the newest span and the system prompt stay mandatory.
+        """
+        keep = self.config.keep_latest_turn
+
+        def cut(latest: bool) -> tuple[list[Candidate], list[Span]]:
+            return messages_to_candidates(
+                messages, memories=memories, documents=documents, keep_latest_turn=latest,
+                tool_placeholders=placeholders and self.config.tool_placeholders,
+                token_counter=self.selector.token_counter,
+            )
+
+        cands, spans = cut(keep is not False)
+        if keep is False:
+            return cands, spans, _NEWEST_STEP
+        if keep == "auto":
+            fixed = sum(self.selector.count_tokens([c for c in cands if c.mandatory]))
+            if fixed + self.unseen_tokens() > self.budget_tokens(cands):
+                return (*cut(False), _NEWEST_STEP + _OVER)
+        return cands, spans, _LATEST_TURN
+
+    def _select_kwargs(self, query: str) -> dict[str, Any]:
         if query.strip():
-            kwargs["strategy"] = self.strategy
-        else:  # nothing to be relevant to: recency
-            kwargs["strategy"] = "lastk"
-            for key in self.strategy_options:
-                kwargs.pop(key, None)
-        return kwargs
+            return {"strategy": self.config.strategy, **self.config.strategy_options}
+        return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
-    def _finish(
-        self, messages: Sequence[BaseMessage], selection: Selection, spans: Any
+    def _apply(
+        self, messages: Sequence[BaseMessage], selection: Selection, spans: Sequence[Span]
     ) -> list[BaseMessage]:
-        if self.strict and selection.fell_back:
-            raise RuntimeError(f"context selection fell back to recency: {selection.error}")
-        self.last_selection = selection
-        return apply_selection(messages, selection, spans, context_role=self.context_role)
+        return apply_selection(messages, selection, spans, context_role=self.config.context_role)
 
-    def _recover(self, messages: Sequence[BaseMessage], err: Exception) -> list[BaseMessage]:
-        self._warn_failed(err)
-        try:
-            cands, spans = messages_to_candidates(messages, keep_latest_turn=self.keep_latest_turn)
-            selection = self.selector.select(
-                cands, _NO_QUERY, strategy="lastk", **self.budget()
+    # -- steps (one generator for the sync and the async path) -------------------------------
+    def _namespace_items(self, store: BaseStore, ns: tuple, query: str) -> Steps[list[Any]]:
+        """One namespace's memories: the nearest ones, or, without a vector index, a scan."""
+        if query.strip() and getattr(store, "index_config", None):
+            items = yield _Call(store.search, store.asearch, (ns,),
+                                {"query": query, "limit": self.config.memory_limit})
+            return list(items)
+        cap = self.config.memory_scan_limit
+        found: list[Any] = []
+        while len(found) <= cap:  # one item past the cap tells whether the cap cut it short
+            want = min(_PAGE, cap + 1 - len(found))
+            page = yield _Call(store.search, store.asearch, (ns,),
+                               {"limit": want, "offset": len(found)})
+            found += page
+            if len(page) < want:
+                break
+        if len(found) > cap:
+            logger.warning(
+                "pacms %s: namespace %r holds more than memory_scan_limit=%d items and the store "
+                "has no vector index; only the first %d were considered", self.source, ns, cap,
+                cap,
             )
-            return apply_selection(messages, selection, spans, context_role=self.context_role)
-        except Exception as again:  # last resort: never stall the agent
-            return self._pass_through(messages, again)
+        return found[:cap]
 
-    async def _arecover(
-        self, messages: Sequence[BaseMessage], err: Exception
-    ) -> list[BaseMessage]:
-        """Async twin of :meth:`_recover` (the recency selection embeds off the event loop)."""
-        self._warn_failed(err)
-        try:
-            cands, spans = messages_to_candidates(messages, keep_latest_turn=self.keep_latest_turn)
-            selection = await self.selector.aselect(
-                cands, _NO_QUERY, strategy="lastk", **self.budget()
-            )
-            return apply_selection(messages, selection, spans, context_role=self.context_role)
-        except Exception as again:  # last resort: never stall the agent
-            return self._pass_through(messages, again)
-
-    def _warn_failed(self, err: Exception) -> None:
-        logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
-                       self.source, type(err).__name__, err)
-
-    def _pass_through(self, messages: Sequence[BaseMessage], err: Exception) -> list[BaseMessage]:
-        logger.warning("pacms %s: recency fallback failed too (%s); passing messages through",
-                       self.source, err)
-        return list(messages)
-
-    # -- sync --------------------------------------------------------------------------------
-    def _memories(
+    def _lookups(
         self, store: BaseStore | None, query: str, state: Any, config: Any, context: Any
-    ) -> tuple[list[Any], list[Any], str | None]:
+    ) -> Steps[tuple[list[Any], list[Any], str | None]]:
         memories: list[Any] = []
         documents: list[Any] = []
         errors = []
-        store = self.store if self.store is not None else store
-        if store is not None and self.memory_namespaces:
+        store = self.config.store if self.config.store is not None else store
+        if store is not None and self.config.memory_namespaces:
             for ns in self.namespaces(state, config, context):
                 try:
-                    memories += store.search(ns, query=query or None, limit=self.memory_limit)
+                    memories += yield from self._namespace_items(store, ns, query)
                 except Exception as err:
-                    if self.strict:
+                    if self.config.strict:
                         raise
                     errors.append(f"{type(err).__name__}: {err}")
-        if self.retriever is not None and query.strip():
+        retriever = self.config.retriever
+        if retriever is not None and query.strip():
             try:
-                documents = list(self.retriever.invoke(query, config))
+                documents = list((yield _Call(retriever.invoke, retriever.ainvoke,
+                                              (query, config))))
             except Exception as err:
-                if self.strict:
+                if self.config.strict:
                     raise
                 errors.append(f"{type(err).__name__}: {err}")
         if errors:
             logger.warning("pacms %s: memory/document lookup failed: %s", self.source, errors)
         return memories, documents, "; ".join(errors) or None
 
-    def run(
+    def fit(
         self,
         messages: Sequence[BaseMessage],
+        candidates: Sequence[Candidate],
+        spans: Sequence[Span],
+        query: str,
+    ) -> Steps[tuple[Selection, list[BaseMessage]]]:
+        """Select until what is sent, framing and unseen prompt included, fits the budget.
+
+        A round selects under the room left; when the messages it yields (context header,
+        omission note and all, counted with :func:`sent_tokens`) exceed the budget, the room
+        shrinks by the excess and it selects again. A tool span and its call-only variant are
+        alternatives: when both are picked the variant leaves the pool and it selects again.
+        After a few rounds only the mandatory part is kept. The returned selection carries the
+        requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget
+        (then exactly the mandatory part is kept).
+        """
+        budget = self.budget_tokens(candidates)
+        unseen = self.unseen_tokens()
+        kwargs = self._select_kwargs(query)
+        pool = list(candidates)
+        room = budget - unseen
+        for attempt in range(_MAX_ROUNDS + 1):
+            if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
+                room = 1
+            selection = yield _Call(
+                self.selector.select, self.selector.aselect,
+                (pool, query if query.strip() else _NO_QUERY),
+                {**kwargs, "budget_tokens": max(1, room)},
+            )
+            kept = set(selection.kept_ids)
+            shadowed = {
+                c.id for c in pool
+                if c.id in kept and isinstance(c.source, Span) and c.source.stub
+                and c.source.full_id in kept
+            }
+            if shadowed:
+                pool = [c for c in pool if c.id not in shadowed]
+                continue
+            out = self._apply(messages, selection, spans)
+            sent = sent_tokens(out, self.selector.token_counter) + unseen
+            if sent <= budget or room <= 1 or all(c.mandatory for c in selection.kept):
+                break
+            room -= sent - budget
+        info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
+                "rounds": attempt + 1}
+        return dataclasses.replace(
+            selection, budget=budget, over_budget=sent > budget, info=info
+        ), out
+
+    def _steps(
+        self,
+        messages: Sequence[Any],
+        state: Any,
+        config: RunnableConfig | None,
+        store: BaseStore | None,
+        context: Any,
+    ) -> Steps[list[BaseMessage]]:
+        messages = _without_old_context(messages)
+        if not messages:
+            return []
+        try:
+            query = self.query_for(state, messages)
+            memories, documents, lookup_error = yield from self._lookups(
+                store, query, state, config, context
+            )
+            cands, spans, mandatory = self.candidates(messages, memories, documents)
+            selection, out = yield from self.fit(messages, cands, spans, query)
+            if self.config.strict and selection.fell_back:
+                raise RuntimeError(f"context selection fell back to recency: {selection.error}")
+        except Exception as err:
+            if self.config.strict:
+                raise
+            logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
+                           self.source, type(err).__name__, err)
+            try:
+                cands, spans, _ = self.candidates(messages, (), (), placeholders=False)
+                return (yield from self.fit(messages, cands, spans, ""))[1]
+            except Exception as again:  # last resort: never stall the agent
+                logger.warning("pacms %s: recency fallback failed too (%s); passing messages "
+                               "through", self.source, again)
+                return list(messages)
+        self.last_selection = selection
+        extra: dict[str, Any] = {"mandatory": mandatory}
+        if lookup_error:
+            extra["memory_error"] = lookup_error
+        yield _Call(report_selection, areport_selection, (selection,),
+                    {"query": query, "source": self.source, "config": config, "log": self.log,
+                     **extra})
+        return out
+
+    def run(
+        self,
+        messages: Sequence[Any],
         *,
         state: Any = None,
         config: RunnableConfig | None = None,
@@ -237,7 +448,7 @@ class SelectionRunner:
         """Select the messages for one model call.
 
         Args:
-            messages: The conversation (not modified).
+            messages: The conversation (not modified); tuples and dicts are converted.
             state: The graph state (for a ``query`` callable and namespace callables).
             config: The run config (callbacks for the custom event, namespace placeholders).
             store: The graph's store, used when none was configured.
@@ -246,91 +457,39 @@ class SelectionRunner:
         Returns:
             The messages to send.
         """
-        messages = _without_old_context(messages)
-        if not messages:
-            return []
-        try:
-            query = self.query_for(state, messages)
-            memories, documents, lookup_error = self._memories(
-                store, query, state, config, context
-            )
-            cands, spans = messages_to_candidates(
-                messages, memories=memories, documents=documents,
-                keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
-            )
-            selection = self.selector.select(
-                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query, cands)
-            )
-            out = self._finish(messages, selection, spans)
-        except Exception as err:
-            if self.strict:
-                raise
-            return self._recover(messages, err)
-        extra = {"memory_error": lookup_error} if lookup_error else {}
-        report_selection(selection, query=query, source=self.source, config=config,
-                         log=self.log, **extra)
-        return out
-
-    # -- async -------------------------------------------------------------------------------
-    async def _amemories(
-        self, store: BaseStore | None, query: str, state: Any, config: Any, context: Any
-    ) -> tuple[list[Any], list[Any], str | None]:
-        memories: list[Any] = []
-        documents: list[Any] = []
-        errors = []
-        store = self.store if self.store is not None else store
-        if store is not None and self.memory_namespaces:
-            for ns in self.namespaces(state, config, context):
-                try:
-                    memories += await store.asearch(
-                        ns, query=query or None, limit=self.memory_limit
-                    )
-                except Exception as err:
-                    if self.strict:
-                        raise
-                    errors.append(f"{type(err).__name__}: {err}")
-        if self.retriever is not None and query.strip():
-            try:
-                documents = list(await self.retriever.ainvoke(query, config))
-            except Exception as err:
-                if self.strict:
-                    raise
-                errors.append(f"{type(err).__name__}: {err}")
-        if errors:
-            logger.warning("pacms %s: memory/document lookup failed: %s", self.source, errors)
-        return memories, documents, "; ".join(errors) or None
+        return _drive(self._steps(messages, state, config, store, context))
 
     async def arun(
         self,
-        messages: Sequence[BaseMessage],
+        messages: Sequence[Any],
         *,
         state: Any = None,
         config: RunnableConfig | None = None,
         store: BaseStore | None = None,
         context: Any = None,
     ) -> list[BaseMessage]:
-        """Async twin of :meth:`run`."""
-        messages = _without_old_context(messages)
-        if not messages:
-            return []
-        try:
-            query = self.query_for(state, messages)
-            memories, documents, lookup_error = await self._amemories(
-                store, query, state, config, context
-            )
-            cands, spans = messages_to_candidates(
-                messages, memories=memories, documents=documents,
-                keep_latest_turn=self.keep_latest_turn, tool_placeholders=self.tool_placeholders,
-            )
-            selection = await self.selector.aselect(
-                cands, query if query.strip() else _NO_QUERY, **self._select_kwargs(query, cands)
-            )
-            out = self._finish(messages, selection, spans)
-        except Exception as err:
-            if self.strict:
-                raise
-            return await self._arecover(messages, err)
-        extra = {"memory_error": lookup_error} if lookup_error else {}
-        await areport_selection(selection, query=query, source=self.source, config=config,
-                                log=self.log, **extra)
-        return out
+        """Async twin of :meth:`run` (the same steps, awaiting the store, retriever, selector)."""
+        return await _adrive(self._steps(messages, state, config, store, context))
+
+
+class RunnerViews:
+    """What the hook and the middleware show of their :class:`SelectionRunner`.
+
+    Example:
+        >>> from langchain_pacms.integrations import create_pacms_hook
+        >>> hook = create_pacms_hook(budget_tokens=10)
+        >>> isinstance(hook, RunnerViews), hook.selector is hook.runner.selector
+        (True, True)
+    """
+
+    runner: SelectionRunner
+
+    @property
+    def selector(self) -> ContextSelector:
+        """The selector (one warm embedding cache for the integration's whole life)."""
+        return self.runner.selector
+
+    @property
+    def last_selection(self) -> Selection | None:
+        """The most recent selection (for debugging; shared by concurrent runs)."""
+        return self.runner.last_selection

@@ -104,7 +104,6 @@ class PACMSCompressor(BaseDocumentCompressor):
             compressor = PACMSCompressor(
                 embeddings=OllamaEmbeddings(model="nomic-embed-text"),
                 budget_tokens=800,
-                strategy_options={"relevance_weight": "auto"},
             )
             retriever = ContextualCompressionRetriever(
                 base_compressor=compressor,
@@ -256,8 +255,10 @@ class PACMSCompressor(BaseDocumentCompressor):
             )
         return out
 
-    def _budget(self) -> dict[str, Any]:
-        return {"budget_tokens": self.budget_tokens, "budget_ratio": self.budget_ratio}
+    def _select_kwargs(self) -> dict[str, Any]:
+        """The selector's keyword arguments besides candidates and query (sync and async)."""
+        return {"strategy": self.strategy, "budget_tokens": self.budget_tokens,
+                "budget_ratio": self.budget_ratio, **self.strategy_options}
 
     @staticmethod
     def _documents(documents: Sequence[Document], selection: Selection) -> list[Document]:
@@ -290,11 +291,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         """
         assert self.selector is not None
         selection = self.selector.select(
-            self._candidates(documents),
-            query,
-            strategy=self.strategy,
-            **self._budget(),
-            **self.strategy_options,
+            self._candidates(documents), query, **self._select_kwargs()
         )
         return self._documents(documents, selection), selection
 
@@ -304,11 +301,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         """Async twin of :meth:`compress_with_selection` (embeds with the async API)."""
         assert self.selector is not None
         selection = await self.selector.aselect(
-            self._candidates(documents),
-            query,
-            strategy=self.strategy,
-            **self._budget(),
-            **self.strategy_options,
+            self._candidates(documents), query, **self._select_kwargs()
         )
         return self._documents(documents, selection), selection
 

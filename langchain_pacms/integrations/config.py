@@ -32,8 +32,9 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
@@ -152,20 +153,42 @@ class SelectionConfig:
         strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
             (``None``: the selector's default, ``pacms``).
         strategy_options: Keyword options of the strategy, checked against its parameters.
-        query: ``state -> str`` giving the text to select for (default: latest human message).
+        query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
+        query_mode: The default query when ``query`` is not given: ``"agent"`` (default) is
+            the latest human message plus what the agent is doing now (the text and tool calls
+            of its latest message after it), which separates the outputs a long tool loop still
+            needs; ``"task"`` is the latest human message alone.
         store: A LangGraph ``BaseStore`` with memories (default: the graph's or agent's store).
         memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
             ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
             context. A callable ``(state, values) -> tuple`` works too.
-        memory_limit: Most items fetched per namespace (``store.search(..., limit=...)``).
+        memory_limit: Most items fetched per namespace from a store with a vector index
+            (``store.search(ns, query=..., limit=...)``: the store ranks them by the query).
+        memory_scan_limit: A store without a vector index (no ``index_config``) cannot rank by
+            the query, so each namespace is read in pages, up to this many items, and all of
+            them join the pool for the selector to rank; a warning says when the cap cut a
+            namespace short.
         retriever: Optional retriever whose documents join the pool as ``document`` candidates.
         log_path: Append one JSONL record per model call (every candidate's verdict and scores).
         strict: Raise on selection failure (embedding errors included) instead of falling back
             to recency.
-        keep_latest_turn: Everything after the latest human message is mandatory.
+        keep_latest_turn: ``True``: everything from the latest human message on is mandatory.
+            ``False``: only that message, the system prompt and the newest span (the current
+            tool call with its results, or the last message) are. ``"auto"`` (default): as
+            ``True``, unless that part alone exceeds the budget (a long single-task tool loop):
+            then as ``False``, so the earlier tool spans of the turn compete for the budget
+            (whole, never split). The selection event's ``mandatory`` says which applied.
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
+            of ``create_react_agent``, which is added after the pre-model hook. Its tokens are
+            charged to the budget (the middleware sees the system message: do not pass it there).
+        reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
+            callable prompt's output), charged to the budget.
+        memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
+            itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
+            cache and token memo may hold); ``None``: the selector's default, 256 MiB.
 
     Example:
         >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
@@ -177,24 +200,43 @@ class SelectionConfig:
     strategy: str | None = None
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     query: QueryFn | None = None
+    query_mode: Literal["agent", "task"] = "agent"
     store: BaseStore | None = None
     memory_namespaces: Sequence[Namespace] = ()
     memory_limit: int = 10
+    memory_scan_limit: int = 1000
     retriever: BaseRetriever | None = None
     log_path: str | Path | None = None
     strict: bool = False
-    keep_latest_turn: bool = True
+    keep_latest_turn: bool | Literal["auto"] = "auto"
     tool_placeholders: bool = False
     context_role: str = "system"
+    prompt: str | SystemMessage | None = None
+    reserve_tokens: int = 0
+    memory_ceiling_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget, got {type(self.budget).__name__}")
         _positive_int("memory_limit", self.memory_limit)
+        _positive_int("memory_scan_limit", self.memory_scan_limit)
+        reserve = self.reserve_tokens
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"reserve_tokens must be an int >= 0, got {self.reserve_tokens!r}")
+        if self.prompt is not None and not isinstance(self.prompt, (str, SystemMessage)):
+            raise ValueError(f"prompt must be a str or SystemMessage, got {self.prompt!r}")
+        if self.keep_latest_turn not in (True, False, "auto"):
+            raise ValueError(
+                f"keep_latest_turn must be True, False or 'auto', got {self.keep_latest_turn!r}"
+            )
+        if self.query_mode not in ("agent", "task"):
+            raise ValueError(f"query_mode must be 'agent' or 'task', got {self.query_mode!r}")
         if self.context_role not in ("system", "human"):
             raise ValueError(
                 f"context_role must be 'system' or 'human', got {self.context_role!r}"
             )
+        if self.memory_ceiling_bytes is not None:
+            _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
         object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
         object.__setattr__(self, "strategy_options", dict(self.strategy_options))
         if self.strategy is not None:

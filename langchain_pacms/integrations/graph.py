@@ -21,12 +21,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.runtime import CONFIG_KEY_RUNTIME, get_runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
 from langchain_pacms.integrations.config import SelectionConfig, resolve_config
-from langchain_pacms.selector import ContextSelector, Selection
+from langchain_pacms.selector import ContextSelector
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
 
@@ -41,35 +41,37 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
-def _graph_runtime(config: RunnableConfig | None) -> Any:
+def _graph_runtime(config: RunnableConfig | None) -> Runtime | None:
     """The LangGraph ``Runtime`` of the running graph (store and context), if any.
 
     ``langgraph.runtime.get_runtime`` reads the config from a context variable, which async
-    code on Python 3.10 does not carry; then the runtime is read from the ``config`` LangGraph
-    passes to the hook, under the same public key ``get_runtime`` uses.
+    code on Python 3.10 does not carry; then the ``Runtime`` is looked for among the values of
+    the ``config`` LangGraph passes to the hook (by its public type, not by an internal key).
     """
     try:
         return get_runtime()
     except Exception:
-        return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+        values = ((config or {}).get("configurable") or {}).values()
+        return next((v for v in values if isinstance(v, Runtime)), None)
 
 
-def _graph_store(config: RunnableConfig | None) -> BaseStore | None:
-    """The store LangGraph injects into the running graph, if any."""
-    store = getattr(_graph_runtime(config), "store", None)
-    return store if isinstance(store, BaseStore) else None
+def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:
+    """What :meth:`SelectionRunner.run` needs besides the messages, from the running graph."""
+    runtime = _graph_runtime(config)
+    store = getattr(runtime, "store", None)
+    return {"state": state, "config": config,
+            "store": store if isinstance(store, BaseStore) else None,
+            "context": getattr(runtime, "context", None)}
 
 
-def _graph_context(config: RunnableConfig | None) -> Any:
-    return getattr(_graph_runtime(config), "context", None)
-
-
-class PACMSHook(RunnableLambda):
+class PACMSHook(RunnerViews, RunnableLambda):
     """The runnable :func:`create_pacms_hook` returns (use that function to build one).
 
     Attributes:
         runner: The resolved options and the selector.
         output_key: State key the selected messages are written to.
+        selector: The selector (one warm embedding cache for the hook's whole life).
+        last_selection: The most recent selection (for debugging; shared by concurrent runs).
 
     Example:
         >>> hook = create_pacms_hook(budget_tokens=100)
@@ -87,33 +89,13 @@ class PACMSHook(RunnableLambda):
             return {output_key: out}
 
         def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            messages = _state_messages(state)
-            out = runner.run(
-                messages, state=state, config=config, store=_graph_store(config),
-                context=_graph_context(config),
-            )
-            return update(out)
+            return update(runner.run(_state_messages(state), **_run_inputs(state, config)))
 
         async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            messages = _state_messages(state)
-            out = await runner.arun(
-                messages, state=state, config=config, store=_graph_store(config),
-                context=_graph_context(config),
-            )
-            return update(out)
+            return update(await runner.arun(_state_messages(state), **_run_inputs(state, config)))
 
         super().__init__(pacms_pre_model_hook, afunc=apacms_pre_model_hook,
                          name="pacms_pre_model_hook")
-
-    @property
-    def selector(self) -> ContextSelector:
-        """The selector (one warm embedding cache for the hook's whole life)."""
-        return self.runner.selector
-
-    @property
-    def last_selection(self) -> Selection | None:
-        """The most recent selection (for debugging; shared by concurrent runs)."""
-        return self.runner.last_selection
 
 
 def create_pacms_hook(
@@ -131,11 +113,17 @@ def create_pacms_hook(
     let the model node read it). It returns ``{"llm_input_messages": [...]}`` and never changes
     ``state["messages"]``. Works with ``invoke`` and ``ainvoke``.
 
-    Each call: the query (latest human message, or ``query(state)``) is used to fetch memories
-    from the store and documents from the retriever; these and the conversation become
-    candidates (see :mod:`langchain_pacms.integrations.messages`); the selector picks under the
-    budget; the kept messages (tool calls always with their results) plus one "Relevant
-    memories" message go to the model; the selection is reported as a ``pacms_selection``
+    ``create_react_agent(prompt=...)`` adds its prompt after the hook, where the hook cannot
+    see it: pass the same ``prompt=`` here (or its size as ``reserve_tokens=``) so the budget
+    holds on what the model receives. The budget covers everything the hook sends: the context
+    message's header and bullets, the omission note and placeholder tool results included.
+
+    Each call: the query (``query(state)``, else by ``query_mode`` the task plus the agent's
+    latest step) is used to fetch memories from the store and documents from the retriever;
+    these and the conversation become candidates (see
+    :mod:`langchain_pacms.integrations.messages`); the selector picks under the budget; the
+    kept messages (tool calls always with their results) plus one "Relevant memories" message
+    go to the model; the selection is reported as a ``pacms_selection``
     custom event, a log line and, with ``log_path``, a JSONL record.
 
     Args:
@@ -157,9 +145,11 @@ def create_pacms_hook(
 
     Example:
         >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
-        >>> hook = create_pacms_hook(context_window=128_000, budget_ratio=0.25,
+        >>> prompt = "You are a careful ops assistant."
+        >>> hook = create_pacms_hook(context_window=128_000, budget_ratio=0.25, prompt=prompt,
         ...                          memory_namespaces=[("memories", "{user_id}")])
-        >>> agent = create_react_agent(model, tools, pre_model_hook=hook)  # doctest: +SKIP
+        >>> agent = create_react_agent(model, tools, prompt=prompt,
+        ...                            pre_model_hook=hook)  # doctest: +SKIP
     """
     runner = SelectionRunner(
         resolve_config(config, options), selector, embeddings=embeddings, source="hook"

@@ -13,8 +13,9 @@ How a conversation is cut:
 * a ``HumanMessage`` and the plain ``AIMessage`` replies that directly follow it form one
   ``turn`` span (a question travels with its answer); a plain AI message that follows a tool
   span (the answer built from tool results) is a ``turn`` span of its own;
-* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` (the default) so is
-  everything after it: the agent's work in progress on the current question. A span holding the
+* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` so is everything
+  after it: the agent's work in progress on the current question (the hook and middleware
+  default, ``"auto"``, does so while that part fits the budget). A span holding the
   very last message of the conversation is mandatory too (the model must read fresh tool results);
 * memory items (LangGraph store items, strings or dicts) and retrieved ``Document`` objects join
   the pool as ``memory`` and ``document`` candidates; the kept ones reach the model as one
@@ -26,7 +27,8 @@ What the output guarantees, whatever was selected:
   results; every tool call of a kept ``AIMessage`` has a result (a short placeholder
   ``ToolMessage`` with the same ``tool_call_id`` when the input had none, or, in placeholder mode,
   when only the call was kept);
-* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped;
+* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped, and
+  tool calls without an id (no result can answer them) are left out of the copy that is sent;
 * if dropping would make an AI message the first non-system message (Anthropic rejects that), a
   one-line ``HumanMessage`` note (:data:`OMISSION_NOTE`) is put before it;
 * the order of the input is kept, messages are passed through unchanged (multimodal content
@@ -49,7 +51,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +73,7 @@ __all__ = [
     "CONTEXT_MESSAGE_ID",
     "OMISSION_NOTE",
     "Span",
+    "agent_query",
     "apply_selection",
     "build_context_message",
     "content_text",
@@ -78,6 +81,7 @@ __all__ = [
     "memory_text",
     "messages_to_candidates",
     "query_from_messages",
+    "sent_tokens",
 ]
 
 logger = logging.getLogger(__name__)
@@ -93,6 +97,7 @@ CONTEXT_MEMORIES_HEADER = "Relevant memories:"
 CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
 OMISSION_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
 _MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
+_CALL_BLOCKS = ("tool_use", "tool_call", "function_call")
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ def content_text(content: str | list[Any]) -> str:
                 parts.append(text)
             elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
                 parts.append(block[kind])  # sent with the message, so it counts against the budget
-            elif kind in ("tool_use", "tool_call", "function_call"):
+            elif kind in _CALL_BLOCKS:
                 continue  # rendered from ``tool_calls`` instead
             else:
                 parts.append(f"[{kind or 'block'}]")
@@ -187,6 +192,50 @@ def _message_text(message: BaseMessage) -> str:
     if isinstance(message, ToolMessage):
         return f"{message.name or 'tool'}: {text}"
     return text
+
+
+def sent_tokens(messages: Iterable[BaseMessage], token_counter: Callable[[str], int]) -> int:
+    """The tokens of the messages a model receives, counted as the selection budget counts them.
+
+    Each message is counted on its own: its text (see :func:`content_text`), an AI message's
+    tool calls as ``name({json args})`` and a tool result as ``name: text``. The candidates of
+    :func:`messages_to_candidates` (given a ``token_counter``) cost the sum of these counts over
+    the messages they send, so the budget is a bound on this number.
+
+    Example:
+        >>> sent_tokens([HumanMessage("one two"), AIMessage("three")], lambda t: len(t.split()))
+        3
+    """
+    return sum(token_counter(_message_text(m)) for m in messages)
+
+
+def _without_unanswerable_calls(message: AIMessage) -> AIMessage | None:
+    """``message`` without its tool calls that have no id (no result can ever answer them).
+
+    Returns the message itself when every call has an id, a copy without the id-less calls
+    otherwise (also removed from ``additional_kwargs["tool_calls"]`` and from tool-use content
+    blocks, which some providers send instead), or ``None`` when nothing would be left to send.
+    """
+    if all(c.get("id") for c in message.tool_calls):
+        return message
+    extra = dict(message.additional_kwargs)
+    if isinstance(extra.get("tool_calls"), list):
+        extra["tool_calls"] = [c for c in extra["tool_calls"] if c.get("id")] or None
+        if extra["tool_calls"] is None:
+            del extra["tool_calls"]
+    content = message.content
+    if isinstance(content, list):
+        content = [
+            b for b in content
+            if not (isinstance(b, Mapping) and b.get("type") in _CALL_BLOCKS and not b.get("id"))
+        ]
+    calls = [c for c in message.tool_calls if c.get("id")]
+    logger.debug("leaving out %d tool call(s) without an id", len(message.tool_calls) - len(calls))
+    if not calls and not content_text(content).strip():
+        return None
+    return message.model_copy(
+        update={"tool_calls": calls, "additional_kwargs": extra, "content": content}
+    )
 
 
 def memory_text(item: Any) -> str:
@@ -242,6 +291,34 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
         if _is_human(message):
             return content_text(message.content)
     return ""
+
+
+def agent_query(messages: Sequence[BaseMessage]) -> str:
+    """The task plus what the agent is doing now: the query for a call inside a tool loop.
+
+    The latest human message, then the text and the tool calls (name and arguments) of the
+    latest AI message after it. Before the agent has acted it is the human message alone.
+
+    Example:
+        >>> call = {"name": "read_file", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> print(agent_query([HumanMessage("fix the crash"),
+        ...                    AIMessage("Reading the entry point.", tool_calls=[call])]))
+        fix the crash
+        Reading the entry point.
+        read_file {"path": "src/app.py"}
+    """
+    task = query_from_messages(messages)
+    for message in reversed(messages):
+        if _is_human(message):
+            break
+        if isinstance(message, AIMessage):
+            calls = [
+                f"{c.get('name')} "
+                + json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+                for c in message.tool_calls
+            ]
+            return "\n".join(p for p in (task, content_text(message.content), *calls) if p.strip())
+    return task
 
 
 # -- messages -> candidates --------------------------------------------------------------------
@@ -305,6 +382,7 @@ def messages_to_candidates(
     keep_latest_turn: bool = True,
     pair_turns: bool = True,
     tool_placeholders: bool = False,
+    token_counter: Callable[[str], int] | None = None,
 ) -> tuple[list[Candidate], list[Span]]:
     """Cut a conversation (plus memories and documents) into selection candidates.
 
@@ -318,6 +396,10 @@ def messages_to_candidates(
         pair_turns: Keep a human message together with the plain AI replies that follow it.
         tool_placeholders: Also offer, for each optional tool span, a cheaper call-only variant
             whose results are replaced by short placeholder ``ToolMessage`` objects.
+        token_counter: Give each candidate the cost of what it sends (its ``tokens``): the
+            :func:`sent_tokens` of its messages, placeholders included, or of its bullet line
+            in the context message for a memory or document. Without it the selector counts
+            each candidate's text.
 
     Returns:
         The candidates (memories, then documents, then the conversation in order; positions
@@ -355,7 +437,9 @@ def messages_to_candidates(
         if kind != "tool":
             spans.append(Span(f"m{first}", kind, tuple(indices), mandatory, "\n".join(texts)))
             continue
-        calls = [c for c in messages[first].tool_calls if c.get("id")]  # type: ignore[attr-defined]
+        sendable = _without_unanswerable_calls(messages[first])  # type: ignore[arg-type]
+        texts[0] = "" if sendable is None else _message_text(sendable)
+        calls = [] if sendable is None else sendable.tool_calls
         answered = {str(messages[i].tool_call_id) for i in indices[1:]}  # type: ignore[attr-defined]
         missing_calls = [c for c in calls if str(c["id"]) not in answered]
         texts += [content_text(_placeholder_result(c, missing=True).content) for c in missing_calls]
@@ -375,6 +459,7 @@ def messages_to_candidates(
             kind=span.kind,
             position=pos,
             mandatory=span.mandatory,
+            tokens=None if token_counter is None else _sent_cost(messages, span, token_counter),
             metadata={"indices": span.indices} if span.indices else {},
             source=span,
         )
@@ -383,9 +468,35 @@ def messages_to_candidates(
     return candidates, spans
 
 
+def _sent_cost(
+    messages: Sequence[BaseMessage], span: Span, token_counter: Callable[[str], int]
+) -> int:
+    if span.kind in ("memory", "document"):
+        return token_counter(_bullet(span.text))
+    return sent_tokens(_span_messages(messages, span), token_counter)
+
+
+def _span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessage]:
+    """The messages a kept conversation span sends (a tool span: call, results, placeholders)."""
+    if span.kind != "tool":
+        return [messages[i] for i in span.indices]
+    call_msg = _without_unanswerable_calls(messages[span.indices[0]])  # type: ignore[arg-type]
+    if call_msg is None:
+        return []
+    calls = {str(c["id"]): c for c in call_msg.tool_calls}
+    if span.stub:
+        return [call_msg, *(_placeholder_result(c, missing=False) for c in calls.values())]
+    out = [call_msg, *(messages[i] for i in span.indices[1:])]
+    return out + [_placeholder_result(calls[cid], missing=True) for cid in span.missing]
+
+
 # -- selection -> messages ---------------------------------------------------------------------
+def _bullet(text: str) -> str:
+    return "- " + text.strip().replace("\n", "\n  ")
+
+
 def _bullets(texts: Iterable[str]) -> str:
-    return "\n".join("- " + t.strip().replace("\n", "\n  ") for t in texts)
+    return "\n".join(_bullet(t) for t in texts)
 
 
 def build_context_message(
@@ -487,15 +598,7 @@ def apply_selection(
         elif span.kind == "tool":
             if span.stub and span.full_id in kept:
                 continue
-            head = span.indices[0]
-            call_msg = messages[head]
-            calls = {str(c["id"]): c for c in call_msg.tool_calls if c.get("id")}  # type: ignore[attr-defined]
-            if span.stub:
-                out = [call_msg, *(_placeholder_result(c, missing=False) for c in calls.values())]
-            else:
-                out = [call_msg, *(messages[i] for i in span.indices[1:])]
-                out += [_placeholder_result(calls[cid], missing=True) for cid in span.missing]
-            at[head] = out
+            at[span.indices[0]] = _span_messages(messages, span)
         else:
             for i in span.indices:
                 at[i] = [messages[i]]

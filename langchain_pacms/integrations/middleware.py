@@ -29,11 +29,10 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AnyMessage, BaseMessage
-from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
 from langchain_pacms.integrations.config import SelectionConfig, resolve_config
-from langchain_pacms.selector import ContextSelector, Selection
+from langchain_pacms.selector import ContextSelector
 
 __all__ = ["PACMSMiddleware"]
 
@@ -47,7 +46,7 @@ def _run_config() -> Any:
         return None
 
 
-class PACMSMiddleware(AgentMiddleware):
+class PACMSMiddleware(RunnerViews, AgentMiddleware):
     """Select each model call's context under a token budget (request only, state untouched).
 
     Takes the same options as :func:`~langchain_pacms.integrations.create_pacms_hook`; the store
@@ -60,7 +59,8 @@ class PACMSMiddleware(AgentMiddleware):
         **options: The options of :meth:`SelectionConfig.from_options`.
 
     Raises:
-        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option.
+        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option,
+            or ``prompt`` (the middleware sees and counts the request's system message).
 
     Example:
         >>> mw = PACMSMiddleware(budget_tokens=4000, memory_namespaces=[("memories", "{user_id}")])
@@ -78,42 +78,30 @@ class PACMSMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.tools = []
-        self.runner = SelectionRunner(
-            resolve_config(config, options), selector, embeddings=embeddings,
-            source="middleware",
-        )
+        resolved = resolve_config(config, options)
+        if resolved.prompt is not None:
+            raise ValueError(
+                "prompt is for the pre-model hook; the middleware counts the request's system "
+                "message itself (use reserve_tokens for anything else it cannot see)"
+            )
+        self.runner = SelectionRunner(resolved, selector, embeddings=embeddings,
+                                      source="middleware")
 
-    @property
-    def selector(self) -> ContextSelector:
-        """The selector (one warm embedding cache for the middleware's whole life)."""
-        return self.runner.selector
-
-    @property
-    def last_selection(self) -> Selection | None:
-        """The most recent selection (for debugging; shared by concurrent runs)."""
-        return self.runner.last_selection
-
-    @staticmethod
-    def _split(request: ModelRequest) -> tuple[list[BaseMessage], bool]:
-        if request.system_message is not None:
-            return [request.system_message, *request.messages], True
-        return list(request.messages), False
+    def _inputs(self, request: ModelRequest) -> tuple[list[BaseMessage], dict[str, Any]]:
+        """The messages to select from (system message first) and the runner's other inputs."""
+        head = [request.system_message] if request.system_message is not None else []
+        runtime = request.runtime
+        return [*head, *request.messages], {
+            "state": request.state, "config": _run_config(),
+            "store": getattr(runtime, "store", None), "context": getattr(runtime, "context", None),
+        }
 
     @staticmethod
-    def _rejoin(
-        request: ModelRequest, selected: list[BaseMessage], has_system: bool
-    ) -> ModelRequest:
-        if has_system and selected and selected[0] is request.system_message:
-            selected = selected[1:]
+    def _rejoin(request: ModelRequest, selected: list[BaseMessage]) -> ModelRequest:
+        system = request.system_message
+        if system is not None and selected and selected[0] is system:
+            selected = selected[1:]  # it stays the request's system message
         return request.override(messages=cast("list[AnyMessage]", selected))
-
-    @staticmethod
-    def _store(request: ModelRequest) -> BaseStore | None:
-        return getattr(request.runtime, "store", None) if request.runtime is not None else None
-
-    @staticmethod
-    def _context(request: ModelRequest) -> Any:
-        return getattr(request.runtime, "context", None) if request.runtime is not None else None
 
     def wrap_model_call(
         self,
@@ -121,12 +109,8 @@ class PACMSMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> Any:
         """Replace the request's messages by the selected ones, then call the model."""
-        messages, has_system = self._split(request)
-        selected = self.runner.run(
-            messages, state=request.state, config=_run_config(), store=self._store(request),
-            context=self._context(request),
-        )
-        return handler(self._rejoin(request, selected, has_system))
+        messages, inputs = self._inputs(request)
+        return handler(self._rejoin(request, self.runner.run(messages, **inputs)))
 
     async def awrap_model_call(
         self,
@@ -134,9 +118,5 @@ class PACMSMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> Any:
         """Async twin of :meth:`wrap_model_call`."""
-        messages, has_system = self._split(request)
-        selected = await self.runner.arun(
-            messages, state=request.state, config=_run_config(), store=self._store(request),
-            context=self._context(request),
-        )
-        return await handler(self._rejoin(request, selected, has_system))
+        messages, inputs = self._inputs(request)
+        return await handler(self._rejoin(request, await self.runner.arun(messages, **inputs)))

@@ -59,6 +59,9 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
 
     Returns:
         Counts, tokens, strategy, fallback flags, kept ids and kept/dropped counts per kind.
+        ``tokens_sent`` is what the model receives, framing and unseen prompt included (the
+        hook and the middleware record it; otherwise it is ``tokens_kept``), and
+        ``over_budget`` is true when that exceeds ``budget``.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -77,6 +80,7 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
         "tokens_total": selection.tokens_total,
         "tokens_kept": selection.tokens_kept,
         "tokens_dropped": selection.tokens_dropped,
+        "tokens_sent": selection.info.get("tokens_sent", selection.tokens_kept),
         "budget": selection.budget,
         "over_budget": selection.over_budget,
         "fell_back": selection.fell_back,
@@ -148,9 +152,9 @@ def _log_line(event: dict[str, Any]) -> None:
         )
     elif logger.isEnabledFor(logging.DEBUG):
         logger.debug(
-            "pacms %s: %s kept %d/%d candidates, %d/%d tokens (budget %d)%s",
+            "pacms %s: %s kept %d/%d candidates, %d/%d tokens, %d sent (budget %d)%s",
             event["source"], event["strategy"], event["kept"], event["kept"] + event["dropped"],
-            event["tokens_kept"], event["tokens_total"], event["budget"],
+            event["tokens_kept"], event["tokens_total"], event["tokens_sent"], event["budget"],
             " over budget (mandatory only)" if event["over_budget"] else "",
         )
 
@@ -164,6 +168,22 @@ def _write_log(
         log.write(selection, query=query, source=source, **extra)
     except OSError as err:
         logger.warning("could not write the selection log %s: %s", log.path, err)
+
+
+def _logged_event(
+    selection: Selection, log: SelectionLog | None, query: str, source: str, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The event payload, after the log line and the JSONL record (the steps both twins share)."""
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    _write_log(log, selection, query, source, extra)
+    return event
+
+
+def _dispatch_failed(err: Exception) -> None:
+    if isinstance(err, RuntimeError):
+        return  # not inside a run: nobody to tell
+    logger.warning("pacms_selection event handler failed: %s", err)  # never break the agent
 
 
 def report_selection(
@@ -194,15 +214,11 @@ def report_selection(
         >>> report_selection(sel, query="a", source="doc")["strategy"]
         'pacms'
     """
-    event = selection_event(selection, source=source, **extra)
-    _log_line(event)
+    event = _logged_event(selection, log, query, source, extra)
     try:
         dispatch_custom_event(EVENT_NAME, event, config=config)
-    except RuntimeError:
-        pass  # not inside a run: nobody to tell
-    except Exception as err:  # a callback handler failed: never break the agent for it
-        logger.warning("pacms_selection event handler failed: %s", err)
-    _write_log(log, selection, query, source, extra)
+    except Exception as err:
+        _dispatch_failed(err)
     return event
 
 
@@ -216,13 +232,9 @@ async def areport_selection(
     **extra: Any,
 ) -> dict[str, Any]:
     """Async twin of :func:`report_selection`."""
-    event = selection_event(selection, source=source, **extra)
-    _log_line(event)
+    event = _logged_event(selection, log, query, source, extra)
     try:
         await adispatch_custom_event(EVENT_NAME, event, config=config)
-    except RuntimeError:
-        pass
     except Exception as err:
-        logger.warning("pacms_selection event handler failed: %s", err)
-    _write_log(log, selection, query, source, extra)
+        _dispatch_failed(err)
     return event

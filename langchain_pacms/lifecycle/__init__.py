@@ -1,4 +1,18 @@
-"""Context lifecycle (Self-GC): indexed objects, fold / mask / prune, sidecars, recovery."""
+"""Context lifecycle (Self-GC): indexed objects, fold / mask / prune, sidecars, recovery.
+
+Everything here loads with the package's core dependencies except ``LifecycleMiddleware``,
+which needs LangChain v1 (``pip install "langchain-pacms[middleware]"``) and is imported on
+first access.
+
+Example:
+    >>> from langchain_pacms.lifecycle import LifecycleHarness, HeuristicPlanner
+    >>> LifecycleHarness(HeuristicPlanner()).threshold
+    0.3
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from langchain_pacms.lifecycle.actions import (
     Action,
@@ -19,6 +33,7 @@ from langchain_pacms.lifecycle.harness import (
 )
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
 from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
+from langchain_pacms.lifecycle.node import IDS_KEY, create_lifecycle_node
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
@@ -37,9 +52,13 @@ from langchain_pacms.lifecycle.sidecar import (
 )
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
 
+if TYPE_CHECKING:
+    from langchain_pacms.lifecycle.middleware import LifecycleMiddleware, LifecycleState
+
 __all__ = [
     "AUDIT_NAMESPACE",
     "COMMIT_EVENT",
+    "IDS_KEY",
     "RECOVER_TOOL_NAME",
     "SIDECAR_NAMESPACE",
     "Action",
@@ -52,6 +71,8 @@ __all__ = [
     "HeuristicPlanner",
     "LLMPlanner",
     "LifecycleHarness",
+    "LifecycleMiddleware",
+    "LifecycleState",
     "Plan",
     "PlanAction",
     "PlanSchema",
@@ -66,6 +87,7 @@ __all__ = [
     "apply_actions",
     "at_boundary",
     "check_actions",
+    "create_lifecycle_node",
     "find_locators",
     "index_messages",
     "make_recover_tool",
@@ -75,3 +97,13 @@ __all__ = [
     "recent_turns",
     "restore",
 ]
+
+_LAZY = {"LifecycleMiddleware", "LifecycleState"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from langchain_pacms.lifecycle import middleware
+
+        return getattr(middleware, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

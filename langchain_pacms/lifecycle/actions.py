@@ -32,6 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -153,7 +155,11 @@ class ActionResult:
 
 
 def find_locators(text: str, limit: int = 12) -> list[str]:
-    """Paths, URLs, ids, numbers and ``key=value`` pairs in ``text``, unique, first seen first.
+    """Paths, URLs, ids, ``key=value`` pairs and numbers in ``text``, unique.
+
+    Paths, URLs, ids and ``key=value`` pairs come first (first seen first), bare numbers only
+    fill the remaining places, so a long numbered listing does not crowd out the file names.
+    The first 50,000 characters are scanned.
 
     Args:
         text: The payload.
@@ -163,17 +169,40 @@ def find_locators(text: str, limit: int = 12) -> list[str]:
         The locators.
 
     Example:
-        >>> find_locators("GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
-        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
+        >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
+        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '30', '3.5']
     """
-    seen: dict[str, None] = {}
-    for match in _LOCATOR.finditer(text[:200_000]):
+    strong: dict[str, None] = {}
+    numbers: dict[str, None] = {}
+    for match in _LOCATOR.finditer(text[:_SCAN]):
         token = match.group(0).rstrip(".,:")
-        if len(token) > 1 and token not in seen:
-            seen[token] = None
-            if len(seen) >= limit:
-                break
-    return list(seen)
+        if len(token) < 2:
+            continue
+        (numbers if _NUMBER.fullmatch(token) else strong)[token] = None
+        if len(strong) >= limit:
+            break
+    return [*strong, *numbers][:limit]
+
+
+_SCAN = 50_000
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_LOCATOR_MEMO: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+_LOCATOR_MEMO_SIZE = 2048
+_LOCATOR_LOCK = threading.Lock()
+
+
+def _locators(sha256: str, head: str, payload: str) -> list[str]:
+    """``find_locators`` of a payload, memoised by its hash (rehearsals re-fold the same bodies)."""
+    key = (sha256, head)
+    with _LOCATOR_LOCK:
+        found = _LOCATOR_MEMO.get(key)
+    if found is None:
+        found = find_locators(f"{head}\n{payload}")
+        with _LOCATOR_LOCK:
+            _LOCATOR_MEMO[key] = found
+            if len(_LOCATOR_MEMO) > _LOCATOR_MEMO_SIZE:
+                _LOCATOR_MEMO.popitem(last=False)
+    return found
 
 
 def mask_text(text: str, head: int = 400, tail: int = 200) -> str:
@@ -305,7 +334,7 @@ def apply_actions(
                 obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, payload)
             )
             sidecars.append(record)
-            locators = find_locators(f"{record.description.split(' -> ')[0]}\n{payload}")
+            locators = _locators(record.sha256, record.description.split(" -> ")[0], payload)
             touched.update(dict.fromkeys(_fold(out, obj, record, locators)))
         elif action.op == "mask":
             touched.update(dict.fromkeys(_mask(out, obj, mask_head, mask_tail)))

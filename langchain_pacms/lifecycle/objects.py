@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -188,6 +189,7 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
+@lru_cache(maxsize=8192)
 def _digest(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -49,10 +49,10 @@ class RecoverInput(BaseModel):
     )
 
 
-def _thread(thread_id: str | None, config: RunnableConfig) -> str:
+def _thread(thread_id: str | None, config: RunnableConfig, default: str | None = None) -> str:
     if thread_id is not None:
         return thread_id
-    found = (config.get("configurable") or {}).get("thread_id")
+    found = (config.get("configurable") or {}).get("thread_id", default)
     if found is None:
         raise ToolException(
             "recover_context has no thread id: build it with make_recover_tool(store, "
@@ -61,9 +61,11 @@ def _thread(thread_id: str | None, config: RunnableConfig) -> str:
     return str(found)
 
 
-def _open(store: BaseStore, thread_id: str | None, config: RunnableConfig) -> SidecarStore:
+def _open(
+    store: BaseStore, thread_id: str | None, config: RunnableConfig, default: str | None
+) -> SidecarStore:
     try:
-        return SidecarStore(store, _thread(thread_id, config))
+        return SidecarStore(store, _thread(thread_id, config, default))
     except ValueError as exc:
         raise ToolException(str(exc)) from exc
 
@@ -74,13 +76,17 @@ def _failure(exc: SidecarError, known: list[str]) -> ToolException:
     return ToolException(f"recover_context failed: {exc}.{hint}")
 
 
-def make_recover_tool(store: BaseStore, *, thread_id: str | None = None) -> BaseTool:
+def make_recover_tool(
+    store: BaseStore, *, thread_id: str | None = None, default_thread_id: str | None = None
+) -> BaseTool:
     r"""Build the ``recover_context(object_id)`` tool over the sidecars in ``store``.
 
     Args:
         store: The ``BaseStore`` the folds wrote their sidecars to.
         thread_id: Read this thread's sidecars; ``None`` (default) reads the run's
             ``configurable.thread_id``.
+        default_thread_id: The thread when the run has no ``configurable.thread_id`` (an
+            agent without a checkpointer); ``None`` makes that an error result.
 
     Returns:
         A ``StructuredTool`` (sync and async) that returns the exact payload string; errors
@@ -109,7 +115,7 @@ def make_recover_tool(store: BaseStore, *, thread_id: str | None = None) -> Base
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
 
     def recover(object_id: str, config: RunnableConfig) -> str:
-        sidecars = _open(store, thread_id, config)
+        sidecars = _open(store, thread_id, config, default_thread_id)
         try:
             return sidecars.get(object_id).payload
         except SidecarNotFoundError as exc:
@@ -118,7 +124,7 @@ def make_recover_tool(store: BaseStore, *, thread_id: str | None = None) -> Base
             raise _failure(exc, []) from exc
 
     async def arecover(object_id: str, config: RunnableConfig) -> str:
-        sidecars = _open(store, thread_id, config)
+        sidecars = _open(store, thread_id, config, default_thread_id)
         try:
             return (await sidecars.aget(object_id)).payload
         except SidecarNotFoundError as exc:

@@ -51,3 +51,13 @@ def test_middleware_example_shows_the_request():
     assert request[0].split()[0] == "SystemMessage"
     assert "Relevant memories:" in request[1]
     assert "-> read_service_log" in out
+
+
+def test_lifecycle_with_selection_example_folds_and_recovers():
+    out = run_example("lifecycle_with_selection.py")
+    assert out.count("[lifecycle] commit (threshold)") >= 1
+    assert out.count("[pacms] model call") == 8
+    assert "recover_context returned the original log byte for byte: True" in out
+    final = [line for line in out.splitlines() if line.startswith("assistant:")][-1]
+    assert "ERROR billing: disk quota exceeded on /var/data" in final
+    assert "read_service_log   [folded function:tool:1:" in out

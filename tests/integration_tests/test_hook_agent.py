@@ -89,8 +89,10 @@ def test_react_agent_model_receives_selected_messages_and_state_is_untouched(tmp
     # the model received exactly what the hook selected, one JSONL record per model call
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 2
+    # the query is the task, then (inside the tool loop) the task plus the agent's latest call
+    assert records[0]["query"] == question.content
+    assert records[1]["query"] == f'{question.content}\nsearch {{"query": "invoices"}}'
     for rec in records:
-        assert rec["query"] == question.content
         assert rec["strategy"] == "pacms"
         assert "timestamp" in rec and rec["kept"] + rec["dropped"] == len(rec["candidates"])
         kept = [c for c in rec["candidates"] if c["kept"]]
@@ -193,7 +195,7 @@ def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("6543")])
     hook = create_pacms_hook(
-        budget_tokens=28, strategy="topk",
+        budget_tokens=32, strategy="topk",  # the context header is charged too
         store=store if explicit_store else None,
         memory_namespaces=[("memories", "{user_id}")],
     )
@@ -259,10 +261,14 @@ def test_output_key_messages_replaces_the_stored_history():
                          "Which port does my staging database listen on?"):
             state = agent.invoke({"messages": [HumanMessage(question)]}, config)
         received[key], states[key] = model.received, state["messages"]
-    # The model saw the same thing either way.
-    assert [texts(r) for r in received["messages"]] == [
-        texts(r) for r in received["llm_input_messages"]
-    ]
+    # The model saw the same conversation either way. (Which memories fill the rest may differ:
+    # the written-back history no longer holds the dropped turns, and the lexical embedder
+    # weights terms by their frequency in the pool.)
+    def conversation(calls: list[list[BaseMessage]]) -> list[list[str]]:
+        return [texts([m for m in r if m not in context_messages(r)]) for r in calls]
+
+    assert conversation(received["messages"]) == conversation(received["llm_input_messages"])
+    assert all(len(context_messages(r)) <= 1 for r in received["messages"])
     # Written back, the history is what the model saw plus its reply: trimmed, and with at
     # most one memory message (each call replaces the last one).
     kept = states["messages"]
@@ -282,7 +288,7 @@ async def test_store_memories_async():
     (received,) = model.received
     (context,) = context_messages(received)
     memory_cands = [c for c in hook.last_selection.candidates if c.kind == "memory"]
-    assert len(memory_cands) == 3  # memory_limit reaches store.search
+    assert len(memory_cands) == len(MEMORIES)  # no vector index: the namespace is scanned
     assert context.content.count("\n- ") >= 1
 
 
@@ -467,3 +473,19 @@ async def test_hook_as_node_async():
         {"messages": [*history, HumanMessage("What is my locker combination?")]}
     )
     assert SECRET in out["messages"][-1].content
+
+
+async def test_store_found_from_the_passed_config_when_get_runtime_fails(monkeypatch):
+    # Python 3.10 async code does not carry the config context variable get_runtime reads.
+    from langchain_pacms.integrations import graph
+
+    def no_context() -> None:
+        raise RuntimeError("Called get_config outside of a runnable context")
+
+    monkeypatch.setattr(graph, "get_runtime", no_context)
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(budget_tokens=200, memory_namespaces=[("memories", "u1")])
+    agent = create_react_agent(model, [search], pre_model_hook=hook, store=memory_store())
+    await agent.ainvoke({"messages": [HumanMessage("What is my dog called?")]})
+    (received,) = model.received
+    assert context_messages(received), "the graph's store was not found"

@@ -66,7 +66,9 @@ def test_model_receives_selection_state_untouched(tmp_path):
 
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 2
-    assert all(r["source"] == "middleware" and r["query"] == question.content for r in records)
+    assert all(r["source"] == "middleware" for r in records)
+    assert [r["query"] for r in records] == [  # the task, then the task and the agent's call
+        question.content, f'{question.content}\nsearch {{"query": "invoices"}}']
     # the system prompt was budgeted as a mandatory candidate
     assert records[0]["candidates"][0]["kind"] == "system"
     assert records[0]["candidates"][0]["mandatory"] is True

@@ -49,3 +49,10 @@ def test_bench_hook_reports_the_overhead(options: list[str]) -> None:
     out = run_script("bench_hook.py", "--calls", "2", *options)
     assert "hook overhead per model call, warm cache" in out
     assert "last selection phases (ms)" in out
+
+
+def test_bench_lifecycle_prints_the_step_rows_and_the_target() -> None:
+    out = run_script("bench_lifecycle.py", "--calls", "3", "--rounds", "10")
+    assert "history: 40 messages" in out
+    for row in ("index only", "step, repeat", "step, grow", "target: step <= 20 ms warm"):
+        assert row in out

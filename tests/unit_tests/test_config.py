@@ -48,9 +48,10 @@ def test_bad_budgets_rejected(kwargs, message):
         Budget(**kwargs)
 
 
-def test_negative_answer_reserve_rejected_by_the_hook():
+@pytest.mark.parametrize("build", BUILDERS)
+def test_negative_answer_reserve_rejected_by_the_hook_and_the_middleware(build):
     with pytest.raises(ValueError, match="answer_reserve must be >= 0"):
-        create_pacms_hook(context_window=1000, answer_reserve=-100)
+        build(context_window=1000, answer_reserve=-100)
 
 
 def test_the_three_kinds_of_budget():
@@ -100,3 +101,38 @@ async def test_tuples_and_dicts_are_converted_to_messages(conversation):
         assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
         assert out[-1].content == "which port?"
     assert hook.last_selection is not None and not hook.last_selection.fell_back
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+async def test_tuples_and_dicts_reach_the_middleware_runner_converted(build):
+    runner = build(budget_tokens=100).runner
+    conversation = [("user", "the staging port is 6543"), {"role": "assistant", "content": "ok"},
+                    ("user", "which port?")]
+    for out in (runner.run(conversation), await runner.arun(conversation)):
+        assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
+
+
+@pytest.mark.parametrize(
+    "messages, message",
+    [
+        ("hello", "must be a list of messages, got str"),
+        ([5], "messages: Unsupported message type"),
+        ([("user",)], "messages: Message as a sequence"),
+        ([{"content": "no role"}], "messages: Message dict must contain 'role'"),
+    ],
+)
+def test_messages_that_cannot_be_converted_are_a_type_error(messages, message):
+    hook = create_pacms_hook(budget_tokens=100)
+    with pytest.raises(TypeError, match=message):
+        hook.invoke({"messages": messages})
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_memory_ceiling_is_an_accepted_validated_option(build):
+    config = SelectionConfig.from_options(budget_tokens=10, memory_ceiling_bytes=2**20)
+    assert config.memory_ceiling_bytes == 2**20
+    assert SelectionConfig.from_options(budget_tokens=10).memory_ceiling_bytes is None
+    build(budget_tokens=10, memory_ceiling_bytes=2**20)  # accepted, not an unknown option
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="memory_ceiling_bytes"):
+            build(budget_tokens=10, memory_ceiling_bytes=bad)

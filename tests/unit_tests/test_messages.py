@@ -391,3 +391,31 @@ def test_text_helpers():
     assert memory_text({"a": 1}) == '{"a": 1}'
     assert query_from_messages([AIMessage("x")]) == ""
     assert set(STRATEGIES) <= set(available_strategies())
+
+
+def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
+    no_id = {"name": "search", "args": {"q": "x"}, "id": None, "type": "tool_call"}
+    raw = {"id": None, "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    msgs = [
+        HumanMessage("find x and y"),
+        AIMessage("", tool_calls=[no_id, call("fetch", "c1", q="y")],
+                  additional_kwargs={"tool_calls": [raw]}),
+        ToolMessage("y found", tool_call_id="c1", name="fetch"),
+        AIMessage("Looking once more.", tool_calls=[no_id]),  # text stays, the call goes
+        AIMessage("", tool_calls=[no_id]),  # nothing left to send: dropped
+        HumanMessage("thanks, and z?"),
+        AIMessage("", tool_calls=[no_id]),  # in the latest turn (mandatory) all the same
+    ]
+    for budget in (30, 2000):
+        cands, spans = messages_to_candidates(msgs, token_counter=SELECTOR.token_counter)
+        out = apply_selection(msgs, SELECTOR.select(cands, "z", budget_tokens=budget), spans)
+        check_valid(out)
+        for m in out:
+            if isinstance(m, AIMessage):
+                assert all(c["id"] for c in m.tool_calls)
+                assert not m.additional_kwargs.get("tool_calls")
+                assert m.content or m.tool_calls
+        assert msgs[1].tool_calls[0]["id"] is None  # the input is not modified
+    assert any(m.content == "Looking once more." and not m.tool_calls for m in out)
+    hook = create_pacms_hook(SELECTOR, budget_tokens=2000)
+    check_valid(hook.invoke({"messages": msgs})["llm_input_messages"])

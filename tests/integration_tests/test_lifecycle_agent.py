@@ -1,0 +1,196 @@
+"""The lifecycle in real agents: create_agent with LifecycleMiddleware, and a hand-built graph.
+
+A fake chat model (the only fake part) reads a big JSON file, answers, and on the next question
+finds the fold stub in its context and calls ``recover_context``; the tool result must be the
+exact original payload.
+"""
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.store.memory import InMemoryStore
+from pacms_fakes import EventCollector, RecordingChatModel, call
+
+from langchain_pacms.lifecycle import (
+    COMMIT_EVENT,
+    RECOVER_TOOL_NAME,
+    HeuristicPlanner,
+    create_lifecycle_node,
+    make_recover_tool,
+    provider_problems,
+)
+
+pytest.importorskip("langchain.agents", reason="LifecycleMiddleware needs the middleware extra")
+
+PAYLOAD = json.dumps(
+    {"rows": [{"id": f"k{i}", "value": f"v-{i}-é✓", "note": "x" * 40} for i in range(300)]},
+    ensure_ascii=False,
+)
+STUB = re.compile(r'recover_context\("([^"]+)"\)')
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return PAYLOAD
+
+
+def respond(messages: list[BaseMessage], index: int) -> AIMessage:
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        if last.name == RECOVER_TOOL_NAME:
+            body = str(last.content)
+            if "restored in place" in body:  # the payload is back in the read_file result
+                body = str(_tool_results(messages, "read_file")[0].content)
+            row = json.loads(body)["rows"][77]
+            return AIMessage(f"k77 is {row['value']}")
+        return AIMessage("I read data.json.")
+    if "k77" in str(last.content):
+        stubs = [m for m in messages if isinstance(m, ToolMessage) and STUB.search(str(m.content))]
+        if stubs:
+            object_id = STUB.search(str(stubs[0].content)).group(1)  # type: ignore[union-attr]
+            return AIMessage("", tool_calls=[
+                call(RECOVER_TOOL_NAME, {"object_id": object_id}, f"r{index}")])
+        return AIMessage("the file is still in my context")
+    return AIMessage("", tool_calls=[call("read_file", {"path": "data.json"}, f"c{index}")])
+
+
+def _tool_results(messages: list[BaseMessage], name: str) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage) and m.name == name]
+
+
+def _check_run(model: RecordingChatModel, state: dict[str, Any]) -> None:
+    messages = state["messages"]
+    (recovered,) = _tool_results(messages, RECOVER_TOOL_NAME)
+    assert recovered.content == PAYLOAD  # byte for byte
+    assert messages[-1].content == "k77 is v-77-é✓"
+    (read,) = _tool_results(messages, "read_file")
+    assert str(read.content).startswith("[folded function:tool:1:")  # committed to the state
+    assert "path=data.json" in str(read.content)
+    question_call = model.received[2]  # the first call of turn 2 saw the stub, not the payload
+    assert all(PAYLOAD not in str(m.content) for m in question_call)
+    assert provider_problems(messages) == []
+
+
+def test_create_agent_folds_at_the_turn_boundary_and_recovers_exactly():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    model = RecordingChatModel(script=respond)
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), store=store)
+    agent = create_agent(model, [read_file], middleware=[lifecycle],
+                         checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "job-1"}}
+    events = EventCollector()
+    agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    state = agent.invoke({"messages": [HumanMessage("what is k77?")]},
+                         {**config, "callbacks": [events]})
+    assert RECOVER_TOOL_NAME in [getattr(t, "name", "") for t in model.bound_tools]
+    _check_run(model, state)
+    assert lifecycle.harness.stats.commits == 1
+    assert lifecycle.harness.sidecars("job-1").list_ids() == ["function:tool:1"]
+    assert [name for name, _ in events.events if name == COMMIT_EVENT] == [COMMIT_EVENT]
+    assert state["pacms_lifecycle_ids"][read_id(state)] == "function:tool:1"
+
+
+def read_id(state: dict[str, Any]) -> str:
+    return str(_tool_results(state["messages"], "read_file")[0].id)
+
+
+def test_create_agent_async_with_selection_in_the_same_agent():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    model = RecordingChatModel(script=respond)
+    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0))
+    agent = create_agent(
+        model, [read_file],
+        middleware=[lifecycle, PACMSMiddleware(budget_tokens=30_000)],
+    )
+
+    async def run() -> dict[str, Any]:
+        first = await agent.ainvoke({"messages": [HumanMessage("read data.json")]})
+        return await agent.ainvoke(
+            {"messages": [*first["messages"], HumanMessage("what is k77?")]})
+
+    state = asyncio.run(run())
+    _check_run(model, state)  # no checkpointer: the "default" thread
+
+
+def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
+    from langchain_pacms.integrations import create_pacms_hook
+
+    class State(MessagesState):
+        pacms_lifecycle_ids: dict[str, str]
+        llm_input_messages: list[AnyMessage]
+
+    store = InMemoryStore()
+    node = create_lifecycle_node(planner=HeuristicPlanner(keep_recent=0), store=store)
+    recover = make_recover_tool(store)
+    model = RecordingChatModel(script=respond)
+    model.bind_tools([read_file, recover])
+
+    def agent(state: State) -> dict[str, Any]:  # the model sees what the hook selected
+        return {"messages": [model.invoke(state["llm_input_messages"])]}
+
+    graph = StateGraph(State)
+    graph.add_node("lifecycle", node)  # 1. edits the state at boundaries
+    graph.add_node("select", create_pacms_hook(budget_tokens=30_000))  # 2. picks this call's view
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([read_file, recover]))
+    graph.add_edge(START, "lifecycle")
+    graph.add_edge("lifecycle", "select")
+    graph.add_edge("select", "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "lifecycle")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "g1"}}
+    app.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    state = app.invoke({"messages": [HumanMessage("what is k77?")]}, config)
+    _check_run(model, state)
+    assert node.harness.stats.commits == 1  # type: ignore[attr-defined]
+
+
+def test_recovery_can_reactivate_the_object_in_the_state():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    model = RecordingChatModel(script=respond)
+    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), reactivate=True)
+    agent = create_agent(model, [read_file], middleware=[lifecycle],
+                         checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "job-2"}}
+    agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    state = agent.invoke({"messages": [HumanMessage("what is k77?")]}, config)
+    (read,) = _tool_results(state["messages"], "read_file")
+    assert read.content == PAYLOAD  # back in place, byte for byte
+    (note,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
+    assert "restored in place" in str(note.content) and PAYLOAD not in str(note.content)
+    assert provider_problems(state["messages"]) == []
+
+
+def test_unknown_or_conflicting_options_fail_at_construction():
+    from langchain_pacms.lifecycle import LifecycleHarness, LifecycleMiddleware
+
+    with pytest.raises(ValueError, match=r"option 'treshold'; valid: .*threshold"):
+        LifecycleMiddleware(treshold=0.5)
+    with pytest.raises(ValueError, match="unknown lifecycle option 'memory_namespace'"):
+        create_lifecycle_node(memory_namespace=("x",))
+    with pytest.raises(ValueError, match="threshold"):
+        create_lifecycle_node(threshold=3)
+    with pytest.raises(ValueError, match="not both"):
+        LifecycleMiddleware(LifecycleHarness(HeuristicPlanner()), store=InMemoryStore())
+    assert LifecycleMiddleware(boundary="tool").harness.boundary == "tool"
