@@ -252,7 +252,8 @@ def create_app(
         return {
             "status": "ok",
             "version": __version__,
-            "embeddings": type(warm._model()).__name__,
+            "embeddings": type(warm.embeddings.embeddings).__name__,
+            "embedder_profile": warm.profile.name,
             "default_strategy": warm.strategy if isinstance(warm.strategy, str) else "custom",
             "max_candidates": max_candidates,
             "max_body_bytes": max_body_bytes,
