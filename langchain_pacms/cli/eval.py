@@ -60,7 +60,7 @@ _RECALL_EPILOG = """\
 examples:
   pacms eval longmemeval recall --n 20 --levels 0 2 --out /tmp/recall
   pacms eval longmemeval recall --strategies topk mmr pacms \\
-      "pacms:relevance_weight=auto" "mmr:lambda_mult=0.7"
+      "pacms:relevance_weight=0.3" "mmr:lambda_mult=0.7"
   pacms eval longmemeval recall --split oracle --all --budget-base original
 """
 

@@ -185,7 +185,7 @@ def parse_strategy_spec(spec: str | StrategySpec) -> StrategySpec:
     """Parse ``name`` or ``name:key=value,key=value`` into a :class:`StrategySpec`.
 
     Values are read as ``true``/``false``, ``none``, int, float, else kept as strings (so
-    ``relevance_weight=auto`` works). The label is the spec with surrounding blanks removed.
+    ``fill=diverse`` works). The label is the spec with surrounding blanks removed.
 
     Args:
         spec: The spec string (or an existing spec, returned as is).
