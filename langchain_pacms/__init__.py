@@ -18,6 +18,7 @@ from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.selector import (
     Candidate,
     ContextSelector,
+    EmbedderProfile,
     EmbeddingError,
     Selection,
     Verdict,
@@ -40,6 +41,7 @@ __all__ = [
     "CachedEmbeddings",
     "Candidate",
     "ContextSelector",
+    "EmbedderProfile",
     "EmbeddingError",
     "HashedTfidfEmbeddings",
     "PACMSCompressor",

@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import math
 import time
@@ -34,15 +33,26 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
+from langchain_pacms._blas import blas_threads as limit_blas_threads
+from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.embeddings.profile import (
+    DENSE_SIMILARITY_THRESHOLD,
+    EmbedderProfile,
+    idf_reweight,
+    resolve_profile,
+)
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
+    "DEFAULT_MEMORY_CEILING",
     "DENSE_SIMILARITY_THRESHOLD",
+    "EMBEDDING_SHARE",
     "Candidate",
     "CandidateInput",
     "ContextSelector",
+    "EmbedderProfile",
     "EmbeddingError",
     "Selection",
     "Verdict",
@@ -50,15 +60,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DENSE_SIMILARITY_THRESHOLD = 0.85
-"""``pacms`` kernel threshold for embedders that do not declare their own.
+DEFAULT_MEMORY_CEILING = 256 * 2**20
+"""Default ``memory_ceiling_bytes`` of a selector: 256 MiB for its vectors and token counts."""
 
-The near-duplicate kernel should join copies and light edits, not merely related texts, and
-where that line falls depends on the embedder's cosine scale. An embeddings class can state its
-own value as a ``similarity_threshold`` attribute (the built-in lexical embedder says 0.6);
-other embedders get this one, chosen for dense neural embedders on LongMemEval development
-questions with all-MiniLM-L6-v2 (see ``docs/results/longmemeval.md``, *Another embedder*).
-"""
+EMBEDDING_SHARE = 0.75
+"""Share of ``memory_ceiling_bytes`` for the embedding cache; the token memo gets the rest."""
 
 Kind = Literal["system", "memory", "turn", "tool", "document"]
 KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
@@ -293,17 +299,37 @@ class ContextSelector:
     Args:
         embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
             reproduces the original PACMS setup); default: the built-in offline
-            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`. ``pacms`` runs with the
-            near-duplicate threshold and gain floor that suit it (:attr:`similarity_threshold`,
-            :attr:`min_gain`).
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
+        profile: The :class:`EmbedderProfile` that ``pacms`` runs with (near-duplicate
+            threshold, gain floor, pool IDF reweighting). Default: the one the embedder
+            declares (``pacms_profile``), found once through the common wrappers
+            (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
+            ``CacheBackedEmbeddings``), else the dense profile. :attr:`profile` shows it.
+        memory_ceiling_bytes: Most bytes the selector keeps for its caches: a share
+            :data:`EMBEDDING_SHARE` for the in-memory vectors (each counted as ``4 * dim``
+            plus :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
+            4096-d vectors at the default 256 MiB) and the rest for the token memo (each text
+            counted at its own size plus
+            :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
+            entries go first. It bounds the caches the selector builds; a ``CachedEmbeddings``
+            or ``TokenCounter`` passed in keeps its own caps.
+        blas_threads: Most BLAS threads for the selector's own matrix products (scoring and
+            solving; ``None``: leave BLAS as it is). Its products are small, so one thread is
+            faster on a busy machine than many competing for cores. Set with ``threadpoolctl``
+            (else OpenBLAS's own setter) for the duration of those products only, and restored
+            after them.
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
             registered one) or a strategy callable.
         strategy_options: Default keyword options for the strategy.
-        cache_store: Optional ``ByteStore`` that backs the embedding cache.
+        cache_store: Optional ``ByteStore`` that backs the embedding cache (then vectors
+            live in the store, not in the selector's memory).
         strict: Raise on embedding failure instead of falling back to recency.
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
+            Each timed call embeds on a daemon thread of its own, so concurrent calls do not
+            queue, a stalled model costs only the call that met it (later calls embed the same
+            texts afresh), and a stalled thread does not hold the interpreter at exit.
 
     Example:
         >>> selector = ContextSelector(strategy="topk")
@@ -321,20 +347,73 @@ class ContextSelector:
         cache_store: ByteStore | None = None,
         strict: bool = False,
         embed_timeout: float | None = None,
+        profile: EmbedderProfile | None = None,
+        memory_ceiling_bytes: int = DEFAULT_MEMORY_CEILING,
+        blas_threads: int | None = 1,
     ) -> None:
         base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
+        if profile is not None and not isinstance(profile, EmbedderProfile):
+            raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
+        if (
+            isinstance(memory_ceiling_bytes, bool)
+            or not isinstance(memory_ceiling_bytes, int)
+            or memory_ceiling_bytes <= 0
+        ):
+            raise ValueError(
+                f"memory_ceiling_bytes must be a positive int, got {memory_ceiling_bytes!r}"
+            )
+        if blas_threads is not None and (
+            isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
+        ):
+            raise ValueError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
+        self.blas_threads = blas_threads
+        self._profile = profile if profile is not None else resolve_profile(base)
+        self.memory_ceiling_bytes = memory_ceiling_bytes
+        vector_bytes = max(1, int(memory_ceiling_bytes * EMBEDDING_SHARE))
         self.embeddings = (
             base
             if isinstance(base, CachedEmbeddings) and cache_store is None
-            else CachedEmbeddings(base, store=cache_store)
+            else CachedEmbeddings(base, store=cache_store, max_bytes=vector_bytes)
         )
-        self.token_counter = resolve_token_counter(token_counter)
+        self.token_counter = resolve_token_counter(
+            token_counter, max_bytes=max(1, memory_ceiling_bytes - vector_bytes)
+        )
         self.strategy = strategy
         self.strategy_options = dict(strategy_options or {})
         self.strict = strict
+        if embed_timeout is not None and (
+            isinstance(embed_timeout, bool)
+            or not isinstance(embed_timeout, (int, float))
+            or not embed_timeout > 0
+        ):
+            raise ValueError(f"embed_timeout must be seconds > 0 or None, got {embed_timeout!r}")
         self.embed_timeout = embed_timeout
         self._failing = False
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @property
+    def profile(self) -> EmbedderProfile:
+        """The :class:`EmbedderProfile` this selector runs ``pacms`` with.
+
+        Example:
+            >>> ContextSelector().profile.name
+            'hashed-tfidf'
+        """
+        return self._profile
+
+    def __repr__(self) -> str:
+        strategy = (
+            self.strategy
+            if isinstance(self.strategy, str)
+            else getattr(self.strategy, "__name__", "custom")
+        )
+        return (
+            f"ContextSelector(embeddings={self.embeddings.embeddings!r}, "
+            f"profile={self._profile!r}, strategy={strategy!r}, "
+            f"strategy_options={self.strategy_options!r}, strict={self.strict!r}, "
+            f"embed_timeout={self.embed_timeout!r}, token_counter={self.token_counter.name!r}, "
+            f"memory_ceiling_bytes={self.memory_ceiling_bytes!r}, "
+            f"blas_threads={self.blas_threads!r})"
+        )
 
     # -- shared preparation ----------------------------------------------------------------
     def _prepare(
@@ -380,13 +459,13 @@ class ContextSelector:
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """The embedder's reweighting of one pool, as :meth:`select` applies it before solving.
+        """The profile's reweighting of one pool, as :meth:`select` applies it before solving.
 
-        An embedder may define ``reweight_pool(vectors, query)`` to adapt its vectors to the
-        pool they are compared within (the built-in lexical embedder weights terms by their
-        inverse document frequency in the pool). Other embedders' vectors pass through.
-        Harnesses that build :class:`~langchain_pacms.core.Problem` instances themselves call
-        this to see the vectors that :meth:`select` would solve over.
+        With :attr:`EmbedderProfile.idf_reweighting` (the built-in lexical embedder's profile),
+        features are weighted by their inverse document frequency in the pool; other
+        embedders' vectors pass through. Harnesses that build
+        :class:`~langchain_pacms.core.Problem` instances themselves call this to see the
+        vectors that :meth:`select` would solve over.
 
         Args:
             vectors: ``(n, d)`` document embeddings of the pool, from :attr:`embeddings`.
@@ -403,15 +482,10 @@ class ContextSelector:
             >>> vectors.shape == docs.shape
             True
         """
-        hook = getattr(self._model(), "reweight_pool", None)
-        return hook(vectors, query) if callable(hook) and vectors.size else (vectors, query)
-
-    def _model(self) -> Embeddings:
-        """The embeddings model itself, under the selector's cache (and any cache given to it)."""
-        model = self.embeddings.embeddings
-        while isinstance(model, CachedEmbeddings):  # a cache given together with cache_store
-            model = model.embeddings
-        return model
+        if self._profile.idf_reweighting and vectors.size:
+            with limit_blas_threads(self.blas_threads):
+                return idf_reweight(vectors, query)
+        return vectors, query
 
     def _note_failure(self, err: BaseException) -> str:
         message = f"{type(err).__name__}: {err}"
@@ -440,7 +514,8 @@ class ContextSelector:
         if fell_back:
             vectors = np.zeros((n, 1), dtype=np.float32)
             query_vec = np.zeros(1, dtype=np.float32)
-            strategy, options = "lastk", {}
+            # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
+            strategy, options = "lastk", {"contiguous": False}
         elif n:
             self._failing = False
         t0 = time.perf_counter()
@@ -450,12 +525,13 @@ class ContextSelector:
             relevance = np.zeros(0, dtype=np.float32)
         else:
             assert vectors is not None and query_vec is not None
-            problem = Problem.build(
-                vectors, query_vec, tokens=tokens, budget=budget,
-                mandatory=mandatory, positions=positions,
-            )
-            pick = solve(problem, strategy, **options)
-            relevance = problem.relevance
+            with limit_blas_threads(self.blas_threads):
+                problem = Problem.build(
+                    vectors, query_vec, tokens=tokens, budget=budget,
+                    mandatory=mandatory, positions=positions,
+                )
+                pick = solve(problem, strategy, **options)
+                relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - started
         ids = [str(c.id) for c in cands]
@@ -486,42 +562,25 @@ class ContextSelector:
             info=MappingProxyType(dict(pick.info or {})),
         )
 
-    def _declared(self, name: str) -> float | None:
-        """The embeddings' own numeric attribute ``name``, or ``None`` (through any cache)."""
-        value = getattr(self._model(), name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        return None
-
     @property
     def similarity_threshold(self) -> float:
-        """The ``pacms`` kernel threshold for this selector's embedder.
-
-        The embeddings' own ``similarity_threshold`` attribute when it defines one (a number in
-        ``[0, 1)``), else :data:`DENSE_SIMILARITY_THRESHOLD`.
+        """The ``pacms`` kernel threshold: :attr:`profile`'s ``similarity_threshold``.
 
         Example:
             >>> ContextSelector().similarity_threshold  # the built-in lexical embedder
             0.6
         """
-        value = self._declared("similarity_threshold")
-        if value is not None and 0 <= value < 1:
-            return value
-        return DENSE_SIMILARITY_THRESHOLD
+        return self._profile.similarity_threshold
 
     @property
     def min_gain(self) -> float:
-        """The ``pacms`` absolute gain floor for this selector's embedder.
-
-        The embeddings' own ``min_gain`` attribute when it defines one (a number in ``[0, 1)``),
-        else 0: no absolute floor, only ``pacms``'s relative ``gain_floor``.
+        """The ``pacms`` absolute gain floor: :attr:`profile`'s ``min_gain``.
 
         Example:
             >>> ContextSelector().min_gain  # the built-in lexical embedder
             0.01
         """
-        value = self._declared("min_gain")
-        return value if value is not None and 0 <= value < 1 else 0.0
+        return self._profile.min_gain
 
     def resolve_options(
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
@@ -554,11 +613,22 @@ class ContextSelector:
         return name, opts
 
     # -- sync ---------------------------------------------------------------------------------
+    def _left(self, deadline: float | None) -> float | None:
+        """Seconds left until ``deadline`` (``time.monotonic()``), or ``None`` without one."""
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _deadline(self) -> float | None:
+        if self.embed_timeout is None:
+            return None
+        return time.monotonic() + self.embed_timeout
+
     def _embed(
-        self, texts: list[str], query: str
+        self, texts: list[str], query: str, deadline: float | None
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = self.embeddings.embed_matrix(texts)
-        query_vec = self.embeddings.embed_matrix([query], kind="query")[0]
+        vectors = self.embeddings.embed_matrix(texts, timeout=self._left(deadline))
+        query_vec = self.embeddings.embed_matrix(
+            [query], kind="query", timeout=self._left(deadline)
+        )[0]
         return self.reweight_pool(*_checked_vectors(vectors, query_vec))
 
     def select(
@@ -611,24 +681,35 @@ class ContextSelector:
         self, texts: list[str], query: str
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         if self.embed_timeout is None:
-            return self._embed(texts, query)
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="pacms-embed"
-            )
-        future = self._pool.submit(self._embed, texts, query)
-        try:
-            return future.result(timeout=self.embed_timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"embedding took longer than {self.embed_timeout}s") from None
+            return self._embed(texts, query, None)
+        deadline = self._deadline()
+        return call_with_timeout(
+            lambda: self._embed(texts, query, deadline), self.embed_timeout, what="embedding"
+        )
 
     # -- async --------------------------------------------------------------------------------
     async def _aembed(
+        self, texts: list[str], query: str, deadline: float | None
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        vectors = await self.embeddings.aembed_matrix(texts, timeout=self._left(deadline))
+        query_vec = (
+            await self.embeddings.aembed_matrix(
+                [query], kind="query", timeout=self._left(deadline)
+            )
+        )[0]
+        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+
+    async def _aembed_with_timeout(
         self, texts: list[str], query: str
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = await self.embeddings.aembed_matrix(texts)
-        query_vec = (await self.embeddings.aembed_matrix([query], kind="query"))[0]
-        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+        if self.embed_timeout is None:
+            return await self._aembed(texts, query, None)
+        try:
+            return await asyncio.wait_for(
+                self._aembed(texts, query, self._deadline()), self.embed_timeout
+            )
+        except asyncio.TimeoutError:  # empty message: say which limit passed
+            raise timeout_error("embedding", self.embed_timeout) from None
 
     async def aselect(
         self,
@@ -650,8 +731,8 @@ class ContextSelector:
         t0 = time.perf_counter()
         if cands:
             try:
-                vectors, query_vec = await asyncio.wait_for(
-                    self._aembed([c.text for c in cands], query), self.embed_timeout
+                vectors, query_vec = await self._aembed_with_timeout(
+                    [c.text for c in cands], query
                 )
             except Exception as err:
                 if self.strict:

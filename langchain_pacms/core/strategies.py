@@ -12,7 +12,8 @@ Built-in strategies:
 * ``pacms_paper``: ``pacms`` with the published objective and the classic cost-benefit greedy
   (:data:`PAPER_OPTIONS`), kept for comparison.
 * ``topk``: by relevance, add every candidate that still fits.
-* ``lastk``: newest first, add while it fits (a contiguous recency window, like truncation).
+* ``lastk``: newest first, add while it fits (a contiguous recency window, like truncation;
+  ``contiguous=False`` skips what does not fit and goes on, as the fail-soft fallback does).
 * ``mmr``: the maximal-marginal-relevance ranking of LangChain's
   ``maximal_marginal_relevance`` over all candidates, walked under the budget, skipping what does
   not fit. This is an incremental twin of that function (identical picks, proven by a test).
@@ -162,11 +163,21 @@ def topk(problem: Problem) -> Pick:
     return _scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))
 
 
-def lastk(problem: Problem) -> Pick:
-    """Newest first, add while the next one fits (a contiguous window of recent items)."""
+def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
+    """Newest first, add while the next one fits (a contiguous window of recent items).
+
+    With ``contiguous=False`` an item larger than what is left is skipped and the walk goes on
+    to older ones, so the budget is never left empty just because the newest item is large
+    (the selector's fail-soft fallback walks this way).
+
+    Example:
+        >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)
+        >>> lastk(p).order.tolist(), lastk(p, contiguous=False).order.tolist()
+        ([], [1, 0])
+    """
     start, remaining, taken = _mandatory_state(problem)
     order = problem.recency_order().tolist()
-    picked = _walk(problem, order, remaining, taken, stop_at_first_misfit=True)
+    picked = _walk(problem, order, remaining, taken, stop_at_first_misfit=contiguous)
     return _scored(problem, [*start.tolist(), *picked], np.zeros(problem.n))
 
 

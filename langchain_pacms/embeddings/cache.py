@@ -6,7 +6,9 @@ wrapped model, in batches. The cache lives as long as the wrapper (keep one sele
 so it stays warm), is safe to share between threads and tasks, and can be backed by any
 LangChain ``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many
 workers). Calls that miss the same text at the same time send it to the model once: the later
-call waits for the earlier one's vector, and embeds the text itself if that call fails.
+call waits for the earlier one's vector, and embeds the text itself if that call fails or has
+outlived its own ``timeout`` (a call that gave up on a stalled model does not hold others up).
+A call given a ``timeout`` never waits longer than that for another call's vectors.
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -22,8 +24,10 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +37,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
-__all__ = ["CachedEmbeddings", "model_identity"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
+
+ENTRY_OVERHEAD_BYTES = 400
+"""Bytes one in-memory cache entry costs beyond its vector's data (key string, array header,
+map slot; measured with ``tracemalloc``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re.IGNORECASE)
@@ -100,13 +108,27 @@ def model_identity(embeddings: Embeddings) -> str:
 
 
 class _Flight:
-    """A text being embedded by one call, which others wait for instead of embedding it again."""
+    """A text being embedded by one call, which others wait for instead of embedding it again.
 
-    __slots__ = ("future", "thread")
+    ``expires`` is when the owning call gives up (its ``timeout``; ``inf`` without one): past
+    it, other calls stop waiting and embed the text themselves.
+    """
 
-    def __init__(self, thread: int) -> None:
+    __slots__ = ("expires", "future", "thread")
+
+    def __init__(self, thread: int, expires: float) -> None:
         self.thread = thread  # the embedding call's thread
+        self.expires = expires  # time.monotonic() deadline of the owning call
         self.future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
+
+
+def _deadline(timeout: float | None) -> float:
+    """The ``time.monotonic()`` deadline of a call with ``timeout`` seconds (``inf``: none)."""
+    if timeout is None:
+        return math.inf
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    return time.monotonic() + timeout
 
 
 class CachedEmbeddings(Embeddings):
@@ -117,7 +139,10 @@ class CachedEmbeddings(Embeddings):
         store: Optional ``ByteStore`` for the vectors; default is an in-memory LRU map.
         namespace: Cache namespace; defaults to :func:`model_identity` of the model.
         batch_size: Most texts sent to the model in one call.
-        max_entries: Size of the in-memory map (ignored when ``store`` is given).
+        max_entries: Most vectors in the in-memory map (ignored when ``store`` is given).
+        max_bytes: Most bytes the in-memory map holds, each entry counted as its vector's
+            ``nbytes`` plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: only ``max_entries``
+            bounds it). The least recently used vectors are forgotten beyond either cap.
 
     Attributes:
         hits: Texts answered from the cache so far.
@@ -132,15 +157,22 @@ class CachedEmbeddings(Embeddings):
         namespace: str | None = None,
         batch_size: int = 256,
         max_entries: int = 500_000,
+        max_bytes: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise ValueError(f"max_bytes must be a positive int or None, got {max_bytes!r}")
         self.embeddings = embeddings
         self.store = store
         self.namespace = namespace or model_identity(embeddings)
         self._prefix = _key_prefix(self.namespace)
         self.batch_size = batch_size
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # held by the in-memory map, counted as max_bytes counts it
         self.hits = 0
         self.misses = 0
         self._memory: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
@@ -167,11 +199,29 @@ class CachedEmbeddings(Embeddings):
         if self.store is not None:
             self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
             return
+        limit = math.inf if self.max_bytes is None else self.max_bytes
         with self._lock:
             for k, v in pairs:
+                old = self._memory.pop(k, None)
+                if old is not None:
+                    self.nbytes -= old.nbytes + ENTRY_OVERHEAD_BYTES
                 self._memory[k] = v
-            while len(self._memory) > self.max_entries:
-                self._memory.popitem(last=False)
+                self.nbytes += v.nbytes + ENTRY_OVERHEAD_BYTES
+            while self._memory and (len(self._memory) > self.max_entries or self.nbytes > limit):
+                _, gone = self._memory.popitem(last=False)
+                self.nbytes -= gone.nbytes + ENTRY_OVERHEAD_BYTES
+
+    def capacity(self, dim: int) -> int:
+        """Most ``dim``-dimensional float32 vectors the in-memory map holds under its caps.
+
+        Example:
+            >>> from langchain_pacms.embeddings import HashedTfidfEmbeddings
+            >>> CachedEmbeddings(HashedTfidfEmbeddings(dim=8), max_bytes=10_000).capacity(256)
+            7
+        """
+        per_entry = 4 * dim + ENTRY_OVERHEAD_BYTES
+        by_bytes = self.max_entries if self.max_bytes is None else self.max_bytes // per_entry
+        return min(self.max_entries, by_bytes)
 
     @property
     def cache_identity(self) -> str:
@@ -182,6 +232,7 @@ class CachedEmbeddings(Embeddings):
         """Forget the in-memory vectors and reset the counters (a ``store`` is left as is)."""
         with self._lock:
             self._memory.clear()
+            self.nbytes = 0
             self.hits = self.misses = 0
 
     # -- the shared plan: look up, claim misses, embed, assemble ----------------------------
@@ -198,29 +249,35 @@ class CachedEmbeddings(Embeddings):
         return keys, found, todo
 
     def _claim(
-        self, todo: dict[str, str], *, waits_on_own_thread: bool
-    ) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, _Flight]]]:
+        self, todo: dict[str, str], *, waits_on_own_thread: bool, expires: float
+    ) -> tuple[
+        dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]
+    ]:
         """Split the misses into those this call embeds and those another call is embedding.
 
-        Returns the texts this call claimed (it must :meth:`_release` them), the texts it
+        Returns the texts this call claimed and their flights by key (it must
+        :meth:`_release` them), the texts it
         embeds without a claim, and the flights it waits for. A synchronous call does not wait
-        for a flight of its own thread: that is an async call on the loop it would block.
+        for a flight of its own thread: that is an async call on the loop it would block. A
+        flight whose owner has given up (past its ``expires``) is taken over.
         """
         mine: dict[str, str] = {}
+        flights: dict[str, _Flight] = {}
         unclaimed: dict[str, str] = {}
         waits: dict[str, tuple[str, _Flight]] = {}
         me = threading.get_ident()
+        now = time.monotonic()
         with self._lock:
             for text, key in todo.items():
                 flight = self._flights.get(key)
-                if flight is None:
-                    self._flights[key] = _Flight(me)
+                if flight is None or flight.expires <= now:
+                    self._flights[key] = flights[key] = _Flight(me, expires)
                     mine[text] = key
                 elif waits_on_own_thread or flight.thread != me:
                     waits[text] = (key, flight)
                 else:
                     unclaimed[text] = key
-        return mine, unclaimed, waits
+        return mine, flights, unclaimed, waits
 
     def _stored_since(
         self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
@@ -244,23 +301,49 @@ class CachedEmbeddings(Embeddings):
             self.hits += len(mine) - len(rest)
         return rest
 
-    def _release(self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]) -> None:
+    def _release(
+        self, flights: dict[str, _Flight], fresh: dict[str, NDArray[np.float32]]
+    ) -> None:
         """End this call's flights: hand over the vectors it got, cancel the rest."""
         with self._lock:
-            flights = [self._flights.pop(key) for key in mine.values()]
-        for key, flight in zip(mine.values(), flights):
+            for key, flight in flights.items():
+                if self._flights.get(key) is flight:  # not taken over by a later call
+                    del self._flights[key]
+        for key, flight in flights.items():
             if key in fresh:
                 flight.future.set_result(fresh[key])
             else:
                 flight.future.cancel()
 
+    @staticmethod
+    def _horizon(waits: dict[str, tuple[str, _Flight]], deadline: float) -> float | None:
+        """Seconds to wait for ``waits``: until this call's deadline or the owners' last one."""
+        until = min(deadline, max(flight.expires for _, flight in waits.values()))
+        return None if until == math.inf else max(0.0, until - time.monotonic())
+
+    @staticmethod
+    def _check_waited(
+        waits: dict[str, tuple[str, _Flight]], deadline: float, timeout: float | None
+    ) -> None:
+        """:class:`TimeoutError` if this call's own time ran out with vectors still pending."""
+        pending = sum(not flight.future.done() for _, flight in waits.values())
+        if pending and time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"gave up after timeout={timeout}s waiting for {pending} text(s) that another "
+                "call is embedding"
+            )
+
     def _landed(
         self, waits: dict[str, tuple[str, _Flight]], fresh: dict[str, NDArray[np.float32]]
     ) -> dict[str, str]:
-        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key)."""
+        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key).
+
+        The rest are flights that were cancelled (their owner failed) or whose owner gave up
+        while its model call is still running: this call embeds those texts itself.
+        """
         lost: dict[str, str] = {}
         for text, (key, flight) in waits.items():
-            if flight.future.cancelled():
+            if not flight.future.done() or flight.future.cancelled():
                 lost[text] = key
             else:
                 fresh[key] = flight.future.result()
@@ -274,7 +357,8 @@ class CachedEmbeddings(Embeddings):
             raise ValueError(
                 f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
             )
-        fresh = {k: np.asarray(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
+        # Own copies: a row view would keep the model's whole batch array alive in the cache.
+        fresh = {k: np.array(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
         self._save(list(fresh.items()))
         return fresh
 
@@ -323,46 +407,74 @@ class CachedEmbeddings(Embeddings):
         return self._keep(todo, vectors)
 
     # -- public API ---------------------------------------------------------------------------
-    def embed_matrix(self, texts: Sequence[str], *, kind: str = "document") -> NDArray[np.float32]:
+    def embed_matrix(
+        self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
+    ) -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
 
         A text that another call is embedding at the same moment is not sent again: this call
-        waits for that vector (and embeds the text itself if that call fails).
+        waits for that vector (and embeds the text itself if that call fails or gives up).
 
         Args:
             texts: The texts.
             kind: ``"document"`` or ``"query"`` (models may embed the two differently).
+            timeout: Most seconds this call waits for vectors that another call is embedding;
+                also how long other calls wait for the texts this call embeds. It does not
+                interrupt this call's own model request (run the call on a thread of its own
+                for that, as the selector's ``embed_timeout`` does). ``None``: no limit.
 
         Returns:
             One row per input text, in input order.
+
+        Raises:
+            TimeoutError: If ``timeout`` passed while waiting for another call's vectors.
+
+        Example:
+            >>> from langchain_pacms.embeddings import HashedTfidfEmbeddings
+            >>> CachedEmbeddings(HashedTfidfEmbeddings(dim=8)).embed_matrix(["a"], timeout=1).shape
+            (1, 8)
         """
+        deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=False)
+        mine, flights, unclaimed, waits = self._claim(
+            todo, waits_on_own_thread=False, expires=deadline
+        )
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
             missing = self._stored_since(mine, fresh)
             fresh.update(self._embed_now({**missing, **unclaimed}, kind))
         finally:
-            self._release(mine, fresh)
+            self._release(flights, fresh)
         if waits:
-            concurrent.futures.wait([flight.future for _, flight in waits.values()])
+            concurrent.futures.wait(
+                [flight.future for _, flight in waits.values()],
+                timeout=self._horizon(waits, deadline),
+            )
+            self._check_waited(waits, deadline, timeout)
             fresh.update(self._embed_now(self._landed(waits, fresh), kind))
         return self._finish(keys, found, fresh)
 
     async def aembed_matrix(
-        self, texts: Sequence[str], *, kind: str = "document"
+        self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
         """Async twin of :meth:`embed_matrix`."""
+        deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, unclaimed, waits = self._claim(todo, waits_on_own_thread=True)
+        mine, flights, unclaimed, waits = self._claim(
+            todo, waits_on_own_thread=True, expires=deadline
+        )
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
             missing = self._stored_since(mine, fresh)
             fresh.update(await self._aembed_now({**missing, **unclaimed}, kind))
         finally:
-            self._release(mine, fresh)
+            self._release(flights, fresh)
         if waits:
-            await asyncio.wait([asyncio.wrap_future(flight.future) for _, flight in waits.values()])
+            await asyncio.wait(
+                [asyncio.wrap_future(flight.future) for _, flight in waits.values()],
+                timeout=self._horizon(waits, deadline),
+            )
+            self._check_waited(waits, deadline, timeout)
             fresh.update(await self._aembed_now(self._landed(waits, fresh), kind))
         return self._finish(keys, found, fresh)
 

@@ -5,10 +5,11 @@ and is the package default. Each text becomes a dense vector of ``dim`` hashed f
 and bigrams of lower-cased word tokens, sublinear term frequency, a hash-derived sign to cancel
 collisions on average), scaled to unit length.
 
-Term frequencies alone over-weight common words, so the embedder also offers
-:meth:`HashedTfidfEmbeddings.reweight_pool`: given all vectors of one selection pool and the
-query, it applies inverse document frequency computed over that pool. The selector calls it when
-present, which keeps the cached per-text vectors independent of the pool they appear in.
+Term frequencies alone over-weight common words, so the embedder's profile
+(:attr:`HashedTfidfEmbeddings.pacms_profile`) asks the selector to apply inverse document
+frequency computed over each selection pool (``idf_reweight`` in
+:mod:`langchain_pacms.embeddings.profile`), which keeps the cached per-text vectors independent
+of the pool they appear in.
 
 Example:
     >>> emb = HashedTfidfEmbeddings(dim=256)
@@ -27,6 +28,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from numpy.typing import NDArray
 
+from langchain_pacms.embeddings.profile import EmbedderProfile, idf_reweight
+
 __all__ = ["HashedTfidfEmbeddings"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -40,15 +43,15 @@ class HashedTfidfEmbeddings(Embeddings):
         bigrams: Include adjacent word pairs as features.
 
     Attributes:
-        similarity_threshold: The ``pacms`` kernel threshold on this embedder's cosine scale,
-            which :class:`~langchain_pacms.ContextSelector` uses unless told otherwise. Unrelated
-            texts sit near cosine 0.05 here and a copy with a short note added near 0.8, so
-            0.6 (chosen on LongMemEval development questions) joins copies and light edits only.
-        min_gain: The ``pacms`` absolute gain floor, on this embedder's relevance scale: once
-            no candidate would add 0.01, the greedy hands the rest of the budget to the
-            diversity fill. On LongMemEval development questions a round with relevance below
-            0.01 was no likelier to be evidence than one with relevance 0 (a text that shares
-            one common word with the query scores about 0.01-0.03 here).
+        pacms_profile: What :class:`~langchain_pacms.ContextSelector` uses with this embedder
+            unless told otherwise. ``similarity_threshold=0.6``: unrelated texts sit near cosine
+            0.05 here and a copy with a short note added near 0.8, so 0.6 (chosen on LongMemEval
+            development questions) joins copies and light edits only. ``min_gain=0.01``: once no
+            candidate would add 0.01, the greedy hands the rest of the budget to the diversity
+            fill; on LongMemEval development questions a round with relevance below 0.01 was no
+            likelier to be evidence than one with relevance 0 (a text that shares one common
+            word with the query scores about 0.01-0.03 here). ``idf_reweighting=True``: pool
+            IDF, as above.
 
     Example:
         >>> emb = HashedTfidfEmbeddings()
@@ -57,8 +60,9 @@ class HashedTfidfEmbeddings(Embeddings):
         (2, 4096)
     """
 
-    similarity_threshold: float = 0.6
-    min_gain: float = 0.01
+    pacms_profile = EmbedderProfile(
+        name="hashed-tfidf", similarity_threshold=0.6, min_gain=0.01, idf_reweighting=True
+    )
 
     def __init__(self, dim: int = 4096, *, bigrams: bool = True) -> None:
         if dim < 2 or dim & (dim - 1):
@@ -101,7 +105,7 @@ class HashedTfidfEmbeddings(Embeddings):
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """Apply inverse document frequency over one pool, then re-normalise.
+        """Apply inverse document frequency over one pool, then re-normalise (:func:`idf_reweight`).
 
         Args:
             vectors: ``(n, dim)`` term-frequency vectors of the pool.
@@ -110,16 +114,10 @@ class HashedTfidfEmbeddings(Embeddings):
         Returns:
             New ``(vectors, query)`` arrays; inputs are not modified.
         """
-        n = vectors.shape[0]
-        df = np.count_nonzero(vectors, axis=0)
-        idf = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
-        pool = vectors * idf[None, :]
-        q = query * idf
-        norms = np.linalg.norm(pool, axis=1)
-        nz = norms > 0
-        pool[nz] /= norms[nz, None]
-        qn = float(np.linalg.norm(q))
-        return pool, (q / qn if qn > 0 else q)
+        return idf_reweight(vectors, query)
+
+    def __repr__(self) -> str:
+        return f"HashedTfidfEmbeddings(dim={self.dim}, bigrams={self.bigrams})"
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents (LangChain ``Embeddings`` interface)."""

@@ -31,7 +31,7 @@ from langchain_pacms.embeddings.cache import model_identity
 
 __all__ = ["TASK_PREFIXES", "PrefixedEmbeddings", "task_prefixes"]
 
-_PASSED_THROUGH = frozenset({"similarity_threshold", "min_gain", "reweight_pool"})
+_PASSED_THROUGH = frozenset({"pacms_profile", "reweight_pool"})
 """What a model may declare for the selector; the wrapper answers with the wrapped model's."""
 
 TASK_PREFIXES: dict[str, tuple[str, str]] = {
@@ -60,7 +60,7 @@ def task_prefixes(model: str) -> tuple[str, str] | None:
 class PrefixedEmbeddings(Embeddings):
     """Wraps an ``Embeddings`` and puts a task prefix in front of every query and document.
 
-    What the wrapped model declares for the selector (``similarity_threshold``, ``min_gain``,
+    What the wrapped model declares for the selector (``pacms_profile``, and its
     ``reweight_pool``) is read through the wrapper, so ``pacms`` runs with the same settings
     as without it. Anything else, a fast path that would skip the prefixes included, is not.
 

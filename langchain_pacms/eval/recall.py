@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import ctypes
 import functools
 import hashlib
 import json
@@ -70,7 +69,7 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -78,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from langchain_pacms._blas import blas_setup, blas_threads, set_blas_threads
 from langchain_pacms.core import Pick, Problem, get_strategy, mmr_ranking, solve
 from langchain_pacms.eval.longmemeval import Question, iter_questions, sample_questions
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
@@ -819,100 +819,6 @@ def _compute(
     )
 
 
-# -- BLAS threads -------------------------------------------------------------------------------
-
-_SET_NAMES = (
-    "openblas_set_num_threads",
-    "openblas_set_num_threads64_",
-    "scipy_openblas_set_num_threads64_",
-    "scipy_openblas_set_num_threads",
-)
-
-
-_CORENAME_NAMES = tuple(
-    name.replace("set_num_threads", "get_corename") for name in _SET_NAMES
-)
-
-
-def _openblas_libs() -> list[Any]:
-    """Every OpenBLAS library loaded in this process (Linux; empty elsewhere)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            paths = {ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ".so" in ln}
-    except OSError:
-        return []
-    libs = []
-    for path in sorted(paths):
-        with contextlib.suppress(OSError):
-            libs.append(ctypes.CDLL(path))
-    return libs
-
-
-def _openblas_handles() -> list[tuple[Any, Any]]:
-    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
-    handles: list[tuple[Any, Any]] = []
-    for lib in _openblas_libs():
-        for set_name in _SET_NAMES:
-            setter = getattr(lib, set_name, None)
-            getter = getattr(lib, set_name.replace("_set_", "_get_"), None)
-            if setter is not None and getter is not None:
-                handles.append((setter, getter))
-                break
-    return handles
-
-
-def blas_setup() -> str | None:
-    """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"`` (Linux).
-
-    None when no OpenBLAS is loaded (or it cannot be asked); ``"? x1"`` when it does not
-    name its kernel.
-    """
-    handles = _openblas_handles()
-    if not handles:
-        return None
-    return f"{_blas_kernel() or '?'} x{int(handles[0][1]())}"
-
-
-def _blas_kernel() -> str | None:
-    for lib in _openblas_libs():
-        for name in _CORENAME_NAMES:
-            get = getattr(lib, name, None)
-            if get is not None:
-                get.restype = ctypes.c_char_p
-                value = get()
-                return value.decode("ascii", "replace") if value else None
-    return None
-
-
-@contextlib.contextmanager
-def blas_threads(limit: int | None) -> Iterator[None]:
-    """Limit OpenBLAS threads inside the block (best effort; no-op when ``limit`` is None).
-
-    Uses ``threadpoolctl`` when it is installed, else OpenBLAS's own setter found among the
-    loaded libraries. The previous thread counts are restored on exit.
-    """
-    if limit is None:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        with threadpool_limits(limits=limit, user_api="blas"):
-            yield
-        return
-    handles = _openblas_handles()
-    before = [int(get()) for _, get in handles]
-    for setter, _ in handles:
-        setter(int(limit))
-    try:
-        yield
-    finally:
-        for (setter, _), n in zip(handles, before):
-            setter(n)
-
-
 # -- running a sweep ------------------------------------------------------------------------------
 
 _WORKER: dict[str, Any] = {}
@@ -930,8 +836,7 @@ def _init_worker(
         selector=factory(), config=config, share=share, cache=cache, options=options
     )
     if threads is not None:
-        for setter, _ in _openblas_handles():
-            setter(int(threads))
+        set_blas_threads(threads)
 
 
 def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in child processes
@@ -1069,7 +974,8 @@ def run_recall(
         "n_questions": len(questions),
         "question_types": dict(sorted(_count(q.question_type for q in questions).items())),
         "embeddings": model_identity(inner),
-        "pool_reweighting": callable(getattr(inner, "reweight_pool", None)),
+        "pool_reweighting": selector.profile.idf_reweighting,
+        "embedder_profile": selector.profile.name,
         "tokenizer": getattr(selector.token_counter, "name", "custom"),
         "strategy_options": options,
         "embedding_cache": repr(store) if store is not None else "memory",

@@ -157,7 +157,11 @@ class SelectionRunner:
         if selector is not None and embeddings is not None:
             raise ValueError("pass either a selector or embeddings, not both")
         if selector is None:
-            selector = ContextSelector(embeddings, strict=config.strict)
+            ceiling = config.memory_ceiling_bytes
+            selector = ContextSelector(
+                embeddings, strict=config.strict,
+                **({"memory_ceiling_bytes": ceiling} if ceiling is not None else {}),
+            )
         self.config = config
         self.selector = selector
         self.log = SelectionLog(config.log_path) if config.log_path is not None else None
@@ -277,7 +281,7 @@ class SelectionRunner:
     def _select_kwargs(self, query: str) -> dict[str, Any]:
         if query.strip():
             return {"strategy": self.config.strategy, **self.config.strategy_options}
-        return {"strategy": "lastk"}  # nothing to be relevant to: recency
+        return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
     def _apply(
         self, messages: Sequence[BaseMessage], selection: Selection, spans: Sequence[Span]

@@ -186,6 +186,9 @@ class SelectionConfig:
             charged to the budget (the middleware sees the system message: do not pass it there).
         reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
             callable prompt's output), charged to the budget.
+        memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
+            itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
+            cache and token memo may hold); ``None``: the selector's default, 256 MiB.
 
     Example:
         >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
@@ -210,6 +213,7 @@ class SelectionConfig:
     context_role: str = "system"
     prompt: str | SystemMessage | None = None
     reserve_tokens: int = 0
+    memory_ceiling_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
@@ -231,6 +235,8 @@ class SelectionConfig:
             raise ValueError(
                 f"context_role must be 'system' or 'human', got {self.context_role!r}"
             )
+        if self.memory_ceiling_bytes is not None:
+            _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
         object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
         object.__setattr__(self, "strategy_options", dict(self.strategy_options))
         if self.strategy is not None:

@@ -381,7 +381,11 @@ class HeuristicPlanner:
     # -- analysis (pure) ------------------------------------------------------------------------
     def _analyse(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> _Analysis:
         objects = index.objects
-        boundary = next((o.position for o in objects if o.latest), len(objects))
+        # the trailing run of protected objects: the latest turn, or with latest="step" the
+        # newest object (the task message, protected too, may sit far earlier)
+        boundary = len(objects)
+        while boundary > 0 and objects[boundary - 1].latest:
+            boundary -= 1
         protect = self.keep_recent if boundary < len(objects) else max(self.keep_recent, 1)
         cutoff = boundary - protect
         features = {o.id: self._features(o, messages) for o in objects if o.kind != "system"}

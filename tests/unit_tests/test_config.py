@@ -125,3 +125,14 @@ def test_messages_that_cannot_be_converted_are_a_type_error(messages, message):
     hook = create_pacms_hook(budget_tokens=100)
     with pytest.raises(TypeError, match=message):
         hook.invoke({"messages": messages})
+
+
+@pytest.mark.parametrize("build", BUILDERS)
+def test_memory_ceiling_is_an_accepted_validated_option(build):
+    config = SelectionConfig.from_options(budget_tokens=10, memory_ceiling_bytes=2**20)
+    assert config.memory_ceiling_bytes == 2**20
+    assert SelectionConfig.from_options(budget_tokens=10).memory_ceiling_bytes is None
+    build(budget_tokens=10, memory_ceiling_bytes=2**20)  # accepted, not an unknown option
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="memory_ceiling_bytes"):
+            build(budget_tokens=10, memory_ceiling_bytes=bad)

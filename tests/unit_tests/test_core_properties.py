@@ -30,7 +30,7 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
     ],
     "pacms_paper": [{}],
     "topk": [{}],
-    "lastk": [{}],
+    "lastk": [{}, {"contiguous": False}],
     "mmr": [{}, {"lambda_mult": 0.0}, {"lambda_mult": 0.8}],
     "rag": [{}, {"k": 1}, {"k": 50}],
 }
@@ -188,6 +188,12 @@ def test_lastk_window_and_topk_are_maximal(inst: Instance, name: str):
         newest_first = [j for j in p.recency_order().tolist() if not p.mandatory[j]]
         kept_free = [j for j in pick.order.tolist() if not p.mandatory[j]]
         assert newest_first[: len(kept_free)] == kept_free
+        # The fallback's walk skips what does not fit: what it drops is too big for what is left.
+        skipping = solve(p, "lastk", contiguous=False)
+        left = p.budget - int(p.tokens[skipping.order].sum())
+        kept_now = set(skipping.order.tolist())
+        assert all(int(p.tokens[j]) > left for j in range(p.n) if j not in kept_now)
+        assert set(pick.order.tolist()) <= kept_now
 
 
 # --------------------------------------------------------------------------------------------

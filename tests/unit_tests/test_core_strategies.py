@@ -659,3 +659,11 @@ def test_coverage_prior_gives_irrelevant_items_a_coverage_gain():
         solve(p, "pacms", coverage_prior=0.01)  # the research knob is not a plain option
     with pytest.raises(ValueError, match="coverage_prior"):
         CoverageObjective(p, coverage_prior=-1.0)
+
+
+def test_lastk_not_contiguous_skips_what_does_not_fit_and_goes_on():
+    p = Problem.build(np.eye(5), np.ones(5), tokens=[2, 2, 5, 2, 9], budget=7)
+    assert solve(p, "lastk").order.tolist() == []  # the newest alone is too big
+    assert solve(p, "lastk", contiguous=False).order.tolist() == [3, 2]
+    p = Problem.build(np.eye(5), np.ones(5), tokens=[2, 2, 5, 2, 2], budget=7)
+    assert solve(p, "lastk", contiguous=False).order.tolist() == [4, 3, 1]

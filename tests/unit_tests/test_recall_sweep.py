@@ -669,9 +669,8 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     assert sweep_question(q, selector, plain, cache=cache).cached_cells == 2  # topk, from above
     assert sweep_question(q, selector, plain, cache=cache).cached_cells == 4
     for name, value in (("similarity_threshold", 0.9), ("min_gain", 0.05)):
-        declared = HashedTfidfEmbeddings()
-        setattr(declared, name, value)
-        other_selector = ContextSelector(declared)
+        profile = replace(HashedTfidfEmbeddings.pacms_profile, **{name: value})
+        other_selector = ContextSelector(profile=profile)
         assert ResultCache.for_selector(tmp_path, other_selector).namespace == cache.namespace
         result = sweep_question(q, other_selector, plain, cache=cache)
         assert result.cached_cells == 2  # the topk cells only

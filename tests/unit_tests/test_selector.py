@@ -398,3 +398,12 @@ def test_cache_and_cache_store_together_keep_pool_reweighting():
     ).select(POOL, QUERY, budget_tokens=12)
     assert dict(wrapped.relevance) == pytest.approx(dict(plain.relevance))
     assert wrapped.kept_ids == plain.kept_ids
+
+
+def test_recency_fallback_skips_an_item_too_big_and_keeps_older_ones():
+    # The newest item alone is over the budget: the fallback skips it and keeps what fits.
+    pool = ["old fact one", "old fact two", "a very long newest message " * 10]
+    sel = selector(embeddings=FlakyEmbeddings()).select(pool, QUERY, budget_tokens=6)
+    assert sel.fell_back and sel.strategy == "lastk"
+    assert sel.kept_ids == ("0", "1")
+    assert sel.tokens_kept == 6 and not sel.over_budget

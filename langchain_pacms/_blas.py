@@ -1,0 +1,180 @@
+"""How many threads BLAS may use, set from Python (``threadpoolctl``, else OpenBLAS's own setter).
+
+The selector's matrix products are small (a few hundred rows): on a shared machine BLAS's
+threads then cost more in contention than they gain, so :class:`~langchain_pacms.ContextSelector`
+runs its own products under :func:`blas_threads`. The limit is process-wide (OpenBLAS has one
+thread pool per process), so concurrent and nested blocks share one: the first block in sets it,
+the last one out restores what was there before, and a block that asks for another limit while
+one is in force runs under the one in force.
+
+``threadpoolctl`` finds the loaded BLAS libraries (on any platform); the setting itself goes
+through each library's own setter, because ``threadpoolctl``'s limits, entered and left by
+overlapping blocks on different threads, can leave OpenBLAS at the inner limit for good. Without
+``threadpoolctl``, OpenBLAS libraries are found in ``/proc/self/maps`` (Linux).
+
+Example:
+    >>> with blas_threads(1):
+    ...     inside = blas_setup()
+    >>> inside is None or inside.endswith("x1")
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["blas_setup", "blas_threads", "set_blas_threads"]
+
+_SET_NAMES = (
+    "openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+)
+_CORENAME_NAMES = tuple(name.replace("set_num_threads", "get_corename") for name in _SET_NAMES)
+
+
+def _openblas_libs() -> list[Any]:
+    """Every OpenBLAS library loaded in this process (Linux; empty elsewhere)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            paths = {ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ".so" in ln}
+    except OSError:
+        return []
+    libs = []
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            libs.append(ctypes.CDLL(path))
+    return libs
+
+
+def _openblas_handles() -> list[tuple[Any, Any]]:
+    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
+    return [pair for lib in _openblas_libs() for pair in _setter_pair(lib)]
+
+
+@functools.lru_cache(maxsize=1)
+def _handles() -> tuple[tuple[Any, Any], ...]:
+    """``(set, get)`` thread functions of the loaded BLAS libraries, looked up once.
+
+    numpy loads its BLAS at import, so the libraries do not change afterwards.
+    """
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return tuple(_openblas_handles())
+    handles: list[tuple[Any, Any]] = []
+    for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+        if lib.internal_api == "openblas":
+            with contextlib.suppress(OSError):
+                handles.extend(_setter_pair(ctypes.CDLL(lib.filepath)))
+        else:  # MKL, BLIS, FlexiBLAS: their controllers set the library directly
+            handles.append((lib.set_num_threads, lib.get_num_threads))
+    return tuple(handles)
+
+
+def _setter_pair(lib: Any) -> list[tuple[Any, Any]]:
+    for set_name in _SET_NAMES:
+        setter = getattr(lib, set_name, None)
+        getter = getattr(lib, set_name.replace("_set_", "_get_"), None)
+        if setter is not None and getter is not None:
+            return [(setter, getter)]
+    return []
+
+
+def blas_setup() -> str | None:
+    """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"`` (Linux).
+
+    None when no OpenBLAS is loaded (or it cannot be asked); ``"? x1"`` when it does not
+    name its kernel.
+
+    Example:
+        >>> blas_setup() is None or " x" in blas_setup()
+        True
+    """
+    handles = _handles()
+    if not handles:
+        return None
+    return f"{_blas_kernel() or '?'} x{int(handles[0][1]())}"
+
+
+def _blas_kernel() -> str | None:
+    for lib in _openblas_libs():
+        for name in _CORENAME_NAMES:
+            get = getattr(lib, name, None)
+            if get is not None:
+                get.restype = ctypes.c_char_p
+                value = get()
+                return value.decode("ascii", "replace") if value else None
+    return None
+
+
+def _limit(threads: int) -> Callable[[], None]:
+    """Set BLAS to ``threads`` threads; return the call that restores the previous setting."""
+    handles = _handles()
+    before = [int(get()) for _, get in handles]
+    for setter, _ in handles:
+        setter(threads)
+
+    def restore() -> None:
+        for (setter, _), n in zip(handles, before):
+            setter(n)
+
+    return restore
+
+
+def set_blas_threads(threads: int) -> None:
+    """Set BLAS to ``threads`` threads for the rest of the process (a worker's setting).
+
+    Example:
+        >>> set_blas_threads(1)  # best effort: a no-op without a BLAS it can reach
+    """
+    _check(threads)
+    _limit(threads)
+
+
+def _check(threads: Any) -> None:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"blas_threads must be an int >= 1 or None, got {threads!r}")
+
+
+_lock = threading.Lock()
+_depth = 0
+_restore: Callable[[], None] | None = None
+
+
+@contextlib.contextmanager
+def blas_threads(limit: int | None) -> Iterator[None]:
+    """Limit BLAS threads inside the block (best effort; no-op when ``limit`` is None).
+
+    Each loaded BLAS library (found as the module says) is set through its own setter. The
+    previous thread counts are restored when the last concurrent or nested block ends.
+
+    Args:
+        limit: Most BLAS threads, or ``None`` to leave BLAS as it is.
+
+    Raises:
+        ValueError: If ``limit`` is not ``None`` or an int >= 1.
+    """
+    global _depth, _restore
+    if limit is None:
+        yield
+        return
+    _check(limit)
+    with _lock:
+        if _depth == 0:
+            _restore = _limit(limit)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _restore is not None:
+                _restore()
+                _restore = None

@@ -1,0 +1,71 @@
+"""``pacms eval lifecycle``: replay the lifecycle policies on recorded agent runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_lifecycle_parser"]
+
+
+def _thresholds(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError("thresholds must be numbers within [0, 1]")
+    return values
+
+
+def _run(args: argparse.Namespace) -> int:
+    from langchain_pacms.eval.lifecycle_replay import run_lifecycle_eval, write_report
+    from langchain_pacms.eval.traces import load_traces
+
+    start = time.perf_counter()
+    sessions, problems = load_traces(args.data, args.datasets)
+    for where, reason in problems:
+        print(f"not read: {where}: {reason}", file=sys.stderr)
+    if not sessions:
+        print("no sessions could be read (see --data)", file=sys.stderr)
+        return 1
+    print(f"{len(sessions)} sessions, {len(problems)} not read", file=sys.stderr)
+    report = run_lifecycle_eval(
+        sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
+        cached_price=args.cached_price,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    report["unread"] = problems
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    for path in write_report(report, args.out):
+        print(path)
+    print(f"done in {report['seconds']} s", file=sys.stderr)
+    return 0
+
+
+def add_lifecycle_parser(benches: Any) -> None:
+    """Add ``lifecycle`` under ``pacms eval``."""
+    from langchain_pacms.eval.traces import DATASETS, default_traces_dir
+
+    p = benches.add_parser(
+        "lifecycle",
+        help="replay lifecycle policies on recorded agent runs (pruning, no-impact, cost)",
+        description="Cut recorded tool-calling runs after tool outputs, let each policy manage "
+        "the prefix, judge whether the exact strings the rest of the run needs stay visible "
+        "(or recoverable), and replay whole sessions for the cache-adjusted input cost.",
+    )
+    p.add_argument("--data", type=Path, default=default_traces_dir(),
+                   help="the agent-traces folder (default: %(default)s)")
+    p.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=sorted(DATASETS))
+    p.add_argument("--max-cuts", type=int, default=8, help="cuts per session (default: 8)")
+    p.add_argument("--seed", type=int, default=0, help="cut offsets and dev split (default: 0)")
+    p.add_argument("--thresholds", type=_thresholds, default=[0.0, 0.1, 0.3, 0.5],
+                   help="commit thresholds of the cost replay (default: 0,0.1,0.3,0.5)")
+    p.add_argument("--cached-price", type=float, default=0.1,
+                   help="price of an unchanged prefix token, the rest costs 1 (default: 0.1)")
+    p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
+                   help="output folder for lifecycle.json/.md/.png (default: %(default)s)")
+    p.set_defaults(func=_run)

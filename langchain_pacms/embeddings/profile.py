@@ -1,0 +1,186 @@
+"""What the selector must know about an embedder, declared once: :class:`EmbedderProfile`.
+
+``pacms`` compares cosines against a near-duplicate threshold and a gain floor, and the scale of
+those cosines depends on the embedder; a lexical embedder also wants its vectors reweighted by
+inverse document frequency over each pool. An embeddings class states this as a class attribute
+``pacms_profile``; :func:`resolve_profile` finds it through the wrappers users commonly put
+around a model (this package's cache and prefixer, LangChain's ``CacheBackedEmbeddings``), and
+gives every other model the dense profile. When a model holds another model under a name it does
+not know, it cannot tell which profile applies: it logs a warning and uses the dense one, and
+``ContextSelector(profile=...)`` settles it.
+
+Example:
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> resolve_profile(DeterministicFakeEmbedding(size=4)).similarity_threshold
+    0.85
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from numpy.typing import NDArray
+
+__all__ = [
+    "DENSE_PROFILE",
+    "DENSE_SIMILARITY_THRESHOLD",
+    "WRAPPED_MODEL_ATTRIBUTES",
+    "EmbedderProfile",
+    "idf_reweight",
+    "resolve_profile",
+    "unwrap_embeddings",
+]
+
+logger = logging.getLogger("langchain_pacms.embeddings")
+
+DENSE_SIMILARITY_THRESHOLD = 0.85
+"""``pacms`` kernel threshold for dense neural embedders (the dense profile's).
+
+The near-duplicate kernel should join copies and light edits, not merely related texts, and
+where that line falls depends on the embedder's cosine scale. 0.85 was chosen for dense neural
+embedders on LongMemEval development questions with all-MiniLM-L6-v2 (see
+``docs/results/longmemeval.md``, *Another embedder*).
+"""
+
+WRAPPED_MODEL_ATTRIBUTES = ("embeddings", "underlying_embeddings")
+"""Attributes under which known wrappers hold the model they wrap (this package's
+``CachedEmbeddings`` and ``PrefixedEmbeddings``; LangChain's ``CacheBackedEmbeddings``)."""
+
+
+def _unit(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class EmbedderProfile:
+    """How ``pacms`` reads one embedder's vectors.
+
+    Attributes:
+        name: A short name shown by the selector (``dense``, ``hashed-tfidf``, ...).
+        similarity_threshold: The near-duplicate kernel threshold on this embedder's cosine
+            scale, in ``[0, 1)``: pairs below it do not cover each other.
+        min_gain: Absolute gain floor in ``[0, 1)``: once no candidate would add this much,
+            the greedy hands the rest of the budget to the diversity fill (0: none).
+        idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
+            pool before solving (:func:`idf_reweight`; meant for sparse lexical vectors).
+
+    Example:
+        >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
+        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, idf_reweighting=False)
+    """  # noqa: E501
+
+    name: str = "dense"
+    similarity_threshold: float = DENSE_SIMILARITY_THRESHOLD
+    min_gain: float = 0.0
+    idf_reweighting: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty str, got {self.name!r}")
+        object.__setattr__(
+            self, "similarity_threshold", _unit("similarity_threshold", self.similarity_threshold)
+        )
+        object.__setattr__(self, "min_gain", _unit("min_gain", self.min_gain))
+        if not isinstance(self.idf_reweighting, bool):
+            raise ValueError(f"idf_reweighting must be a bool, got {self.idf_reweighting!r}")
+
+
+DENSE_PROFILE = EmbedderProfile()
+"""The profile of every model that declares none: dense cosines, no gain floor, no reweighting."""
+
+
+def unwrap_embeddings(embeddings: Embeddings) -> Embeddings:
+    """The model under any known wrappers (see :data:`WRAPPED_MODEL_ATTRIBUTES`).
+
+    Example:
+        >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+        >>> model = HashedTfidfEmbeddings(dim=8)
+        >>> unwrap_embeddings(CachedEmbeddings(CachedEmbeddings(model))) is model
+        True
+    """
+    seen = {id(embeddings)}
+    while True:
+        fields = _fields(embeddings)
+        inner = next(
+            (v for n in WRAPPED_MODEL_ATTRIBUTES if isinstance(v := fields.get(n), Embeddings)),
+            None,
+        )
+        if inner is None or id(inner) in seen:
+            return embeddings
+        seen.add(id(inner))
+        embeddings = inner
+
+
+def _fields(obj: object) -> dict[str, object]:
+    return vars(obj) if hasattr(obj, "__dict__") else {}
+
+
+def _holds_a_model(embeddings: Embeddings) -> bool:
+    """Whether ``embeddings`` keeps another ``Embeddings`` in an attribute (a wrapper)."""
+    return any(isinstance(value, Embeddings) for value in _fields(embeddings).values())
+
+
+def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
+    """The profile an embedder declares (``pacms_profile``), under any known wrappers.
+
+    A model that declares none gets :data:`DENSE_PROFILE`; if it holds another model under an
+    unknown attribute (a wrapper this function cannot see through), a warning says so.
+
+    Args:
+        embeddings: The embeddings, wrapped or not.
+
+    Returns:
+        The profile.
+
+    Example:
+        >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+        >>> resolve_profile(CachedEmbeddings(HashedTfidfEmbeddings(dim=8))).name
+        'hashed-tfidf'
+    """
+    model = unwrap_embeddings(embeddings)
+    declared = getattr(type(model), "pacms_profile", None)
+    if isinstance(declared, EmbedderProfile):
+        return declared
+    if _holds_a_model(model):
+        logger.warning(
+            "%s wraps another embeddings model that the selector cannot see through; using "
+            "the dense profile (similarity_threshold=%s, no gain floor, no IDF reweighting). "
+            "Pass ContextSelector(profile=...) to state the right one.",
+            type(model).__name__, DENSE_SIMILARITY_THRESHOLD,
+        )
+    return DENSE_PROFILE
+
+
+def idf_reweight(
+    vectors: NDArray[np.float32], query: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Weight features by inverse document frequency over one pool, then re-normalise.
+
+    Args:
+        vectors: ``(n, d)`` term-frequency vectors of the pool.
+        query: ``(d,)`` term-frequency vector of the query.
+
+    Returns:
+        New ``(vectors, query)`` arrays; inputs are not modified.
+
+    Example:
+        >>> pool = np.array([[1, 1, 0], [1, 0, 1]], dtype=np.float32)
+        >>> vectors, q = idf_reweight(pool, np.array([1, 1, 0], dtype=np.float32))
+        >>> bool(q[1] > q[0])  # the rarer feature weighs more
+        True
+    """
+    n = vectors.shape[0]
+    df = np.count_nonzero(vectors, axis=0)
+    idf = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
+    pool = vectors * idf[None, :]
+    q = query * idf
+    norms = np.linalg.norm(pool, axis=1)
+    nz = norms > 0
+    pool[nz] /= norms[nz, None]
+    qn = float(np.linalg.norm(q))
+    return pool, (q / qn if qn > 0 else q)

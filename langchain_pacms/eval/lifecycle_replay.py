@@ -1,0 +1,471 @@
+"""Replay lifecycle policies on recorded agent runs: pruning, no-impact, cache-adjusted cost.
+
+Protocol (after the Self-GC paper's offline evaluation):
+
+* **Cuts**: after a tool output, once the prefix holds at least ``min_tools`` tool spans; at most
+  ``max_cuts`` per session, evenly spaced with a seeded offset. The policy manages the prefix;
+  the task message and the newest tool span are always kept.
+* **Judge** (:mod:`langchain_pacms.eval.dependency_judge`, separate rules): the exact strings the
+  rest of the session takes from earlier tool outputs must stay visible (strict), or be in a
+  folded sidecar (with recovery).
+* **Metrics** per data set and policy: pruning rate (share of prefix tokens removed from the
+  view; also over non-system tokens), strict and with-recovery no-impact with Wilson 95%
+  intervals, recovery calls, rejected actions by reason.
+* **Cost**: each session replayed call by call with the harness in the loop; the input tokens of
+  each model call are priced ``cached_price`` for the unchanged prefix since the previous call
+  and ``1.0`` for the rest.
+* **Baselines**, through the same lifecycle checks: oldest-first fold, tool-output prune keeping
+  the last 3, tool mask then prune, a hybrid of turn fold and tool prune, and LangChain's
+  ``ClearToolUsesEdit`` (its real class, ``keep=3``).
+
+The heuristic planner's settings are chosen on a seeded development split of the sessions and
+reported on the rest.
+
+Example:
+    >>> wilson(8, 10)
+    (0.49, 0.943)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
+from langchain_pacms.eval.traces import TraceSession
+from langchain_pacms.integrations.messages import content_text
+from langchain_pacms.lifecycle import (
+    Action,
+    HeuristicPlanner,
+    LifecycleHarness,
+    check_actions,
+    index_messages,
+)
+from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = [
+    "POLICIES",
+    "PolicyResult",
+    "cost_replay",
+    "cut_points",
+    "evaluate_cuts",
+    "run_lifecycle_eval",
+    "wilson",
+    "write_report",
+]
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of ``hits / n`` (rounded to 3 places; ``(0, 0)`` for ``n = 0``)."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(centre - half, 3), round(centre + half, 3))
+
+
+def cut_points(
+    messages: Sequence[BaseMessage], *, min_tools: int = 4, max_cuts: int = 8, seed: int = 0
+) -> list[int]:
+    """Indices ``i`` such that the prefix ``messages[: i + 1]`` ends on a complete tool span.
+
+    Example:
+        >>> call = lambda k: AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{k}"}])
+        >>> msgs = [HumanMessage("go")]
+        >>> for k in range(6):
+        ...     msgs += [call(k), ToolMessage(str(k), tool_call_id=f"c{k}")]
+        >>> cut_points(msgs, max_cuts=2)
+        [8, 10]
+    """
+    spans = 0
+    eligible: list[int] = []
+    for i, m in enumerate(messages):
+        ends = isinstance(m, ToolMessage) and (
+            i + 1 == len(messages) or not isinstance(messages[i + 1], ToolMessage)
+        )
+        if ends:
+            spans += 1
+            if spans >= min_tools and i + 1 < len(messages):
+                eligible.append(i)
+    if len(eligible) <= max_cuts:
+        return eligible
+    step = len(eligible) / max_cuts
+    offset = random.Random(seed).random() * step
+    return [eligible[int(offset + k * step)] for k in range(max_cuts)]
+
+
+def _message_text(m: BaseMessage) -> str:
+    calls = getattr(m, "tool_calls", None) or []
+    args = " ".join(json.dumps(c.get("args") or {}, ensure_ascii=False) for c in calls)
+    return f"{content_text(m.content)} {args}".strip()
+
+
+def _tokens(messages: Sequence[BaseMessage], counter: TokenCounter, system: bool = True) -> int:
+    return sum(counter(_message_text(m)) for m in messages if system or m.type != "system")
+
+
+# -- policies ------------------------------------------------------------------------------------
+PolicyFn = Callable[[list[BaseMessage], ContextIndex, TokenCounter], list[Action]]
+
+
+def _plannable(index: ContextIndex, kinds: tuple[str, ...] = ("tool",)) -> list[Any]:
+    return [o for o in index.objects if o.kind in kinds and not o.latest]
+
+
+def _oldest_fold(target: float) -> PolicyFn:
+    def plan(
+        messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
+    ) -> list[Action]:
+        total = index.active_tokens
+        out: list[Action] = []
+        removed = 0
+        first_user = next((o.id for o in index.objects if o.kind == "user"), "")
+        for obj in _plannable(index, ("tool", "assistant", "user")):
+            if removed >= target * total:
+                break
+            if obj.id != first_user:
+                out.append(Action("fold", obj.id, "oldest first"))
+                removed += obj.tokens
+        return out
+
+    return plan
+
+
+def _tool_prune(keep: int) -> PolicyFn:
+    def plan(
+        messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
+    ) -> list[Action]:
+        tools = _plannable(index)
+        return [Action("prune", o.id, f"older than the last {keep}") for o in tools[:-keep]]
+
+    return plan
+
+
+def _tool_mask_prune(messages: list[BaseMessage], index: ContextIndex,
+                     counter: TokenCounter) -> list[Action]:
+    tools = _plannable(index)
+    old, mid = tools[:-6], tools[-6:-3]
+    return [Action("prune", o.id, "old") for o in old] + [Action("mask", o.id, "mid") for o in mid]
+
+
+def _hybrid(messages: list[BaseMessage], index: ContextIndex,
+            counter: TokenCounter) -> list[Action]:
+    first_user = next((o.id for o in index.objects if o.kind == "user"), "")
+    turns = [Action("fold", o.id, "old turn") for o in _plannable(index, ("assistant", "user"))
+             if o.id != first_user]
+    return turns + _tool_prune(3)(messages, index, counter)
+
+
+def _heuristic(**settings: Any) -> PolicyFn:
+    planner = HeuristicPlanner(**settings)
+
+    def plan(
+        messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
+    ) -> list[Action]:
+        return list(planner.plan(index, messages).actions)
+
+    return plan
+
+
+POLICIES: dict[str, Callable[..., PolicyFn]] = {
+    "heuristic": _heuristic,
+    "oldest-fold-50": lambda: _oldest_fold(0.5),
+    "tool-prune-keep3": lambda: _tool_prune(3),
+    "tool-mask-then-prune": lambda: _tool_mask_prune,
+    "hybrid-fold-prune": lambda: _hybrid,
+}
+"""Policy name -> factory of ``(messages, index, counter) -> actions``."""
+
+
+def _clear_tool_uses(messages: list[BaseMessage], counter: TokenCounter) -> list[BaseMessage]:
+    """LangChain's ``ClearToolUsesEdit`` (``keep=3``, always triggered) on a copy."""
+    from langchain.agents.middleware import ClearToolUsesEdit
+
+    copy = [m.model_copy() for m in messages]
+    ClearToolUsesEdit(trigger=0, keep=3).apply(
+        copy, count_tokens=lambda ms: _tokens(list(ms), counter)  # type: ignore[arg-type]
+    )
+    return copy
+
+
+@dataclass
+class PolicyResult:
+    """Per-cut outcomes of one policy on one data set."""
+
+    pruned: list[float] = field(default_factory=list)
+    pruned_non_system: list[float] = field(default_factory=list)
+    strict: int = 0
+    recovered: int = 0
+    recovery_calls: int = 0
+    cuts: int = 0
+    with_dependencies: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def row(self) -> dict[str, Any]:
+        """The summary row (rates with Wilson intervals)."""
+        n = self.cuts
+        return {
+            "cuts": n,
+            "cuts_with_dependencies": self.with_dependencies,
+            "pruning_mean": round(statistics.fmean(self.pruned), 4) if n else 0.0,
+            "pruning_median": round(statistics.median(self.pruned), 4) if n else 0.0,
+            "pruning_non_system_mean": (
+                round(statistics.fmean(self.pruned_non_system), 4) if n else 0.0
+            ),
+            "strict_no_impact": round(self.strict / n, 4) if n else 0.0,
+            "strict_ci": wilson(self.strict, n),
+            "no_impact_with_recovery": round(self.recovered / n, 4) if n else 0.0,
+            "recovery_ci": wilson(self.recovered, n),
+            "recovery_calls": self.recovery_calls,
+            "rejected": dict(self.rejected.most_common(8)),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def _judge_inputs(
+    messages: Sequence[BaseMessage], cut: int
+) -> set[str]:
+    prefix, rest = messages[: cut + 1], messages[cut + 1 :]
+    outputs = [content_text(m.content) for m in prefix if isinstance(m, ToolMessage)]
+    prompt = "\n".join(content_text(m.content) for m in prefix
+                       if isinstance(m, (SystemMessage, HumanMessage)))
+    restated = "\n".join(content_text(m.content) for m in rest if isinstance(m, HumanMessage))
+    used = [_message_text(m) for m in rest if isinstance(m, AIMessage)]
+    return {d for d in future_dependencies(outputs, used, prompt=prompt) if d not in restated}
+
+
+def evaluate_cuts(
+    sessions: Sequence[TraceSession],
+    policy: str,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    max_cuts: int = 8,
+    seed: int = 0,
+    counter: TokenCounter | None = None,
+) -> PolicyResult:
+    """Run ``policy`` on every cut of ``sessions`` and judge each one."""
+    count = counter or TokenCounter()
+    result = PolicyResult()
+    factory = POLICIES.get(policy)
+    plan_fn = factory(**(settings or {})) if factory is not None else None
+    if policy not in POLICIES and policy not in ("none", "clear-tool-uses"):
+        raise ValueError(f"unknown policy {policy!r}")
+    start = time.perf_counter()
+    for session in sessions:
+        messages = list(session.messages)
+        for cut in cut_points(messages, max_cuts=max_cuts, seed=seed):
+            prefix = messages[: cut + 1]
+            sidecars: dict[str, str] = {}
+            if plan_fn is not None:
+                index = index_messages(prefix, token_counter=count, latest="step")
+                checked = check_actions(prefix, index, plan_fn(prefix, index, count),
+                                        token_counter=count)
+                view = checked.result.messages
+                sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
+                result.rejected.update(r.reason for r in checked.rejected)
+            elif policy == "clear-tool-uses":
+                view = _clear_tool_uses(prefix, count)
+            else:
+                view = prefix
+            before, after = _tokens(prefix, count), _tokens(view, count)
+            before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
+            result.pruned.append(1 - after / before if before else 0.0)
+            result.pruned_non_system.append(1 - after_ns / before_ns if before_ns else 0.0)
+            deps = _judge_inputs(messages, cut)
+            judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
+            result.cuts += 1
+            result.with_dependencies += bool(deps)
+            result.strict += judged.strict
+            result.recovered += judged.with_recovery
+            result.recovery_calls += judged.recovery_calls
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+# -- cost replay ---------------------------------------------------------------------------------
+def cost_replay(
+    session: TraceSession,
+    planner: Any | None,
+    *,
+    threshold: float = 0.3,
+    boundary: str = "tool",
+    cached_price: float = 0.1,
+    counter: TokenCounter | None = None,
+) -> tuple[float, int]:
+    """Cache-adjusted input cost of a session with ``planner`` in the loop (``None``: none).
+
+    Before each model call (each assistant message) the harness steps on the state; a commit
+    replaces the state. The call's input is the state: the part equal to the previous call's
+    input (same messages, same content, from the start) is priced ``cached_price``, the rest 1.
+
+    Returns:
+        The priced cost and the number of commits.
+    """
+    count = counter or TokenCounter()
+    harness = (
+        LifecycleHarness(planner, threshold=threshold, boundary=boundary,  # type: ignore[arg-type]
+                         token_counter=count)
+        if planner is not None else None
+    )
+    state: list[BaseMessage] = []
+    previous: list[BaseMessage] = []
+    known: Mapping[str, str] | None = None
+    cost = 0.0
+    commits = 0
+    for message in session.messages:
+        if isinstance(message, AIMessage) and state:
+            if harness is not None:
+                commit = harness.step(state, thread_id="replay", known_ids=known)
+                if commit is not None:
+                    state, known, commits = list(commit.messages), commit.known_ids, commits + 1
+            same = 0
+            for a, b in zip(previous, state, strict=False):
+                if a.id != b.id or a.content != b.content:
+                    break
+                same += 1
+            cached = _tokens(state[:same], count)
+            cost += cached_price * cached + _tokens(state[same:], count)
+            previous = list(state)
+        state.append(message)
+    return cost, commits
+
+
+# -- the whole evaluation ------------------------------------------------------------------------
+HEURISTIC_GRID: tuple[dict[str, Any], ...] = (
+    {},
+    {"keep_recent": 1},
+    {"fold_min_tokens": 250, "mask_min_tokens": 150},
+    {"fold_min_tokens": 250, "mask_min_tokens": 150, "keep_recent": 1},
+)
+"""Heuristic planner settings tried on the development split."""
+
+BASELINES = ("none", "oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune",
+             "hybrid-fold-prune", "clear-tool-uses")
+
+
+def _split(sessions: Sequence[TraceSession], share: float, seed: int) -> tuple[list, list]:
+    names = sorted(s.name for s in sessions)
+    dev = set(random.Random(seed).sample(names, max(1, round(share * len(names)))))
+    return ([s for s in sessions if s.name in dev], [s for s in sessions if s.name not in dev])
+
+
+def run_lifecycle_eval(
+    sessions: Sequence[TraceSession],
+    *,
+    max_cuts: int = 8,
+    seed: int = 0,
+    dev_share: float = 0.3,
+    thresholds: Sequence[float] = (0.0, 0.1, 0.3, 0.5),
+    cached_price: float = 0.1,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict."""
+    counter = TokenCounter()
+    report: dict[str, Any] = {"protocol": {
+        "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
+        "cached_price": cached_price, "thresholds": list(thresholds),
+    }, "datasets": {}}
+    for dataset in sorted({s.dataset for s in sessions}):
+        dev, test = _split([s for s in sessions if s.dataset == dataset], dev_share, seed)
+        scored = []
+        for settings in HEURISTIC_GRID:
+            row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
+                                seed=seed, counter=counter).row()
+            scored.append((row["strict_no_impact"] + row["pruning_mean"], settings, row))
+            progress(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
+                     f"@ {row['pruning_mean']:.3f}")
+        best = max(scored, key=lambda t: t[0])[1]
+        rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
+                                           seed=seed, counter=counter).row()}
+        for name in BASELINES:
+            rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
+                                       counter=counter).row()
+            progress(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
+                     f"@ {rows[name]['pruning_mean']:.3f}")
+        boundary = "turn" if dataset == "tau-bench" else "tool"
+        costs: dict[str, Any] = {"none": sum(cost_replay(s, None, cached_price=cached_price,
+                                                          counter=counter)[0] for s in test)}
+        for t in thresholds:
+            total, commits = 0.0, 0
+            for s in test:
+                planner = HeuristicPlanner(**best)
+                c, k = cost_replay(s, planner, threshold=t, boundary=boundary,
+                                   cached_price=cached_price, counter=counter)
+                total, commits = total + c, commits + k
+            costs[f"heuristic@{t}"] = total
+            costs[f"heuristic@{t}:commits"] = commits
+        base = costs["none"]
+        report["datasets"][dataset] = {
+            "sessions_dev": len(dev), "sessions_test": len(test), "heuristic_settings": best,
+            "policies": rows,
+            "cost": {k: (round(v, 1) if ":" not in k else v) for k, v in costs.items()},
+            "cost_vs_none": {k: round(1 - v / base, 4) for k, v in costs.items()
+                             if ":" not in k and k != "none" and base},
+        }
+        progress(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
+    return report
+
+
+def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
+    """Write ``lifecycle.json``, ``lifecycle.md`` and (with matplotlib) ``lifecycle.png``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "lifecycle.json", out / "lifecycle.md"]
+    paths[0].write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    lines = []
+    for dataset, data in report["datasets"].items():
+        lines += [f"### {dataset} ({data['sessions_test']} test sessions, "
+                  f"heuristic settings {data['heuristic_settings'] or 'defaults'})", "",
+                  "| policy | cuts | pruning (mean / median) | non-system pruning "
+                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, r in data["policies"].items():
+            lines.append(
+                f"| {name} | {r['cuts']} | {r['pruning_mean']:.1%} / {r['pruning_median']:.1%} | "
+                f"{r['pruning_non_system_mean']:.1%} | {r['strict_no_impact']:.1%} "
+                f"[{r['strict_ci'][0]:.1%}, {r['strict_ci'][1]:.1%}] | "
+                f"{r['no_impact_with_recovery']:.1%} [{r['recovery_ci'][0]:.1%}, "
+                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} |")
+        cost = ", ".join(f"{k} {v:+.1%}" for k, v in data["cost_vs_none"].items())
+        lines += ["", "Cache-adjusted input cost saved against no management (positive: cheaper; "
+                  f"heuristic@t commits at threshold t): {cost}", ""]
+    paths[1].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return paths
+    datasets = list(report["datasets"])
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets, strict=True):
+        for name, r in report["datasets"][dataset]["policies"].items():
+            low, high = r["strict_ci"]
+            y = r["strict_no_impact"]
+            ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], fmt="o", capsize=3,
+                        label=name)
+        ax.set_title(dataset)
+        ax.set_xlabel("pruning rate (share of prefix tokens removed)")
+        ax.set_ylabel("strict no-impact")
+        ax.set_xlim(-0.02, 1)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    paths.append(out / "lifecycle.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,162 @@
+"""The lifecycle replay: trace loaders, the judge, cuts, policies, cost replay and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_pacms.eval.dependency_judge import extract, future_dependencies, verdict
+from langchain_pacms.eval.lifecycle_replay import (
+    cost_replay,
+    cut_points,
+    evaluate_cuts,
+    run_lifecycle_eval,
+    wilson,
+    write_report,
+)
+from langchain_pacms.eval.traces import TraceSession, load_mini_swe, load_tau_bench, load_traces
+from langchain_pacms.lifecycle import Action, Plan, provider_problems
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
+
+
+class FoldOld:
+    """Folds every tool output but the newest two."""
+
+    name = "fold-old"
+
+    def plan(self, index, messages) -> Plan:
+        tools = [o for o in index.objects if o.kind == "tool" and not o.latest]
+        return Plan("fold", tuple(Action("fold", o.id, "old") for o in tools[:-2]))
+
+    async def aplan(self, index, messages) -> Plan:
+        return self.plan(index, messages)
+
+
+def session(n: int = 8) -> TraceSession:
+    """A coding run: each read lists files, the next step opens the newest one it listed."""
+    msgs = [SystemMessage("You are a coder.", id="s"), HumanMessage("fix the crash", id="h")]
+    for k in range(n):
+        cid = f"c{k}"
+        command = "ls src" if k == 0 else f"cat src/mod_{k - 1}.py"
+        msgs.append(AIMessage(f"step {k}", id=f"a{k}", tool_calls=[
+            {"name": "bash", "args": {"command": command}, "id": cid}]))
+        body = f"src/mod_{k}.py\n" + "\n".join(f"line {j}: x = {j * k}" for j in range(120))
+        msgs.append(ToolMessage(body, tool_call_id=cid, id=f"t{k}"))
+    msgs.append(AIMessage("done", id="end"))
+    return TraceSession("mini-swe", "fixture", tuple(msgs))
+
+
+# -- judge ---------------------------------------------------------------------------------------
+def test_extract_keeps_exact_locators_and_drops_plain_words():
+    found = extract('see /srv/app/main.py, https://x.io/a?b=1, id HAT039 on 20240521 "Gold plan"')
+    assert {"/srv/app/main.py", "https://x.io/a?b=1", "HAT039", "20240521", "Gold plan"} <= found
+    assert "see" not in found and "on" not in found
+
+
+def test_dependencies_come_from_tool_outputs_not_from_the_prompt():
+    deps = future_dependencies(
+        ["found src/a.py and src/b.py; order 88231"], ["open src/b.py", "refund 88231 a.py"],
+        prompt="fix src/a.py",
+    )
+    assert deps == {"src/b.py", "88231"}
+    judged = verdict(deps, "open src/b.py", {"function:tool:1": "order 88231 ..."})
+    assert not judged.strict and judged.with_recovery and judged.recovery_calls == 1
+    assert verdict(deps, "", {}).with_recovery is False
+
+
+def test_wilson_interval():
+    assert wilson(0, 0) == (0.0, 0.0)
+    low, high = wilson(95, 100)
+    assert low < 0.95 < high and high < 1.0
+    assert wilson(10, 10)[1] == 1.0
+
+
+# -- cuts and policies ---------------------------------------------------------------------------
+def test_cut_points_after_tool_outputs_with_four_spans():
+    msgs = list(session().messages)
+    cuts = cut_points(msgs)
+    assert cuts and all(isinstance(msgs[i], ToolMessage) for i in cuts)
+    assert sum(isinstance(m, ToolMessage) for m in msgs[: cuts[0] + 1]) == 4
+    assert len(cut_points(msgs, max_cuts=2, seed=1)) == 2
+    assert cut_points(msgs, max_cuts=2, seed=1) == cut_points(msgs, max_cuts=2, seed=1)
+
+
+@pytest.mark.parametrize("policy", ["none", "heuristic", "oldest-fold-50", "tool-prune-keep3",
+                                    "tool-mask-then-prune", "hybrid-fold-prune",
+                                    "clear-tool-uses"])
+def test_every_policy_is_judged_on_every_cut(policy):
+    result = evaluate_cuts([session()], policy)
+    row = result.row()
+    assert row["cuts"] == len(cut_points(list(session().messages)))
+    # each step opens the file the previous output listed; the last cut's continuation is "done"
+    assert row["cuts_with_dependencies"] == row["cuts"] - 1
+    assert 0.0 <= row["pruning_mean"] < 1.0
+    assert row["strict_ci"][0] <= row["strict_no_impact"] <= row["strict_ci"][1]
+    if policy == "none":
+        assert row["pruning_mean"] == 0.0 and row["strict_no_impact"] == 1.0
+    if policy == "tool-prune-keep3":  # the newest outputs stay: the next step's file is visible
+        assert row["pruning_mean"] > 0.0
+
+
+def test_a_fold_loses_nothing_with_recovery():
+    row = evaluate_cuts([session()], "oldest-fold-50").row()
+    assert row["pruning_mean"] > 0.2
+    assert row["no_impact_with_recovery"] == 1.0
+
+
+def test_unknown_policy_is_an_error():
+    with pytest.raises(ValueError, match="unknown policy"):
+        evaluate_cuts([session()], "magic")
+
+
+def test_cost_replay_commits_and_prices_the_cached_prefix():
+    s = session(12)
+    none, commits = cost_replay(s, None)
+    assert commits == 0 and none > 0
+    full_price, _ = cost_replay(s, None, cached_price=1.0)
+    assert full_price > none  # caching made the unmanaged run cheaper
+    every, commits = cost_replay(s, FoldOld(), threshold=0.0)
+    assert commits >= 5
+    assert every > none  # a commit on every step breaks the cache every step: it costs more
+    uncached, _ = cost_replay(s, FoldOld(), threshold=0.0, cached_price=1.0)
+    assert uncached < full_price  # without a cache the same folds are a plain saving
+
+
+def test_report_files(tmp_path):
+    report = run_lifecycle_eval([session(12)], max_cuts=3, thresholds=(0.3,))
+    data = report["datasets"]["mini-swe"]
+    assert set(data["policies"]) >= {"heuristic", "none", "clear-tool-uses"}
+    paths = write_report(report, tmp_path)
+    assert json.loads(paths[0].read_text())["protocol"]["max_cuts"] == 3
+    assert "| heuristic |" in paths[1].read_text()
+    assert any(p.suffix == ".png" for p in paths)
+
+
+# -- loaders on the real data --------------------------------------------------------------------
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"agent traces not at {TRACES}")
+
+
+def test_loaders_report_what_they_cannot_read(tmp_path):
+    (tmp_path / "bad.traj.json").write_text("{not json")
+    sessions, problems = load_mini_swe(tmp_path)
+    assert sessions == [] and "unreadable" in problems[0][1]
+    assert load_tau_bench(tmp_path / "missing.json")[1][0][1].startswith("unreadable")
+    with pytest.raises(ValueError, match="unknown data set"):
+        load_traces(tmp_path, ["nope"])
+
+
+@needs_traces
+def test_all_three_sets_load_as_valid_histories_with_ids():
+    sessions, problems = load_traces(TRACES)
+    counts = {d: sum(s.dataset == d for s in sessions) for d in ("tau-bench", "mini-swe",
+                                                                 "swe-agent")}
+    assert counts == {"tau-bench": 200, "mini-swe": 31, "swe-agent": 21}
+    assert [reason for _, reason in problems] == ["no trajectory steps"]  # the history-only file
+    for s in sessions:
+        assert all(m.id for m in s.messages)
+        assert provider_problems(list(s.messages)) == []
+    assert sum(s.tool_calls for s in sessions if s.dataset == "mini-swe") == 2312
