@@ -257,11 +257,25 @@ def mmr_ranking(
 
 
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
-    """LangChain's MMR ranking over all candidates, walked under the budget."""
+    """LangChain's MMR ranking over all candidates, walked under the budget.
+
+    The ranking does not depend on the budget, so problems linked by
+    :meth:`~langchain_pacms.core.Problem.with_budget` compute it once (a budget sweep walks one
+    ranking under each budget).
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
+        >>> [mmr(p.with_budget(b)).order.tolist() for b in (4, 8)]
+        [[0], [0, 1]]
+    """
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
     start, remaining, taken = _mandatory_state(problem)
-    ranking, step_scores = mmr_ranking(problem.vectors, problem.query, lambda_mult)
+    ranking, step_scores = problem.shared(
+        ("mmr", float(lambda_mult)),
+        lambda: mmr_ranking(problem.vectors, problem.query, lambda_mult),
+    )
     picked = _walk(problem, ranking.tolist(), remaining, taken)
     values = np.zeros(problem.n)
     values[ranking] = step_scores
