@@ -49,6 +49,7 @@ __all__ = [
     "StrategyError",
     "auto_relevance_weight",
     "available_strategies",
+    "check_options",
     "get_strategy",
     "register_strategy",
     "solve",
@@ -504,6 +505,30 @@ PAPER_OPTIONS: dict[str, Any] = {
 def pacms_paper(problem: Problem, **options: Any) -> Pick:
     """``pacms`` with :data:`PAPER_OPTIONS` (explicit options still override them)."""
     return pacms(problem, **{**PAPER_OPTIONS, **options})
+
+
+def check_options(strategy: str | Strategy, **options: Any) -> None:
+    """Run ``strategy`` with ``options`` on a two-item problem, so bad option values fail now.
+
+    (On a real pool whose mandatory part exceeds the budget the strategy never runs, so a bad
+    value would only show up later.)
+
+    Raises:
+        ValueError: Naming the strategy and what it rejected.
+
+    Example:
+        >>> check_options("rag", k=2)
+        >>> check_options("rag", k=-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'rag' rejects its options {'k': -1}: rag needs k >= 1, got -1
+    """
+    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    try:
+        solve(probe, strategy, **options)
+    except (TypeError, ValueError) as err:
+        label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
+        raise ValueError(f"strategy {label!r} rejects its options {dict(options)}: {err}") from err
 
 
 _BUILTINS: dict[str, Callable[..., Pick]] = {

@@ -20,7 +20,6 @@ from importlib import resources
 from typing import Any
 
 import anyio
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -28,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from langchain_pacms import __version__
-from langchain_pacms.core import Problem, available_strategies, solve
+from langchain_pacms.core import available_strategies, check_options
 from langchain_pacms.core.strategies import get_strategy
 from langchain_pacms.demo import load_demo_session
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
@@ -120,16 +119,16 @@ def _strategy_info(name: str) -> dict[str, Any]:
     return {"name": name, "options": options}
 
 
-_PROBE = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
-
-
 def _probe(selector: ContextSelector, strategy: str | None, options: dict[str, Any]) -> None:
     """Run the strategy with ``options`` on a two-item problem, so bad options always fail.
 
     (A real pool whose mandatory items exceed the budget never runs the strategy.)
     """
     name, opts = selector.resolve_options(strategy, options)
-    solve(_PROBE, name, **opts)
+    try:
+        check_options(name, **opts)
+    except ValueError as err:
+        raise ValueError(f"strategy_options: {err}") from err
 
 
 def _summary(sel: Selection) -> dict[str, Any]:
