@@ -35,7 +35,6 @@ def main() -> None:
         memory_namespaces=[("memories", "{user_id}")],   # filled from config["configurable"]
         memory_limit=5,
         log_path=log_path,
-        relevance_weight="auto",
     )
     with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent
         warnings.simplefilter("ignore")

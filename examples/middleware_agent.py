@@ -47,7 +47,6 @@ async def main() -> None:
         budget_tokens=3000,
         memory_namespaces=[("memories", "{user_id}")],
         memory_limit=5,
-        relevance_weight="auto",
     )
     spy = ShowLastRequest()
     agent = create_agent(

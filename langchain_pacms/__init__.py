@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         PACMSMiddleware,
         create_pacms_hook,
     )
+    from langchain_pacms.remote import RemoteSelector
 
 try:
     __version__ = metadata.version("langchain-pacms")
@@ -48,6 +49,7 @@ __all__ = [
     "PACMSMiddleware",
     "Pick",
     "Problem",
+    "RemoteSelector",
     "Selection",
     "Strategy",
     "TokenCounter",
@@ -65,6 +67,7 @@ _LAZY = {
     "PACMSCompressor": "langchain_pacms.integrations.compressor",
     "PACMSMiddleware": "langchain_pacms.integrations.middleware",
     "create_pacms_hook": "langchain_pacms.integrations.graph",
+    "RemoteSelector": "langchain_pacms.remote",
 }
 
 

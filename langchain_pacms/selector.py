@@ -290,6 +290,21 @@ def _checked_vectors(
     return vectors, query_vec
 
 
+def _problem(
+    cands: Sequence[Candidate],
+    tokens: NDArray[np.int64],
+    budget: int,
+    vectors: NDArray[np.float32],
+    query_vec: NDArray[np.float32],
+) -> Problem:
+    """The :class:`~langchain_pacms.core.Problem` of a normalised pool (select and prepare)."""
+    return Problem.build(
+        vectors, query_vec, tokens=tokens, budget=budget,
+        mandatory=np.array([c.mandatory for c in cands], dtype=bool),
+        positions=np.array([int(c.position or 0) for c in cands], dtype=np.int64),
+    )
+
+
 class ContextSelector:
     """Pick the context an LLM call keeps under a token budget.
 
@@ -508,8 +523,6 @@ class ContextSelector:
         started: float,
     ) -> Selection:
         n = len(cands)
-        mandatory = np.array([c.mandatory for c in cands], dtype=bool)
-        positions = np.array([int(c.position or 0) for c in cands], dtype=np.int64)
         fell_back = n > 0 and (vectors is None or query_vec is None)
         if fell_back:
             vectors = np.zeros((n, 1), dtype=np.float32)
@@ -526,10 +539,7 @@ class ContextSelector:
         else:
             assert vectors is not None and query_vec is not None
             with limit_blas_threads(self.blas_threads):
-                problem = Problem.build(
-                    vectors, query_vec, tokens=tokens, budget=budget,
-                    mandatory=mandatory, positions=positions,
-                )
+                problem = _problem(cands, tokens, budget, vectors, query_vec)
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
@@ -687,6 +697,64 @@ class ContextSelector:
             lambda: self._embed(texts, query, deadline), self.embed_timeout, what="embedding"
         )
 
+    def prepare(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+    ) -> Problem:
+        """The :class:`~langchain_pacms.core.Problem` that :meth:`select` would solve.
+
+        The same steps as :meth:`select` up to the strategy: candidates normalised, token
+        costs counted, the budget resolved, texts and query embedded (with
+        :attr:`embed_timeout`), the vectors checked and reweighted by the profile. Solve it
+        with :func:`~langchain_pacms.core.solve` and the options of :meth:`resolve_options` to
+        get :meth:`select`'s picks; a harness that sweeps budgets links problems with
+        :meth:`~langchain_pacms.core.Problem.with_budget`. Unlike :meth:`select` there is no
+        recency fallback: an embedding failure raises.
+
+        Args:
+            candidates: Strings or :class:`Candidate` objects (at least one).
+            query: Text the selection should be relevant to.
+            budget_tokens: Absolute token budget.
+            budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
+
+        Returns:
+            The problem, indexed like ``candidates``.
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`, or no candidates.
+            EmbeddingError: If the embedder's vectors cannot be scored.
+
+        Example:
+            >>> from langchain_pacms.core import solve
+            >>> selector = ContextSelector()
+            >>> problem = selector.prepare(["red apples", "green pears"], "red", budget_ratio=0.5)
+            >>> name, options = selector.resolve_options("topk")
+            >>> solve(problem, name, **options).order.tolist()
+            [0]
+        """
+        cands, tokens, budget = self._prepare_nonempty(
+            candidates, query, budget_tokens, budget_ratio
+        )
+        vectors, query_vec = self._embed_with_timeout([c.text for c in cands], query)
+        with limit_blas_threads(self.blas_threads):
+            return _problem(cands, tokens, budget, vectors, query_vec)
+
+    def _prepare_nonempty(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget_tokens: int | None,
+        budget_ratio: float | None,
+    ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        if not cands:
+            raise ValueError("prepare needs at least one candidate")
+        return cands, tokens, budget
+
     # -- async --------------------------------------------------------------------------------
     async def _aembed(
         self, texts: list[str], query: str, deadline: float | None
@@ -742,3 +810,27 @@ class ContextSelector:
         return self._finish(
             cands, tokens, budget, vectors, query_vec, name, opts, error, timings, started
         )
+
+    async def aprepare(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+    ) -> Problem:
+        """Async twin of :meth:`prepare` (embeds with the model's async API).
+
+        Example:
+            >>> import asyncio
+            >>> selector = ContextSelector()
+            >>> problem = asyncio.run(selector.aprepare(["a b", "c"], "a", budget_tokens=2))
+            >>> (problem.n, problem.budget)
+            (2, 2)
+        """
+        cands, tokens, budget = self._prepare_nonempty(
+            candidates, query, budget_tokens, budget_ratio
+        )
+        vectors, query_vec = await self._aembed_with_timeout([c.text for c in cands], query)
+        with limit_blas_threads(self.blas_threads):
+            return _problem(cands, tokens, budget, vectors, query_vec)

@@ -61,7 +61,7 @@ _RECALL_EPILOG = """\
 examples:
   pacms eval longmemeval recall --n 20 --levels 0 2 --out /tmp/recall
   pacms eval longmemeval recall --strategies topk mmr pacms \\
-      "pacms:relevance_weight=auto" "mmr:lambda_mult=0.7"
+      "pacms:relevance_weight=0.3" "mmr:lambda_mult=0.7"
   pacms eval longmemeval recall --split oracle --all --budget-base original
 """
 
@@ -198,7 +198,7 @@ def _recall(args: argparse.Namespace) -> int:
             selector_factory=factory,
             workers=args.workers,
             blas_threads_limit=None if args.blas_threads == 0 else args.blas_threads,
-            share_rankings=not args.exact,
+            link_budgets=not args.exact,
             cache_dir=args.cache_dir if args.result_cache == "on" else None,
             progress=not args.quiet,
             meta=meta,
@@ -354,8 +354,9 @@ def _add_recall_parser(sub: Any) -> None:
                      "library default (default: 1, fastest for the mmr ranking). The count "
                      "can tip near-ties, so the result cache keeps each count's cells apart")
     run.add_argument("--exact", action="store_true",
-                     help="call the registered mmr strategy for every budget instead of "
-                     "sharing its budget-independent ranking (same picks, slower)")
+                     help="prepare every budget's problem afresh, as select does, instead "
+                     "of linking a level's budgets so that they share the budget-independent "
+                     "work (cosine matrix, coverage kernel, mmr ranking); same picks, slower")
     run.add_argument("--no-check", dest="check", action="store_false",
                      help="skip the test text embedded before the sweep (it finds a model "
                      "that is missing or a server that is down before the data is loaded)")

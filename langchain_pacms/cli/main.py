@@ -15,7 +15,11 @@ from langchain_pacms import __version__
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("langchain_pacms.cli.demo", "langchain_pacms.cli.eval")
+_COMMAND_MODULES = (
+    "langchain_pacms.cli.demo",
+    "langchain_pacms.cli.eval",
+    "langchain_pacms.cli.serve",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,9 +50,10 @@ class CoverageObjective:
         relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
         similarity_threshold: ``tau`` in ``[0, 1)``: cosines at or below it give no coverage.
         density: Divide each target's weight by its kernel density ``sum_k k(i, k)``.
-        coverage_prior: ``eps >= 0`` added to every target's relevance, ``t(i) = (rel(i) + eps) /
-            density(i)``: a small query-independent term that rewards covering the rest of the
-            pool once the relevant part is covered (so unseen originals beat more copies).
+        coverage_prior: Experimental (tried and not shipped; ``pacms`` passes it only as
+            ``experimental_coverage_prior``): ``eps >= 0`` added to every target's relevance,
+            ``t(i) = (rel(i) + eps) / density(i)``, a query-independent term that rewards
+            covering the rest of the pool once the relevant part is covered.
 
     Attributes:
         weights_t: ``(n, m)`` float32, ``weights_t[j, k] = w_{targets[k], j}``.

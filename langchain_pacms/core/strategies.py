@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +49,7 @@ __all__ = [
     "StrategyError",
     "auto_relevance_weight",
     "available_strategies",
+    "check_options",
     "get_strategy",
     "register_strategy",
     "solve",
@@ -256,11 +258,25 @@ def mmr_ranking(
 
 
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
-    """LangChain's MMR ranking over all candidates, walked under the budget."""
+    """LangChain's MMR ranking over all candidates, walked under the budget.
+
+    The ranking does not depend on the budget, so problems linked by
+    :meth:`~langchain_pacms.core.Problem.with_budget` compute it once (a budget sweep walks one
+    ranking under each budget).
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
+        >>> [mmr(p.with_budget(b)).order.tolist() for b in (4, 8)]
+        [[0], [0, 1]]
+    """
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
     start, remaining, taken = _mandatory_state(problem)
-    ranking, step_scores = mmr_ranking(problem.vectors, problem.query, lambda_mult)
+    ranking, step_scores = problem.shared(
+        ("mmr", float(lambda_mult)),
+        lambda: mmr_ranking(problem.vectors, problem.query, lambda_mult),
+    )
     picked = _walk(problem, ranking.tolist(), remaining, taken)
     values = np.zeros(problem.n)
     values[ranking] = step_scores
@@ -268,11 +284,18 @@ def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
 
 
 def auto_relevance_weight(problem: Problem) -> float:
-    """Relevance weight for ``relevance_weight="auto"``: more weight on relevance when tight.
+    """Experimental: a relevance weight that grows as the budget gets tight.
 
-    With a small budget only a handful of items fit and relevance ranking is hard to beat; with a
-    generous one coverage pays off. The weight falls linearly from 1 at a budget of 0% of the pool
-    to 0 at 50% and beyond.
+    Used by ``pacms`` only under ``experimental_auto_relevance_weight=True``. It was tried on the
+    LongMemEval development questions and not shipped: it lowered recall there (see
+    ``docs/results/longmemeval-notes.md``). The weight falls linearly from 1 at a budget of 0% of
+    the pool to 0 at 50% and beyond.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build(np.eye(2), [1.0, 0.5], tokens=[10, 10], budget=5)
+        >>> auto_relevance_weight(p)
+        0.5
     """
     total = int(problem.tokens.sum())
     ratio = problem.budget / total if total else 1.0
@@ -296,18 +319,37 @@ def _fill_walk(fill: bool | str | None) -> FillWalk | None:
     return FILLS[name]
 
 
+_EXPERIMENTAL = ("pacms option {} is experimental: it was tried on the LongMemEval development "
+                 "questions and not shipped (docs/results/longmemeval-notes.md)")
+
+
+def _relevance_weight(problem: Problem, value: object, auto: bool) -> float:
+    """``lam`` for ``pacms``: the given number, or the experimental automatic weight."""
+    if auto:
+        warnings.warn(_EXPERIMENTAL.format("experimental_auto_relevance_weight"), UserWarning,
+                      stacklevel=3)
+        return auto_relevance_weight(problem)
+    if value == "auto":
+        raise ValueError("relevance_weight='auto' is not a shipped option; pass a number in "
+                         "[0, 1] (default 0), or experimental_auto_relevance_weight=True")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"relevance_weight must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
 def pacms(
     problem: Problem,
     *,
-    relevance_weight: float | str = 0.0,
+    relevance_weight: float = 0.0,
     similarity_threshold: float = 0.6,
     density: bool = True,
     cost_exponent: float = 0.0,
     guarantee: float = 0.25,
-    coverage_prior: float = 0.0,
     gain_floor: float = 0.05,
     min_gain: float = 0.0,
     fill: bool | str | None = "diverse",
+    experimental_auto_relevance_weight: bool = False,
+    experimental_coverage_prior: float = 0.0,
 ) -> Pick:
     """Budgeted greedy on the coverage objective, with a worst-case guarantee.
 
@@ -321,8 +363,7 @@ def pacms(
 
     Args:
         problem: The selection instance.
-        relevance_weight: ``lam`` of the objective, or ``"auto"`` (see
-            :func:`auto_relevance_weight`).
+        relevance_weight: ``lam`` of the objective, a number in ``[0, 1]``.
         similarity_threshold: Kernel threshold ``tau`` in ``[0, 1)`` (0: plain positive cosine).
             It is on the embedder's cosine scale; 0.6 suits the built-in lexical embedder, and
             ``ContextSelector`` passes the value that suits its own embedder.
@@ -330,8 +371,6 @@ def pacms(
         cost_exponent: Preferred greedy ranks by ``gain / tokens ** cost_exponent``.
         guarantee: Keep the preferred solution only while it reaches this fraction of the
             guaranteed (cost-benefit or best-single) solution; see :func:`budgeted_greedy`.
-        coverage_prior: Uniform prior added to every target's relevance (see
-            :class:`~langchain_pacms.core.objective.CoverageObjective`).
         gain_floor: The greedy stops once the best remaining score is below this fraction of
             the best single score (0: only when nothing positive fits).
         min_gain: The greedy also stops once the best remaining score is below this absolute
@@ -340,17 +379,26 @@ def pacms(
         fill: How to spend what the greedy leaves: ``"diverse"`` (maximal marginal relevance
             against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`),
             ``"relevance"``, or ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
+        experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
+            ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
+            development questions). Warns when enabled.
+        experimental_coverage_prior: Experimental, tried and not shipped: a uniform prior added
+            to every target's relevance (see
+            :class:`~langchain_pacms.core.objective.CoverageObjective`). Warns when non-zero.
 
     Returns:
         Picks in greedy order; scores are marginal gains (0 for fill items).
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
+        >>> pacms(p).order.tolist()
+        [0, 1]
     """
-    if relevance_weight == "auto":
-        lam = auto_relevance_weight(problem)
-    elif isinstance(relevance_weight, (int, float)) and not isinstance(relevance_weight, bool):
-        lam = float(relevance_weight)
-    else:
-        raise ValueError(f"relevance_weight must be a number in [0, 1] or 'auto', "
-                         f"got {relevance_weight!r}")
+    lam = _relevance_weight(problem, relevance_weight, experimental_auto_relevance_weight)
+    if experimental_coverage_prior:
+        warnings.warn(_EXPERIMENTAL.format("experimental_coverage_prior"), UserWarning,
+                      stacklevel=2)
     walk = _fill_walk(fill)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)
@@ -365,7 +413,7 @@ def pacms(
         relevance_weight=lam,
         similarity_threshold=similarity_threshold,
         density=density,
-        coverage_prior=coverage_prior,
+        coverage_prior=experimental_coverage_prior,
     )
     rank = np.empty(problem.n, dtype=np.int64)
     rank[problem.relevance_order()] = np.arange(problem.n)
@@ -457,6 +505,30 @@ PAPER_OPTIONS: dict[str, Any] = {
 def pacms_paper(problem: Problem, **options: Any) -> Pick:
     """``pacms`` with :data:`PAPER_OPTIONS` (explicit options still override them)."""
     return pacms(problem, **{**PAPER_OPTIONS, **options})
+
+
+def check_options(strategy: str | Strategy, **options: Any) -> None:
+    """Run ``strategy`` with ``options`` on a two-item problem, so bad option values fail now.
+
+    (On a real pool whose mandatory part exceeds the budget the strategy never runs, so a bad
+    value would only show up later.)
+
+    Raises:
+        ValueError: Naming the strategy and what it rejected.
+
+    Example:
+        >>> check_options("rag", k=2)
+        >>> check_options("rag", k=-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'rag' rejects its options {'k': -1}: rag needs k >= 1, got -1
+    """
+    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    try:
+        solve(probe, strategy, **options)
+    except (TypeError, ValueError) as err:
+        label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
+        raise ValueError(f"strategy {label!r} rejects its options {dict(options)}: {err}") from err
 
 
 _BUILTINS: dict[str, Callable[..., Pick]] = {

@@ -15,30 +15,29 @@ round) and every redundancy level ``R``:
 4. **Score.** Evidence-round recall ``= |kept evidence rounds| / |evidence rounds|``.
 
 Same numbers as the selector:
-    Text becomes vectors and token counts only through the selector's own objects
-    (``selector.embeddings`` and ``selector.token_counter``), the pool vectors get the same
-    pool reweighting the selector applies (IDF over the pool for the default lexical
-    embedder), and every pick is made by :func:`langchain_pacms.core.solve` on a
-    :meth:`~langchain_pacms.core.Problem.build` problem built exactly as
-    :meth:`ContextSelector.select <langchain_pacms.selector.ContextSelector.select>` builds it. So
-    each cell equals what ``selector.select(pool_texts, question, budget_tokens=..., strategy=...)``
-    keeps (a unit test checks this).
+    The harness reaches the engine only through the selector's public API: token costs from
+    :meth:`ContextSelector.count_tokens <langchain_pacms.selector.ContextSelector.count_tokens>`,
+    the problem from :meth:`ContextSelector.prepare
+    <langchain_pacms.selector.ContextSelector.prepare>` (the step
+    :meth:`~langchain_pacms.selector.ContextSelector.select` runs before its strategy:
+    embedding, vector checks, the profile's pool reweighting), the options from
+    :meth:`~langchain_pacms.selector.ContextSelector.resolve_options`, and the picks from
+    :func:`langchain_pacms.core.solve`. So each cell equals what
+    ``selector.select(pool_texts, question, budget_tokens=..., strategy=...)`` keeps (a unit
+    test checks this).
 
 Where the time goes, and what is shared:
-    Per question, each distinct text is embedded and counted once (all levels share the
-    original rounds); per ``(question, R)`` the pool vectors and the problem are built once
-    and every ``(budget, strategy)`` runs on them. Each budget's problem comes from
-    :meth:`~langchain_pacms.core.Problem.with_budget`, so what ``pacms`` derives from the
-    candidates alone (the cosine matrix, the coverage kernel: its largest costs) is computed
-    once per ``(question, R)``, not once per budget. The ``mmr`` ranking does not depend on
-    the budget either, so by default it is computed once per ``(question, R)`` with the core's
-    :func:`~langchain_pacms.core.mmr_ranking` and walked under each budget exactly as the
-    ``mmr`` strategy walks it; at the smallest level of every question the shared picks are
-    checked against ``solve(problem, "mmr")`` (on a mismatch the question falls back to the
-    exact path and the run's metadata counts it). ``share_rankings=False`` always calls the
-    registered strategy. OpenBLAS is limited to one thread while sweeping (``blas_threads``):
-    the ``mmr`` ranking is a long chain of matrix-vector products, which run several times
-    slower with two BLAS threads on two cores.
+    Per question, each distinct text is counted once and embedded once (all levels share the
+    original rounds; later levels read their vectors from the selector's embedding cache);
+    per ``(question, R)`` the problem is prepared once and every ``(budget, strategy)`` runs
+    on it. Each budget's problem comes from
+    :meth:`~langchain_pacms.core.Problem.with_budget`, so what a strategy derives from the
+    candidates alone (the cosine matrix and coverage kernel of ``pacms``, the ``mmr``
+    ranking) is computed once per ``(question, R)``, not once per budget.
+    ``link_budgets=False`` prepares every budget's problem afresh, exactly as ``select``
+    does. OpenBLAS is limited to one thread while sweeping (``blas_threads``): the ``mmr``
+    ranking is a long chain of matrix-vector products, which run several times slower with
+    two BLAS threads on two cores.
 
 Result cache:
     With ``cache_dir`` every computed cell is stored (:class:`ResultCache`, keyed by the code,
@@ -78,9 +77,10 @@ from typing import Any
 import numpy as np
 
 from langchain_pacms._blas import blas_setup, blas_threads, set_blas_threads
-from langchain_pacms.core import Pick, Problem, get_strategy, mmr_ranking, solve
+from langchain_pacms.core import Problem, solve
 from langchain_pacms.eval.longmemeval import Question, iter_questions, sample_questions
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
+from langchain_pacms.selector import Candidate
 
 __all__ = [
     "BUDGET_BASES",
@@ -185,7 +185,7 @@ def parse_strategy_spec(spec: str | StrategySpec) -> StrategySpec:
     """Parse ``name`` or ``name:key=value,key=value`` into a :class:`StrategySpec`.
 
     Values are read as ``true``/``false``, ``none``, int, float, else kept as strings (so
-    ``relevance_weight=auto`` works). The label is the spec with surrounding blanks removed.
+    ``fill=diverse`` works). The label is the spec with surrounding blanks removed.
 
     Args:
         spec: The spec string (or an existing spec, returned as is).
@@ -388,15 +388,14 @@ class QuestionResult:
     Attributes:
         question_id: The question.
         rows: Its result rows.
-        timings: Seconds per phase (``prepare``: injection, embedding and counting;
-            ``build``: reweighting and problem construction; ``solve:<label>`` per strategy)
+        timings: Seconds per phase (``prepare``: injection and counting; ``build``:
+            ``selector.prepare`` per level (embedding, checks, reweighting, the problem);
+            ``solve:<label>`` per strategy)
             and ``cpu``, the CPU seconds of this process for the question (less sensitive to
             other load on the machine than the wall-clock phases).
         n_texts: Distinct texts embedded for this question.
         cache_hits: Embedding cache hits while preparing this question.
         cache_misses: Texts the embedding model had to embed.
-        mmr_checks: Shared-ranking ``mmr`` picks checked against ``solve(problem, "mmr")``.
-        mmr_mismatches: Checks that differed (the question then used the exact path).
         cached_cells: Cells read from the result cache instead of computed.
     """
 
@@ -406,61 +405,7 @@ class QuestionResult:
     n_texts: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
-    mmr_checks: int = 0
-    mmr_mismatches: int = 0
     cached_cells: int = 0
-
-
-# -- shared mmr ranking ---------------------------------------------------------------------
-
-
-def _is_core_mmr(name: str) -> bool:
-    try:
-        fn = get_strategy(name)
-    except ValueError:
-        return False
-    return name == "mmr" and getattr(fn, "__module__", "") == "langchain_pacms.core.strategies"
-
-
-class _SharedRankingMMR:
-    """The ``mmr`` strategy with its budget-independent ranking computed once per problem.
-
-    The core ``mmr`` ranks all candidates with :func:`mmr_ranking` (which ignores the budget)
-    and then walks the ranking, adding every candidate that still fits. This callable caches
-    the ranking for the problem's vectors and query (kept by identity), and walks the same way.
-    """
-
-    def __init__(self) -> None:
-        self._key: tuple[Any, Any] | None = None
-        self._rankings: dict[float, list[int]] = {}
-
-    def __call__(self, problem: Problem, **options: Any) -> Pick:
-        lambda_mult = float(options.pop("lambda_mult", 0.5))
-        if options:
-            raise TypeError(f"unexpected mmr options: {sorted(options)}")
-        if not 0.0 <= lambda_mult <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
-        if self._key is None or self._key[0] is not problem.vectors or (
-            self._key[1] is not problem.query
-        ):
-            self._key = (problem.vectors, problem.query)
-            self._rankings = {}
-        ranking = self._rankings.get(float(lambda_mult))
-        if ranking is None:
-            ranking = mmr_ranking(problem.vectors, problem.query, lambda_mult)[0].tolist()
-            self._rankings[float(lambda_mult)] = ranking
-        start = np.flatnonzero(problem.mandatory)
-        taken = problem.mandatory.copy()
-        remaining = problem.budget - int(problem.tokens[start].sum())
-        picked = start.tolist()
-        tokens = problem.tokens.tolist()
-        for j in ranking:
-            if taken[j] or tokens[j] > remaining:
-                continue
-            taken[j] = True
-            remaining -= tokens[j]
-            picked.append(j)
-        return Pick(np.asarray(picked, dtype=np.int64), np.full(problem.n, np.nan))
 
 
 # -- one question -------------------------------------------------------------------------------
@@ -624,7 +569,7 @@ def sweep_question(
     selector: Any,
     config: RecallConfig,
     *,
-    share_rankings: bool = True,
+    link_budgets: bool = True,
     cache: ResultCache | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> QuestionResult:
@@ -635,7 +580,9 @@ def sweep_question(
         selector: A :class:`~langchain_pacms.ContextSelector`; its embeddings, token counter
             and pool reweighting are used.
         config: The sweep configuration.
-        share_rankings: Compute the ``mmr`` ranking once per level (see the module docstring).
+        link_budgets: Link each level's budgets with ``Problem.with_budget`` so that what a
+            strategy derives from the candidates alone is computed once per level (see the
+            module docstring); ``False`` prepares every budget's problem afresh.
         cache: Result cache; cells found there are not recomputed, new cells are stored.
         options: The options each column runs with, by label, as :func:`column_options`
             gives them for ``selector`` (resolved here when not given; a sweep resolves them
@@ -681,12 +628,12 @@ def sweep_question(
     levels = [lv for lv in config.levels
               if any((lv, b, sp.label) not in done for b in config.budgets
                      for sp in config.strategies)]
-    n_texts = hits = misses = checks = mismatches = 0
+    n_texts = hits = misses = 0
     if levels:
         result = _compute(
-            question, selector, config, options, levels, done, share_rankings, timings
+            question, selector, config, options, levels, done, link_budgets, timings
         )
-        n_texts, hits, misses, checks, mismatches = result
+        n_texts, hits, misses = result
         if cache is not None:
             cache.store.mset([
                 (key, json.dumps(done[cell].values()).encode("utf-8"))
@@ -702,8 +649,6 @@ def sweep_question(
         n_texts=n_texts,
         cache_hits=hits,
         cache_misses=misses,
-        mmr_checks=checks,
-        mmr_mismatches=mismatches,
         cached_cells=len(cached),
     )
 
@@ -715,82 +660,53 @@ def _compute(
     options: Mapping[str, Mapping[str, Any]],
     levels: Sequence[int],
     done: dict[tuple[int, float, str], RecallRow],
-    share_rankings: bool,
+    link_budgets: bool,
     timings: dict[str, float],
-) -> tuple[int, int, int, int, int]:
+) -> tuple[int, int, int]:
     """Fill ``done`` with every missing cell of ``levels``; return bookkeeping counts."""
     t0 = time.perf_counter()
     pools: dict[int, list[PoolItem]] = {
         level: inject_redundancy(question.rounds, level, style=config.style, seed=config.seed)
         for level in levels
     }
-    index: dict[str, int] = {}
-    for r in question.rounds:
-        index.setdefault(r.text, len(index))
-    for pool in pools.values():
-        for item in pool:
-            index.setdefault(item.text, len(index))
-    texts = list(index)
+    texts = list(dict.fromkeys(
+        [r.text for r in question.rounds] + [p.text for pool in pools.values() for p in pool]
+    ))
+    counts = dict(zip(texts, selector.count_tokens(texts)))
+    original_tokens = sum(counts[r.text] for r in question.rounds)
+    timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
     embeddings = selector.embeddings
     hits0, misses0 = getattr(embeddings, "hits", 0), getattr(embeddings, "misses", 0)
-    matrix = embeddings.embed_matrix(texts)
-    query_vec = embeddings.embed_matrix([question.question], kind="query")[0]
-    if matrix.shape[1] != query_vec.shape[0]:
-        raise ValueError("query and document embeddings differ in dimension")
-    counts = np.array([selector.token_counter(t) for t in texts], dtype=np.int64)
-    original_tokens = int(sum(counts[index[r.text]] for r in question.rounds))
-    timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
-
-    shared = _SharedRankingMMR() if share_rankings else None
-    check_level = min(config.levels)
-    exact_mmr = False
-    checks = mismatches = 0
     for level in levels:
         pool = pools[level]
         t1 = time.perf_counter()
-        rows_idx = np.array([index[p.text] for p in pool], dtype=np.int64)
-        vectors, query = selector.reweight_pool(matrix[rows_idx], query_vec)
-        tokens = counts[rows_idx]
+        candidates = [
+            Candidate(p.text, id=str(i), position=p.position, tokens=counts[p.text])
+            for i, p in enumerate(pool)
+        ]
+        tokens = np.array([counts[p.text] for p in pool], dtype=np.int64)
         pool_tokens = int(tokens.sum())
         base = pool_tokens if config.budget_base == "pool" else original_tokens
         evidence = np.array([p.is_evidence for p in pool], dtype=bool)
         n_evidence = int(evidence.sum())
         budgets = [budget_tokens(base, b) for b in config.budgets]
-        problem = Problem.build(
-            vectors,
-            query,
-            tokens=tokens,
-            budget=budgets[0],
-            mandatory=np.zeros(len(pool), dtype=bool),
-            positions=np.array([p.position for p in pool], dtype=np.int64),
-        )
+        # The selector's own preparation (embedding, checks, reweighting, problem), as select
+        # runs it; after the first level most vectors come from its embedding cache.
+        problem = selector.prepare(candidates, question.question, budget_tokens=budgets[0])
         timings["build"] = timings.get("build", 0.0) + time.perf_counter() - t1
         for fraction, btok in zip(config.budgets, budgets):
-            # Same arrays, another budget. Problems linked by with_budget (the first one too)
-            # build each coverage kernel once per level.
-            prob = problem.with_budget(btok)
+            # Linked by with_budget, one level's problems share the budget-independent work
+            # (the cosine matrix, the coverage kernel, the mmr ranking).
+            prob = (
+                problem.with_budget(btok)
+                if link_budgets
+                else selector.prepare(candidates, question.question, budget_tokens=btok)
+            )
             for spec in config.strategies:
                 if (level, fraction, spec.label) in done:
                     continue
                 t2 = time.perf_counter()
-                use_shared = shared is not None and not exact_mmr and _is_core_mmr(spec.name)
-                if use_shared:
-                    assert shared is not None
-                    pick = solve(prob, shared, **options[spec.label])
-                    if level == check_level:
-                        exact = solve(prob, spec.name, **options[spec.label])
-                        checks += 1
-                        if not np.array_equal(exact.order, pick.order):
-                            mismatches += 1
-                            exact_mmr = True
-                            pick = exact
-                            logger.warning(
-                                "shared mmr ranking differs from solve(problem, 'mmr') on %s "
-                                "(R=%s, budget=%s); using the exact path for this question",
-                                question.question_id, level, fraction,
-                            )
-                else:
-                    pick = solve(prob, spec.name, **options[spec.label])
+                pick = solve(prob, spec.name, **options[spec.label])
                 key = f"solve:{spec.label}"
                 timings[key] = timings.get(key, 0.0) + time.perf_counter() - t2
                 kept = pick.order
@@ -814,8 +730,6 @@ def _compute(
         len(texts),
         getattr(embeddings, "hits", 0) - hits0,
         getattr(embeddings, "misses", 0) - misses0,
-        checks,
-        mismatches,
     )
 
 
@@ -841,7 +755,7 @@ def _init_worker(
 
 def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in child processes
     return sweep_question(
-        question, _WORKER["selector"], _WORKER["config"], share_rankings=_WORKER["share"],
+        question, _WORKER["selector"], _WORKER["config"], link_budgets=_WORKER["share"],
         cache=_WORKER["cache"], options=_WORKER["options"],
     )
 
@@ -864,7 +778,7 @@ def run_recall(
     selector_factory: Callable[[], Any] | None = None,
     workers: int = 1,
     blas_threads_limit: int | None = 1,
-    share_rankings: bool = True,
+    link_budgets: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     meta: Mapping[str, Any] | None = None,
@@ -881,7 +795,7 @@ def run_recall(
             for ``workers > 1`` (each worker process builds its own).
         workers: Worker processes (1 runs in this process).
         blas_threads_limit: OpenBLAS threads during the sweep (None leaves it alone).
-        share_rankings: Compute each ``mmr`` ranking once per ``(question, R)``.
+        link_budgets: Link the budgets of each ``(question, R)`` (see :func:`sweep_question`).
         cache_dir: Keep computed cells in a :class:`ResultCache` under this folder and reuse
             them (None: compute everything).
         progress: Show a progress bar on stderr (only when stderr is a terminal).
@@ -929,7 +843,7 @@ def run_recall(
                 for q in questions:
                     results.append(
                         sweep_question(
-                            q, selector, config, share_rankings=share_rankings, cache=cache,
+                            q, selector, config, link_budgets=link_budgets, cache=cache,
                             options=options,
                         )
                     )
@@ -943,7 +857,7 @@ def run_recall(
                 mp_context=ctx,
                 initializer=_init_worker,
                 initargs=(
-                    selector_factory, config, share_rankings, blas_threads_limit, cache, options
+                    selector_factory, config, link_budgets, blas_threads_limit, cache, options
                 ),
             ) as pool:
                 futures = [pool.submit(_work, q) for q in questions]
@@ -985,9 +899,7 @@ def run_recall(
         "workers": workers,
         "blas_threads": blas_threads_limit,
         "blas": blas,
-        "share_rankings": share_rankings,
-        "mmr_checks": sum(r.mmr_checks for r in results),
-        "mmr_mismatches": sum(r.mmr_mismatches for r in results),
+        "link_budgets": link_budgets,
         "result_cache": None if cache is None else str(cache.folder),
         "cached_cells": sum(r.cached_cells for r in results),
         "code_fingerprint": fingerprint,
@@ -996,11 +908,6 @@ def run_recall(
         "timings_seconds": {k: round(v, 3) for k, v in sorted(timings.items())},
         "machine": machine_info(),
     }
-    if info["mmr_mismatches"]:
-        logger.warning(
-            "%d shared mmr picks differed from the core strategy (those questions used the "
-            "exact path)", info["mmr_mismatches"],
-        )
     info.update(meta or {})
     rows = [row for r in results for row in r.rows]
     return RecallReport(rows=rows, config=config, meta=info)

@@ -31,7 +31,12 @@ from langchain_pacms.integrations.messages import (
     sent_tokens,
 )
 from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
-from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.selector import (
+    DEFAULT_MEMORY_CEILING,
+    Candidate,
+    ContextSelector,
+    Selection,
+)
 
 __all__ = ["RunnerViews", "SelectionRunner"]
 
@@ -160,7 +165,7 @@ class SelectionRunner:
             ceiling = config.memory_ceiling_bytes
             selector = ContextSelector(
                 embeddings, strict=config.strict,
-                **({"memory_ceiling_bytes": ceiling} if ceiling is not None else {}),
+                memory_ceiling_bytes=DEFAULT_MEMORY_CEILING if ceiling is None else ceiling,
             )
         self.config = config
         self.selector = selector

@@ -38,7 +38,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.core import get_strategy
+from langchain_pacms.core import check_options, get_strategy
 
 __all__ = [
     "DEFAULT_ANSWER_RESERVE",
@@ -314,8 +314,8 @@ def _strategy_parameters(fn: Callable[..., Any]) -> tuple[list[str], bool]:
 def _check_strategy_options(strategy: str, options: Mapping[str, Any]) -> None:
     fn = get_strategy(strategy)  # unknown names fail now, not on every model call
     names, open_ended = _strategy_parameters(fn)
-    if open_ended:  # e.g. pacms_paper(problem, **options): the signature cannot tell
-        return
-    for option in options:
-        if option not in names:
-            raise _UnknownOption(option, strategy, sorted(set(names)))
+    if not open_ended:  # e.g. pacms_paper(problem, **options): the signature cannot tell
+        for option in options:
+            if option not in names:
+                raise _UnknownOption(option, strategy, sorted(set(names)))
+    check_options(strategy, **options)  # bad values fail now too, not on every model call

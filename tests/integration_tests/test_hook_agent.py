@@ -389,9 +389,9 @@ def test_bad_options_fail_at_construction(kwargs, message):
 
 
 def test_strategy_options_reach_the_strategy():
-    hook = create_pacms_hook(budget_tokens=100, relevance_weight="auto")
+    hook = create_pacms_hook(budget_tokens=100, relevance_weight=0.3)
     hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
-    assert "relevance_weight" in hook.last_selection.info
+    assert hook.last_selection.info["relevance_weight"] == 0.3
     hook = create_pacms_hook(budget_tokens=100, strategy="rag", k=2)
     hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
     assert len(hook.last_selection.kept_ids) <= 3  # 2 + the mandatory question

@@ -136,3 +136,12 @@ def test_memory_ceiling_is_an_accepted_validated_option(build):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="memory_ceiling_bytes"):
             build(budget_tokens=10, memory_ceiling_bytes=bad)
+
+
+def test_bad_strategy_option_values_fail_at_construction_not_on_every_call():
+    from langchain_pacms.integrations import create_pacms_hook
+
+    with pytest.raises(ValueError, match=r"strategy 'rag' rejects its options \{'k': 0\}"):
+        create_pacms_hook(budget_tokens=100, strategy="rag", k=0)
+    with pytest.raises(ValueError, match="experimental_auto_relevance_weight"):
+        create_pacms_hook(budget_tokens=100, relevance_weight="auto")

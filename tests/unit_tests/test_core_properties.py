@@ -21,7 +21,7 @@ OPTIONS: dict[str, list[dict[str, Any]]] = {
     "pacms": [
         {},
         {"relevance_weight": 0.4},
-        {"relevance_weight": "auto"},
+        {"relevance_weight": 1.0},
         {"cost_exponent": 0.0},
         {"similarity_threshold": 0.0, "density": False},
         {"guarantee": 0.0},

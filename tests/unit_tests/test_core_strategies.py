@@ -460,9 +460,15 @@ def test_auto_relevance_weight(budget: int, total: int, expected: float):
     tokens = [total // 4] * 4
     p = Problem.build(np.eye(4), np.ones(4), tokens=tokens, budget=budget)
     assert auto_relevance_weight(p) == pytest.approx(expected)
-    pick = solve(p, "pacms", relevance_weight="auto")
+    with pytest.warns(UserWarning, match="experimental"):
+        pick = solve(p, "pacms", experimental_auto_relevance_weight=True)
     assert pick.info is not None
     assert pick.info["relevance_weight"] == pytest.approx(expected)
+
+
+def test_auto_relevance_weight_is_not_a_shipped_value():
+    with pytest.raises(ValueError, match="experimental_auto_relevance_weight"):
+        solve(_clusters(), "pacms", relevance_weight="auto")
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.1, "high", True, None])
@@ -643,9 +649,14 @@ def test_coverage_prior_gives_irrelevant_items_a_coverage_gain():
     assert plain.value([1]) == 0.0
     assert primed.value([1]) == pytest.approx(0.01)
     assert primed.value([0]) == pytest.approx(1.01)
-    primed_pick = solve(p, "pacms", coverage_prior=0.01, gain_floor=0.0, fill=False)
+    with pytest.warns(UserWarning, match="experimental_coverage_prior"):
+        primed_pick = solve(
+            p, "pacms", experimental_coverage_prior=0.01, gain_floor=0.0, fill=False
+        )
     assert primed_pick.order.tolist() == [0, 1]
     assert solve(p, "pacms", fill=False).order.tolist() == [0]
+    with pytest.raises(TypeError, match="coverage_prior"):
+        solve(p, "pacms", coverage_prior=0.01)  # the research knob is not a plain option
     with pytest.raises(ValueError, match="coverage_prior"):
         CoverageObjective(p, coverage_prior=-1.0)
 

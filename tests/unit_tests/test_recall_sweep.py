@@ -24,7 +24,6 @@ from langchain_pacms.eval.recall import (
     RecallRow,
     ResultCache,
     StrategySpec,
-    _SharedRankingMMR,
     blas_setup,
     blas_threads,
     budget_tokens,
@@ -209,9 +208,9 @@ def _assert_rows_match_select(
         assert got == (row.kept_evidence, row.kept_tokens, row.n_kept), row
 
 
-@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize("linked", [True, False])
 @pytest.mark.parametrize(("style", "base"), [("recap", "pool"), ("full", "original")])
-def test_rows_equal_selector_select(share: bool, style: str, base: str) -> None:
+def test_rows_equal_selector_select(linked: bool, style: str, base: str) -> None:
     selector = ContextSelector()
     cfg = RecallConfig.create(
         levels=(0, 2, 3), budgets=(0.05, 0.2, 0.45, 0.7),
@@ -220,10 +219,8 @@ def test_rows_equal_selector_select(share: bool, style: str, base: str) -> None:
         style=style, budget_base=base,
     )
     for q in [*_fixture_questions(), _synthetic_question()]:
-        result = sweep_question(q, selector, cfg, share_rankings=share)
+        result = sweep_question(q, selector, cfg, link_budgets=linked)
         assert len(result.rows) == 3 * 4 * 7
-        assert result.mmr_mismatches == 0
-        assert result.mmr_checks == (2 * 4 if share else 0)
         _assert_rows_match_select(q, result.rows, cfg, selector)
 
 
@@ -290,26 +287,34 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     }
 
 
-def test_shared_mmr_equals_core_mmr_for_every_budget() -> None:
+def test_linked_budgets_rank_mmr_once_with_the_same_picks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_pacms.core import strategies
+
+    calls: list[float] = []
+    real = strategies.mmr_ranking
+
+    def counting(vectors: Any, query: Any, lambda_mult: float = 0.5) -> Any:
+        calls.append(lambda_mult)
+        return real(vectors, query, lambda_mult)
+
+    monkeypatch.setattr(strategies, "mmr_ranking", counting)
     rng = np.random.default_rng(3)
     vectors = rng.random((40, 12)).astype(np.float32)
     query = rng.random(12).astype(np.float32)
     tokens = rng.integers(1, 30, 40)
     mandatory = np.zeros(40, dtype=bool)
     mandatory[[5, 17]] = True
-    shared = _SharedRankingMMR()
     base = Problem.build(vectors, query, tokens=tokens, budget=100, mandatory=mandatory)
-    for budget in (20, 60, 100, 250, 2000):
-        problem = replace(base, budget=budget)
-        for lam in (0.5, 0.7):
-            expected = solve(problem, "mmr", lambda_mult=lam)
-            got = solve(problem, shared, lambda_mult=lam)
-            assert got.order.tolist() == expected.order.tolist()
-    assert len(shared._rankings) == 2  # one ranking per lambda, shared across budgets
-    with pytest.raises(ValueError, match="lambda_mult"):
-        shared(base, lambda_mult=2.0)
-    with pytest.raises(TypeError, match="unexpected mmr options"):
-        shared(base, k=3)
+    budgets = (60, 100, 250, 2000)  # above the two mandatory items (at most 58 tokens)
+    for lam in (0.5, 0.7):
+        for budget in budgets:
+            fresh = solve(replace(base, budget=budget), "mmr", lambda_mult=lam)
+            linked = solve(base.with_budget(budget), "mmr", lambda_mult=lam)
+            assert linked.order.tolist() == fresh.order.tolist()
+    # Fresh problems rank every time; the linked ones once per lambda.
+    assert len(calls) == 2 * len(budgets) + 2
 
 
 def test_a_sweep_resolves_column_options_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -755,7 +760,6 @@ def test_three_real_oracle_questions() -> None:
     cfg = RecallConfig.create(levels=(0, 2), budgets=(0.2, 0.45))
     report = run_recall(questions, cfg, selector=selector)
     assert len(report.rows) == 3 * 2 * 2 * 5
-    assert report.meta["mmr_mismatches"] == 0
     assert all(0.0 <= r.recall <= 1.0 and r.kept_tokens <= r.budget_tokens for r in report.rows)
     for q in questions:
         rows = [r for r in report.rows if r.question_id == q.question_id and r.R == 2]

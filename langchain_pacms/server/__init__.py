@@ -1,0 +1,20 @@
+"""The selection service and the inspector page (extra ``server``: FastAPI and uvicorn).
+
+Example:
+    >>> from langchain_pacms.server import create_app
+    >>> create_app().fastapi.title
+    'pacms selection service'
+"""
+
+from __future__ import annotations
+
+try:
+    import fastapi  # noqa: F401
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "the pacms service needs FastAPI and uvicorn: pip install 'langchain-pacms[server]'"
+    ) from err
+
+from langchain_pacms.server.app import create_app
+
+__all__ = ["create_app"]

@@ -1,0 +1,285 @@
+"""The selection service: ``POST /select``, ``POST /select_debug``, ``GET /strategies``, the page.
+
+One warm :class:`~langchain_pacms.selector.ContextSelector` serves every request (its embedding
+cache is shared and thread-safe); each selection runs in the thread pool, off the event loop.
+Bad input is answered with a 4xx whose ``detail`` names the field.
+
+Example:
+    >>> app = create_app(max_candidates=10)
+    >>> sorted(r.path for r in app.fastapi.routes if r.path.startswith("/s"))[:3]
+    ['/select', '/select_debug', '/static']
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, MutableMapping
+from importlib import resources
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
+from langchain_pacms import __version__
+from langchain_pacms.core import available_strategies, check_options
+from langchain_pacms.core.strategies import get_strategy
+from langchain_pacms.demo import load_demo_session
+from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.server.schemas import SelectDebugResponse, SelectRequest, SelectResponse
+
+__all__ = ["create_app"]
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+STATIC = resources.files("langchain_pacms") / "server" / "static"
+
+
+def _problem(status: int, detail: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=status)
+
+
+class _BodyLimit:
+    """ASGI wrapper: reject bodies over ``limit`` bytes (413) or slower than ``timeout`` (408)."""
+
+    def __init__(self, app: FastAPI, limit: int, timeout: float) -> None:
+        self.fastapi = app
+        self.app: ASGIApp = app
+        self.limit, self.timeout = limit, timeout
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with anyio.fail_after(self.timeout):
+                more = True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.limit:
+                        await self._too_large(scope, receive, send)
+                        return
+                    chunks.append(chunk)
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            await _problem(408, f"request body not received within {self.timeout}s")(
+                scope, receive, send
+            )
+            return
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Any, send: Any) -> None:
+        response = _problem(413, f"body: request body exceeds {self.limit} bytes (max_body_bytes)")
+        await response(scope, receive, send)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [p for p in loc if p != "body"]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def _strategy_info(name: str) -> dict[str, Any]:
+    params = list(inspect.signature(get_strategy(name)).parameters.values())[1:]
+    options = {}
+    for p in params:
+        if p.kind is p.KEYWORD_ONLY:
+            default = p.default
+            ok = default is None or isinstance(default, (bool, int, float, str))
+            options[p.name] = default if ok and default is not inspect.Parameter.empty else None
+    return {"name": name, "options": options}
+
+
+def _probe(selector: ContextSelector, strategy: str | None, options: dict[str, Any]) -> None:
+    """Run the strategy with ``options`` on a two-item problem, so bad options always fail.
+
+    (A real pool whose mandatory items exceed the budget never runs the strategy.)
+    """
+    name, opts = selector.resolve_options(strategy, options)
+    try:
+        check_options(name, **opts)
+    except ValueError as err:
+        raise ValueError(f"strategy_options: {err}") from err
+
+
+def _summary(sel: Selection) -> dict[str, Any]:
+    return {
+        "kept_ids": list(sel.kept_ids),
+        "pick_order": list(sel.pick_order),
+        "strategy": sel.strategy,
+        "budget": sel.budget,
+        "tokens_total": sel.tokens_total,
+        "tokens_kept": sel.tokens_kept,
+        "tokens_dropped": sel.tokens_dropped,
+        "over_budget": sel.over_budget,
+        "fell_back": sel.fell_back,
+        "error": sel.error,
+        "timings": dict(sel.timings),
+    }
+
+
+def create_app(
+    selector: ContextSelector | None = None,
+    *,
+    max_candidates: int = 2000,
+    max_body_bytes: int = 8 * 1024 * 1024,
+    body_timeout: float = 10.0,
+) -> _BodyLimit:
+    """Build the ASGI app around one warm selector.
+
+    Args:
+        selector: The selector every request uses (default: offline defaults).
+        max_candidates: Largest pool accepted (more: 422 naming ``candidates``).
+        max_body_bytes: Largest request body accepted (more: 413).
+        body_timeout: Seconds a client may take to send its body (slower: 408).
+
+    Returns:
+        The ASGI application (FastAPI inside a body-limit wrapper); ``.fastapi`` is the app.
+
+    Raises:
+        ValueError: For a non-positive limit.
+
+    Example:
+        >>> create_app(max_candidates=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_candidates must be a positive int, got 0
+    """
+    for name, value in (("max_candidates", max_candidates), ("max_body_bytes", max_body_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not (isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout)
+            and body_timeout > 0):
+        raise ValueError(f"body_timeout must be a positive number, got {body_timeout!r}")
+    warm = selector if selector is not None else ContextSelector()
+    app = FastAPI(
+        title="pacms selection service",
+        version=__version__,
+        description="Budgeted, query-aware context selection over HTTP, with a live inspector.",
+    )
+    app.state.selector = warm
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field(tuple(e.get("loc", ()))), "message": str(e.get("msg", ""))}
+            for e in exc.errors()
+        ]
+        if any(e.get("type") == "json_invalid" for e in exc.errors()):
+            return _problem(400, "body: malformed JSON", errors=errors)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return _problem(422, detail, errors=errors)
+
+    def run(req: SelectRequest) -> Selection:
+        cands = [
+            Candidate(text=c.text, id=c.id, kind=c.kind, mandatory=c.mandatory,
+                      tokens=c.tokens, position=c.position)
+            for c in req.candidates
+        ]
+        return warm.select(
+            cands, req.query, budget_tokens=req.budget_tokens, budget_ratio=req.budget_ratio,
+            strategy=req.strategy, **req.strategy_options,
+        )
+
+    async def selection(req: SelectRequest) -> Selection | JSONResponse:
+        if len(req.candidates) > max_candidates:
+            return _problem(422, f"candidates: {len(req.candidates)} candidates exceed the "
+                                 f"limit of {max_candidates} (max_candidates)")
+        if req.strategy is not None and req.strategy not in available_strategies():
+            return _problem(422, f"strategy: unknown strategy {req.strategy!r}; "
+                                 f"choose from {available_strategies()}")
+        seen: set[str] = set()
+        for index, c in enumerate(req.candidates):
+            if c.id is not None and c.id in seen:
+                return _problem(422, f"candidates[{index}].id: duplicate id {c.id!r}")
+            seen.add(c.id or "")
+        try:
+            _probe(warm, req.strategy, req.strategy_options)
+            return await run_in_threadpool(run, req)
+        except TypeError as err:
+            return _problem(422, f"strategy_options: {err}")
+        except ValueError as err:  # the messages name the field or option
+            return _problem(422, str(err))
+
+    @app.post("/select", response_model=SelectResponse)
+    async def select(req: SelectRequest) -> Any:
+        """Select under the budget; kept ids in order, token totals and flags."""
+        out = await selection(req)
+        return out if isinstance(out, JSONResponse) else _summary(out)
+
+    @app.post("/select_debug", response_model=SelectDebugResponse)
+    async def select_debug(req: SelectRequest) -> Any:
+        """As ``/select``, plus every candidate's verdict (relevance, gain, pick rank)."""
+        out = await selection(req)
+        if isinstance(out, JSONResponse):
+            return out
+        return {**_summary(out), "candidates": [v.__dict__ for v in out.verdicts()],
+                "info": json.loads(json.dumps(dict(out.info), default=str))}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        """Liveness and what the service runs."""
+        return {
+            "status": "ok",
+            "version": __version__,
+            "embeddings": type(warm.embeddings.embeddings).__name__,
+            "embedder_profile": warm.profile.name,
+            "default_strategy": warm.strategy if isinstance(warm.strategy, str) else "custom",
+            "max_candidates": max_candidates,
+            "max_body_bytes": max_body_bytes,
+        }
+
+    @app.get("/strategies")
+    async def strategies() -> dict[str, Any]:
+        """Registered strategies with their keyword options and defaults."""
+        return {"strategies": [_strategy_info(n) for n in available_strategies()]}
+
+    @app.get("/demo")
+    async def demo() -> dict[str, Any]:
+        """The bundled demo session: candidates, query and the facts the query needs."""
+        s = load_demo_session()
+        return {
+            "title": s.title,
+            "query": s.query,
+            "candidates": [
+                {"id": c.id, "text": c.text, "kind": c.kind, "mandatory": c.mandatory,
+                 "position": c.position} for c in s.candidates
+            ],
+            "facts": [{"name": f.name, "ids": list(s.fact_ids(f))} for f in s.facts],
+        }
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"))
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    return _BodyLimit(app, max_body_bytes, float(body_timeout))

@@ -1,0 +1,101 @@
+"""Request and response bodies of the selection service (pydantic; shown in the OpenAPI schema).
+
+Example:
+    >>> req = SelectRequest(candidates=[CandidateIn(text="a")], query="a", budget_tokens=5)
+    >>> req.strategy is None
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["CandidateIn", "SelectDebugResponse", "SelectRequest", "SelectResponse", "VerdictOut"]
+
+KindName = Literal["system", "memory", "turn", "tool", "document"]
+
+
+class CandidateIn(BaseModel):
+    """One candidate sent for selection."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(description="The text that is scored and counted.")
+    id: str | None = Field(
+        default=None, min_length=1, description="Unique id; defaults to the index in the list."
+    )
+    kind: KindName = Field(default="turn", description="What the candidate is.")
+    mandatory: bool = Field(default=False, description="Always kept (system prompt, last turn).")
+    tokens: int | None = Field(
+        default=None, ge=0, description="Token cost; counted with o200k_base when absent."
+    )
+    position: int | None = Field(
+        default=None, description="Chronological position (larger is newer); default: index."
+    )
+
+
+class SelectRequest(BaseModel):
+    """A selection request: a pool, a query and exactly one budget."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    candidates: list[CandidateIn] = Field(description="The pool, in chronological order.")
+    query: str = Field(min_length=1, description="What the kept context should serve.")
+    budget_tokens: int | None = Field(default=None, gt=0, description="Absolute token budget.")
+    budget_ratio: float | None = Field(
+        default=None, gt=0, le=1, allow_inf_nan=False,
+        description="Budget as a fraction of the pool's tokens, in (0, 1].",
+    )
+    strategy: str | None = Field(
+        default=None, description="Strategy name (see GET /strategies); default: the server's."
+    )
+    strategy_options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword options of the strategy."
+    )
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> SelectRequest:
+        if (self.budget_tokens is None) == (self.budget_ratio is None):
+            raise ValueError("pass exactly one of budget_tokens or budget_ratio")
+        if not self.query.strip():
+            raise ValueError("query is blank")
+        return self
+
+
+class SelectResponse(BaseModel):
+    """The verdict in brief."""
+
+    kept_ids: list[str] = Field(description="Kept ids in chronological (input) order.")
+    pick_order: list[str] = Field(description="Kept ids in the order the strategy picked them.")
+    strategy: str = Field(description="Strategy that ran (lastk when it fell back).")
+    budget: int = Field(description="The token budget used.")
+    tokens_total: int = Field(description="Tokens in the pool.")
+    tokens_kept: int = Field(description="Tokens kept.")
+    tokens_dropped: int = Field(description="Tokens dropped.")
+    over_budget: bool = Field(description="Mandatory candidates alone exceed the budget.")
+    fell_back: bool = Field(description="Embedding failed; recency was used.")
+    error: str | None = Field(description="Why it fell back.")
+    timings: dict[str, float] = Field(description="Seconds per phase on the server.")
+
+
+class VerdictOut(BaseModel):
+    """One candidate's outcome."""
+
+    id: str
+    kind: str
+    position: int
+    tokens: int
+    mandatory: bool
+    kept: bool
+    relevance: float = Field(description="max(0, cos(candidate, query)).")
+    gain: float | None = Field(description="Score at pick time; null when dropped.")
+    pick_rank: int | None = Field(description="Rank in the pick order; null when dropped.")
+
+
+class SelectDebugResponse(SelectResponse):
+    """The verdict with every candidate's scores."""
+
+    candidates: list[VerdictOut] = Field(description="One verdict per candidate, input order.")
+    info: dict[str, Any] = Field(description="Strategy diagnostics.")

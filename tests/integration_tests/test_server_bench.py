@@ -1,0 +1,28 @@
+"""benchmarks/bench_server.py runs to the end on a small load and prints its rows.
+
+It starts two Python processes (the script and the service), which takes most of its ~10 s.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs the 'server' extra")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_server_prints_its_rows() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_server.py"), "--candidates", "30",
+         "--clients", "2", "--requests", "10"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("| in-process select | 10 |", "| remote, 1 client | 10 |",
+                "| remote, 2 clients | 10 |", "ratio remote/in-process p50"):
+        assert row in done.stdout

@@ -1,0 +1,137 @@
+"""RemoteSelector against a real uvicorn server: up, slow and down, inside the hook, the
+middleware and the compressor, sync and async."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs the 'server' extra")
+
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pacms_fakes import (
+    RecordingChatModel,
+    assert_provider_valid,
+    long_conversation,
+)
+from pacms_server import free_port, running
+
+from langchain_pacms import ContextSelector
+from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
+from langchain_pacms.remote import RemoteSelector
+from langchain_pacms.server import create_app
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+FACT = "My locker combination is 31-07-42, please remember it."
+SECRET = "31-07-42"
+
+
+def answer(messages: list[BaseMessage], index: int) -> AIMessage:
+    seen = any(SECRET in str(m.content) for m in messages)
+    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
+
+
+class SlowSelector(ContextSelector):
+    def select(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(1.5)
+        return super().select(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with running(create_app()) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def slow_url() -> Iterator[str]:
+    with running(create_app(SlowSelector())) as base:
+        yield base
+
+
+def run_agent(selector: RemoteSelector) -> tuple[str, list[BaseMessage]]:
+    model = RecordingChatModel(script=answer)
+    hook = create_pacms_hook(budget_tokens=600, selector=selector)
+    agent = create_react_agent(model, [], pre_model_hook=hook)
+    history = long_conversation(60, fact=FACT, early_at=2)
+    result = agent.invoke({"messages": [*history, HumanMessage("What is my locker combination?")]})
+    (received,) = model.received
+    assert_provider_valid(received)
+    assert hook.selector is selector
+    return result["messages"][-1].content, received
+
+
+def test_hook_with_service_up_keeps_the_early_fact(url: str) -> None:
+    remote = RemoteSelector(url, timeout=5)
+    reply, _ = run_agent(remote)
+    assert SECRET in reply
+    sel = remote.select(["old fact: port 6543", "lunch", "ci flaky"], "which port?",
+                        budget_tokens=6)
+    local = ContextSelector().select(["old fact: port 6543", "lunch", "ci flaky"], "which port?",
+                                     budget_tokens=6)
+    assert sel.fell_back is False and sel.kept_ids == local.kept_ids
+    assert sel.relevance == pytest.approx(dict(local.relevance))
+    assert "server_total" in sel.timings
+
+
+@pytest.mark.parametrize("where", ["down", "slow"])
+def test_hook_falls_back_to_recency_when_down_or_slow(where: str, slow_url: str) -> None:
+    base = slow_url if where == "slow" else f"http://127.0.0.1:{free_port()}"
+    remote = RemoteSelector(base, timeout=0.3)
+    started = time.monotonic()
+    reply, _ = run_agent(remote)
+    assert time.monotonic() - started < 3  # no stall
+    assert reply == "I do not know."  # recency lost the early fact
+    sel = remote.select(["a b c", "d e f", "g h i"], "x", budget_tokens=7)
+    assert sel.fell_back and sel.strategy == "lastk" and sel.kept_ids == ("1", "2")
+    assert sel.tokens_kept <= 7 and sel.error
+
+
+def test_error_answer_falls_back_and_strict_raises(url: str) -> None:
+    remote = RemoteSelector(url, timeout=5, strategy="nope")
+    sel = remote.select(["a", "b"], "a", budget_tokens=1)
+    assert sel.fell_back and "422" in str(sel.error) and "strategy" in str(sel.error)
+    with pytest.raises(RuntimeError, match="422"):
+        RemoteSelector(url, strict=True, strategy="nope").select(["a"], "a", budget_tokens=1)
+
+
+async def test_async_select_up_and_down(url: str) -> None:
+    remote = RemoteSelector(url, timeout=5)
+    local = ContextSelector().select(["red apple", "green pear", "red car"], "red",
+                                     budget_tokens=4, strategy="topk")
+    sel = await remote.aselect(["red apple", "green pear", "red car"], "red", budget_tokens=4,
+                               strategy="topk")
+    assert sel.fell_back is False and sel.kept_ids == local.kept_ids
+    down = RemoteSelector(f"http://127.0.0.1:{free_port()}", timeout=0.3)
+    sel = await down.aselect(["a", "b"], "a", budget_tokens=1)
+    assert sel.fell_back and sel.kept_ids == ("1",)
+
+
+async def test_compressor_and_middleware_take_it(url: str) -> None:
+    remote = RemoteSelector(url, timeout=5)
+    docs = [Document(page_content=t) for t in ["port 6543 staging", "lunch menu", "ci flaky"]]
+    compressor = PACMSCompressor(selector=remote, budget_tokens=5)
+    kept = await compressor.acompress_documents(docs, "staging port")
+    assert [d.page_content for d in kept] == ["port 6543 staging"]
+    assert kept[0].metadata["pacms_strategy"] == "pacms"
+    middleware_mod = pytest.importorskip("langchain_pacms.integrations.middleware")
+    middleware = middleware_mod.PACMSMiddleware(budget_tokens=600, selector=remote)
+    assert middleware.selector is remote
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="url"):
+        RemoteSelector("localhost:8077")
+    with pytest.raises(ValueError, match="timeout"):
+        RemoteSelector(timeout=0)
+    with pytest.raises(ValueError, match="query"):
+        RemoteSelector().select(["a"], "", budget_tokens=1)
