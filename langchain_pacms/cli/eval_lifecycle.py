@@ -22,7 +22,7 @@ def _thresholds(text: str) -> list[float]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from langchain_pacms.eval.lifecycle_replay import run_lifecycle_eval, write_report
+    from langchain_pacms.eval.lifecycle_replay import SELECTION, run_lifecycle_eval, write_report
     from langchain_pacms.eval.traces import load_traces
 
     start = time.perf_counter()
@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{len(sessions)} sessions, {len(problems)} not read", file=sys.stderr)
     report = run_lifecycle_eval(
         sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
-        cached_price=args.cached_price,
+        cached_price=args.cached_price, selection=SELECTION if args.selection else (),
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     report["unread"] = problems
@@ -66,6 +66,9 @@ def add_lifecycle_parser(benches: Any) -> None:
                    help="commit thresholds of the cost replay (default: 0,0.1,0.3,0.5)")
     p.add_argument("--cached-price", type=float, default=0.1,
                    help="price of an unchanged prefix token, the rest costs 1 (default: 0.1)")
+    p.add_argument("--selection", action="store_true",
+                   help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
+                   "30%% of the prefix, as the hook selects with its defaults)")
     p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
                    help="output folder for lifecycle.json/.md/.png (default: %(default)s)")
     p.set_defaults(func=_run)

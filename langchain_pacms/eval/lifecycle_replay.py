@@ -56,6 +56,7 @@ from langchain_pacms.tokens import TokenCounter
 
 __all__ = [
     "POLICIES",
+    "SELECTION",
     "PolicyResult",
     "cost_replay",
     "cut_points",
@@ -261,6 +262,26 @@ def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
     return False
 
 
+def _selection_runner(policy: str, counter: TokenCounter) -> Any:
+    """``select:<strategy>@<kept share>``: per-call selection as the hook does it (defaults)."""
+    from langchain_pacms.integrations._runner import SelectionRunner
+    from langchain_pacms.integrations.config import Budget, SelectionConfig
+    from langchain_pacms.selector import ContextSelector
+
+    spec = policy.removeprefix("select:")
+    strategy, _, share = spec.partition("@")
+    try:
+        ratio = float(share)
+    except ValueError:
+        raise ValueError(f"policy {policy!r}: expected select:<strategy>@<kept share>") from None
+    config = SelectionConfig(budget=Budget(ratio=ratio), strategy=strategy)
+    return SelectionRunner(config, ContextSelector(token_counter=counter), source="replay")
+
+
+SELECTION = tuple(f"select:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk"))
+"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens)."""
+
+
 def evaluate_cuts(
     sessions: Sequence[TraceSession],
     policy: str,
@@ -275,7 +296,8 @@ def evaluate_cuts(
     result = PolicyResult()
     factory = POLICIES.get(policy)
     plan_fn = factory(**(settings or {})) if factory is not None else None
-    if policy not in POLICIES and policy not in ("none", "clear-tool-uses"):
+    runner = _selection_runner(policy, count) if policy.startswith("select:") else None
+    if policy not in POLICIES and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
     start = time.perf_counter()
     for session in sessions:
@@ -290,6 +312,8 @@ def evaluate_cuts(
                 view = checked.result.messages
                 sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
                 result.rejected.update(r.reason for r in checked.rejected)
+            elif runner is not None:
+                view = runner.run(prefix)
             elif policy == "clear-tool-uses":
                 view = _clear_tool_uses(prefix, count)
             else:
@@ -384,9 +408,14 @@ def run_lifecycle_eval(
     dev_share: float = 0.3,
     thresholds: Sequence[float] = (0.0, 0.1, 0.3, 0.5),
     cached_price: float = 0.1,
+    selection: Sequence[str] = (),
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict."""
+    """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict.
+
+    ``selection`` adds per-call selection policies (``select:<strategy>@<kept share>``, e.g.
+    :data:`SELECTION`) to the per-cut tables.
+    """
     counter = TokenCounter()
     report: dict[str, Any] = {"protocol": {
         "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
@@ -404,7 +433,7 @@ def run_lifecycle_eval(
         best = max(scored, key=lambda t: t[0])[1]
         rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
                                            seed=seed, counter=counter).row()}
-        for name in BASELINES:
+        for name in (*BASELINES, *selection):
             rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
                                        counter=counter).row()
             progress(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "

@@ -160,3 +160,10 @@ def test_all_three_sets_load_as_valid_histories_with_ids():
         assert all(m.id for m in s.messages)
         assert provider_problems(list(s.messages)) == []
     assert sum(s.tool_calls for s in sessions if s.dataset == "mini-swe") == 2312
+
+
+def test_per_call_selection_policies_keep_about_their_share():
+    row = evaluate_cuts([session(12)], "select:pacms@0.5").row()
+    assert row["cuts"] > 0 and 0.3 < row["pruning_mean"] < 0.7
+    with pytest.raises(ValueError, match="select:<strategy>@<kept share>"):
+        evaluate_cuts([session()], "select:pacms@half")
