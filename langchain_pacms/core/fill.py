@@ -101,19 +101,19 @@ def diverse_fill(
         chosen = np.asarray(added, dtype=np.int64)
         open_ = _open(problem, added, room)
     matrix = problem.cosine_matrix
-    vectors = problem.vectors
     blocks = [chosen[at : at + _BLOCK] for at in range(0, chosen.size, _BLOCK)]
-    if matrix is not None:
-        sims = (matrix[np.ix_(open_, block)] for block in blocks)
-    else:
-        mine = vectors[open_]
-        sims = (mine @ vectors[block].T for block in blocks)
-    redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
-    for block_sims in sims:
-        np.maximum(redundancy, block_sims.max(axis=1), out=redundancy)
     if matrix is None:
+        mine = problem.vectors[open_]
+        redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
+        for block in blocks:
+            np.maximum(redundancy, (mine @ problem.vectors[block].T).max(axis=1), out=redundancy)
         return added + _lazy_walk(problem, open_, redundancy, room, lambda_mult)
-    return added + _row_walk(problem, matrix, open_, redundancy, room, lambda_mult)
+    # The kept matrix is symmetric, so the members' rows hold every item's cosines to them:
+    # whole rows are read (contiguous) instead of an (open x members) gather.
+    everyone = np.full(problem.n, -np.inf, dtype=np.float32)
+    for block in blocks:
+        np.maximum(everyone, matrix[block].max(axis=0), out=everyone)
+    return added + _row_walk(problem, matrix, open_, everyone[open_], room, lambda_mult)
 
 
 def _row_walk(
