@@ -142,10 +142,10 @@ def _row_walk(
     while True:
         np.multiply(red, rest, out=scratch)
         np.subtract(rel, scratch, out=score)
-        j = int(np.argmax(score))
+        j = int(score.argmax())
         while score[j] > -np.inf and tokens[j] > room:  # room only shrinks: it never will fit
             rel[j] = score[j] = -np.inf
-            j = int(np.argmax(score))
+            j = int(score.argmax())
         if score[j] == -np.inf:
             return added
         added.append(j)
