@@ -149,7 +149,7 @@ def _row_walk(
     while True:
         if 2 * alive <= ids.size and ids.size > _COMPACT_MIN:
             keep = np.flatnonzero((rel > -np.inf) & (problem.tokens[ids] <= room))
-            ids, sub, red, rel = ids[keep], sub[np.ix_(keep, keep)], red[keep], rel[keep]
+            ids, sub, red, rel = ids[keep], sub[keep].take(keep, axis=1), red[keep], rel[keep]
             tokens = problem.tokens[ids].tolist()
             alive = int(keep.size)
             if not alive:
