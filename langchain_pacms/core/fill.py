@@ -34,6 +34,8 @@ __all__ = ["diverse_fill", "relevance_fill"]
 
 # Members per block when measuring redundancy against the members.
 _BLOCK = 256
+# The row walk compacts its slots to the live items only while more than this many are left.
+_COMPACT_MIN = 64
 
 
 def _open(problem: Problem, members: Sequence[int], room: int) -> np.ndarray:
@@ -101,19 +103,19 @@ def diverse_fill(
         chosen = np.asarray(added, dtype=np.int64)
         open_ = _open(problem, added, room)
     matrix = problem.cosine_matrix
-    vectors = problem.vectors
     blocks = [chosen[at : at + _BLOCK] for at in range(0, chosen.size, _BLOCK)]
-    if matrix is not None:
-        sims = (matrix[np.ix_(open_, block)] for block in blocks)
-    else:
-        mine = vectors[open_]
-        sims = (mine @ vectors[block].T for block in blocks)
-    redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
-    for block_sims in sims:
-        np.maximum(redundancy, block_sims.max(axis=1), out=redundancy)
     if matrix is None:
+        mine = problem.vectors[open_]
+        redundancy = np.full(open_.size, -np.inf, dtype=np.float32)
+        for block in blocks:
+            np.maximum(redundancy, (mine @ problem.vectors[block].T).max(axis=1), out=redundancy)
         return added + _lazy_walk(problem, open_, redundancy, room, lambda_mult)
-    return added + _row_walk(problem, matrix, open_, redundancy, room, lambda_mult)
+    # The kept matrix is symmetric, so the members' rows hold every item's cosines to them:
+    # whole rows are read (contiguous) instead of an (open x members) gather.
+    everyone = np.full(problem.n, -np.inf, dtype=np.float32)
+    for block in blocks:
+        np.maximum(everyone, matrix[block].max(axis=0), out=everyone)
+    return added + _row_walk(problem, matrix, open_, everyone[open_], room, lambda_mult)
 
 
 def _row_walk(
@@ -124,34 +126,48 @@ def _row_walk(
     room: int,
     lambda_mult: float,
 ) -> list[int]:
-    """The walk over the kept cosine matrix: each step re-scores every item from one row.
+    """The walk over the kept cosine matrix: each step re-scores every live item from one row.
 
-    Scores live over all ``n`` candidates (closed ones at ``-inf``), so a step reads the added
-    item's row as it is stored: no gather, four vector operations.
+    Scores live in slots over the candidates ``ids`` (at first all ``n``, closed ones at
+    ``-inf``), so a step reads the added item's row of ``sub`` (the matrix restricted to
+    ``ids``) as it is stored: no gather, four vector operations. Once half the slots are
+    closed (added, or larger than what is left), the slots are compacted to the live items and
+    ``sub`` to their rows and columns. ``ids`` stays ascending, so ties still go to the lower
+    index and the picks are those of the full-width walk.
     """
     n = problem.n
+    ids = np.arange(n)
+    sub = matrix
     red = np.zeros(n, dtype=np.float64)  # closed items: any finite value
     red[open_] = redundancy
     rel = np.full(n, -np.inf, dtype=np.float64)
     rel[open_] = lambda_mult * problem.relevance[open_].astype(np.float64)
     rest = 1.0 - lambda_mult
     tokens = problem.tokens.tolist()
-    score = np.empty(n, dtype=np.float64)
-    scratch = np.empty(n, dtype=np.float64)
+    alive = int(open_.size)
     added: list[int] = []
     while True:
-        np.multiply(red, rest, out=scratch)
-        np.subtract(rel, scratch, out=score)
-        j = int(np.argmax(score))
+        if 2 * alive <= ids.size and ids.size > _COMPACT_MIN:
+            keep = np.flatnonzero((rel > -np.inf) & (problem.tokens[ids] <= room))
+            ids, sub, red, rel = ids[keep], sub[keep].take(keep, axis=1), red[keep], rel[keep]
+            tokens = problem.tokens[ids].tolist()
+            alive = int(keep.size)
+            if not alive:
+                return added
+        score = np.multiply(red, rest)
+        np.subtract(rel, score, out=score)
+        j = int(score.argmax())
         while score[j] > -np.inf and tokens[j] > room:  # room only shrinks: it never will fit
             rel[j] = score[j] = -np.inf
-            j = int(np.argmax(score))
+            alive -= 1
+            j = int(score.argmax())
         if score[j] == -np.inf:
             return added
-        added.append(j)
+        added.append(int(ids[j]))
         room -= tokens[j]
         rel[j] = -np.inf
-        np.maximum(red, matrix[j], out=red)
+        alive -= 1
+        np.maximum(red, sub[j], out=red)
 
 
 def _lazy_walk(

@@ -56,3 +56,12 @@ def test_bench_lifecycle_prints_the_step_rows_and_the_target() -> None:
     assert "history: 40 messages" in out
     for row in ("index only", "step, repeat", "step, grow", "target: step <= 20 ms warm"):
         assert row in out
+
+
+def test_bench_contended_times_idle_and_beside_hogs_and_stops_them() -> None:
+    out = run_script(
+        "bench_contended.py", "--n", "60", "--d", "8", "--repeats", "1", "--hogs", "1",
+        "--hog-size", "64", "--blas-threads", "1", "0",
+    )
+    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert rows == ["BLAS threads", "1", "default"]

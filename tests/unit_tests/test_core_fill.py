@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_pacms.core import Problem, diverse_fill, mmr_ranking, relevance_fill
+from langchain_pacms.core import Problem, diverse_fill, fill, mmr_ranking, relevance_fill
 
 
 def random_problem(seed: int, n: int = 40, budget_share: float = 0.5) -> Problem:
@@ -115,3 +115,41 @@ def test_diverse_fill_rejects_bad_lambda():
     p = random_problem(0)
     with pytest.raises(ValueError, match="lambda_mult"):
         diverse_fill(p, [], 10, lambda_mult=1.5)
+
+
+def grouped_problem(seed: int, n: int, budget_share: float) -> Problem:
+    """Groups of near-duplicates (some exact copies) with mixed costs."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((max(2, n // 12), 16))
+    vectors = centers[rng.integers(0, centers.shape[0], n)]
+    vectors = vectors + 0.05 * rng.standard_normal((n, 16)) * (rng.random((n, 1)) < 0.8)
+    tokens = rng.integers(1, 60, n)
+    return Problem.build(vectors, rng.standard_normal(16), tokens=tokens,
+                         budget=max(1, int(tokens.sum() * budget_share)))
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(70, 220),
+    share=st.sampled_from([0.05, 0.3, 0.7, 1.0]),
+    n_members=st.integers(0, 20),
+    grouped=st.booleans(),
+)
+@settings(max_examples=25, deadline=None)
+def test_row_walk_compacting_its_slots_picks_like_the_naive_rule(
+    seed: int, n: int, share: float, n_members: int, grouped: bool
+) -> None:
+    # Pools above the compaction size (64 live slots), so the walk shrinks its arrays and the
+    # matrix it reads while walking: its picks are those of the full-width walk on random and
+    # grouped instances. Exact copies tie, and float32 and float64 break such ties
+    # differently, so only tie-free random instances are compared with the naive rule too.
+    p = grouped_problem(seed, n, share) if grouped else random_problem(seed, n, share)
+    members = [int(j) for j in np.random.default_rng(seed).choice(p.n, n_members, replace=False)]
+    room = max(0, p.budget - int(p.tokens[members].sum()))
+    assert p.precompute_cosines()
+    compacting = diverse_fill(p, members, room)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fill, "_COMPACT_MIN", p.n)  # never compacts: every step spans all n
+        assert diverse_fill(p, members, room) == compacting
+    if not grouped:
+        assert compacting == naive_diverse(p, members, room)
