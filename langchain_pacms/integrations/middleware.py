@@ -37,7 +37,8 @@ from langchain_pacms.selector import ContextSelector
 __all__ = ["PACMSMiddleware"]
 
 
-def _run_config() -> Any:
+def run_config() -> Any:
+    """The config of the run in context (``None`` outside a LangGraph run)."""
     try:
         from langgraph.config import get_config
 
@@ -92,7 +93,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         head = [request.system_message] if request.system_message is not None else []
         runtime = request.runtime
         return [*head, *request.messages], {
-            "state": request.state, "config": _run_config(),
+            "state": request.state, "config": run_config(),
             "store": getattr(runtime, "store", None), "context": getattr(runtime, "context", None),
         }
 

@@ -315,9 +315,6 @@ class LifecycleHarness:
 
     # -- the pure steps shared by step() and astep() -------------------------------------------
 
-    def _wants_plan(self, messages: Sequence[BaseMessage], index: ContextIndex) -> bool:
-        return at_boundary(messages, self.boundary) and len(index.objects) > 1
-
     def _stage(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex, plan: Plan
     ) -> None:
@@ -339,7 +336,7 @@ class LifecycleHarness:
     ) -> _Decision:
         checked = self.check(messages, index, thread.staged)
         thread.staged = list(checked.accepted)  # staged actions that no longer apply go
-        if not checked.accepted or not at_boundary(messages, self.boundary):
+        if not checked.accepted:
             return _Decision(index, checked, None)
         active = index.active_tokens
         if self.max_active_tokens is not None and active > self.max_active_tokens:
@@ -410,10 +407,13 @@ class LifecycleHarness:
 
     def _begin(
         self, messages: Sequence[BaseMessage], thread_id: str, known_ids: Mapping[str, str] | None
-    ) -> tuple[_Thread, ContextIndex, bool]:
+    ) -> tuple[_Thread, ContextIndex, bool] | None:
+        """Thread, index and whether to plan; ``None`` off a boundary (no indexing at all)."""
+        if not at_boundary(messages, self.boundary):
+            return None  # nothing can commit here; staged actions are re-checked at the next one
         thread = self._threads.setdefault(thread_id, _Thread())
         index = self.index(messages, known_ids)
-        return thread, index, self._wants_plan(messages, index)
+        return thread, index, len(index.objects) > 1
 
     def _report(self, commit: Commit, config: RunnableConfig | None) -> None:
         try:
@@ -452,7 +452,10 @@ class LifecycleHarness:
         Returns:
             The :class:`Commit`, or ``None`` when nothing is committed now.
         """
-        thread, index, wants_plan = self._begin(messages, thread_id, known_ids)
+        begun = self._begin(messages, thread_id, known_ids)
+        if begun is None:
+            return None
+        thread, index, wants_plan = begun
         if wants_plan:
             self._stage(thread, messages, index, self.planner.plan(index, messages))
         decision = self._decide(thread, messages, index)
@@ -478,7 +481,10 @@ class LifecycleHarness:
         config: RunnableConfig | None = None,
     ) -> Commit | None:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
-        thread, index, wants_plan = self._begin(messages, thread_id, known_ids)
+        begun = self._begin(messages, thread_id, known_ids)
+        if begun is None:
+            return None
+        thread, index, wants_plan = begun
         if wants_plan:
             self._stage(thread, messages, index, await self.planner.aplan(index, messages))
         decision = self._decide(thread, messages, index)

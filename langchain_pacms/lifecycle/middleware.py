@@ -39,6 +39,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
+from langchain_pacms.integrations.middleware import run_config
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import (
     DEFAULT_THREAD,
@@ -56,15 +57,6 @@ class LifecycleState(AgentState):  # type: ignore[type-arg]
     """Agent state with the lifecycle's object-id map (keeps ids stable after prunes)."""
 
     pacms_lifecycle_ids: NotRequired[dict[str, str]]
-
-
-def _run_config() -> Any:
-    try:
-        from langgraph.config import get_config
-
-        return get_config()
-    except RuntimeError:  # not inside a runnable context
-        return None
 
 
 class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
@@ -113,7 +105,7 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Step the harness; return the commit as a state update (``None``: no change)."""
-        config = _run_config()
+        config = run_config()
         messages, known = state_inputs(state)
         commit = self.harness.step(
             messages, thread_id=thread_of(config), known_ids=known, config=config
@@ -124,7 +116,7 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of :meth:`before_model`."""
-        config = _run_config()
+        config = run_config()
         messages, known = state_inputs(state)
         commit = await self.harness.astep(
             messages, thread_id=thread_of(config), known_ids=known, config=config
