@@ -189,9 +189,21 @@ def _signature(message: BaseMessage) -> str:
     )
 
 
-@lru_cache(maxsize=8192)
-def _digest(payload: str) -> str:
+def _sha256(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_cached_sha256 = lru_cache(maxsize=1024)(_sha256)
+_CACHED_CHARS = 32_768  # the memo holds its keys: keep it small (at most ~32 MB of payloads)
+
+
+def _digest(payload: str) -> str:
+    """sha256 of a payload, memoised for the short ones (re-indexing hashes them every step).
+
+    Long payloads are hashed each time rather than kept alive by the memo after a fold has
+    taken them out of the history.
+    """
+    return _cached_sha256(payload) if len(payload) <= _CACHED_CHARS else _sha256(payload)
 
 
 def _is_latest(start: int, latest_index: int, newest: int, latest: str) -> bool:
