@@ -37,27 +37,43 @@ def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
     """Return ``matrix`` as float32 rows of unit length.
 
     Rows that are all zero or contain a non-finite value become zero rows, so they have zero
-    similarity to everything (treated as irrelevant) instead of producing NaN.
+    similarity to everything (treated as irrelevant) instead of producing NaN. Each row is
+    divided by its norm in float64 and rounded to float32 once; a float32 input is read as it
+    is (no float64 copy of the matrix).
 
     Args:
         matrix: A 1-D vector or a 2-D array of row vectors.
 
     Returns:
         A new float32 array of the same shape.
+
+    Example:
+        >>> unit_rows([[3.0, 4.0], [0.0, 0.0], [float("nan"), 1.0]]).tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0], [0.0, 0.0]]
     """
-    arr = np.array(matrix, dtype=np.float64, copy=True)
+    arr = np.asarray(matrix)
+    if arr.dtype != np.float32:
+        arr = arr.astype(np.float64, copy=False)
     one_d = arr.ndim == 1
     if one_d:
         arr = arr[None, :]
     if arr.ndim != 2:
         raise ValueError(f"expected a 1-D or 2-D array of vectors, got shape {arr.shape}")
-    bad = ~np.isfinite(arr).all(axis=1)
-    arr[bad] = 0.0
-    norms = np.linalg.norm(arr, axis=1)
-    nonzero = norms > 0
-    arr[nonzero] /= norms[nonzero, None]
-    out = arr.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # A non-finite entry makes the row's norm non-finite (NaN or inf): that flags the row.
+        norms = np.sqrt(np.einsum("ij,ij->i", arr, arr, dtype=np.float64))
+        bad = ~np.isfinite(norms)
+        out = np.empty(arr.shape, dtype=np.float32)
+        np.divide(arr, np.where(bad | (norms == 0), 1.0, norms)[:, None], out=out,
+                  casting="same_kind")
+    out[bad] = 0.0
     return out[0] if one_d else out
+
+
+def _floats(values: ArrayLike) -> NDArray[np.floating[Any]]:
+    """``values`` as a float array: float32 as it is, anything else as float64."""
+    arr = np.asarray(values)
+    return arr if arr.dtype == np.float32 else arr.astype(np.float64, copy=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,10 +137,10 @@ class Problem:
             raise ValueError("token counts must be >= 0")
         if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
-        q = np.asarray(query, dtype=np.float64)
+        q = _floats(query)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D vector, got shape {q.shape}")
-        v = np.asarray(vectors, dtype=np.float64)
+        v = _floats(vectors)
         if n == 0:
             v = v.reshape(0, q.shape[0])
         if v.ndim != 2 or v.shape[0] != n or v.shape[1] != q.shape[0]:

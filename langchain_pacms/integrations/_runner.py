@@ -22,6 +22,7 @@ from langgraph.store.base import BaseStore
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
     CONTEXT_MESSAGE_ID,
+    MessageMemo,
     Span,
     agent_query,
     apply_selection,
@@ -67,6 +68,17 @@ class _Call:
 
 
 Steps = Generator[_Call, Any, T]
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """One call's candidates and what :meth:`SelectionRunner.fit` needs to know about them."""
+
+    candidates: list[Candidate]
+    spans: list[Span]
+    mandatory: str  # which part of the conversation is mandatory, for the report
+    budget: int  # the call's token budget
+    unseen: int  # tokens the model receives besides the selection
 
 
 def _drive(steps: Steps[T]) -> T:
@@ -172,6 +184,7 @@ class SelectionRunner:
         self.log = SelectionLog(config.log_path) if config.log_path is not None else None
         self.source = source
         self.last_selection: Selection | None = None
+        self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
 
     # -- pure pieces -------------------------------------------------------------------------
     def budget_tokens(self, candidates: Sequence[Candidate]) -> int:
@@ -258,12 +271,14 @@ class SelectionRunner:
         documents: Sequence[Any],
         *,
         placeholders: bool = True,
-    ) -> tuple[list[Candidate], list[Span], str]:
-        """The candidates, their spans, and which part of the conversation is mandatory.
+    ) -> _Pool:
+        """The candidates, their spans, which part is mandatory, the budget and unseen tokens.
 
         With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget
         (with the system prompt and what the model receives unseen); when it alone exceeds it,
-        only the task message, the newest span and the system prompt stay mandatory.
+        only the task message, the newest span and the system prompt stay mandatory. The
+        budget and the unseen tokens are worked out once, from the first cut (the second one
+        holds the same conversation).
         """
         keep = self.config.keep_latest_turn
 
@@ -271,17 +286,18 @@ class SelectionRunner:
             return messages_to_candidates(
                 messages, memories=memories, documents=documents, keep_latest_turn=latest,
                 tool_placeholders=placeholders and self.config.tool_placeholders,
-                token_counter=self.selector.token_counter,
+                token_counter=self.selector.token_counter, memo=self._memo,
             )
 
         cands, spans = cut(keep is not False)
-        if keep is False:
-            return cands, spans, _NEWEST_STEP
+        budget, unseen = self.budget_tokens(cands), self.unseen_tokens()
+        mandatory = _NEWEST_STEP if keep is False else _LATEST_TURN
         if keep == "auto":
             fixed = sum(self.selector.count_tokens([c for c in cands if c.mandatory]))
-            if fixed + self.unseen_tokens() > self.budget_tokens(cands):
-                return (*cut(False), _NEWEST_STEP + _OVER)
-        return cands, spans, _LATEST_TURN
+            if fixed + unseen > budget:
+                cands, spans = cut(False)
+                mandatory = _NEWEST_STEP + _OVER
+        return _Pool(cands, spans, mandatory, budget, unseen)
 
     def _select_kwargs(self, query: str) -> dict[str, Any]:
         if query.strip():
@@ -346,11 +362,7 @@ class SelectionRunner:
         return memories, documents, "; ".join(errors) or None
 
     def fit(
-        self,
-        messages: Sequence[BaseMessage],
-        candidates: Sequence[Candidate],
-        spans: Sequence[Span],
-        query: str,
+        self, messages: Sequence[BaseMessage], pool: _Pool, query: str
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
         """Select until what is sent, framing and unseen prompt included, fits the budget.
 
@@ -362,30 +374,29 @@ class SelectionRunner:
         requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget
         (then exactly the mandatory part is kept).
         """
-        budget = self.budget_tokens(candidates)
-        unseen = self.unseen_tokens()
+        budget, unseen, spans = pool.budget, pool.unseen, pool.spans
         kwargs = self._select_kwargs(query)
-        pool = list(candidates)
+        cands = list(pool.candidates)
         room = budget - unseen
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
                 room = 1
             selection = yield _Call(
                 self.selector.select, self.selector.aselect,
-                (pool, query if query.strip() else _NO_QUERY),
+                (cands, query if query.strip() else _NO_QUERY),
                 {**kwargs, "budget_tokens": max(1, room)},
             )
             kept = set(selection.kept_ids)
             shadowed = {
-                c.id for c in pool
+                c.id for c in cands
                 if c.id in kept and isinstance(c.source, Span) and c.source.stub
                 and c.source.full_id in kept
             }
             if shadowed:
-                pool = [c for c in pool if c.id not in shadowed]
+                cands = [c for c in cands if c.id not in shadowed]
                 continue
             out = self._apply(messages, selection, spans)
-            sent = sent_tokens(out, self.selector.token_counter) + unseen
+            sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
             if sent <= budget or room <= 1 or all(c.mandatory for c in selection.kept):
                 break
             room -= sent - budget
@@ -411,8 +422,8 @@ class SelectionRunner:
             memories, documents, lookup_error = yield from self._lookups(
                 store, query, state, config, context
             )
-            cands, spans, mandatory = self.candidates(messages, memories, documents)
-            selection, out = yield from self.fit(messages, cands, spans, query)
+            pool = self.candidates(messages, memories, documents)
+            selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
         except Exception as err:
@@ -421,14 +432,14 @@ class SelectionRunner:
             logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
                            self.source, type(err).__name__, err)
             try:
-                cands, spans, _ = self.candidates(messages, (), (), placeholders=False)
-                return (yield from self.fit(messages, cands, spans, ""))[1]
+                fallback = self.candidates(messages, (), (), placeholders=False)
+                return (yield from self.fit(messages, fallback, ""))[1]
             except Exception as again:  # last resort: never stall the agent
                 logger.warning("pacms %s: recency fallback failed too (%s); passing messages "
                                "through", self.source, again)
                 return list(messages)
         self.last_selection = selection
-        extra: dict[str, Any] = {"mandatory": mandatory}
+        extra: dict[str, Any] = {"mandatory": pool.mandatory}
         if lookup_error:
             extra["memory_error"] = lookup_error
         yield _Call(report_selection, areport_selection, (selection,),

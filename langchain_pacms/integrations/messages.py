@@ -49,8 +49,12 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +76,7 @@ __all__ = [
     "CONTEXT_MEMORIES_HEADER",
     "CONTEXT_MESSAGE_ID",
     "OMISSION_NOTE",
+    "MessageMemo",
     "Span",
     "agent_query",
     "apply_selection",
@@ -194,18 +199,121 @@ def _message_text(message: BaseMessage) -> str:
     return text
 
 
-def sent_tokens(messages: Iterable[BaseMessage], token_counter: Callable[[str], int]) -> int:
+class MessageMemo:
+    """Each message's text and token count, remembered per message object (bounded).
+
+    An agent's next model call sees the same message objects again plus a few new ones, so
+    :func:`messages_to_candidates` and :func:`sent_tokens` given a memo render and count only
+    the new ones. An entry is found by the message's identity and is used only while the
+    message still holds the same ``content``, ``name`` and ``tool_calls`` (a message edited
+    in place is rendered again). The memo holds no reference to the messages themselves (weak
+    references only) and forgets the least recently used entries beyond ``max_entries``.
+
+    Args:
+        max_entries: Most messages remembered (> 0).
+
+    Example:
+        >>> memo = MessageMemo(max_entries=2)
+        >>> words = lambda text: len(text.split())
+        >>> msg = HumanMessage("one two three")
+        >>> memo.tokens(msg, words), memo.tokens(msg, words), memo.hits
+        (3, 3, 1)
+        >>> msg.content = "one"  # edited in place: rendered and counted again
+        >>> memo.tokens(msg, words), len(memo)
+        (1, 1)
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
+        self.max_entries = max_entries
+        self.hits = 0
+        self._entries: OrderedDict[int, _MemoEntry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _entry(self, message: BaseMessage) -> _MemoEntry:
+        key = id(message)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.matches(message):
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+        entry = _MemoEntry(message)
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return entry
+
+    def text(self, message: BaseMessage) -> str:
+        """The message's text as it is scored and counted (see :func:`sent_tokens`)."""
+        return self._entry(message).text
+
+    def tokens(self, message: BaseMessage, token_counter: Callable[[str], int]) -> int:
+        """``token_counter`` of the message's text, counted once per message and counter."""
+        entry = self._entry(message)
+        if entry.counter is not token_counter:
+            entry.cost = token_counter(entry.text)
+            entry.counter = token_counter
+        return entry.cost
+
+
+class _MemoEntry:
+    """One message in a :class:`MessageMemo`: what it was made from, its text and its count."""
+
+    __slots__ = ("content", "cost", "counter", "name", "ref", "text", "tool_calls")
+
+    def __init__(self, message: BaseMessage) -> None:
+        self.ref = weakref.ref(message)
+        content = message.content
+        # Lists can be edited in place: keep a copy to compare with (strings are immutable).
+        self.content = content if isinstance(content, str) else copy.deepcopy(content)
+        self.name = message.name
+        calls = _calls_of(message)
+        self.tool_calls = copy.deepcopy(calls) if calls else None
+        self.text = _message_text(message)
+        self.counter: Callable[[str], int] | None = None
+        self.cost = 0
+
+    def matches(self, message: BaseMessage) -> bool:
+        if self.ref() is not message or message.name != self.name:
+            return False
+        content = message.content
+        if content is not self.content and content != self.content:
+            return False
+        return (_calls_of(message) or None) == self.tool_calls
+
+
+def _calls_of(message: BaseMessage) -> list[Any] | None:
+    # A plain getattr is slow on messages without the field (pydantic's __getattr__ raises).
+    return message.tool_calls if isinstance(message, AIMessage) else None
+
+
+def sent_tokens(
+    messages: Iterable[BaseMessage],
+    token_counter: Callable[[str], int],
+    *,
+    memo: MessageMemo | None = None,
+) -> int:
     """The tokens of the messages a model receives, counted as the selection budget counts them.
 
     Each message is counted on its own: its text (see :func:`content_text`), an AI message's
     tool calls as ``name({json args})`` and a tool result as ``name: text``. The candidates of
     :func:`messages_to_candidates` (given a ``token_counter``) cost the sum of these counts over
-    the messages they send, so the budget is a bound on this number.
+    the messages they send, so the budget is a bound on this number. With a ``memo``, messages
+    it has seen are not rendered or counted again.
 
     Example:
         >>> sent_tokens([HumanMessage("one two"), AIMessage("three")], lambda t: len(t.split()))
         3
     """
+    if memo is not None:
+        return sum(memo.tokens(m, token_counter) for m in messages)
     return sum(token_counter(_message_text(m)) for m in messages)
 
 
@@ -383,6 +491,7 @@ def messages_to_candidates(
     pair_turns: bool = True,
     tool_placeholders: bool = False,
     token_counter: Callable[[str], int] | None = None,
+    memo: MessageMemo | None = None,
 ) -> tuple[list[Candidate], list[Span]]:
     """Cut a conversation (plus memories and documents) into selection candidates.
 
@@ -400,6 +509,8 @@ def messages_to_candidates(
             :func:`sent_tokens` of its messages, placeholders included, or of its bullet line
             in the context message for a memory or document. Without it the selector counts
             each candidate's text.
+        memo: Remembers each message's text and count between calls (see
+            :class:`MessageMemo`), so a growing conversation renders only its new messages.
 
     Returns:
         The candidates (memories, then documents, then the conversation in order; positions
@@ -420,6 +531,7 @@ def messages_to_candidates(
         (i for i, m in enumerate(messages) if _is_human(m)), default=-1
     )
     last = len(messages) - 1
+    text_of = _message_text if memo is None else memo.text
     spans: list[Span] = []
     for k, item in enumerate(memories):
         spans.append(Span(f"mem{k}", "memory", text=memory_text(item), item=item))
@@ -433,12 +545,13 @@ def messages_to_candidates(
             or last in indices
             or (keep_latest_turn and latest_human >= 0 and first > latest_human)
         )
-        texts = [_message_text(messages[i]) for i in indices]
+        texts = [text_of(messages[i]) for i in indices]
         if kind != "tool":
             spans.append(Span(f"m{first}", kind, tuple(indices), mandatory, "\n".join(texts)))
             continue
         sendable = _without_unanswerable_calls(messages[first])  # type: ignore[arg-type]
-        texts[0] = "" if sendable is None else _message_text(sendable)
+        if sendable is not messages[first]:  # a copy without the id-less calls, or nothing
+            texts[0] = "" if sendable is None else _message_text(sendable)
         calls = [] if sendable is None else sendable.tool_calls
         answered = {str(messages[i].tool_call_id) for i in indices[1:]}  # type: ignore[attr-defined]
         missing_calls = [c for c in calls if str(c["id"]) not in answered]
@@ -459,7 +572,10 @@ def messages_to_candidates(
             kind=span.kind,
             position=pos,
             mandatory=span.mandatory,
-            tokens=None if token_counter is None else _sent_cost(messages, span, token_counter),
+            tokens=(
+                None if token_counter is None
+                else _sent_cost(messages, span, token_counter, memo)
+            ),
             metadata={"indices": span.indices} if span.indices else {},
             source=span,
         )
@@ -469,11 +585,22 @@ def messages_to_candidates(
 
 
 def _sent_cost(
-    messages: Sequence[BaseMessage], span: Span, token_counter: Callable[[str], int]
+    messages: Sequence[BaseMessage],
+    span: Span,
+    token_counter: Callable[[str], int],
+    memo: MessageMemo | None,
 ) -> int:
     if span.kind in ("memory", "document"):
         return token_counter(_bullet(span.text))
-    return sent_tokens(_span_messages(messages, span), token_counter)
+    sent = _span_messages(messages, span)
+    if memo is None:
+        return sent_tokens(sent, token_counter)
+    # Placeholders and copies are made afresh on every call: the memo is for the input's own.
+    own = {id(messages[i]) for i in span.indices}
+    return sum(
+        memo.tokens(m, token_counter) if id(m) in own else token_counter(_message_text(m))
+        for m in sent
+    )
 
 
 def _span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessage]:
