@@ -290,6 +290,32 @@ def _checked_vectors(
     return vectors, query_vec
 
 
+def _used_features(
+    vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """The vectors without the features that are zero in all of them and in the query.
+
+    Sparse lexical vectors (the built-in embedder's 4,096 hashed features) use a few hundred
+    features over a pool; dropping the rest leaves every dot product, norm and document
+    frequency of the pool as it was (up to rounding: sums skip zero terms) and makes every
+    later step cheaper. Dense vectors, and pools that use most features, pass through.
+
+    Example:
+        >>> docs = np.array([[1, 0, 0, 2], [0, 0, 0, 3]], np.float32)
+        >>> vectors, q = _used_features(docs, np.array([1, 0, 0, 0], np.float32))
+        >>> vectors.tolist(), q.tolist()
+        ([[1.0, 2.0], [0.0, 3.0]], [1.0, 0.0])
+    """
+    if not vectors.size or vectors.shape[1] != query_vec.shape[0]:
+        return vectors, query_vec
+    used = (vectors != 0).any(axis=0)
+    used |= query_vec != 0  # NaN and inf are not 0: checks after this still see them
+    if 2 * int(used.sum()) > used.size:
+        return vectors, query_vec
+    cols = np.flatnonzero(used)
+    return np.take(vectors, cols, axis=1), np.take(query_vec, cols)
+
+
 def _problem(
     cands: Sequence[Candidate],
     tokens: NDArray[np.int64],
@@ -639,7 +665,7 @@ class ContextSelector:
         query_vec = self.embeddings.embed_matrix(
             [query], kind="query", timeout=self._left(deadline)
         )[0]
-        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+        return self.reweight_pool(*_checked_vectors(*_used_features(vectors, query_vec)))
 
     def select(
         self,
@@ -765,7 +791,7 @@ class ContextSelector:
                 [query], kind="query", timeout=self._left(deadline)
             )
         )[0]
-        return self.reweight_pool(*_checked_vectors(vectors, query_vec))
+        return self.reweight_pool(*_checked_vectors(*_used_features(vectors, query_vec)))
 
     async def _aembed_with_timeout(
         self, texts: list[str], query: str
