@@ -236,12 +236,15 @@ class MessageMemo:
 
     def _entry(self, message: BaseMessage) -> _MemoEntry:
         key = id(message)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry.matches(message):
+        entry = self._entries.get(key)
+        if entry is not None and entry.matches(message):
+            # Each OrderedDict call is atomic; another thread may have evicted the entry since.
+            try:  # noqa: SIM105 (a plain try is cheaper than contextlib.suppress here)
                 self._entries.move_to_end(key)
-                self.hits += 1
-                return entry
+            except KeyError:
+                pass
+            self.hits += 1
+            return entry
         entry = _MemoEntry(message)
         with self._lock:
             self._entries[key] = entry
@@ -592,14 +595,18 @@ def _sent_cost(
 ) -> int:
     if span.kind in ("memory", "document"):
         return token_counter(_bullet(span.text))
-    sent = _span_messages(messages, span)
     if memo is None:
-        return sent_tokens(sent, token_counter)
+        return sent_tokens(_span_messages(messages, span), token_counter)
+    if span.kind != "tool" or (
+        not span.stub and not span.missing
+        and all(c.get("id") for c in messages[span.indices[0]].tool_calls)  # type: ignore[attr-defined]
+    ):  # the span sends its own messages as they are (no placeholder, no copy)
+        return sum(memo.tokens(messages[i], token_counter) for i in span.indices)
     # Placeholders and copies are made afresh on every call: the memo is for the input's own.
     own = {id(messages[i]) for i in span.indices}
     return sum(
         memo.tokens(m, token_counter) if id(m) in own else token_counter(_message_text(m))
-        for m in sent
+        for m in _span_messages(messages, span)
     )
 
 
