@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from langchain_pacms._blas import blas_threads as limit_blas_threads
 from langchain_pacms._timeout import call_with_timeout, timeout_error
-from langchain_pacms.core import Pick, Problem, Strategy, solve
+from langchain_pacms.core import COSINE_MATRIX_LIMIT, Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.embeddings.profile import (
     DENSE_SIMILARITY_THRESHOLD,
@@ -316,6 +316,14 @@ def _used_features(
     return np.take(vectors, cols, axis=1), np.take(query_vec, cols)
 
 
+def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """The mandatory mask and the positions of a normalised pool."""
+    return (
+        np.array([c.mandatory for c in cands], dtype=bool),
+        np.array([int(c.position or 0) for c in cands], dtype=np.int64),
+    )
+
+
 def _problem(
     cands: Sequence[Candidate],
     tokens: NDArray[np.int64],
@@ -323,12 +331,24 @@ def _problem(
     vectors: NDArray[np.float32],
     query_vec: NDArray[np.float32],
 ) -> Problem:
-    """The :class:`~langchain_pacms.core.Problem` of a normalised pool (select and prepare)."""
+    """The :class:`~langchain_pacms.core.Problem` of a normalised pool (prepare)."""
+    mandatory, positions = _flags(cands)
     return Problem.build(
-        vectors, query_vec, tokens=tokens, budget=budget,
-        mandatory=np.array([c.mandatory for c in cands], dtype=bool),
-        positions=np.array([int(c.position or 0) for c in cands], dtype=np.int64),
+        vectors, query_vec, tokens=tokens, budget=budget, mandatory=mandatory,
+        positions=positions,
     )
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """One pool's embedded vectors (checked and reweighted), and its problem once built."""
+
+    texts: tuple[str, ...]
+    query: str
+    embeddings: Embeddings | None  # the model that embedded them
+    vectors: NDArray[np.float32]
+    query_vec: NDArray[np.float32]
+    problem: Problem | None = None
 
 
 class ContextSelector:
@@ -430,6 +450,7 @@ class ContextSelector:
             raise ValueError(f"embed_timeout must be seconds > 0 or None, got {embed_timeout!r}")
         self.embed_timeout = embed_timeout
         self._failing = False
+        self._last_pool: _Pool | None = None  # the newest pool solved (see _problem_of)
 
     @property
     def profile(self) -> EmbedderProfile:
@@ -528,6 +549,45 @@ class ContextSelector:
                 return idf_reweight(vectors, query)
         return vectors, query
 
+    def _same_pool(self, texts: list[str], query: str) -> _Pool | None:
+        """The last pool solved, when ``texts`` and ``query`` are exactly its own."""
+        last = self._last_pool
+        if (
+            last is None or last.embeddings is not self.embeddings or last.query != query
+            or len(last.texts) != len(texts) or last.texts != tuple(texts)
+        ):
+            return None
+        return last
+
+    def _problem_of(
+        self,
+        pool: _Pool,
+        cands: Sequence[Candidate],
+        tokens: NDArray[np.int64],
+        budget: int,
+        *,
+        remember: bool,
+    ) -> Problem:
+        """The pool's problem; the last pool's own, with these costs, when it is the same pool.
+
+        A problem over the same texts and query shares the last one's vectors and memo (its
+        cosines and coverage kernel), so the picks are exactly those of a fresh problem. Only
+        the newest pool of at most :data:`~langchain_pacms.core.COSINE_MATRIX_LIMIT`
+        candidates is kept.
+        """
+        mandatory, positions = _flags(cands)
+        if pool.problem is not None:
+            return pool.problem.with_costs(
+                tokens=tokens, budget=budget, mandatory=mandatory, positions=positions
+            )
+        problem = Problem.build(
+            pool.vectors, pool.query_vec, tokens=tokens, budget=budget,
+            mandatory=mandatory, positions=positions,
+        )
+        if remember and pool.embeddings is not None and len(cands) <= COSINE_MATRIX_LIMIT:
+            self._last_pool = replace(pool, problem=problem)
+        return problem
+
     def _note_failure(self, err: BaseException) -> str:
         message = f"{type(err).__name__}: {err}"
         if not self._failing:
@@ -547,12 +607,16 @@ class ContextSelector:
         error: str | None,
         timings: dict[str, float],
         started: float,
+        *,
+        pool: _Pool | None = None,
     ) -> Selection:
         n = len(cands)
-        fell_back = n > 0 and (vectors is None or query_vec is None)
+        if pool is None and vectors is not None and query_vec is not None:
+            pool = _Pool((), "", None, vectors, query_vec)
+        fell_back = n > 0 and pool is None
         if fell_back:
-            vectors = np.zeros((n, 1), dtype=np.float32)
-            query_vec = np.zeros(1, dtype=np.float32)
+            zero = np.zeros(1, dtype=np.float32)
+            pool = _Pool((), "", None, np.zeros((n, 1), dtype=np.float32), zero)
             # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
             strategy, options = "lastk", {"contiguous": False}
         elif n:
@@ -563,9 +627,9 @@ class ContextSelector:
             pick = Pick(np.zeros(0, dtype=np.int64), np.zeros(0))
             relevance = np.zeros(0, dtype=np.float32)
         else:
-            assert vectors is not None and query_vec is not None
+            assert pool is not None
             with limit_blas_threads(self.blas_threads):
-                problem = _problem(cands, tokens, budget, vectors, query_vec)
+                problem = self._problem_of(pool, cands, tokens, budget, remember=not fell_back)
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
@@ -698,19 +762,21 @@ class ContextSelector:
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
-        vectors = query_vec = None
         error = None
         t0 = time.perf_counter()
-        if cands:
+        texts = [c.text for c in cands]
+        pool = self._same_pool(texts, query)
+        if cands and pool is None:
             try:
-                vectors, query_vec = self._embed_with_timeout([c.text for c in cands], query)
+                vectors, query_vec = self._embed_with_timeout(texts, query)
+                pool = _Pool(tuple(texts), query, self.embeddings, vectors, query_vec)
             except Exception as err:
                 if self.strict:
                     raise
                 error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
-            cands, tokens, budget, vectors, query_vec, name, opts, error, timings, started
+            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool
         )
 
     def _embed_with_timeout(
@@ -820,21 +886,21 @@ class ContextSelector:
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
-        vectors = query_vec = None
         error = None
         t0 = time.perf_counter()
-        if cands:
+        texts = [c.text for c in cands]
+        pool = self._same_pool(texts, query)
+        if cands and pool is None:
             try:
-                vectors, query_vec = await self._aembed_with_timeout(
-                    [c.text for c in cands], query
-                )
+                vectors, query_vec = await self._aembed_with_timeout(texts, query)
+                pool = _Pool(tuple(texts), query, self.embeddings, vectors, query_vec)
             except Exception as err:
                 if self.strict:
                     raise
                 error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
-            cands, tokens, budget, vectors, query_vec, name, opts, error, timings, started
+            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool
         )
 
     async def aprepare(

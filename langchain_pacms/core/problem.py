@@ -70,6 +70,28 @@ def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
     return out[0] if one_d else out
 
 
+def _costs(
+    tokens: ArrayLike, budget: int, mandatory: ArrayLike | None, positions: ArrayLike | None
+) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]]:
+    """Validated copies of a problem's token costs, mandatory mask and positions."""
+    tok = np.asarray(tokens)
+    n = int(tok.shape[0]) if tok.ndim == 1 else -1
+    if n < 0:
+        raise ValueError("tokens must be a 1-D sequence of integers")
+    if n and not np.issubdtype(tok.dtype, np.integer):
+        raise ValueError("tokens must be integers")
+    tok = tok.astype(np.int64)
+    if (tok < 0).any():
+        raise ValueError("token counts must be >= 0")
+    if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
+        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    mand = np.zeros(n, bool) if mandatory is None else np.array(mandatory, dtype=bool)
+    pos = np.arange(n) if positions is None else np.array(positions, dtype=np.int64)
+    if mand.shape != (n,) or pos.shape != (n,):
+        raise ValueError("mandatory and positions must have one entry per candidate")
+    return tok, mand, pos
+
+
 def _floats(values: ArrayLike) -> NDArray[np.floating[Any]]:
     """``values`` as a float array: float32 as it is, anything else as float64."""
     arr = np.asarray(values)
@@ -126,17 +148,8 @@ class Problem:
         Raises:
             ValueError: On mismatched shapes, negative costs or a non-positive budget.
         """
-        tok = np.asarray(tokens)
-        n = int(tok.shape[0]) if tok.ndim == 1 else -1
-        if n < 0:
-            raise ValueError("tokens must be a 1-D sequence of integers")
-        if n and not np.issubdtype(tok.dtype, np.integer):
-            raise ValueError("tokens must be integers")
-        tok = tok.astype(np.int64)
-        if (tok < 0).any():
-            raise ValueError("token counts must be >= 0")
-        if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
-            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+        tok, mand, pos = _costs(tokens, budget, mandatory, positions)
+        n = tok.shape[0]
         q = _floats(query)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D vector, got shape {q.shape}")
@@ -148,18 +161,52 @@ class Problem:
                 f"vectors must have shape ({n}, {q.shape[0]}) to match tokens and query, "
                 f"got {v.shape}"
             )
-        mand = np.zeros(n, bool) if mandatory is None else np.asarray(mandatory, dtype=bool)
-        pos = np.arange(n) if positions is None else np.asarray(positions, dtype=np.int64)
-        if mand.shape != (n,) or pos.shape != (n,):
-            raise ValueError("mandatory and positions must have one entry per candidate")
         return cls(
-            vectors=unit_rows(v),
-            query=unit_rows(q),
-            tokens=tok,
-            budget=int(budget),
-            mandatory=mand.copy(),
-            positions=pos.copy(),
+            vectors=unit_rows(v), query=unit_rows(q), tokens=tok, budget=int(budget),
+            mandatory=mand, positions=pos,
         )
+
+    def with_costs(
+        self,
+        *,
+        tokens: ArrayLike,
+        budget: int,
+        mandatory: ArrayLike | None = None,
+        positions: ArrayLike | None = None,
+    ) -> Problem:
+        """The same vectors and query with other costs, budget, mandatory mask and positions.
+
+        Like :meth:`with_budget`, the problems share their memo (see :meth:`shared`): a later
+        selection over the same texts and query (an agent's repeated call) reuses the cosines
+        and the coverage kernel instead of computing them again. The arguments are validated
+        as :meth:`build` validates them.
+
+        Args:
+            tokens: Token cost per candidate (one per row of :attr:`vectors`).
+            budget: Token budget; must be positive.
+            mandatory: Optional boolean mask of always-kept candidates.
+            positions: Optional chronological positions; defaults to ``0..n-1``.
+
+        Returns:
+            The problem.
+
+        Raises:
+            ValueError: As :meth:`build`, or when the number of candidates differs.
+
+        Example:
+            >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
+            >>> q = p.with_costs(tokens=[3, 1], budget=3, mandatory=[False, True])
+            >>> q.vectors is p.vectors, q.tokens.tolist(), q.mandatory.tolist()
+            (True, [3, 1], [False, True])
+        """
+        tok, mand, pos = _costs(tokens, budget, mandatory, positions)
+        if tok.shape[0] != self.n:
+            raise ValueError(
+                f"tokens must have one entry per candidate ({self.n}), got {tok.shape[0]}"
+            )
+        other = replace(self, tokens=tok, budget=int(budget), mandatory=mand, positions=pos)
+        object.__setattr__(other, "_memo", self._memo)
+        return other
 
     def with_budget(self, budget: int) -> Problem:
         """The same candidates under another budget, sharing budget-independent work.
