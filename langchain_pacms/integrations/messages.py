@@ -259,11 +259,7 @@ class MessageMemo:
 
     def tokens(self, message: BaseMessage, token_counter: Callable[[str], int]) -> int:
         """``token_counter`` of the message's text, counted once per message and counter."""
-        entry = self._entry(message)
-        if entry.counter is not token_counter:
-            entry.cost = token_counter(entry.text)
-            entry.counter = token_counter
-        return entry.cost
+        return self._entry(message).tokens(token_counter)
 
 
 class _MemoEntry:
@@ -282,6 +278,12 @@ class _MemoEntry:
         self.text = _message_text(message)
         self.counter: Callable[[str], int] | None = None
         self.cost = 0
+
+    def tokens(self, token_counter: Callable[[str], int]) -> int:
+        if self.counter is not token_counter:
+            self.cost = token_counter(self.text)
+            self.counter = token_counter
+        return self.cost
 
     def matches(self, message: BaseMessage) -> bool:
         if self.ref() is not message or message.name != self.name:
@@ -534,7 +536,8 @@ def messages_to_candidates(
         (i for i, m in enumerate(messages) if _is_human(m)), default=-1
     )
     last = len(messages) - 1
-    text_of = _message_text if memo is None else memo.text
+    costed = memo is not None and token_counter is not None
+    costs: dict[str, int] = {}  # spans that send their own messages as they are, costed here
     spans: list[Span] = []
     for k, item in enumerate(memories):
         spans.append(Span(f"mem{k}", "memory", text=memory_text(item), item=item))
@@ -548,9 +551,17 @@ def messages_to_candidates(
             or last in indices
             or (keep_latest_turn and latest_human >= 0 and first > latest_human)
         )
-        texts = [text_of(messages[i]) for i in indices]
+        if costed:
+            assert memo is not None and token_counter is not None
+            entries = [memo._entry(messages[i]) for i in indices]
+            texts = [e.text for e in entries]
+            own_cost = sum(e.tokens(token_counter) for e in entries)
+        else:
+            texts = [_message_text(messages[i]) for i in indices]
         if kind != "tool":
             spans.append(Span(f"m{first}", kind, tuple(indices), mandatory, "\n".join(texts)))
+            if costed:
+                costs[spans[-1].id] = own_cost
             continue
         sendable = _without_unanswerable_calls(messages[first])  # type: ignore[arg-type]
         if sendable is not messages[first]:  # a copy without the id-less calls, or nothing
@@ -568,6 +579,8 @@ def messages_to_candidates(
         spans.append(
             Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)
         )
+        if costed and sendable is messages[first] and not missing:
+            costs[spans[-1].id] = own_cost
     candidates = [
         Candidate(
             text=span.text,
@@ -577,6 +590,7 @@ def messages_to_candidates(
             mandatory=span.mandatory,
             tokens=(
                 None if token_counter is None
+                else costs[span.id] if span.id in costs
                 else _sent_cost(messages, span, token_counter, memo)
             ),
             metadata={"indices": span.indices} if span.indices else {},
@@ -597,11 +611,6 @@ def _sent_cost(
         return token_counter(_bullet(span.text))
     if memo is None:
         return sent_tokens(_span_messages(messages, span), token_counter)
-    if span.kind != "tool" or (
-        not span.stub and not span.missing
-        and all(c.get("id") for c in messages[span.indices[0]].tool_calls)  # type: ignore[attr-defined]
-    ):  # the span sends its own messages as they are (no placeholder, no copy)
-        return sum(memo.tokens(messages[i], token_counter) for i in span.indices)
     # Placeholders and copies are made afresh on every call: the memo is for the input's own.
     own = {id(messages[i]) for i in span.indices}
     return sum(
