@@ -308,12 +308,11 @@ def _used_features(
     """
     if not vectors.size or vectors.shape[1] != query_vec.shape[0]:
         return vectors, query_vec
-    used = (vectors != 0).any(axis=0)
+    used = vectors.any(axis=0)
     used |= query_vec != 0  # NaN and inf are not 0: checks after this still see them
     if 2 * int(used.sum()) > used.size:
         return vectors, query_vec
-    cols = np.flatnonzero(used)
-    return np.take(vectors, cols, axis=1), np.take(query_vec, cols)
+    return np.compress(used, vectors, axis=1), query_vec[used]
 
 
 def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
