@@ -17,6 +17,7 @@ and the process CPU time are the steadier figures there.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -76,14 +77,15 @@ def main() -> None:
         repeat.append(time.perf_counter() - t0)
         repeat_cpu.append(time.process_time() - c0)
 
-    grow = []
+    grow, grow_cpu = [], []
     stream = [*messages, *(m for t in range(75, 75 + args.calls) for m in round_of(t))]
     for i in range(args.calls):
         current = stream[4 * (i + 1): 4 * (i + 1) + 300]  # a sliding 300-message window
         question = HumanMessage(f"What changed in round {75 + i}?")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         hook.invoke({"messages": [*current, question]})
         grow.append(time.perf_counter() - t0)
+        grow_cpu.append(time.process_time() - c0)
 
     mapping = []  # the integration's own share: messages -> candidates -> messages
     msgs = state["messages"]
@@ -104,11 +106,13 @@ def main() -> None:
           f"process CPU median {median_ms(repeat_cpu):.2f} ms)")
     print(f"hook overhead per model call, growing conversation: median {median_ms(grow):.2f} ms "
           f"(min {min(grow) * 1000:.2f} ms, p90 "
-          f"{median_ms(sorted(grow)[int(0.9 * len(grow)):]):.2f} ms)")
+          f"{median_ms(sorted(grow)[int(0.9 * len(grow)):]):.2f} ms; "
+          f"process CPU median {median_ms(grow_cpu):.2f} ms)")
     print(f"  of which message mapping (to candidates and back): "
           f"median {median_ms(mapping):.2f} ms")
     timings = {k: round(v * 1000, 2) for k, v in sel.timings.items()}
     print(f"last selection phases (ms): {timings}")
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
