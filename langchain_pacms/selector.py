@@ -292,27 +292,81 @@ def _checked_vectors(
 
 def _used_features(
     vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
-) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
     """The vectors without the features that are zero in all of them and in the query.
 
     Sparse lexical vectors (the built-in embedder's 4,096 hashed features) use a few hundred
     features over a pool; dropping the rest leaves every dot product, norm and document
     frequency of the pool as it was (up to rounding: sums skip zero terms) and makes every
-    later step cheaper. Dense vectors, and pools that use most features, pass through.
+    later step cheaper. Dense vectors, and pools that use most features, pass through. The
+    third value is the kept features (``None`` when nothing was dropped).
 
     Example:
         >>> docs = np.array([[1, 0, 0, 2], [0, 0, 0, 3]], np.float32)
-        >>> vectors, q = _used_features(docs, np.array([1, 0, 0, 0], np.float32))
-        >>> vectors.tolist(), q.tolist()
-        ([[1.0, 2.0], [0.0, 3.0]], [1.0, 0.0])
+        >>> vectors, q, kept = _used_features(docs, np.array([1, 0, 0, 0], np.float32))
+        >>> vectors.tolist(), q.tolist(), kept.tolist()
+        ([[1.0, 2.0], [0.0, 3.0]], [1.0, 0.0], [0, 3])
     """
     if not vectors.size or vectors.shape[1] != query_vec.shape[0]:
-        return vectors, query_vec
+        return vectors, query_vec, None
     used = vectors.any(axis=0)
     used |= query_vec != 0  # NaN and inf are not 0: checks after this still see them
+    return _kept(used, vectors, query_vec)
+
+
+def _kept(
+    used: NDArray[np.bool_], vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
+    """``vectors`` and ``query_vec`` on the ``used`` features, unless they are most of them."""
     if 2 * int(used.sum()) > used.size:
-        return vectors, query_vec
-    return np.compress(used, vectors, axis=1), query_vec[used]
+        return vectors, query_vec, None
+    return np.compress(used, vectors, axis=1), query_vec[used], np.flatnonzero(used)
+
+
+def _grown(
+    last: _Pool,
+    where: NDArray[np.int64],
+    fresh: NDArray[np.float32],
+    query_vec: NDArray[np.float32],
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
+    """What :func:`_used_features` gives for a pool whose rows partly come from the last pool.
+
+    Row ``i`` of the pool is row ``where[i]`` of the last pool's compacted vectors when
+    ``where[i] >= 0``; the other rows are ``fresh``, in order. The last pool's rows are zero
+    outside its kept features, so the union of the features used is known without the full
+    matrix, and every value is copied as it is: the result is the same array as compacting the
+    whole pool stacked from the cache.
+    """
+    assert last.raw is not None and last.features is not None
+    dim = last.dim
+    if query_vec.shape[0] != dim or (fresh.size and fresh.shape[1] != dim):
+        raise EmbeddingError("query and document embeddings differ in dimension")
+    old = where >= 0
+    old_rows = last.raw[where[old]]
+    used = np.zeros(dim, dtype=bool)
+    used[last.features[old_rows.any(axis=0)]] = True
+    if fresh.size:
+        used |= fresh.any(axis=0)
+    used |= query_vec != 0
+    full = np.zeros((where.shape[0], dim), dtype=np.float32)
+    if 2 * int(used.sum()) <= dim:  # still sparse: build only the used columns
+        cols = np.flatnonzero(used)
+        full = full[:, : cols.shape[0]]
+        at = np.searchsorted(cols, last.features)  # every kept feature of the last pool ...
+        known = at < cols.shape[0]
+        known[known] = cols[at[known]] == last.features[known]  # ... that this pool uses
+        block = np.zeros((old_rows.shape[0], cols.shape[0]), dtype=np.float32)
+        block[:, at[known]] = old_rows[:, known]
+        full[old] = block
+        if fresh.size:
+            full[~old] = fresh[:, cols]
+        return full, query_vec[cols], cols
+    block = np.zeros((old_rows.shape[0], dim), dtype=np.float32)
+    block[:, last.features] = old_rows
+    full[old] = block
+    if fresh.size:
+        full[~old] = fresh
+    return full, query_vec, None
 
 
 def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
@@ -338,9 +392,17 @@ def _problem(
     )
 
 
+_Lent = tuple["_Pool", NDArray[np.int64]]  # the last pool, and each text's row there (or -1)
+
+
 @dataclass(frozen=True)
 class _Pool:
-    """One pool's embedded vectors (checked and reweighted), and its problem once built."""
+    """One pool's embedded vectors (checked and reweighted), and its problem once built.
+
+    For sparse vectors it also keeps the pool's vectors as the embedder gave them on the
+    features the pool uses (``raw`` on ``features``, before reweighting), so that the next
+    pool takes the rows of the texts it shares with this one from here (see :func:`_grown`).
+    """
 
     texts: tuple[str, ...]
     query: str
@@ -348,6 +410,9 @@ class _Pool:
     vectors: NDArray[np.float32]
     query_vec: NDArray[np.float32]
     problem: Problem | None = None
+    raw: NDArray[np.float32] | None = None
+    features: NDArray[np.int64] | None = None
+    dim: int = 0  # the embedder's dimension
 
 
 class ContextSelector:
@@ -721,14 +786,44 @@ class ContextSelector:
             return None
         return time.monotonic() + self.embed_timeout
 
-    def _embed(
-        self, texts: list[str], query: str, deadline: float | None
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = self.embeddings.embed_matrix(texts, timeout=self._left(deadline))
+    def _rows_from_last(self, texts: list[str]) -> tuple[_Lent | None, list[str]]:
+        """What the last pool lends this one (sparse vectors only), and the texts to embed."""
+        last = self._last_pool
+        if last is None or last.raw is None or last.embeddings is not self.embeddings:
+            return None, texts
+        index = {t: i for i, t in enumerate(last.texts)}
+        where = np.array([index.get(t, -1) for t in texts], dtype=np.int64)
+        return (last, where), [t for t, w in zip(texts, where.tolist()) if w < 0]
+
+    def _pooled(
+        self,
+        texts: list[str],
+        query: str,
+        lent: _Lent | None,
+        fresh: NDArray[np.float32],
+        query_vec: NDArray[np.float32],
+    ) -> _Pool:
+        """The pool's vectors: compacted, checked and reweighted (the sync and async path's)."""
+        if lent is None:
+            vectors, q, features = _used_features(fresh, query_vec)
+            dim = int(fresh.shape[1]) if fresh.ndim == 2 else 0
+        else:
+            vectors, q, features = _grown(*lent, fresh, query_vec)
+            dim = lent[0].dim
+        checked, q_checked = _checked_vectors(vectors, q)
+        reweighted, q_reweighted = self.reweight_pool(checked, q_checked)
+        return _Pool(
+            tuple(texts), query, self.embeddings, reweighted, q_reweighted,
+            raw=None if features is None else vectors, features=features, dim=dim,
+        )
+
+    def _embed(self, texts: list[str], query: str, deadline: float | None) -> _Pool:
+        last, todo = self._rows_from_last(texts)
+        fresh = self.embeddings.embed_matrix(todo, timeout=self._left(deadline))
         query_vec = self.embeddings.embed_matrix(
             [query], kind="query", timeout=self._left(deadline)
         )[0]
-        return self.reweight_pool(*_checked_vectors(*_used_features(vectors, query_vec)))
+        return self._pooled(texts, query, last, fresh, query_vec)
 
     def select(
         self,
@@ -767,8 +862,7 @@ class ContextSelector:
         pool = self._same_pool(texts, query)
         if cands and pool is None:
             try:
-                vectors, query_vec = self._embed_with_timeout(texts, query)
-                pool = _Pool(tuple(texts), query, self.embeddings, vectors, query_vec)
+                pool = self._embed_with_timeout(texts, query)
             except Exception as err:
                 if self.strict:
                     raise
@@ -778,9 +872,7 @@ class ContextSelector:
             cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool
         )
 
-    def _embed_with_timeout(
-        self, texts: list[str], query: str
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    def _embed_with_timeout(self, texts: list[str], query: str) -> _Pool:
         if self.embed_timeout is None:
             return self._embed(texts, query, None)
         deadline = self._deadline()
@@ -830,9 +922,9 @@ class ContextSelector:
         cands, tokens, budget = self._prepare_nonempty(
             candidates, query, budget_tokens, budget_ratio
         )
-        vectors, query_vec = self._embed_with_timeout([c.text for c in cands], query)
+        pool = self._embed_with_timeout([c.text for c in cands], query)
         with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, vectors, query_vec)
+            return _problem(cands, tokens, budget, pool.vectors, pool.query_vec)
 
     def _prepare_nonempty(
         self,
@@ -847,20 +939,17 @@ class ContextSelector:
         return cands, tokens, budget
 
     # -- async --------------------------------------------------------------------------------
-    async def _aembed(
-        self, texts: list[str], query: str, deadline: float | None
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        vectors = await self.embeddings.aembed_matrix(texts, timeout=self._left(deadline))
+    async def _aembed(self, texts: list[str], query: str, deadline: float | None) -> _Pool:
+        last, todo = self._rows_from_last(texts)
+        fresh = await self.embeddings.aembed_matrix(todo, timeout=self._left(deadline))
         query_vec = (
             await self.embeddings.aembed_matrix(
                 [query], kind="query", timeout=self._left(deadline)
             )
         )[0]
-        return self.reweight_pool(*_checked_vectors(*_used_features(vectors, query_vec)))
+        return self._pooled(texts, query, last, fresh, query_vec)
 
-    async def _aembed_with_timeout(
-        self, texts: list[str], query: str
-    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    async def _aembed_with_timeout(self, texts: list[str], query: str) -> _Pool:
         if self.embed_timeout is None:
             return await self._aembed(texts, query, None)
         try:
@@ -891,8 +980,7 @@ class ContextSelector:
         pool = self._same_pool(texts, query)
         if cands and pool is None:
             try:
-                vectors, query_vec = await self._aembed_with_timeout(texts, query)
-                pool = _Pool(tuple(texts), query, self.embeddings, vectors, query_vec)
+                pool = await self._aembed_with_timeout(texts, query)
             except Exception as err:
                 if self.strict:
                     raise
@@ -922,6 +1010,6 @@ class ContextSelector:
         cands, tokens, budget = self._prepare_nonempty(
             candidates, query, budget_tokens, budget_ratio
         )
-        vectors, query_vec = await self._aembed_with_timeout([c.text for c in cands], query)
+        pool = await self._aembed_with_timeout([c.text for c in cands], query)
         with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, vectors, query_vec)
+            return _problem(cands, tokens, budget, pool.vectors, pool.query_vec)

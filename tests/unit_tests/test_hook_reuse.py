@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import langchain_pacms.selector as selector_module
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, unit_rows
+from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import (
     MessageMemo,
@@ -211,6 +212,31 @@ def test_with_costs_shares_the_memo_and_validates() -> None:
         p.with_costs(tokens=[1, 2, 3], budget=0)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), dim=st.sampled_from([64, 4096]))
+def test_rows_lent_by_the_last_pool_give_the_same_vectors(seed: int, dim: int) -> None:
+    rng = random.Random(seed)
+    vocabulary = [*WORDS, *(f"w{i}" for i in range(40))]
+
+    def text() -> str:
+        return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 8)))
+
+    def selector() -> ContextSelector:  # 64 features: pools turn dense as they grow
+        return ContextSelector(HashedTfidfEmbeddings(dim=dim))
+
+    texts = [text() for _ in range(rng.randint(1, 12))]
+    warm = selector()
+    for _ in range(5):  # the pool drops some texts, keeps the rest in order, gains new ones
+        query = text() + " alpha"
+        kept = [t for t in texts if rng.random() < 0.8]
+        texts = kept + [text() for _ in range(rng.randint(0 if kept else 1, 6))]
+        got = warm.prepare(texts, query, budget_ratio=0.3)
+        want = selector().prepare(texts, query, budget_ratio=0.3)
+        assert np.array_equal(got.vectors, want.vectors)
+        assert np.array_equal(got.query, want.query)
+        warm.select(texts, query, budget_ratio=0.3)  # the pool the next one borrows from
+
+
 # -- compaction and unit rows --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["lex", "dense"])
 def test_compaction_keeps_the_picks(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,7 +252,7 @@ def test_compaction_keeps_the_picks(name: str, monkeypatch: pytest.MonkeyPatch) 
                 for texts, query in pools for r in (0.1, 0.4) for s in ("pacms", "topk")]
 
     compacted = kept()
-    monkeypatch.setattr(selector_module, "_used_features", lambda v, q: (v, q))
+    monkeypatch.setattr(selector_module, "_used_features", lambda v, q: (v, q, None))
     assert compacted == kept()
 
 
