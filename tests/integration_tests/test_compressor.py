@@ -284,8 +284,8 @@ def test_empty_input_and_cache_stays_warm() -> None:
     misses = cache.misses
     compressor.compress_documents(docs, QUERY)
     await_(compressor.acompress_documents(docs, QUERY))
-    assert cache.misses == misses
-    assert cache.hits >= 2 * (len(docs) + 1)
+    assert cache.misses == misses  # the same pool again: nothing is embedded twice
+    assert cache.misses == len(docs) + 1
 
 
 # -- fail soft -----------------------------------------------------------------------------

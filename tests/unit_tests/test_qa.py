@@ -949,8 +949,9 @@ def test_embeddings_shared_across_strategies(questions: list[Question]) -> None:
     assert len(report.records) == 12
     n_texts = sum(len({p.text for p in build_pool(q, 2)}) + 1 for q in questions)
     cache = fresh.embeddings
-    assert cache.misses == n_texts  # every text embedded once, by the first strategy
-    assert cache.hits == 3 * n_texts  # the other three strategies hit the cache
+    # Every text is embedded once, by the first strategy; the other three reuse its rows
+    # (from the selector's last pool or from the cache) and embed nothing.
+    assert cache.misses == n_texts
 
 
 def test_qa_from_args_ids_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
