@@ -25,7 +25,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 import langchain_pacms.selector as selector_module
 from langchain_pacms import ContextSelector
-from langchain_pacms.selector import EmbeddingError
 from langchain_pacms.core import Problem, unit_rows
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.integrations import create_pacms_hook
@@ -34,6 +33,7 @@ from langchain_pacms.integrations.messages import (
     messages_to_candidates,
     sent_tokens,
 )
+from langchain_pacms.selector import EmbeddingError
 
 BENCH_HOOK = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_hook.py"
 WORDS = ["alpha", "beta", "gamma", "delta", "port", "db", "staging", "error", "deploy", "queue",
