@@ -2,7 +2,9 @@
 
 ``pacms eval longmemeval recall`` runs the evidence-round recall sweep of the study's Table 1
 (:mod:`langchain_pacms.eval.recall`); ``pacms eval longmemeval qa`` runs the end-to-end QA
-harness (:mod:`langchain_pacms.eval.qa`).
+harness (:mod:`langchain_pacms.eval.qa`); ``pacms eval longmemeval probe`` compares the
+built-in embedder's top-k recall with sparse lexical references
+(:mod:`langchain_pacms.eval.lexical_probe`).
 """
 
 from __future__ import annotations
@@ -395,6 +397,83 @@ def _add_qa_parser(sub: Any) -> None:
     p.set_defaults(func=qa_from_args)
 
 
+def _probe(args: argparse.Namespace) -> int:
+    import json
+
+    from langchain_pacms import ContextSelector
+    from langchain_pacms.eval.lexical_probe import RECIPES, probe_topk
+    from langchain_pacms.eval.longmemeval import resolve_source
+    from langchain_pacms.eval.recall import load_questions
+    from langchain_pacms.eval.redundancy import inject_redundancy
+
+    started = time.perf_counter()
+    source = resolve_source(args.data, args.split)
+    questions = load_questions(source, n=None if args.all else args.n, seed=args.seed)
+    selector = ContextSelector()
+    pools = []
+    for q in questions:
+        pool = inject_redundancy(q.rounds, 0)
+        texts = [p.text for p in pool]
+        tokens = [selector.token_counter(t) for t in texts]
+        evidence = {i for i, p in enumerate(pool) if p.is_evidence}
+        pools.append((texts, q.question, tokens, evidence))
+
+    def builtin(texts: Any, query: str) -> Any:
+        return selector.prepare(texts, query, budget_ratio=1.0).relevance
+
+    table = probe_topk(pools, args.budgets, RECIPES, builtin=builtin)
+    head = "| relevance | " + " | ".join(f"{b:.0%}" for b in args.budgets) + " |"
+    lines = [head, "|---|" + "---:|" * len(args.budgets)]
+    lines += [f"| {name} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
+              for name, row in table.items()]
+    text = "\n".join(lines)
+    print(f"top-k evidence recall, R = 0, {len(pools)} questions of {source.name}")
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "lexical-probe.md").write_text(text + "\n", encoding="utf-8")
+        meta = {"questions": len(pools), "seed": args.seed, "source": str(source),
+                "budgets": args.budgets, "seconds": round(time.perf_counter() - started, 1),
+                "command": _probe_command(args)}
+        (args.out / "lexical-probe.json").write_text(
+            json.dumps({"meta": meta, "recall": table}, indent=1), encoding="utf-8")
+    return 0
+
+
+def _probe_command(args: argparse.Namespace) -> str:
+    words = ["pacms", "eval", "longmemeval", "probe", "--split", args.split, "--seed",
+             str(args.seed), *(["--all"] if args.all else ["--n", str(args.n)]),
+             "--budgets", *(str(b) for b in args.budgets)]
+    if args.data is not None:
+        words += ["--data", str(args.data)]
+    return shlex.join(words)
+
+
+def _add_probe_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "probe", help="top-k recall of the built-in embedder vs sparse lexical references",
+        description="Top-k evidence recall at R = 0 with the selector's own relevance and with "
+        "sparse hashed TF-IDF recipes (bucket count, tokens, signs, bigrams, idf scope), to see "
+        "where the built-in 4,096-bucket embedder loses relevance. The references are exact "
+        "sparse cosines and are not selector defaults.",
+    )
+    p.add_argument("--data", default=None, metavar="PATH",
+                   help="LongMemEval data folder or question folder/archive/JSON file")
+    p.add_argument("--split", choices=("oracle", "s"), default="s",
+                   help="split when --data is a data folder (default: s)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--n", type=_at_least(1), default=100,
+                      help="questions to sample, as the recall sweep samples (default: 100)")
+    size.add_argument("--all", action="store_true", help="use every eligible question")
+    p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
+    p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.10, 0.20],
+                   metavar="FRACTION", help="budgets as fractions of the pool's tokens "
+                   "(default: 0.05 0.10 0.20)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="write lexical-probe.md and lexical-probe.json here")
+    p.set_defaults(func=_probe)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``eval`` sub-command (``eval longmemeval recall`` and ``eval longmemeval qa``)."""
     parser = subparsers.add_parser(
@@ -412,6 +491,7 @@ def register(subparsers: Any) -> None:
     tasks = lme.add_subparsers(dest="task", metavar="TASK")
     _add_recall_parser(tasks)
     _add_qa_parser(tasks)
+    _add_probe_parser(tasks)
     add_lifecycle_parser(benches)
 
     def _usage(parser: argparse.ArgumentParser) -> Any:
