@@ -19,8 +19,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langgraph.store.memory import InMemoryStore
@@ -56,16 +57,20 @@ class SelectionPolicy:
         ratio: The kept share of the prefix's tokens.
         stubs: Offer fold stubs for dropped tool spans.
         selector: The selector (one embedding cache for every cut).
+        options: More :class:`SelectionConfig` fields (e.g. ``query_mode``, strategy options
+            under ``strategy_options``), for trying settings on the development split.
     """
 
     strategy: str
     ratio: float
     stubs: bool
     selector: ContextSelector
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, prefix: Sequence[BaseMessage]) -> tuple[list[BaseMessage], dict[str, str]]:
         """What the model would see for ``prefix`` and the sidecars it could recover from."""
-        config = SelectionConfig(budget=Budget(ratio=self.ratio), strategy=self.strategy)
+        config = SelectionConfig(budget=Budget(ratio=self.ratio), strategy=self.strategy,
+                                 **self.options)
         if not self.stubs:
             return SelectionRunner(config, self.selector, source="replay").run(prefix), {}
         store = InMemoryStore()
