@@ -59,6 +59,14 @@ class SelectionPolicy:
         selector: The selector (one embedding cache for every cut).
         options: More :class:`SelectionConfig` fields (e.g. ``query_mode``, strategy options
             under ``strategy_options``), for trying settings on the development split.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> policy = selection_policy("select+stubs:pacms@0.5")
+        >>> policy.options = {"query_mode": "task"}
+        >>> view, sidecars = policy([HumanMessage("fix the crash")])
+        >>> [m.content for m in view], sidecars
+        (['fix the crash'], {})
     """
 
     strategy: str
