@@ -68,7 +68,8 @@ def add_lifecycle_parser(benches: Any) -> None:
                    help="price of an unchanged prefix token, the rest costs 1 (default: 0.1)")
     p.add_argument("--selection", action="store_true",
                    help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
-                   "30%% of the prefix, as the hook selects with its defaults)")
+                   "30%% of the prefix, as the hook selects with its defaults), without and with "
+                   "fold stubs for dropped tool spans")
     p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
                    help="output folder for lifecycle.json/.md/.png (default: %(default)s)")
     p.set_defaults(func=_run)

@@ -42,6 +42,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
+from langchain_pacms.eval.selection_replay import SELECTION_STUBS, is_selection, selection_policy
 from langchain_pacms.eval.traces import TraceSession
 from langchain_pacms.integrations.messages import content_text
 from langchain_pacms.lifecycle import (
@@ -262,24 +263,12 @@ def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
     return False
 
 
-def _selection_runner(policy: str, counter: TokenCounter) -> Any:
-    """``select:<strategy>@<kept share>``: per-call selection as the hook does it (defaults)."""
-    from langchain_pacms.integrations._runner import SelectionRunner
-    from langchain_pacms.integrations.config import Budget, SelectionConfig
-    from langchain_pacms.selector import ContextSelector
-
-    spec = policy.removeprefix("select:")
-    strategy, _, share = spec.partition("@")
-    try:
-        ratio = float(share)
-    except ValueError:
-        raise ValueError(f"policy {policy!r}: expected select:<strategy>@<kept share>") from None
-    config = SelectionConfig(budget=Budget(ratio=ratio), strategy=strategy)
-    return SelectionRunner(config, ContextSelector(token_counter=counter), source="replay")
-
-
-SELECTION = tuple(f"select:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk"))
-"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens)."""
+SELECTION = (
+    *(f"select:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk")),
+    *SELECTION_STUBS,
+)
+"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens),
+without and with fold stubs (see :mod:`langchain_pacms.eval.selection_replay`)."""
 
 
 def evaluate_cuts(
@@ -296,7 +285,7 @@ def evaluate_cuts(
     result = PolicyResult()
     factory = POLICIES.get(policy)
     plan_fn = factory(**(settings or {})) if factory is not None else None
-    runner = _selection_runner(policy, count) if policy.startswith("select:") else None
+    runner = selection_policy(policy, count) if is_selection(policy) else None
     if policy not in POLICIES and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
     start = time.perf_counter()
@@ -313,7 +302,7 @@ def evaluate_cuts(
                 sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
                 result.rejected.update(r.reason for r in checked.rejected)
             elif runner is not None:
-                view = runner.run(prefix)
+                view, sidecars = runner(prefix)
             elif policy == "clear-tool-uses":
                 view = _clear_tool_uses(prefix, count)
             else:
@@ -493,20 +482,22 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
     except ImportError:
         return paths
     datasets = list(report["datasets"])
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets) + 3, 4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets, strict=True):
-        for name, r in report["datasets"][dataset]["policies"].items():
+        for k, (name, r) in enumerate(report["datasets"][dataset]["policies"].items()):
             low, high = r["strict_ci"]
             y = r["strict_no_impact"]
-            ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], fmt="o", capsize=3,
-                        label=name)
+            family = name.partition(":")[0]
+            marker = {"select": "s", "select+stubs": "^"}.get(family, "o")
+            ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], fmt=marker,
+                        capsize=3, label=name, color=plt.get_cmap("tab20")(k % 20))
         ax.set_title(dataset)
         ax.set_xlabel("pruning rate (share of prefix tokens removed)")
         ax.set_ylabel("strict no-impact")
         ax.set_xlim(-0.02, 1)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     paths.append(out / "lifecycle.png")
     fig.savefig(paths[-1], dpi=120)

@@ -271,6 +271,7 @@ class SelectionRunner:
         documents: Sequence[Any],
         *,
         placeholders: bool = True,
+        folds: Mapping[int, Sequence[BaseMessage]] | None = None,
     ) -> _Pool:
         """The candidates, their spans, which part is mandatory, the budget and unseen tokens.
 
@@ -278,7 +279,8 @@ class SelectionRunner:
         (with the system prompt and what the model receives unseen); when it alone exceeds it,
         only the task message, the newest span and the system prompt stay mandatory. The
         budget and the unseen tokens are worked out once, from the first cut (the second one
-        holds the same conversation).
+        holds the same conversation). ``folds`` are the fold-stub variants of tool spans (see
+        :func:`~langchain_pacms.lifecycle.variants.fold_variants`).
         """
         keep = self.config.keep_latest_turn
 
@@ -286,7 +288,7 @@ class SelectionRunner:
             return messages_to_candidates(
                 messages, memories=memories, documents=documents, keep_latest_turn=latest,
                 tool_placeholders=placeholders and self.config.tool_placeholders,
-                token_counter=self.selector.token_counter, memo=self._memo,
+                fold_stubs=folds, token_counter=self.selector.token_counter, memo=self._memo,
             )
 
         cands, spans = cut(keep is not False)
@@ -369,7 +371,8 @@ class SelectionRunner:
         A round selects under the room left; when the messages it yields (context header,
         omission note and all, counted with :func:`sent_tokens`) exceed the budget, the room
         shrinks by the excess and it selects again. A tool span and its call-only variant are
-        alternatives: when both are picked the variant leaves the pool and it selects again.
+        alternatives (so are a span and its fold stub): when both are picked the variant leaves
+        the pool and it selects again.
         After a few rounds only the mandatory part is kept. The returned selection carries the
         requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget
         (then exactly the mandatory part is kept).
@@ -406,6 +409,35 @@ class SelectionRunner:
             selection, budget=budget, over_budget=sent > budget, info=info
         ), out
 
+    def _fold_variants(self, messages: Sequence[BaseMessage]) -> Mapping[int, Any]:
+        """The fold-stub variants of the tool spans (none unless ``fold_stubs``)."""
+        if not self.config.fold_stubs:
+            return {}
+        from langchain_pacms.lifecycle.variants import fold_variants
+
+        return fold_variants(messages, token_counter=self.selector.token_counter)
+
+    def _store_folds(
+        self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None
+    ) -> Steps[list[str]]:
+        """Write the payload of every fold stub that is sent to the sidecar store.
+
+        It runs before the messages go to the model, so ``recover_context`` finds each one.
+        Returns the object ids written.
+        """
+        sent = [c.source.indices[0] for c in selection.kept
+                if isinstance(c.source, Span) and c.source.sends]
+        if not sent:
+            return []
+        from langchain_pacms.lifecycle.node import thread_of
+        from langchain_pacms.lifecycle.sidecar import SidecarStore
+
+        assert self.config.sidecar_store is not None  # checked by SelectionConfig
+        sidecars = SidecarStore(self.config.sidecar_store, thread_of(config))
+        records = [folds[i].record for i in sent]
+        yield _Call(sidecars.put_many, sidecars.aput_many, (records,))
+        return [r.object_id for r in records]
+
     def _steps(
         self,
         messages: Sequence[Any],
@@ -422,10 +454,13 @@ class SelectionRunner:
             memories, documents, lookup_error = yield from self._lookups(
                 store, query, state, config, context
             )
-            pool = self.candidates(messages, memories, documents)
+            folds = self._fold_variants(messages)
+            pool = self.candidates(messages, memories, documents,
+                                   folds={i: v.messages for i, v in folds.items()})
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
+            folded = yield from self._store_folds(selection, folds, config)
         except Exception as err:
             if self.config.strict:
                 raise
@@ -440,6 +475,8 @@ class SelectionRunner:
                 return list(messages)
         self.last_selection = selection
         extra: dict[str, Any] = {"mandatory": pool.mandatory}
+        if folded:
+            extra["folded"] = folded
         if lookup_error:
             extra["memory_error"] = lookup_error
         yield _Call(report_selection, areport_selection, (selection,),

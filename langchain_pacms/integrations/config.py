@@ -180,6 +180,16 @@ class SelectionConfig:
             (whole, never split). The selection event's ``mandatory`` says which applied.
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
+        fold_stubs: Offer each optional tool span also as its lifecycle fold stub (the object
+            id, one line, the locators the output contains: paths, ids, URLs) at the stub's
+            small cost; the selector keeps the whole span, the stub or neither. The exact
+            output of every stub that is sent is written to ``sidecar_store`` first, so the
+            ``recover_context`` tool (:func:`~langchain_pacms.lifecycle.make_recover_tool`
+            over the same store) returns it byte for byte. Needs ``sidecar_store``; not with
+            ``tool_placeholders`` (the stub is the richer variant).
+        sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
+            the run's ``configurable.thread_id`` (:data:`~langchain_pacms.lifecycle.node.
+            DEFAULT_THREAD` when the run has none).
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
         prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
             of ``create_react_agent``, which is added after the pre-model hook. Its tokens are
@@ -210,6 +220,8 @@ class SelectionConfig:
     strict: bool = False
     keep_latest_turn: bool | Literal["auto"] = "auto"
     tool_placeholders: bool = False
+    fold_stubs: bool = False
+    sidecar_store: BaseStore | None = None
     context_role: str = "system"
     prompt: str | SystemMessage | None = None
     reserve_tokens: int = 0
@@ -229,6 +241,7 @@ class SelectionConfig:
             raise ValueError(
                 f"keep_latest_turn must be True, False or 'auto', got {self.keep_latest_turn!r}"
             )
+        _check_fold_stubs(self)
         if self.query_mode not in ("agent", "task"):
             raise ValueError(f"query_mode must be 'agent' or 'task', got {self.query_mode!r}")
         if self.context_role not in ("system", "human"):
@@ -293,6 +306,21 @@ def resolve_config(config: SelectionConfig | None, options: Mapping[str, Any]) -
     if options:
         raise ValueError(f"pass config or keyword options, not both (got {sorted(options)})")
     return config
+
+
+def _check_fold_stubs(config: SelectionConfig) -> None:
+    if config.fold_stubs not in (True, False):
+        raise ValueError(f"fold_stubs must be True or False, got {config.fold_stubs!r}")
+    store = config.sidecar_store
+    if store is not None and not isinstance(store, BaseStore):
+        raise ValueError(f"sidecar_store must be a langgraph BaseStore, got {type(store).__name__}")
+    if config.fold_stubs and store is None:
+        raise ValueError("fold_stubs=True needs sidecar_store=<a BaseStore> for the folded outputs")
+    if store is not None and not config.fold_stubs:
+        raise ValueError("sidecar_store is only used with fold_stubs=True")
+    if config.fold_stubs and config.tool_placeholders:
+        raise ValueError("pass fold_stubs or tool_placeholders, not both (each is a variant of "
+                         "a dropped tool span)")
 
 
 class _UnknownOption(ValueError):

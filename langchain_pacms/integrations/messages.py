@@ -112,14 +112,18 @@ class Span:
     Attributes:
         id: The candidate id (``m<i>`` for a system message or turn starting at message ``i``,
             ``t<i>`` for the tool span of the ``AIMessage`` at ``i``, ``t<i>:call`` for its
-            call-only variant, ``mem<k>`` / ``doc<k>`` for memories and documents).
+            call-only variant, ``t<i>:fold`` for its fold-stub variant, ``mem<k>`` /
+            ``doc<k>`` for memories and documents).
         kind: ``system``, ``turn``, ``tool``, ``memory`` or ``document``.
         indices: Positions in the input message list (empty for memories and documents).
         mandatory: Always kept.
         text: The text that is scored and counted.
-        stub: The call-only variant of a tool span (results replaced by placeholders).
+        stub: A variant of a tool span: call-only (results replaced by placeholders) or
+            fold stub (results replaced by the messages in ``sends``). A variant and its
+            whole span are alternatives: at most one of them is sent.
         missing: Tool call ids of this span with no result in the input.
         item: The memory item or ``Document`` (memories and documents only).
+        sends: For a fold-stub variant, the messages it sends instead of the span's own.
 
     Example:
         >>> Span("t3:call", "tool", (3,), stub=True).full_id
@@ -134,11 +138,12 @@ class Span:
     stub: bool = False
     missing: tuple[str, ...] = ()
     item: Any = None
+    sends: tuple[BaseMessage, ...] = ()
 
     @property
     def full_id(self) -> str:
-        """For a call-only variant, the id of the whole tool span; else the span's own id."""
-        return self.id.removesuffix(":call") if self.stub else self.id
+        """For a variant, the id of the whole tool span; else the span's own id."""
+        return self.id.rpartition(":")[0] if self.stub else self.id
 
 
 # -- text extraction ----------------------------------------------------------------------------
@@ -495,6 +500,7 @@ def messages_to_candidates(
     keep_latest_turn: bool = True,
     pair_turns: bool = True,
     tool_placeholders: bool = False,
+    fold_stubs: Mapping[int, Sequence[BaseMessage]] | None = None,
     token_counter: Callable[[str], int] | None = None,
     memo: MessageMemo | None = None,
 ) -> tuple[list[Candidate], list[Span]]:
@@ -510,6 +516,10 @@ def messages_to_candidates(
         pair_turns: Keep a human message together with the plain AI replies that follow it.
         tool_placeholders: Also offer, for each optional tool span, a cheaper call-only variant
             whose results are replaced by short placeholder ``ToolMessage`` objects.
+        fold_stubs: Messages to send instead of an optional tool span, by the index of its
+            ``AIMessage`` (the call and its folded results, see
+            :func:`~langchain_pacms.lifecycle.variants.fold_variants`): offered as a
+            ``t<i>:fold`` variant when every call of the span is answered.
         token_counter: Give each candidate the cost of what it sends (its ``tokens``): the
             :func:`sent_tokens` of its messages, placeholders included, or of its bullet line
             in the context message for a memory or document. Without it the selector counts
@@ -576,6 +586,11 @@ def messages_to_candidates(
                 [texts[0]] + [str(_placeholder_result(c, missing=False).content) for c in calls]
             )
             spans.append(Span(f"t{first}:call", "tool", (first,), False, stub_text, stub=True))
+        folded = (fold_stubs or {}).get(first)
+        if folded and not mandatory and sendable is messages[first] and not missing:
+            spans.append(Span(f"t{first}:fold", "tool", (first,), False,
+                              "\n".join(_message_text(m) for m in folded), stub=True,
+                              sends=tuple(folded)))
         spans.append(
             Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)
         )
@@ -621,6 +636,8 @@ def _sent_cost(
 
 def _span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessage]:
     """The messages a kept conversation span sends (a tool span: call, results, placeholders)."""
+    if span.sends:
+        return list(span.sends)
     if span.kind != "tool":
         return [messages[i] for i in span.indices]
     call_msg = _without_unanswerable_calls(messages[span.indices[0]])  # type: ignore[arg-type]

@@ -1,0 +1,110 @@
+"""Per-call selection as a lifecycle replay policy: what the hook would send at each cut.
+
+Two policy families, each ``<family>:<strategy>@<kept share>``:
+
+* ``select:pacms@0.5``: the hook's selection with its defaults, keeping that share of the
+  prefix's tokens; dropped tool spans vanish;
+* ``select+stubs:pacms@0.5``: the same with ``fold_stubs=True``: a tool span may be sent as its
+  lifecycle fold stub instead (pointer, one line, locators) at the stub's cost, and the stubs
+  that are sent have their payloads in the sidecar store (the judge's *with recovery* column).
+
+Example:
+    >>> policy = selection_policy("select+stubs:lastk@0.5")
+    >>> policy.strategy, policy.ratio, policy.stubs
+    ('lastk', 0.5, True)
+    >>> is_selection("select:mmr@0.3"), is_selection("heuristic")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.store.memory import InMemoryStore
+
+from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations.config import Budget, SelectionConfig
+from langchain_pacms.lifecycle.sidecar import SidecarStore
+from langchain_pacms.selector import ContextSelector
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = ["SELECTION_STUBS", "SelectionPolicy", "is_selection", "selection_policy"]
+
+_FAMILIES = {"select": False, "select+stubs": True}
+_THREAD = "replay"
+
+SELECTION_STUBS = tuple(
+    f"select+stubs:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk")
+)
+"""Per-call selection with fold stubs (each strategy keeping 50% and 30% of the tokens)."""
+
+
+def is_selection(policy: str) -> bool:
+    """Whether ``policy`` names a per-call selection policy (``select:`` or ``select+stubs:``)."""
+    return policy.partition(":")[0] in _FAMILIES
+
+
+@dataclass
+class SelectionPolicy:
+    """One per-call selection policy, ready to run on prefixes.
+
+    Attributes:
+        strategy: The selection strategy.
+        ratio: The kept share of the prefix's tokens.
+        stubs: Offer fold stubs for dropped tool spans.
+        selector: The selector (one embedding cache for every cut).
+        options: More :class:`SelectionConfig` fields (e.g. ``query_mode``, strategy options
+            under ``strategy_options``), for trying settings on the development split.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> policy = selection_policy("select+stubs:pacms@0.5")
+        >>> policy.options = {"query_mode": "task"}
+        >>> view, sidecars = policy([HumanMessage("fix the crash")])
+        >>> [m.content for m in view], sidecars
+        (['fix the crash'], {})
+    """
+
+    strategy: str
+    ratio: float
+    stubs: bool
+    selector: ContextSelector
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, prefix: Sequence[BaseMessage]) -> tuple[list[BaseMessage], dict[str, str]]:
+        """What the model would see for ``prefix`` and the sidecars it could recover from."""
+        config = SelectionConfig(budget=Budget(ratio=self.ratio), strategy=self.strategy,
+                                 **self.options)
+        if not self.stubs:
+            return SelectionRunner(config, self.selector, source="replay").run(prefix), {}
+        store = InMemoryStore()
+        config = dataclasses.replace(config, fold_stubs=True, sidecar_store=store)
+        runner = SelectionRunner(config, self.selector, source="replay")
+        view = runner.run(prefix, config={"configurable": {"thread_id": _THREAD}})
+        sidecars = SidecarStore(store, _THREAD)
+        return view, {i: sidecars.get(i).payload for i in sidecars.list_ids()}
+
+
+def selection_policy(policy: str, counter: TokenCounter | None = None) -> SelectionPolicy:
+    """Parse ``<family>:<strategy>@<kept share>`` into a :class:`SelectionPolicy`.
+
+    Raises:
+        ValueError: For another family, a missing or bad share.
+    """
+    family, _, spec = policy.partition(":")
+    strategy, _, share = spec.partition("@")
+    try:
+        ratio = float(share)
+    except ValueError:
+        ratio = -1.0
+    if family not in _FAMILIES or not strategy or not 0 < ratio <= 1:
+        raise ValueError(
+            f"policy {policy!r}: expected select:<strategy>@<kept share> or "
+            "select+stubs:<strategy>@<kept share>, share in (0, 1]"
+        )
+    selector = ContextSelector(token_counter=counter or TokenCounter())
+    return SelectionPolicy(strategy, ratio, _FAMILIES[family], selector)

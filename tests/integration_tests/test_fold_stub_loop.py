@@ -1,0 +1,154 @@
+"""One task, a hundred tool calls, with fold stubs: dropped outputs stay recoverable.
+
+With ``fold_stubs=True`` a tool span the selector does not keep whole may reach the model as its
+lifecycle fold stub. These runs check, on every model call of a real agent (LangGraph hook and
+LangChain v1 middleware, fake chat models): the budget holds on what is sent, stubs included;
+tool calls keep their results; every stub the model sees already has its exact payload in the
+sidecar store; and the model recovers a stubbed output byte for byte with ``recover_context``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.store.memory import InMemoryStore
+from pacms_fakes import EventCollector, RecordingChatModel, assert_provider_valid, call
+
+from langchain_pacms import ContextSelector
+from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CALLS = 100
+BUDGET = 4_000
+THREAD = "loop-7"
+TASK = "Find the module that raises QuotaError and fix it."
+STUB = re.compile(r'\[folded (function:tool:\d+):.*recover_context\("\1"\)', re.S)
+
+
+def module_text(n: int) -> str:
+    """What ``read_file`` returns for module ``n`` (with a NUL and a non-ASCII character)."""
+    body = "\n".join(f"    line {k} of module {n}: value = {k * n}" for k in range(40))
+    return f"# src/module_{n}.py\x00 é\n{body}" + ("\nraise QuotaError('disk')" if n == 37 else "")
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return module_text(int(path.split("_")[1].split(".")[0]))
+
+
+class StubChecker:
+    """The fake model's script: reads modules, then recovers the newest stubbed output it sees.
+
+    On every call it checks that each stub it receives points at a payload already in the
+    sidecar store, equal to the output the stub replaced.
+    """
+
+    def __init__(self, store: InMemoryStore) -> None:
+        self.sidecars = SidecarStore(store, THREAD)
+        self.stubs_seen = 0
+        self.wanted: tuple[str, int] | None = None  # (object id, module) of a stub seen last
+        self.recovered: tuple[int, str] | None = None
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        outputs = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        for m in messages:
+            for c in getattr(m, "tool_calls", None) or []:
+                found = STUB.search(str(outputs[c["id"]].content))
+                if found is None or c["name"] != "read_file":
+                    continue
+                self.stubs_seen += 1
+                n = int(c["args"]["path"].split("_")[1].split(".")[0])
+                assert self.sidecars.get(found.group(1)).payload == module_text(n)
+                self.wanted = self.wanted if index == CALLS + 1 else (found.group(1), n)
+        if index < CALLS:
+            read = call("read_file", {"path": f"src/module_{index}.py"}, f"c{index}")
+            return AIMessage(f"Step {index}: reading the next module.", tool_calls=[read])
+        assert self.wanted is not None
+        if index == CALLS:  # get a stubbed output back
+            args = {"object_id": self.wanted[0]}
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, args, "r1")])
+        self.recovered = (self.wanted[1], str(messages[-1].content))
+        return AIMessage("module_37 raises QuotaError.")
+
+
+def _check(model: RecordingChatModel, script: StubChecker, events: list[dict[str, Any]],
+           counter: Any) -> None:
+    assert len(model.received) == CALLS + 2
+    for received in model.received:
+        assert sent_tokens(received, counter) <= BUDGET
+        assert_provider_valid(received)
+        assert any(isinstance(m, HumanMessage) and m.content == TASK for m in received)
+    assert not any(e["over_budget"] for e in events)
+    assert script.stubs_seen > 1000  # most calls see dozens of stubs
+    assert script.recovered is not None
+    module, payload = script.recovered
+    assert payload == module_text(module)  # byte for byte, NUL and accent included
+    folded = events[-1]["folded"]
+    assert folded and all(i.startswith("function:tool:") for i in folded)
+
+
+def _agent_inputs() -> tuple[InMemoryStore, StubChecker, RecordingChatModel, list[Any]]:
+    store = InMemoryStore()
+    script = StubChecker(store)
+    model = RecordingChatModel(script=script)
+    return store, script, model, [read_file, make_recover_tool(store)]
+
+
+def _run_config(collector: EventCollector) -> dict[str, Any]:
+    return {"callbacks": [collector], "recursion_limit": 4 * CALLS + 20,
+            "configurable": {"thread_id": THREAD}}
+
+
+def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
+    store, script, model, tools = _agent_inputs()
+    selector = ContextSelector()
+    hook = create_pacms_hook(selector=selector, budget_tokens=BUDGET, fold_stubs=True,
+                             sidecar_store=store)
+    agent = create_react_agent(model, tools, pre_model_hook=hook)
+    collector = EventCollector()
+    agent.invoke({"messages": [SystemMessage("You are a careful coder."), HumanMessage(TASK)]},
+                 _run_config(collector))
+    events = [data for name, data in collector.events if name == "pacms_selection"]
+    _check(model, script, events, selector.token_counter)
+
+
+async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware
+
+    store, script, model, tools = _agent_inputs()
+    selector = ContextSelector()
+    middleware = PACMSMiddleware(selector=selector, budget_tokens=BUDGET, fold_stubs=True,
+                                 sidecar_store=store)
+    agent = create_agent(model, tools, system_prompt="You are a careful coder.",
+                         middleware=[middleware])
+    collector = EventCollector()
+    await agent.ainvoke({"messages": [HumanMessage(TASK)]}, _run_config(collector))
+    events = [data for name, data in collector.events if name == "pacms_selection"]
+    _check(model, script, events, selector.token_counter)
+
+
+def test_without_fold_stubs_dropped_outputs_leave_no_stub():
+    model = RecordingChatModel(script=lambda messages, index: (
+        AIMessage("", tool_calls=[call("read_file", {"path": f"src/module_{index}.py"},
+                                       f"c{index}")])
+        if index < 30 else AIMessage("done")))
+    hook = create_pacms_hook(budget_tokens=1_500)
+    agent = create_react_agent(model, [read_file], pre_model_hook=hook)
+    agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 200})
+    assert not any(STUB.search(str(m.content)) for m in model.received[-1])
+    assert len(model.received[-1]) < 61  # outputs were dropped, not stubbed

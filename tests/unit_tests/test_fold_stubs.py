@@ -1,0 +1,180 @@
+"""Fold stubs as a variant of dropped tool spans: options, candidates, alternatives, sidecars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+from test_messages import SELECTOR, STRATEGIES, call, check_valid, conversations, text
+
+from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations.config import Budget, SelectionConfig
+from langchain_pacms.integrations.messages import messages_to_candidates, sent_tokens
+from langchain_pacms.lifecycle import SidecarStore
+from langchain_pacms.lifecycle.node import DEFAULT_THREAD
+from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
+from langchain_pacms.lifecycle.variants import fold_variants
+
+
+def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
+    """A task, then one AI message per step calling one tool per output of that step."""
+    msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
+    for step, results in enumerate(outputs):
+        calls = [call("bash", f"c{step}_{k}", cmd=f"cat f{step}_{k}.py")
+                 for k in range(len(results))]
+        msgs.append(AIMessage(f"step {step}", tool_calls=calls))
+        msgs += [ToolMessage(r, tool_call_id=c["id"]) for r, c in zip(results, calls, strict=True)]
+    return msgs
+
+
+LOOP = tool_loop([[f"/srv/out{k}.json " + "word " * 80] for k in range(6)])
+
+
+def is_stub(message: BaseMessage) -> bool:
+    return (message.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("state") == "folded"
+
+
+# -- options -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("options", "error"), [
+    ({"fold_stubs": True}, "needs sidecar_store"),
+    ({"sidecar_store": InMemoryStore()}, "only used with fold_stubs=True"),
+    ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
+    ({"fold_stubs": True, "sidecar_store": InMemoryStore(), "tool_placeholders": True},
+     "not both"),
+    ({"fold_stubs": "yes", "sidecar_store": InMemoryStore()}, "True or False"),
+])
+def test_bad_fold_stub_options_fail_at_construction(options, error):
+    with pytest.raises(ValueError, match=error):
+        SelectionConfig(budget=Budget(tokens=100), **options)
+    with pytest.raises(ValueError, match=error):
+        create_pacms_hook(budget_tokens=100, **options)
+
+
+# -- variants and candidates ---------------------------------------------------------------------
+def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
+    variants = fold_variants(LOOP)
+    assert sorted(variants) == [2, 4, 6, 8, 10, 12]
+    for n, (i, variant) in enumerate(sorted(variants.items()), start=1):
+        assert variant.record.object_id == f"function:tool:{n}"
+        assert variant.record.payload == payload_of(LOOP, (i, i + 1))
+        assert variant.messages[0] is LOOP[i]  # the call goes out unchanged
+        stub = str(variant.messages[1].content)
+        assert stub.startswith(f"[folded function:tool:{n}:") and f"/srv/out{n - 1}.json" in stub
+    assert LOOP[3].content.startswith("/srv/out0.json")  # the input is untouched
+
+
+def test_an_already_folded_span_gets_no_second_stub():
+    folded = list(LOOP)
+    folded[2:4] = fold_variants(LOOP)[2].messages
+    assert 2 not in fold_variants(folded) and 4 in fold_variants(folded)
+
+
+def test_a_fold_variant_is_offered_for_optional_answered_spans_only():
+    msgs = [*LOOP, AIMessage("", tool_calls=[call("bash", "open", cmd="ls")])]  # no result
+    stubs = {i: v.messages for i, v in fold_variants(msgs).items()}
+    cands, spans = messages_to_candidates(msgs, fold_stubs=stubs, keep_latest_turn=False,
+                                          token_counter=SELECTOR.token_counter)
+    ids = [c.id for c in cands]
+    assert ids[:4] == ["m0", "m1", "t2:fold", "t2"]
+    assert "t14:fold" not in ids  # the newest span is mandatory: kept whole
+    by_id = {s.id: s for s in spans}
+    assert by_id["t2:fold"].full_id == "t2" and by_id["t2:fold"].stub
+    cost = {c.id: c.tokens for c in cands}
+    assert cost["t2:fold"] == sent_tokens(stubs[2], SELECTOR.token_counter) < cost["t2"]
+
+
+# -- the hook ------------------------------------------------------------------------------------
+@st.composite
+def tool_loops(draw: st.DrawFn) -> list[BaseMessage]:
+    steps = draw(st.lists(st.lists(text, min_size=1, max_size=3), min_size=1, max_size=10))
+    outputs = [[f"{t} /tmp/{s}_{k}.log id-{s}{k}" for k, t in enumerate(step)]
+               for s, step in enumerate(steps)]
+    msgs = tool_loop(outputs)
+    if draw(st.booleans()):  # later turns: earlier spans are optional under any setting
+        msgs += [AIMessage("done"), *draw(conversations())]
+    return msgs
+
+
+def _spans(out: list[BaseMessage]) -> list[tuple[AIMessage, list[ToolMessage]]]:
+    groups: list[tuple[AIMessage, list[ToolMessage]]] = []
+    for m in out:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            groups.append((m, []))
+        elif isinstance(m, ToolMessage):
+            groups[-1][1].append(m)
+    return groups
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=tool_loops(), budget=st.integers(1, 900), strategy=st.sampled_from(STRATEGIES),
+       keep=st.sampled_from([True, False, "auto"]))
+def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
+    store = InMemoryStore()
+    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
+                             keep_latest_turn=keep, fold_stubs=True, sidecar_store=store)
+    out = hook.invoke({"messages": messages})["llm_input_messages"]
+    check_valid(out)
+    selection = hook.last_selection
+    kept = set(selection.kept_ids)
+    assert not any(k.endswith(":fold") and k.removesuffix(":fold") in kept for k in kept)
+    sent = sent_tokens(out, SELECTOR.token_counter)
+    assert sent == selection.info["tokens_sent"]
+    assert sent <= budget or (selection.over_budget and all(c.mandatory for c in selection.kept))
+    sidecars = SidecarStore(store, DEFAULT_THREAD)
+    originals = {id(m) for m in messages}
+    for call_message, results in _spans(out):
+        assert call_message.tool_calls and id(call_message) in originals
+        stubbed = [is_stub(r) for r in results]
+        assert all(stubbed) or not any(stubbed)  # never split: all results whole, or the stub
+        if stubbed[0]:
+            object_id = results[0].additional_kwargs[LIFECYCLE_KEY]["object"]
+            first = next(i for i, m in enumerate(messages) if m is call_message)
+            indices = [first, *(i for i, m in enumerate(messages)
+                                if isinstance(m, ToolMessage) and any(
+                                    m.tool_call_id == c["id"] for c in call_message.tool_calls))]
+            assert sidecars.get(object_id).payload == payload_of(messages, indices)
+        else:
+            assert all(id(r) in originals or "no result was recorded" in str(r.content)
+                       for r in results)
+    assert sorted(sidecars.list_ids()) == sorted(
+        r.additional_kwargs[LIFECYCLE_KEY]["object"] for _, rs in _spans(out) for r in rs[:1]
+        if is_stub(r)
+    )
+
+
+async def test_async_hook_writes_the_stub_payloads_before_returning():
+    store = InMemoryStore()
+    hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
+    out = (await hook.ainvoke({"messages": LOOP}, {"configurable": {"thread_id": "t-9"}}))[
+        "llm_input_messages"]
+    stubs = [m for m in out if is_stub(m)]
+    assert stubs and sent_tokens(out, hook.selector.token_counter) <= 260
+    sidecars = SidecarStore(store, "t-9")
+    for stub in stubs:
+        record = await sidecars.aget(stub.additional_kwargs[LIFECYCLE_KEY]["object"])
+        original = next(m for m in LOOP if getattr(m, "tool_call_id", None) == stub.tool_call_id)
+        assert record.payload == original.content
+
+
+class BrokenStore(InMemoryStore):
+    """A store whose writes fail."""
+
+    def batch(self, ops: Any) -> Any:
+        raise OSError("disk full")
+
+
+def test_a_failed_sidecar_write_sends_no_stub():
+    store: BaseStore = BrokenStore()
+    hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
+    out = hook.invoke({"messages": LOOP})["llm_input_messages"]
+    assert not any(is_stub(m) for m in out)  # recency fallback, without variants
+    check_valid(out)
+    strict = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store,
+                               strict=True)
+    with pytest.raises(OSError, match="disk full"):
+        strict.invoke({"messages": LOOP})
