@@ -161,19 +161,23 @@ KernelRows = DenseRows | SparseRows
 def sparse_rows(
     problem: Problem,
     targets: NDArray[np.int64],
+    threshold: float,
     kernel: Callable[[NDArray[np.float32]], NDArray[np.float32]],
 ) -> tuple[SparseRows, NDArray[np.float32]]:
     """The non-zeros of ``kernel(cosines to targets)``, built a row block at a time.
 
     Blocks come from :meth:`~langchain_pacms.core.Problem.cosine_blocks` (each within the
-    problem's ``similarity_ceiling``); ``kernel`` maps a block of cosines to weights in place.
+    problem's ``similarity_ceiling``). ``kernel`` maps cosines to kernel values in place and
+    must be positive exactly where the cosine is above ``threshold`` (as
+    ``max(0, (cos - tau) / (1 - tau))`` is, in float32 too), so only those entries are mapped.
     The column sums are accumulated in float32 in row order, as a dense matrix's
     ``sum(axis=0)`` adds its rows (zeros add nothing), so they are the dense sums exactly.
 
     Args:
         problem: The selection instance.
         targets: Column candidates.
-        kernel: Maps a block of cosines to kernel values in place and returns it.
+        threshold: Cosines at or below it give zero.
+        kernel: Maps an array of cosines to kernel values in place and returns it.
 
     Returns:
         The rows (unscaled kernel values) and the column sums of the kernel.
@@ -183,13 +187,14 @@ def sparse_rows(
     sums = np.zeros(m, dtype=np.float32)
     cols_parts: list[NDArray[np.int64]] = []
     data_parts: list[NDArray[np.float32]] = []
+    tau = np.float32(threshold)
     for start, block in problem.cosine_blocks(targets):
-        weights = kernel(block)
-        rows, cols = np.nonzero(weights)
-        values = weights[rows, cols]
+        at = np.flatnonzero(block > tau)  # row-major order
+        values = kernel(block.ravel()[at])
+        rows, cols = np.divmod(at, max(m, 1))
         np.add.at(sums, cols, values)
-        counts[start : start + weights.shape[0]] = np.bincount(rows, minlength=weights.shape[0])
-        cols_parts.append(cols.astype(np.int64, copy=False))
+        counts[start : start + block.shape[0]] = np.bincount(rows, minlength=block.shape[0])
+        cols_parts.append(cols)
         data_parts.append(values)
     indptr = np.zeros(problem.n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])

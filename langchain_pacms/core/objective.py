@@ -120,14 +120,18 @@ class CoverageObjective:
             weights *= target[None, :]  # C-contiguous, as cosine_columns returns it
             weights.flags.writeable = False
             return targets, DenseRows(weights)
-        rows, sums = sparse_rows(problem, targets, self._kernel)
+        rows, sums = sparse_rows(problem, targets, self.similarity_threshold, self._kernel)
         if density:
             target = target / np.maximum(sums, 1.0).astype(np.float32)
         rows.data *= target[rows.indices]
         return targets, rows
 
     def _kernel(self, cosines: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to a block of cosines, in place."""
+        """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to cosines, in place.
+
+        In float32 too, ``k > 0`` exactly where ``cos > tau``: a difference of two floats has
+        the sign of their order.
+        """
         tau = np.float32(self.similarity_threshold)
         if tau:
             cosines -= tau
