@@ -171,7 +171,7 @@ def sparse_rows(
     must be positive exactly where the cosine is above ``threshold`` (as
     ``max(0, (cos - tau) / (1 - tau))`` is, in float32 too), so only those entries are mapped.
     The column sums are accumulated in float32 in row order, as a dense matrix's
-    ``sum(axis=0)`` adds its rows (zeros add nothing), so they are the dense sums exactly.
+    ``sum(axis=0)`` adds its rows (zeros add nothing).
 
     Args:
         problem: The selection instance.
