@@ -220,10 +220,11 @@ def _complete(
     if int(costs[extra].sum()) > left or set(extra) & set(members):
         raise ValueError("completion returned a member or went over the budget")
     coverage = objective.coverage_of(members)
+    covered = objective.covered(coverage)
     gains = []
     for j in extra:
-        gains.append(objective.gain(j, coverage))
-        objective.add(j, coverage)
+        gain, covered = objective.gain_then_add(j, coverage, covered)
+        gains.append(gain)
     return GreedyResult(
         [*result.picks, *extra], [*result.gains, *gains], result.evaluations, len(extra)
     )

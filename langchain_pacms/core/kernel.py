@@ -86,6 +86,20 @@ class DenseRows:
         """Raise ``coverage`` to row ``j``, in place."""
         np.maximum(coverage, self._rows[j], out=coverage)
 
+    def lift_then_add(
+        self, j: int, coverage: NDArray[np.float32], total: float
+    ) -> tuple[float, float]:
+        """:meth:`lift`, then :meth:`add`; also returns :func:`covered` of the raised coverage.
+
+        The raised coverage holds the values the lift summed, so its total is that sum: one
+        pass over the row instead of three.
+        """
+        top = self._buffer
+        np.maximum(self._rows[j], coverage, out=top)
+        raised = float(np.add.reduce(top, dtype=np.float64))
+        np.maximum(coverage, self._rows[j], out=coverage)
+        return raised - total, raised
+
 
 class SparseRows:
     """Kernel rows keeping only their non-zero weights (compressed rows).
@@ -152,6 +166,14 @@ class SparseRows:
         a, b = self._ptr[j], self._ptr[j + 1]
         at = self.indices[a:b]
         coverage[at] = np.maximum(coverage[at], self.data[a:b])
+
+    def lift_then_add(
+        self, j: int, coverage: NDArray[np.float32], total: float
+    ) -> tuple[float, float]:
+        """:meth:`lift`, then :meth:`add`; the second value is ``total`` plus the lift."""
+        lift = self.lift(j, coverage, total)
+        self.add(j, coverage)
+        return lift, total + lift
 
 
 KernelRows = DenseRows | SparseRows

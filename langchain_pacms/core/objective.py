@@ -170,6 +170,18 @@ class CoverageObjective:
         """Update ``coverage`` in place after adding candidate ``j``."""
         self.rows.add(j, coverage)
 
+    def gain_then_add(
+        self, j: int, coverage: NDArray[np.float32], covered: float
+    ) -> tuple[float, float]:
+        """:meth:`gain` of ``j``, then :meth:`add` it; also returns the new ``covered``.
+
+        ``covered`` is :meth:`covered` of ``coverage``; the second value stands for it after
+        the addition (the same number for dense rows; the old one plus the lift for sparse
+        rows, whose gains do not read it), so a walk of additions needs no separate sums.
+        """
+        lift, after = self.rows.lift_then_add(j, coverage, covered)
+        return self._modular[j] + self._scale * lift, after
+
     def coverage_of(self, members: Sequence[int] | NDArray[np.int64]) -> NDArray[np.float32]:
         """Coverage vector of a set of candidates."""
         cov = self.empty_coverage()
