@@ -122,3 +122,23 @@ def test_the_ceiling_carries_over_to_linked_problems() -> None:
     p = grouped(2, 10, similarity_ceiling=123)
     assert p.with_budget(3).similarity_ceiling == 123
     assert p.with_costs(tokens=[1] * 10, budget=2).similarity_ceiling == 123
+
+
+@pytest.mark.parametrize("ceiling", [4, 10**9], ids=["sparse", "dense"])
+def test_gain_then_add_is_gain_then_add(ceiling: int) -> None:
+    # One pass gives the gain, the raised coverage and its sum; on dense rows these are the
+    # separate calls' values bit for bit (the completion's scores do not change).
+    p = grouped(4, 80, similarity_ceiling=ceiling)
+    objective = CoverageObjective(p, similarity_threshold=0.6, density=True)
+    one, two = objective.empty_coverage(), objective.empty_coverage()
+    covered = objective.covered(one)
+    for j in [5, 17, 5, 40, 41, 79, 0]:
+        expected = objective.gain(j, two)
+        objective.add(j, two)
+        gain, covered = objective.gain_then_add(j, one, covered)
+        np.testing.assert_array_equal(one, two)
+        if ceiling > 4:
+            assert gain == expected and covered == objective.covered(two)
+        else:
+            assert gain == pytest.approx(expected, abs=1e-12)
+            assert covered == pytest.approx(objective.covered(two), rel=1e-6)
