@@ -40,12 +40,13 @@ class CoverageObjective:
     The weights are stored transposed (row ``j`` holds ``w_ij`` for all ``i``) so that
     evaluating one candidate reads one row (see :mod:`.kernel`): as one dense matrix when it fits
     in the problem's ``similarity_ceiling``, else as the rows' non-zero weights only, built in
-    row blocks (the kernel is zero wherever the cosine is at or below ``tau``). The two give the
-    same values up to rounding (a dense row sums over every target), so the same picks except
-    where two gains agree to about 1e-12. Only the columns of targets ``i`` with a
-    positive weight ``t(i)`` are kept (:attr:`targets`): a target with ``rel(i) = 0`` has
-    ``w_ij = 0`` for every ``j`` and can never contribute to ``F``, so dropping it changes no
-    value and saves its share of the work. Coverage vectors are indexed like those columns.
+    row blocks (the kernel is zero wherever the cosine is at or below ``tau``). The two agree up
+    to float32 rounding (the blocks are smaller products, and a sparse row's sums skip the
+    zeros), so they pick the same except where two gains are that close. Only the columns of
+    targets ``i`` with a positive weight ``t(i)`` are kept (:attr:`targets`): a target with
+    ``rel(i) = 0`` has ``w_ij = 0`` for every ``j`` and can never contribute to ``F``, so
+    dropping it changes no value and saves its share of the work. Coverage vectors are indexed
+    like those columns.
 
     Args:
         problem: The selection instance.
