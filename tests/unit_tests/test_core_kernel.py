@@ -71,7 +71,8 @@ def test_sparse_kernel_holds_the_dense_weights_exactly(
         assert (sparse.rows.data > 0).all()
         np.testing.assert_allclose(rebuilt, dense.rows.matrix, rtol=1e-5, atol=1e-6)
     members = list(range(0, n, 3))
-    assert sparse.value(members) == pytest.approx(dense.value(members), rel=1e-6)
+    # A threshold near 1 magnifies the cosines' float32 rounding (tau = 0.9: tenfold).
+    assert sparse.value(members) == pytest.approx(dense.value(members), rel=1e-5, abs=1e-6)
 
 
 @given(seed=st.integers(0, 2**16), n=st.integers(20, 150),
