@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -35,6 +36,8 @@ __all__ = ["DenseRows", "KernelRows", "SparseRows", "sparse_rows"]
 
 # Rows per block when lifting every row of a dense matrix, so temporaries stay small at large n.
 _BLOCK = 512
+# Most bytes of running coverages that DenseRows.lifts_along holds at once.
+_ALONG_BYTES = 8 * 2**20
 
 
 def covered(coverage: NDArray[np.float32]) -> float:
@@ -86,19 +89,27 @@ class DenseRows:
         """Raise ``coverage`` to row ``j``, in place."""
         np.maximum(coverage, self._rows[j], out=coverage)
 
-    def lift_then_add(
-        self, j: int, coverage: NDArray[np.float32], total: float
-    ) -> tuple[float, float]:
-        """:meth:`lift`, then :meth:`add`; also returns :func:`covered` of the raised coverage.
+    def lifts_along(
+        self, picks: list[int], coverage: NDArray[np.float32], total: float
+    ) -> list[float]:
+        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place).
 
-        The raised coverage holds the values the lift summed, so its total is that sum: one
-        pass over the row instead of three.
+        Each lift is that of :meth:`lift` at its turn. The raised coverages are a running
+        maximum over the picks' rows (a block of them at a time), and each one's sum is the
+        next lift's total, so a walk of additions costs a few array operations per block.
         """
-        top = self._buffer
-        np.maximum(self._rows[j], coverage, out=top)
-        raised = float(np.add.reduce(top, dtype=np.float64))
-        np.maximum(coverage, self._rows[j], out=coverage)
-        return raised - total, raised
+        lifts: list[float] = []
+        step = max(1, _ALONG_BYTES // (4 * max(1, self.shape[1])))
+        for at in range(0, len(picks), step):
+            stack = np.concatenate([coverage[None, :], self.matrix[picks[at : at + step]]])
+            rows = list(stack)  # row views: a running maximum, one contiguous row at a time
+            for before, row in itertools.pairwise(rows):
+                np.maximum(before, row, out=row)
+            for raised in np.add.reduce(stack[1:], axis=1, dtype=np.float64).tolist():
+                lifts.append(raised - total)
+                total = raised
+            coverage[:] = stack[-1]
+        return lifts
 
 
 class SparseRows:
@@ -167,13 +178,15 @@ class SparseRows:
         at = self.indices[a:b]
         coverage[at] = np.maximum(coverage[at], self.data[a:b])
 
-    def lift_then_add(
-        self, j: int, coverage: NDArray[np.float32], total: float
-    ) -> tuple[float, float]:
-        """:meth:`lift`, then :meth:`add`; the second value is ``total`` plus the lift."""
-        lift = self.lift(j, coverage, total)
-        self.add(j, coverage)
-        return lift, total + lift
+    def lifts_along(
+        self, picks: list[int], coverage: NDArray[np.float32], total: float
+    ) -> list[float]:
+        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place)."""
+        lifts = []
+        for j in picks:
+            lifts.append(self.lift(j, coverage, total))
+            self.add(j, coverage)
+        return lifts
 
 
 KernelRows = DenseRows | SparseRows

@@ -171,17 +171,24 @@ class CoverageObjective:
         """Update ``coverage`` in place after adding candidate ``j``."""
         self.rows.add(j, coverage)
 
-    def gain_then_add(
-        self, j: int, coverage: NDArray[np.float32], covered: float
-    ) -> tuple[float, float]:
-        """:meth:`gain` of ``j``, then :meth:`add` it; also returns the new ``covered``.
+    def gains_along(
+        self, picks: list[int], coverage: NDArray[np.float32], covered: float
+    ) -> list[float]:
+        """Marginal gains of adding ``picks`` one after another; ``coverage`` is raised in place.
 
-        ``covered`` is :meth:`covered` of ``coverage``; the second value stands for it after
-        the addition (the same number for dense rows; the old one plus the lift for sparse
-        rows, whose gains do not read it), so a walk of additions needs no separate sums.
+        Each gain is :meth:`gain` at its turn (after the picks before it were added), computed
+        with fewer passes over the rows than alternating :meth:`gain` and :meth:`add`.
+
+        Args:
+            picks: Candidates to add, in order.
+            coverage: Coverage vector of the set they are added to.
+            covered: :meth:`covered` of ``coverage``.
+
+        Returns:
+            One gain per pick.
         """
-        lift, after = self.rows.lift_then_add(j, coverage, covered)
-        return self._modular[j] + self._scale * lift, after
+        lifts = self.rows.lifts_along(picks, coverage, covered)
+        return [self._modular[j] + self._scale * lift for j, lift in zip(picks, lifts)]
 
     def coverage_of(self, members: Sequence[int] | NDArray[np.int64]) -> NDArray[np.float32]:
         """Coverage vector of a set of candidates."""

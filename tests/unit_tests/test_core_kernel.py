@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_pacms.core import CoverageObjective, Problem, solve
+from langchain_pacms.core import CoverageObjective, Problem, kernel, solve
 from langchain_pacms.core.kernel import DenseRows, SparseRows
 
 
@@ -126,20 +126,26 @@ def test_the_ceiling_carries_over_to_linked_problems() -> None:
 
 
 @pytest.mark.parametrize("ceiling", [4, 10**9], ids=["sparse", "dense"])
-def test_gain_then_add_is_gain_then_add(ceiling: int) -> None:
-    # One pass gives the gain, the raised coverage and its sum; on dense rows these are the
-    # separate calls' values bit for bit (the completion's scores do not change).
+@pytest.mark.parametrize("block", [1, 3, 10**9])
+def test_gains_along_are_gain_then_add(
+    monkeypatch: pytest.MonkeyPatch, ceiling: int, block: int
+) -> None:
+    # Running maxima over blocks of rows give each pick's gain and the raised coverage; on
+    # dense rows these are the alternating calls' values bit for bit (the completion's scores
+    # do not change), whatever the block size.
+    monkeypatch.setattr(kernel, "_ALONG_BYTES", block)
     p = grouped(4, 80, similarity_ceiling=ceiling)
     objective = CoverageObjective(p, similarity_threshold=0.6, density=True)
-    one, two = objective.empty_coverage(), objective.empty_coverage()
-    covered = objective.covered(one)
-    for j in [5, 17, 5, 40, 41, 79, 0]:
-        expected = objective.gain(j, two)
+    one = objective.coverage_of([3, 60])
+    two = one.copy()
+    picks = [5, 17, 40, 41, 79, 0, 12, 13, 14]
+    expected = []
+    for j in picks:
+        expected.append(objective.gain(j, two))
         objective.add(j, two)
-        gain, covered = objective.gain_then_add(j, one, covered)
-        np.testing.assert_array_equal(one, two)
-        if ceiling > 4:
-            assert gain == expected and covered == objective.covered(two)
-        else:
-            assert gain == pytest.approx(expected, abs=1e-12)
-            assert covered == pytest.approx(objective.covered(two), rel=1e-6)
+    gains = objective.gains_along(picks, one, objective.covered(one))
+    np.testing.assert_array_equal(one, two)
+    if ceiling > 4:
+        assert gains == expected
+    else:
+        np.testing.assert_allclose(gains, expected, rtol=0, atol=1e-12)
