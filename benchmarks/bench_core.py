@@ -21,6 +21,7 @@ Usage::
     python benchmarks/bench_core.py            # n in 100, 500, 2000, 10000; d in 384, 768
     python benchmarks/bench_core.py --quick    # n in 100, 500, 2000; d = 384; fewer repeats
     python benchmarks/bench_core.py --blas-threads 1   # single-threaded BLAS (threadpoolctl)
+    python benchmarks/bench_core.py --plot time.png --plot-only a.json b.json  # redraw
 """
 
 from __future__ import annotations
@@ -312,6 +313,42 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(reports: list[dict[str, Any]], path: str) -> None:
+    """Draw median CPU time against n for each strategy and budget, and the ``E @ E.T`` floor.
+
+    Process CPU time, which other processes on a shared machine inflate less than wall time.
+    ``reports`` are one or more JSON reports of this script (``--json``); their rows are drawn
+    together, one line per (strategy, budget, d), and the floor as the first report that
+    measured it at each n. Needs matplotlib.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines: dict[str, dict[int, float]] = {}
+    for report in reports:
+        for row in report["results"]:
+            label = f"{row['strategy']} {row['budget_share']:.0%} d={row['d']}"
+            lines.setdefault(label, {})[row["n"]] = row["cpu_s"]
+            floor = lines.setdefault(f"E @ E.T d={row['d']}", {})
+            floor.setdefault(row["n"], row["matmul_cpu_s"])  # the first report's floor
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, points in sorted(lines.items()):
+        sizes = sorted(points)
+        floor = label.startswith("E @ E.T")
+        ax.plot(sizes, [points[n] for n in sizes], "k--" if floor else "-o", label=label,
+                markersize=3, linewidth=2 if floor else 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("candidates n")
+    ax.set_ylabel("median process CPU seconds per selection")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def check_targets(report: dict[str, Any]) -> list[str]:
     out = []
     for row in report["results"]:
@@ -360,7 +397,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="budgets as shares of the pool's tokens (LangChain MMR: 45%%)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the full report here")
+    parser.add_argument("--plot", default=None,
+                        help="also draw CPU time against n (PNG; needs matplotlib) here")
+    parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
+                        help="draw --plot from these earlier --json reports and stop")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        if not args.plot:
+            parser.error("--plot-only needs --plot")
+        reports = []
+        for name in args.plot_only:
+            with open(name, encoding="utf-8") as fh:
+                reports.append(json.load(fh))
+        plot(reports, args.plot)
+        return 0
     if not all(0.0 < b <= 1.0 for b in args.budgets):
         parser.error("--budgets: every share must be in (0, 1]")
     args.sizes = args.sizes or ([100, 500, 2000] if args.quick else [100, 500, 2000, 10000])
@@ -382,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2, default=str)
+    if args.plot:
+        plot([report], args.plot)
     return 0
 
 

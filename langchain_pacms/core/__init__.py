@@ -3,7 +3,12 @@
 from langchain_pacms.core.fill import diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
 from langchain_pacms.core.objective import CoverageObjective
-from langchain_pacms.core.problem import COSINE_MATRIX_LIMIT, Problem, unit_rows
+from langchain_pacms.core.problem import (
+    COSINE_MATRIX_LIMIT,
+    SIMILARITY_CEILING,
+    Problem,
+    unit_rows,
+)
 from langchain_pacms.core.strategies import (
     PAPER_OPTIONS,
     Pick,
@@ -21,6 +26,7 @@ from langchain_pacms.core.strategies import (
 __all__ = [
     "COSINE_MATRIX_LIMIT",
     "PAPER_OPTIONS",
+    "SIMILARITY_CEILING",
     "CoverageObjective",
     "GreedyResult",
     "Pick",

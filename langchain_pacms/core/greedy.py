@@ -220,10 +220,7 @@ def _complete(
     if int(costs[extra].sum()) > left or set(extra) & set(members):
         raise ValueError("completion returned a member or went over the budget")
     coverage = objective.coverage_of(members)
-    gains = []
-    for j in extra:
-        gains.append(objective.gain(j, coverage))
-        objective.add(j, coverage)
+    gains = objective.gains_along(extra, coverage, objective.covered(coverage))
     return GreedyResult(
         [*result.picks, *extra], [*result.gains, *gains], result.evaluations, len(extra)
     )

@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -24,11 +24,15 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["COSINE_MATRIX_LIMIT", "Problem", "unit_rows"]
+__all__ = ["COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "Problem", "unit_rows"]
 
 COSINE_MATRIX_LIMIT = 4096
 """Largest pool for which :meth:`Problem.precompute_cosines` keeps the matrix of all pairwise
 cosines (64 MiB at this size); larger pools compute each block from the vectors."""
+
+SIMILARITY_CEILING = 64 * 2**20
+"""Default :attr:`Problem.similarity_ceiling`: 64 MiB, the size of the largest cosine matrix kept
+(:data:`COSINE_MATRIX_LIMIT` rows)."""
 
 _T = TypeVar("_T")
 
@@ -109,6 +113,12 @@ class Problem:
         budget: Token budget (> 0).
         mandatory: ``(n,)`` bool mask of items that are always kept.
         positions: ``(n,)`` int64 chronological positions (larger is newer).
+        similarity_ceiling: Most bytes of pairwise similarities held at once: the cosine
+            matrix is kept, and the coverage kernel of ``pacms`` stored dense, only within it;
+            otherwise similarities are computed in row blocks of at most this size and the
+            kernel keeps only its non-zero entries (cosines above the near-duplicate
+            threshold). It changes how much memory a selection takes, not its picks (up to
+            rounding: see :class:`~langchain_pacms.core.objective.CoverageObjective`).
     """
 
     vectors: NDArray[np.float32]
@@ -117,6 +127,7 @@ class Problem:
     budget: int
     mandatory: NDArray[np.bool_]
     positions: NDArray[np.int64]
+    similarity_ceiling: int = SIMILARITY_CEILING
     # Budget-independent results, kept for the problem's lifetime and shared by the problems
     # that with_budget links.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
@@ -131,6 +142,7 @@ class Problem:
         budget: int,
         mandatory: ArrayLike | None = None,
         positions: ArrayLike | None = None,
+        similarity_ceiling: int = SIMILARITY_CEILING,
     ) -> Problem:
         """Validate raw inputs and build a problem (inputs are copied, never mutated).
 
@@ -141,13 +153,23 @@ class Problem:
             budget: Token budget; must be positive.
             mandatory: Optional boolean mask of always-kept candidates.
             positions: Optional chronological positions; defaults to ``0..n-1``.
+            similarity_ceiling: Most bytes of pairwise similarities held at once (see the
+                class attributes); default :data:`SIMILARITY_CEILING`.
 
         Returns:
             The validated problem.
 
         Raises:
-            ValueError: On mismatched shapes, negative costs or a non-positive budget.
+            ValueError: On mismatched shapes, negative costs, a non-positive budget or a
+                non-positive ceiling.
         """
+        if (
+            isinstance(similarity_ceiling, bool) or not isinstance(similarity_ceiling, int)
+            or similarity_ceiling <= 0
+        ):
+            raise ValueError(
+                f"similarity_ceiling must be a positive int (bytes), got {similarity_ceiling!r}"
+            )
         tok, mand, pos = _costs(tokens, budget, mandatory, positions)
         n = tok.shape[0]
         q = _floats(query)
@@ -163,7 +185,7 @@ class Problem:
             )
         return cls(
             vectors=unit_rows(v), query=unit_rows(q), tokens=tok, budget=int(budget),
-            mandatory=mand, positions=pos,
+            mandatory=mand, positions=pos, similarity_ceiling=similarity_ceiling,
         )
 
     def with_costs(
@@ -271,12 +293,13 @@ class Problem:
         Worth it when most pairs will be needed anyway: ``pacms`` with the diversity fill
         calls it, so its objective and its fill share one product (see :attr:`cosine_matrix`).
         The matrix is kept with the problem (and shared by the problems :meth:`with_budget`
-        links); pools larger than :data:`COSINE_MATRIX_LIMIT` are left alone.
+        links); pools larger than :data:`COSINE_MATRIX_LIMIT`, or whose matrix would not fit in
+        :attr:`similarity_ceiling`, are left alone.
 
         Returns:
             Whether the matrix is now available.
         """
-        if self.n > COSINE_MATRIX_LIMIT:
+        if self.n > COSINE_MATRIX_LIMIT or 4 * self.n * self.n > self.similarity_ceiling:
             return False
 
         def build() -> NDArray[np.float32]:
@@ -315,6 +338,38 @@ class Problem:
         if matrix is not None:
             return np.take(matrix, cols, axis=1)
         return self.vectors @ self.vectors[cols].T
+
+    def cosine_blocks(
+        self, cols: NDArray[np.int64]
+    ) -> Iterator[tuple[int, NDArray[np.float32]]]:
+        """Row blocks of :meth:`cosine_columns`, each within :attr:`similarity_ceiling`.
+
+        Yields ``(start, block)`` where ``block`` holds the cosines of candidates
+        ``start, start + 1, ...`` to candidates ``cols``: a new, writable, C-contiguous float32
+        array of at most :attr:`similarity_ceiling` bytes (at least one row).
+
+        Args:
+            cols: Column candidates.
+
+        Yields:
+            The first row's index and the block, in row order.
+
+        Example:
+            >>> p = Problem.build(np.eye(3), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=1,
+            ...                   similarity_ceiling=8)
+            >>> [(start, block.tolist()) for start, block in p.cosine_blocks(np.array([0]))]
+            [(0, [[1.0], [0.0]]), (2, [[0.0]])]
+        """
+        cols = np.asarray(cols, dtype=np.int64)
+        rows = max(1, self.similarity_ceiling // (4 * max(1, cols.shape[0])))
+        matrix = self.cosine_matrix
+        right = None if matrix is not None else self.vectors[cols]
+        for start in range(0, self.n, rows):
+            if right is None:
+                assert matrix is not None
+                yield start, np.take(matrix[start : start + rows], cols, axis=1)
+            else:
+                yield start, self.vectors[start : start + rows] @ right.T
 
     def recency_order(self) -> NDArray[np.int64]:
         """Indices from newest to oldest (ties: later index first)."""

@@ -65,3 +65,29 @@ def test_bench_contended_times_idle_and_beside_hogs_and_stops_them() -> None:
     )
     rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
     assert rows == ["BLAS threads", "1", "default"]
+
+
+def test_bench_scale_measures_each_selection_in_a_child(tmp_path: Path) -> None:
+    out = run_script("bench_scale.py", "--sizes", "300", "--d", "16", "--budgets", "0.1", "0.7",
+                     "--ceiling-mib", "0.01")
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| 300 |")]
+    assert [row[2].strip() for row in rows] == ["10%", "70%"]
+    for row in rows:
+        peak, built = float(row[7]), float(row[8])
+        assert peak >= built > 10  # the child's own resident size, interpreter and numpy in it
+        assert int(row[9].replace(",", "")) > 0  # kept something
+
+
+def test_bench_grow_compares_a_grown_pool_with_a_cold_one() -> None:
+    out = run_script("bench_grow.py", "--n", "120", "--d", "16", "--repeats", "2")
+    assert "| cold similarity |" in out and "| pool grown by 5 |" in out
+    assert "kept sets equal to a fresh selector's: True" in out
+
+
+def test_bench_core_plots_its_reports(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    run_script("bench_core.py", "--sizes", "40", "80", "--dims", "8", "--repeats", "1",
+               "--strategies", "pacms", "topk", "--langchain-max-n", "0", "--json", str(report))
+    png = tmp_path / "t.png"
+    run_script("bench_core.py", "--plot", str(png), "--plot-only", str(report))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

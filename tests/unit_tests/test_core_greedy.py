@@ -132,7 +132,7 @@ def test_objective_drops_targets_without_relevance():
     p = Problem.build(np.eye(3), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=2)
     obj = CoverageObjective(p)
     assert obj.targets.tolist() == [0]
-    assert obj.weights_t.shape == (3, 1)
+    assert obj.rows.shape == (3, 1)
     assert obj.value([1, 2]) == 0.0
     assert obj.value([0]) == pytest.approx(1.0)
 
@@ -140,7 +140,7 @@ def test_objective_drops_targets_without_relevance():
 def test_objective_with_only_relevance_needs_no_matrix():
     p = random_problem(5, n=20)
     obj = CoverageObjective(p, relevance_weight=1.0)
-    assert obj.weights_t.shape == (20, 0)
+    assert obj.rows.shape == (20, 0)
     members = [0, 3, 7]
     assert obj.value(members) == pytest.approx(float(p.relevance[members].sum()), rel=1e-6)
 

@@ -84,14 +84,16 @@ def test_with_budget_changes_only_the_budget_and_shares_the_kernel():
         assert getattr(q, name) is getattr(p, name)
     a = CoverageObjective(p, similarity_threshold=0.5, density=True)
     b = CoverageObjective(q.with_budget(1), similarity_threshold=0.5, density=True)
-    assert b.weights_t is a.weights_t and b.targets is a.targets
-    assert not a.weights_t.flags.writeable
+    weights = a.rows.matrix  # type: ignore[union-attr]  # a small pool: dense rows
+    assert b.rows.matrix is weights and b.targets is a.targets  # type: ignore[union-attr]
+    assert not weights.flags.writeable
     # Other kernel settings get their own weights; so does an unlinked problem.
-    assert CoverageObjective(q, similarity_threshold=0.0).weights_t is not a.weights_t
+    other = CoverageObjective(q, similarity_threshold=0.0).rows
+    assert other.matrix is not weights  # type: ignore[union-attr]
     unlinked = Problem.build(np.eye(3), [1.0, 1.0, 0.0], tokens=[1, 2, 3], budget=2)
     c = CoverageObjective(unlinked, similarity_threshold=0.5, density=True)
-    assert c.weights_t is not a.weights_t
-    np.testing.assert_array_equal(c.weights_t, a.weights_t)
+    assert c.rows.matrix is not weights  # type: ignore[union-attr]
+    np.testing.assert_array_equal(c.rows.matrix, weights)  # type: ignore[union-attr]
 
 
 def test_shared_builds_once_per_problem_and_its_linked_problems():
