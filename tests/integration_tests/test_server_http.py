@@ -68,9 +68,15 @@ def test_healthz_strategies_openapi_page(url: str) -> None:
     mmr = next(s for s in httpx.get(f"{url}/strategies").json()["strategies"]
                if s["name"] == "mmr")
     assert mmr["options"] == {"lambda_mult": 0.5}
-    schema = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]
-    for name, props in schema["SelectRequest"]["properties"].items():
-        assert props.get("description"), name
+    openapi = httpx.get(f"{url}/openapi.json").json()
+    schema = openapi["components"]["schemas"]
+    for model in ("SelectRequest", "CandidateIn"):
+        for name, props in schema[model]["properties"].items():
+            assert props.get("description"), (model, name)
+    for path in ("/select", "/select_debug"):
+        body = openapi["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        assert body["schema"]["$ref"] == "#/components/schemas/SelectRequest"
+        assert "200" in openapi["paths"][path]["post"]["responses"]
     page = httpx.get(f"{url}/")
     assert page.status_code == 200 and "pacms inspector" in page.text
     assert httpx.get(f"{url}/static/inspector.js").status_code == 200
@@ -109,6 +115,15 @@ def test_bad_input_is_4xx_naming_the_field(url: str, case: str, body: dict, need
         r = post(url, path, body)
         assert 400 <= r.status_code < 500, (case, r.status_code, r.text)
         assert needle in r.json()["detail"], (case, r.json())
+
+
+def test_accepted_options_do_not_let_bad_ones_through(url: str) -> None:
+    body = {"candidates": POOL, "query": QUERY, "budget_tokens": 20, "strategy": "mmr"}
+    for _ in range(2):  # the second time the accepted options are remembered
+        ok = post(url, "/select", {**body, "strategy_options": {"lambda_mult": 0.7}})
+        assert ok.status_code == 200, ok.text
+        bad = post(url, "/select", {**body, "strategy_options": {"lambda_mult": 7}})
+        assert bad.status_code == 422 and "lambda_mult" in bad.json()["detail"]
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b"", b'{"candidates": [], "query": "q", '
