@@ -135,3 +135,28 @@ def test_bad_arguments() -> None:
         RemoteSelector(timeout=0)
     with pytest.raises(ValueError, match="query"):
         RemoteSelector().select(["a"], "", budget_tokens=1)
+
+
+def test_one_warning_per_outage_and_recovery_rearms(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    remote = RemoteSelector(down, timeout=0.3)
+
+    def warned() -> int:
+        return len([r for r in caplog.records if "falling back" in r.getMessage()])
+
+    with caplog.at_level("WARNING", logger="langchain_pacms"):
+        for _ in range(2):
+            sel = remote.select(["a b", "c"], "c", budget_tokens=1)
+            assert sel.fell_back and sel.kept_ids == ("1",) and "ConnectError" in str(sel.error)
+            assert set(sel.timings) == {"tokens", "remote", "solve", "total"}
+            assert sel.timings["total"] >= sel.timings["remote"]
+        assert warned() == 1
+        remote.url = url  # the service is back
+        assert not remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        remote.url = down
+        assert remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        assert warned() == 2
+    empty = remote.select([], "c", budget_ratio=0.5)  # nothing to send: no request, no fallback
+    assert empty.kept_ids == () and not empty.fell_back and empty.strategy == "lastk"
