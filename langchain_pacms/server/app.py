@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
 from typing import Any
 
@@ -51,13 +51,24 @@ def _problem(status: int, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=status)
 
 
-class _BodyLimit:
-    """ASGI wrapper: reject bodies over ``limit`` bytes (413) or slower than ``timeout`` (408)."""
+class _Front:
+    """The ASGI front of the service: body limits, then the selection routes or FastAPI.
 
-    def __init__(self, app: FastAPI, limit: int, timeout: float) -> None:
+    Bodies over ``limit`` bytes are answered 413, bodies slower than ``timeout`` 408. A POST
+    to one of ``routes`` (``/select``, ``/select_debug``) is answered here with one call on a
+    worker thread, without FastAPI's middleware, routing and request objects in between (the
+    same call FastAPI's routes of those paths make, which remain for the OpenAPI schema and for
+    ``.fastapi`` used on its own). Everything else goes to FastAPI.
+    """
+
+    def __init__(
+        self, app: FastAPI, limit: int, timeout: float,
+        routes: Mapping[str, Callable[[bytes], Response]],
+    ) -> None:
         self.fastapi = app
         self.app: ASGIApp = app
         self.limit, self.timeout = limit, timeout
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
@@ -90,6 +101,11 @@ class _BodyLimit:
             )
             return
         body = b"".join(chunks)
+        route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
+        if route is not None and not scope.get("root_path"):
+            response = await run_in_threadpool(route, body)
+            await response(scope, receive, send)
+            return
         sent = False
 
         async def replay() -> dict[str, Any]:
@@ -209,7 +225,15 @@ class _Service:
         self.selector, self.max_candidates = selector, max_candidates
         self.probe = _OptionsProbe(selector)
 
-    def answer(self, raw: bytes, debug: bool) -> Response:
+    def select(self, raw: bytes) -> Response:
+        """``POST /select``: the verdict in brief."""
+        return self._answer(raw, debug=False)
+
+    def select_debug(self, raw: bytes) -> Response:
+        """``POST /select_debug``: the verdict with every candidate's scores."""
+        return self._answer(raw, debug=True)
+
+    def _answer(self, raw: bytes, *, debug: bool) -> Response:
         try:
             req = SelectRequest.model_validate_json(raw)
         except ValidationError as err:
@@ -265,7 +289,7 @@ def create_app(
     max_candidates: int = 2000,
     max_body_bytes: int = 8 * 1024 * 1024,
     body_timeout: float = 10.0,
-) -> _BodyLimit:
+) -> _Front:
     """Build the ASGI app around one warm selector.
 
     Args:
@@ -275,7 +299,8 @@ def create_app(
         body_timeout: Seconds a client may take to send its body (slower: 408).
 
     Returns:
-        The ASGI application (FastAPI inside a body-limit wrapper); ``.fastapi`` is the app.
+        The ASGI application (FastAPI behind a small front that checks bodies and answers
+        the selection routes); ``.fastapi`` is the FastAPI app.
 
     Raises:
         ValueError: For a non-positive limit.
@@ -305,12 +330,12 @@ def create_app(
     @app.post("/select", response_model=SelectResponse, openapi_extra=BODY)
     async def select(request: Request) -> Response:
         """Select under the budget; kept ids in order, token totals and flags."""
-        return await run_in_threadpool(service.answer, await request.body(), False)
+        return await run_in_threadpool(service.select, await request.body())
 
     @app.post("/select_debug", response_model=SelectDebugResponse, openapi_extra=BODY)
     async def select_debug(request: Request) -> Response:
         """As ``/select``, plus every candidate's verdict (relevance, gain, pick rank)."""
-        return await run_in_threadpool(service.answer, await request.body(), True)
+        return await run_in_threadpool(service.select_debug, await request.body())
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -349,4 +374,5 @@ def create_app(
         return FileResponse(str(STATIC / "index.html"))
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-    return _BodyLimit(app, max_body_bytes, float(body_timeout))
+    routes = {"/select": service.select, "/select_debug": service.select_debug}
+    return _Front(app, max_body_bytes, float(body_timeout), routes)

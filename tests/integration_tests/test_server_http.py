@@ -117,6 +117,24 @@ def test_bad_input_is_4xx_naming_the_field(url: str, case: str, body: dict, need
         assert needle in r.json()["detail"], (case, r.json())
 
 
+def test_fastapi_routes_answer_as_the_front_does(url: str) -> None:
+    """The front answers the selection routes itself; FastAPI's own routes give the same."""
+    from fastapi.testclient import TestClient
+
+    inner = TestClient(create_app(max_candidates=300).fastapi)
+    for path, body in (
+        ("/select", {"candidates": POOL, "query": QUERY, "budget_tokens": 20}),
+        ("/select_debug", {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5,
+                           "strategy": "mmr"}),
+        ("/select", {"candidates": POOL, "query": QUERY}),
+    ):
+        front, direct = post(url, path, body), inner.post(path, json=body)
+        assert front.status_code == direct.status_code
+        a, b = front.json(), direct.json()
+        a.pop("timings", None), b.pop("timings", None)
+        assert a == b, path
+
+
 def test_accepted_options_do_not_let_bad_ones_through(url: str) -> None:
     body = {"candidates": POOL, "query": QUERY, "budget_tokens": 20, "strategy": "mmr"}
     for _ in range(2):  # the second time the accepted options are remembered

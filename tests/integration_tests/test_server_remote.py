@@ -3,6 +3,7 @@ middleware and the compressor, sync and async."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import warnings
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 
+import httpx
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pacms_fakes import (
@@ -160,3 +162,16 @@ def test_one_warning_per_outage_and_recovery_rearms(
         assert warned() == 2
     empty = remote.select([], "c", budget_ratio=0.5)  # nothing to send: no request, no fallback
     assert empty.kept_ids == () and not empty.fell_back and empty.strategy == "lastk"
+
+
+def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections(slow_url: str) -> None:
+    body = {"candidates": [{"text": "a b"}, {"text": "c"}], "query": "c", "budget_tokens": 1}
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(httpx.post, f"{slow_url}/select", json=body, timeout=10)
+                for _ in range(2)]
+        time.sleep(0.3)  # both selections are sleeping in the service now
+        health = httpx.get(f"{slow_url}/healthz", timeout=10)
+        assert health.status_code == 200 and time.monotonic() - started < 1.2
+        assert [f.result().json()["kept_ids"] for f in slow] == [["1"], ["1"]]
+    assert time.monotonic() - started < 2.8  # the two 1.5 s selections overlapped
