@@ -154,7 +154,7 @@ class _OptionsProbe:
         self.accepted: set[tuple[str | None, str]] = set()
 
     def check(self, strategy: str | None, options: dict[str, Any]) -> None:
-        key = (strategy, json.dumps(options, sort_keys=True, default=repr))
+        key = (strategy, json.dumps(options, sort_keys=True))
         if key in self.accepted:
             return
         name, opts = self.selector.resolve_options(strategy, options)
