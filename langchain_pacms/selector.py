@@ -865,7 +865,9 @@ class ContextSelector:
 
         Example:
             >>> selector = ContextSelector()
-            >>> selector.note_recovery()
+            >>> selector.recency(["a"], "q", budget_tokens=1, error=OSError("down")).error
+            'OSError: down'
+            >>> selector.note_recovery()  # the service answered again: a new outage warns
         """
         self._failing = False
 
