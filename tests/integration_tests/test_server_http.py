@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import json
 import socket
 import time
@@ -188,6 +189,18 @@ def test_concurrent_requests_agree_with_sequential(url: str) -> None:
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda b: post(url, "/select", b).json()["kept_ids"], bodies))
     assert got == expected
+
+
+def test_serving_freezes_the_startup_heap_until_shutdown() -> None:
+    from fastapi.testclient import TestClient
+
+    before = gc.get_freeze_count()
+    with TestClient(create_app()) as client:  # runs the lifespan, as uvicorn does
+        assert gc.get_freeze_count() > before + 10_000  # modules, tokenizer, warm selector
+        assert client.get("/healthz").json()["status"] == "ok"
+        r = client.post("/select", json={"candidates": POOL, "query": QUERY, "budget_tokens": 20})
+        assert r.status_code == 200 and "a" in r.json()["kept_ids"]
+    assert gc.get_freeze_count() == 0
 
 
 def test_limits_are_validated() -> None:
