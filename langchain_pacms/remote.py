@@ -2,10 +2,12 @@
 
 It is a ``ContextSelector`` (so the compressor, the hook and the middleware take it as their
 ``selector=``) whose selections are made by ``pacms serve`` over HTTP (``POST /select_debug``).
-Token counts and the budget are resolved locally with the same counter the integrations use, and
-sent with the candidates, so client and service agree on every number. When the service is
-unreachable, slower than ``timeout`` or answers an error, the selection falls back to recency
-within the budget and says ``fell_back=True`` (or raises under ``strict=True``).
+Token counts and the budget are resolved locally (:meth:`ContextSelector.resolve`, with the same
+counter the integrations use) and sent with the candidates, so client and service agree on every
+number. When the service is unreachable, slower than ``timeout`` or answers an error, the
+selection falls back to recency within the budget (:meth:`ContextSelector.recency`, one warning
+per outage) and says ``fell_back=True`` (or raises under ``strict=True``). It uses only the
+selector's public API.
 
 Example:
     >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
@@ -21,6 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -152,15 +155,16 @@ class RemoteSelector(ContextSelector):
         return body
 
     def _fallback(
-        self, err: Exception, cands: tuple[Candidate, ...], tokens: np.ndarray, budget: int,
+        self, err: Exception, cands: tuple[Candidate, ...], query: str, budget: int,
         timings: dict[str, float], started: float,
     ) -> Selection:
+        """Recency within the budget (the base selector's fallback), or ``err`` when strict."""
         if self.strict:
             raise err
-        error = self._note_failure(err)
         timings["remote"] = time.perf_counter() - started
-        return self._finish(cands, tokens, budget, None, None, "lastk", {}, error, timings,
-                            started)
+        selection = self.recency(cands, query, budget_tokens=budget, error=err)
+        timings = {**selection.timings, **timings, "total": time.perf_counter() - started}
+        return replace(selection, timings=MappingProxyType(timings))
 
     # -- sync and async ----------------------------------------------------------------------
     def select(
@@ -178,11 +182,12 @@ class RemoteSelector(ContextSelector):
         Bad input raises here, before any request, exactly as the local selector does.
         """
         started = time.perf_counter()
-        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        cands, tokens, budget = self.resolve(
+            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
+        )
         timings = {"tokens": time.perf_counter() - started}
         if not cands:
-            return self._finish(cands, tokens, budget, None, None, "lastk", {}, None, timings,
-                                started)
+            return self.recency(cands, query, budget_tokens=budget)
         payload = self._request(cands, tokens, query, budget, strategy, options)
         try:
             with self._lock:
@@ -193,8 +198,8 @@ class RemoteSelector(ContextSelector):
             timings["remote"] = time.perf_counter() - started
             selection = self._selection(cands, body, timings)
         except Exception as err:
-            return self._fallback(err, cands, tokens, budget, timings, started)
-        self._failing = False
+            return self._fallback(err, cands, query, budget, timings, started)
+        self.note_recovery()
         return selection
 
     async def aselect(
@@ -209,11 +214,12 @@ class RemoteSelector(ContextSelector):
     ) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""
         started = time.perf_counter()
-        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        cands, tokens, budget = self.resolve(
+            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
+        )
         timings = {"tokens": time.perf_counter() - started}
         if not cands:
-            return self._finish(cands, tokens, budget, None, None, "lastk", {}, None, timings,
-                                started)
+            return self.recency(cands, query, budget_tokens=budget)
         payload = self._request(cands, tokens, query, budget, strategy, options)
         try:
             loop = asyncio.get_running_loop()
@@ -227,8 +233,8 @@ class RemoteSelector(ContextSelector):
             timings["remote"] = time.perf_counter() - started
             selection = self._selection(cands, body, timings)
         except Exception as err:
-            return self._fallback(err, cands, tokens, budget, timings, started)
-        self._failing = False
+            return self._fallback(err, cands, query, budget, timings, started)
+        self.note_recovery()
         return selection
 
     def close(self) -> None:

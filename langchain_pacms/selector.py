@@ -776,6 +776,101 @@ class ContextSelector:
             opts.setdefault("min_gain", self.min_gain)
         return name, opts
 
+    # -- for selectors that score elsewhere ---------------------------------------------------
+    def resolve(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+    ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+        """The inputs :meth:`select` works on: candidates, their token costs and the budget.
+
+        Candidates are normalised (ids and positions filled in from the index), costs counted
+        as :meth:`count_tokens` does and the budget resolved; bad input raises as in
+        :meth:`select`. A selector that scores elsewhere (a
+        :class:`~langchain_pacms.remote.RemoteSelector`) sends these, so both sides agree on
+        every number.
+
+        Args:
+            candidates: Strings or :class:`Candidate` objects, in chronological order.
+            query: Text the selection should be relevant to (checked, not used).
+            budget_tokens: Absolute token budget.
+            budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
+
+        Returns:
+            ``(candidates, tokens, budget)``.
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`.
+
+        Example:
+            >>> cands, tokens, budget = ContextSelector().resolve(
+            ...     ["hello world", "hi"], "hello", budget_ratio=0.5)
+            >>> [c.id for c in cands], tokens.tolist(), budget
+            (['0', '1'], [2, 1], 1)
+        """
+        return self._prepare(candidates, query, budget_tokens, budget_ratio)
+
+    def recency(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        budget_ratio: float | None = None,
+        error: BaseException | None = None,
+    ) -> Selection:
+        """The selection :meth:`select` falls back to: the newest candidates that fit the budget.
+
+        Recency (``lastk``) that skips a newest item too large for what is left, with
+        ``fell_back=True`` for a non-empty pool. ``error`` is what went wrong: it becomes the
+        selection's ``error`` and is logged as a warning, once per streak of failures (the
+        streak :meth:`select` keeps for embedding failures; :meth:`note_recovery` ends it).
+        Under ``strict=True`` the caller should raise instead; this method never does for a
+        failure.
+
+        Args:
+            candidates: Strings or :class:`Candidate` objects, in chronological order.
+            query: Text the selection was for (checked, not used).
+            budget_tokens: Absolute token budget.
+            budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
+            error: The failure that forced the fallback, if any.
+
+        Returns:
+            The recency :class:`Selection`.
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`.
+
+        Example:
+            >>> sel = ContextSelector().recency(["a b c", "d e f", "g h i"], "x", budget_tokens=7)
+            >>> sel.kept_ids, sel.fell_back, sel.strategy
+            (('1', '2'), True, 'lastk')
+        """
+        started = time.perf_counter()
+        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        timings = {"tokens": time.perf_counter() - started}
+        message = None if error is None else self._note_failure(error)
+        return self._finish(
+            cands, tokens, budget, None, None, "lastk", {}, message, timings, started
+        )
+
+    def note_recovery(self) -> None:
+        """End the failure streak: the next fallback logs its warning again.
+
+        :meth:`select` does this after every selection that did not fall back; a selector
+        that scores elsewhere calls it after each good answer.
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> selector.recency(["a"], "q", budget_tokens=1, error=OSError("down")).error
+            'OSError: down'
+            >>> selector.note_recovery()  # the service answered again: a new outage warns
+        """
+        self._failing = False
+
     # -- sync ---------------------------------------------------------------------------------
     def _left(self, deadline: float | None) -> float | None:
         """Seconds left until ``deadline`` (``time.monotonic()``), or ``None`` without one."""

@@ -24,5 +24,8 @@ def test_bench_server_prints_its_rows() -> None:
     )
     assert done.returncode == 0, done.stderr
     for row in ("| in-process select | 10 |", "| remote, 1 client | 10 |",
-                "| remote, 2 clients | 10 |", "ratio remote/in-process p50"):
+                "| remote, 2 clients | 10 |", "ratio remote/in-process p50", "load average",
+                "CPU ms/request |", "the 2 client processes used"):
         assert row in done.stdout
+    rows = [line.split("|") for line in done.stdout.splitlines() if "| remote" in line]
+    assert all(float(cells[-2]) > 0 for cells in rows)  # the service's CPU per request

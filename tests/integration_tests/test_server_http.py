@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import json
 import socket
 import time
@@ -68,9 +69,15 @@ def test_healthz_strategies_openapi_page(url: str) -> None:
     mmr = next(s for s in httpx.get(f"{url}/strategies").json()["strategies"]
                if s["name"] == "mmr")
     assert mmr["options"] == {"lambda_mult": 0.5}
-    schema = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]
-    for name, props in schema["SelectRequest"]["properties"].items():
-        assert props.get("description"), name
+    openapi = httpx.get(f"{url}/openapi.json").json()
+    schema = openapi["components"]["schemas"]
+    for model in ("SelectRequest", "CandidateIn"):
+        for name, props in schema[model]["properties"].items():
+            assert props.get("description"), (model, name)
+    for path in ("/select", "/select_debug"):
+        body = openapi["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        assert body["schema"]["$ref"] == "#/components/schemas/SelectRequest"
+        assert "200" in openapi["paths"][path]["post"]["responses"]
     page = httpx.get(f"{url}/")
     assert page.status_code == 200 and "pacms inspector" in page.text
     assert httpx.get(f"{url}/static/inspector.js").status_code == 200
@@ -109,6 +116,33 @@ def test_bad_input_is_4xx_naming_the_field(url: str, case: str, body: dict, need
         r = post(url, path, body)
         assert 400 <= r.status_code < 500, (case, r.status_code, r.text)
         assert needle in r.json()["detail"], (case, r.json())
+
+
+def test_fastapi_routes_answer_as_the_front_does(url: str) -> None:
+    """The front answers the selection routes itself; FastAPI's own routes give the same."""
+    from fastapi.testclient import TestClient
+
+    inner = TestClient(create_app(max_candidates=300).fastapi)
+    for path, body in (
+        ("/select", {"candidates": POOL, "query": QUERY, "budget_tokens": 20}),
+        ("/select_debug", {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5,
+                           "strategy": "mmr"}),
+        ("/select", {"candidates": POOL, "query": QUERY}),
+    ):
+        front, direct = post(url, path, body), inner.post(path, json=body)
+        assert front.status_code == direct.status_code
+        a, b = front.json(), direct.json()
+        a.pop("timings", None), b.pop("timings", None)
+        assert a == b, path
+
+
+def test_accepted_options_do_not_let_bad_ones_through(url: str) -> None:
+    body = {"candidates": POOL, "query": QUERY, "budget_tokens": 20, "strategy": "mmr"}
+    for _ in range(2):  # the second time the accepted options are remembered
+        ok = post(url, "/select", {**body, "strategy_options": {"lambda_mult": 0.7}})
+        assert ok.status_code == 200, ok.text
+        bad = post(url, "/select", {**body, "strategy_options": {"lambda_mult": 7}})
+        assert bad.status_code == 422 and "lambda_mult" in bad.json()["detail"]
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b"", b'{"candidates": [], "query": "q", '
@@ -155,6 +189,18 @@ def test_concurrent_requests_agree_with_sequential(url: str) -> None:
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda b: post(url, "/select", b).json()["kept_ids"], bodies))
     assert got == expected
+
+
+def test_serving_freezes_the_startup_heap_until_shutdown() -> None:
+    from fastapi.testclient import TestClient
+
+    before = gc.get_freeze_count()
+    with TestClient(create_app()) as client:  # runs the lifespan, as uvicorn does
+        assert gc.get_freeze_count() > before + 10_000  # modules, tokenizer, warm selector
+        assert client.get("/healthz").json()["status"] == "ok"
+        r = client.post("/select", json={"candidates": POOL, "query": QUERY, "budget_tokens": 20})
+        assert r.status_code == 200 and "a" in r.json()["kept_ids"]
+    assert gc.get_freeze_count() == 0
 
 
 def test_limits_are_validated() -> None:

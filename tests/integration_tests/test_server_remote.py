@@ -3,6 +3,7 @@ middleware and the compressor, sync and async."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import warnings
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 
+import httpx
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pacms_fakes import (
@@ -135,3 +137,41 @@ def test_bad_arguments() -> None:
         RemoteSelector(timeout=0)
     with pytest.raises(ValueError, match="query"):
         RemoteSelector().select(["a"], "", budget_tokens=1)
+
+
+def test_one_warning_per_outage_and_recovery_rearms(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    remote = RemoteSelector(down, timeout=0.3)
+
+    def warned() -> int:
+        return len([r for r in caplog.records if "falling back" in r.getMessage()])
+
+    with caplog.at_level("WARNING", logger="langchain_pacms"):
+        for _ in range(2):
+            sel = remote.select(["a b", "c"], "c", budget_tokens=1)
+            assert sel.fell_back and sel.kept_ids == ("1",) and "ConnectError" in str(sel.error)
+            assert set(sel.timings) == {"tokens", "remote", "solve", "total"}
+            assert sel.timings["total"] >= sel.timings["remote"]
+        assert warned() == 1
+        remote.url = url  # the service is back
+        assert not remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        remote.url = down
+        assert remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        assert warned() == 2
+    empty = remote.select([], "c", budget_ratio=0.5)  # nothing to send: no request, no fallback
+    assert empty.kept_ids == () and not empty.fell_back and empty.strategy == "lastk"
+
+
+def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections(slow_url: str) -> None:
+    body = {"candidates": [{"text": "a b"}, {"text": "c"}], "query": "c", "budget_tokens": 1}
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(httpx.post, f"{slow_url}/select", json=body, timeout=10)
+                for _ in range(2)]
+        time.sleep(0.3)  # both selections are sleeping in the service now
+        health = httpx.get(f"{slow_url}/healthz", timeout=10)
+        assert health.status_code == 200 and time.monotonic() - started < 1.2
+        assert [f.result().json()["kept_ids"] for f in slow] == [["1"], ["1"]]
+    assert time.monotonic() - started < 2.8  # the two 1.5 s selections overlapped
