@@ -32,6 +32,7 @@ import json
 import math
 import random
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,7 @@ from langchain_pacms.lifecycle import (
     Action,
     HeuristicPlanner,
     LifecycleHarness,
+    Plan,
     check_actions,
     index_messages,
 )
@@ -58,6 +60,7 @@ from langchain_pacms.tokens import TokenCounter
 __all__ = [
     "POLICIES",
     "SELECTION",
+    "PolicyPlanner",
     "PolicyResult",
     "cost_replay",
     "cut_points",
@@ -195,6 +198,30 @@ POLICIES: dict[str, Callable[..., PolicyFn]] = {
     "hybrid-fold-prune": lambda: _hybrid,
 }
 """Policy name -> factory of ``(messages, index, counter) -> actions``."""
+
+
+@dataclass
+class PolicyPlanner:
+    """A replay policy as a lifecycle planner, so the harness can run a baseline in the loop.
+
+    Example:
+        >>> planner = PolicyPlanner("tool-prune-keep3", POLICIES["tool-prune-keep3"]())
+        >>> planner.plan(index_messages([HumanMessage("hi")]), [HumanMessage("hi")]).actions
+        ()
+    """
+
+    name: str
+    policy: PolicyFn
+    counter: TokenCounter = field(default_factory=TokenCounter)
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """The policy's actions on ``index`` as a plan."""
+        actions = tuple(self.policy(list(messages), index, self.counter))
+        return Plan(f"{self.name}: {len(actions)} actions", actions, planner=self.name)
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Async twin of :meth:`plan` (the policies are pure computation)."""
+        return self.plan(index, messages)
 
 
 def _clear_tool_uses(messages: list[BaseMessage], counter: TokenCounter) -> list[BaseMessage]:
@@ -388,12 +415,15 @@ def cost_replay(
     boundary: str = "tool",
     cached_price: float = 0.1,
     counter: TokenCounter | None = None,
+    edit: Callable[[list[BaseMessage]], list[BaseMessage]] | None = None,
 ) -> tuple[float, int]:
     """Cache-adjusted input cost of a session with ``planner`` in the loop (``None``: none).
 
     Before each model call (each assistant message) the harness steps on the state; a commit
-    replaces the state. The call's input is the state: the part equal to the previous call's
-    input (same messages, same content, from the start) is priced ``cached_price``, the rest 1.
+    replaces the state. The call's input is the state (or ``edit(state)``: an edit of the
+    outgoing request only, never committed, as LangChain's context editing does): the part equal
+    to the previous call's input (same messages, same content, from the start) is priced
+    ``cached_price``, the rest 1.
 
     Returns:
         The priced cost and the number of commits.
@@ -415,14 +445,15 @@ def cost_replay(
                 commit = harness.step(state, thread_id="replay", known_ids=known)
                 if commit is not None:
                     state, known, commits = list(commit.messages), commit.known_ids, commits + 1
+            request = edit(list(state)) if edit is not None else state
             same = 0
-            for a, b in zip(previous, state, strict=False):
+            for a, b in zip(previous, request, strict=False):
                 if a.id != b.id or a.content != b.content:
                     break
                 same += 1
-            cached = _tokens(state[:same], count)
-            cost += cached_price * cached + _tokens(state[same:], count)
-            previous = list(state)
+            cached = _tokens(request[:same], count)
+            cost += cached_price * cached + _tokens(request[same:], count)
+            previous = list(request)
         state.append(message)
     return cost, commits
 
@@ -456,6 +487,64 @@ def _split(sessions: Sequence[TraceSession], share: float, seed: int) -> tuple[l
     return ([s for s in sessions if s.name in dev], [s for s in sessions if s.name not in dev])
 
 
+BASELINE_COST_THRESHOLDS = (0.0, 0.3)
+"""Thresholds the baselines are cost-replayed at: commit whenever they act, and cache-aware."""
+
+
+def _session_cost(
+    session: TraceSession, policy: str, settings: Mapping[str, Any], threshold: float,
+    boundary: str, cached_price: float, count: TokenCounter, cache: ReplayCache | None,
+) -> tuple[float, int]:
+    """:func:`cost_replay` of one session under ``policy`` (cached like the per-cut cells)."""
+    key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
+               settings, threshold, boundary, cached_price)
+    found = cache.get(key) if cache is not None else None
+    if found is not None:
+        return float(found[0]), int(found[1])
+    planner: Any = None
+    edit = None
+    if policy == "heuristic":
+        planner = HeuristicPlanner(**settings)
+    elif policy == "clear-tool-uses":
+        edit = lambda state: _clear_tool_uses(state, count)  # noqa: E731
+    elif policy != "none":
+        planner = PolicyPlanner(policy, POLICIES[policy](), count)
+    cost, commits = cost_replay(session, planner, threshold=threshold, boundary=boundary,
+                                cached_price=cached_price, counter=count, edit=edit)
+    if cache is not None:
+        cache.put(key, [cost, commits])
+    return cost, commits
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on a terminal's stderr (``None`` when disabled, piped or without tqdm)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the eval extra
+        return None
+    return tqdm(total=total, desc="lifecycle", unit="session", file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def _cost_runs(
+    best: Mapping[str, Any], thresholds: Sequence[float]
+) -> list[tuple[str, str, Mapping[str, Any], float]]:
+    """``(label, policy, settings, threshold)`` of every whole-session cost replay.
+
+    LangChain's context editing edits every request and commits nothing, so it has one run.
+    """
+    runs: list[tuple[str, str, Mapping[str, Any], float]] = [("none", "none", {}, 0.0)]
+    runs += [(f"heuristic@{t}", "heuristic", best, t) for t in thresholds]
+    for name in BASELINES[1:]:
+        if name == "clear-tool-uses":
+            runs.append((name, name, {}, 0.0))
+        else:
+            runs += [(f"{name}@{t}", name, {}, t) for t in BASELINE_COST_THRESHOLDS]
+    return runs
+
+
 def run_lifecycle_eval(
     sessions: Sequence[TraceSession],
     *,
@@ -466,57 +555,76 @@ def run_lifecycle_eval(
     cached_price: float = 0.1,
     selection: Sequence[str] = (),
     progress: Callable[[str], None] = lambda _: None,
+    cache: ReplayCache | None = None,
+    bar: bool = False,
 ) -> dict[str, Any]:
     """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict.
 
     ``selection`` adds per-call selection policies (``select:<strategy>@<kept share>``, e.g.
-    :data:`SELECTION`) to the per-cut tables.
+    :data:`SELECTION`) to the per-cut tables. With ``cache`` every session's cells are kept
+    and reused (an interrupted run resumes where it stopped); ``bar`` shows a progress bar
+    on a terminal.
     """
     counter = TokenCounter()
     report: dict[str, Any] = {"protocol": {
         "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
         "cached_price": cached_price, "thresholds": list(thresholds),
+        "baseline_thresholds": list(BASELINE_COST_THRESHOLDS), "dev_strict": DEV_STRICT,
     }, "datasets": {}}
-    for dataset in sorted({s.dataset for s in sessions}):
-        dev, test = _split([s for s in sessions if s.dataset == dataset], dev_share, seed)
+    splits = {d: _split([s for s in sessions if s.dataset == d], dev_share, seed)
+              for d in sorted({s.dataset for s in sessions})}
+    replays = len(_cost_runs({}, thresholds))
+    total = sum(len(HEURISTIC_GRID) * len(dev) + (1 + len(BASELINES) + len(selection)
+                + replays) * len(test) for dev, test in splits.values())
+    progress_bar = _bar(total, bar)
+    tick = progress_bar.update if progress_bar is not None else (lambda: None)
+    say = progress_bar.write if progress_bar is not None else progress
+    for dataset, (dev, test) in splits.items():
         scored = []
         for settings in HEURISTIC_GRID:
             row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
-                                seed=seed, counter=counter).row()
+                                seed=seed, counter=counter, cache=cache, tick=tick).row()
             safe = row["strict_no_impact"] >= DEV_STRICT
             score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
             scored.append((score, settings, row))
-            progress(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
-                     f"@ {row['pruning_mean']:.3f}")
+            say(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
+                f"@ {row['pruning_mean']:.3f}")
         best = max(scored, key=lambda t: t[0])[1]
         rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
-                                           seed=seed, counter=counter).row()}
+                                           seed=seed, counter=counter, cache=cache,
+                                           tick=tick).row()}
         for name in (*BASELINES, *selection):
             rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
-                                       counter=counter).row()
-            progress(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
-                     f"@ {rows[name]['pruning_mean']:.3f}")
+                                       counter=counter, cache=cache, tick=tick).row()
+            say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
+                f"@ {rows[name]['pruning_mean']:.3f}")
         boundary = "turn" if dataset == "tau-bench" else "tool"
-        costs: dict[str, Any] = {"none": sum(cost_replay(s, None, cached_price=cached_price,
-                                                          counter=counter)[0] for s in test)}
-        for t in thresholds:
-            total, commits = 0.0, 0
+        costs: dict[str, Any] = {}
+        start = time.perf_counter()
+        for label, name, run_settings, t in _cost_runs(best, thresholds):
+            total_cost, commits = 0.0, 0
             for s in test:
-                planner = HeuristicPlanner(**best)
-                c, k = cost_replay(s, planner, threshold=t, boundary=boundary,
-                                   cached_price=cached_price, counter=counter)
-                total, commits = total + c, commits + k
-            costs[f"heuristic@{t}"] = total
-            costs[f"heuristic@{t}:commits"] = commits
+                c, k = _session_cost(s, name, run_settings, t, boundary, cached_price, counter,
+                                     cache)
+                total_cost, commits = total_cost + c, commits + k
+                tick()
+            costs[label] = total_cost
+            if name != "none":
+                costs[f"{label}:commits"] = commits
         base = costs["none"]
         report["datasets"][dataset] = {
             "sessions_dev": len(dev), "sessions_test": len(test), "heuristic_settings": best,
+            "dev_grid": [{"settings": st, "strict": r["strict_no_impact"],
+                          "pruning": r["pruning_mean"]} for _, st, r in scored],
             "policies": rows,
             "cost": {k: (round(v, 1) if ":" not in k else v) for k, v in costs.items()},
             "cost_vs_none": {k: round(1 - v / base, 4) for k, v in costs.items()
                              if ":" not in k and k != "none" and base},
+            "cost_seconds": round(time.perf_counter() - start, 1),
         }
-        progress(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
+        say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
+    if progress_bar is not None:
+        progress_bar.close()
     return report
 
 
@@ -530,18 +638,26 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
         lines += [f"### {dataset} ({data['sessions_test']} test sessions, "
                   f"heuristic settings {data['heuristic_settings'] or 'defaults'})", "",
                   "| policy | cuts | pruning (mean / median) | non-system pruning "
-                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls "
+                  "| rejected actions |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in data["policies"].items():
+            rejected = "; ".join(f"{n} {why}" for why, n in r["rejected"].items()) or "-"
             lines.append(
                 f"| {name} | {r['cuts']} | {r['pruning_mean']:.1%} / {r['pruning_median']:.1%} | "
                 f"{r['pruning_non_system_mean']:.1%} | {r['strict_no_impact']:.1%} "
                 f"[{r['strict_ci'][0]:.1%}, {r['strict_ci'][1]:.1%}] | "
                 f"{r['no_impact_with_recovery']:.1%} [{r['recovery_ci'][0]:.1%}, "
-                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} |")
-        cost = ", ".join(f"{k} {v:+.1%}" for k, v in data["cost_vs_none"].items())
-        lines += ["", "Cache-adjusted input cost saved against no management (positive: cheaper; "
-                  f"heuristic@t commits at threshold t): {cost}", ""]
+                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} | {rejected} |")
+        lines += ["", f"Cache-adjusted input cost over the {data['sessions_test']} test sessions "
+                  "(`name@t`: committed by the harness at threshold t; saved: against no "
+                  "management, positive is cheaper):", "",
+                  "| policy | cost | saved | commits |", "|---|---:|---:|---:|",
+                  f"| none | {data['cost']['none']:,.0f} | - | - |"]
+        for label, saved in data["cost_vs_none"].items():
+            commits = data["cost"].get(f"{label}:commits", "-")
+            lines.append(f"| {label} | {data['cost'][label]:,.0f} | {saved:+.1%} | {commits} |")
+        lines.append("")
     paths[1].write_text("\n".join(lines) + "\n", encoding="utf-8")
     try:
         import matplotlib
