@@ -2,8 +2,10 @@ r"""Fold, mask and prune context objects on a plain message list (pure data, no 
 
 * **fold**: the exact payload (:func:`~langchain_pacms.lifecycle.objects.payload_of`) leaves
   the history for a sidecar (a :class:`SidecarRecord` the caller stores); the messages keep a
-  short stub: the recovery pointer, a one-line description and the locators found in the payload
-  (paths, URLs, ids, numbers, ``key=value`` pairs);
+  short stub: the recovery pointer, a one-line description (for a tool result only its size: its
+  call stays in view just before it) and the locators found in the payload
+  (:mod:`~langchain_pacms.lifecycle.locators`: paths, URLs, ids, quoted values, numbers, within
+  a budget that grows with the payload);
 * **mask**: the head and tail of the content stay, the middle is replaced by a marker saying how
   many characters and lines were elided (no recovery promise);
 * **prune**: every message of the object goes (an ``AIMessage`` tool call with all its results).
@@ -21,7 +23,7 @@ Example:
     ...         HumanMessage("thanks", id="h2")]
     >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: read(path=src/main.py) -> 2 lines, 25 chars; exact payload via
+    [folded function:tool:1: 2 lines, 25 chars; exact payload via
     recover_context("function:tool:1"); locators: port=8080]
     >>> result.sidecars[0].payload == msgs[2].content
     True
@@ -209,13 +211,15 @@ def _rewrite(message: BaseMessage, content: str, mark: Mapping[str, Any]) -> Bas
 def _fold(
     messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str]
 ) -> list[int]:
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    # a tool result's stub follows its call: the call is in view, the stub gives only the size
+    shown = record.description.rsplit(" -> ", 1)[-1] if results else record.description
     stub = (
-        f"[folded {obj.id}: {record.description}; exact payload via "
+        f"[folded {obj.id}: {shown}; exact payload via "
         f'recover_context("{obj.id}")'
         + (f"; locators: {', '.join(locators)}]" if locators else "]")
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
-    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     targets = results or [obj.indices[0]]
     for n, i in enumerate(targets):
         text = stub if n == 0 else f"[folded with {obj.id}]"

@@ -14,7 +14,9 @@ Locators, by rank (a capped list fills from the first rank down, first seen firs
 2. identifiers that mix letters and digits (``HAT039``, ``b64encode``, ``E016``, ``0o027``);
 3. short quoted literals (2 to 64 characters on one line; a JSON key, a quoted string followed
    by ``:``, is a field name and is skipped);
-4. bare numbers of two or more digits, and decimals.
+4. bare numbers of three or more digits, and decimals (shorter ones are mostly counts).
+
+A closing markup tag (``</output>``) is no path.
 
 The list is deduplicated. A fold stub gets a character budget that grows with the payload
 (:func:`locator_budget`), so a large body keeps more of its handles than a small one while the
@@ -36,7 +38,7 @@ __all__ = ["find_locators", "locator_budget", "locator_lines", "stub_locators"]
 _EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
 _STRONG = (
     r"https?://[^\s\"'<>)\]]+"  # URLs
-    r"|(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash
+    r"|(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash (not </tag>)
     rf"|\b[\w-]+\.{_EXT}\b"  # file names
     r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
     r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
@@ -44,12 +46,12 @@ _STRONG = (
 )
 _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
-_NUMBER = r"\b\d{2,}(?:\.\d+)?|\b\d+\.\d+"
+_NUMBER = r"\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
 _LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
 _RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
 _SCAN = 200_000  # characters of a payload scanned
-_SHARE = 0.3  # of a payload's characters a fold stub may spend on locators
-_FLOOR = 400  # characters a stub may always spend
+_SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
+_FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
 _MEMO: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
 _MEMO_SIZE = 2048
@@ -88,7 +90,7 @@ def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> l
 
     Example:
         >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
-        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '30', '3.5']
+        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
     """
     out: list[str] = []
     shown = ""
@@ -105,12 +107,12 @@ def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> l
 def locator_budget(payload_chars: int) -> int:
     """Characters a fold stub spends on locators for a payload of ``payload_chars``.
 
-    Three tenths of the payload, at least 400 and at most 4,000 characters (chosen on the
+    Two fifths of the payload, at least 500 and at most 4,000 characters (chosen on the
     replay's development split, see ``docs/results/lifecycle-notes.md``).
 
     Example:
-        >>> locator_budget(100), locator_budget(10_000), locator_budget(10**6)
-        (400, 3000, 4000)
+        >>> locator_budget(100), locator_budget(5_000), locator_budget(10**6)
+        (500, 2000, 4000)
     """
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
