@@ -598,7 +598,7 @@ def run_lifecycle_eval(
                                        counter=counter, cache=cache, tick=tick).row()
             say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
                 f"@ {rows[name]['pruning_mean']:.3f}")
-        boundary = "turn" if dataset == "tau-bench" else "tool"
+        boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
         start = time.perf_counter()
         for label, name, run_settings, t in _cost_runs(best, thresholds):
@@ -625,7 +625,74 @@ def run_lifecycle_eval(
         say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
     if progress_bar is not None:
         progress_bar.close()
+    report["cost_total"], report["targets"] = _totals_and_targets(report["datasets"])
     return report
+
+
+TARGETS = {"mini-swe": 0.5, "tau-bench": 0.3}
+"""Pruning rate the heuristic must reach at >= 95% strict no-impact, per data set."""
+COST_TARGET = 0.25
+"""Cache-adjusted cost saving against no management the whole replay must reach."""
+
+
+def _totals_and_targets(
+    datasets: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The whole replay's cost per label, and each target of the issue with its figure."""
+    labels = set.intersection(*(set(d["cost"]) for d in datasets.values())) if datasets else set()
+    total = {k: sum(d["cost"][k] for d in datasets.values()) for k in sorted(labels)}
+    base = total.get("none", 0.0)
+    saved = {k: round(1 - v / base, 4) for k, v in total.items()
+             if ":" not in k and k != "none" and base}
+    best = max((k for k in saved if k.startswith("heuristic@")), key=saved.__getitem__,
+               default="")
+    targets: dict[str, Any] = {"cost": {
+        "goal": COST_TARGET, "best": best, "saved": saved.get(best, 0.0),
+        "met": saved.get(best, 0.0) >= COST_TARGET}}
+    for dataset, data in datasets.items():
+        rows = data["policies"]
+        mine = rows["heuristic"]
+        not_dominated = [
+            name for name, r in rows.items()
+            if name in BASELINES and name != "none" and not (
+                mine["strict_no_impact"] > r["strict_no_impact"]
+                and mine["pruning_mean"] >= r["pruning_mean"])
+        ]
+        entry: dict[str, Any] = {
+            "strict": mine["strict_no_impact"], "pruning": mine["pruning_mean"],
+            "not_dominated": not_dominated, "above_every_baseline": not not_dominated}
+        if dataset in TARGETS:
+            entry["pruning_goal"] = TARGETS[dataset]
+            entry["met"] = (mine["strict_no_impact"] >= DEV_STRICT
+                            and mine["pruning_mean"] >= TARGETS[dataset])
+        targets[dataset] = entry
+    return {"cost": {k: round(v, 1) for k, v in total.items()}, "saved": saved}, targets
+
+
+def _target_lines(report: Mapping[str, Any]) -> list[str]:
+    """The targets as a Markdown table (empty for a report without them)."""
+    targets = report.get("targets")
+    if not targets:
+        return []
+    cost = targets["cost"]
+    saved = report["cost_total"]["saved"]
+    lines = ["### Targets", "", "| target | measured | met |", "|---|---|---|",
+             f"| whole-replay cost >= {cost['goal']:.0%} below no management | "
+             f"{cost['best'] or 'heuristic'} saves {cost['saved']:.1%} (all labels: "
+             + ", ".join(f"{k} {v:+.1%}" for k, v in saved.items() if k.startswith("heur"))
+             + f") | {'yes' if cost['met'] else 'no'} |"]
+    for dataset, t in targets.items():
+        if dataset == "cost":
+            continue
+        if "pruning_goal" in t:
+            lines.append(f"| {dataset}: strict >= {DEV_STRICT:.0%} at pruning >= "
+                         f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} | "
+                         f"{'yes' if t['met'] else 'no'} |")
+        beaten = ", ".join(t["not_dominated"]) or "none"
+        lines.append(f"| {dataset}: above every baseline's strict no-impact at equal or higher "
+                     f"pruning | not dominated: {beaten} | "
+                     f"{'yes' if t['above_every_baseline'] else 'no'} |")
+    return [*lines, ""]
 
 
 def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
@@ -658,6 +725,7 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
             commits = data["cost"].get(f"{label}:commits", "-")
             lines.append(f"| {label} | {data['cost'][label]:,.0f} | {saved:+.1%} | {commits} |")
         lines.append("")
+    lines += _target_lines(report)
     paths[1].write_text("\n".join(lines) + "\n", encoding="utf-8")
     try:
         import matplotlib

@@ -218,6 +218,12 @@ def test_the_report_prices_every_baseline(tmp_path):
         assert {f"{name}@0.0", f"{name}@0.3"} <= set(saved)
     text = write_report(report, tmp_path)[1].read_text()
     assert "| tool-prune-keep3@0.0 |" in text and "rejected actions" in text
+    targets = report["targets"]
+    assert targets["cost"]["goal"] == 0.25 and targets["cost"]["best"] == "heuristic@0.3"
+    mini = targets["mini-swe"]
+    assert mini["met"] == (mini["strict"] >= 0.95 and mini["pruning"] >= 0.5)
+    # the heuristic cannot be above "none" (100% strict): only real baselines are compared
+    assert "none" not in mini["not_dominated"] and "### Targets" in text
 
 
 def test_a_rerun_reads_every_cell_from_the_cache(tmp_path, monkeypatch):
