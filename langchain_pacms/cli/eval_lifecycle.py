@@ -22,6 +22,21 @@ def _thresholds(text: str) -> list[float]:
     return values
 
 
+def _llm_planner(spec: str, ollama_url: str | None) -> Any:
+    """An ``LLMPlanner`` on the chat model ``spec``, once it answered a probe (else ``None``)."""
+    from langchain_pacms.eval.backends import chat_model_from_spec
+    from langchain_pacms.lifecycle import LLMPlanner
+
+    try:
+        model = chat_model_from_spec(spec, ollama_url=ollama_url, temperature=0)
+        model.invoke("Reply with OK.")
+    except Exception as err:  # any failure of the model means no LLM rows, said clearly
+        print(f"--planner {spec}: the chat model is not reachable ({type(err).__name__}: {err})",
+              file=sys.stderr)
+        return None
+    return LLMPlanner(model, name=f"llm:{spec}")
+
+
 def _run(args: argparse.Namespace) -> int:
     from langchain_pacms.eval.lifecycle_replay import SELECTION, run_lifecycle_eval, write_report
     from langchain_pacms.eval.replay_cache import ReplayCache
@@ -43,13 +58,19 @@ def _run(args: argparse.Namespace) -> int:
         print("no sessions could be read (see --data)", file=sys.stderr)
         return 1
     say(f"{len(sessions)} sessions, {len(problems)} not read")
+    planner = None
+    if args.planner:
+        planner = _llm_planner(args.planner, args.ollama_url)
+        if planner is None:
+            return 2
     load = os.getloadavg()
     cpu = time.process_time()
     try:
         report = run_lifecycle_eval(
             sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
             cached_price=args.cached_price, selection=SELECTION if args.selection else (),
-            progress=say, cache=cache, bar=not args.quiet,
+            progress=say, cache=cache, bar=not args.quiet, planner=planner,
+            planner_spec=args.planner or "",
         )
     except KeyboardInterrupt:
         kept = f"the sessions finished so far are kept in {args.cache_dir}: the same command " \
@@ -91,6 +112,11 @@ def add_lifecycle_parser(benches: Any) -> None:
     p.add_argument("--selection", action="store_true",
                    help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
                    "30%% of the prefix, as the hook selects with its defaults)")
+    p.add_argument("--planner", metavar="SPEC",
+                   help="also replay the LLM planner on this chat model (ollama:<model>, "
+                   "<provider>:<model>, python:<module>:<factory>); the model is probed first")
+    p.add_argument("--ollama-url", default=None,
+                   help="Ollama server for ollama: specs (default: $OLLAMA_HOST or Ollama's own)")
     p.add_argument("--sessions", nargs="+", metavar="NAME",
                    help="only these sessions (names as in the JSON report), e.g. to tune quickly")
     p.add_argument("--cache-dir", type=Path, default=Path(".pacms-cache"), metavar="DIR",

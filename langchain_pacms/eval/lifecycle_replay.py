@@ -179,8 +179,8 @@ def _hybrid(messages: list[BaseMessage], index: ContextIndex,
                     if o.id not in folded]
 
 
-def _heuristic(**settings: Any) -> PolicyFn:
-    planner = HeuristicPlanner(**settings)
+def _planner_policy(planner: Any) -> PolicyFn:
+    """A lifecycle planner (heuristic or LLM) as a replay policy."""
 
     def plan(
         messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
@@ -188,6 +188,10 @@ def _heuristic(**settings: Any) -> PolicyFn:
         return list(planner.plan(index, messages).actions)
 
     return plan
+
+
+def _heuristic(**settings: Any) -> PolicyFn:
+    return _planner_policy(HeuristicPlanner(**settings))
 
 
 POLICIES: dict[str, Callable[..., PolicyFn]] = {
@@ -378,18 +382,28 @@ def evaluate_cuts(
     counter: TokenCounter | None = None,
     cache: ReplayCache | None = None,
     tick: Callable[[], None] = lambda: None,
+    planner: Any = None,
 ) -> PolicyResult:
     """Run ``policy`` on every cut of ``sessions`` and judge each one.
 
     With ``cache`` each session's outcomes are read from it when present and stored when
-    computed; ``tick`` is called once per session (a progress bar's update).
+    computed; ``tick`` is called once per session (a progress bar's update). The policy
+    ``"llm"`` runs ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner`); its
+    ``settings`` should name the model (they key the cache).
+
+    Raises:
+        ValueError: For an unknown policy, or ``"llm"`` without a planner.
     """
     count = counter or TokenCounter()
     result = PolicyResult()
     factory = POLICIES.get(policy)
     plan_fn = factory(**(settings or {})) if factory is not None else None
+    if policy == "llm":
+        if planner is None:
+            raise ValueError("policy 'llm' needs a planner")
+        plan_fn = _planner_policy(planner)
     runner = _selection_runner(policy, count) if policy.startswith("select:") else None
-    if policy not in POLICIES and policy not in ("none", "clear-tool-uses") and runner is None:
+    if plan_fn is None and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
     start = time.perf_counter()
     for session in sessions:
@@ -494,6 +508,7 @@ BASELINE_COST_THRESHOLDS = (0.0, 0.3)
 def _session_cost(
     session: TraceSession, policy: str, settings: Mapping[str, Any], threshold: float,
     boundary: str, cached_price: float, count: TokenCounter, cache: ReplayCache | None,
+    llm: Any = None,
 ) -> tuple[float, int]:
     """:func:`cost_replay` of one session under ``policy`` (cached like the per-cut cells)."""
     key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
@@ -505,6 +520,8 @@ def _session_cost(
     edit = None
     if policy == "heuristic":
         planner = HeuristicPlanner(**settings)
+    elif policy == "llm":
+        planner = llm
     elif policy == "clear-tool-uses":
         edit = lambda state: _clear_tool_uses(state, count)  # noqa: E731
     elif policy != "none":
@@ -529,14 +546,17 @@ def _bar(total: int, enabled: bool) -> Any:
 
 
 def _cost_runs(
-    best: Mapping[str, Any], thresholds: Sequence[float]
+    best: Mapping[str, Any], thresholds: Sequence[float], llm: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, str, Mapping[str, Any], float]]:
     """``(label, policy, settings, threshold)`` of every whole-session cost replay.
 
-    LangChain's context editing edits every request and commits nothing, so it has one run.
+    LangChain's context editing edits every request and commits nothing, so it has one run;
+    an LLM planner (``llm``: its settings) runs at the harness's default threshold.
     """
     runs: list[tuple[str, str, Mapping[str, Any], float]] = [("none", "none", {}, 0.0)]
     runs += [(f"heuristic@{t}", "heuristic", best, t) for t in thresholds]
+    if llm is not None:
+        runs.append(("llm@0.3", "llm", llm, 0.3))
     for name in BASELINES[1:]:
         if name == "clear-tool-uses":
             runs.append((name, name, {}, 0.0))
@@ -557,14 +577,19 @@ def run_lifecycle_eval(
     progress: Callable[[str], None] = lambda _: None,
     cache: ReplayCache | None = None,
     bar: bool = False,
+    planner: Any = None,
+    planner_spec: str = "",
 ) -> dict[str, Any]:
     """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict.
 
     ``selection`` adds per-call selection policies (``select:<strategy>@<kept share>``, e.g.
     :data:`SELECTION`) to the per-cut tables. With ``cache`` every session's cells are kept
     and reused (an interrupted run resumes where it stopped); ``bar`` shows a progress bar
-    on a terminal.
+    on a terminal. ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner` built from
+    the chat model ``planner_spec``) adds an ``llm`` row on the test split and its cost
+    replay at the default threshold 0.3.
     """
+    llm = {"spec": planner_spec} if planner is not None else None
     counter = TokenCounter()
     report: dict[str, Any] = {"protocol": {
         "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
@@ -573,9 +598,9 @@ def run_lifecycle_eval(
     }, "datasets": {}}
     splits = {d: _split([s for s in sessions if s.dataset == d], dev_share, seed)
               for d in sorted({s.dataset for s in sessions})}
-    replays = len(_cost_runs({}, thresholds))
+    replays = len(_cost_runs({}, thresholds, llm))
     total = sum(len(HEURISTIC_GRID) * len(dev) + (1 + len(BASELINES) + len(selection)
-                + replays) * len(test) for dev, test in splits.values())
+                + (llm is not None) + replays) * len(test) for dev, test in splits.values())
     progress_bar = _bar(total, bar)
     tick = progress_bar.update if progress_bar is not None else (lambda: None)
     say = progress_bar.write if progress_bar is not None else progress
@@ -593,6 +618,10 @@ def run_lifecycle_eval(
         rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
                                            seed=seed, counter=counter, cache=cache,
                                            tick=tick).row()}
+        if llm is not None:
+            rows["llm"] = evaluate_cuts(test, "llm", settings=llm, max_cuts=max_cuts, seed=seed,
+                                        counter=counter, cache=cache, tick=tick,
+                                        planner=planner).row()
         for name in (*BASELINES, *selection):
             rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
                                        counter=counter, cache=cache, tick=tick).row()
@@ -601,11 +630,11 @@ def run_lifecycle_eval(
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
         start = time.perf_counter()
-        for label, name, run_settings, t in _cost_runs(best, thresholds):
+        for label, name, run_settings, t in _cost_runs(best, thresholds, llm):
             total_cost, commits = 0.0, 0
             for s in test:
                 c, k = _session_cost(s, name, run_settings, t, boundary, cached_price, counter,
-                                     cache)
+                                     cache, planner)
                 total_cost, commits = total_cost + c, commits + k
                 tick()
             costs[label] = total_cost
