@@ -272,3 +272,12 @@ def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, ca
     assert main(args) == 0
     rerun = json.loads((tmp_path / "out" / "lifecycle.json").read_text())
     assert timeless(rerun["datasets"]) == timeless(report["datasets"])
+
+
+def test_dominance_is_no_worse_on_both_and_better_on_one():
+    from langchain_pacms.eval.lifecycle_replay import _dominates
+
+    row = lambda strict, pruning: {"strict_no_impact": strict, "pruning_mean": pruning}  # noqa: E731
+    assert _dominates(row(1.0, 0.3), row(1.0, 0.25))  # equal at 100%, prunes more
+    assert not _dominates(row(1.0, 0.3), row(1.0, 0.3))
+    assert not _dominates(row(0.93, 0.36), row(0.955, 0.26))  # prunes more, but less safe
