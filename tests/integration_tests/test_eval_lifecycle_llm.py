@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from fake_ollama import FakeOllama
 
 from langchain_pacms.cli.main import main
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 _ROW = re.compile(r"^(function:tool:\d+) \| tool \| (\d+) \| active \|", re.M)
 
 
@@ -43,19 +45,11 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
 
 
 def _traces(root: Path) -> Path:
+    """Two copies of the fixture run: one lands in the development split, one in the test."""
     folder = root / "mini-swe-agent-deepseek-swebench"
     folder.mkdir(parents=True)
-    raw: list[dict[str, Any]] = [{"role": "system", "content": "You are a coder."},
-                                 {"role": "user", "content": "fix the crash"}]
-    for k in range(7):
-        command = "ls src" if k == 0 else f"cat src/mod_{k - 1}.py"
-        raw.append({"role": "assistant", "content": f"step {k}", "tool_calls": [
-            {"id": f"c{k}", "function": {"name": "bash",
-                                         "arguments": json.dumps({"command": command})}}]})
-        raw.append({"role": "tool", "content": f"src/mod_{k}.py\n" + "value = 12345\n" * 60})
-    raw.append({"role": "assistant", "content": "done"})
     for name in ("dev", "test"):
-        (folder / f"{name}.traj.json").write_text(json.dumps({"messages": raw}))
+        shutil.copy(FIXTURES / "lifecycle_trace.traj.json", folder / f"{name}.traj.json")
     return root
 
 

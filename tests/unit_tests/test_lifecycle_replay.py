@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from langchain_pacms.lifecycle import Action, Plan, index_messages, provider_pro
 from langchain_pacms.tokens import TokenCounter
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
+TRACE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lifecycle_trace.traj.json"
 
 
 class FoldOld:
@@ -249,17 +251,8 @@ def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, ca
 
     folder = tmp_path / "mini-swe-agent-deepseek-swebench"
     folder.mkdir()
-    raw = [{"role": "system", "content": "You are a coder."},
-           {"role": "user", "content": "fix the crash"}]
-    for k in range(8):
-        command = "ls src" if k == 0 else f"cat src/mod_{k - 1}.py"
-        raw.append({"role": "assistant", "content": f"step {k}", "tool_calls": [
-            {"id": f"c{k}", "function": {"name": "bash",
-                                         "arguments": json.dumps({"command": command})}}]})
-        raw.append({"role": "tool", "content": f"src/mod_{k}.py\n" + "x = 1\n" * 80})
-    raw.append({"role": "assistant", "content": "done"})
     for name in ("one", "two"):
-        (folder / f"{name}.traj.json").write_text(json.dumps({"messages": raw}))
+        shutil.copy(TRACE_FIXTURE, folder / f"{name}.traj.json")
     args = ["eval", "lifecycle", "--data", str(tmp_path), "--datasets", "mini-swe",
             "--sessions", "one", "--max-cuts", "2", "--thresholds", "0.3", "--quiet",
             "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
