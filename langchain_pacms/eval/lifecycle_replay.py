@@ -769,28 +769,23 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
     except ImportError:
         return paths
     datasets = list(report["datasets"])
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets) + 2, 4),
-                             squeeze=False)
-    names = list(dict.fromkeys(n for d in datasets for n in report["datasets"][d]["policies"]))
-    colours = plt.get_cmap("tab20")
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets) + 3, 4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets, strict=True):
-        for name, r in report["datasets"][dataset]["policies"].items():
+        for k, (name, r) in enumerate(report["datasets"][dataset]["policies"].items()):
             low, high = r["strict_ci"]
             y = r["strict_no_impact"]
-            marker = "*" if name in ("heuristic", "llm") else "s" if name.startswith(
-                "select:") else "o"
+            family = name.partition(":")[0]
+            marker = {"select": "s", "select+stubs": "^"}.get(family, "o")
             ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], fmt=marker,
-                        capsize=3, label=name, color=colours(names.index(name) % 20),
-                        markersize=12 if marker == "*" else 6)
+                        capsize=3, label=name, color=plt.get_cmap("tab20")(k % 20))
         ax.set_title(dataset)
         ax.set_xlabel("pruning rate (share of prefix tokens removed)")
         ax.set_ylabel("strict no-impact")
         ax.set_xlim(-0.02, 1)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="center right")
-    fig.tight_layout(rect=(0, 0, 0.87, 1))
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
     paths.append(out / "lifecycle.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
