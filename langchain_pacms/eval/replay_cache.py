@@ -43,6 +43,10 @@ def replay_fingerprint() -> str:
     Covers ``lifecycle/``, ``integrations/`` (message mapping and per-call selection), the replay,
     judge, trace loader and this module, ``tokens.py``, and the selection code that
     :func:`~langchain_pacms.eval.recall.code_fingerprint` covers.
+
+    Example:
+        >>> len(replay_fingerprint()), replay_fingerprint() == replay_fingerprint()
+        (16, True)
     """
     from langchain_pacms.eval.recall import code_fingerprint
 
@@ -59,7 +63,15 @@ def replay_fingerprint() -> str:
 
 
 def session_digest(messages: tuple[BaseMessage, ...]) -> str:
-    """Hash of a session's messages (ids, types, contents, tool calls)."""
+    """Hash of a session's messages (ids, types, contents, tool calls).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> a = session_digest((HumanMessage("fix it", id="h"),))
+        >>> a == session_digest((HumanMessage("fix it", id="h"),)), a == session_digest(
+        ...     (HumanMessage("fix that", id="h"),))
+        (True, False)
+    """
     digest = hashlib.sha256()
     for m in messages:
         calls = json.dumps(getattr(m, "tool_calls", None) or [], sort_keys=True, default=str)

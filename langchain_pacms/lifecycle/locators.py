@@ -118,7 +118,12 @@ def locator_budget(payload_chars: int) -> int:
 
 
 def stub_locators(sha256: str, payload: str) -> list[str]:
-    """:func:`find_locators` of a payload within :func:`locator_budget`, memoised by its hash."""
+    """:func:`find_locators` of a payload within :func:`locator_budget`, memoised by its hash.
+
+    Example:
+        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)')
+        ['report.md', '/srv/out', 'RPT-7', '412']
+    """
     key = (sha256, len(payload))
     with _LOCK:
         found = _MEMO.get(key)
