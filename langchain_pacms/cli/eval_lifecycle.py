@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,28 +22,70 @@ def _thresholds(text: str) -> list[float]:
     return values
 
 
+def _llm_planner(spec: str, ollama_url: str | None) -> Any:
+    """An ``LLMPlanner`` on the chat model ``spec``, once it answered a probe (else ``None``)."""
+    from langchain_pacms.eval.backends import chat_model_from_spec
+    from langchain_pacms.lifecycle import LLMPlanner
+
+    try:
+        model = chat_model_from_spec(spec, ollama_url=ollama_url, temperature=0)
+        model.invoke("Reply with OK.")
+    except Exception as err:  # any failure of the model means no LLM rows, said clearly
+        print(f"--planner {spec}: the chat model is not reachable ({type(err).__name__}: {err})",
+              file=sys.stderr)
+        return None
+    return LLMPlanner(model, name=f"llm:{spec}")
+
+
 def _run(args: argparse.Namespace) -> int:
     from langchain_pacms.eval.lifecycle_replay import SELECTION, run_lifecycle_eval, write_report
+    from langchain_pacms.eval.replay_cache import ReplayCache
     from langchain_pacms.eval.traces import load_traces
+
+    say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr,
+                                                                     flush=True))
+    cache = ReplayCache.create(args.cache_dir) if args.result_cache == "on" else None
+    if cache is not None and args.prune_result_cache:
+        say(f"result cache: removed {cache.prune()} cells of other code versions")
 
     start = time.perf_counter()
     sessions, problems = load_traces(args.data, args.datasets)
+    if args.sessions:
+        sessions = [s for s in sessions if s.name in set(args.sessions)]
     for where, reason in problems:
         print(f"not read: {where}: {reason}", file=sys.stderr)
     if not sessions:
         print("no sessions could be read (see --data)", file=sys.stderr)
         return 1
-    print(f"{len(sessions)} sessions, {len(problems)} not read", file=sys.stderr)
-    report = run_lifecycle_eval(
-        sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
-        cached_price=args.cached_price, selection=SELECTION if args.selection else (),
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    say(f"{len(sessions)} sessions, {len(problems)} not read")
+    planner = None
+    if args.planner:
+        planner = _llm_planner(args.planner, args.ollama_url)
+        if planner is None:
+            return 2
+    load = os.getloadavg()
+    cpu = time.process_time()
+    try:
+        report = run_lifecycle_eval(
+            sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
+            cached_price=args.cached_price, selection=SELECTION if args.selection else (),
+            progress=say, cache=cache, bar=not args.quiet, planner=planner,
+            planner_spec=args.planner or "",
+        )
+    except KeyboardInterrupt:
+        kept = f"the sessions finished so far are kept in {args.cache_dir}: the same command " \
+            "resumes" if cache is not None else "nothing was kept (--result-cache off)"
+        print(f"interrupted; {kept}", file=sys.stderr)
+        return 130
     report["unread"] = problems
     report["seconds"] = round(time.perf_counter() - start, 1)
+    report["cpu_seconds"] = round(time.process_time() - cpu, 1)
+    report["load_average"] = {"start": [round(x, 2) for x in load],
+                              "end": [round(x, 2) for x in os.getloadavg()]}
+    report["result_cache"] = None if cache is None else str(cache.folder)
     for path in write_report(report, args.out):
         print(path)
-    print(f"done in {report['seconds']} s", file=sys.stderr)
+    say(f"done in {report['seconds']} s ({report['cpu_seconds']} s CPU)")
     return 0
 
 
@@ -70,6 +113,22 @@ def add_lifecycle_parser(benches: Any) -> None:
                    help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
                    "30%% of the prefix, as the hook selects with its defaults), without and with "
                    "fold stubs for dropped tool spans")
+    p.add_argument("--planner", metavar="SPEC",
+                   help="also replay the LLM planner on this chat model (ollama:<model>, "
+                   "<provider>:<model>, python:<module>:<factory>); the model is probed first")
+    p.add_argument("--ollama-url", default=None,
+                   help="Ollama server for ollama: specs (default: $OLLAMA_HOST or Ollama's own)")
+    p.add_argument("--sessions", nargs="+", metavar="NAME",
+                   help="only these sessions (names as in the JSON report), e.g. to tune quickly")
+    p.add_argument("--cache-dir", type=Path, default=Path(".pacms-cache"), metavar="DIR",
+                   help="result cache folder, shared with the recall sweep (default: %(default)s)")
+    p.add_argument("--result-cache", choices=("on", "off"), default="on",
+                   help="keep every session's cells in --cache-dir and reuse them: an "
+                   "interrupted run resumes, a rerun of unchanged code reads them back "
+                   "(default: on)")
+    p.add_argument("--prune-result-cache", action="store_true",
+                   help="before the run, delete the cells of other code versions")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
                    help="output folder for lifecycle.json/.md/.png (default: %(default)s)")
     p.set_defaults(func=_run)

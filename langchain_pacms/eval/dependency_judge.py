@@ -26,8 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import combinations
 
-__all__ = ["Verdict", "extract", "future_dependencies", "verdict"]
+__all__ = ["Verdict", "extract", "future_dependencies", "minimal_cover", "verdict"]
 
 _TOKEN = re.compile(
     r"https?://[^\s\"'<>)\]},]+"  # URLs
@@ -36,8 +37,12 @@ _TOKEN = re.compile(
     r"|\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9][\w-]{3,}"  # letters and digits mixed, >= 4
     r"|\b\d{4,}\b"  # long numbers
 )
-# a quoted value, not a JSON key: a key names a field of the schema, it is no value to carry over
-_QUOTED = re.compile(r"\"([^\"\n]{4,80})\"(?!\s*:)|'([^'\n]{4,80})'(?!\s*:)")
+# a quoted value, not a JSON key: a key names a field of the schema, it is no value to carry over;
+# a value starts with neither blank nor JSON punctuation (else ``": [{"``, the text between two
+# quoted strings, would count as one)
+_QUOTED = re.compile(
+    r"\"((?![\s:,\[\]{}])[^\"\n]{4,80})\"(?!\s*:)|'((?![\s:,\[\]{}])[^'\n]{4,80})'(?!\s*:)"
+)
 
 
 def extract(text: str) -> set[str]:
@@ -84,7 +89,8 @@ class Verdict:
         dependencies: How many dependencies the continuation has.
         missing: Those not visible in the active view.
         recoverable: Those among ``missing`` found in a folded sidecar.
-        recovery_calls: Distinct sidecars the recoverable ones need.
+        recovery_calls: The fewest sidecars that together hold every recoverable one (a
+            minimal cover: exact for up to 16 candidate sidecars, greedy beyond).
     """
 
     dependencies: int
@@ -112,9 +118,31 @@ def verdict(dependencies: set[str], view: str, sidecars: Mapping[str, str]) -> V
         sidecars: ``object id -> payload`` of the folded objects.
     """
     missing = tuple(sorted(d for d in dependencies if d not in view))
-    holders = {d: [k for k, text in sidecars.items() if d in text] for d in missing}
-    recoverable = tuple(d for d in missing if holders[d])
-    calls: set[str] = set()
-    for d in recoverable:
-        calls.add(holders[d][0])
-    return Verdict(len(dependencies), missing, recoverable, len(calls))
+    holds = {k: frozenset(d for d in missing if d in text) for k, text in sidecars.items()}
+    recoverable = tuple(d for d in missing if any(d in held for held in holds.values()))
+    return Verdict(len(dependencies), missing, recoverable, minimal_cover(holds))
+
+
+def minimal_cover(holds: Mapping[str, frozenset[str]], exact_up_to: int = 16) -> int:
+    """The fewest sets of ``holds`` whose union is the union of them all.
+
+    Sets contained in another are dropped first; then, with at most ``exact_up_to`` left,
+    every combination is tried from the smallest size up (exact), otherwise the set covering
+    most of what is still missing is taken, repeatedly (greedy, within a log factor).
+
+    Example:
+        >>> minimal_cover({"a": frozenset("xy"), "b": frozenset("y"), "c": frozenset("z")})
+        2
+    """
+    sets = sorted({s for s in holds.values() if s}, key=lambda s: (-len(s), sorted(s)))
+    kept = [s for i, s in enumerate(sets) if not any(s < other for other in sets[:i])]
+    goal = frozenset().union(*kept)
+    if len(kept) <= exact_up_to:
+        for size in range(len(kept) + 1):
+            if any(frozenset().union(*c) == goal for c in combinations(kept, size)):
+                return size
+    left, calls = set(goal), 0
+    while left:
+        left -= max(kept, key=lambda s: len(left & s))
+        calls += 1
+    return calls

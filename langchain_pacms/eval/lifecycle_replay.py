@@ -32,6 +32,7 @@ import json
 import math
 import random
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
+from langchain_pacms.eval.replay_cache import ReplayCache, session_digest
 from langchain_pacms.eval.selection_replay import SELECTION_STUBS, is_selection, selection_policy
 from langchain_pacms.eval.traces import TraceSession
 from langchain_pacms.integrations.messages import content_text
@@ -49,6 +51,7 @@ from langchain_pacms.lifecycle import (
     Action,
     HeuristicPlanner,
     LifecycleHarness,
+    Plan,
     check_actions,
     index_messages,
 )
@@ -58,6 +61,7 @@ from langchain_pacms.tokens import TokenCounter
 __all__ = [
     "POLICIES",
     "SELECTION",
+    "PolicyPlanner",
     "PolicyResult",
     "cost_replay",
     "cut_points",
@@ -123,7 +127,7 @@ PolicyFn = Callable[[list[BaseMessage], ContextIndex, TokenCounter], list[Action
 
 
 def _plannable(index: ContextIndex, kinds: tuple[str, ...] = ("tool",)) -> list[Any]:
-    return [o for o in index.objects if o.kind in kinds and not o.latest]
+    return [o for o in index.objects if o.kind in kinds and not o.latest and o.state == "active"]
 
 
 def _oldest_fold(target: float) -> PolicyFn:
@@ -164,14 +168,20 @@ def _tool_mask_prune(messages: list[BaseMessage], index: ContextIndex,
 
 def _hybrid(messages: list[BaseMessage], index: ContextIndex,
             counter: TokenCounter) -> list[Action]:
-    first_user = next((o.id for o in index.objects if o.kind == "user"), "")
-    turns = [Action("fold", o.id, "old turn") for o in _plannable(index, ("assistant", "user"))
-             if o.id != first_user]
-    return turns + _tool_prune(3)(messages, index, counter)
+    """Turn fold, then tool prune.
+
+    The oldest half of the tokens is folded turn by turn (tool spans included: in a long tool
+    loop every turn is one), and every other tool output but the last 3 is pruned.
+    """
+    folds = _oldest_fold(0.5)(messages, index, counter)
+    folded = {a.target for a in folds}
+    tools = _plannable(index)[:-3]
+    return folds + [Action("prune", o.id, "older than the last 3") for o in tools
+                    if o.id not in folded]
 
 
-def _heuristic(**settings: Any) -> PolicyFn:
-    planner = HeuristicPlanner(**settings)
+def _planner_policy(planner: Any) -> PolicyFn:
+    """A lifecycle planner (heuristic or LLM) as a replay policy."""
 
     def plan(
         messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
@@ -179,6 +189,10 @@ def _heuristic(**settings: Any) -> PolicyFn:
         return list(planner.plan(index, messages).actions)
 
     return plan
+
+
+def _heuristic(**settings: Any) -> PolicyFn:
+    return _planner_policy(HeuristicPlanner(**settings))
 
 
 POLICIES: dict[str, Callable[..., PolicyFn]] = {
@@ -189,6 +203,30 @@ POLICIES: dict[str, Callable[..., PolicyFn]] = {
     "hybrid-fold-prune": lambda: _hybrid,
 }
 """Policy name -> factory of ``(messages, index, counter) -> actions``."""
+
+
+@dataclass
+class PolicyPlanner:
+    """A replay policy as a lifecycle planner, so the harness can run a baseline in the loop.
+
+    Example:
+        >>> planner = PolicyPlanner("tool-prune-keep3", POLICIES["tool-prune-keep3"]())
+        >>> planner.plan(index_messages([HumanMessage("hi")]), [HumanMessage("hi")]).actions
+        ()
+    """
+
+    name: str
+    policy: PolicyFn
+    counter: TokenCounter = field(default_factory=TokenCounter)
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """The policy's actions on ``index`` as a plan."""
+        actions = tuple(self.policy(list(messages), index, self.counter))
+        return Plan(f"{self.name}: {len(actions)} actions", actions, planner=self.name)
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Async twin of :meth:`plan` (the policies are pure computation)."""
+        return self.plan(index, messages)
 
 
 def _clear_tool_uses(messages: list[BaseMessage], counter: TokenCounter) -> list[BaseMessage]:
@@ -236,6 +274,15 @@ class PolicyResult:
             "seconds": round(self.seconds, 2),
         }
 
+    def add(self, cell: Mapping[str, Any]) -> None:
+        """Add one session's per-cut outcomes (as ``_cut_cells`` gives them)."""
+        self.pruned.extend(cell["pruned"])
+        self.pruned_non_system.extend(cell["pruned_non_system"])
+        self.cuts += len(cell["pruned"])
+        for name in ("strict", "recovered", "recovery_calls", "with_dependencies"):
+            setattr(self, name, getattr(self, name) + cell[name])
+        self.rejected.update(cell["rejected"])
+
 
 def _judge_inputs(
     messages: Sequence[BaseMessage], cut: int
@@ -271,6 +318,49 @@ SELECTION = (
 without and with fold stubs (see :mod:`langchain_pacms.eval.selection_replay`)."""
 
 
+def _cut_cells(
+    session: TraceSession, policy: str, plan_fn: PolicyFn | None, runner: Any,
+    max_cuts: int, seed: int, count: TokenCounter,
+) -> dict[str, Any]:
+    """The per-cut outcomes of one session under one policy (a JSON-ready cache cell)."""
+    cell: dict[str, Any] = {"pruned": [], "pruned_non_system": [], "strict": 0, "recovered": 0,
+                            "recovery_calls": 0, "with_dependencies": 0, "rejected": Counter()}
+    messages = list(session.messages)
+    for cut in cut_points(messages, max_cuts=max_cuts, seed=seed):
+        prefix = messages[: cut + 1]
+        sidecars: dict[str, str] = {}
+        if plan_fn is not None:
+            index = index_messages(prefix, token_counter=count, latest="step")
+            checked = check_actions(prefix, index, plan_fn(prefix, index, count),
+                                    token_counter=count)
+            view = checked.result.messages
+            sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
+            cell["rejected"].update(r.reason for r in checked.rejected)
+        elif runner is not None:
+            view, sidecars = runner(prefix)
+        elif policy == "clear-tool-uses":
+            view = _clear_tool_uses(prefix, count)
+        else:
+            view = prefix
+        before, after = _tokens(prefix, count), _tokens(view, count)
+        before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
+        cell["pruned"].append(1 - after / before if before else 0.0)
+        cell["pruned_non_system"].append(1 - after_ns / before_ns if before_ns else 0.0)
+        deps = _judge_inputs(messages, cut)
+        judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
+        cell["with_dependencies"] += bool(deps)
+        cell["strict"] += judged.strict
+        cell["recovered"] += judged.with_recovery
+        cell["recovery_calls"] += judged.recovery_calls
+    cell["rejected"] = dict(cell["rejected"])
+    return cell
+
+
+def _key(*parts: Any) -> str:
+    return "/".join(json.dumps(p, sort_keys=True, default=str) if isinstance(p, Mapping)
+                    else str(p) for p in parts)
+
+
 def evaluate_cuts(
     sessions: Sequence[TraceSession],
     policy: str,
@@ -279,45 +369,42 @@ def evaluate_cuts(
     max_cuts: int = 8,
     seed: int = 0,
     counter: TokenCounter | None = None,
+    cache: ReplayCache | None = None,
+    tick: Callable[[], None] = lambda: None,
+    planner: Any = None,
 ) -> PolicyResult:
-    """Run ``policy`` on every cut of ``sessions`` and judge each one."""
+    """Run ``policy`` on every cut of ``sessions`` and judge each one.
+
+    With ``cache`` each session's outcomes are read from it when present and stored when
+    computed; ``tick`` is called once per session (a progress bar's update). The policy
+    ``"llm"`` runs ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner`); its
+    ``settings`` should name the model (they key the cache).
+
+    Raises:
+        ValueError: For an unknown policy, or ``"llm"`` without a planner.
+    """
     count = counter or TokenCounter()
     result = PolicyResult()
     factory = POLICIES.get(policy)
     plan_fn = factory(**(settings or {})) if factory is not None else None
+    if policy == "llm":
+        if planner is None:
+            raise ValueError("policy 'llm' needs a planner")
+        plan_fn = _planner_policy(planner)
     runner = selection_policy(policy, count) if is_selection(policy) else None
-    if policy not in POLICIES and policy not in ("none", "clear-tool-uses") and runner is None:
+    if plan_fn is None and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
     start = time.perf_counter()
     for session in sessions:
-        messages = list(session.messages)
-        for cut in cut_points(messages, max_cuts=max_cuts, seed=seed):
-            prefix = messages[: cut + 1]
-            sidecars: dict[str, str] = {}
-            if plan_fn is not None:
-                index = index_messages(prefix, token_counter=count, latest="step")
-                checked = check_actions(prefix, index, plan_fn(prefix, index, count),
-                                        token_counter=count)
-                view = checked.result.messages
-                sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
-                result.rejected.update(r.reason for r in checked.rejected)
-            elif runner is not None:
-                view, sidecars = runner(prefix)
-            elif policy == "clear-tool-uses":
-                view = _clear_tool_uses(prefix, count)
-            else:
-                view = prefix
-            before, after = _tokens(prefix, count), _tokens(view, count)
-            before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
-            result.pruned.append(1 - after / before if before else 0.0)
-            result.pruned_non_system.append(1 - after_ns / before_ns if before_ns else 0.0)
-            deps = _judge_inputs(messages, cut)
-            judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
-            result.cuts += 1
-            result.with_dependencies += bool(deps)
-            result.strict += judged.strict
-            result.recovered += judged.with_recovery
-            result.recovery_calls += judged.recovery_calls
+        key = _key("cuts", session.dataset, session.name, session_digest(session.messages),
+                   policy, settings or {}, max_cuts, seed)
+        cell = cache.get(key) if cache is not None else None
+        if cell is None:
+            cell = _cut_cells(session, policy, plan_fn, runner, max_cuts, seed, count)
+            if cache is not None:
+                cache.put(key, cell)
+        result.add(cell)
+        tick()
     result.seconds = time.perf_counter() - start
     return result
 
@@ -331,12 +418,15 @@ def cost_replay(
     boundary: str = "tool",
     cached_price: float = 0.1,
     counter: TokenCounter | None = None,
+    edit: Callable[[list[BaseMessage]], list[BaseMessage]] | None = None,
 ) -> tuple[float, int]:
     """Cache-adjusted input cost of a session with ``planner`` in the loop (``None``: none).
 
     Before each model call (each assistant message) the harness steps on the state; a commit
-    replaces the state. The call's input is the state: the part equal to the previous call's
-    input (same messages, same content, from the start) is priced ``cached_price``, the rest 1.
+    replaces the state. The call's input is the state (or ``edit(state)``: an edit of the
+    outgoing request only, never committed, as LangChain's context editing does): the part equal
+    to the previous call's input (same messages, same content, from the start) is priced
+    ``cached_price``, the rest 1.
 
     Returns:
         The priced cost and the number of commits.
@@ -358,14 +448,15 @@ def cost_replay(
                 commit = harness.step(state, thread_id="replay", known_ids=known)
                 if commit is not None:
                     state, known, commits = list(commit.messages), commit.known_ids, commits + 1
+            request = edit(list(state)) if edit is not None else state
             same = 0
-            for a, b in zip(previous, state, strict=False):
+            for a, b in zip(previous, request, strict=False):
                 if a.id != b.id or a.content != b.content:
                     break
                 same += 1
-            cached = _tokens(state[:same], count)
-            cost += cached_price * cached + _tokens(state[same:], count)
-            previous = list(state)
+            cached = _tokens(request[:same], count)
+            cost += cached_price * cached + _tokens(request[same:], count)
+            previous = list(request)
         state.append(message)
     return cost, commits
 
@@ -376,8 +467,18 @@ HEURISTIC_GRID: tuple[dict[str, Any], ...] = (
     {"keep_recent": 1},
     {"fold_min_tokens": 250, "mask_min_tokens": 150},
     {"fold_min_tokens": 250, "mask_min_tokens": 150, "keep_recent": 1},
+    {"fold_min_tokens": 120, "mask_min_tokens": 120, "keep_above": 0.8, "keep_recent": 1},
+    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 1},
+    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0},
 )
-"""Heuristic planner settings tried on the development split."""
+"""Heuristic planner settings tried on the development split.
+
+The one chosen prunes most among those at or above :data:`DEV_STRICT` strict no-impact on the
+development split (the target's bar); if none reaches it, the one with the highest strict rate.
+"""
+
+DEV_STRICT = 0.95
+"""Strict no-impact a setting must reach on the development split to be chosen for pruning."""
 
 BASELINES = ("none", "oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune",
              "hybrid-fold-prune", "clear-tool-uses")
@@ -387,6 +488,70 @@ def _split(sessions: Sequence[TraceSession], share: float, seed: int) -> tuple[l
     names = sorted(s.name for s in sessions)
     dev = set(random.Random(seed).sample(names, max(1, round(share * len(names)))))
     return ([s for s in sessions if s.name in dev], [s for s in sessions if s.name not in dev])
+
+
+BASELINE_COST_THRESHOLDS = (0.0, 0.3)
+"""Thresholds the baselines are cost-replayed at: commit whenever they act, and cache-aware."""
+
+
+def _session_cost(
+    session: TraceSession, policy: str, settings: Mapping[str, Any], threshold: float,
+    boundary: str, cached_price: float, count: TokenCounter, cache: ReplayCache | None,
+    llm: Any = None,
+) -> tuple[float, int]:
+    """:func:`cost_replay` of one session under ``policy`` (cached like the per-cut cells)."""
+    key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
+               settings, threshold, boundary, cached_price)
+    found = cache.get(key) if cache is not None else None
+    if found is not None:
+        return float(found[0]), int(found[1])
+    planner: Any = None
+    edit = None
+    if policy == "heuristic":
+        planner = HeuristicPlanner(**settings)
+    elif policy == "llm":
+        planner = llm
+    elif policy == "clear-tool-uses":
+        edit = lambda state: _clear_tool_uses(state, count)  # noqa: E731
+    elif policy != "none":
+        planner = PolicyPlanner(policy, POLICIES[policy](), count)
+    cost, commits = cost_replay(session, planner, threshold=threshold, boundary=boundary,
+                                cached_price=cached_price, counter=count, edit=edit)
+    if cache is not None:
+        cache.put(key, [cost, commits])
+    return cost, commits
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on a terminal's stderr (``None`` when disabled, piped or without tqdm)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the eval extra
+        return None
+    return tqdm(total=total, desc="lifecycle", unit="session", file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def _cost_runs(
+    best: Mapping[str, Any], thresholds: Sequence[float], llm: Mapping[str, Any] | None = None,
+) -> list[tuple[str, str, Mapping[str, Any], float]]:
+    """``(label, policy, settings, threshold)`` of every whole-session cost replay.
+
+    LangChain's context editing edits every request and commits nothing, so it has one run;
+    an LLM planner (``llm``: its settings) runs at the harness's default threshold.
+    """
+    runs: list[tuple[str, str, Mapping[str, Any], float]] = [("none", "none", {}, 0.0)]
+    runs += [(f"heuristic@{t}", "heuristic", best, t) for t in thresholds]
+    if llm is not None:
+        runs.append(("llm@0.3", "llm", llm, 0.3))
+    for name in BASELINES[1:]:
+        if name == "clear-tool-uses":
+            runs.append((name, name, {}, 0.0))
+        else:
+            runs += [(f"{name}@{t}", name, {}, t) for t in BASELINE_COST_THRESHOLDS]
+    return runs
 
 
 def run_lifecycle_eval(
@@ -399,56 +564,158 @@ def run_lifecycle_eval(
     cached_price: float = 0.1,
     selection: Sequence[str] = (),
     progress: Callable[[str], None] = lambda _: None,
+    cache: ReplayCache | None = None,
+    bar: bool = False,
+    planner: Any = None,
+    planner_spec: str = "",
 ) -> dict[str, Any]:
     """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict.
 
     ``selection`` adds per-call selection policies (``select:<strategy>@<kept share>``, e.g.
-    :data:`SELECTION`) to the per-cut tables.
+    :data:`SELECTION`) to the per-cut tables. With ``cache`` every session's cells are kept
+    and reused (an interrupted run resumes where it stopped); ``bar`` shows a progress bar
+    on a terminal. ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner` built from
+    the chat model ``planner_spec``) adds an ``llm`` row on the test split and its cost
+    replay at the default threshold 0.3.
     """
+    llm = {"spec": planner_spec} if planner is not None else None
     counter = TokenCounter()
     report: dict[str, Any] = {"protocol": {
         "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
         "cached_price": cached_price, "thresholds": list(thresholds),
+        "baseline_thresholds": list(BASELINE_COST_THRESHOLDS), "dev_strict": DEV_STRICT,
     }, "datasets": {}}
-    for dataset in sorted({s.dataset for s in sessions}):
-        dev, test = _split([s for s in sessions if s.dataset == dataset], dev_share, seed)
+    splits = {d: _split([s for s in sessions if s.dataset == d], dev_share, seed)
+              for d in sorted({s.dataset for s in sessions})}
+    replays = len(_cost_runs({}, thresholds, llm))
+    total = sum(len(HEURISTIC_GRID) * len(dev) + (1 + len(BASELINES) + len(selection)
+                + (llm is not None) + replays) * len(test) for dev, test in splits.values())
+    progress_bar = _bar(total, bar)
+    tick = progress_bar.update if progress_bar is not None else (lambda: None)
+    say = progress_bar.write if progress_bar is not None else progress
+    for dataset, (dev, test) in splits.items():
         scored = []
         for settings in HEURISTIC_GRID:
             row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
-                                seed=seed, counter=counter).row()
-            scored.append((row["strict_no_impact"] + row["pruning_mean"], settings, row))
-            progress(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
-                     f"@ {row['pruning_mean']:.3f}")
+                                seed=seed, counter=counter, cache=cache, tick=tick).row()
+            safe = row["strict_no_impact"] >= DEV_STRICT
+            score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
+            scored.append((score, settings, row))
+            say(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
+                f"@ {row['pruning_mean']:.3f}")
         best = max(scored, key=lambda t: t[0])[1]
         rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
-                                           seed=seed, counter=counter).row()}
+                                           seed=seed, counter=counter, cache=cache,
+                                           tick=tick).row()}
+        say(f"{dataset} heuristic (test): {rows['heuristic']['strict_no_impact']:.3f} "
+            f"@ {rows['heuristic']['pruning_mean']:.3f}")
+        if llm is not None:
+            rows["llm"] = evaluate_cuts(test, "llm", settings=llm, max_cuts=max_cuts, seed=seed,
+                                        counter=counter, cache=cache, tick=tick,
+                                        planner=planner).row()
         for name in (*BASELINES, *selection):
             rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
-                                       counter=counter).row()
-            progress(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
-                     f"@ {rows[name]['pruning_mean']:.3f}")
-        boundary = "turn" if dataset == "tau-bench" else "tool"
-        costs: dict[str, Any] = {"none": sum(cost_replay(s, None, cached_price=cached_price,
-                                                          counter=counter)[0] for s in test)}
-        for t in thresholds:
-            total, commits = 0.0, 0
+                                       counter=counter, cache=cache, tick=tick).row()
+            say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
+                f"@ {rows[name]['pruning_mean']:.3f}")
+        boundary = "tool"  # as the cuts: every tool span but the newest is plannable
+        costs: dict[str, Any] = {}
+        start = time.perf_counter()
+        for label, name, run_settings, t in _cost_runs(best, thresholds, llm):
+            total_cost, commits = 0.0, 0
             for s in test:
-                planner = HeuristicPlanner(**best)
-                c, k = cost_replay(s, planner, threshold=t, boundary=boundary,
-                                   cached_price=cached_price, counter=counter)
-                total, commits = total + c, commits + k
-            costs[f"heuristic@{t}"] = total
-            costs[f"heuristic@{t}:commits"] = commits
+                c, k = _session_cost(s, name, run_settings, t, boundary, cached_price, counter,
+                                     cache, planner)
+                total_cost, commits = total_cost + c, commits + k
+                tick()
+            costs[label] = total_cost
+            if name != "none":
+                costs[f"{label}:commits"] = commits
         base = costs["none"]
         report["datasets"][dataset] = {
             "sessions_dev": len(dev), "sessions_test": len(test), "heuristic_settings": best,
+            "dev_grid": [{"settings": st, "strict": r["strict_no_impact"],
+                          "pruning": r["pruning_mean"]} for _, st, r in scored],
             "policies": rows,
             "cost": {k: (round(v, 1) if ":" not in k else v) for k, v in costs.items()},
             "cost_vs_none": {k: round(1 - v / base, 4) for k, v in costs.items()
                              if ":" not in k and k != "none" and base},
+            "cost_seconds": round(time.perf_counter() - start, 1),
         }
-        progress(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
+        say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
+    if progress_bar is not None:
+        progress_bar.close()
+    report["cost_total"], report["targets"] = _totals_and_targets(report["datasets"])
     return report
+
+
+TARGETS = {"mini-swe": 0.5, "tau-bench": 0.3}
+"""Pruning rate the heuristic must reach at >= 95% strict no-impact, per data set."""
+COST_TARGET = 0.25
+"""Cache-adjusted cost saving against no management the whole replay must reach."""
+
+
+def _dominates(mine: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """No lower strict no-impact at no lower pruning, and better on one of them (Pareto)."""
+    a, b = (mine["strict_no_impact"], mine["pruning_mean"]), (
+        other["strict_no_impact"], other["pruning_mean"])
+    return a[0] >= b[0] and a[1] >= b[1] and a != b
+
+
+def _totals_and_targets(
+    datasets: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The whole replay's cost per label, and each target of the issue with its figure."""
+    labels = set.intersection(*(set(d["cost"]) for d in datasets.values())) if datasets else set()
+    total = {k: sum(d["cost"][k] for d in datasets.values()) for k in sorted(labels)}
+    base = total.get("none", 0.0)
+    saved = {k: round(1 - v / base, 4) for k, v in total.items()
+             if ":" not in k and k != "none" and base}
+    best = max((k for k in saved if k.startswith("heuristic@")), key=saved.__getitem__,
+               default="")
+    targets: dict[str, Any] = {"cost": {
+        "goal": COST_TARGET, "best": best, "saved": saved.get(best, 0.0),
+        "met": saved.get(best, 0.0) >= COST_TARGET}}
+    for dataset, data in datasets.items():
+        rows = data["policies"]
+        mine = rows["heuristic"]
+        not_dominated = [name for name, r in rows.items()
+                         if name in BASELINES and name != "none" and not _dominates(mine, r)]
+        entry: dict[str, Any] = {
+            "strict": mine["strict_no_impact"], "pruning": mine["pruning_mean"],
+            "not_dominated": not_dominated, "above_every_baseline": not not_dominated}
+        if dataset in TARGETS:
+            entry["pruning_goal"] = TARGETS[dataset]
+            entry["met"] = (mine["strict_no_impact"] >= DEV_STRICT
+                            and mine["pruning_mean"] >= TARGETS[dataset])
+        targets[dataset] = entry
+    return {"cost": {k: round(v, 1) for k, v in total.items()}, "saved": saved}, targets
+
+
+def _target_lines(report: Mapping[str, Any]) -> list[str]:
+    """The targets as a Markdown table (empty for a report without them)."""
+    targets = report.get("targets")
+    if not targets:
+        return []
+    cost = targets["cost"]
+    saved = report["cost_total"]["saved"]
+    lines = ["### Targets", "", "| target | measured | met |", "|---|---|---|",
+             f"| whole-replay cost >= {cost['goal']:.0%} below no management | "
+             f"{cost['best'] or 'heuristic'} saves {cost['saved']:.1%} (all labels: "
+             + ", ".join(f"{k} {v:+.1%}" for k, v in saved.items() if k.startswith("heur"))
+             + f") | {'yes' if cost['met'] else 'no'} |"]
+    for dataset, t in targets.items():
+        if dataset == "cost":
+            continue
+        if "pruning_goal" in t:
+            lines.append(f"| {dataset}: strict >= {DEV_STRICT:.0%} at pruning >= "
+                         f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} | "
+                         f"{'yes' if t['met'] else 'no'} |")
+        beaten = ", ".join(t["not_dominated"]) or "none"
+        lines.append(f"| {dataset}: dominates every baseline (strict no-impact and pruning no "
+                     f"lower, one higher) | not dominated: {beaten} | "
+                     f"{'yes' if t['above_every_baseline'] else 'no'} |")
+    return [*lines, ""]
 
 
 def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
@@ -461,18 +728,27 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
         lines += [f"### {dataset} ({data['sessions_test']} test sessions, "
                   f"heuristic settings {data['heuristic_settings'] or 'defaults'})", "",
                   "| policy | cuts | pruning (mean / median) | non-system pruning "
-                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls "
+                  "| rejected actions |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
         for name, r in data["policies"].items():
+            rejected = "; ".join(f"{n} {why}" for why, n in r["rejected"].items()) or "-"
             lines.append(
                 f"| {name} | {r['cuts']} | {r['pruning_mean']:.1%} / {r['pruning_median']:.1%} | "
                 f"{r['pruning_non_system_mean']:.1%} | {r['strict_no_impact']:.1%} "
                 f"[{r['strict_ci'][0]:.1%}, {r['strict_ci'][1]:.1%}] | "
                 f"{r['no_impact_with_recovery']:.1%} [{r['recovery_ci'][0]:.1%}, "
-                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} |")
-        cost = ", ".join(f"{k} {v:+.1%}" for k, v in data["cost_vs_none"].items())
-        lines += ["", "Cache-adjusted input cost saved against no management (positive: cheaper; "
-                  f"heuristic@t commits at threshold t): {cost}", ""]
+                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} | {rejected} |")
+        lines += ["", f"Cache-adjusted input cost over the {data['sessions_test']} test sessions "
+                  "(`name@t`: committed by the harness at threshold t; saved: against no "
+                  "management, positive is cheaper):", "",
+                  "| policy | cost | saved | commits |", "|---|---:|---:|---:|",
+                  f"| none | {data['cost']['none']:,.0f} | - | - |"]
+        for label, saved in data["cost_vs_none"].items():
+            commits = data["cost"].get(f"{label}:commits", "-")
+            lines.append(f"| {label} | {data['cost'][label]:,.0f} | {saved:+.1%} | {commits} |")
+        lines.append("")
+    lines += _target_lines(report)
     paths[1].write_text("\n".join(lines) + "\n", encoding="utf-8")
     try:
         import matplotlib

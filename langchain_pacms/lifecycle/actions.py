@@ -2,8 +2,10 @@ r"""Fold, mask and prune context objects on a plain message list (pure data, no 
 
 * **fold**: the exact payload (:func:`~langchain_pacms.lifecycle.objects.payload_of`) leaves
   the history for a sidecar (a :class:`SidecarRecord` the caller stores); the messages keep a
-  short stub: the recovery pointer, a one-line description and the locators found in the payload
-  (paths, URLs, ids, numbers, ``key=value`` pairs);
+  short stub: the recovery pointer, a one-line description (for a tool result only its size: its
+  call stays in view just before it) and the locators found in the payload
+  (:mod:`~langchain_pacms.lifecycle.locators`: paths, URLs, ids, quoted values, numbers, within
+  a budget that grows with the payload);
 * **mask**: the head and tail of the content stay, the middle is replaced by a marker saying how
   many characters and lines were elided (no recovery promise);
 * **prune**: every message of the object goes (an ``AIMessage`` tool call with all its results).
@@ -21,8 +23,8 @@ Example:
     ...         HumanMessage("thanks", id="h2")]
     >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: read(path=src/main.py) -> 2 lines, 25 chars; exact payload via
-    recover_context("function:tool:1"); locators: path=src/main.py, port=8080]
+    [folded function:tool:1: 2 lines, 25 chars; exact payload via
+    recover_context("function:tool:1"); locators: port=8080]
     >>> result.sidecars[0].payload == msgs[2].content
     True
 """
@@ -31,15 +33,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_pacms.lifecycle.locators import (
+    find_locators,
+    locator_budget,
+    locator_lines,
+    stub_locators,
+)
 from langchain_pacms.lifecycle.objects import (
     LIFECYCLE_KEY,
     ContextIndex,
@@ -60,16 +65,6 @@ __all__ = [
 ]
 
 Op = Literal["fold", "mask", "prune"]
-_LOCATOR = re.compile(
-    r"https?://[^\s\"'<>)\]]+"  # URLs
-    r"|(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash
-    r"|\b[\w-]+\.(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|html|sql|sh|rs|go|java|c|h)\b"
-    r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
-    r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
-    r"|\b[A-Z][A-Z0-9]*-\d+\b"  # ticket-like ids (ABC-123)
-    r"|\b\d+(?:\.\d+)?"  # numbers
-)
-
 
 @dataclass(frozen=True)
 class Action:
@@ -154,64 +149,18 @@ class ActionResult:
     saved: Mapping[str, int] = field(default_factory=dict)
 
 
-def find_locators(text: str, limit: int = 12) -> list[str]:
-    """Paths, URLs, ids, ``key=value`` pairs and numbers in ``text``, unique.
-
-    Paths, URLs, ids and ``key=value`` pairs come first (first seen first), bare numbers only
-    fill the remaining places, so a long numbered listing does not crowd out the file names.
-    The first 50,000 characters are scanned.
-
-    Args:
-        text: The payload.
-        limit: At most this many.
-
-    Returns:
-        The locators.
-
-    Example:
-        >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
-        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '30', '3.5']
-    """
-    strong: dict[str, None] = {}
-    numbers: dict[str, None] = {}
-    for match in _LOCATOR.finditer(text[:_SCAN]):
-        token = match.group(0).rstrip(".,:")
-        if len(token) < 2:
-            continue
-        (numbers if _NUMBER.fullmatch(token) else strong)[token] = None
-        if len(strong) >= limit:
-            break
-    return [*strong, *numbers][:limit]
-
-
-_SCAN = 50_000
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_LOCATOR_MEMO: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
-_LOCATOR_MEMO_SIZE = 2048
-_LOCATOR_LOCK = threading.Lock()
-
-
-def _locators(sha256: str, head: str, payload: str) -> list[str]:
-    """``find_locators`` of a payload, memoised by its hash (rehearsals re-fold the same bodies)."""
-    key = (sha256, head)
-    with _LOCATOR_LOCK:
-        found = _LOCATOR_MEMO.get(key)
-    if found is None:
-        found = find_locators(f"{head}\n{payload}")
-        with _LOCATOR_LOCK:
-            _LOCATOR_MEMO[key] = found
-            if len(_LOCATOR_MEMO) > _LOCATOR_MEMO_SIZE:
-                _LOCATOR_MEMO.popitem(last=False)
-    return found
-
-
-def mask_text(text: str, head: int = 400, tail: int = 200) -> str:
+def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 0) -> str:
     r"""Keep ``head`` and ``tail`` characters; replace the middle with a marker.
+
+    With ``locator_chars`` the marker is followed by the elided lines that hold a path, URL or
+    identifier not shown on an earlier kept line (:func:`~langchain_pacms.lifecycle.locators.
+    locator_lines`), up to that many characters.
 
     Args:
         text: The content.
         head: Characters kept at the start.
         tail: Characters kept at the end.
+        locator_chars: Characters of elided locator lines kept (``0``: none).
 
     Returns:
         The masked text (``text`` itself when it is not longer than ``head + tail``).
@@ -219,13 +168,24 @@ def mask_text(text: str, head: int = 400, tail: int = 200) -> str:
     Example:
         >>> mask_text("a" * 10 + "\n" + "b" * 10, head=3, tail=2)
         'aaa\n[... 16 chars, 2 lines elided by mask ...]\nbb'
+        >>> print(mask_text("ok\n" * 9 + "FAIL src/a.py\n" + "ok\n" * 9 + "end", 2, 3, 99))
+        ok
+        [... 66 chars, 20 lines elided by mask; kept 1 line with locators ...]
+        FAIL src/a.py
+        end
     """
     if len(text) <= head + tail:
         return text
     middle = text[head : len(text) - tail]
     lines = middle.count("\n") + 1
     end = text[len(text) - tail :] if tail else ""
-    return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
+    kept = locator_lines(middle, locator_chars) if locator_chars > 0 else []
+    if not kept:
+        return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
+    shown = "\n".join(kept)
+    note = f"kept {len(kept)} line{'s' * (len(kept) > 1)} with locators"
+    return (f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask; {note} ...]"
+            f"\n{shown}\n{end}")
 
 
 def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str) -> str:
@@ -251,13 +211,15 @@ def _rewrite(message: BaseMessage, content: str, mark: Mapping[str, Any]) -> Bas
 def _fold(
     messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str]
 ) -> list[int]:
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    # a tool result's stub follows its call: the call is in view, the stub gives only the size
+    shown = record.description.rsplit(" -> ", 1)[-1] if results else record.description
     stub = (
-        f"[folded {obj.id}: {record.description}; exact payload via "
+        f"[folded {obj.id}: {shown}; exact payload via "
         f'recover_context("{obj.id}")'
         + (f"; locators: {', '.join(locators)}]" if locators else "]")
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
-    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     targets = results or [obj.indices[0]]
     for n, i in enumerate(targets):
         text = stub if n == 0 else f"[folded with {obj.id}]"
@@ -274,7 +236,8 @@ def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int)
     for i in targets:
         content = messages[i].content
         text = content if isinstance(content, str) else payload_of(messages, (i,))
-        messages[i] = _rewrite(messages[i], mask_text(text, head, tail), mark)
+        masked = mask_text(text, head, tail, locator_budget(len(text) - head - tail))
+        messages[i] = _rewrite(messages[i], masked, mark)
     return targets
 
 
@@ -334,7 +297,7 @@ def apply_actions(
                 obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, payload)
             )
             sidecars.append(record)
-            locators = _locators(record.sha256, record.description.split(" -> ")[0], payload)
+            locators = stub_locators(record.sha256, payload)
             touched.update(dict.fromkeys(_fold(out, obj, record, locators)))
         elif action.op == "mask":
             touched.update(dict.fromkeys(_mask(out, obj, mask_head, mask_tail)))

@@ -1,12 +1,12 @@
 """The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
 
-A fold leaves a stub such as ``[folded function:tool:3: read(path=a.py) -> ...; exact payload via
-recover_context("function:tool:3")]`` in the history. :func:`make_recover_tool` builds the
-LangChain tool the model calls with that id; it reads the sidecar from the store
-(:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its sha256 and returns the
-exact payload. An unknown id, a hash mismatch or a missing thread id comes back to the model as
-an error result (the tool's ``handle_tool_error``), never as a wrong payload and never as an
-exception in the agent loop.
+A fold leaves a stub such as ``[folded function:tool:3: 40 lines, 1200 chars; exact payload
+via recover_context("function:tool:3"); locators: ...]`` in the history.
+:func:`make_recover_tool` builds the LangChain tool the model calls with that id; it reads the
+sidecar from the store (:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its
+sha256 and returns the exact payload. An unknown id, a hash mismatch or a missing thread id
+comes back to the model as an error result (the tool's ``handle_tool_error``), never as a wrong
+payload and never as an exception in the agent loop.
 
 The thread is the ``thread_id`` given to :func:`make_recover_tool`, else the
 ``configurable.thread_id`` of the run (what LangGraph's checkpointers use), so one tool serves

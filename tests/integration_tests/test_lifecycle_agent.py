@@ -74,7 +74,10 @@ def _check_run(model: RecordingChatModel, state: dict[str, Any]) -> None:
     assert messages[-1].content == "k77 is v-77-é✓"
     (read,) = _tool_results(messages, "read_file")
     assert str(read.content).startswith("[folded function:tool:1:")  # committed to the state
-    assert "path=data.json" in str(read.content)
+    assert "k10" in str(read.content)  # the stub carries the payload's locators
+    (reader,) = [m for m in messages if isinstance(m, AIMessage)
+                 and any(c["id"] == read.tool_call_id for c in m.tool_calls)]
+    assert reader.tool_calls[0]["args"] == {"path": "data.json"}  # its call stays in view
     question_call = model.received[2]  # the first call of turn 2 saw the stub, not the payload
     assert all(PAYLOAD not in str(m.content) for m in question_call)
     assert provider_problems(messages) == []

@@ -28,7 +28,7 @@ def test_example_folds_to_a_file_and_recovers_byte_exact(tmp_path):
                      .split(" -> "))
     assert after * 50 < before  # the stub is a small fraction of the payload
     assert 'recover_context("function:tool:1")' in out
-    assert "locators: path=/var/log/billing/2026-03.jsonl" in out
+    assert "locators: /var/log/billing/2026-03.jsonl" in out  # paths rank first
     assert "byte-exact True" in out
     assert "provider problems: none" in out
     rows = sqlite3.connect(db).execute(

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import langchain_pacms.eval.dependency_judge as judge_module
-from langchain_pacms.eval.dependency_judge import extract, future_dependencies, verdict
+from langchain_pacms.eval.dependency_judge import (
+    extract,
+    future_dependencies,
+    minimal_cover,
+    verdict,
+)
 from langchain_pacms.eval.lifecycle_replay import _judge_inputs
 
 USER_OUT = (
@@ -106,3 +111,28 @@ def test_a_value_shown_again_before_its_use_does_not_depend_on_the_prefix() -> N
     # a use before the restatement still depends on the prefix
     early = [*messages[:3], _call("9", "head src/pkg/core.py"), *messages[3:]]
     assert "src/pkg/core.py" in _judge_inputs(early, 2)
+
+
+def test_json_punctuation_between_quoted_strings_is_no_value() -> None:
+    text = '{"flights": [{"flight_number": "HAT136"}], "count": 2, "note": "late"}'
+    assert extract(text) == {"HAT136", "late"}
+
+
+def test_recovery_calls_are_a_minimal_cover_not_the_first_holders() -> None:
+    deps = {"HAT136", "ZFA04Y"}
+    sidecars = {"a": "HAT136", "b": "ZFA04Y", "c": "ZFA04Y and HAT136"}
+    judged = verdict(deps, "", sidecars)
+    assert judged.with_recovery and judged.recovery_calls == 1  # "c" alone holds both
+
+
+@given(st.dictionaries(st.sampled_from("abcdefgh"),
+                       st.frozensets(st.sampled_from("uvwxyz"), max_size=4), max_size=8))
+def test_minimal_cover_is_the_smallest_cover(holds: dict[str, frozenset[str]]) -> None:
+    from itertools import combinations
+
+    sets = [s for s in holds.values() if s]
+    goal = frozenset().union(*sets)
+    best = next(k for k in range(len(sets) + 1)
+                if any(frozenset().union(*c) == goal for c in combinations(sets, k)))
+    assert minimal_cover(holds) == best
+    assert minimal_cover(holds, exact_up_to=0) >= best  # greedy: a cover, maybe larger

@@ -70,7 +70,8 @@ def test_fold_keeps_pairs_ids_and_locators():
     assert [m.id for m in out] == [m.id for m in msgs]
     assert out[3].tool_call_id == "c1" and out[4].tool_call_id == "c2"
     assert "recover_context(\"function:tool:1\")" in out[3].content
-    assert "path=src/app.py" in out[3].content
+    assert "path=src/app.py" not in out[3].content  # the call is in view: not repeated
+    assert "path=src/app.py" in result.sidecars[0].description
     assert out[4].content == "[folded with function:tool:1]"
     (record,) = result.sidecars
     assert hashlib.sha256(record.payload.encode()).hexdigest() == record.sha256

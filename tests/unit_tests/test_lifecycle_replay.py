@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from langchain_pacms.eval.dependency_judge import extract, future_dependencies, verdict
 from langchain_pacms.eval.lifecycle_replay import (
+    POLICIES,
+    PolicyPlanner,
     cost_replay,
     cut_points,
     evaluate_cuts,
@@ -17,10 +20,13 @@ from langchain_pacms.eval.lifecycle_replay import (
     wilson,
     write_report,
 )
+from langchain_pacms.eval.replay_cache import ReplayCache
 from langchain_pacms.eval.traces import TraceSession, load_mini_swe, load_tau_bench, load_traces
-from langchain_pacms.lifecycle import Action, Plan, provider_problems
+from langchain_pacms.lifecycle import Action, Plan, index_messages, provider_problems
+from langchain_pacms.tokens import TokenCounter
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
+TRACE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lifecycle_trace.traj.json"
 
 
 class FoldOld:
@@ -167,3 +173,104 @@ def test_per_call_selection_policies_keep_about_their_share():
     assert row["cuts"] > 0 and 0.3 < row["pruning_mean"] < 0.7
     with pytest.raises(ValueError, match="select:<strategy>@<kept share>"):
         evaluate_cuts([session()], "select:pacms@half")
+
+
+# -- baselines, cost of every policy, cache ------------------------------------------------------
+def test_the_hybrid_folds_old_tool_spans_and_prunes_the_middle():
+    msgs = list(session(10).messages)
+    index = index_messages(msgs, latest="step")
+    actions = POLICIES["hybrid-fold-prune"]()(msgs, index, TokenCounter())
+    ops = {a.target: a.op for a in actions}
+    tools = [o.id for o in index.objects if o.kind == "tool" and not o.latest]
+    assert ops[tools[0]] == "fold" and ops[tools[-4]] == "prune"
+    assert not set(tools[-3:]) & set(ops)  # the last 3 outputs stay
+    row = evaluate_cuts([session(10)], "hybrid-fold-prune").row()
+    assert row["recovery_calls"] > 0 or row["no_impact_with_recovery"] >= row["strict_no_impact"]
+
+
+def test_a_baseline_runs_in_the_harness_loop_and_clear_tool_uses_edits_each_request():
+    s = session(12)
+    none, _ = cost_replay(s, None)
+    cost, commits = cost_replay(s, PolicyPlanner("tool-prune-keep3",
+                                                 POLICIES["tool-prune-keep3"]()), threshold=0.0)
+    assert commits >= 1 and cost != none
+    edited, commits = cost_replay(s, None, edit=lambda m: m[:1] + m[-3:])
+    assert commits == 0 and edited < cost_replay(s, None, cached_price=1.0)[0]
+
+
+def timeless(value):
+    """``value`` without its timings (they differ between runs)."""
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if k not in ("seconds", "cost_seconds")}
+    return value
+
+
+def pair() -> list[TraceSession]:
+    """Two sessions: one for the development split, one for the test split."""
+    return [session(12), TraceSession("mini-swe", "other", session(10).messages)]
+
+
+def test_the_report_prices_every_baseline(tmp_path):
+    report = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,))
+    assert report["datasets"]["mini-swe"]["sessions_test"] == 1
+    saved = report["datasets"]["mini-swe"]["cost_vs_none"]
+    assert "heuristic@0.3" in saved and "clear-tool-uses" in saved
+    for name in ("oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune",
+                 "hybrid-fold-prune"):
+        assert {f"{name}@0.0", f"{name}@0.3"} <= set(saved)
+    text = write_report(report, tmp_path)[1].read_text()
+    assert "| tool-prune-keep3@0.0 |" in text and "rejected actions" in text
+    targets = report["targets"]
+    assert targets["cost"]["goal"] == 0.25 and targets["cost"]["best"] == "heuristic@0.3"
+    mini = targets["mini-swe"]
+    assert mini["met"] == (mini["strict"] >= 0.95 and mini["pruning"] >= 0.5)
+    # the heuristic cannot be above "none" (100% strict): only real baselines are compared
+    assert "none" not in mini["not_dominated"] and "### Targets" in text
+
+
+def test_a_rerun_reads_every_cell_from_the_cache(tmp_path, monkeypatch):
+    import langchain_pacms.eval.lifecycle_replay as replay
+
+    cache = ReplayCache.create(tmp_path)
+    first = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), cache=cache)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("recomputed a cached cell")
+
+    monkeypatch.setattr(replay, "_cut_cells", fail)
+    monkeypatch.setattr(replay, "cost_replay", fail)
+    again = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), cache=cache)
+    assert timeless(first) == timeless(again)
+    other = ReplayCache(str(tmp_path), "older-code")
+    other.put("x", [1])
+    assert cache.prune() == 1 and other.get("x") is None and cache.get("x") is None
+
+
+def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, capsys):
+    from langchain_pacms.cli.main import main
+
+    folder = tmp_path / "mini-swe-agent-deepseek-swebench"
+    folder.mkdir()
+    for name in ("one", "two"):
+        shutil.copy(TRACE_FIXTURE, folder / f"{name}.traj.json")
+    args = ["eval", "lifecycle", "--data", str(tmp_path), "--datasets", "mini-swe",
+            "--sessions", "one", "--max-cuts", "2", "--thresholds", "0.3", "--quiet",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "out" / "lifecycle.json").read_text())
+    data = report["datasets"]["mini-swe"]
+    assert data["sessions_dev"] + data["sessions_test"] == 1  # only the chosen session
+    assert report["result_cache"] and len(report["load_average"]["start"]) == 3
+    assert any((tmp_path / "cache" / "lifecycle-cells").rglob("*"))
+    assert main(args) == 0
+    rerun = json.loads((tmp_path / "out" / "lifecycle.json").read_text())
+    assert timeless(rerun["datasets"]) == timeless(report["datasets"])
+
+
+def test_dominance_is_no_worse_on_both_and_better_on_one():
+    from langchain_pacms.eval.lifecycle_replay import _dominates
+
+    row = lambda strict, pruning: {"strict_no_impact": strict, "pruning_mean": pruning}  # noqa: E731
+    assert _dominates(row(1.0, 0.3), row(1.0, 0.25))  # equal at 100%, prunes more
+    assert not _dominates(row(1.0, 0.3), row(1.0, 0.3))
+    assert not _dominates(row(0.93, 0.36), row(0.955, 0.26))  # prunes more, but less safe

@@ -1,0 +1,159 @@
+r"""Locators: the exact handles in a payload that a fold stub or a mask keeps in view.
+
+A fold takes a payload out of the history; its stub keeps the *locators* found in it, so the
+model still sees the paths, URLs, identifiers and values it may need and can recover the rest.
+A mask keeps the head and tail of a log plus the elided lines that hold a locator. These rules
+belong to the lifecycle alone: the replay's no-impact judge
+(:mod:`langchain_pacms.eval.dependency_judge`) has its own, and neither imports the other, so a
+policy never grades itself with its own extraction.
+
+Locators, by rank (a capped list fills from the first rank down, first seen first within one):
+
+1. URLs, paths with a slash, file names with a known extension, ``key=value`` pairs, uuids and
+   ticket ids (``ABC-123``);
+2. identifiers that mix letters and digits (``HAT039``, ``b64encode``, ``E016``, ``0o027``);
+3. short quoted literals (2 to 64 characters on one line; a JSON key, a quoted string followed
+   by ``:``, is a field name and is skipped);
+4. bare numbers of three or more digits, and decimals (shorter ones are mostly counts).
+
+A closing markup tag (``</output>``) is no path.
+
+The list is deduplicated. A fold stub gets a character budget that grows with the payload
+(:func:`locator_budget`), so a large body keeps more of its handles than a small one while the
+stub stays a small share of what it replaces.
+
+Example:
+    >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
+    ['https://x.io/a', 'HAT039', 'Boston', '1920']
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+__all__ = ["find_locators", "locator_budget", "locator_lines", "stub_locators"]
+
+_EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
+_STRONG = (
+    r"https?://[^\s\"'<>)\]]+"  # URLs
+    r"|(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash (not </tag>)
+    rf"|\b[\w-]+\.{_EXT}\b"  # file names
+    r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
+    r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
+    r"|\b[A-Z][A-Z0-9]*-\d+\b"  # ticket-like ids (ABC-123)
+)
+_MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
+_QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
+_NUMBER = r"\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
+_LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
+_RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
+_SCAN = 200_000  # characters of a payload scanned
+_SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
+_FLOOR = 500  # characters a stub may always spend
+_CEILING = 4_000  # characters a stub never exceeds
+_MEMO: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
+_MEMO_SIZE = 2048
+_LOCK = threading.Lock()
+
+
+def _rank(token: str) -> int:
+    """1 strong, 2 mixed, 3 other quoted literal, 4 number."""
+    return next((rank for rank, pattern in _RANKS if pattern.fullmatch(token)), 3)
+
+
+def _ranked(text: str) -> list[str]:
+    """Unique locators of ``text``, by rank, first seen first within a rank."""
+    found: dict[str, int] = {}
+    for match in _LOCATOR.finditer(text[:_SCAN]):
+        quoted = next((g for g in match.groups() if g), None)
+        token = (quoted or match.group(0)).strip().rstrip(".,:")
+        if len(token) >= 2 and token not in found:
+            found[token] = _rank(token)
+    return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
+
+
+def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> list[str]:
+    """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
+
+    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated.
+
+    Args:
+        text: The payload (its first 200,000 characters are scanned).
+        limit: At most this many locators.
+        budget: At most this many characters in all (each locator counts its length plus two
+            for the separator); ``None``: no character cap.
+
+    Returns:
+        The locators.
+
+    Example:
+        >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
+        ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
+    """
+    out: list[str] = []
+    shown = ""
+    for token in _ranked(text):
+        if token in shown:
+            continue
+        if len(out) >= limit or (budget is not None and len(shown) + len(token) + 2 > budget):
+            break
+        out.append(token)
+        shown += f"{token}, "
+    return out
+
+
+def locator_budget(payload_chars: int) -> int:
+    """Characters a fold stub spends on locators for a payload of ``payload_chars``.
+
+    Two fifths of the payload, at least 500 and at most 4,000 characters (chosen on the
+    replay's development split, see ``docs/results/lifecycle-notes.md``).
+
+    Example:
+        >>> locator_budget(100), locator_budget(5_000), locator_budget(10**6)
+        (500, 2000, 4000)
+    """
+    return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
+
+
+def stub_locators(sha256: str, payload: str) -> list[str]:
+    """:func:`find_locators` of a payload within :func:`locator_budget`, memoised by its hash.
+
+    Example:
+        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)')
+        ['report.md', '/srv/out', 'RPT-7', '412']
+    """
+    key = (sha256, len(payload))
+    with _LOCK:
+        found = _MEMO.get(key)
+    if found is None:
+        found = find_locators(payload, limit=10**6, budget=locator_budget(len(payload)))
+        with _LOCK:
+            _MEMO[key] = found
+            if len(_MEMO) > _MEMO_SIZE:
+                _MEMO.popitem(last=False)
+    return found
+
+
+def locator_lines(text: str, budget: int) -> list[str]:
+    r"""Lines of ``text`` that hold a locator of rank 1 or 2 not seen on an earlier kept line.
+
+    A mask keeps them from the part it elides, in order, until ``budget`` characters are spent
+    (a line longer than the budget is skipped).
+
+    Example:
+        >>> locator_lines("ok\nFAILED tests/test_a.py::t1\nok\nFAILED tests/test_a.py::t1", 100)
+        ['FAILED tests/test_a.py::t1']
+    """
+    kept: list[str] = []
+    seen: set[str] = set()
+    spent = 0
+    for line in text.splitlines():
+        tokens = {t for m in _LOCATOR.finditer(line) if _rank(t := m.group(0)) <= 2}
+        if not tokens or tokens <= seen or spent + len(line) + 1 > budget:
+            continue
+        kept.append(line)
+        seen |= tokens
+        spent += len(line) + 1
+    return kept
