@@ -22,8 +22,8 @@ Example:
     >>> variant.record.object_id, variant.messages[0] is msgs[1]
     ('function:tool:1', True)
     >>> print(variant.messages[1].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: read(path=src/app.py) -> 2 lines, 25 chars; exact payload via
-    recover_context("function:tool:1"); locators: path=src/app.py, port=8080]
+    [folded function:tool:1: 2 lines, 25 chars; exact payload via
+    recover_context("function:tool:1"); locators: port=8080]
 """
 
 from __future__ import annotations
