@@ -32,7 +32,6 @@ import json
 import math
 import random
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
+from langchain_pacms.eval.progress import progress_bar
 from langchain_pacms.eval.replay_cache import ReplayCache, session_digest
 from langchain_pacms.eval.selection_replay import SELECTION_STUBS, is_selection, selection_policy
 from langchain_pacms.eval.traces import TraceSession
@@ -522,18 +522,6 @@ def _session_cost(
     return cost, commits
 
 
-def _bar(total: int, enabled: bool) -> Any:
-    """A tqdm bar on a terminal's stderr (``None`` when disabled, piped or without tqdm)."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is in the eval extra
-        return None
-    return tqdm(total=total, desc="lifecycle", unit="session", file=sys.stderr,
-                dynamic_ncols=True)
-
-
 def _cost_runs(
     best: Mapping[str, Any], thresholds: Sequence[float], llm: Mapping[str, Any] | None = None,
 ) -> list[tuple[str, str, Mapping[str, Any], float]]:
@@ -590,9 +578,9 @@ def run_lifecycle_eval(
     replays = len(_cost_runs({}, thresholds, llm))
     total = sum(len(HEURISTIC_GRID) * len(dev) + (1 + len(BASELINES) + len(selection)
                 + (llm is not None) + replays) * len(test) for dev, test in splits.values())
-    progress_bar = _bar(total, bar)
-    tick = progress_bar.update if progress_bar is not None else (lambda: None)
-    say = progress_bar.write if progress_bar is not None else progress
+    shown = progress_bar(total, bar, desc="lifecycle", unit="session")
+    tick = shown.update if shown is not None else (lambda: None)
+    say = shown.write if shown is not None else progress
     for dataset, (dev, test) in splits.items():
         scored = []
         for settings in HEURISTIC_GRID:
@@ -643,8 +631,8 @@ def run_lifecycle_eval(
             "cost_seconds": round(time.perf_counter() - start, 1),
         }
         say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
-    if progress_bar is not None:
-        progress_bar.close()
+    if shown is not None:
+        shown.close()
     report["cost_total"], report["targets"] = _totals_and_targets(report["datasets"])
     return report
 

@@ -66,7 +66,6 @@ import multiprocessing
 import os
 import platform
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -79,6 +78,7 @@ import numpy as np
 from langchain_pacms._blas import blas_setup, blas_threads, set_blas_threads
 from langchain_pacms.core import Problem, solve
 from langchain_pacms.eval.longmemeval import Question, iter_questions, sample_questions
+from langchain_pacms.eval.progress import progress_bar
 from langchain_pacms.eval.redundancy import STYLES, PoolItem, inject_redundancy
 from langchain_pacms.selector import Candidate
 
@@ -760,16 +760,6 @@ def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in c
     )
 
 
-def _progress(total: int, enabled: bool) -> Any:
-    if not enabled or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is in the eval extra
-        return None
-    return tqdm(total=total, desc="recall", unit="q", file=sys.stderr, dynamic_ncols=True)
-
-
 def run_recall(
     questions: Sequence[Question],
     config: RecallConfig | None = None,
@@ -835,7 +825,7 @@ def run_recall(
         cache = replace(ResultCache.for_selector(cache_dir, selector), blas=blas)
     started = time.perf_counter()
     load_before = _loadavg()
-    bar = _progress(len(questions), progress)
+    bar = progress_bar(len(questions), progress, desc="recall", unit="q")
     results: list[QuestionResult] = []
     try:
         if workers == 1 or len(questions) <= 1:
