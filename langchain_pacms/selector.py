@@ -42,7 +42,9 @@ from langchain_pacms.embeddings.profile import (
     EmbedderProfile,
     idf_reweight,
     resolve_profile,
+    unwrap_embeddings,
 )
+from langchain_pacms.embeddings.sparse import PoolRelevance
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
@@ -378,17 +380,13 @@ def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.in
 
 
 def _problem(
-    cands: Sequence[Candidate],
-    tokens: NDArray[np.int64],
-    budget: int,
-    vectors: NDArray[np.float32],
-    query_vec: NDArray[np.float32],
+    cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: _Pool
 ) -> Problem:
-    """The :class:`~langchain_pacms.core.Problem` of a normalised pool (prepare)."""
+    """The :class:`~langchain_pacms.core.Problem` of a normalised pool."""
     mandatory, positions = _flags(cands)
     return Problem.build(
-        vectors, query_vec, tokens=tokens, budget=budget, mandatory=mandatory,
-        positions=positions,
+        pool.vectors, pool.query_vec, tokens=tokens, budget=budget, mandatory=mandatory,
+        positions=positions, relevance=pool.relevance,
     )
 
 
@@ -402,6 +400,8 @@ class _Pool:
     For sparse vectors it also keeps the pool's vectors as the embedder gave them on the
     features the pool uses (``raw`` on ``features``, before reweighting), so that the next
     pool takes the rows of the texts it shares with this one from here (see :func:`_grown`).
+    ``relevance`` is the embedder's own pool relevance, when it offers one
+    (:class:`~langchain_pacms.embeddings.sparse.PoolRelevance`).
     """
 
     texts: tuple[str, ...]
@@ -413,6 +413,7 @@ class _Pool:
     raw: NDArray[np.float32] | None = None
     features: NDArray[np.int64] | None = None
     dim: int = 0  # the embedder's dimension
+    relevance: NDArray[np.float32] | None = None
 
 
 class ContextSelector:
@@ -493,6 +494,8 @@ class ContextSelector:
             raise ValueError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
         self.blas_threads = blas_threads
         self._profile = profile if profile is not None else resolve_profile(base)
+        model = unwrap_embeddings(base)
+        self._scorer = model if isinstance(model, PoolRelevance) else None
         self.memory_ceiling_bytes = memory_ceiling_bytes
         vector_bytes = max(1, int(memory_ceiling_bytes * EMBEDDING_SHARE))
         self.embeddings = (
@@ -639,15 +642,12 @@ class ContextSelector:
         the newest pool of at most :data:`~langchain_pacms.core.COSINE_MATRIX_LIMIT`
         candidates is kept.
         """
-        mandatory, positions = _flags(cands)
         if pool.problem is not None:
+            mandatory, positions = _flags(cands)
             return pool.problem.with_costs(
                 tokens=tokens, budget=budget, mandatory=mandatory, positions=positions
             )
-        problem = Problem.build(
-            pool.vectors, pool.query_vec, tokens=tokens, budget=budget,
-            mandatory=mandatory, positions=positions,
-        )
+        problem = _problem(cands, tokens, budget, pool)
         if remember and pool.embeddings is not None and len(cands) <= COSINE_MATRIX_LIMIT:
             self._last_pool = replace(pool, problem=problem)
         return problem
@@ -910,7 +910,43 @@ class ContextSelector:
         return _Pool(
             tuple(texts), query, self.embeddings, reweighted, q_reweighted,
             raw=None if features is None else vectors, features=features, dim=dim,
+            relevance=self.pool_relevance(texts, query),
         )
+
+    def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
+        """The embedder's own relevance of a pool to the query, if it offers one.
+
+        The built-in embedder scores relevance from sparse rows
+        (:meth:`~langchain_pacms.embeddings.HashedTfidfEmbeddings.pool_relevance`); every
+        strategy then ranks by it, while the vectors give the similarities between candidates.
+        The embedder is found under the common wrappers, as :attr:`profile` is. For other
+        embedders (and a built-in one made with ``relevance_buckets=None``) this is
+        ``None`` and relevance is the cosine of the vectors with the query.
+
+        Args:
+            texts: The pool's texts.
+            query: The query.
+
+        Returns:
+            ``(len(texts),)`` relevances in ``[0, 1]``, or ``None``.
+
+        Example:
+            >>> ContextSelector().pool_relevance(["red apples", "pears"], "red").round(3)
+            array([0.577, 0.   ], dtype=float32)
+        """
+        model = self._scorer
+        if model is None:
+            return None
+        scores = model.pool_relevance(texts, query)
+        if scores is None:
+            return None
+        scores = np.asarray(scores, dtype=np.float32)
+        if scores.shape != (len(texts),) or not np.isfinite(scores).all():
+            raise EmbeddingError(
+                f"{type(model).__name__}.pool_relevance gave {scores.shape} values for "
+                f"{len(texts)} texts, or non-finite ones"
+            )
+        return scores
 
     def _embed(self, texts: list[str], query: str, deadline: float | None) -> _Pool:
         last, todo = self._rows_from_last(texts)
@@ -1019,7 +1055,7 @@ class ContextSelector:
         )
         pool = self._embed_with_timeout([c.text for c in cands], query)
         with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, pool.vectors, pool.query_vec)
+            return _problem(cands, tokens, budget, pool)
 
     def _prepare_nonempty(
         self,
@@ -1107,4 +1143,4 @@ class ContextSelector:
         )
         pool = await self._aembed_with_timeout([c.text for c in cands], query)
         with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, pool.vectors, pool.query_vec)
+            return _problem(cands, tokens, budget, pool)

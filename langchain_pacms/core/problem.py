@@ -119,6 +119,9 @@ class Problem:
             kernel keeps only its non-zero entries (cosines above the near-duplicate
             threshold). It changes how much memory a selection takes, not its picks (up to
             rounding: see :class:`~langchain_pacms.core.objective.CoverageObjective`).
+        scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem (an
+            embedder's exact pool relevance), or ``None`` to derive it from the vectors (see
+            :attr:`relevance`).
     """
 
     vectors: NDArray[np.float32]
@@ -128,6 +131,7 @@ class Problem:
     mandatory: NDArray[np.bool_]
     positions: NDArray[np.int64]
     similarity_ceiling: int = SIMILARITY_CEILING
+    scores: NDArray[np.float32] | None = None
     # Budget-independent results, kept for the problem's lifetime and shared by the problems
     # that with_budget links.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
@@ -143,6 +147,7 @@ class Problem:
         mandatory: ArrayLike | None = None,
         positions: ArrayLike | None = None,
         similarity_ceiling: int = SIMILARITY_CEILING,
+        relevance: ArrayLike | None = None,
     ) -> Problem:
         """Validate raw inputs and build a problem (inputs are copied, never mutated).
 
@@ -155,13 +160,22 @@ class Problem:
             positions: Optional chronological positions; defaults to ``0..n-1``.
             similarity_ceiling: Most bytes of pairwise similarities held at once (see the
                 class attributes); default :data:`SIMILARITY_CEILING`.
+            relevance: Optional relevance of each candidate to the query, used instead of
+                the cosines of the vectors (values are clipped to ``[0, 1]``); the vectors
+                still give every similarity between candidates.
 
         Returns:
             The validated problem.
 
         Raises:
-            ValueError: On mismatched shapes, negative costs, a non-positive budget or a
-                non-positive ceiling.
+            ValueError: On mismatched shapes, negative costs, a non-positive budget, a
+                non-positive ceiling or non-finite relevance.
+
+        Example:
+            >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1,
+            ...                   relevance=[0.25, 1.5])
+            >>> p.relevance.tolist(), p.relevance_order().tolist()
+            ([0.25, 1.0], [1, 0])
         """
         if (
             isinstance(similarity_ceiling, bool) or not isinstance(similarity_ceiling, int)
@@ -183,9 +197,18 @@ class Problem:
                 f"vectors must have shape ({n}, {q.shape[0]}) to match tokens and query, "
                 f"got {v.shape}"
             )
+        scores = None
+        if relevance is not None:
+            scores = np.array(relevance, dtype=np.float32).reshape(-1)
+            if scores.shape != (n,) or not np.isfinite(scores).all():
+                raise ValueError(
+                    f"relevance must hold {n} finite numbers, one per candidate"
+                )
+            np.clip(scores, 0.0, 1.0, out=scores)
         return cls(
             vectors=unit_rows(v), query=unit_rows(q), tokens=tok, budget=int(budget),
             mandatory=mand, positions=pos, similarity_ceiling=similarity_ceiling,
+            scores=scores,
         )
 
     def with_costs(
@@ -284,7 +307,9 @@ class Problem:
 
     @cached_property
     def relevance(self) -> NDArray[np.float32]:
-        """``rel(i) = max(0, cos(e_i, e_q))`` for every candidate."""
+        """``rel(i) = max(0, cos(e_i, e_q))`` for every candidate, or the given :attr:`scores`."""
+        if self.scores is not None:
+            return self.scores
         return np.maximum(self.vectors @ self.query, 0.0).astype(np.float32)
 
     def precompute_cosines(self) -> bool:

@@ -200,6 +200,8 @@ def mmr_ranking(
     vectors: NDArray[np.floating[Any]],
     query: NDArray[np.floating[Any]],
     lambda_mult: float = 0.5,
+    *,
+    relevance: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Full maximal-marginal-relevance ranking, computed incrementally.
 
@@ -221,6 +223,10 @@ def mmr_ranking(
         vectors: ``(n, d)`` candidate embeddings.
         query: ``(d,)`` query embedding.
         lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
+        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query (a
+            problem's given :attr:`~langchain_pacms.core.Problem.scores`), so that ``mmr``
+            ranks by the same relevance as the other strategies; the redundancy term still
+            comes from the vectors.
 
     Returns:
         The ranking and the MMR score of each item at the step it was taken.
@@ -231,9 +237,12 @@ def mmr_ranking(
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     q = np.asarray(query)[None, :]
     norms = np.linalg.norm(x, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        to_query = (np.dot(q, x.T) / np.outer(np.linalg.norm(q, axis=1), norms))[0]
-    to_query[~np.isfinite(to_query)] = 0.0
+    if relevance is not None:
+        to_query = np.asarray(relevance, dtype=np.result_type(x.dtype, q.dtype))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            to_query = (np.dot(q, x.T) / np.outer(np.linalg.norm(q, axis=1), norms))[0]
+        to_query[~np.isfinite(to_query)] = 0.0
     first = int(np.argmax(to_query))
     order = [first]
     scores = [float(to_query[first])]
@@ -260,6 +269,9 @@ def mmr_ranking(
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
     """LangChain's MMR ranking over all candidates, walked under the budget.
 
+    A problem built with its own relevance (:attr:`~langchain_pacms.core.Problem.scores`)
+    ranks by that relevance in place of the cosines to the query.
+
     The ranking does not depend on the budget, so problems linked by
     :meth:`~langchain_pacms.core.Problem.with_budget` compute it once (a budget sweep walks one
     ranking under each budget).
@@ -275,7 +287,9 @@ def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
     start, remaining, taken = _mandatory_state(problem)
     ranking, step_scores = problem.shared(
         ("mmr", float(lambda_mult)),
-        lambda: mmr_ranking(problem.vectors, problem.query, lambda_mult),
+        lambda: mmr_ranking(
+            problem.vectors, problem.query, lambda_mult, relevance=problem.scores
+        ),
     )
     picked = _walk(problem, ranking.tolist(), remaining, taken)
     values = np.zeros(problem.n)

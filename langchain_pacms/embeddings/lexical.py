@@ -11,6 +11,11 @@ frequency computed over each selection pool (``idf_reweight`` in
 :mod:`langchain_pacms.embeddings.profile`), which keeps the cached per-text vectors independent
 of the pool they appear in.
 
+The dense vectors serve similarities between candidates. Relevance to the query comes from the
+same features kept sparse over ``2^18`` buckets (:meth:`HashedTfidfEmbeddings.pool_relevance`,
+see :mod:`langchain_pacms.embeddings.sparse`): in ``dim`` buckets the few rare words a question
+shares with its answer drown in the collisions of a long text's other words.
+
 Example:
     >>> emb = HashedTfidfEmbeddings(dim=256)
     >>> len(emb.embed_query("staging database port"))
@@ -19,20 +24,35 @@ Example:
 
 from __future__ import annotations
 
-import re
+import threading
 import zlib
-from collections import Counter
-from itertools import pairwise
+from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from numpy.typing import NDArray
 
 from langchain_pacms.embeddings.profile import EmbedderProfile, idf_reweight
+from langchain_pacms.embeddings.sparse import (
+    RELEVANCE_BUCKETS,
+    SparseRow,
+    idf_cosines,
+    sparse_row,
+    text_features,
+)
 
-__all__ = ["HashedTfidfEmbeddings"]
+__all__ = ["SPARSE_ROWS_BYTES", "HashedTfidfEmbeddings"]
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+SPARSE_ROWS_BYTES = 32 * 2**20
+"""Most bytes of sparse rows one embedder keeps in memory (least recently used go first); a
+LongMemEval round of about 300 features takes about 5 KB."""
+
+_ROW_OVERHEAD_BYTES = 300  # two array headers, the tuple and the map slot, beyond the data
+
+
+def _row_bytes(text: str, row: SparseRow) -> int:
+    return len(text) + row.buckets.nbytes + row.weights.nbytes + _ROW_OVERHEAD_BYTES
 
 
 class HashedTfidfEmbeddings(Embeddings):
@@ -41,6 +61,9 @@ class HashedTfidfEmbeddings(Embeddings):
     Args:
         dim: Number of hashed features (a power of two).
         bigrams: Include adjacent word pairs as features.
+        relevance_buckets: Buckets of the sparse rows that :meth:`pool_relevance` scores
+            with (a power of two; default ``2^18``), or ``None`` to offer no pool relevance
+            (the selector then takes relevance from the dense vectors).
 
     Attributes:
         pacms_profile: What :class:`~langchain_pacms.ContextSelector` uses with this embedder
@@ -64,24 +87,44 @@ class HashedTfidfEmbeddings(Embeddings):
         name="hashed-tfidf", similarity_threshold=0.6, min_gain=0.01, idf_reweighting=True
     )
 
-    def __init__(self, dim: int = 4096, *, bigrams: bool = True) -> None:
-        if dim < 2 or dim & (dim - 1):
-            raise ValueError(f"dim must be a power of two >= 2, got {dim}")
+    def __init__(
+        self,
+        dim: int = 4096,
+        *,
+        bigrams: bool = True,
+        relevance_buckets: int | None = RELEVANCE_BUCKETS,
+    ) -> None:
+        for name, value in (("dim", dim), ("relevance_buckets", relevance_buckets)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 2
+                or value & (value - 1)
+            ):
+                raise ValueError(f"{name} must be a power of two >= 2, got {value!r}")
         self.dim = dim
         self.bigrams = bigrams
+        self.relevance_buckets = relevance_buckets
         self._mask = dim - 1
+        self._rows: OrderedDict[str, SparseRow] = OrderedDict()
+        self._rows_bytes = 0
+        self._rows_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickle and copy without the row store and its lock (a copy starts empty)."""
+        state = dict(self.__dict__)
+        for name in ("_rows", "_rows_bytes", "_rows_lock"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._rows = OrderedDict()
+        self._rows_bytes = 0
+        self._rows_lock = threading.Lock()
 
     @property
     def cache_identity(self) -> str:
         """Identity used by embedding caches: changes whenever the vectors would."""
         return f"pacms-hashed-tfidf-v1:dim={self.dim}:bigrams={int(self.bigrams)}"
-
-    def _features(self, text: str) -> Counter[str]:
-        words = _WORD.findall(text.lower())
-        feats = Counter(words)
-        if self.bigrams:
-            feats.update(f"{a} {b}" for a, b in pairwise(words))
-        return feats
 
     def embed_matrix(self, texts: list[str]) -> NDArray[np.float32]:
         """Embed texts into a ``(len(texts), dim)`` float32 array of unit (or zero) rows."""
@@ -90,7 +133,7 @@ class HashedTfidfEmbeddings(Embeddings):
         cols: list[int] = []
         vals: list[float] = []
         for r, text in enumerate(texts):
-            for feat, count in self._features(text).items():
+            for feat, count in text_features(text, bigrams=self.bigrams).items():
                 h = zlib.crc32(feat.encode("utf-8"))
                 rows.append(r)
                 cols.append(h & self._mask)
@@ -116,8 +159,62 @@ class HashedTfidfEmbeddings(Embeddings):
         """
         return idf_reweight(vectors, query)
 
+    def _sparse_rows(self, texts: Sequence[str], buckets: int) -> list[SparseRow]:
+        """Each text's sparse row, from the in-memory store or computed and stored."""
+        rows: list[SparseRow | None] = []
+        with self._rows_lock:
+            for text in texts:
+                row = self._rows.get(text)
+                if row is not None:
+                    self._rows.move_to_end(text)
+                rows.append(row)
+        missing = {t for t, r in zip(texts, rows) if r is None}
+        made = {t: sparse_row(t, buckets=buckets, bigrams=self.bigrams) for t in missing}
+        if made:
+            with self._rows_lock:
+                for text, row in made.items():
+                    if text not in self._rows:
+                        self._rows[text] = row
+                        self._rows_bytes += _row_bytes(text, row)
+                while self._rows_bytes > SPARSE_ROWS_BYTES and self._rows:
+                    self._rows_bytes -= _row_bytes(*self._rows.popitem(last=False))
+        return [r if r is not None else made[t] for t, r in zip(texts, rows)]
+
+    def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
+        """Relevance of every text of a pool to ``query``: sparse TF-IDF cosines, pool IDF.
+
+        The same features as the dense vectors (words and word pairs, sublinear tf, signed
+        hashes) kept in :attr:`relevance_buckets` buckets, weighted by inverse document
+        frequency over ``texts`` (:func:`~langchain_pacms.embeddings.sparse.idf_cosines`).
+        The rows of recent texts are kept (up to :data:`SPARSE_ROWS_BYTES`), so an agent's
+        growing history costs one new row per new message. Safe to call from several threads.
+
+        Args:
+            texts: The pool, which also gives the document frequencies.
+            query: The query.
+
+        Returns:
+            ``(len(texts),)`` float32 relevances in ``[0, 1]``, or ``None`` when the embedder
+            was built with ``relevance_buckets=None``.
+
+        Example:
+            >>> emb = HashedTfidfEmbeddings()
+            >>> scores = emb.pool_relevance(["red apples", "green pears"], "red")
+            >>> [round(float(r), 3) for r in scores]
+            [0.577, 0.0]
+        """
+        buckets = self.relevance_buckets
+        if buckets is None:
+            return None
+        rows = self._sparse_rows(list(texts), buckets)
+        query_row = sparse_row(query, buckets=buckets, bigrams=self.bigrams)
+        return idf_cosines(rows, query_row, buckets=buckets).astype(np.float32)
+
     def __repr__(self) -> str:
-        return f"HashedTfidfEmbeddings(dim={self.dim}, bigrams={self.bigrams})"
+        return (
+            f"HashedTfidfEmbeddings(dim={self.dim}, bigrams={self.bigrams}, "
+            f"relevance_buckets={self.relevance_buckets})"
+        )
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents (LangChain ``Embeddings`` interface)."""

@@ -55,7 +55,9 @@ def test_an_explicit_profile_wins_and_is_shown():
     shown = repr(selector)
     assert "EmbedderProfile(name='my-model'" in shown and "DeterministicFakeEmbedding" in shown
     assert "memory_ceiling_bytes=268435456" in shown and "blas_threads=1" in shown
-    assert "HashedTfidfEmbeddings(dim=4096, bigrams=True)" in repr(ContextSelector())
+    assert "HashedTfidfEmbeddings(dim=4096, bigrams=True, relevance_buckets=262144)" in repr(
+        ContextSelector()
+    )
 
 
 def test_a_dense_model_gets_the_dense_profile_without_a_warning(caplog):

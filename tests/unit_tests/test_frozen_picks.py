@@ -34,6 +34,7 @@ import pytest
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, solve
+from langchain_pacms.embeddings import HashedTfidfEmbeddings
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures"
 FROZEN = ROOT / "frozen_picks.json"
@@ -73,7 +74,8 @@ def fixture_pools() -> Iterator[tuple[str, Problem]]:
     from langchain_pacms.eval.redundancy import inject_redundancy
     from langchain_pacms.selector import Candidate
 
-    selector = ContextSelector()
+    # Relevance from the dense vectors, as when the picks were frozen.
+    selector = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
     for question in load_questions(ROOT / "lme_mini", n=None):
         for level in (0, 2, 8):
             pool = inject_redundancy(question.rounds, level, style="full", seed=0)

@@ -163,7 +163,8 @@ def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> Non
             assert warm.last_selection.tokens == fresh.last_selection.tokens
 
 
-# The bench conversation's kept ids before the speed work (main at 29330df), as digests.
+# The bench conversation's kept ids before the speed work (main at 29330df), as digests; the
+# relevance then came from the dense vectors (``relevance_buckets=None`` today).
 BEFORE = {
     "pacms": "a1f2cdb0feb6895f",
     "topk": "a57214be2156d325",
@@ -173,7 +174,8 @@ BEFORE = {
 @pytest.mark.parametrize("strategy", sorted(BEFORE))
 def test_bench_conversation_picks_are_unchanged(strategy: str) -> None:
     bench = _bench()
-    hook = create_pacms_hook(budget_tokens=8000, strategy=strategy)
+    dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
+    hook = create_pacms_hook(budget_tokens=8000, strategy=strategy, selector=dense)
     messages = [*bench.conversation(75), HumanMessage("Which service had the highest latency?")]
     hook.invoke({"messages": messages})
     assert hook.last_selection is not None

@@ -1,4 +1,5 @@
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.cli.main import main
+from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.eval.lexical_probe import (
     RECIPES,
     LexicalRecipe,
@@ -25,12 +27,42 @@ WORDS = ["port", "staging", "postgres", "cat", "dog", "6543", "deploy", "role", 
     st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12), min_size=1, max_size=12),
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
 )
-def test_builtin_recipe_equals_the_selectors_relevance(docs: list[list[str]], q: list[str]) -> None:
+def test_recipes_equal_the_selectors_relevance(docs: list[list[str]], q: list[str]) -> None:
     texts = [" ".join(d) for d in docs]
     query = " ".join(q)
-    ours = lexical_relevance(texts, query, RECIPES["builtin-4096"])
-    theirs = ContextSelector().prepare(texts, query, budget_ratio=1.0).relevance
-    assert np.allclose(ours, theirs, atol=1e-5)
+    sparse = ContextSelector().prepare(texts, query, budget_ratio=1.0).relevance
+    assert np.allclose(lexical_relevance(texts, query, RECIPES["2^18 buckets"]), sparse, atol=1e-6)
+    dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
+    four_k = dense.prepare(texts, query, budget_ratio=1.0).relevance
+    assert np.allclose(lexical_relevance(texts, query, RECIPES["builtin-4096"]), four_k, atol=1e-5)
+
+
+def _colliding_words() -> tuple[str, str]:
+    """Two words in one signed bucket of 4,096 (same sign) and in two buckets of 2^18."""
+    seen: dict[int, str] = {}
+    for i in range(100_000):
+        word = f"w{i}x"
+        h = zlib.crc32(word.encode())
+        key = (h & 4095) | (h & 0x80000000)
+        if key in seen and (zlib.crc32(seen[key].encode()) ^ h) & ((1 << 18) - 1):
+            return seen[key], word
+        seen[key] = word
+    raise AssertionError("no collision found")
+
+
+def test_the_selector_ranks_by_sparse_rows_where_dense_buckets_collide() -> None:
+    a, b = _colliding_words()
+    texts = [f"{a} report", f"{b} report", "unrelated filler words", "more filler text"]
+    dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
+    four_k = dense.prepare(texts, a, budget_ratio=1.0).relevance
+    assert four_k[1] > 0.3  # the other word looks like the query in the shared bucket
+    sparse = ContextSelector().prepare(texts, a, budget_ratio=1.0).relevance
+    assert sparse[0] > 0.3 and sparse[1] == 0.0
+    selector = ContextSelector()
+    room = max(selector.count_tokens(texts[:2]))
+    for strategy in ("topk", "pacms", "mmr"):
+        picked = selector.select(texts, a, budget_tokens=room, strategy=strategy)
+        assert picked.kept_ids == ("0",), strategy
 
 
 def test_more_buckets_separate_a_colliding_feature() -> None:

@@ -295,9 +295,9 @@ def test_linked_budgets_rank_mmr_once_with_the_same_picks(
     calls: list[float] = []
     real = strategies.mmr_ranking
 
-    def counting(vectors: Any, query: Any, lambda_mult: float = 0.5) -> Any:
+    def counting(vectors: Any, query: Any, lambda_mult: float = 0.5, **kw: Any) -> Any:
         calls.append(lambda_mult)
-        return real(vectors, query, lambda_mult)
+        return real(vectors, query, lambda_mult, **kw)
 
     monkeypatch.setattr(strategies, "mmr_ranking", counting)
     rng = np.random.default_rng(3)

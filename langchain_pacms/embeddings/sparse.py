@@ -1,0 +1,192 @@
+"""Exact query relevance from sparse hashed term vectors, with inverse document frequency per pool.
+
+A dense lexical embedding folds every word and word pair of a text into a few thousand buckets,
+where the handful of rare words that a question shares with its answer collide with hundreds of
+others. Relevance does not need the dense form: it is one dot product per candidate with a
+query of a few words. This module keeps each text as a sparse row over ``2^18`` hashed buckets
+and scores a pool against a query by the cosine of their TF-IDF rows, the inverse document
+frequency counted over the pool (``ln((1 + n) / (1 + df)) + 1``, with ``df`` the number of the
+pool's texts that use a bucket), clipped at zero. Everything runs over the rows' non-zero
+entries; nothing of size ``n x 2^18`` is ever built.
+
+An embedder that offers this (:class:`PoolRelevance`) lets
+:class:`~langchain_pacms.ContextSelector` rank by it while its dense vectors still serve the
+pairwise similarities (the near-duplicate kernel, MMR's redundancy term).
+
+Example:
+    >>> rows = [sparse_row(t) for t in ["the cat sat on the mat", "dogs bark", "a cat"]]
+    >>> rel = idf_cosines(rows, sparse_row("where did the cat sit"))
+    >>> int(rel.argmax()), float(rel[1])
+    (0, 0.0)
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "RELEVANCE_BUCKETS",
+    "PoolRelevance",
+    "SparseRow",
+    "idf_cosines",
+    "sparse_row",
+    "text_features",
+]
+
+RELEVANCE_BUCKETS = 1 << 18
+"""Hash buckets of the sparse rows: enough that a pool's distinct features rarely share one."""
+
+WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+"""The built-in lexical embedder's words: runs of letters and digits, lower-cased first."""
+
+
+@runtime_checkable
+class PoolRelevance(Protocol):
+    """An embedder that scores a whole pool against a query itself.
+
+    :class:`~langchain_pacms.ContextSelector` uses :meth:`pool_relevance` as every strategy's
+    relevance when the embedder it wraps offers it.
+    """
+
+    def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
+        """Relevance of each text to ``query`` in ``[0, 1]``, in the order of ``texts``.
+
+        ``None`` declines: the selector then scores relevance from the vectors.
+        """
+        ...
+
+
+class SparseRow(NamedTuple):
+    """One text's hashed term frequencies: sorted distinct buckets and their summed weights."""
+
+    buckets: NDArray[np.int64]
+    weights: NDArray[np.float64]
+
+
+def text_features(text: str, *, bigrams: bool = True) -> Counter[str]:
+    """Lower-cased words (and adjacent word pairs) of ``text`` with their counts.
+
+    Example:
+        >>> sorted(text_features("Red red apples").items())
+        [('apples', 1), ('red', 2), ('red apples', 1), ('red red', 1)]
+    """
+    words = WORDS.findall(text.lower())
+    feats = Counter(words)
+    if bigrams:
+        feats.update(f"{a} {b}" for a, b in pairwise(words))
+    return feats
+
+
+def sparse_row(text: str, *, buckets: int = RELEVANCE_BUCKETS, bigrams: bool = True) -> SparseRow:
+    """The sparse row of one text: sublinear tf (``1 + ln tf``), signed by hash, per bucket.
+
+    Features are hashed with CRC-32, as the built-in embedder hashes them; the top bit of the
+    hash gives the sign (so colliding features cancel on average) and the low bits the bucket.
+
+    Args:
+        text: The text.
+        buckets: Number of buckets (a power of two).
+        bigrams: Count adjacent word pairs as features too.
+
+    Returns:
+        The row; empty for a text without words.
+
+    Example:
+        >>> row = sparse_row("red red apples", buckets=1 << 4)
+        >>> len(row.buckets) <= 3, bool(np.all(np.diff(row.buckets) > 0))
+        (True, True)
+    """
+    feats = text_features(text, bigrams=bigrams)
+    if not feats:
+        return SparseRow(np.zeros(0, dtype=np.int64), np.zeros(0))
+    hashes = np.fromiter(
+        (zlib.crc32(f.encode("utf-8")) for f in feats), dtype=np.int64, count=len(feats)
+    )
+    tf = 1.0 + np.log(np.fromiter(feats.values(), dtype=np.float64, count=len(feats)))
+    signed = np.where(hashes & 0x80000000, tf, -tf)
+    cells, inverse = np.unique(hashes & (buckets - 1), return_inverse=True)
+    sums = np.bincount(inverse, weights=signed, minlength=len(cells)).astype(np.float64)
+    return SparseRow(cells.astype(np.int64), sums)
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(buckets: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """This thread's all-zero count and value tables over ``buckets`` (left all-zero after use).
+
+    Allocating two tables of ``2^18`` entries afresh on every call costs more than the scoring
+    itself (the memory comes back from the system page by page), so each thread keeps its own.
+    """
+    tables: dict[int, tuple[NDArray[np.int64], NDArray[np.float64]]] = getattr(
+        _SCRATCH, "tables", {}
+    )
+    _SCRATCH.tables = tables
+    if buckets not in tables:
+        tables[buckets] = (np.zeros(buckets, dtype=np.int64), np.zeros(buckets))
+    return tables[buckets]
+
+
+def idf_cosines(
+    rows: Sequence[SparseRow], query: SparseRow, *, buckets: int = RELEVANCE_BUCKETS
+) -> NDArray[np.float64]:
+    """Cosine of each row with the query after pool IDF weighting, clipped at zero.
+
+    The document frequency of a bucket is the number of ``rows`` that hold it; the query is
+    weighted with the pool's frequencies and does not count towards them.
+
+    Args:
+        rows: The pool's rows (from :func:`sparse_row` with the same ``buckets``).
+        query: The query's row.
+        buckets: The rows' bucket count.
+
+    Returns:
+        ``(len(rows),)`` relevances in ``[0, 1]``; zero for an empty row or query.
+
+    Example:
+        >>> rows = [sparse_row("red apples"), sparse_row("green pears")]
+        >>> idf_cosines(rows, sparse_row("red")).round(3).tolist()
+        [0.577, 0.0]
+    """
+    n = len(rows)
+    out = np.zeros(n)
+    if not n or not len(query.buckets):
+        return out
+    sizes = np.fromiter((len(r.buckets) for r in rows), dtype=np.int64, count=n)
+    if not sizes.sum():
+        return out
+    cols = np.concatenate([r.buckets for r in rows])
+    counts, lookup = _scratch(buckets)
+    try:
+        np.add.at(counts, cols, 1)  # document frequency (a row holds a bucket once)
+        df, q_df = counts[cols], counts[query.buckets]
+    finally:
+        counts[cols] = 0
+    by_df = np.log((1.0 + n) / (1.0 + np.arange(n + 1))) + 1.0  # idf for each possible df
+    values = np.concatenate([r.weights for r in rows]) * by_df[df]
+    q_values = query.weights * by_df[q_df]
+    q_norm = float(np.linalg.norm(q_values))
+    try:
+        lookup[query.buckets] = q_values
+        matched = lookup[cols]
+    finally:
+        lookup[query.buckets] = 0.0
+    starts = np.cumsum(sizes) - sizes
+    full = sizes > 0
+    dots = np.zeros(n)
+    norms = np.zeros(n)
+    # reduceat sums each row's contiguous run of entries (rows without entries stay 0)
+    dots[full] = np.add.reduceat(values * matched, starts[full])
+    norms[full] = np.sqrt(np.add.reduceat(values * values, starts[full]))
+    if q_norm > 0:
+        np.divide(dots, norms * q_norm, out=out, where=norms > 0)
+    return np.maximum(out, 0.0)
