@@ -732,7 +732,7 @@ class ContextSelector:
 
         Example:
             >>> ContextSelector().similarity_threshold  # the built-in lexical embedder
-            0.6
+            0.85
         """
         return self._profile.similarity_threshold
 
@@ -764,7 +764,7 @@ class ContextSelector:
 
         Example:
             >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
-            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.6, 'min_gain': 0.01})
+            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.85, 'min_gain': 0.01})
         """
         given = dict(options or {})
         if strategy is None or strategy == self.strategy:

@@ -368,7 +368,9 @@ def pacms(
     """Budgeted greedy on the coverage objective, with a worst-case guarantee.
 
     The defaults were chosen on LongMemEval development splits (see
-    ``docs/results/longmemeval.md``): near-duplicate coverage (``similarity_threshold=0.6``),
+    ``docs/results/longmemeval.md``): near-duplicate coverage (``similarity_threshold``: 0.6
+    here, the built-in embedder's profile value before its relevance came from sparse rows;
+    ``ContextSelector`` passes its embedder's, 0.85 for both built-in profiles),
     density normalisation, ranking by plain gain while keeping a quarter of the classic
     ``(1 - 1/e) / 2`` guarantee (so ``G >= (1 - 1/e) / 8 * OPT`` always holds), and, once no
     candidate adds 5 % of the best one's gain (or ``min_gain``, which ``ContextSelector`` takes

@@ -35,7 +35,7 @@ def test_cache_backed_embeddings_keep_the_built_in_profile_and_the_demo_picks():
     )
     assert wrapped.profile == plain.profile
     assert plain.profile.name == "hashed-tfidf" and plain.profile.idf_reweighting
-    assert (plain.similarity_threshold, plain.min_gain) == (0.6, 0.01)
+    assert (plain.similarity_threshold, plain.min_gain) == (0.85, 0.01)
     assert demo_kept_ids(wrapped) == demo_kept_ids(plain)
 
 

@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 import langchain_pacms.selector as selector_module
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, unit_rows
-from langchain_pacms.embeddings import HashedTfidfEmbeddings
+from langchain_pacms.embeddings import EmbedderProfile, HashedTfidfEmbeddings
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import (
     MessageMemo,
@@ -164,7 +164,8 @@ def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> Non
 
 
 # The bench conversation's kept ids before the speed work (main at 29330df), as digests; the
-# relevance then came from the dense vectors (``relevance_buckets=None`` today).
+# relevance then came from the dense vectors (``relevance_buckets=None`` today) and the
+# built-in profile's near-duplicate threshold was 0.6.
 BEFORE = {
     "pacms": "a1f2cdb0feb6895f",
     "topk": "a57214be2156d325",
@@ -174,7 +175,10 @@ BEFORE = {
 @pytest.mark.parametrize("strategy", sorted(BEFORE))
 def test_bench_conversation_picks_are_unchanged(strategy: str) -> None:
     bench = _bench()
-    dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
+    then = EmbedderProfile(
+        name="hashed-tfidf", similarity_threshold=0.6, min_gain=0.01, idf_reweighting=True
+    )
+    dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None), profile=then)
     hook = create_pacms_hook(budget_tokens=8000, strategy=strategy, selector=dense)
     messages = [*bench.conversation(75), HumanMessage("Which service had the highest latency?")]
     hook.invoke({"messages": messages})

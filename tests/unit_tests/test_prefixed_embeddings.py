@@ -67,7 +67,7 @@ def test_the_wrapped_models_declarations_still_reach_the_selector() -> None:
     lexical = HashedTfidfEmbeddings(dim=256)
     wrapped = PrefixedEmbeddings(lexical, query_prefix="q: ")
     plain, prefixed = ContextSelector(lexical), ContextSelector(wrapped)
-    assert prefixed.similarity_threshold == plain.similarity_threshold == 0.6
+    assert prefixed.similarity_threshold == plain.similarity_threshold == 0.85
     assert prefixed.min_gain == plain.min_gain == 0.01
     assert wrapped.reweight_pool == lexical.reweight_pool
     # A fast path would skip the prefixes, so it is not passed through.

@@ -332,7 +332,7 @@ def test_a_sweep_resolves_column_options_once(monkeypatch: pytest.MonkeyPatch) -
     assert len(qs) > 1
     report = run_recall(qs, cfg, selector=selector)
     assert sorted(calls) == ["pacms", "topk"]
-    assert report.meta["strategy_options"]["pacms"]["similarity_threshold"] == 0.6
+    assert report.meta["strategy_options"]["pacms"]["similarity_threshold"] == 0.85
     # Options given to one question are the ones its columns run with.
     forced = {"topk": {}, "pacms": {"similarity_threshold": 0.6, "min_gain": 0.5}}
     rows = sweep_question(qs[-1], selector, cfg, options=forced).rows

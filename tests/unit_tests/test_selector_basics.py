@@ -85,7 +85,7 @@ def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
 def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> None:
     table, _ = _related_pool()
     lexical = HashedTfidfEmbeddings.pacms_profile
-    assert ContextSelector().similarity_threshold == lexical.similarity_threshold == 0.6
+    assert ContextSelector().similarity_threshold == lexical.similarity_threshold == 0.85
     assert ContextSelector().min_gain == lexical.min_gain == 0.01
     dense = ContextSelector(_TableEmbeddings(table))
     assert (dense.similarity_threshold, dense.min_gain) == (DENSE_SIMILARITY_THRESHOLD, 0.0)
@@ -101,7 +101,7 @@ def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> N
 def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
     selector = ContextSelector(strategy_options={"gain_floor": 0.1})
     assert selector.resolve_options() == (
-        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.6, "min_gain": 0.01}
+        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.85, "min_gain": 0.01}
     )
     assert selector.resolve_options("pacms", {"similarity_threshold": 0.3})[1] == {
         "gain_floor": 0.1, "similarity_threshold": 0.3, "min_gain": 0.01,
