@@ -1,12 +1,13 @@
 """Where the built-in lexical embedder loses relevance: sparse hashed TF-IDF references.
 
 The built-in embedder (:class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`) folds word
-unigrams and bigrams into 4,096 signed buckets so that the core can work on dense vectors. This
-module ranks the same texts by exact sparse hashed TF-IDF cosines under several recipes (bucket
-count, token pattern, signs, bigrams, where the inverse document frequency is counted) and
-measures the top-k evidence recall each gives on LongMemEval pools without restatements, next to
-the selector's own relevance. It is a reference for the evaluation, not a selector default: the
-vectors it builds are sparse and never reach :mod:`langchain_pacms.core`.
+unigrams and bigrams into 4,096 signed buckets for its dense vectors, and scores relevance from
+the same features over 2^18 buckets (:mod:`langchain_pacms.embeddings.sparse`). This module is
+an independent implementation that ranks the same texts by exact sparse hashed TF-IDF cosines
+under several recipes (bucket count, token pattern, signs, bigrams, where the inverse document
+frequency is counted) and measures the top-k evidence recall each gives on LongMemEval pools
+without restatements, next to the selector's own relevance. It is a reference for the
+evaluation, not a selector default.
 
 Every recipe weighs a feature by sublinear term frequency (``1 + ln tf``) times the smooth
 inverse document frequency over the pool (``ln((1 + n) / (1 + df)) + 1``), sums features that
@@ -67,10 +68,12 @@ class LexicalRecipe:
 
 
 RECIPES: Mapping[str, LexicalRecipe] = {
-    # the built-in embedder's recipe, computed sparse: equals the selector's relevance
+    # the built-in features folded into the dense vectors' 4,096 buckets: the selector's
+    # relevance with HashedTfidfEmbeddings(relevance_buckets=None)
     "builtin-4096": LexicalRecipe(buckets=4096),
     "builtin-4096, feature idf": LexicalRecipe(buckets=4096, idf_scope="feature"),
     "16384 buckets": LexicalRecipe(buckets=1 << 14),
+    # the built-in features over 2^18 buckets: the selector's relevance by default
     "2^18 buckets": LexicalRecipe(),
     "2^18, feature idf": LexicalRecipe(idf_scope="feature"),
     "2^18, unigrams": LexicalRecipe(bigrams=False),
