@@ -32,7 +32,7 @@ CRAFTED = [
     "The office coffee machine was repaired on Monday.",
     "Team lunch is moved to Thursday this week.",
     "Rotate the staging database password with: vault rotate staging-db.",
-    "Rotate the staging database password with: vault rotate staging-db (see the runbook).",
+    "Rotate the staging database password with: vault rotate staging-db (runbook).",
     "After you rotate the staging database password, restart the api pods so they reconnect.",
     "The marketing site uses a new font.",
 ]
@@ -359,3 +359,16 @@ def test_bad_call_arguments() -> None:
         compressor.compress_documents(_docs(CRAFTED), "  ")
     with pytest.raises(ValueError, match="expected Document"):
         compressor.compress_documents(["plain text"], QUERY)  # type: ignore[list-item]
+
+
+def test_a_longer_note_is_a_copy_only_at_a_lower_threshold() -> None:
+    # A one-line chunk with "(see the runbook)" appended has pool cosine about 0.82 with the
+    # line: below the built-in threshold 0.85, so both stay candidates; at 0.6 they are copies.
+    noted = "Rotate the staging database password with: vault rotate staging-db (see the runbook)."
+    docs = _docs([*CRAFTED[:A_DUP], noted, *CRAFTED[A_DUP + 1:]])
+    default = PACMSCompressor(budget_tokens=30).compress_documents(docs, QUERY)
+    kept = {int(d.id.split("-")[1]) for d in default}  # type: ignore[union-attr]
+    assert {A, A_DUP} <= kept and B not in kept
+    loose = PACMSCompressor(budget_tokens=30, strategy_options={"similarity_threshold": 0.6})
+    kept = {int(d.id.split("-")[1]) for d in loose.compress_documents(docs, QUERY)}  # type: ignore[union-attr]
+    assert {A, B} <= kept and A_DUP not in kept
