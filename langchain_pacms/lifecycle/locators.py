@@ -29,11 +29,19 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 
-__all__ = ["find_locators", "locator_budget", "locator_lines", "stub_locators"]
+__all__ = [
+    "durable_locators",
+    "find_locators",
+    "locator_budget",
+    "locator_lines",
+    "stub_locators",
+]
 
 _EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
 _STRONG = (
@@ -53,8 +61,8 @@ _SCAN = 200_000  # characters of a payload scanned
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
-_MEMO: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
-_MEMO_SIZE = 2048
+_MEMO: OrderedDict[tuple[str, str, int], list[str]] = OrderedDict()
+_MEMO_SIZE = 8192
 _LOCK = threading.Lock()
 
 
@@ -74,16 +82,21 @@ def _ranked(text: str) -> list[str]:
     return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
 
 
-def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> list[str]:
+def find_locators(
+    text: str, limit: int = 12, *, budget: int | None = None, shown: frozenset[str] = frozenset()
+) -> list[str]:
     """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
 
-    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated.
+    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated, and
+    neither is one in ``shown`` (handles the reader already sees elsewhere, see
+    :func:`durable_locators`).
 
     Args:
         text: The payload (its first 200,000 characters are scanned).
         limit: At most this many locators.
         budget: At most this many characters in all (each locator counts its length plus two
             for the separator); ``None``: no character cap.
+        shown: Locators to leave out because they are visible elsewhere.
 
     Returns:
         The locators.
@@ -91,16 +104,22 @@ def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> l
     Example:
         >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
         ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
+        >>> find_locators("GET https://x.io/a -> /tmp/out.json", shown=frozenset({"/tmp/out.json"}))
+        ['https://x.io/a']
     """
+    return _fill(_ranked(text), limit, budget, shown)
+
+
+def _fill(ranked: list[str], limit: int, budget: int | None, shown: frozenset[str]) -> list[str]:
     out: list[str] = []
-    shown = ""
-    for token in _ranked(text):
-        if token in shown:
+    taken = ""
+    for token in ranked:
+        if token in shown or token in taken:
             continue
-        if len(out) >= limit or (budget is not None and len(shown) + len(token) + 2 > budget):
+        if len(out) >= limit or (budget is not None and len(taken) + len(token) + 2 > budget):
             break
         out.append(token)
-        shown += f"{token}, "
+        taken += f"{token}, "
     return out
 
 
@@ -117,23 +136,53 @@ def locator_budget(payload_chars: int) -> int:
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
 
-def stub_locators(sha256: str, payload: str) -> list[str]:
-    """:func:`find_locators` of a payload within :func:`locator_budget`, memoised by its hash.
+def stub_locators(sha256: str, payload: str, shown: frozenset[str] = frozenset()) -> list[str]:
+    """:func:`find_locators` of a payload within :func:`locator_budget`, ranked once per hash.
+
+    ``shown`` holds locators already visible elsewhere in the history (see
+    :func:`durable_locators`): they are left out, and the budget goes to the others.
 
     Example:
         >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)')
         ['report.md', '/srv/out', 'RPT-7', '412']
+        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
+        ...               frozenset({"report.md", "RPT-7"}))
+        ['/srv/out', '412']
     """
-    key = (sha256, len(payload))
+    ranked = _memo(("stub", sha256, len(payload)), lambda: _ranked(payload))
+    return _fill(ranked, 10**6, locator_budget(len(payload)), shown)
+
+
+def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[str]:
     with _LOCK:
         found = _MEMO.get(key)
+        if found is not None:
+            _MEMO.move_to_end(key)
     if found is None:
-        found = find_locators(payload, limit=10**6, budget=locator_budget(len(payload)))
+        found = compute()
         with _LOCK:
             _MEMO[key] = found
             if len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
     return found
+
+
+def durable_locators(texts: Iterable[str]) -> frozenset[str]:
+    """Every locator of ``texts``: the parts of a history that fold stubs need not repeat.
+
+    The caller passes what a fold leaves in view: the system prompt, the user messages and the
+    short arguments of tool calls (a span fold replaces only long argument values, see
+    :mod:`~langchain_pacms.lifecycle.actions`). Each text is scanned once (memoised).
+
+    Example:
+        >>> sorted(durable_locators(["user mia_li_3668 on HAT136", "fix src/app.py"]))
+        ['HAT136', 'mia_li_3668', 'src/app.py']
+    """
+    found: set[str] = set()
+    for text in texts:
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        found.update(_memo(("text", digest.hexdigest(), len(text)), lambda t=text: _ranked(t)))
+    return frozenset(found)
 
 
 def locator_lines(text: str, budget: int) -> list[str]:
