@@ -294,7 +294,7 @@ def _fold(
     listed = {"list_content": True} if isinstance(head.content, list) else {}
     rewritten = _rewrite(head, "", {**mark, **listed, "span": True})
     messages[obj.indices[0]] = rewritten.model_copy(update={"tool_calls": calls})
-    return [obj.indices[0], *targets]
+    return [*targets, obj.indices[0]]  # the stub first
 
 
 def _size(message: BaseMessage, count: Callable[[str], int]) -> int:
@@ -306,23 +306,27 @@ def _size(message: BaseMessage, count: Callable[[str], int]) -> int:
 
 
 def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
-    """The locators a fold never takes out of view, so a fold stub need not repeat them.
+    """The locators (and words) a fold leaves in view, so a fold stub need not repeat them.
 
-    They are those of the system prompt, the user messages and the short string arguments of
-    tool calls (a span fold only replaces long ones). Two exceptions keep this a bound rather
-    than a promise: a prune removes a superseded span's call (its planner checks the later
-    object holds the same values), and a very large later user message may itself be folded
-    (its stub keeps its own locators).
+    They are those of the system prompt, the user messages, the short string arguments of tool
+    calls (a span fold only replaces long ones) and the fold stubs already in the history (a
+    folded object is never folded again). Two exceptions keep this a bound rather than a
+    promise: a prune removes a superseded span's call (its planner checks the later object
+    holds the same values), and a very large later user message may itself be folded (its
+    stub keeps its own locators). See :func:`~langchain_pacms.lifecycle.locators.
+    durable_locators`.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
-        >>> sorted(visible_locators([HumanMessage("fix HAT039"), AIMessage("", tool_calls=[call])]))
-        ['HAT039', 'src/app.py']
+        >>> shown = visible_locators([HumanMessage("fix HAT039"), AIMessage("", tool_calls=[call])])
+        >>> {"HAT039", "src/app.py"} <= shown, "read" in shown
+        (True, False)
     """
     texts: list[str] = []
     for m in messages:
-        if m.type in ("system", "human"):
+        mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
+        if m.type in ("system", "human") or mark.get("state") == "folded":
             texts.append(_content_payload(m.content))
         for call in getattr(m, "tool_calls", None) or []:
             texts.extend(v for v in (call.get("args") or {}).values()
@@ -470,6 +474,8 @@ def apply_actions(
             touched.update(dict.fromkeys(indices))
             if record is not None:
                 sidecars.append(record)
+                if shown is not None:  # a later stub need not repeat this one's locators
+                    shown = shown | durable_locators([str(out[indices[0]].content)])
         now = 0
         if action.op != "prune":
             now = sum(_size(out[i], count) for i in obj.indices) - sum(

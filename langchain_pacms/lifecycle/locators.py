@@ -56,6 +56,7 @@ _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
 _NUMBER = r"\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
 _LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
+_WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
 _RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
 _SCAN = 200_000  # characters of a payload scanned
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
@@ -168,20 +169,27 @@ def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[s
 
 
 def durable_locators(texts: Iterable[str]) -> frozenset[str]:
-    """Every locator of ``texts``: the parts of a history that fold stubs need not repeat.
+    """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
 
     The caller passes what a fold leaves in view: the system prompt, the user messages and the
     short arguments of tool calls (a span fold replaces only long argument values, see
-    :mod:`~langchain_pacms.lifecycle.actions`). Each text is scanned once (memoised).
+    :mod:`~langchain_pacms.lifecycle.actions`). Besides their locators, their words (runs of
+    letters, digits and ``_.@:/+-`` inside a word) count, so a quoted value such as ``economy``
+    that the policy prompt names unquoted is not repeated either. Each text is scanned once
+    (memoised).
 
     Example:
-        >>> sorted(durable_locators(["user mia_li_3668 on HAT136", "fix src/app.py"]))
-        ['HAT136', 'mia_li_3668', 'src/app.py']
+        >>> shown = durable_locators(['user mia_li_3668 on HAT136, cabin "economy"'])
+        >>> sorted(t for t in shown if not t.islower())
+        ['HAT136']
+        >>> {"mia_li_3668", "economy"} <= shown
+        True
     """
     found: set[str] = set()
     for text in texts:
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
-        found.update(_memo(("text", digest.hexdigest(), len(text)), lambda t=text: _ranked(t)))
+        found.update(_memo(("text", digest.hexdigest(), len(text)),
+                           lambda t=text: [*_ranked(t), *_WORDS.findall(t[:_SCAN])]))
     return frozenset(found)
 
 
