@@ -578,7 +578,8 @@ def restore(
     targets = results or [obj.indices[0]]
     head = out[obj.indices[0]]
     span = bool((head.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("span"))
-    payload = json.loads(record.payload) if span else {"results": record.payload}
+    payload: dict[str, Any] = json.loads(record.payload) if span else {
+        "results": record.payload}
     if len(targets) > 1:
         texts = [str(part["content"]) for part in json.loads(payload["results"])]
     else:

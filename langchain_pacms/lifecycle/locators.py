@@ -34,6 +34,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from functools import partial
 
 __all__ = [
     "durable_locators",
@@ -168,6 +169,10 @@ def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[s
     return found
 
 
+def _words(text: str) -> list[str]:
+    return [*_ranked(text), *_WORDS.findall(text[:_SCAN])]
+
+
 def durable_locators(texts: Iterable[str]) -> frozenset[str]:
     """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
 
@@ -188,8 +193,7 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
     found: set[str] = set()
     for text in texts:
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
-        found.update(_memo(("text", digest.hexdigest(), len(text)),
-                           lambda t=text: [*_ranked(t), *_WORDS.findall(t[:_SCAN])]))
+        found.update(_memo(("text", digest.hexdigest(), len(text)), partial(_words, text)))
     return frozenset(found)
 
 

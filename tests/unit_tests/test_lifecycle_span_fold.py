@@ -172,3 +172,9 @@ def test_the_heuristic_folds_whole_spans_and_proposes_nothing_that_saves_nothing
 def test_fold_calls_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="fold_calls"):
         HeuristicPlanner(fold_calls="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("price", [-0.1, 1.0])
+def test_the_cached_price_must_be_a_share_below_one(price: float) -> None:
+    with pytest.raises(ValueError, match="cached_price"):
+        LifecycleHarness(HeuristicPlanner(), cached_price=price)
