@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 from collections import OrderedDict
@@ -65,6 +64,8 @@ _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
 _MEMO: OrderedDict[tuple[str, str, int], list[str]] = OrderedDict()
 _MEMO_SIZE = 8192
+_UNIONS: OrderedDict[tuple[str, ...], frozenset[str]] = OrderedDict()
+_UNIONS_SIZE = 16
 _LOCK = threading.Lock()
 
 
@@ -190,11 +191,20 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
         >>> {"mia_li_3668", "economy"} <= shown
         True
     """
+    key = tuple(texts)  # the texts are the history's own strings: their hashes are cached
+    with _LOCK:
+        hit = _UNIONS.get(key)
+    if hit is not None:
+        return hit
     found: set[str] = set()
-    for text in texts:
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
-        found.update(_memo(("text", digest.hexdigest(), len(text)), partial(_words, text)))
-    return frozenset(found)
+    for text in key:
+        found.update(_memo(("text", text, 0), partial(_words, text)))
+    union = frozenset(found)
+    with _LOCK:
+        _UNIONS[key] = union
+        if len(_UNIONS) > _UNIONS_SIZE:
+            _UNIONS.popitem(last=False)
+    return union
 
 
 def locator_lines(text: str, budget: int) -> list[str]:
