@@ -55,7 +55,7 @@ from langchain_pacms.lifecycle import (
     check_actions,
     index_messages,
 )
-from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.lifecycle.objects import ContextIndex, by_message
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = [
@@ -112,6 +112,7 @@ def cut_points(
     return [eligible[int(offset + k * step)] for k in range(max_cuts)]
 
 
+@by_message  # the same messages are measured by every policy at every cut
 def _message_text(m: BaseMessage) -> str:
     calls = getattr(m, "tool_calls", None) or []
     args = " ".join(json.dumps(c.get("args") or {}, ensure_ascii=False) for c in calls)
@@ -284,6 +285,19 @@ class PolicyResult:
         self.rejected.update(cell["rejected"])
 
 
+_DEPENDENCIES: dict[tuple[str, str, int, int], set[str]] = {}
+
+
+def _dependencies(session: TraceSession, cut: int) -> set[str]:
+    """:func:`_judge_inputs` of a session's cut, computed once for every policy."""
+    key = (session.dataset, session.name, len(session.messages), cut)
+    if key not in _DEPENDENCIES:
+        if len(_DEPENDENCIES) > 20_000:
+            _DEPENDENCIES.clear()
+        _DEPENDENCIES[key] = _judge_inputs(session.messages, cut)
+    return _DEPENDENCIES[key]
+
+
 def _judge_inputs(
     messages: Sequence[BaseMessage], cut: int
 ) -> set[str]:
@@ -346,7 +360,7 @@ def _cut_cells(
         before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
         cell["pruned"].append(1 - after / before if before else 0.0)
         cell["pruned_non_system"].append(1 - after_ns / before_ns if before_ns else 0.0)
-        deps = _judge_inputs(messages, cut)
+        deps = _dependencies(session, cut)
         judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
         cell["with_dependencies"] += bool(deps)
         cell["strict"] += judged.strict

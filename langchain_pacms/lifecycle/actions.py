@@ -51,6 +51,7 @@ from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
     _content_payload,
+    by_message,
     payload_of,
 )
 
@@ -323,15 +324,18 @@ def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
         >>> {"HAT039", "src/app.py"} <= shown, "read" in shown
         (True, False)
     """
-    texts: list[str] = []
-    for m in messages:
-        mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
-        if m.type in ("system", "human") or mark.get("state") == "folded":
-            texts.append(_content_payload(m.content))
-        for call in getattr(m, "tool_calls", None) or []:
-            texts.extend(v for v in (call.get("args") or {}).values()
-                         if isinstance(v, str) and len(v) < LONG_ARGUMENT)
-    return durable_locators(texts)
+    return durable_locators([t for m in messages for t in _visible_texts(m)])
+
+
+@by_message
+def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
+    """The texts of one message that a fold leaves in view (see :func:`visible_locators`)."""
+    mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    kept = m.type in ("system", "human") or mark.get("state") == "folded"
+    return (*([_content_payload(m.content)] if kept else []),
+            *(v for call in getattr(m, "tool_calls", None) or []
+              for v in (call.get("args") or {}).values()
+              if isinstance(v, str) and len(v) < LONG_ARGUMENT))
 
 
 def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
