@@ -472,7 +472,10 @@ def apply_actions(
             drop.update(obj.indices)
         else:
             if shown is None and dedupe and action.op == "fold":
-                shown = visible_locators(messages)
+                # what this edit prunes is no longer visible: its call arguments do not count
+                gone = {i for a in actions if a.op == "prune" and a.target in index.by_id
+                        for i in index.by_id[a.target].indices}
+                shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
             indices, record = _rewrite_object(messages, out, obj, action, shown or frozenset(),
                                               mask_head, mask_tail)
             touched.update(dict.fromkeys(indices))

@@ -112,6 +112,20 @@ def test_fold_stubs_leave_out_locators_visible_elsewhere() -> None:
     assert "src/pkg/module_3.py" in visible_locators(msgs)
 
 
+def test_a_stub_repeats_a_locator_whose_only_other_copy_the_same_edit_prunes() -> None:
+    msgs = _history()
+    reread = {"name": "bash", "args": {"command": "cat src/pkg/module_3.py"}, "id": "c0"}
+    msgs[2:2] = [AIMessage("", tool_calls=[reread], id="a0"),
+                 ToolMessage("x = 1", tool_call_id="c0", id="t0")]
+    msgs[1] = HumanMessage("Fix the crash", id="h1")
+    index = index_messages(msgs, latest="step")
+    fold = Action("fold", "function:tool:2")
+    alone = str(apply_actions(msgs, index, [fold]).messages[5].content)
+    both = str(apply_actions(msgs, index, [Action("prune", "function:tool:1"), fold])
+               .messages[3].content)
+    assert "src/pkg/module_3.py" not in alone and "src/pkg/module_3.py" in both
+
+
 def test_a_later_stub_does_not_repeat_an_earlier_stub_in_the_same_edit() -> None:
     calls = [{"name": "lookup", "args": {"q": str(n)}, "id": f"c{n}"} for n in range(2)]
     record = json.dumps({"reservation": "ZFA04Y", "flight": "HAT136", "note": "x" * 400})
