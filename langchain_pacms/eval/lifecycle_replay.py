@@ -55,7 +55,7 @@ from langchain_pacms.lifecycle import (
     check_actions,
     index_messages,
 )
-from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.lifecycle.objects import ContextIndex, by_message
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = [
@@ -112,6 +112,7 @@ def cut_points(
     return [eligible[int(offset + k * step)] for k in range(max_cuts)]
 
 
+@by_message  # the same messages are measured by every policy at every cut
 def _message_text(m: BaseMessage) -> str:
     calls = getattr(m, "tool_calls", None) or []
     args = " ".join(json.dumps(c.get("args") or {}, ensure_ascii=False) for c in calls)
@@ -284,6 +285,19 @@ class PolicyResult:
         self.rejected.update(cell["rejected"])
 
 
+_DEPENDENCIES: dict[tuple[str, str, int, int], set[str]] = {}
+
+
+def _dependencies(session: TraceSession, cut: int) -> set[str]:
+    """:func:`_judge_inputs` of a session's cut, computed once for every policy."""
+    key = (session.dataset, session.name, len(session.messages), cut)
+    if key not in _DEPENDENCIES:
+        if len(_DEPENDENCIES) > 20_000:
+            _DEPENDENCIES.clear()
+        _DEPENDENCIES[key] = _judge_inputs(session.messages, cut)
+    return _DEPENDENCIES[key]
+
+
 def _judge_inputs(
     messages: Sequence[BaseMessage], cut: int
 ) -> set[str]:
@@ -346,7 +360,7 @@ def _cut_cells(
         before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
         cell["pruned"].append(1 - after / before if before else 0.0)
         cell["pruned_non_system"].append(1 - after_ns / before_ns if before_ns else 0.0)
-        deps = _judge_inputs(messages, cut)
+        deps = _dependencies(session, cut)
         judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
         cell["with_dependencies"] += bool(deps)
         cell["strict"] += judged.strict
@@ -419,6 +433,7 @@ def cost_replay(
     cached_price: float = 0.1,
     counter: TokenCounter | None = None,
     edit: Callable[[list[BaseMessage]], list[BaseMessage]] | None = None,
+    cache_aware: bool = False,
 ) -> tuple[float, int]:
     """Cache-adjusted input cost of a session with ``planner`` in the loop (``None``: none).
 
@@ -426,7 +441,8 @@ def cost_replay(
     replaces the state. The call's input is the state (or ``edit(state)``: an edit of the
     outgoing request only, never committed, as LangChain's context editing does): the part equal
     to the previous call's input (same messages, same content, from the start) is priced
-    ``cached_price``, the rest 1.
+    ``cached_price``, the rest 1. With ``cache_aware`` the harness also commits only when that
+    pays at ``cached_price`` (:meth:`~langchain_pacms.lifecycle.LifecycleHarness.pays`).
 
     Returns:
         The priced cost and the number of commits.
@@ -434,7 +450,7 @@ def cost_replay(
     count = counter or TokenCounter()
     harness = (
         LifecycleHarness(planner, threshold=threshold, boundary=boundary,  # type: ignore[arg-type]
-                         token_counter=count)
+                         token_counter=count, cached_price=cached_price if cache_aware else None)
         if planner is not None else None
     )
     state: list[BaseMessage] = []
@@ -470,8 +486,11 @@ HEURISTIC_GRID: tuple[dict[str, Any], ...] = (
     {"fold_min_tokens": 120, "mask_min_tokens": 120, "keep_above": 0.8, "keep_recent": 1},
     {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 1},
     {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0},
+    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0,
+     "fold_calls": False},
 )
-"""Heuristic planner settings tried on the development split.
+"""Heuristic planner settings tried on the development split (the last one folds tool results
+alone, as the planner did before span folds).
 
 The one chosen prunes most among those at or above :data:`DEV_STRICT` strict no-impact on the
 development split (the target's bar); if none reaches it, the one with the highest strict rate.
@@ -495,13 +514,13 @@ BASELINE_COST_THRESHOLDS = (0.0, 0.3)
 
 
 def _session_cost(
-    session: TraceSession, policy: str, settings: Mapping[str, Any], threshold: float,
-    boundary: str, cached_price: float, count: TokenCounter, cache: ReplayCache | None,
-    llm: Any = None,
+    session: TraceSession, run: CostRun, boundary: str, cached_price: float,
+    count: TokenCounter, cache: ReplayCache | None, llm: Any = None,
 ) -> tuple[float, int]:
-    """:func:`cost_replay` of one session under ``policy`` (cached like the per-cut cells)."""
+    """:func:`cost_replay` of one session for one run (cached like the per-cut cells)."""
+    _, policy, settings, threshold, aware = run
     key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
-               settings, threshold, boundary, cached_price)
+               settings, threshold, boundary, cached_price, *(["cache-aware"] if aware else []))
     found = cache.get(key) if cache is not None else None
     if found is not None:
         return float(found[0]), int(found[1])
@@ -516,29 +535,37 @@ def _session_cost(
     elif policy != "none":
         planner = PolicyPlanner(policy, POLICIES[policy](), count)
     cost, commits = cost_replay(session, planner, threshold=threshold, boundary=boundary,
-                                cached_price=cached_price, counter=count, edit=edit)
+                                cached_price=cached_price, counter=count, edit=edit,
+                                cache_aware=aware)
     if cache is not None:
         cache.put(key, [cost, commits])
     return cost, commits
 
 
+CostRun = tuple[str, str, Mapping[str, Any], float, bool]
+"""``(label, policy, settings, threshold, cache-aware)`` of one whole-session cost replay."""
+
+
 def _cost_runs(
     best: Mapping[str, Any], thresholds: Sequence[float], llm: Mapping[str, Any] | None = None,
-) -> list[tuple[str, str, Mapping[str, Any], float]]:
-    """``(label, policy, settings, threshold)`` of every whole-session cost replay.
+) -> list[CostRun]:
+    """Every whole-session cost replay.
 
-    LangChain's context editing edits every request and commits nothing, so it has one run;
-    an LLM planner (``llm``: its settings) runs at the harness's default threshold.
+    The heuristic runs at each threshold, and once with the cache-aware commit rule at threshold
+    0 (``heuristic@0.0+cache``: commit whenever it pays). LangChain's context editing edits
+    every request and commits nothing, so it has one run; an LLM planner (``llm``: its
+    settings) runs at the harness's default threshold.
     """
-    runs: list[tuple[str, str, Mapping[str, Any], float]] = [("none", "none", {}, 0.0)]
-    runs += [(f"heuristic@{t}", "heuristic", best, t) for t in thresholds]
+    runs: list[CostRun] = [("none", "none", {}, 0.0, False)]
+    runs += [(f"heuristic@{t}", "heuristic", best, t, False) for t in thresholds]
+    runs.append(("heuristic@0.0+cache", "heuristic", best, 0.0, True))
     if llm is not None:
-        runs.append(("llm@0.3", "llm", llm, 0.3))
+        runs.append(("llm@0.3", "llm", llm, 0.3, False))
     for name in BASELINES[1:]:
         if name == "clear-tool-uses":
-            runs.append((name, name, {}, 0.0))
+            runs.append((name, name, {}, 0.0, False))
         else:
-            runs += [(f"{name}@{t}", name, {}, t) for t in BASELINE_COST_THRESHOLDS]
+            runs += [(f"{name}@{t}", name, {}, t, False) for t in BASELINE_COST_THRESHOLDS]
     return runs
 
 
@@ -609,11 +636,11 @@ def run_lifecycle_eval(
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
         start = time.perf_counter()
-        for label, name, run_settings, t in _cost_runs(best, thresholds, llm):
+        for run in _cost_runs(best, thresholds, llm):
+            label, name = run[0], run[1]
             total_cost, commits = 0.0, 0
             for s in test:
-                c, k = _session_cost(s, name, run_settings, t, boundary, cached_price, counter,
-                                     cache, planner)
+                c, k = _session_cost(s, run, boundary, cached_price, counter, cache, planner)
                 total_cost, commits = total_cost + c, commits + k
                 tick()
             costs[label] = total_cost

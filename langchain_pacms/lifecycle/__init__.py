@@ -23,6 +23,7 @@ from langchain_pacms.lifecycle.actions import (
     mask_text,
     provider_problems,
     restore,
+    span_payload,
 )
 from langchain_pacms.lifecycle.harness import (
     COMMIT_EVENT,
@@ -96,6 +97,7 @@ __all__ = [
     "provider_problems",
     "recent_turns",
     "restore",
+    "span_payload",
 ]
 
 _LAZY = {"LifecycleMiddleware", "LifecycleState"}

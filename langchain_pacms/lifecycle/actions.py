@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_pacms.lifecycle.locators import (
+    durable_locators,
     find_locators,
     locator_budget,
     locator_lines,
@@ -49,22 +50,35 @@ from langchain_pacms.lifecycle.objects import (
     LIFECYCLE_KEY,
     ContextIndex,
     ContextObject,
+    _content_payload,
+    by_message,
     payload_of,
 )
 
 __all__ = [
+    "LONG_ARGUMENT",
     "Action",
     "ActionResult",
     "Op",
+    "Scope",
     "SidecarRecord",
+    "action_gain",
     "apply_actions",
+    "call_texts",
     "find_locators",
     "mask_text",
     "provider_problems",
     "restore",
+    "span_payload",
+    "visible_locators",
 ]
 
 Op = Literal["fold", "mask", "prune"]
+Scope = Literal["output", "span"]
+
+LONG_ARGUMENT = 200
+"""Characters from which a span fold replaces a tool call's string argument with a pointer."""
+
 
 @dataclass(frozen=True)
 class Action:
@@ -74,15 +88,22 @@ class Action:
         op: ``fold``, ``mask`` or ``prune``.
         target: The object id.
         reason: Why (shown in logs and events).
+        scope: For a fold of a tool span: ``"output"`` (default) folds its results and leaves
+            the call message as it is; ``"span"`` also folds the call message's text and its
+            long string arguments (:data:`LONG_ARGUMENT` characters or more), which the
+            payload (:func:`span_payload`) keeps byte for byte.
 
     Example:
         >>> Action("prune", "function:tool:2", "the same file is read again later").op
         'prune'
+        >>> Action("fold", "function:tool:2", "old script", scope="span").scope
+        'span'
     """
 
     op: Op
     target: str
     reason: str = ""
+    scope: Scope = "output"
 
 
 @dataclass(frozen=True)
@@ -208,12 +229,51 @@ def _rewrite(message: BaseMessage, content: str, mark: Mapping[str, Any]) -> Bas
     return message.model_copy(update={"content": content, "additional_kwargs": kwargs})
 
 
+def span_payload(messages: Sequence[BaseMessage], obj: ContextObject) -> str:
+    r"""The payload of a span fold: the call message's text and calls, and the results.
+
+    A JSON object ``{"text", "tool_calls", "results"}``: ``text`` is the call message's content
+    (list content as JSON), ``tool_calls`` its calls (name, args, id), ``results`` the
+    :func:`~langchain_pacms.lifecycle.objects.payload_of` of the span.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
+        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> payload = json.loads(span_payload(msgs, index_messages(msgs).objects[0]))
+        >>> payload["text"], payload["tool_calls"][0]["args"], payload["results"]
+        ('look', {'command': 'ls'}, 'a.py')
+    """
+    head = messages[obj.indices[0]]
+    calls = [{"name": c.get("name"), "args": c.get("args") or {}, "id": c.get("id")}
+             for c in getattr(head, "tool_calls", None) or []]
+    text = _content_payload(head.content)
+    return json.dumps({"text": text, "tool_calls": calls, "results": payload_of(messages,
+                       obj.indices)}, ensure_ascii=False, default=str)
+
+
+def _short_args(args: Mapping[str, Any], pointer: str) -> dict[str, Any]:
+    """``args`` with each long string value replaced by ``pointer``."""
+    return {k: pointer if isinstance(v, str) and len(v) >= LONG_ARGUMENT else v
+            for k, v in args.items()}
+
+
+def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) -> bool:
+    return (scope == "span" and obj.kind == "tool" and len(obj.indices) > 1
+            and isinstance(messages[obj.indices[0]], AIMessage))
+
+
 def _fold(
-    messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str]
+    messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str],
+    span: bool,
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     # a tool result's stub follows its call: the call is in view, the stub gives only the size
     shown = record.description.rsplit(" -> ", 1)[-1] if results else record.description
+    if span:
+        shown = f"{shown} with the call's text and long arguments"
     stub = (
         f"[folded {obj.id}: {shown}; exact payload via "
         f'recover_context("{obj.id}")'
@@ -226,7 +286,56 @@ def _fold(
         # list content is stored as JSON; the mark says so, for restore to parse it back
         listed = {"list_content": True} if isinstance(messages[i].content, list) else {}
         messages[i] = _rewrite(messages[i], text, {**mark, **listed})
-    return targets
+    if not span:
+        return targets
+    head = messages[obj.indices[0]]
+    assert isinstance(head, AIMessage)
+    pointer = f"[folded with {obj.id}]"
+    calls = [{**c, "args": _short_args(c.get("args") or {}, pointer)} for c in head.tool_calls]
+    listed = {"list_content": True} if isinstance(head.content, list) else {}
+    rewritten = _rewrite(head, "", {**mark, **listed, "span": True})
+    messages[obj.indices[0]] = rewritten.model_copy(update={"tool_calls": calls})
+    return [*targets, obj.indices[0]]  # the stub first
+
+
+def _size(message: BaseMessage, count: Callable[[str], int]) -> int:
+    """Tokens of a message's content and, for a call message, of its calls' arguments."""
+    calls = getattr(message, "tool_calls", None) or []
+    args = sum(count(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str))
+               for c in calls)
+    return count(str(message.content)) + args
+
+
+def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
+    """The locators (and words) a fold leaves in view, so a fold stub need not repeat them.
+
+    They are those of the system prompt, the user messages, the short string arguments of tool
+    calls (a span fold only replaces long ones) and the fold stubs already in the history (a
+    folded object is never folded again). Two exceptions keep this a bound rather than a
+    promise: a prune removes a superseded span's call (its planner checks the later object
+    holds the same values), and a very large later user message may itself be folded (its
+    stub keeps its own locators). See :func:`~langchain_pacms.lifecycle.locators.
+    durable_locators`.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> shown = visible_locators([HumanMessage("fix HAT039"), AIMessage("", tool_calls=[call])])
+        >>> {"HAT039", "src/app.py"} <= shown, "read" in shown
+        (True, False)
+    """
+    return durable_locators([t for m in messages for t in _visible_texts(m)])
+
+
+@by_message
+def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
+    """The texts of one message that a fold leaves in view (see :func:`visible_locators`)."""
+    mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    kept = m.type in ("system", "human") or mark.get("state") == "folded"
+    return (*([_content_payload(m.content)] if kept else []),
+            *(v for call in getattr(m, "tool_calls", None) or []
+              for v in (call.get("args") or {}).values()
+              if isinstance(v, str) and len(v) < LONG_ARGUMENT))
 
 
 def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
@@ -241,6 +350,71 @@ def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int)
     return targets
 
 
+def _rewrite_object(
+    messages: Sequence[BaseMessage], out: list[BaseMessage], obj: ContextObject, action: Action,
+    shown: frozenset[str], mask_head: int, mask_tail: int,
+) -> tuple[list[int], SidecarRecord | None]:
+    """Fold or mask ``obj`` in ``out`` (a copy of ``messages``): the rewritten indices, a record."""
+    if action.op == "mask":
+        return _mask(out, obj, mask_head, mask_tail), None
+    if action.op != "fold":
+        raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
+    span = _is_span(messages, obj, action.scope)
+    results = payload_of(messages, obj.indices)
+    payload = span_payload(messages, obj) if span else results
+    record = SidecarRecord.of(obj.id, payload, obj.kind, obj.lineage,
+                              _describe(messages, obj, results))
+    # a span's locators come from its texts as written, not from their JSON-escaped payload
+    source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else payload
+    locators = stub_locators(record.sha256, source, shown)
+    return _fold(out, obj, record, locators, span), record
+
+
+def call_texts(head: BaseMessage) -> list[str]:
+    """What a span fold takes from a call message: its text and its long string arguments.
+
+    Example:
+        >>> call = {"name": "sh", "args": {"command": "x" * 300, "timeout": "9"}, "id": "c"}
+        >>> [len(t) for t in call_texts(AIMessage("why", tool_calls=[call]))]
+        [3, 300]
+    """
+    long = [v for c in getattr(head, "tool_calls", None) or []
+            for v in (c.get("args") or {}).values()
+            if isinstance(v, str) and len(v) >= LONG_ARGUMENT]
+    return [_content_payload(head.content), *long]
+
+
+def action_gain(
+    messages: Sequence[BaseMessage],
+    obj: ContextObject,
+    action: Action,
+    *,
+    shown: frozenset[str] = frozenset(),
+    mask_head: int = 400,
+    mask_tail: int = 200,
+) -> int:
+    """Characters a fold or mask of ``obj`` takes out of view (negative: the stub is larger).
+
+    A planner calls it to leave out actions that save nothing (prune always saves the whole
+    object). ``shown`` is what :func:`visible_locators` gives for ``messages``.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "cat", "args": {"path": "a.txt"}, "id": "c1"}
+        >>> msgs = [HumanMessage("go", id="h"), AIMessage("", tool_calls=[call], id="a"),
+        ...         ToolMessage("ok", tool_call_id="c1", id="t")]
+        >>> obj = index_messages(msgs).objects[1]
+        >>> action_gain(msgs, obj, Action("fold", obj.id)) < 0  # a stub for "ok" costs more
+        True
+    """
+    if action.op == "prune":
+        return sum(_size(messages[i], len) for i in obj.indices)
+    out = list(messages)
+    indices, _ = _rewrite_object(messages, out, obj, action, shown, mask_head, mask_tail)
+    return sum(_size(messages[i], len) - _size(out[i], len) for i in indices)
+
+
 def apply_actions(
     messages: Sequence[BaseMessage],
     index: ContextIndex,
@@ -249,11 +423,14 @@ def apply_actions(
     token_counter: Any = None,
     mask_head: int = 400,
     mask_tail: int = 200,
+    dedupe: bool = True,
 ) -> ActionResult:
     """Apply actions to a copy of ``messages`` (one action per object; the first one wins).
 
     No validation happens here beyond the target existing (see
-    :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` for the full checks).
+    :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` for the full checks). A fold
+    stub leaves out the locators that stay visible elsewhere (:func:`visible_locators`) unless
+    ``dedupe`` is off (for a caller that may drop those messages itself).
 
     Args:
         messages: The history that ``index`` was built from. Not modified.
@@ -262,6 +439,7 @@ def apply_actions(
         token_counter: Counter for ``tokens_after`` (default: offline ``o200k_base``).
         mask_head: Characters a mask keeps at the start of each content.
         mask_tail: Characters a mask keeps at the end.
+        dedupe: Leave out of fold stubs the locators visible elsewhere.
 
     Returns:
         The :class:`ActionResult`.
@@ -281,6 +459,7 @@ def apply_actions(
     done: set[str] = set()
     saved: dict[str, int] = {}
     before = after = 0
+    shown: frozenset[str] | None = None
     for action in actions:
         obj = index.by_id[action.target]
         if obj.kind == "system":
@@ -291,22 +470,23 @@ def apply_actions(
         before += obj.tokens
         if action.op == "prune":
             drop.update(obj.indices)
-        elif action.op == "fold":
-            payload = payload_of(messages, obj.indices)
-            record = SidecarRecord.of(
-                obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, payload)
-            )
-            sidecars.append(record)
-            locators = stub_locators(record.sha256, payload)
-            touched.update(dict.fromkeys(_fold(out, obj, record, locators)))
-        elif action.op == "mask":
-            touched.update(dict.fromkeys(_mask(out, obj, mask_head, mask_tail)))
         else:
-            raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
+            if shown is None and dedupe and action.op == "fold":
+                # what this edit prunes is no longer visible: its call arguments do not count
+                gone = {i for a in actions if a.op == "prune" and a.target in index.by_id
+                        for i in index.by_id[a.target].indices}
+                shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
+            indices, record = _rewrite_object(messages, out, obj, action, shown or frozenset(),
+                                              mask_head, mask_tail)
+            touched.update(dict.fromkeys(indices))
+            if record is not None:
+                sidecars.append(record)
+                if shown is not None:  # a later stub need not repeat this one's locators
+                    shown = shown | durable_locators([str(out[indices[0]].content)])
         now = 0
         if action.op != "prune":
-            now = sum(count(str(out[i].content)) for i in obj.indices) - sum(
-                count(str(messages[i].content)) for i in obj.indices
+            now = sum(_size(out[i], count) for i in obj.indices) - sum(
+                _size(messages[i], count) for i in obj.indices
             ) + obj.tokens
         after += now
         saved[obj.id] = obj.tokens - now
@@ -363,8 +543,9 @@ def restore(
 
     The folded messages get their exact original content back and lose the lifecycle mark; ids,
     ``tool_calls`` and ``tool_call_id`` are untouched, so ``payload_of`` of the restored object
-    equals ``record.payload`` byte for byte. ``ActionResult.applied`` is empty (restore is not
-    a plannable action); ``replaced`` holds the restored messages.
+    equals ``record.payload`` byte for byte. A span fold's call message gets its text and calls
+    back too (its ``span_payload`` equals the record's). ``ActionResult.applied`` is empty
+    (restore is not a plannable action); ``replaced`` holds the restored messages.
 
     Args:
         messages: The history that ``index`` was built from. Not modified.
@@ -402,20 +583,29 @@ def restore(
     out = list(messages)
     results = [i for i in obj.indices if isinstance(out[i], ToolMessage)]
     targets = results or [obj.indices[0]]
+    head = out[obj.indices[0]]
+    span = bool((head.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("span"))
+    payload: dict[str, Any] = json.loads(record.payload) if span else {
+        "results": record.payload}
     if len(targets) > 1:
-        texts = [str(part["content"]) for part in json.loads(record.payload)]
+        texts = [str(part["content"]) for part in json.loads(payload["results"])]
     else:
-        texts = [record.payload]
+        texts = [payload["results"]]
+    changes: list[tuple[int, str, dict[str, Any]]] = [(i, t, {}) for i, t in zip(targets, texts,
+                                                                                strict=True)]
+    if span:
+        calls = [{**c, "type": "tool_call"} for c in payload["tool_calls"]]
+        changes.insert(0, (obj.indices[0], payload["text"], {"tool_calls": calls}))
     count = resolve_token_counter(token_counter)
     replaced: dict[str, BaseMessage] = {}
     after = obj.tokens
-    for i, text in zip(targets, texts, strict=True):
+    for i, text, extra in changes:
         old = out[i]
         mark = old.additional_kwargs.get(LIFECYCLE_KEY) or {}
         content: str | list[Any] = json.loads(text) if mark.get("list_content") else text
         kwargs = {k: v for k, v in old.additional_kwargs.items() if k != LIFECYCLE_KEY}
-        out[i] = old.model_copy(update={"content": content, "additional_kwargs": kwargs})
-        after += count(str(out[i].content)) - count(str(old.content))
+        out[i] = old.model_copy(update={"content": content, "additional_kwargs": kwargs, **extra})
+        after += _size(out[i], count) - _size(old, count)
         if old.id:
             replaced[str(old.id)] = out[i]
     return ActionResult(out, (), replaced, (), (), obj.tokens, max(after, 0))

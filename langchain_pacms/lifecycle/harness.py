@@ -8,8 +8,10 @@ One :meth:`LifecycleHarness.step` per agent step (before a model call, for examp
    are *staged*, rejected ones counted with their reasons;
 3. re-check everything staged against the current history and commit only when the expected
    pruned share of the active view reaches ``threshold`` (default 0.3) or the view exceeds
-   ``max_active_tokens``. Every folded payload is written to the sidecar store first (and
-   every masked or pruned original to the audit namespace); a failed write means no commit.
+   ``max_active_tokens``; with ``cached_price`` also only when it pays under prompt caching
+   (see :meth:`LifecycleHarness.pays`). Every folded payload is written to the sidecar store
+   first (and every masked or pruned original to the audit namespace); a failed write means no
+   commit.
 
 A :class:`Commit` carries the new message list and ``updates``: the ``RemoveMessage`` and
 same-id replacements a LangGraph ``messages`` channel (``add_messages``) applies, so the edit
@@ -229,10 +231,14 @@ class LifecycleHarness:
         mask_head: Characters a mask keeps at the start.
         mask_tail: Characters a mask keeps at the end.
         log_path: Append one JSONL record per commit to this file.
+        cached_price: The price of a cached input token relative to an uncached one (``0.1``
+            for many providers); when set, a commit must also pay under prompt caching
+            (:meth:`pays`). ``None`` (default): the share threshold alone decides.
 
     Raises:
         TypeError: If ``planner`` does not follow the planner protocol.
-        ValueError: If ``threshold``, ``max_active_tokens`` or ``boundary`` is out of range.
+        ValueError: If ``threshold``, ``max_active_tokens``, ``boundary`` or ``cached_price``
+            is out of range.
     """
 
     def __init__(
@@ -247,6 +253,7 @@ class LifecycleHarness:
         mask_head: int = 400,
         mask_tail: int = 200,
         log_path: str | os.PathLike[str] | None = None,
+        cached_price: float | None = None,
     ) -> None:
         if not isinstance(planner, Planner):
             raise TypeError(
@@ -257,12 +264,15 @@ class LifecycleHarness:
         if max_active_tokens is not None and max_active_tokens <= 0:
             raise ValueError(f"max_active_tokens must be positive, got {max_active_tokens!r}")
         at_boundary([], boundary)
+        if cached_price is not None and not 0.0 <= cached_price < 1.0:
+            raise ValueError(f"cached_price must be within [0, 1), got {cached_price!r}")
         for name, value in (("mask_head", mask_head), ("mask_tail", mask_tail)):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         self.planner = planner
         self.store: BaseStore = store if store is not None else InMemoryStore()
         self.threshold = threshold
+        self.cached_price = cached_price
         self.max_active_tokens = max_active_tokens
         self.boundary: Boundary = boundary
         self.token_counter: TokenCounter = resolve_token_counter(token_counter)
@@ -341,9 +351,45 @@ class LifecycleHarness:
         active = index.active_tokens
         if self.max_active_tokens is not None and active > self.max_active_tokens:
             return _Decision(index, checked, "max_active_tokens")
-        if active and checked.tokens_saved / active >= self.threshold and checked.tokens_saved:
+        share = checked.tokens_saved / active if active else 0.0
+        if checked.tokens_saved and share >= self.threshold and self.pays(messages, checked):
             return _Decision(index, checked, "threshold")
         return _Decision(index, checked, None)
+
+    def pays(self, messages: Sequence[BaseMessage], checked: Checked) -> bool:
+        """Whether committing ``checked`` pays under prompt caching (always, without a price).
+
+        A commit rewrites the history from its first changed message on, so the next call pays
+        that tail in full instead of at ``cached_price``: ``(1 - cached_price) x tail``. Each
+        later call then pays ``cached_price x saved`` less. The number of calls still to come
+        is taken to be the number made so far (model calls in ``messages``), so a commit pays
+        when ``cached_price x saved x calls >= (1 - cached_price) x tail``.
+
+        Example:
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langchain_pacms.lifecycle import HeuristicPlanner
+            >>> call = {"name": "cat", "args": {}, "id": "c1"}
+            >>> msgs = [HumanMessage("go", id="h"), AIMessage("", tool_calls=[call], id="a"),
+            ...         ToolMessage("x " * 400, tool_call_id="c1", id="t"),
+            ...         HumanMessage("and now the next part " * 50, id="h2")]
+            >>> harness = LifecycleHarness(HeuristicPlanner(), cached_price=0.1)
+            >>> checked = harness.check(msgs, harness.index(msgs),
+            ...                         [Action("fold", "function:tool:1")])
+            >>> harness.pays(msgs, checked)  # one call so far: too early to pay off
+            False
+            >>> harness.pays([*msgs[:3], *[AIMessage("...", id=f"r{n}") for n in range(9)],
+            ...               msgs[3]], checked)
+            True
+        """
+        if self.cached_price is None:
+            return True
+        new = checked.result.messages
+        first = next((i for i, (a, b) in enumerate(zip(messages, new, strict=False))
+                      if a.id != b.id or a.content != b.content), min(len(messages), len(new)))
+        tail = sum(self.token_counter(str(m.content)) for m in new[first:])
+        calls = sum(1 for m in messages if isinstance(m, AIMessage))
+        price = self.cached_price
+        return price * checked.tokens_saved * calls >= (1 - price) * tail
 
     def _records(
         self, messages: Sequence[BaseMessage], decision: _Decision

@@ -16,7 +16,12 @@ selector), its recency, and a prior by kind. The actions then follow the Self-GC
 * prune only what a later object supersedes: the same call (same signature) repeated later, or a
   later whole-file read of the same path;
 * fold large stable bodies (file reads, search results, API responses, long generated answers);
-  mask mid-size noisy output (test runs, build and command logs), keeping its head and tail.
+  mask mid-size noisy output (test runs, build and command logs), keeping its head and tail;
+* with ``fold_calls`` a tool span's fold also takes its call message's text and long arguments
+  (a heredoc script, an edit) into the sidecar (``scope="span"``), leaving the call's name and
+  short arguments in view;
+* an action whose stub or mask would not be smaller than what it replaces is not proposed
+  (:func:`~langchain_pacms.lifecycle.actions.action_gain`).
 
 The planner is deterministic and cheap: the per-object features (values found in a result, its
 words, whether it reads like a log) are cached by content hash, so re-planning a growing history
@@ -50,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_pacms.lifecycle.actions import Action
+from langchain_pacms.lifecycle.actions import Action, action_gain, call_texts, visible_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, payload_of
 from langchain_pacms.lifecycle.plan import Plan
 
@@ -288,6 +293,8 @@ class _Analysis:
     recency: dict[str, float]
     query: str
     first_user: str
+    messages: Sequence[BaseMessage]
+    shown: frozenset[str]
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -313,6 +320,8 @@ class HeuristicPlanner:
         keep_recent: Objects just before the latest turn that are never touched.
         keep_above: An object whose future value is at least this is kept, however large
             (superseded objects are pruned whatever their value).
+        fold_calls: Fold a tool span with its call message's text and long arguments
+            (``scope="span"``) rather than its results alone.
         recency_half_life: Number of objects after which recency halves.
         cache_size: Objects whose features (values, words, log markers) stay cached, by content
             hash (``0``: no cache).
@@ -338,6 +347,7 @@ class HeuristicPlanner:
         user_fold_min_tokens: int = 4_000,
         keep_recent: int = 2,
         keep_above: float = 0.6,
+        fold_calls: bool = True,
         recency_half_life: float = 12.0,
         cache_size: int = 4_096,
     ) -> None:
@@ -353,7 +363,10 @@ class HeuristicPlanner:
             raise ValueError(f"keep_above must be in (0, 1], got {keep_above!r}")
         if not isinstance(recency_half_life, (int, float)) or recency_half_life <= 0:
             raise ValueError(f"recency_half_life must be > 0, got {recency_half_life!r}")
+        if not isinstance(fold_calls, bool):
+            raise TypeError(f"fold_calls must be a bool, got {type(fold_calls).__name__}")
         self.keep_above = float(keep_above)
+        self.fold_calls = fold_calls
         self.recency_half_life = float(recency_half_life)
         self._cache: OrderedDict[tuple[str, str], _Features] = OrderedDict()
 
@@ -449,6 +462,8 @@ class HeuristicPlanner:
             recency,
             query,
             first_user,
+            messages,
+            visible_locators(messages),
         )
 
     @staticmethod
@@ -582,13 +597,27 @@ class HeuristicPlanner:
             )
         return None
 
+    def _scoped(self, a: _Analysis, obj: ContextObject, action: Action | None) -> Action | None:
+        """A tool span's fold with ``scope="span"`` when its call has text or long arguments."""
+        if action is None or action.op != "fold" or obj.kind != "tool" or not self.fold_calls:
+            return action
+        if not any(call_texts(a.messages[obj.indices[0]])):
+            return action
+        return Action("fold", obj.id, f"{action.reason}; with its call's text and arguments",
+                      scope="span")
+
     def _decide(self, a: _Analysis, relevance: Mapping[str, float], failure: str) -> Plan:
         best = max(relevance.values(), default=0.0)
         scale = max(best, _REL_FLOOR)
         actions: list[Action] = []
+        idle = 0
         for obj in a.candidates:
             value = self._value(a, obj, max(relevance.get(obj.id, 0.0), 0.0) / scale)
-            action = self._action(a, obj, value)
+            action = self._scoped(a, obj, self._action(a, obj, value))
+            if action is not None and action.op != "prune" and action_gain(
+                a.messages, obj, action, shown=a.shown
+            ) <= 0:
+                action, idle = None, idle + 1  # its stub or mask would not be smaller
             if action is not None:
                 actions.append(action)
         counts = {op: sum(1 for x in actions if x.op == op) for op in ("prune", "fold", "mask")}
@@ -596,7 +625,8 @@ class HeuristicPlanner:
         summary = (
             f"{counts['prune']} prune, {counts['fold']} fold, {counts['mask']} mask on "
             f"{len(a.candidates)} eligible of {len(a.index.objects)} objects; "
-            f"{targeted} of {a.index.active_tokens} tokens targeted"
+            f"{targeted} of {a.index.active_tokens} tokens targeted; {idle} left out as "
+            "saving nothing"
         )
         if failure:
             summary += f" (relevance by word overlap: embedding failed, {failure})"

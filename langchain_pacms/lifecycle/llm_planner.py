@@ -71,7 +71,9 @@ later step depends on.
 Actions:
 - fold: move the exact body to recoverable storage; the history keeps a stub with a pointer, \
 a one-line description and the locators (paths, URLs, ids, numbers) found in it. Use it for \
-large, stable bodies: file contents, search results, API responses, long generated reports.
+large, stable bodies: file contents, search results, API responses, long generated reports. \
+For a tool call, "scope": "span" also folds the call's own text and long arguments (a script \
+it wrote, an edit it made) when the agent no longer needs to see them.
 - mask: keep the head and tail, drop the middle for good. Use it only for noisy output such as \
 test runs, build logs and command output whose middle nobody will need.
 - prune: remove the object for good. Use it only when a later object supersedes it: the same \
@@ -90,7 +92,7 @@ user may ask to revise) is folded or left alone, never masked.
 
 Answer with one JSON object and nothing else:
 {"summary": "<one sentence>", "actions": [{"op": "fold|mask|prune", "target": "<object id>", \
-"reason": "<why, short>"}]}
+"reason": "<why, short>", "scope": "output|span (fold of a tool call only; default output)"}]}
 An empty "actions" list is a valid answer."""
 
 
@@ -105,6 +107,11 @@ class PlanAction(BaseModel):
     op: Literal["fold", "mask", "prune"] = Field(description="fold, mask or prune")
     target: str = Field(description="An object id from the index")
     reason: str = Field(default="", description="Why, in a few words")
+    scope: Literal["output", "span"] = Field(
+        default="output",
+        description="For a fold of a tool call: 'span' also folds the call's text and long "
+        "arguments; 'output' (default) folds its results only",
+    )
 
 
 class PlanSchema(BaseModel):
@@ -297,7 +304,13 @@ class LLMPlanner:
             return f"{target}: already {obj.state}", None
         if target in taken:
             return f"{target}: a second action on the same object", None
-        return "", Action(op, target, _one_line(str(item.get("reason") or ""), 200))
+        scope = item.get("scope") or "output"
+        if scope not in ("output", "span"):
+            return f"{target}: unknown scope {scope!r}", None
+        if scope == "span" and (op != "fold" or obj.kind != "tool"):
+            return f"{target}: scope 'span' is for a fold of a tool call only", None
+        reason = _one_line(str(item.get("reason") or ""), 200)
+        return "", Action(op, target, reason, "span" if scope == "span" else "output")
 
     # -- public ---------------------------------------------------------------------------------
     def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:

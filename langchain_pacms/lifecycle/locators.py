@@ -32,8 +32,16 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from functools import partial
 
-__all__ = ["find_locators", "locator_budget", "locator_lines", "stub_locators"]
+__all__ = [
+    "durable_locators",
+    "find_locators",
+    "locator_budget",
+    "locator_lines",
+    "stub_locators",
+]
 
 _EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
 _STRONG = (
@@ -48,13 +56,16 @@ _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
 _NUMBER = r"\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
 _LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
+_WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
 _RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
 _SCAN = 200_000  # characters of a payload scanned
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
-_MEMO: OrderedDict[tuple[str, int], list[str]] = OrderedDict()
-_MEMO_SIZE = 2048
+_MEMO: OrderedDict[tuple[str, str, int], list[str]] = OrderedDict()
+_MEMO_SIZE = 8192
+_UNIONS: OrderedDict[tuple[str, ...], frozenset[str]] = OrderedDict()
+_UNIONS_SIZE = 16
 _LOCK = threading.Lock()
 
 
@@ -74,16 +85,21 @@ def _ranked(text: str) -> list[str]:
     return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
 
 
-def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> list[str]:
+def find_locators(
+    text: str, limit: int = 12, *, budget: int | None = None, shown: frozenset[str] = frozenset()
+) -> list[str]:
     """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
 
-    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated.
+    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated, and
+    neither is one in ``shown`` (handles the reader already sees elsewhere, see
+    :func:`durable_locators`).
 
     Args:
         text: The payload (its first 200,000 characters are scanned).
         limit: At most this many locators.
         budget: At most this many characters in all (each locator counts its length plus two
             for the separator); ``None``: no character cap.
+        shown: Locators to leave out because they are visible elsewhere.
 
     Returns:
         The locators.
@@ -91,16 +107,22 @@ def find_locators(text: str, limit: int = 12, *, budget: int | None = None) -> l
     Example:
         >>> find_locators("1 2 30 GET https://x.io/a?b=1 -> /tmp/out.json, id=AB-12 in 3.5s")
         ['https://x.io/a?b=1', '/tmp/out.json', 'id=AB-12', '3.5']
+        >>> find_locators("GET https://x.io/a -> /tmp/out.json", shown=frozenset({"/tmp/out.json"}))
+        ['https://x.io/a']
     """
+    return _fill(_ranked(text), limit, budget, shown)
+
+
+def _fill(ranked: list[str], limit: int, budget: int | None, shown: frozenset[str]) -> list[str]:
     out: list[str] = []
-    shown = ""
-    for token in _ranked(text):
-        if token in shown:
+    taken = ""
+    for token in ranked:
+        if token in shown or token in taken:
             continue
-        if len(out) >= limit or (budget is not None and len(shown) + len(token) + 2 > budget):
+        if len(out) >= limit or (budget is not None and len(taken) + len(token) + 2 > budget):
             break
         out.append(token)
-        shown += f"{token}, "
+        taken += f"{token}, "
     return out
 
 
@@ -117,23 +139,72 @@ def locator_budget(payload_chars: int) -> int:
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
 
-def stub_locators(sha256: str, payload: str) -> list[str]:
-    """:func:`find_locators` of a payload within :func:`locator_budget`, memoised by its hash.
+def stub_locators(sha256: str, payload: str, shown: frozenset[str] = frozenset()) -> list[str]:
+    """:func:`find_locators` of a payload within :func:`locator_budget`, ranked once per hash.
+
+    ``shown`` holds locators already visible elsewhere in the history (see
+    :func:`durable_locators`): they are left out, and the budget goes to the others.
 
     Example:
         >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)')
         ['report.md', '/srv/out', 'RPT-7', '412']
+        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
+        ...               frozenset({"report.md", "RPT-7"}))
+        ['/srv/out', '412']
     """
-    key = (sha256, len(payload))
+    ranked = _memo(("stub", sha256, len(payload)), lambda: _ranked(payload))
+    return _fill(ranked, 10**6, locator_budget(len(payload)), shown)
+
+
+def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[str]:
     with _LOCK:
         found = _MEMO.get(key)
+        if found is not None:
+            _MEMO.move_to_end(key)
     if found is None:
-        found = find_locators(payload, limit=10**6, budget=locator_budget(len(payload)))
+        found = compute()
         with _LOCK:
             _MEMO[key] = found
             if len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
     return found
+
+
+def _words(text: str) -> list[str]:
+    return [*_ranked(text), *_WORDS.findall(text[:_SCAN])]
+
+
+def durable_locators(texts: Iterable[str]) -> frozenset[str]:
+    """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
+
+    The caller passes what a fold leaves in view: the system prompt, the user messages and the
+    short arguments of tool calls (a span fold replaces only long argument values, see
+    :mod:`~langchain_pacms.lifecycle.actions`). Besides their locators, their words (runs of
+    letters, digits and ``_.@:/+-`` inside a word) count, so a quoted value such as ``economy``
+    that the policy prompt names unquoted is not repeated either. Each text is scanned once
+    (memoised).
+
+    Example:
+        >>> shown = durable_locators(['user mia_li_3668 on HAT136, cabin "economy"'])
+        >>> sorted(t for t in shown if not t.islower())
+        ['HAT136']
+        >>> {"mia_li_3668", "economy"} <= shown
+        True
+    """
+    key = tuple(texts)  # the texts are the history's own strings: their hashes are cached
+    with _LOCK:
+        hit = _UNIONS.get(key)
+    if hit is not None:
+        return hit
+    found: set[str] = set()
+    for text in key:
+        found.update(_memo(("text", text, 0), partial(_words, text)))
+    union = frozenset(found)
+    with _LOCK:
+        _UNIONS[key] = union
+        if len(_UNIONS) > _UNIONS_SIZE:
+            _UNIONS.popitem(last=False)
+    return union
 
 
 def locator_lines(text: str, budget: int) -> list[str]:

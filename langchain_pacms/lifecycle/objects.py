@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -43,6 +44,8 @@ __all__ = [
     "index_messages",
     "payload_of",
 ]
+
+T = TypeVar("T")
 
 LIFECYCLE_KEY = "pacms_lifecycle"
 """Key in ``additional_kwargs`` of a rewritten message: ``{"object": id, "state": ...}``."""
@@ -181,6 +184,38 @@ def _marker(messages: Sequence[BaseMessage], indices: Sequence[int]) -> Mapping[
     return {}
 
 
+class by_message(Generic[T]):
+    """Memoise a function of one message by the message's identity.
+
+    Histories are re-indexed at every step, and their messages are never changed in place (an
+    edit makes a copy), so a value computed from a message object stays valid while the object
+    lives; each entry holds its message, so an id is not reused while it is cached.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> length = by_message(lambda m: len(m.content))
+        >>> m = HumanMessage("hello")
+        >>> length(m), length(m), length.hits
+        (5, 5, 1)
+    """
+
+    def __init__(self, fn: Callable[[BaseMessage], T], size: int = 50_000) -> None:
+        self.fn, self.size, self.hits = fn, size, 0
+        self._memo: OrderedDict[int, tuple[BaseMessage, T]] = OrderedDict()
+
+    def __call__(self, message: BaseMessage) -> T:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            self.hits += 1
+            return hit[1]
+        value = self.fn(message)
+        self._memo[id(message)] = (message, value)
+        if len(self._memo) > self.size:
+            self._memo.popitem(last=False)
+        return value
+
+
+@by_message
 def _signature(message: BaseMessage) -> str:
     calls = getattr(message, "tool_calls", None) or []
     return "\n".join(

@@ -124,6 +124,8 @@ def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action
         return "part of the latest turn"
     if any(not messages[i].id for i in obj.indices):
         return "a message without an id cannot be replaced or removed in state"
+    if action.scope != "output" and (action.op != "fold" or obj.kind != "tool"):
+        return f"scope {action.scope!r} applies to a fold of a tool span only"
     if action.op != "prune" and obj.state != "active":
         return f"already {obj.state}"  # a fold of a masked body would store the masked text
     return None

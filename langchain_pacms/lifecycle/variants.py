@@ -79,8 +79,9 @@ def fold_variants(
              and len(o.indices) > 1]
     if not spans:
         return {}
+    # no dedupe: the selector may drop the messages a stub would lean on
     folded = apply_actions(messages, index, [Action("fold", o.id) for o in spans],
-                           token_counter=token_counter)
+                           token_counter=token_counter, dedupe=False)
     records = {r.object_id: r for r in folded.sidecars}
     return {
         o.indices[0]: FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])

@@ -28,7 +28,9 @@ def test_example_folds_to_a_file_and_recovers_byte_exact(tmp_path):
                      .split(" -> "))
     assert after * 50 < before  # the stub is a small fraction of the payload
     assert 'recover_context("function:tool:1")' in out
-    assert "locators: /var/log/billing/2026-03.jsonl" in out  # paths rank first
+    stub = out.split("stub: ", 1)[1].split("\n", 1)[0]
+    assert "locators: /srv/billing/job_0.py" in stub  # paths rank first
+    assert "/var/log/billing/2026-03.jsonl" not in stub  # the call's argument shows it already
     assert "byte-exact True" in out
     assert "provider problems: none" in out
     rows = sqlite3.connect(db).execute(

@@ -573,6 +573,20 @@ def test_llm_invalid_actions_are_dropped_with_reasons():
     assert not only_bad.ok and (only_bad.rejected or "").startswith("no usable action: ")
 
 
+def test_llm_span_scope_is_read_and_checked():
+    text = json.dumps({"summary": "fold the old reads with their calls", "actions": [
+        {"op": "fold", "target": "function:tool:1", "scope": "span"},
+        {"op": "fold", "target": "function:tool:2"},
+        {"op": "mask", "target": "function:tool:3", "scope": "span"},
+        {"op": "fold", "target": "conversation:user:1", "scope": "everything"}]})
+    plan = llm_plan(text)
+    assert [(a.target, a.scope) for a in plan.actions] == [
+        ("function:tool:1", "span"), ("function:tool:2", "output")]
+    assert "function:tool:3: scope 'span' is for a fold of a tool call only" in plan.summary
+    assert "conversation:user:1: unknown scope 'everything'" in plan.summary
+    assert_applies_cleanly(llm_history().messages, plan)
+
+
 def test_llm_empty_plan_is_valid():
     plan = llm_plan(reply(summary="nothing worth changing"))
     assert plan.ok and plan.actions == () and plan.summary == "nothing worth changing"

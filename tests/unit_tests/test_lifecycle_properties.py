@@ -1,9 +1,10 @@
 """Property: any sequence of fold / mask / prune / restore keeps a provider-valid history.
 
-Random histories (user turns, assistant notes, tool calls with one or more results, unicode and
-NUL payloads) go through random rounds of checked actions and restores of folded objects; after
-every round the history is one a provider accepts, the latest turn is byte-for-byte untouched,
-and every folded object's sidecar holds its exact original payload.
+Random histories (user turns, assistant notes, tool calls with one or more results, call text
+and long arguments, unicode and NUL payloads) go through random rounds of checked actions (folds
+of results or of whole spans) and restores of folded objects; after every round the history is
+one a provider accepts, the latest turn is byte-for-byte untouched, every folded object's
+sidecar holds its exact original payload, and a restore brings back its messages exactly.
 """
 
 from typing import Any
@@ -20,6 +21,7 @@ from langchain_pacms.lifecycle import (
     payload_of,
     provider_problems,
     restore,
+    span_payload,
 )
 
 TEXT = st.text(
@@ -40,12 +42,19 @@ def histories(draw: Any) -> list[BaseMessage]:
             calls = draw(st.integers(1, 2))
             ids = [f"c{n + k}" for k in range(calls)]
             n += calls
-            msgs.append(AIMessage("", id=f"a{ids[0]}", tool_calls=[
-                {"name": "read", "args": {"path": f"f{c}.py"}, "id": c} for c in ids]))
+            script = draw(st.one_of(st.just(""), TEXT))
+            msgs.append(AIMessage(draw(st.one_of(st.just(""), TEXT)), id=f"a{ids[0]}", tool_calls=[
+                {"name": "read", "args": {"path": f"f{c}.py", "script": script}, "id": c}
+                for c in ids]))
             msgs.extend(ToolMessage(draw(TEXT), tool_call_id=c, id=f"t{c}") for c in ids)
         if draw(st.booleans()):
             msgs.append(AIMessage(draw(TEXT) or "done", id=f"r{turn}"))
     return msgs
+
+
+def _snapshot(msgs: list[BaseMessage], indices: tuple[int, ...]) -> list[Any]:
+    return [(msgs[i].id, msgs[i].content, [(c["name"], c["args"], c["id"]) for c in
+             getattr(msgs[i], "tool_calls", [])]) for i in indices]
 
 
 def _latest(msgs: list[BaseMessage]) -> list[tuple[Any, Any]]:
@@ -57,7 +66,7 @@ def _latest(msgs: list[BaseMessage]) -> list[tuple[Any, Any]]:
 @given(histories(), st.data())
 def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
     latest = _latest(msgs)
-    originals: dict[str, str] = {}
+    originals: dict[str, tuple[set[str], list[Any]]] = {}
     sidecars: dict[str, SidecarRecord] = {}
     known: dict[str, str] = {}
     for _ in range(data.draw(st.integers(1, 4))):
@@ -65,11 +74,14 @@ def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
         known.update(index.id_map)
         for obj in index.objects:
             if obj.state == "active":
-                originals.setdefault(obj.id, payload_of(msgs, obj.indices))
+                payloads = {payload_of(msgs, obj.indices)}
+                if obj.kind == "tool":
+                    payloads.add(span_payload(msgs, obj))
+                originals.setdefault(obj.id, (payloads, _snapshot(msgs, obj.indices)))
         ids = [o.id for o in index.objects] + ["function:tool:404"]
         actions = data.draw(st.lists(st.builds(
-            Action, st.sampled_from(["fold", "mask", "prune"]), st.sampled_from(ids)),
-            max_size=6))
+            Action, st.sampled_from(["fold", "mask", "prune"]), st.sampled_from(ids),
+            scope=st.sampled_from(["output", "span"])), max_size=6))
         checked = check_actions(msgs, index, actions, token_counter=len)
         msgs = checked.result.messages
         sidecars.update({s.object_id: s for s in checked.result.sidecars})
@@ -85,7 +97,7 @@ def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
             ]
             back = index_messages(msgs, known_ids=known).by_id[obj.id]
             assert back.state == "active"
-            assert payload_of(msgs, back.indices) == originals[obj.id]
+            assert _snapshot(msgs, back.indices) == originals[obj.id][1]
             assert provider_problems(msgs) == []
     for object_id, record in sidecars.items():
-        assert record.payload == originals[object_id]
+        assert record.payload in originals[object_id][0]

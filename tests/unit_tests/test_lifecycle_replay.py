@@ -132,6 +132,14 @@ def test_cost_replay_commits_and_prices_the_cached_prefix():
     assert uncached < full_price  # without a cache the same folds are a plain saving
 
 
+def test_the_cache_aware_rule_skips_commits_that_do_not_pay():
+    s = session(12)
+    every, commits = cost_replay(s, FoldOld(), threshold=0.0)
+    aware, aware_commits = cost_replay(s, FoldOld(), threshold=0.0, cache_aware=True)
+    assert 0 < aware_commits < commits
+    assert aware < every  # on this session the skipped commits were the ones that cost
+
+
 def test_report_files(tmp_path):
     report = run_lifecycle_eval([session(12)], max_cuts=3, thresholds=(0.3,))
     data = report["datasets"]["mini-swe"]

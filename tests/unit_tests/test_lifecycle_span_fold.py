@@ -1,0 +1,194 @@
+"""Span folds, fold stubs that do not repeat visible locators, and plans without idle actions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.store.memory import InMemoryStore
+
+from langchain_pacms.lifecycle import (
+    Action,
+    HeuristicPlanner,
+    LifecycleHarness,
+    apply_actions,
+    check_actions,
+    index_messages,
+    provider_problems,
+    span_payload,
+)
+from langchain_pacms.lifecycle.actions import LONG_ARGUMENT, action_gain, visible_locators
+
+SCRIPT = "cat > repro.py << 'EOF'\n" + "\n".join(
+    f"print('case {n}', compute({n}))" for n in range(40)) + "\nEOF"
+
+
+def _history() -> list[BaseMessage]:
+    write = {"name": "bash", "args": {"command": SCRIPT, "timeout": "30"}, "id": "c1"}
+    run = {"name": "bash", "args": {"command": "python repro.py"}, "id": "c2"}
+    listing = "\n".join(f"src/pkg/module_{n}.py  build_7f3a{n:02d}" for n in range(30))
+    return [
+        SystemMessage("You fix bugs in the repository.", id="s"),
+        HumanMessage("Fix the crash in src/pkg/module_3.py", id="h1"),
+        AIMessage("I will write a script that reproduces the crash first, then run it.",
+                  tool_calls=[write], id="a1"),
+        ToolMessage("<returncode>0</returncode>\n<output>\n" + listing + "\n</output>",
+                    tool_call_id="c1", id="t1"),
+        AIMessage("Now run it.", tool_calls=[run], id="a2"),
+        ToolMessage("case 0 ok", tool_call_id="c2", id="t2"),
+    ]
+
+
+def test_a_span_fold_keeps_the_call_valid_and_moves_its_text_and_long_arguments() -> None:
+    msgs = _history()
+    index = index_messages(msgs, latest="step")
+    result = apply_actions(msgs, index, [Action("fold", "function:tool:1", scope="span")])
+    call, stub = result.messages[2], result.messages[3]
+    assert isinstance(call, AIMessage) and call.content == ""
+    args = call.tool_calls[0]["args"]
+    assert args["timeout"] == "30" and args["command"] == "[folded with function:tool:1]"
+    assert call.tool_calls[0]["id"] == "c1" and call.tool_calls[0]["name"] == "bash"
+    assert str(stub.content).startswith("[folded function:tool:1: ")
+    assert "with the call's text and long arguments" in str(stub.content)
+    assert provider_problems(result.messages) == []
+    record = result.sidecars[0]
+    assert record.payload == span_payload(msgs, index.by_id["function:tool:1"])
+    payload = json.loads(record.payload)
+    assert payload["tool_calls"][0]["args"]["command"] == SCRIPT
+    assert payload["text"] == msgs[2].content and payload["results"] == msgs[3].content
+    assert result.saved["function:tool:1"] > 0
+
+
+def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte() -> None:
+    msgs = _history()
+
+    class FoldSpan:
+        name = "fold-span"
+
+        def plan(self, index, messages):  # type: ignore[no-untyped-def]
+            from langchain_pacms.lifecycle import Plan
+
+            return Plan("fold the script", (Action("fold", "function:tool:1", "old",
+                                                  scope="span"),))
+
+        async def aplan(self, index, messages):  # type: ignore[no-untyped-def]
+            return self.plan(index, messages)
+
+    harness = LifecycleHarness(FoldSpan(), store=InMemoryStore(), threshold=0.0,
+                               boundary="tool")
+    commit = harness.step(msgs, thread_id="t")
+    assert commit is not None and {m.id for m in commit.updates} == {"a1", "t1"}
+    restored = harness.reactivate(commit.messages, "function:tool:1", thread_id="t",
+                                  known_ids=commit.known_ids)
+    by_id = {m.id: m for m in restored}
+    assert by_id["a1"].content == msgs[2].content
+    assert by_id["a1"].tool_calls == msgs[2].tool_calls  # type: ignore[attr-defined]
+    assert by_id["t1"].content == msgs[3].content
+    assert "pacms_lifecycle" not in by_id["a1"].additional_kwargs
+
+
+def test_span_scope_applies_to_a_fold_of_a_tool_span_only() -> None:
+    msgs = [*_history(), HumanMessage("and the other crash?", id="h2")]
+    index = index_messages(msgs)
+    checked = check_actions(msgs, index, [Action("mask", "function:tool:1", scope="span"),
+                                          Action("fold", "conversation:user:1", scope="span")])
+    assert checked.accepted == ()
+    assert {r.reason for r in checked.rejected} == {
+        "scope 'span' applies to a fold of a tool span only"}
+
+
+def test_fold_stubs_leave_out_locators_visible_elsewhere() -> None:
+    msgs = _history()
+    index = index_messages(msgs, latest="step")
+    action = [Action("fold", "function:tool:1")]
+    deduped = str(apply_actions(msgs, index, action).messages[3].content)
+    full = str(apply_actions(msgs, index, action, dedupe=False).messages[3].content)
+    assert "src/pkg/module_3.py" in full and "src/pkg/module_3.py" not in deduped
+    assert "src/pkg/module_4.py" in deduped  # not visible elsewhere: kept
+    # the budget the visible one would have taken goes to one that is not visible elsewhere
+    assert "src/pkg/module_23.py" in deduped and "src/pkg/module_23.py" not in full
+    assert "src/pkg/module_3.py" in visible_locators(msgs)
+
+
+def test_a_stub_repeats_a_locator_whose_only_other_copy_the_same_edit_prunes() -> None:
+    msgs = _history()
+    reread = {"name": "bash", "args": {"command": "cat src/pkg/module_3.py"}, "id": "c0"}
+    msgs[2:2] = [AIMessage("", tool_calls=[reread], id="a0"),
+                 ToolMessage("x = 1", tool_call_id="c0", id="t0")]
+    msgs[1] = HumanMessage("Fix the crash", id="h1")
+    index = index_messages(msgs, latest="step")
+    fold = Action("fold", "function:tool:2")
+    alone = str(apply_actions(msgs, index, [fold]).messages[5].content)
+    both = str(apply_actions(msgs, index, [Action("prune", "function:tool:1"), fold])
+               .messages[3].content)
+    assert "src/pkg/module_3.py" not in alone and "src/pkg/module_3.py" in both
+
+
+def test_a_later_stub_does_not_repeat_an_earlier_stub_in_the_same_edit() -> None:
+    calls = [{"name": "lookup", "args": {"q": str(n)}, "id": f"c{n}"} for n in range(2)]
+    record = json.dumps({"reservation": "ZFA04Y", "flight": "HAT136", "note": "x" * 400})
+    msgs: list[BaseMessage] = [HumanMessage("check my trips", id="h")]
+    for n, call in enumerate(calls):
+        msgs += [AIMessage("", tool_calls=[call], id=f"a{n}"),
+                 ToolMessage(record, tool_call_id=f"c{n}", id=f"t{n}")]
+    msgs.append(HumanMessage("and now?", id="h2"))
+    index = index_messages(msgs)
+    result = apply_actions(msgs, index, [Action("fold", "function:tool:1"),
+                                         Action("fold", "function:tool:2")])
+    first, second = str(result.messages[2].content), str(result.messages[4].content)
+    assert "ZFA04Y" in first and "HAT136" in first
+    assert "ZFA04Y" not in second and "HAT136" not in second
+
+
+def test_action_gain_says_what_a_fold_or_mask_takes_out_of_view() -> None:
+    msgs = _history()
+    index = index_messages(msgs, latest="step")
+    big, small = index.by_id["function:tool:1"], index.by_id["function:tool:2"]
+    assert action_gain(msgs, big, Action("fold", big.id, scope="span")) > action_gain(
+        msgs, big, Action("fold", big.id)) > 0
+    assert action_gain(msgs, small, Action("fold", small.id)) < 0
+    assert action_gain(msgs, small, Action("prune", small.id)) == len("Now run it.") + len(
+        json.dumps({"command": "python repro.py"})) + len("case 0 ok")
+    assert len(SCRIPT) >= LONG_ARGUMENT
+
+
+def _loop(steps: int) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [HumanMessage("fix src/app.py", id="h")]
+    for n in range(steps):
+        command = SCRIPT if n % 3 == 0 else f"grep -n handler src/app.py | head -{n + 2}"
+        msgs += [AIMessage(f"Step {n}: checking the handler again.", id=f"a{n}",
+                           tool_calls=[{"name": "bash", "args": {"command": command},
+                                        "id": f"c{n}"}]),
+                 ToolMessage("ok" if n % 2 else "\n".join(f"{k}: handler_{k}" for k in range(60)),
+                             tool_call_id=f"c{n}", id=f"t{n}")]
+    return msgs
+
+
+def test_the_heuristic_folds_whole_spans_and_proposes_nothing_that_saves_nothing() -> None:
+    msgs = _loop(9)
+    index = index_messages(msgs, latest="step")
+    planner = HeuristicPlanner(fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0,
+                               keep_recent=0)
+    plan = planner.plan(index, msgs)
+    folds = [a for a in plan.actions if a.op == "fold"]
+    assert folds and all(a.scope == "span" for a in folds)
+    checked = check_actions(msgs, index, plan.actions)
+    assert not [r for r in checked.rejected if r.reason.startswith("saves nothing")]
+    assert re.search(r"; [1-9]\d* left out as saving nothing", plan.summary)
+    narrow = HeuristicPlanner(fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0,
+                              keep_recent=0, fold_calls=False).plan(index, msgs)
+    assert {a.scope for a in narrow.actions} == {"output"}
+    assert checked.tokens_saved > check_actions(msgs, index, narrow.actions).tokens_saved
+
+
+def test_fold_calls_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="fold_calls"):
+        HeuristicPlanner(fold_calls="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("price", [-0.1, 1.0])
+def test_the_cached_price_must_be_a_share_below_one(price: float) -> None:
+    with pytest.raises(ValueError, match="cached_price"):
+        LifecycleHarness(HeuristicPlanner(), cached_price=price)
