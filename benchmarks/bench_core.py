@@ -14,7 +14,9 @@ timed calls run without tracing), and two ratios measured in the same run:
   cost grows as ``n^3``; a size is skipped when the time extrapolated from the largest size
   measured so far exceeds ``--langchain-max-seconds``.
 * ``x E@E.T``: time relative to one float32 ``E @ E.T`` product, the floor for any method that
-  looks at all pairwise similarities.
+  looks at all pairwise similarities. The product is timed right after every timed call of the
+  strategy and the ratio is of the two medians, so it holds while the machine's load drifts;
+  the ``E @ E.T`` row shows the product timed on its own before the strategies.
 
 Usage::
 
@@ -82,16 +84,20 @@ def fresh(problem: Problem) -> Problem:
 
 
 def timed(
-    fn: Callable[[], Any], repeats: int, slow_seconds: float
-) -> tuple[float, float, int, Any]:
-    """Median wall and process-CPU seconds of ``fn``, number of timed calls, and its result.
+    fn: Callable[[], Any], repeats: int, slow_seconds: float,
+    reference: Callable[[], Any] | None = None,
+) -> tuple[float, float, int, Any, float | None]:
+    """Median wall and process-CPU seconds of ``fn``, number of timed calls, its result, and
+    the median wall seconds of ``reference`` timed right after each call of ``fn``.
 
     One warm-up call first; at most 2 timed calls when a call is slower than ``slow_seconds``.
-    CPU time counts every thread of the process (BLAS threads included).
+    CPU time counts every thread of the process (BLAS threads included). Timing the reference
+    in turn with ``fn`` makes their ratio hold when the machine's load drifts during a run.
     """
     result = fn()  # warm-up (also the answer we check)
     walls: list[float] = []
     cpus: list[float] = []
+    refs: list[float] = []
     for _ in range(repeats):
         gc.collect()
         cpu = time.process_time()
@@ -99,9 +105,14 @@ def timed(
         fn()
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
+        if reference is not None:
+            start = time.perf_counter()
+            reference()
+            refs.append(time.perf_counter() - start)
         if walls[-1] > slow_seconds and len(walls) >= 2:
             break
-    return statistics.median(walls), statistics.median(cpus), len(walls), result
+    paired = statistics.median(refs) if refs else None
+    return statistics.median(walls), statistics.median(cpus), len(walls), result, paired
 
 
 def traced_peak(fn: Callable[[], Any]) -> float:
@@ -212,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"\n## n={n} d={d} budget={problem.budget} of {int(problem.tokens.sum())} "
                   f"tokens, {repeats} repeats, load average {loadavg()}", flush=True)
             e = problem.vectors
-            floor, floor_cpu, _, _ = timed(lambda e=e: e @ e.T, repeats, args.slow_seconds)
+            floor, floor_cpu, _, _, _ = timed(lambda e=e: e @ e.T, repeats, args.slow_seconds)
             floor_peak = traced_peak(lambda e=e: e @ e.T)
 
             lc_time: float | None = None
@@ -234,7 +245,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 langchain_seen[d] = (n, lc_time)
                 lc_note = "1 run" if lc_time > 5 else ""
                 if lc_time <= 5:
-                    lc_time, _, _, _ = timed(
+                    lc_time, _, _, _, _ = timed(
                         lambda p=problem: langchain_mmr_walk(p), min(3, repeats), 5.0
                     )
             row_base = {"n": n, "d": d, "budget": problem.budget, "loadavg": loadavg(),
@@ -244,8 +255,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             total = int(problem.tokens.sum())
             for name, share in [(s, b) for b in args.budgets for s in args.strategies]:
                 budgeted = problem.with_budget(max(1, int(share * total)))
-                seconds, cpu, count, pick = timed(
-                    lambda p=budgeted, s=name: solve(fresh(p), s), repeats, args.slow_seconds
+                seconds, cpu, count, pick, paired = timed(
+                    lambda p=budgeted, s=name: solve(fresh(p), s), repeats, args.slow_seconds,
+                    reference=lambda e=e: e @ e.T,
                 )
                 peak = traced_peak(lambda p=budgeted, s=name: solve(fresh(p), s))
                 same = None
@@ -263,7 +275,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "peak_mib": peak,
                     "kept": int(pick.order.size),
                     "tokens_kept": int(problem.tokens[pick.order].sum()),
-                    "x_matmul": seconds / floor if floor > 0 else None,
+                    "matmul_paired_s": paired,
+                    "x_matmul": seconds / paired if paired else None,
                     "langchain_speedup": lc_time / seconds if lc_time and at_lc_budget else None,
                     "same_picks_as_langchain": same,
                 }

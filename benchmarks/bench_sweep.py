@@ -49,13 +49,13 @@ def measure(n: int, d: int, strategies: list[str], repeats: int) -> list[dict[st
     total = int(problem.tokens.sum())
     budgets = [max(1, int(f * total)) for f in BUDGETS]
     vectors = problem.vectors
-    floor, _, _, _ = timed(lambda: vectors @ vectors.T, repeats, 5.0)
+    floor, _, _, _, _ = timed(lambda: vectors @ vectors.T, repeats, 5.0)
     rows = []
     for strategy in strategies:
         times = {}
         kept = {}
         for linked in (False, True):
-            times[linked], _, _, kept[linked] = timed(
+            times[linked], _, _, kept[linked], _ = timed(
                 lambda s=strategy, k=linked: sweep(problem, s, budgets, linked=k), repeats, 5.0
             )
         if kept[False] != kept[True]:

@@ -109,8 +109,16 @@ def _lazy(
     cost_of = costs.tolist()
     gain_of = initial.tolist()
     rank_of = rank.tolist()
-    per = [max(c, 1) ** cost_exponent for c in cost_of]  # gain / per[j] is _ratio(...)
-    live = np.flatnonzero(~in_set & (costs <= remaining)).tolist()
+    per = _divisors(cost_of, cost_exponent)  # gain / per[j] is _ratio(...)
+    # Gains only fall, and the loop ends at the first pick whose score is not positive or is
+    # below the floor: a candidate already there can never be picked. It is left out of the
+    # heap (with a margin, so that rounding in this vectorised test never drops one).
+    hopeful = initial > 0.0
+    if floor > 0.0:
+        scaled = np.maximum(costs, 1).astype(np.float64) ** cost_exponent
+        hopeful &= initial >= floor * scaled * (1.0 - 1e-9)
+    fits = ~in_set & (costs <= remaining)
+    live = np.flatnonzero(fits & hopeful).tolist()
     # Entries: (-gain / cost**exponent, tie-break rank, index, picks made when evaluated, gain).
     # An index is in the heap at most once, so tuples never compare beyond it.
     heap = [(-(gain_of[j] / per[j]), rank_of[j], j, 0, gain_of[j]) for j in live]
@@ -118,9 +126,10 @@ def _lazy(
     picks: list[int] = []
     gains: list[float] = []
     made = 0
-    evaluations = len(heap)
+    evaluations = int(np.count_nonzero(fits))  # every initial gain was evaluated
     gain = objective.gain
-    covered = objective.covered(coverage)
+    total = objective.rows.uses_total  # sparse rows need no running sum of the coverage
+    covered = objective.covered(coverage) if total else 0.0
     pop, push = heapq.heappop, heapq.heappush
     while heap:
         _, tie, j, stamp, value = pop(heap)
@@ -131,7 +140,8 @@ def _lazy(
             if value <= 0.0 or value / per[j] < floor:
                 break
             objective.add(j, coverage)
-            covered = objective.covered(coverage)
+            if total:
+                covered = objective.covered(coverage)
             remaining -= cost
             picks.append(j)
             gains.append(value)
@@ -141,6 +151,15 @@ def _lazy(
         evaluations += 1
         push(heap, (-(value / per[j]), tie, j, made, value))
     return GreedyResult(picks, gains, evaluations)
+
+
+def _divisors(costs: list[int], exponent: float) -> list[float]:
+    """``max(c, 1) ** exponent`` for every cost (the common exponents without a power)."""
+    if exponent == 0.0:
+        return [1.0] * len(costs)
+    if exponent == 1.0:
+        return [float(max(c, 1)) for c in costs]
+    return [max(c, 1) ** exponent for c in costs]
 
 
 def plain_greedy(

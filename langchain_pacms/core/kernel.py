@@ -2,11 +2,13 @@
 
 :class:`~langchain_pacms.core.objective.CoverageObjective` stores its weights transposed: row
 ``j`` holds ``w_ij`` for every target ``i``. Coverage needs only near-duplicates (cosines above
-the threshold ``tau``), so with the default threshold almost every weight is zero. Small pools
-keep the rows as one dense matrix (:class:`DenseRows`); pools whose dense matrix would not fit in
-the problem's ``similarity_ceiling`` keep only the non-zero weights of each row
-(:class:`SparseRows`), built from row blocks of cosines by :func:`sparse_rows`, so memory grows
-with the number of near-duplicate pairs instead of ``n * m``.
+the threshold ``tau``), so with the default threshold almost every weight is zero. The rows are
+then kept as their non-zero weights only (:class:`SparseRows`, built by :func:`sparse_rows`):
+read from the problem's kept cosine matrix when at most one weight in eight is non-zero, or from
+row blocks of cosines when a dense matrix would not fit in the problem's
+``similarity_ceiling``, so memory and the greedy's work grow with the number of near-duplicate
+pairs instead of ``n * m``. Otherwise (a low threshold, or no kept matrix) they are one dense
+matrix (:class:`DenseRows`).
 
 Both answer the same three questions about a coverage vector ``c`` (``c_i = max_{j in S} w_ij``):
 the *lift* ``sum_i max(w_ij, c_i) - sum_i c_i`` of one row, the lifts of every row, and ``c``
@@ -52,6 +54,9 @@ class DenseRows:
         matrix: Row ``j`` holds ``w_ij`` for every target ``i``; C-contiguous.
     """
 
+    uses_total = True
+    """:meth:`lift` reads its ``total`` argument."""
+
     def __init__(self, matrix: NDArray[np.float32]) -> None:
         self.matrix = matrix
         self.shape: tuple[int, int] = (int(matrix.shape[0]), int(matrix.shape[1]))
@@ -89,6 +94,11 @@ class DenseRows:
         """Raise ``coverage`` to row ``j``, in place."""
         np.maximum(coverage, self._rows[j], out=coverage)
 
+    def cover(self, rows: NDArray[np.int64], coverage: NDArray[np.float32]) -> None:
+        """Raise ``coverage`` to every row of ``rows``, in place."""
+        for at in range(0, rows.shape[0], _BLOCK):
+            np.maximum(coverage, self.matrix[rows[at : at + _BLOCK]].max(axis=0), out=coverage)
+
     def lifts_along(
         self, picks: list[int], coverage: NDArray[np.float32], total: float
     ) -> list[float]:
@@ -125,6 +135,9 @@ class SparseRows:
         width: Number of targets ``m``.
     """
 
+    uses_total = False
+    """:meth:`lift` ignores its ``total`` argument (callers may pass anything)."""
+
     def __init__(
         self,
         indptr: NDArray[np.int64],
@@ -160,7 +173,9 @@ class SparseRows:
         if a == b:
             return 0.0
         now = coverage[self.indices[a:b]]
-        return float(np.subtract(np.maximum(self.data[a:b], now), now, dtype=np.float64).sum())
+        return float(np.add.reduce(
+            np.subtract(np.maximum(self.data[a:b], now), now, dtype=np.float64)
+        ))
 
     def lifts(self, coverage: NDArray[np.float32]) -> NDArray[np.float64]:
         """:meth:`lift` of every row."""
@@ -178,15 +193,58 @@ class SparseRows:
         at = self.indices[a:b]
         coverage[at] = np.maximum(coverage[at], self.data[a:b])
 
+    def cover(self, rows: NDArray[np.int64], coverage: NDArray[np.float32]) -> None:
+        """Raise ``coverage`` to every row of ``rows``, in place."""
+        targets, values = self._entries(rows)
+        np.maximum.at(coverage, targets, values)
+
+    def _entries(
+        self, rows: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """Targets and values of the non-zeros of ``rows``, row after row."""
+        starts = self.indptr[rows]
+        sizes = self.indptr[rows + 1] - starts
+        at = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
+        return self.indices[at], self.data[at]
+
     def lifts_along(
         self, picks: list[int], coverage: NDArray[np.float32], total: float
     ) -> list[float]:
-        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place)."""
-        lifts = []
-        for j in picks:
-            lifts.append(self.lift(j, coverage, total))
-            self.add(j, coverage)
-        return lifts
+        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place).
+
+        All at once: the picks' entries are grouped by target in pick order, and each entry's
+        coverage at its turn is the running maximum of the entries before it in its group
+        (and the coverage it started from). The running maximum is exact: non-negative
+        float32 values order as their bit patterns, so each group's patterns, offset by the
+        group's number, are raised with one integer ``maximum.accumulate``.
+        """
+        if not picks:
+            return []
+        rows = np.asarray(picks, dtype=np.int64)
+        sizes = self.indptr[rows + 1] - self.indptr[rows]
+        total_size = int(sizes.sum())
+        if not total_size:
+            return [0.0] * len(picks)
+        # The entries of every pick, in pick order (each pick's targets ascending).
+        targets, values = self._entries(rows)
+        group = np.argsort(targets, kind="stable")  # by target, then pick order
+        ordered = targets[group]
+        first = np.ones(total_size, dtype=bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        number = np.cumsum(first) - 1
+        keyed = values[group].view(np.int32).astype(np.int64) + (number << 32)
+        raised = np.maximum.accumulate(keyed)
+        before = np.empty(total_size, dtype=np.float32)
+        before[group] = coverage[ordered]
+        shifted = (raised[:-1] - (number[1:] << 32)).astype(np.int32).view(np.float32)
+        inner = group[1:][~first[1:]]
+        before[inner] = np.maximum(before[inner], shifted[~first[1:]])
+        gain = np.subtract(np.maximum(values, before), before, dtype=np.float64)
+        lifts = np.zeros(len(picks), dtype=np.float64)
+        filled = np.flatnonzero(sizes)
+        lifts[filled] = np.add.reduceat(gain, (np.cumsum(sizes) - sizes)[filled])
+        np.maximum.at(coverage, targets, values)
+        return lifts.tolist()
 
 
 KernelRows = DenseRows | SparseRows
@@ -198,11 +256,15 @@ def sparse_rows(
     targets: NDArray[np.int64],
     threshold: float,
     kernel: Callable[[NDArray[np.float32]], NDArray[np.float32]],
-) -> tuple[SparseRows, NDArray[np.float32]]:
+    *,
+    max_nonzeros: int | None = None,
+) -> tuple[SparseRows, NDArray[np.float32]] | None:
     """The non-zeros of ``kernel(cosines to targets)``, built a row block at a time.
 
-    Blocks come from :meth:`~langchain_pacms.core.Problem.cosine_blocks` (each within the
-    problem's ``similarity_ceiling``). ``kernel`` maps cosines to kernel values in place and
+    Blocks come from the problem's kept cosine matrix when it has one (its rows are
+    thresholded where they are stored, and the entries in target columns kept), else from
+    :meth:`~langchain_pacms.core.Problem.cosine_blocks` (each within the problem's
+    ``similarity_ceiling``). ``kernel`` maps cosines to kernel values in place and
     must be positive exactly where the cosine is above ``threshold`` (as
     ``max(0, (cos - tau) / (1 - tau))`` is, in float32 too), so only those entries are mapped.
     The column sums are accumulated in float32 in row order, as a dense matrix's
@@ -210,29 +272,63 @@ def sparse_rows(
 
     Args:
         problem: The selection instance.
-        targets: Column candidates.
+        targets: Column candidates, ascending.
         threshold: Cosines at or below it give zero.
         kernel: Maps an array of cosines to kernel values in place and returns it.
+        max_nonzeros: Give up (return ``None``) once the kept matrix has more cosines above
+            ``threshold`` than this, counted over all its columns; ``None``: no limit.
 
     Returns:
-        The rows (unscaled kernel values) and the column sums of the kernel.
+        The rows (unscaled kernel values) and the column sums of the kernel, or ``None`` when
+        ``max_nonzeros`` was exceeded.
     """
     m = int(targets.shape[0])
+    tau = np.float32(threshold)
+    matrix = problem.cosine_matrix
+    if matrix is not None:
+        above = matrix > tau
+        if max_nonzeros is not None and int(np.count_nonzero(above)) > max_nonzeros:
+            return None
+        slot = np.full(problem.n, -1, dtype=np.int64)
+        slot[targets] = np.arange(m)
+        at = np.flatnonzero(above)  # row-major order
+        rows, cols = np.divmod(at, max(problem.n, 1))
+        cols = slot[cols]
+        inside = cols >= 0
+        at, rows, cols = at[inside], rows[inside], cols[inside]
+        values = kernel(matrix.ravel()[at])
+        return _compressed(problem.n, m, rows, [cols], [values])
     counts = np.zeros(problem.n, dtype=np.int64)
-    sums = np.zeros(m, dtype=np.float32)
     cols_parts: list[NDArray[np.int64]] = []
     data_parts: list[NDArray[np.float32]] = []
-    tau = np.float32(threshold)
     for start, block in problem.cosine_blocks(targets):
         at = np.flatnonzero(block > tau)  # row-major order
         values = kernel(block.ravel()[at])
         rows, cols = np.divmod(at, max(m, 1))
-        np.add.at(sums, cols, values)
         counts[start : start + block.shape[0]] = np.bincount(rows, minlength=block.shape[0])
         cols_parts.append(cols)
         data_parts.append(values)
-    indptr = np.zeros(problem.n + 1, dtype=np.int64)
+    return _compressed(problem.n, m, counts, cols_parts, data_parts, counted=True)
+
+
+def _compressed(
+    n: int,
+    m: int,
+    rows: NDArray[np.int64],
+    cols_parts: list[NDArray[np.int64]],
+    data_parts: list[NDArray[np.float32]],
+    *,
+    counted: bool = False,
+) -> tuple[SparseRows, NDArray[np.float32]]:
+    """Compressed rows from row-major entries, and the float32 column sums in row order.
+
+    ``rows`` is the row of every entry, or with ``counted`` the number of entries per row.
+    """
+    counts = rows if counted else np.bincount(rows, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.concatenate(cols_parts) if cols_parts else np.zeros(0, dtype=np.int64)
     data = np.concatenate(data_parts) if data_parts else np.zeros(0, dtype=np.float32)
+    sums = np.zeros(m, dtype=np.float32)
+    np.add.at(sums, indices, data)
     return SparseRows(indptr, indices, data, m), sums

@@ -33,16 +33,21 @@ from langchain_pacms.core.problem import Problem
 
 __all__ = ["CoverageObjective"]
 
+# Kept-matrix kernels with at most one entry in this many above the threshold are held sparse.
+_SPARSE_SHARE = 8
+
 
 class CoverageObjective:
     """Marginal gains and values of ``G`` over one :class:`Problem`.
 
     The weights are stored transposed (row ``j`` holds ``w_ij`` for all ``i``) so that
-    evaluating one candidate reads one row (see :mod:`.kernel`): as one dense matrix when it fits
-    in the problem's ``similarity_ceiling``, else as the rows' non-zero weights only, built in
-    row blocks (the kernel is zero wherever the cosine is at or below ``tau``). The two agree up
-    to float32 rounding (the blocks are smaller products, and a sparse row's sums skip the
-    zeros), so they pick the same except where two gains are that close. Only the columns of
+    evaluating one candidate reads one row (see :mod:`.kernel`): as the rows' non-zero weights
+    only (the kernel is zero wherever the cosine is at or below ``tau``) when the problem keeps
+    its cosine matrix and few weights are non-zero, or when a dense matrix would not fit in the
+    problem's ``similarity_ceiling`` (then built in row blocks); as one dense matrix otherwise.
+    The two agree up to float64 rounding of the gains (a sparse row's sums skip the zeros; rows
+    built in blocks come from smaller products and may differ in float32 too), so they pick the
+    same except where two gains are that close. Only the columns of
     targets ``i`` with a positive weight ``t(i)`` are kept (:attr:`targets`): a target with
     ``rel(i) = 0`` has ``w_ij = 0`` for every ``j`` and can never contribute to ``F``, so
     dropping it changes no value and saves its share of the work. Coverage vectors are indexed
@@ -114,14 +119,21 @@ class CoverageObjective:
         target = prior[targets]
         # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
         # the density of that target: one (n, m) block of cosines serves both.
-        if 4 * problem.n * targets.shape[0] <= problem.similarity_ceiling:
+        fits = 4 * problem.n * targets.shape[0] <= problem.similarity_ceiling
+        # Within the ceiling the rows are dense unless the kept matrix shows them mostly
+        # zero (near-duplicate coverage): then reading their non-zeros is cheaper.
+        built = sparse_rows(
+            problem, targets, self.similarity_threshold, self._kernel,
+            max_nonzeros=problem.n * targets.shape[0] // _SPARSE_SHARE if fits else None,
+        ) if problem.cosine_matrix is not None or not fits else None
+        if built is None:
             weights = self._kernel(problem.cosine_columns(targets))
             if density:
                 target = target / np.maximum(weights.sum(axis=0), 1.0).astype(np.float32)
             weights *= target[None, :]  # C-contiguous, as cosine_columns returns it
             weights.flags.writeable = False
             return targets, DenseRows(weights)
-        rows, sums = sparse_rows(problem, targets, self.similarity_threshold, self._kernel)
+        rows, sums = built
         if density:
             target = target / np.maximum(sums, 1.0).astype(np.float32)
         rows.data *= target[rows.indices]
@@ -193,8 +205,7 @@ class CoverageObjective:
     def coverage_of(self, members: Sequence[int] | NDArray[np.int64]) -> NDArray[np.float32]:
         """Coverage vector of a set of candidates."""
         cov = self.empty_coverage()
-        for j in members:
-            self.add(int(j), cov)
+        self.rows.cover(np.asarray(members, dtype=np.int64).reshape(-1), cov)
         return cov
 
     def value(self, members: Sequence[int] | NDArray[np.int64]) -> float:

@@ -114,9 +114,9 @@ class Problem:
         mandatory: ``(n,)`` bool mask of items that are always kept.
         positions: ``(n,)`` int64 chronological positions (larger is newer).
         similarity_ceiling: Most bytes of pairwise similarities held at once: the cosine
-            matrix is kept, and the coverage kernel of ``pacms`` stored dense, only within it;
-            otherwise similarities are computed in row blocks of at most this size and the
-            kernel keeps only its non-zero entries (cosines above the near-duplicate
+            matrix is kept, and the coverage kernel of ``pacms`` may be stored dense, only
+            within it; otherwise similarities are computed in row blocks of at most this size
+            and the kernel keeps only its non-zero entries (cosines above the near-duplicate
             threshold). It changes how much memory a selection takes, not its picks (up to
             rounding: see :class:`~langchain_pacms.core.objective.CoverageObjective`).
         scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem (an

@@ -149,3 +149,79 @@ def test_gains_along_are_gain_then_add(
         assert gains == expected
     else:
         np.testing.assert_allclose(gains, expected, rtol=0, atol=1e-12)
+
+
+def _copies(seed: int, n: int, d: int = 12) -> Problem:
+    """Grouped vectors where about a tenth are exact copies of row 0 (ties)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((max(2, n // 8), d))
+    vectors = centers[rng.integers(0, centers.shape[0], n)] + 0.3 * rng.standard_normal((n, d))
+    vectors[rng.random(n) < 0.1] = vectors[0]
+    tokens = rng.integers(1, 60, n)
+    return Problem.build(vectors, rng.standard_normal(d), tokens=tokens,
+                         budget=max(1, int(tokens.sum() * 0.4)))
+
+
+@given(seed=st.integers(0, 2**16), n=st.integers(2, 80), tau=st.sampled_from([0.5, 0.6, 0.85]))
+@settings(max_examples=40, deadline=None)
+def test_a_kept_matrix_gives_sparse_rows_with_the_dense_values(seed: int, n: int, tau: float):
+    # With the cosine matrix kept and few cosines above tau, the rows are read from the matrix
+    # as sparse rows: the dense rows' non-zeros and density bit for bit, so every value agrees.
+    p = _copies(seed, n)
+    kept = dataclasses.replace(p)
+    assert kept.precompute_cosines()
+    options = {"similarity_threshold": tau, "density": True}
+    dense = CoverageObjective(p, **options)  # no matrix kept: one dense block
+    rows = CoverageObjective(kept, **options).rows
+    assert isinstance(dense.rows, DenseRows)
+    nonzero = int(np.count_nonzero(kept.cosine_matrix > np.float32(tau)))
+    if nonzero > n * dense.targets.shape[0] // 8:
+        assert isinstance(rows, DenseRows)
+        return
+    assert isinstance(rows, SparseRows)
+    rebuilt = np.zeros(rows.shape, dtype=np.float32)
+    rebuilt[np.repeat(np.arange(n), np.diff(rows.indptr)), rows.indices] = rows.data
+    np.testing.assert_array_equal(rebuilt, dense.rows.matrix)
+
+
+def test_a_dense_kernel_stays_dense_with_a_kept_matrix() -> None:
+    p = grouped(3, 60)
+    assert p.precompute_cosines()
+    assert isinstance(CoverageObjective(p, similarity_threshold=0.0).rows, DenseRows)
+    assert kernel.sparse_rows(p, np.arange(60), 0.0, lambda c: c, max_nonzeros=10) is None
+
+
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 40), m=st.integers(1, 30),
+       density=st.floats(0.0, 1.0), copies=st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_sparse_lifts_along_are_lift_then_add_bit_for_bit(
+    seed: int, n: int, m: int, density: float, copies: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    matrix = (rng.random((n, m)) * (rng.random((n, m)) < density)).astype(np.float32)
+    if copies:
+        matrix[rng.random(n) < 0.3] = matrix[0]
+    sparse = SparseRows.from_dense(matrix)
+    start = (rng.random(m) * (rng.random(m) < 0.4)).astype(np.float32)
+    picks = rng.permutation(n)[: int(rng.integers(0, n + 1))].tolist()
+    one, two = start.copy(), start.copy()
+    expected = []
+    for j in picks:
+        expected.append(sparse.lift(j, two, 0.0))
+        sparse.add(j, two)
+    assert sparse.lifts_along(picks, one, 0.0) == expected
+    np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("as_sparse", [False, True])
+def test_cover_raises_coverage_like_adding_each_row(as_sparse: bool) -> None:
+    rng = np.random.default_rng(7)
+    matrix = (rng.random((700, 50)) * (rng.random((700, 50)) < 0.2)).astype(np.float32)
+    rows = SparseRows.from_dense(matrix) if as_sparse else DenseRows(matrix)
+    members = rng.permutation(700)[:600]
+    one = (rng.random(50) * 0.3).astype(np.float32)
+    two = one.copy()
+    for j in members:
+        rows.add(int(j), two)
+    rows.cover(members, one)
+    np.testing.assert_array_equal(one, two)

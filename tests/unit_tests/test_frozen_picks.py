@@ -10,9 +10,10 @@ rows), and ``vectors``, with no cosine matrix kept (as for pools above
 with exact copies: BLAS rounds the cosine of two identical vectors differently depending on
 where it sits in a product, and that decides which copy a tie goes to.
 
-Each pool is solved as it comes (dense kernel and cosine matrix: today's way, bit for bit) and
-under a ceiling so small that the kernel is built sparse in row blocks and no matrix is kept:
-those picks must be the frozen ``vectors`` picks.
+Each pool is solved as it comes (cosine matrix kept; the kernel read from it, sparse when
+mostly zero, which changes gains only in their last bits) and must give the frozen ``matrix``
+picks, and under a ceiling so small that the kernel is built sparse in row blocks and no matrix
+is kept: those picks must be the frozen ``vectors`` picks.
 
 Regenerate (only when a change of picks is intended, and explain it in the commit)::
 
