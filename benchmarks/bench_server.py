@@ -106,9 +106,9 @@ def client_process(url: str, raw: bytes, expected: list[str], n: int, start_at: 
         return times, t0, time.perf_counter(), time.process_time() - cpu0
 
 
-def start_service(port: int) -> subprocess.Popen[bytes]:
+def start_service(port: int, extra: list[str]) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port)],
+        [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port), *extra],
         stdout=subprocess.DEVNULL, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
     )
     deadline = time.monotonic() + 30
@@ -129,14 +129,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=400, help="requests per remote run")
     parser.add_argument("--budget-ratio", type=float, default=0.05)
+    parser.add_argument("--selection-threads", type=int, default=None,
+                        help="passed to pacms serve (default: its own, the number of CPUs)")
     args = parser.parse_args()
+    extra = [] if args.selection_threads is None else [
+        "--selection-threads", str(args.selection_threads)]
 
     cands, query = pool(args.candidates)
     raw = json.dumps({"candidates": cands, "query": query, "budget_ratio": args.budget_ratio})
     body = raw.encode()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_service(port)
+    server = start_service(port, extra)
     try:
         selector = ContextSelector()
         local = [Candidate(**c) for c in cands]
@@ -175,7 +179,9 @@ def main() -> None:
     client_cpu_ms = sum(cpu for *_, cpu in parts) * 1000 / len(many)
     ms = 1000.0
     load_after = os.getloadavg()
-    print(f"/select, {args.candidates} candidates, budget_ratio {args.budget_ratio}, warm cache; "
+    threads = args.selection_threads or os.cpu_count()
+    print(f"/select, {args.candidates} candidates, budget_ratio {args.budget_ratio}, warm cache, "
+          f"{threads} selection thread(s); "
           f"{os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after\n")
     print("| run | requests | p50 ms | p95 ms | p99 ms | requests/s | CPU ms/request |")

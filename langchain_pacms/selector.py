@@ -207,6 +207,9 @@ class Selection:
 def _normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
     if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
         raise ValueError("candidates must be a sequence of str or Candidate")
+    placed = _placed_all(candidates)
+    if placed is not None:
+        return placed
     out: list[Candidate] = []
     seen: set[str] = set()
     for index, item in enumerate(candidates):
@@ -234,9 +237,38 @@ def _normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
             raise ValueError(f"candidate {cid!r} has invalid tokens {cand.tokens!r}")
         position = index if cand.position is None else cand.position
         if cand.id != cid or cand.position != position:
-            cand = replace(cand, id=cid, position=position)
+            cand = _placed(cand, cid, position)
         out.append(cand)
     return tuple(out)
+
+
+def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] | None:
+    """The common case at once: plain candidates with ids and positions, all of them valid.
+
+    ``None`` when any candidate needs a default or may be invalid: :func:`_normalise` then
+    walks them one by one (and names the first bad one).
+    """
+    if not all(type(c) is Candidate for c in candidates):
+        return None
+    cands: Sequence[Candidate] = candidates  # type: ignore[assignment]
+    ids = [c.id for c in cands]
+    if (
+        not all(type(i) is str for i in ids) or len(set(ids)) != len(ids)
+        or not all(type(c.text) is str for c in cands)
+        or not {c.kind for c in cands} <= KINDS
+        or not all(type(c.position) is int for c in cands)
+        or not all(c.tokens is None or (type(c.tokens) is int and c.tokens >= 0) for c in cands)
+    ):
+        return None
+    return tuple(cands)
+
+
+def _placed(cand: Candidate, cid: str, position: int) -> Candidate:
+    """``cand`` with its id and position set (a direct call for plain candidates: cheaper)."""
+    if type(cand) is not Candidate:
+        return replace(cand, id=cid, position=position)
+    return Candidate(cand.text, cid, cand.kind, position, cand.mandatory, cand.tokens,
+                     cand.metadata, cand.source)
 
 
 def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float | None) -> int:
@@ -562,7 +594,8 @@ class ContextSelector:
         return cands, tokens, budget
 
     def _costs(self, cands: Sequence[Candidate]) -> list[int]:
-        return [c.tokens if c.tokens is not None else self.token_counter(c.text) for c in cands]
+        counted = iter(self.token_counter.count_many([c.text for c in cands if c.tokens is None]))
+        return [next(counted) if c.tokens is None else c.tokens for c in cands]
 
     def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
         """Each candidate's token cost, as budgets and selections count it.

@@ -240,8 +240,20 @@ class TokenCounter:
         return len(self._memo)
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
-        """Count the tokens of several texts."""
-        return [self(t) for t in texts]
+        """Count the tokens of several texts (the memo is read under one lock for all)."""
+        texts = list(texts)
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"token counter expects str, got {type(text).__name__}")
+        found: list[int | None] = []
+        with self._lock:
+            get, touch = self._memo.get, self._memo.move_to_end
+            for text in texts:
+                hit = get(text)
+                if hit is not None:
+                    touch(text)
+                found.append(hit)
+        return [self(text) if hit is None else hit for text, hit in zip(texts, found)]
 
 
 def resolve_token_counter(

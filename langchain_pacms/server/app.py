@@ -2,7 +2,8 @@
 
 One warm :class:`~langchain_pacms.selector.ContextSelector` serves every request (its embedding
 cache is shared and thread-safe, and a pool that repeats the last one reuses its problem). Each
-POST is one call on a worker thread, off the event loop: the body is validated by pydantic
+POST is one call on a worker thread, off the event loop, with at most ``selection_threads`` at
+work at once (more wait their turn in arrival order): the body is validated by pydantic
 straight from its bytes, and the answer is written as JSON without a second validation pass
 (``/select`` builds no per-candidate verdicts). Bad input is answered with a 4xx whose
 ``detail`` names the field.
@@ -20,6 +21,7 @@ import gc
 import inspect
 import json
 import math
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
 from typing import Any
@@ -29,7 +31,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from langchain_pacms import __version__
 from langchain_pacms.core import available_strategies, check_options
@@ -65,12 +66,13 @@ class _Front:
 
     def __init__(
         self, app: FastAPI, limit: int, timeout: float,
-        routes: Mapping[str, Callable[[bytes], Response]],
+        routes: Mapping[str, Callable[[bytes], Response]], run: _Worker,
     ) -> None:
         self.fastapi = app
         self.app: ASGIApp = app
         self.limit, self.timeout = limit, timeout
         self.routes = routes
+        self.run = run
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
@@ -105,8 +107,9 @@ class _Front:
         body = b"".join(chunks)
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is not None and not scope.get("root_path"):
-            response = await run_in_threadpool(route, body)
-            await response(scope, receive, send)
+            response = await self.run.unless_gone(route, body, receive)
+            if response is not None:  # None: the client left before its turn came
+                await response(scope, receive, send)
             return
         sent = False
 
@@ -122,6 +125,54 @@ class _Front:
     async def _too_large(self, scope: Scope, receive: Any, send: Any) -> None:
         response = _problem(413, f"body: request body exceeds {self.limit} bytes (max_body_bytes)")
         await response(scope, receive, send)
+
+
+class _Worker:
+    """Runs one request's work on a worker thread, at most ``threads`` at a time.
+
+    Requests beyond that wait their turn in arrival order, so a burst is served one after
+    another instead of every request sharing the interpreter at once (which stretches all of
+    them, and adds a thread switch every few milliseconds); the event loop keeps answering
+    other routes meanwhile. Given the request's ``receive``, a request whose client leaves
+    while it waits for a thread is dropped unworked (``None``), so requests that clients gave
+    up on do not hold up the queue; work already started runs to its end.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The thread limit (created inside the event loop that uses it)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.threads)
+        return self._limiter
+
+    async def __call__(self, fn: Callable[[bytes], Response], body: bytes) -> Response:
+        """``fn(body)`` on a worker thread, in turn."""
+        return await anyio.to_thread.run_sync(fn, body, limiter=self.limiter)
+
+    async def unless_gone(
+        self, fn: Callable[[bytes], Response], body: bytes, receive: Any
+    ) -> Response | None:
+        """As a call, but ``None`` without working if the client leaves while it waits."""
+        result: Response | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+            async with self.limiter:  # leaves the queue here if the client goes
+                with anyio.CancelScope(shield=True):
+                    # The limit's token is held: any idle thread of anyio's pool will do.
+                    result = await anyio.to_thread.run_sync(fn, body)
+            group.cancel_scope.cancel()  # the watcher's job is done
+        return result
+
+
+async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the client disconnects (the body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -172,9 +223,8 @@ class _OptionsProbe:
 def _candidates(req: SelectRequest) -> list[Candidate]:
     """The request's candidates with their ids and positions resolved (default: the index)."""
     return [
-        Candidate(text=c.text, id=str(i) if c.id is None else c.id, kind=c.kind,
-                  mandatory=c.mandatory, tokens=c.tokens,
-                  position=i if c.position is None else c.position)
+        Candidate(c.text, str(i) if c.id is None else c.id, c.kind,
+                  i if c.position is None else c.position, c.mandatory, c.tokens)
         for i, c in enumerate(req.candidates)
     ]
 
@@ -248,11 +298,13 @@ class _Service:
             return _problem(422, f"strategy: unknown strategy {req.strategy!r}; "
                                  f"choose from {available_strategies()}")
         cands = _candidates(req)
-        seen: set[str] = set()
-        for index, c in enumerate(cands):
-            if c.id in seen:
-                return _problem(422, f"candidates[{index}].id: duplicate id {c.id!r}")
-            seen.add(str(c.id))
+        ids = [str(c.id) for c in cands]
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            for index, cid in enumerate(ids):
+                if cid in seen:
+                    return _problem(422, f"candidates[{index}].id: duplicate id {cid!r}")
+                seen.add(cid)
         try:
             self.probe.check(req.strategy, req.strategy_options)
             sel = self.selector.select(
@@ -307,6 +359,7 @@ def create_app(
     max_candidates: int = 2000,
     max_body_bytes: int = 8 * 1024 * 1024,
     body_timeout: float = 10.0,
+    selection_threads: int | None = None,
 ) -> _Front:
     """Build the ASGI app around one warm selector.
 
@@ -315,6 +368,9 @@ def create_app(
         max_candidates: Largest pool accepted (more: 422 naming ``candidates``).
         max_body_bytes: Largest request body accepted (more: 413).
         body_timeout: Seconds a client may take to send its body (slower: 408).
+        selection_threads: Most selection requests worked on at once, each on a worker
+            thread (more wait their turn in arrival order); default: the number of CPUs and
+            at least 2, so one slow request always leaves a thread for the others.
 
     Returns:
         The ASGI application (FastAPI behind a small front that checks bodies and answers
@@ -329,7 +385,9 @@ def create_app(
         ...
         ValueError: max_candidates must be a positive int, got 0
     """
-    for name, value in (("max_candidates", max_candidates), ("max_body_bytes", max_body_bytes)):
+    threads = max(2, os.cpu_count() or 1) if selection_threads is None else selection_threads
+    for name, value in (("max_candidates", max_candidates), ("max_body_bytes", max_body_bytes),
+                        ("selection_threads", threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if not (isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout)
@@ -344,17 +402,18 @@ def create_app(
     )
     app.state.selector = warm
     service = _Service(warm, max_candidates)
+    run = _Worker(threads)
     _documented(app)
 
     @app.post("/select", response_model=SelectResponse, openapi_extra=BODY)
     async def select(request: Request) -> Response:
         """Select under the budget; kept ids in order, token totals and flags."""
-        return await run_in_threadpool(service.select, await request.body())
+        return await run(service.select, await request.body())
 
     @app.post("/select_debug", response_model=SelectDebugResponse, openapi_extra=BODY)
     async def select_debug(request: Request) -> Response:
         """As ``/select``, plus every candidate's verdict (relevance, gain, pick rank)."""
-        return await run_in_threadpool(service.select_debug, await request.body())
+        return await run(service.select_debug, await request.body())
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -367,6 +426,7 @@ def create_app(
             "default_strategy": warm.strategy if isinstance(warm.strategy, str) else "custom",
             "max_candidates": max_candidates,
             "max_body_bytes": max_body_bytes,
+            "selection_threads": threads,
         }
 
     @app.get("/strategies")
@@ -394,4 +454,4 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     routes = {"/select": service.select, "/select_debug": service.select_debug}
-    return _Front(app, max_body_bytes, float(body_timeout), routes)
+    return _Front(app, max_body_bytes, float(body_timeout), routes, run)

@@ -164,8 +164,14 @@ def test_one_warning_per_outage_and_recovery_rearms(
     assert empty.kept_ids == () and not empty.fell_back and empty.strategy == "lastk"
 
 
-def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections(slow_url: str) -> None:
+def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections() -> None:
+    # Its own server: selections that earlier tests' clients gave up on would still be running.
     body = {"candidates": [{"text": "a b"}, {"text": "c"}], "query": "c", "budget_tokens": 1}
+    with running(create_app(SlowSelector())) as slow_url:
+        _two_slow_selections_overlap(slow_url, body)
+
+
+def _two_slow_selections_overlap(slow_url: str, body: dict) -> None:
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         slow = [pool.submit(httpx.post, f"{slow_url}/select", json=body, timeout=10)
@@ -175,3 +181,52 @@ def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections(slow_url:
         assert health.status_code == 200 and time.monotonic() - started < 1.2
         assert [f.result().json()["kept_ids"] for f in slow] == [["1"], ["1"]]
     assert time.monotonic() - started < 2.8  # the two 1.5 s selections overlapped
+
+
+def test_selection_threads_bound_the_selections_at_work() -> None:
+    # One selection thread: two slow selections run one after the other, in arrival order,
+    # while the event loop keeps answering; the default (at least 2) overlaps them (above).
+    body = {"candidates": [{"text": "a b"}, {"text": "c"}], "query": "c", "budget_tokens": 1}
+    with running(create_app(SlowSelector(), selection_threads=1)) as base:
+        assert httpx.get(f"{base}/healthz", timeout=5).json()["selection_threads"] == 1
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(httpx.post, f"{base}/select", json=body, timeout=10)
+            time.sleep(0.3)
+            second = pool.submit(httpx.post, f"{base}/select", json=body, timeout=10)
+            time.sleep(0.3)
+            assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+            assert time.monotonic() - started < 1.2
+            first.result()
+            done_first = time.monotonic() - started
+            assert second.result().json()["kept_ids"] == ["1"]
+        done_second = time.monotonic() - started
+    assert 1.4 < done_first < 2.6 and done_second > 2.9  # 1.5 s each, one at a time
+    with pytest.raises(ValueError, match="selection_threads"):
+        create_app(selection_threads=0)
+
+
+class CountingSlowSelector(SlowSelector):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def select(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return super().select(*args, **kwargs)
+
+
+def test_a_request_whose_client_left_while_queued_is_never_worked() -> None:
+    body = {"candidates": [{"text": "a b"}, {"text": "c"}], "query": "c", "budget_tokens": 1}
+    selector = CountingSlowSelector()
+    with running(create_app(selector, selection_threads=1)) as base:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            first = pool.submit(httpx.post, f"{base}/select", json=body, timeout=10)
+            time.sleep(0.3)  # the first holds the only selection thread
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{base}/select", json=body, timeout=0.3)  # gives up in the queue
+            assert first.result().status_code == 200
+        time.sleep(0.3)
+        assert selector.calls == 1  # the abandoned request never reached the selector
+        assert httpx.post(f"{base}/select", json=body, timeout=10).status_code == 200
+        assert selector.calls == 2

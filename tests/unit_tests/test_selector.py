@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -407,3 +408,32 @@ def test_recency_fallback_skips_an_item_too_big_and_keeps_older_ones():
     assert sel.fell_back and sel.strategy == "lastk"
     assert sel.kept_ids == ("0", "1")
     assert sel.tokens_kept == 6 and not sel.over_budget
+
+
+def placed(text: str, i: int, **kw: Any) -> Candidate:
+    """A candidate that already carries its id and position (what the service sends)."""
+    return Candidate(text, id=kw.pop("id", f"c{i}"), position=i, **kw)
+
+
+def test_placed_candidates_are_kept_as_they_are():
+    pool = [placed(t, i) for i, t in enumerate(POOL)]
+    sel = selector().select(pool, QUERY, budget_tokens=40)
+    assert all(a is b for a, b in zip(sel.candidates, pool))
+    assert sel.candidates == tuple(pool)
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({"id": "c0"}, "duplicate candidate id 'c0'"),
+        ({"kind": "note"}, "candidate 2 has unknown kind 'note'"),
+        ({"tokens": -3}, "candidate 'c2' has invalid tokens -3"),
+        ({"tokens": True}, "candidate 'c2' has invalid tokens True"),
+    ],
+)
+def test_placed_candidates_are_checked_like_any(bad: dict, needle: str):
+    # Candidates with ids and positions take a quicker check; a bad one still gets the
+    # message that names it.
+    pool = [placed(t, i) for i, t in enumerate(POOL[:2])] + [placed("x y", 2, **bad)]
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        selector().select(pool, QUERY, budget_tokens=40)

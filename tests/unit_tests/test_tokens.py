@@ -244,3 +244,19 @@ def test_the_stated_definitions_are_tiktokens_own(name: str, monkeypatch: pytest
     assert params["pat_str"] == ours.pat_str
     assert params["special_tokens"] == dict(ours.special_tokens)
     assert hashes == [ours.sha256]
+
+
+def test_count_many_counts_each_miss_once_and_checks_types():
+    calls: list[str] = []
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    counter = TokenCounter(count)
+    counter("abc")
+    assert counter.count_many(["abc", "de", "de", "", "abc"]) == [3, 2, 2, 0, 3]
+    assert calls == ["abc", "de", ""]  # memo hits are read under one lock, misses counted once
+    assert counter.count_many([]) == []
+    with pytest.raises(TypeError, match="expects str, got int"):
+        counter.count_many(["a", 5])  # type: ignore[list-item]
