@@ -478,7 +478,10 @@ def cost_replay(
 
 
 # -- the whole evaluation ------------------------------------------------------------------------
-HEURISTIC_GRID: tuple[dict[str, Any], ...] = (
+HEURISTIC_BASE: dict[str, Any] = {"keep_file_views": True}
+"""Planner settings every evaluated setting shares (not chosen on the development split)."""
+
+HEURISTIC_GRID: tuple[dict[str, Any], ...] = tuple({**HEURISTIC_BASE, **g} for g in (
     {},
     {"keep_recent": 1},
     {"fold_min_tokens": 250, "mask_min_tokens": 150},
@@ -488,9 +491,9 @@ HEURISTIC_GRID: tuple[dict[str, Any], ...] = (
     {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0},
     {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0,
      "fold_calls": False},
-)
+))
 """Heuristic planner settings tried on the development split (the last one folds tool results
-alone, as the planner did before span folds).
+alone, as the planner did before span folds), each over :data:`HEURISTIC_BASE`.
 
 The one chosen prunes most among those at or above :data:`DEV_STRICT` strict no-impact on the
 development split (the target's bar); if none reaches it, the one with the highest strict rate.

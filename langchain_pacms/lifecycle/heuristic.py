@@ -13,6 +13,8 @@ selector), its recency, and a prior by kind. The actions then follow the Self-GC
   so a fold is allowed);
 * a file read whose path a later call writes or edits is an *editable body*: kept or folded, never
   masked;
+* with ``keep_file_views`` the latest whole read of a file (``cat path``, an editor's view without
+  a range) stays in view: later edits and rewrites quote its lines exactly, often long after;
 * prune only what a later object supersedes: the same call (same signature) repeated later, or a
   later whole-file read of the same path;
 * fold large stable bodies (file reads, search results, API responses, long generated answers);
@@ -181,24 +183,32 @@ def _name_words(name: str) -> list[str]:
     return [w.lower() for w in re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name) if w]
 
 
-def _shell_kind(command: str) -> tuple[CallKind, bool]:
-    """Classify a shell command; the flag says whether it reads whole files."""
+def _read_operands(words: Sequence[str]) -> set[str]:
+    """The files a read command (``cat a b``, ``sed -n '1,9p' a``) names, whatever their names."""
+    operands = [w.strip("'\"") for w in words[1:] if not w.startswith("-")]
+    if words[0].rsplit("/", 1)[-1] == "sed":
+        operands = operands[1:]  # the first operand is the script
+    return {o.removeprefix("./") for o in operands if o and not o.isdigit()}
+
+
+def _shell_kind(command: str) -> tuple[CallKind, bool, set[str]]:
+    """Classify a shell command: its kind, whether it reads whole files, and the files it reads."""
     if _SHELL_WRITE.search(command):
-        return "write", False
+        return "write", False, set()
     segments = [s.split() for s in re.split(r"&&|\|\||;|\|", command) if s.strip()]
     segments = [s for s in segments if s and s[0] != "cd"]
     if not segments:
-        return "other", False
+        return "other", False, set()
     first = [s[0].rsplit("/", 1)[-1] for s in segments]
     if any(f in _SHELL_RUN or f.startswith("./") for f in first):
-        return "run", False
+        return "run", False, set()
     head = first[0]
     if head in _SHELL_READ or (head == "sed" and "-n" in segments[0]):
         whole = len(segments) == 1 and head in ("cat", "nl", "bat")
-        return "read", whole
+        return "read", whole, _read_operands(segments[0])
     if head in _SHELL_SEARCH:
-        return "search", False
-    return "other", False
+        return "search", False, set()
+    return "other", False, set()
 
 
 def _arg_paths(args: Mapping[str, Any]) -> set[str]:
@@ -235,8 +245,8 @@ def _classify(call: Mapping[str, Any]) -> _Call:
     shell = next((args[k] for k in _SHELL_ARGS if isinstance(args.get(k), str)), None)
     words = set(_name_words(name))
     if shell is not None and (words & _NAME_WORDS["run"] or not paths):
-        kind, whole = _shell_kind(shell)
-        paths |= {p.removeprefix("./") for p in _PATH.findall(shell)}
+        kind, whole, read = _shell_kind(shell)
+        paths |= read | {p.removeprefix("./") for p in _PATH.findall(shell)}
         return _Call(
             signature, kind, frozenset(paths), whole and bool(paths), _handles_of(signature)
         )
@@ -290,6 +300,7 @@ class _Analysis:
     live: dict[str, frozenset[str]]
     superseded: dict[str, tuple[str, str, frozenset[str]]]  # id -> (by, why, its handles)
     edited: dict[str, list[str]]
+    views: frozenset[str]  # ids holding the latest whole read of some file
     recency: dict[str, float]
     query: str
     first_user: str
@@ -322,6 +333,9 @@ class HeuristicPlanner:
             (superseded objects are pruned whatever their value).
         fold_calls: Fold a tool span with its call message's text and long arguments
             (``scope="span"``) rather than its results alone.
+        keep_file_views: Keep the latest whole read of each file in view (no fold or mask;
+            a later whole read of the same file still supersedes it). Worth it for agents that
+            edit the files they read: edits quote the lines they replace.
         recency_half_life: Number of objects after which recency halves.
         cache_size: Objects whose features (values, words, log markers) stay cached, by content
             hash (``0``: no cache).
@@ -348,6 +362,7 @@ class HeuristicPlanner:
         keep_recent: int = 2,
         keep_above: float = 0.6,
         fold_calls: bool = True,
+        keep_file_views: bool = False,
         recency_half_life: float = 12.0,
         cache_size: int = 4_096,
     ) -> None:
@@ -363,10 +378,12 @@ class HeuristicPlanner:
             raise ValueError(f"keep_above must be in (0, 1], got {keep_above!r}")
         if not isinstance(recency_half_life, (int, float)) or recency_half_life <= 0:
             raise ValueError(f"recency_half_life must be > 0, got {recency_half_life!r}")
-        if not isinstance(fold_calls, bool):
-            raise TypeError(f"fold_calls must be a bool, got {type(fold_calls).__name__}")
+        for flag, given in (("fold_calls", fold_calls), ("keep_file_views", keep_file_views)):
+            if not isinstance(given, bool):
+                raise TypeError(f"{flag} must be a bool, got {type(given).__name__}")
         self.keep_above = float(keep_above)
         self.fold_calls = fold_calls
+        self.keep_file_views = keep_file_views
         self.recency_half_life = float(recency_half_life)
         self._cache: OrderedDict[tuple[str, str], _Features] = OrderedDict()
 
@@ -444,6 +461,16 @@ class HeuristicPlanner:
             if cover is not None:
                 by, why = cover
                 superseded[o.id] = (by, why, features[by].handles)
+        views = frozenset(
+            o.id
+            for o in candidates
+            if self.keep_file_views
+            and any(
+                c.kind == "read" and c.whole and last_whole_read.get(p, (0, ""))[1] == o.id
+                for c in calls.get(o.id, ())
+                for p in c.paths
+            )
+        )
         span = max(cutoff, 1)
         recency = {o.id: 0.5 ** ((span - o.position) / self.recency_half_life) for o in candidates}
         query = "\n".join(text for _, text in recent_turns(index))
@@ -459,6 +486,7 @@ class HeuristicPlanner:
             live,
             superseded,
             edited,
+            views,
             recency,
             query,
             first_user,
@@ -570,7 +598,7 @@ class HeuristicPlanner:
             if not missing:
                 return Action("prune", obj.id, f"superseded by {by}: {why}")
             live = missing
-        if value >= self.keep_above:
+        if value >= self.keep_above or obj.id in a.views:
             return None
         uses = f"; later calls use {', '.join(live[:3])}" if live else ""
         edited = a.edited.get(obj.id)

@@ -161,6 +161,17 @@ def test_shell_commands_are_classified_like_the_tools_they_stand_for():
     assert "edited later" not in reasons[other]
 
 
+def test_a_read_command_names_its_files_whatever_their_extension():
+    h = History().user("Decode the capture")
+    h.call("bash", "0110" * 400, command="cat capture.mpeg")
+    h.call("bash", "0110" * 400, command="nl capture.mpeg")
+    h.filler(2).user("What does it say?")
+    plan = plan_of(h.messages)
+    first = tool_id_of(h.messages, "c2")
+    assert ops(plan)[first] == "prune"
+    assert "capture.mpeg is read again later" in plan.actions[0].reason
+
+
 def test_big_stable_file_read_is_folded_not_masked():
     h = History().user("Summarise the helpers in src/app/helpers.py")
     h.call("read_file", code_body("src/app/helpers.py", 200), path="src/app/helpers.py")
@@ -233,6 +244,25 @@ def test_editable_read_is_folded_with_a_reason_that_says_so():
     plan = plan_of(h.messages)
     (action,) = [a for a in plan.actions if a.target == tool_id_of(h.messages, "c2")]
     assert action.op == "fold" and "src/app/config.py is edited later" in action.reason
+
+
+def test_keep_file_views_keeps_the_latest_whole_read_of_each_file():
+    h = History().user("Fix the port parser in src/app/config.py")
+    h.call("bash", code_body("src/app/config.py", 200), command="cat src/app/config.py")
+    h.call("bash", code_body("src/app/util.py", 200), command="cat src/app/util.py")
+    h.call("bash", code_body("src/app/config.py", 60), command="sed -n '1,80p' src/app/config.py")
+    h.call("bash", "", command="sed -i 's/8081/8080/' src/app/config.py")
+    h.call("bash", code_body("src/app/util.py", 200), command="cat src/app/util.py")
+    h.filler(2).user("Done?")
+    config, util, ranged, util_again = (tool_id_of(h.messages, c) for c in ("c2", "c3", "c4", "c6"))
+    kept = ops(plan_of(h.messages, keep_file_views=True))
+    # the latest whole view of each file stays, even one edited since; a ranged read does not
+    # count as a view, and an older view of a file read again is still superseded
+    assert config not in kept and util_again not in kept
+    assert kept[ranged] == "fold" and kept[util] == "prune"
+    # without the option the same views are folded
+    plain = ops(plan_of(h.messages))
+    assert plain[config] == "fold" and plain[util_again] == "fold" and plain[util] == "prune"
 
 
 def test_user_instructions_are_never_pruned_or_masked_and_the_first_never_touched():
@@ -365,6 +395,8 @@ def test_summary_is_one_line_with_counts():
         ({"keep_above": 0}, ValueError),
         ({"recency_half_life": 0}, ValueError),
         ({"selector": object()}, TypeError),
+        ({"keep_file_views": 1}, TypeError),
+        ({"fold_calls": "yes"}, TypeError),
     ],
 )
 def test_bad_options_are_named(options: dict[str, Any], error: type[Exception]):
