@@ -44,7 +44,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
 from langchain_pacms.eval.progress import progress_bar
 from langchain_pacms.eval.replay_cache import ReplayCache, session_digest
-from langchain_pacms.eval.selection_replay import SELECTION_STUBS, is_selection, selection_policy
+from langchain_pacms.eval.selection_replay import (
+    SELECTION_LIFE,
+    SELECTION_STUBS,
+    behind_lifecycle,
+    is_selection,
+    selection_policy,
+)
 from langchain_pacms.eval.traces import TraceSession
 from langchain_pacms.integrations.messages import content_text
 from langchain_pacms.lifecycle import (
@@ -327,9 +333,13 @@ def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
 SELECTION = (
     *(f"select:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk")),
     *SELECTION_STUBS,
+    "select:pacms@0.7",
+    "select+stubs:pacms@0.7",
+    *SELECTION_LIFE,
 )
-"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens),
-without and with fold stubs (see :mod:`langchain_pacms.eval.selection_replay`)."""
+"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens,
+``pacms`` also 70%), without and with fold stubs, and behind the heuristic planner (see
+:mod:`langchain_pacms.eval.selection_replay`)."""
 
 
 def _cut_cells(
@@ -350,6 +360,9 @@ def _cut_cells(
             view = checked.result.messages
             sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
             cell["rejected"].update(r.reason for r in checked.rejected)
+            if runner is not None:  # selection behind the lifecycle, budget from the prefix
+                view, stubs = runner(view, base=prefix)
+                sidecars = {**stubs, **sidecars}  # a stub of a fold stub holds no payload
         elif runner is not None:
             view, sidecars = runner(prefix)
         elif policy == "clear-tool-uses":
@@ -392,14 +405,15 @@ def evaluate_cuts(
     With ``cache`` each session's outcomes are read from it when present and stored when
     computed; ``tick`` is called once per session (a progress bar's update). The policy
     ``"llm"`` runs ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner`); its
-    ``settings`` should name the model (they key the cache).
+    ``settings`` should name the model (they key the cache). A ``life+select:`` policy runs
+    the heuristic planner with ``settings`` and then the selection on its view.
 
     Raises:
         ValueError: For an unknown policy, or ``"llm"`` without a planner.
     """
     count = counter or TokenCounter()
     result = PolicyResult()
-    factory = POLICIES.get(policy)
+    factory = POLICIES.get("heuristic" if behind_lifecycle(policy) else policy)
     plan_fn = factory(**(settings or {})) if factory is not None else None
     if policy == "llm":
         if planner is None:
@@ -633,6 +647,7 @@ def run_lifecycle_eval(
                                         planner=planner).row()
         for name in (*BASELINES, *selection):
             rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
+                                       settings=best if behind_lifecycle(name) else None,
                                        counter=counter, cache=cache, tick=tick).row()
             say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
                 f"@ {rows[name]['pruning_mean']:.3f}")

@@ -6,7 +6,10 @@ Two policy families, each ``<family>:<strategy>@<kept share>``:
   prefix's tokens; dropped tool spans vanish;
 * ``select+stubs:pacms@0.5``: the same with ``fold_stubs=True``: a tool span may be sent as its
   lifecycle fold stub instead (pointer, one line, locators) at the stub's cost, and the stubs
-  that are sent have their payloads in the sidecar store (the judge's *with recovery* column).
+  that are sent have their payloads in the sidecar store (the judge's *with recovery* column);
+* ``life+select:pacms@0.5``: the lifecycle in front: the replay applies the heuristic planner's
+  plan first, and the selection (with fold stubs) then fits what is left into that share of
+  the *original* prefix's tokens, as an agent with both middlewares would send it.
 
 Example:
     >>> policy = selection_policy("select+stubs:lastk@0.5")
@@ -32,9 +35,12 @@ from langchain_pacms.lifecycle.sidecar import SidecarStore
 from langchain_pacms.selector import ContextSelector
 from langchain_pacms.tokens import TokenCounter
 
-__all__ = ["SELECTION_STUBS", "SelectionPolicy", "is_selection", "selection_policy"]
+__all__ = [
+    "SELECTION_LIFE", "SELECTION_STUBS", "SelectionPolicy", "behind_lifecycle", "is_selection",
+    "selection_policy",
+]
 
-_FAMILIES = {"select": False, "select+stubs": True}
+_FAMILIES = {"select": False, "select+stubs": True, "life+select": True}
 _THREAD = "replay"
 
 SELECTION_STUBS = tuple(
@@ -42,10 +48,23 @@ SELECTION_STUBS = tuple(
 )
 """Per-call selection with fold stubs (each strategy keeping 50% and 30% of the tokens)."""
 
+SELECTION_LIFE = (
+    *(f"life+select:{s}@0.5" for s in ("pacms", "topk", "mmr", "lastk")),
+    "life+select:pacms@0.7",
+)
+"""Per-call selection with fold stubs behind the lifecycle's heuristic planner (each strategy
+keeping 50% of the tokens, and ``pacms`` keeping 70%)."""
+
 
 def is_selection(policy: str) -> bool:
-    """Whether ``policy`` names a per-call selection policy (``select:`` or ``select+stubs:``)."""
+    """Whether ``policy`` names a per-call selection policy (``select:``, ``select+stubs:``,
+    ``life+select:``)."""
     return policy.partition(":")[0] in _FAMILIES
+
+
+def behind_lifecycle(policy: str) -> bool:
+    """Whether ``policy`` selects behind the lifecycle (``life+select:``)."""
+    return policy.partition(":")[0] == "life+select"
 
 
 @dataclass
@@ -75,10 +94,19 @@ class SelectionPolicy:
     selector: ContextSelector
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def __call__(self, prefix: Sequence[BaseMessage]) -> tuple[list[BaseMessage], dict[str, str]]:
-        """What the model would see for ``prefix`` and the sidecars it could recover from."""
+    def __call__(
+        self, prefix: Sequence[BaseMessage], base: Sequence[BaseMessage] | None = None
+    ) -> tuple[list[BaseMessage], dict[str, str]]:
+        """What the model would see for ``prefix`` and the sidecars it could recover from.
+
+        ``base`` (default: ``prefix``) is the conversation whose tokens the kept share is of:
+        behind the lifecycle, the prefix before its folds.
+        """
         config = SelectionConfig(budget=Budget(ratio=self.ratio), strategy=self.strategy,
                                  **self.options)
+        if base is not None:
+            pool = SelectionRunner(config, self.selector).candidates(base, (), ())
+            config = dataclasses.replace(config, budget=Budget(tokens=pool.budget))
         if not self.stubs:
             return SelectionRunner(config, self.selector, source="replay").run(prefix), {}
         store = InMemoryStore()

@@ -8,8 +8,15 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from test_lifecycle_replay import session
 
-from langchain_pacms.eval.lifecycle_replay import SELECTION, evaluate_cuts
-from langchain_pacms.eval.selection_replay import SELECTION_STUBS, is_selection, selection_policy
+from langchain_pacms.eval.lifecycle_replay import POLICIES, SELECTION, _tokens, evaluate_cuts
+from langchain_pacms.eval.selection_replay import (
+    SELECTION_LIFE,
+    SELECTION_STUBS,
+    behind_lifecycle,
+    is_selection,
+    selection_policy,
+)
+from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
 from langchain_pacms.tokens import TokenCounter
@@ -23,9 +30,11 @@ def test_bad_policy_names_fail(bad):
 
 
 def test_the_replay_runs_every_strategy_with_and_without_stubs():
-    assert set(SELECTION_STUBS) < set(SELECTION)
+    assert set(SELECTION_STUBS) < set(SELECTION) and set(SELECTION_LIFE) < set(SELECTION)
     assert all(is_selection(p) for p in SELECTION)
-    assert {p.split(":")[0] for p in SELECTION} == {"select", "select+stubs"}
+    assert {p.split(":")[0] for p in SELECTION} == {"select", "select+stubs", "life+select"}
+    assert [behind_lifecycle(p) for p in ("life+select:mmr@0.5", "select+stubs:mmr@0.5")] == [
+        True, False]
 
 
 def test_stubs_are_sent_within_the_share_and_their_payloads_are_exact():
@@ -54,3 +63,39 @@ def test_a_stub_keeps_an_old_path_visible_where_plain_selection_drops_it():
     stubs = evaluate_cuts([run], "select+stubs:pacms@0.3").row()
     assert plain["cuts"] == stubs["cuts"] > 0 and stubs["pruning_mean"] > 0.5
     assert plain["strict_no_impact"] < stubs["strict_no_impact"] == 1.0
+
+
+FOLDING = {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0}
+
+
+def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the_folds():
+    counter = TokenCounter()
+    prefix = list(session(12).messages)[:-1]
+    index = index_messages(prefix, token_counter=counter, latest="step")
+    plan = POLICIES["heuristic"](**FOLDING)(prefix, index, counter)
+    folded = check_actions(prefix, index, plan, token_counter=counter).result.messages
+    share = _tokens(folded, counter) / _tokens(prefix, counter)
+    policy = selection_policy("life+select:pacms@0.5", counter)
+    # the folds already left less than the share: the selection keeps the whole view
+    assert share < 0.5
+    kept, _ = policy(folded, base=prefix)
+    assert [m.id for m in kept] == [m.id for m in folded]
+    # a share below what the folds left: the selection fits the view into it
+    tight = dataclasses.replace(policy, ratio=share / 2)
+    view, _ = tight(folded, base=prefix)
+    assert _tokens(view, counter) <= share / 2 * _tokens(prefix, counter) + 1
+    assert _tokens(view, counter) < _tokens(folded, counter)
+
+
+def test_the_lifecycle_row_judges_the_folds_payloads_as_recoverable():
+    base = session(12)
+    reuse = AIMessage("back to the first file", id="again", tool_calls=[
+        {"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}])
+    run = dataclasses.replace(base, messages=(*base.messages, reuse))
+    row = evaluate_cuts([run], "life+select:pacms@0.5", settings=FOLDING).row()
+    folds = evaluate_cuts([run], "heuristic", settings=FOLDING).row()
+    assert row["cuts"] == folds["cuts"] > 0
+    assert row["pruning_mean"] >= max(folds["pruning_mean"], 0.5) - 0.02
+    assert row["no_impact_with_recovery"] == 1.0
+    with pytest.raises(TypeError):
+        evaluate_cuts([run], "life+select:pacms@0.5", settings={"no_such_option": 1})
