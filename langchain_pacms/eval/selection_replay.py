@@ -57,8 +57,7 @@ keeping 50% of the tokens, and ``pacms`` keeping 70%)."""
 
 
 def is_selection(policy: str) -> bool:
-    """Whether ``policy`` names a per-call selection policy (``select:``, ``select+stubs:``,
-    ``life+select:``)."""
+    """Whether ``policy`` names a per-call selection policy (any family of the module docs)."""
     return policy.partition(":")[0] in _FAMILIES
 
 

@@ -16,8 +16,8 @@ from langchain_pacms.eval.selection_replay import (
     is_selection,
     selection_policy,
 )
-from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
 from langchain_pacms.tokens import TokenCounter
 
