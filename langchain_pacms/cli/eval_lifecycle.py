@@ -111,8 +111,9 @@ def add_lifecycle_parser(benches: Any) -> None:
                    help="price of an unchanged prefix token, the rest costs 1 (default: 0.1)")
     p.add_argument("--selection", action="store_true",
                    help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
-                   "30%% of the prefix, as the hook selects with its defaults), without and with "
-                   "fold stubs for dropped tool spans")
+                   "30%% of the prefix, pacms also 70%%, as the hook selects with its defaults), "
+                   "without and with fold stubs for dropped tool spans, and behind the "
+                   "heuristic planner (life+select rows)")
     p.add_argument("--planner", metavar="SPEC",
                    help="also replay the LLM planner on this chat model (ollama:<model>, "
                    "<provider>:<model>, python:<module>:<factory>); the model is probed first")

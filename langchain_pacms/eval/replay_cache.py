@@ -33,16 +33,17 @@ from langchain_core.messages import BaseMessage
 
 __all__ = ["ReplayCache", "replay_fingerprint", "session_digest"]
 
-_CODE = ("lifecycle", "eval/lifecycle_replay.py", "eval/dependency_judge.py", "eval/traces.py",
-         "eval/replay_cache.py", "integrations", "tokens.py")
+_CODE = ("lifecycle", "eval/lifecycle_replay.py", "eval/selection_replay.py",
+         "eval/dependency_judge.py", "eval/traces.py", "eval/replay_cache.py", "integrations",
+         "tokens.py")
 
 
 def replay_fingerprint() -> str:
     """Short sha256 over the source of everything that decides a replay cell.
 
-    Covers ``lifecycle/``, ``integrations/`` (message mapping and per-call selection), the replay,
-    judge, trace loader and this module, ``tokens.py``, and the selection code that
-    :func:`~langchain_pacms.eval.recall.code_fingerprint` covers.
+    Covers ``lifecycle/``, ``integrations/`` (message mapping and per-call selection), the replay
+    and its selection policies, judge, trace loader and this module, ``tokens.py``, and the
+    selection code that :func:`~langchain_pacms.eval.recall.code_fingerprint` covers.
 
     Example:
         >>> len(replay_fingerprint()), replay_fingerprint() == replay_fingerprint()

@@ -282,3 +282,20 @@ def test_dominance_is_no_worse_on_both_and_better_on_one():
     assert _dominates(row(1.0, 0.3), row(1.0, 0.25))  # equal at 100%, prunes more
     assert not _dominates(row(1.0, 0.3), row(1.0, 0.3))
     assert not _dominates(row(0.93, 0.36), row(0.955, 0.26))  # prunes more, but less safe
+
+
+def test_the_replay_fingerprint_covers_every_eval_module_the_replay_imports():
+    import ast
+
+    from langchain_pacms.eval import lifecycle_replay, replay_cache
+
+    tree = ast.parse(Path(lifecycle_replay.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module.rsplit(".", 1)[-1]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("langchain_pacms.eval.")
+    }
+    covered = {Path(part).stem for part in replay_cache._CODE if part.startswith("eval/")}
+    assert "selection_replay" in imported
+    assert imported - {"progress"} <= covered  # the progress bar decides no cell
