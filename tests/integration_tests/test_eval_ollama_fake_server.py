@@ -342,7 +342,9 @@ def test_ctrl_c_while_a_model_is_tested(tmp_path: Path) -> None:
     argv += ["--ollama-url", fake.url, "--out", str(tmp_path / "qa")]
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     pipe = subprocess.PIPE
-    proc = subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+    # a shell runs background jobs with SIGINT ignored, and the child would inherit that
+    proc = subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert asked.wait(60), "the test prompt never reached the server"
         proc.send_signal(signal.SIGINT)
