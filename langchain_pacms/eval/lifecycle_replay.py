@@ -790,25 +790,72 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         return paths
-    datasets = list(report["datasets"])
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets) + 3, 4), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets, strict=True):
-        for k, (name, r) in enumerate(report["datasets"][dataset]["policies"].items()):
-            low, high = r["strict_ci"]
-            y = r["strict_no_impact"]
-            family = name.partition(":")[0]
-            marker = {"select": "s", "select+stubs": "^"}.get(family, "o")
-            ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], fmt=marker,
-                        capsize=3, label=name, color=plt.get_cmap("tab20")(k % 20))
-        ax.set_title(dataset)
-        ax.set_xlabel("pruning rate (share of prefix tokens removed)")
-        ax.set_ylabel("strict no-impact")
-        ax.set_xlim(-0.02, 1)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.tight_layout()
     paths.append(out / "lifecycle.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    _plot(report, plt, paths[-1])
     return paths
+
+
+_STRATEGY_COLORS = {"pacms": 3, "topk": 0, "mmr": 2, "lastk": 1}  # tab10 indices
+_FAMILY_MARKERS = {"select": "s", "select+stubs": "^", "life+select": "D"}
+
+
+def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
+    """Pruning against strict no-impact with Wilson intervals, one column per data set.
+
+    The top row holds the planner and the baselines; the bottom row the per-call selection
+    rows (colour: strategy; marker: family; filled at 50% kept, hollow at 30%, a dot inside at
+    70%) with the heuristic as a black star for reference.
+    """
+    from matplotlib.lines import Line2D
+
+    datasets = list(report["datasets"])
+    fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets) + 3.2, 8),
+                             squeeze=False)
+    tab = plt.get_cmap("tab10")
+
+    def point(ax: Any, r: Mapping[str, Any], **style: Any) -> None:
+        low, high = r["strict_ci"]
+        y = r["strict_no_impact"]
+        ax.errorbar(r["pruning_mean"], y, yerr=[[y - low], [high - y]], capsize=3, **style)
+
+    for col, dataset in enumerate(datasets):
+        policies = report["datasets"][dataset]["policies"]
+        top, bottom = axes[0][col], axes[1][col]
+        plain = [n for n in policies if not is_selection(n)]
+        for k, name in enumerate(plain):
+            point(top, policies[name], fmt="*" if name == "heuristic" else "o",
+                  color="black" if name == "heuristic" else tab(k % 10), label=name,
+                  markersize=11 if name == "heuristic" else 6)
+        if "heuristic" in policies:
+            point(bottom, policies["heuristic"], fmt="*", color="black", markersize=11)
+        for name in (n for n in policies if is_selection(n)):
+            family, _, spec = name.partition(":")
+            strategy, _, share = spec.partition("@")
+            color = tab(_STRATEGY_COLORS.get(strategy, 9))
+            kept = float(share)
+            point(bottom, policies[name], fmt=_FAMILY_MARKERS[family], color=color,
+                  markerfacecolor="none" if kept < 0.5 else color, markersize=7,
+                  markeredgewidth=2 if kept > 0.5 else 1)
+        for row, ax in ((0, top), (1, bottom)):
+            ax.set_title(dataset if row == 0 else f"{dataset}: per-call selection")
+            ax.set_xlabel("pruning rate (share of prefix tokens removed)")
+            ax.set_ylabel("strict no-impact")
+            ax.set_xlim(-0.02, 1)
+            ax.set_ylim(0, 1.02)
+            ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    keys = [Line2D([], [], marker="*", color="black", ls="", markersize=11, label="heuristic")]
+    keys += [Line2D([], [], marker="o", color=tab(i), ls="", label=s)
+             for s, i in _STRATEGY_COLORS.items()]
+    keys += [Line2D([], [], marker=m, color="black", ls="", label=f)
+             for f, m in _FAMILY_MARKERS.items()]
+    keys += [Line2D([], [], marker="o", color="black", ls="", label="50% kept"),
+             Line2D([], [], marker="o", color="black", markerfacecolor="none", ls="",
+                    label="30% kept"),
+             Line2D([], [], marker="o", color="black", markeredgewidth=2, ls="",
+                    label="70% kept (thick edge)")]
+    axes[1][-1].legend(handles=keys, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
