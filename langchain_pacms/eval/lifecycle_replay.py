@@ -803,7 +803,7 @@ def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
     """Pruning against strict no-impact with Wilson intervals, one column per data set.
 
     The top row holds the planner and the baselines; the bottom row the per-call selection
-    rows (colour: strategy; marker: family; filled at 50% kept, hollow at 30%, a dot inside at
+    rows (colour: strategy; marker: family; filled at 50% kept, hollow at 30%, thick-edged at
     70%) with the heuristic as a black star for reference.
     """
     from matplotlib.lines import Line2D

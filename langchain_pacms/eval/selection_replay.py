@@ -40,7 +40,8 @@ __all__ = [
     "selection_policy",
 ]
 
-_FAMILIES = {"select": False, "select+stubs": True, "life+select": True}
+_LIFE = "life+select"
+_FAMILIES = {"select": False, "select+stubs": True, _LIFE: True}
 _THREAD = "replay"
 
 SELECTION_STUBS = tuple(
@@ -49,8 +50,8 @@ SELECTION_STUBS = tuple(
 """Per-call selection with fold stubs (each strategy keeping 50% and 30% of the tokens)."""
 
 SELECTION_LIFE = (
-    *(f"life+select:{s}@0.5" for s in ("pacms", "topk", "mmr", "lastk")),
-    "life+select:pacms@0.7",
+    *(f"{_LIFE}:{s}@0.5" for s in ("pacms", "topk", "mmr", "lastk")),
+    f"{_LIFE}:pacms@0.7",
 )
 """Per-call selection with fold stubs behind the lifecycle's heuristic planner (each strategy
 keeping 50% of the tokens, and ``pacms`` keeping 70%)."""
@@ -63,7 +64,7 @@ def is_selection(policy: str) -> bool:
 
 def behind_lifecycle(policy: str) -> bool:
     """Whether ``policy`` selects behind the lifecycle (``life+select:``)."""
-    return policy.partition(":")[0] == "life+select"
+    return policy.partition(":")[0] == _LIFE
 
 
 @dataclass

@@ -461,16 +461,8 @@ class HeuristicPlanner:
             if cover is not None:
                 by, why = cover
                 superseded[o.id] = (by, why, features[by].handles)
-        views = frozenset(
-            o.id
-            for o in candidates
-            if self.keep_file_views
-            and any(
-                c.kind == "read" and c.whole and last_whole_read.get(p, (0, ""))[1] == o.id
-                for c in calls.get(o.id, ())
-                for p in c.paths
-            )
-        )
+        latest_views = {by for _, by in last_whole_read.values()} if self.keep_file_views else set()
+        views = frozenset(o.id for o in candidates if o.id in latest_views)
         span = max(cutoff, 1)
         recency = {o.id: 0.5 ** ((span - o.position) / self.recency_half_life) for o in candidates}
         query = "\n".join(text for _, text in recent_turns(index))
