@@ -53,6 +53,75 @@ _OVER = " (the latest turn alone exceeds the budget)"
 T = TypeVar("T")
 
 
+def _stub_floor(cands: Sequence[Candidate], room: int) -> list[Candidate] | None:
+    """The pool with fold stubs as the least their spans send, newest first while they fit.
+
+    Taken from the newest span back while they fit ``room`` with the mandatory part, each
+    span's floor becomes mandatory: its stub, or the span itself when the stub costs no less.
+    A span whose floor is its stub then costs only what it adds to the stub, so the selector
+    decides which spans to show whole and the others go as their stubs. Older stubs that do not
+    fit stay alternatives to their spans. ``None`` when there is no fold stub, a cost is
+    unknown, or not even the newest floor fits.
+    """
+    if any(c.tokens is None for c in cands):
+        return None
+    whole = {str(c.id): c for c in cands if isinstance(c.source, Span) and not c.source.stub}
+    stubs = sorted((c for c in cands if isinstance(c.source, Span) and c.source.sends),
+                   key=lambda c: -int(c.position or 0))
+    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
+    floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)
+    for stub in stubs:
+        assert isinstance(stub.source, Span)
+        span = whole[stub.source.full_id]
+        least = span if int(span.tokens or 0) <= int(stub.tokens or 0) else stub
+        if used + int(least.tokens or 0) > room:
+            break
+        used += int(least.tokens or 0)
+        floor[str(span.id)] = least
+    if not floor:
+        return None
+    floored = {str(c.id) for c in floor.values()}
+    out = []
+    for c in cands:
+        below = floor.get(str(c.id))
+        if (isinstance(c.source, Span) and c.source.stub and c.source.full_id in floor
+                and str(c.id) not in floored):
+            continue  # the span itself is the floor: its stub is no alternative
+        if str(c.id) in floored:
+            c = dataclasses.replace(c, mandatory=True)
+        elif below is not None:  # a span over its stub: it costs what it adds
+            c = dataclasses.replace(c, tokens=max(1, int(c.tokens or 0) - int(below.tokens or 0)))
+        out.append(c)
+    return out
+
+
+def _settle_floor(
+    selection: Selection, cands: Sequence[Candidate], shadowed: set[Any]
+) -> Selection:
+    """A floored selection in the pool's own terms.
+
+    The stubs of spans kept whole leave it, and spans priced over their stubs carry their full
+    cost again.
+    """
+    cost = {c.id: c.tokens for c in cands if c.tokens is not None}
+    pool = tuple(
+        c if c.mandatory or c.tokens == cost.get(c.id) else dataclasses.replace(
+            c, tokens=cost[c.id])
+        for c in selection.candidates
+    )
+    tokens = {**selection.tokens,
+              **{str(c.id): int(c.tokens) for c in pool if c.tokens is not None}}
+    kept = tuple(i for i in selection.kept_ids if i not in shadowed)
+    total = sum(tokens.values())
+    held = sum(tokens[i] for i in kept)
+    return dataclasses.replace(
+        selection, candidates=pool, kept_ids=kept,
+        pick_order=tuple(i for i in selection.pick_order if i not in shadowed),
+        gains={i: g for i, g in selection.gains.items() if i not in shadowed},
+        tokens=tokens, tokens_total=total, tokens_kept=held, tokens_dropped=total - held,
+    )
+
+
 @dataclass(frozen=True)
 class _Call:
     """One I/O step of a selection: a sync function and its async twin, with the arguments.
@@ -372,7 +441,9 @@ class SelectionRunner:
         omission note and all, counted with :func:`sent_tokens`) exceed the budget, the room
         shrinks by the excess and it selects again. A tool span and its call-only variant are
         alternatives (so are a span and its fold stub): when both are picked the variant leaves
-        the pool and it selects again.
+        the pool and it selects again. Fold stubs that fit are the floor (see
+        ``SelectionConfig.fold_stubs``): a span kept whole simply replaces its stub, and
+        ``info["stub_floor"]`` says whether the floor applied.
         After a few rounds only the mandatory part is kept. The returned selection carries the
         requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget
         (then exactly the mandatory part is kept).
@@ -381,21 +452,26 @@ class SelectionRunner:
         kwargs = self._select_kwargs(query)
         cands = list(pool.candidates)
         room = budget - unseen
+        floor = False
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
                 room = 1
+            floored = _stub_floor(cands, room)
+            floor = floored is not None
             selection = yield _Call(
                 self.selector.select, self.selector.aselect,
-                (cands, query if query.strip() else _NO_QUERY),
+                (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
                 {**kwargs, "budget_tokens": max(1, room)},
             )
             kept = set(selection.kept_ids)
             shadowed = {
-                c.id for c in cands
+                c.id for c in selection.candidates
                 if c.id in kept and isinstance(c.source, Span) and c.source.stub
                 and c.source.full_id in kept
             }
-            if shadowed:
+            if floored is not None:
+                selection = _settle_floor(selection, cands, shadowed)
+            elif shadowed:
                 cands = [c for c in cands if c.id not in shadowed]
                 continue
             out = self._apply(messages, selection, spans)
@@ -404,7 +480,7 @@ class SelectionRunner:
                 break
             room -= sent - budget
         info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
-                "rounds": attempt + 1}
+                "rounds": attempt + 1, "stub_floor": floor}
         return dataclasses.replace(
             selection, budget=budget, over_budget=sent > budget, info=info
         ), out

@@ -180,13 +180,17 @@ class SelectionConfig:
             (whole, never split). The selection event's ``mandatory`` says which applied.
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.
-        fold_stubs: Offer each optional tool span also as its lifecycle fold stub (the object
-            id, one line, the locators the output contains: paths, ids, URLs) at the stub's
-            small cost; the selector keeps the whole span, the stub or neither. The exact
-            output of every stub that is sent is written to ``sidecar_store`` first, so the
-            ``recover_context`` tool (:func:`~langchain_pacms.lifecycle.make_recover_tool`
-            over the same store) returns it byte for byte. Needs ``sidecar_store``; not with
-            ``tool_placeholders`` (the stub is the richer variant).
+        fold_stubs: Send optional tool spans that are not kept whole as their lifecycle fold
+            stubs (the object id, one line, the locators the output contains: paths, ids,
+            URLs; the call's own text is folded with the results, its tool calls stay). The
+            stubs are the floor: those that fit beside the mandatory part, newest first, are
+            always sent, and the selector decides which of those spans to send whole instead,
+            each costing what it adds to its stub; an older stub that does not fit is an
+            alternative to its span (whole, stub or neither). The exact payload of every stub
+            that is sent is written to ``sidecar_store`` first, so the ``recover_context``
+            tool (:func:`~langchain_pacms.lifecycle.make_recover_tool` over the same store)
+            returns it byte for byte. Needs ``sidecar_store``; not with ``tool_placeholders``
+            (the stub is the richer variant).
         sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
             the run's ``configurable.thread_id`` (:data:`~langchain_pacms.lifecycle.node.
             DEFAULT_THREAD` when the run has none).

@@ -5,7 +5,8 @@ fold stub instead, the lifecycle's own ``[folded function:tool:N: ...; exact pay
 recover_context("function:tool:N"); locators: ...]`` line (see
 :mod:`langchain_pacms.lifecycle.actions`), at a small token cost. :func:`fold_variants` folds
 every active tool span of a history on a copy and returns, per span, the messages the stub
-variant sends (the unchanged call and its folded results) and the
+variant sends (the call and its folded results; a call's own text and long arguments are
+folded with them, its tool calls stay) and the
 :class:`~langchain_pacms.lifecycle.actions.SidecarRecord` that must be in the sidecar store
 before those messages reach the model.
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
-from langchain_pacms.lifecycle.actions import Action, SidecarRecord, apply_actions
+from langchain_pacms.lifecycle.actions import Action, SidecarRecord, apply_actions, call_texts
 from langchain_pacms.lifecycle.objects import index_messages
 
 __all__ = ["FoldVariant", "fold_variants"]
@@ -61,6 +62,7 @@ def fold_variants(
     messages: Sequence[BaseMessage],
     *,
     token_counter: Callable[[str], int] | str | None = None,
+    calls: bool = True,
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its call's index.
 
@@ -70,6 +72,11 @@ def fold_variants(
     Args:
         messages: The history, oldest first.
         token_counter: As in :func:`~langchain_pacms.lifecycle.objects.index_messages`.
+        calls: Fold a call message that carries text or long arguments with its results
+            (``scope="span"``: its tool calls stay, with long arguments replaced by a pointer,
+            and the record's payload is :func:`~langchain_pacms.lifecycle.actions.span_payload`
+            JSON); a call with neither, or any call when false, stays as it is and the payload
+            is the results alone.
 
     Returns:
         ``index of the span's AIMessage -> FoldVariant``.
@@ -80,8 +87,9 @@ def fold_variants(
     if not spans:
         return {}
     # no dedupe: the selector may drop the messages a stub would lean on
-    folded = apply_actions(messages, index, [Action("fold", o.id) for o in spans],
-                           token_counter=token_counter, dedupe=False)
+    actions = [Action("fold", o.id, scope="span" if calls and any(call_texts(
+        messages[o.indices[0]])) else "output") for o in spans]
+    folded = apply_actions(messages, index, actions, token_counter=token_counter, dedupe=False)
     records = {r.object_id: r for r in folded.sidecars}
     return {
         o.indices[0]: FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -61,11 +62,24 @@ def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
     assert sorted(variants) == [2, 4, 6, 8, 10, 12]
     for n, (i, variant) in enumerate(sorted(variants.items()), start=1):
         assert variant.record.object_id == f"function:tool:{n}"
-        assert variant.record.payload == payload_of(LOOP, (i, i + 1))
-        assert variant.messages[0] is LOOP[i]  # the call goes out unchanged
+        payload = json.loads(variant.record.payload)  # the call's text is folded with the span
+        assert payload["text"] == f"step {n - 1}" and payload["results"] == payload_of(
+            LOOP, (i, i + 1))
+        head = variant.messages[0]
+        assert head.content == "" and head.tool_calls == LOOP[i].tool_calls  # the calls stay
         stub = str(variant.messages[1].content)
         assert stub.startswith(f"[folded function:tool:{n}:") and f"/srv/out{n - 1}.json" in stub
     assert LOOP[3].content.startswith("/srv/out0.json")  # the input is untouched
+    assert LOOP[2].content == "step 0"
+
+
+def test_fold_variants_leave_a_call_without_text_or_when_asked():
+    quiet = [m.model_copy(update={"content": ""}) if isinstance(m, AIMessage) else m
+             for m in LOOP]
+    for msgs, variants in ((quiet, fold_variants(quiet)), (LOOP, fold_variants(LOOP, calls=False))):
+        for i, variant in variants.items():
+            assert variant.messages[0] is msgs[i]  # the call goes out unchanged
+            assert variant.record.payload == payload_of(msgs, (i, i + 1))
 
 
 def test_an_already_folded_span_gets_no_second_stub():
@@ -128,16 +142,19 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     sidecars = SidecarStore(store, DEFAULT_THREAD)
     originals = {id(m) for m in messages}
     for call_message, results in _spans(out):
-        assert call_message.tool_calls and id(call_message) in originals
         stubbed = [is_stub(r) for r in results]
         assert all(stubbed) or not any(stubbed)  # never split: all results whole, or the stub
+        first = next(i for i, m in enumerate(messages)
+                     if isinstance(m, AIMessage) and m.tool_calls == call_message.tool_calls)
+        assert call_message.tool_calls and (id(call_message) in originals or stubbed[0])
         if stubbed[0]:
             object_id = results[0].additional_kwargs[LIFECYCLE_KEY]["object"]
-            first = next(i for i, m in enumerate(messages) if m is call_message)
             indices = [first, *(i for i, m in enumerate(messages)
                                 if isinstance(m, ToolMessage) and any(
                                     m.tool_call_id == c["id"] for c in call_message.tool_calls))]
-            assert sidecars.get(object_id).payload == payload_of(messages, indices)
+            payload = json.loads(sidecars.get(object_id).payload)  # the calls have text
+            assert payload["text"] == messages[first].content
+            assert payload["results"] == payload_of(messages, indices)
         else:
             assert all(id(r) in originals or "no result was recorded" in str(r.content)
                        for r in results)
@@ -152,13 +169,13 @@ async def test_async_hook_writes_the_stub_payloads_before_returning():
     hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
     out = (await hook.ainvoke({"messages": LOOP}, {"configurable": {"thread_id": "t-9"}}))[
         "llm_input_messages"]
-    stubs = [m for m in out if is_stub(m)]
+    stubs = [m for m in out if is_stub(m) and isinstance(m, ToolMessage)]
     assert stubs and sent_tokens(out, hook.selector.token_counter) <= 260
     sidecars = SidecarStore(store, "t-9")
     for stub in stubs:
         record = await sidecars.aget(stub.additional_kwargs[LIFECYCLE_KEY]["object"])
         original = next(m for m in LOOP if getattr(m, "tool_call_id", None) == stub.tool_call_id)
-        assert record.payload == original.content
+        assert json.loads(record.payload)["results"] == original.content
 
 
 class BrokenStore(InMemoryStore):
@@ -178,3 +195,49 @@ def test_a_failed_sidecar_write_sends_no_stub():
                                strict=True)
     with pytest.raises(OSError, match="disk full"):
         strict.invoke({"messages": LOOP})
+
+
+# -- stubs as the floor --------------------------------------------------------------------------
+def _sent_rounds(out: list[BaseMessage]) -> dict[str, str]:
+    """``tool_call_id -> "whole" | "stub"`` for every tool round that is sent."""
+    return {r.tool_call_id: "stub" if is_stub(r) else "whole"
+            for _, results in _spans(out) for r in results}
+
+
+def _floor_hook(budget: int) -> Any:
+    return create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
+                             fold_stubs=True, sidecar_store=InMemoryStore())
+
+
+def test_when_every_stub_fits_no_tool_round_vanishes():
+    stubs = fold_variants(LOOP, token_counter=SELECTOR.token_counter)
+    floor = sum(sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()
+                if i != 12)  # the newest round is mandatory, whole
+    whole = sent_tokens(LOOP[:2] + LOOP[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + floor + 40)
+    out = hook.invoke({"messages": LOOP})["llm_input_messages"]
+    rounds = _sent_rounds(out)
+    assert len(rounds) == 6 and rounds["c5_0"] == "whole"
+    assert "stub" in rounds.values()
+    assert hook.last_selection.info["stub_floor"] is True
+    assert sent_tokens(out, SELECTOR.token_counter) <= whole + floor + 40
+    # a round sent whole replaces its stub: the selection holds one of the two, never both
+    kept = set(hook.last_selection.kept_ids)
+    assert not any(f"{k}:fold" in kept for k in kept)
+
+
+def test_when_the_stubs_do_not_all_fit_the_newest_go_first():
+    stubs = fold_variants(LOOP, token_counter=SELECTOR.token_counter)
+    cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
+    whole = sent_tokens(LOOP[:2] + LOOP[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[10] + cost[8] + 5)  # room for two stubs, not three
+    out = hook.invoke({"messages": LOOP})["llm_input_messages"]
+    rounds = _sent_rounds(out)
+    assert rounds == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    assert hook.last_selection.info["stub_floor"] is True
+
+
+def test_without_fold_stubs_there_is_no_floor():
+    hook = create_pacms_hook(SELECTOR, budget_tokens=400, keep_latest_turn=False)
+    hook.invoke({"messages": LOOP})
+    assert hook.last_selection.info["stub_floor"] is False
