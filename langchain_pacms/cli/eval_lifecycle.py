@@ -22,6 +22,22 @@ def _thresholds(text: str) -> list[float]:
     return values
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished worker processes."""
+    used = os.times()
+    return used.user + used.system + used.children_user + used.children_system
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 1, got {text!r}")
+    return value
+
+
 def _llm_planner(spec: str, ollama_url: str | None) -> Any:
     """An ``LLMPlanner`` on the chat model ``spec``, once it answered a probe (else ``None``)."""
     from langchain_pacms.eval.backends import chat_model_from_spec
@@ -64,13 +80,13 @@ def _run(args: argparse.Namespace) -> int:
         if planner is None:
             return 2
     load = os.getloadavg()
-    cpu = time.process_time()
+    cpu = _cpu_seconds()
     try:
         report = run_lifecycle_eval(
             sessions, max_cuts=args.max_cuts, seed=args.seed, thresholds=args.thresholds,
             cached_price=args.cached_price, selection=SELECTION if args.selection else (),
             progress=say, cache=cache, bar=not args.quiet, planner=planner,
-            planner_spec=args.planner or "",
+            planner_spec=args.planner or "", jobs=args.jobs,
         )
     except KeyboardInterrupt:
         kept = f"the sessions finished so far are kept in {args.cache_dir}: the same command " \
@@ -79,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     report["unread"] = problems
     report["seconds"] = round(time.perf_counter() - start, 1)
-    report["cpu_seconds"] = round(time.process_time() - cpu, 1)
+    report["cpu_seconds"] = round(_cpu_seconds() - cpu, 1)
     report["load_average"] = {"start": [round(x, 2) for x in load],
                               "end": [round(x, 2) for x in os.getloadavg()]}
     report["result_cache"] = None if cache is None else str(cache.folder)
@@ -129,6 +145,9 @@ def add_lifecycle_parser(benches: Any) -> None:
                    "(default: on)")
     p.add_argument("--prune-result-cache", action="store_true",
                    help="before the run, delete the cells of other code versions")
+    p.add_argument("--jobs", type=_jobs, default=min(os.cpu_count() or 1, 4), metavar="N",
+                   help="worker processes that compute the cells (with the result cache and no "
+                   "--planner; default: the CPU count, at most 4)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
                    help="output folder for lifecycle.json/.md/.png (default: %(default)s)")

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import random
+import signal
 import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -289,6 +292,7 @@ class PolicyResult:
         for name in ("strict", "recovered", "recovery_calls", "with_dependencies"):
             setattr(self, name, getattr(self, name) + cell[name])
         self.rejected.update(cell["rejected"])
+        self.seconds += cell.get("seconds", 0.0)
 
 
 _DEPENDENCIES: dict[tuple[str, str, int, int], set[str]] = {}
@@ -347,6 +351,7 @@ def _cut_cells(
     max_cuts: int, seed: int, count: TokenCounter,
 ) -> dict[str, Any]:
     """The per-cut outcomes of one session under one policy (a JSON-ready cache cell)."""
+    start = time.perf_counter()
     cell: dict[str, Any] = {"pruned": [], "pruned_non_system": [], "strict": 0, "recovered": 0,
                             "recovery_calls": 0, "with_dependencies": 0, "rejected": Counter()}
     messages = list(session.messages)
@@ -380,6 +385,7 @@ def _cut_cells(
         cell["recovered"] += judged.with_recovery
         cell["recovery_calls"] += judged.recovery_calls
     cell["rejected"] = dict(cell["rejected"])
+    cell["seconds"] = round(time.perf_counter() - start, 4)
     return cell
 
 
@@ -403,7 +409,8 @@ def evaluate_cuts(
     """Run ``policy`` on every cut of ``sessions`` and judge each one.
 
     With ``cache`` each session's outcomes are read from it when present and stored when
-    computed; ``tick`` is called once per session (a progress bar's update). The policy
+    computed; ``tick`` is called once per session (a progress bar's update). The result's
+    ``seconds`` are those the cells took to compute, wherever and whenever that was. The policy
     ``"llm"`` runs ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner`); its
     ``settings`` should name the model (they key the cache). A ``life+select:`` policy runs
     the heuristic planner with ``settings`` and then the selection on its view.
@@ -422,7 +429,6 @@ def evaluate_cuts(
     runner = selection_policy(policy, count) if is_selection(policy) else None
     if plan_fn is None and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
-    start = time.perf_counter()
     for session in sessions:
         key = _key("cuts", session.dataset, session.name, session_digest(session.messages),
                    policy, settings or {}, max_cuts, seed)
@@ -433,7 +439,6 @@ def evaluate_cuts(
                 cache.put(key, cell)
         result.add(cell)
         tick()
-    result.seconds = time.perf_counter() - start
     return result
 
 
@@ -533,14 +538,18 @@ BASELINE_COST_THRESHOLDS = (0.0, 0.3)
 def _session_cost(
     session: TraceSession, run: CostRun, boundary: str, cached_price: float,
     count: TokenCounter, cache: ReplayCache | None, llm: Any = None,
-) -> tuple[float, int]:
-    """:func:`cost_replay` of one session for one run (cached like the per-cut cells)."""
+) -> tuple[float, int, float]:
+    """:func:`cost_replay` of one session for one run, and the seconds it took to compute.
+
+    Cached like the per-cut cells.
+    """
     _, policy, settings, threshold, aware = run
     key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
                settings, threshold, boundary, cached_price, *(["cache-aware"] if aware else []))
     found = cache.get(key) if cache is not None else None
     if found is not None:
-        return float(found[0]), int(found[1])
+        return float(found[0]), int(found[1]), float(found[2])
+    start = time.perf_counter()
     planner: Any = None
     edit = None
     if policy == "heuristic":
@@ -554,9 +563,10 @@ def _session_cost(
     cost, commits = cost_replay(session, planner, threshold=threshold, boundary=boundary,
                                 cached_price=cached_price, counter=count, edit=edit,
                                 cache_aware=aware)
+    seconds = round(time.perf_counter() - start, 4)
     if cache is not None:
-        cache.put(key, [cost, commits])
-    return cost, commits
+        cache.put(key, [cost, commits, seconds])
+    return cost, commits, seconds
 
 
 CostRun = tuple[str, str, Mapping[str, Any], float, bool]
@@ -586,6 +596,100 @@ def _cost_runs(
     return runs
 
 
+def _choose(
+    dev: Sequence[TraceSession], max_cuts: int, seed: int, counter: TokenCounter,
+    cache: ReplayCache | None, tick: Callable[[], None],
+) -> tuple[dict[str, Any], list[tuple[Any, dict[str, Any], dict[str, Any]]]]:
+    """The heuristic setting chosen on the development split, and every setting's score."""
+    scored = []
+    for settings in HEURISTIC_GRID:
+        row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
+                            seed=seed, counter=counter, cache=cache, tick=tick).row()
+        safe = row["strict_no_impact"] >= DEV_STRICT
+        score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
+        scored.append((score, settings, row))
+    return max(scored, key=lambda t: t[0])[1], scored
+
+
+# -- worker processes -----------------------------------------------------------------------------
+Task = tuple[Any, ...]
+"""``("cuts", dataset, session, policy, settings, max_cuts, seed)`` or
+``("cost", dataset, session, run, boundary, cached_price)``: one replay cell to compute."""
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(sessions: Mapping[tuple[str, str], TraceSession], cache: ReplayCache) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool on Ctrl-C
+    _WORKER.update(sessions=sessions, cache=cache, counter=TokenCounter())
+
+
+def _fill(task: Task) -> None:
+    """Compute one cell into the worker's cache."""
+    kind, dataset, name, *rest = task
+    session, cache, counter = (_WORKER["sessions"][(dataset, name)], _WORKER["cache"],
+                               _WORKER["counter"])
+    if kind == "cuts":
+        policy, settings, max_cuts, seed = rest
+        evaluate_cuts([session], policy, settings=settings, max_cuts=max_cuts, seed=seed,
+                      counter=counter, cache=cache)
+    else:
+        run, boundary, cached_price = rest
+        _session_cost(session, run, boundary, cached_price, counter, cache)
+
+
+def _fill_all(
+    tasks: Sequence[Task], sessions: Sequence[TraceSession], cache: ReplayCache, jobs: int,
+    tick: Callable[[], None],
+) -> None:
+    """Compute ``tasks`` in ``jobs`` worker processes into ``cache`` (a tick per task)."""
+    by_name = {(s.dataset, s.name): s for s in sessions}
+    context = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_init,
+                               initargs=(by_name, cache))
+    try:
+        for done in as_completed([pool.submit(_fill, t) for t in tasks]):
+            done.result()
+            tick()
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # cells finished so far stay cached
+        raise
+    pool.shutdown()
+
+
+def _prefill(
+    splits: Mapping[str, tuple[list[TraceSession], list[TraceSession]]], selection: Sequence[str],
+    thresholds: Sequence[float], cached_price: float, max_cuts: int, seed: int,
+    cache: ReplayCache, jobs: int, tick: Callable[[], None],
+) -> None:
+    """Every cell of the replay, computed in worker processes before the tables read them.
+
+    First what does not depend on the heuristic setting (the development grid, the baselines,
+    per-call selection), then, with the setting chosen, the rest (the heuristic and
+    ``life+select`` rows, the cost replays). The largest data set goes first in each phase.
+    """
+    order = sorted(splits, key=lambda d: -sum(len(s.messages) for s in splits[d][1]))
+    sessions = [s for d in order for part in splits[d] for s in part]
+    first: list[Task] = []
+    for d in order:
+        dev, test = splits[d]
+        first += [("cuts", d, s.name, "heuristic", g, max_cuts, seed)
+                  for g in HEURISTIC_GRID for s in dev]
+        first += [("cuts", d, s.name, p, None, max_cuts, seed)
+                  for p in (*BASELINES, *selection) if not behind_lifecycle(p) for s in test]
+    _fill_all(first, sessions, cache, jobs, tick)
+    second: list[Task] = []
+    for d in order:
+        dev, test = splits[d]
+        best, _ = _choose(dev, max_cuts, seed, TokenCounter(), cache, lambda: None)
+        second += [("cuts", d, s.name, p, best, max_cuts, seed)
+                   for p in ("heuristic", *(p for p in selection if behind_lifecycle(p)))
+                   for s in test]
+        second += [("cost", d, s.name, run, "tool", cached_price)
+                   for run in _cost_runs(best, thresholds) for s in test]
+    _fill_all(second, sessions, cache, jobs, tick)
+
+
 def run_lifecycle_eval(
     sessions: Sequence[TraceSession],
     *,
@@ -600,6 +704,7 @@ def run_lifecycle_eval(
     bar: bool = False,
     planner: Any = None,
     planner_spec: str = "",
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Cuts, policies and cost replay over every data set of ``sessions``; a JSON-ready dict.
 
@@ -608,7 +713,9 @@ def run_lifecycle_eval(
     and reused (an interrupted run resumes where it stopped); ``bar`` shows a progress bar
     on a terminal. ``planner`` (an :class:`~langchain_pacms.lifecycle.LLMPlanner` built from
     the chat model ``planner_spec``) adds an ``llm`` row on the test split and its cost
-    replay at the default threshold 0.3.
+    replay at the default threshold 0.3. With ``cache`` and ``jobs > 1`` (and no
+    ``planner``) the cells are computed in that many worker processes first; the tables are
+    the same as with one.
     """
     llm = {"spec": planner_spec} if planner is not None else None
     counter = TokenCounter()
@@ -625,17 +732,14 @@ def run_lifecycle_eval(
     shown = progress_bar(total, bar, desc="lifecycle", unit="session")
     tick = shown.update if shown is not None else (lambda: None)
     say = shown.write if shown is not None else progress
+    if cache is not None and jobs > 1 and planner is None:
+        _prefill(splits, selection, thresholds, cached_price, max_cuts, seed, cache, jobs, tick)
+        tick = lambda: None  # noqa: E731 (every cell is counted: the tables read them back)
     for dataset, (dev, test) in splits.items():
-        scored = []
-        for settings in HEURISTIC_GRID:
-            row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
-                                seed=seed, counter=counter, cache=cache, tick=tick).row()
-            safe = row["strict_no_impact"] >= DEV_STRICT
-            score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
-            scored.append((score, settings, row))
+        best, scored = _choose(dev, max_cuts, seed, counter, cache, tick)
+        for _, settings, row in scored:
             say(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
                 f"@ {row['pruning_mean']:.3f}")
-        best = max(scored, key=lambda t: t[0])[1]
         rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
                                            seed=seed, counter=counter, cache=cache,
                                            tick=tick).row()}
@@ -653,13 +757,13 @@ def run_lifecycle_eval(
                 f"@ {rows[name]['pruning_mean']:.3f}")
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
-        start = time.perf_counter()
+        seconds = 0.0
         for run in _cost_runs(best, thresholds, llm):
             label, name = run[0], run[1]
             total_cost, commits = 0.0, 0
             for s in test:
-                c, k = _session_cost(s, run, boundary, cached_price, counter, cache, planner)
-                total_cost, commits = total_cost + c, commits + k
+                c, k, t = _session_cost(s, run, boundary, cached_price, counter, cache, planner)
+                total_cost, commits, seconds = total_cost + c, commits + k, seconds + t
                 tick()
             costs[label] = total_cost
             if name != "none":
@@ -673,7 +777,7 @@ def run_lifecycle_eval(
             "cost": {k: (round(v, 1) if ":" not in k else v) for k, v in costs.items()},
             "cost_vs_none": {k: round(1 - v / base, 4) for k, v in costs.items()
                              if ":" not in k and k != "none" and base},
-            "cost_seconds": round(time.perf_counter() - start, 1),
+            "cost_seconds": round(seconds, 1),
         }
         say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
     if shown is not None:

@@ -254,6 +254,24 @@ def test_a_rerun_reads_every_cell_from_the_cache(tmp_path, monkeypatch):
     assert cache.prune() == 1 and other.get("x") is None and cache.get("x") is None
 
 
+def test_worker_processes_give_the_tables_of_one_process(tmp_path):
+    rows = ("select+stubs:pacms@0.5", "life+select:pacms@0.5")  # before and after the choice
+    one = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=rows)
+    cache = ReplayCache.create(tmp_path)
+    two = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=rows,
+                             cache=cache, jobs=2)
+    assert timeless(one) == timeless(two)
+    # a row's seconds are its cells' compute time, though the tables only read them back
+    policies = two["datasets"]["mini-swe"]["policies"]
+    assert all(policies[p]["seconds"] > 0 for p in ("heuristic", *rows))
+
+
+def test_a_failure_in_a_worker_stops_the_run(tmp_path):
+    with pytest.raises(ValueError, match="unknown policy"):
+        run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=("no-such",),
+                           cache=ReplayCache.create(tmp_path), jobs=2)
+
+
 def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, capsys):
     from langchain_pacms.cli.main import main
 
