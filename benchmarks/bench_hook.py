@@ -6,9 +6,12 @@ agent. Two timings, each the median over many calls of ``hook.invoke(state)``:
 
 * ``repeat``: the same state again (everything cached);
 * ``grow``: each call sees the conversation plus one new round (a few new texts to embed), which
-  is what an agent loop does.
+  is what an agent loop does, in a sliding 300-message window (the oldest round leaves);
+* ``append``: one new round per call with nothing leaving (the history only grows, as in a
+  graph's state), for at most 50 calls: from 301 to 501 messages.
 
     python benchmarks/bench_hook.py [--calls 200] [--strategy pacms] [--budget 8000]
+    python benchmarks/bench_hook.py --fold-stubs   # dropped tool rounds sent as fold stubs
 
 Wall-clock times suffer on a busy machine (numpy's BLAS threads compete for cores); the minimum
 and the process CPU time are the steadier figures there.
@@ -22,6 +25,7 @@ import statistics
 import time
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.integrations import (
     apply_selection,
@@ -60,11 +64,15 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=8000)
     parser.add_argument("--min-gain", type=float, default=None,
                         help="pacms min_gain override (default: the embedder's)")
+    parser.add_argument("--fold-stubs", action="store_true",
+                        help="fold_stubs=True with an in-memory sidecar store")
     args = parser.parse_args()
 
     messages = conversation(75)
     options = {} if args.min_gain is None else {"min_gain": args.min_gain}
-    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options)
+    stubs = {"fold_stubs": True, "sidecar_store": InMemoryStore()} if args.fold_stubs else {}
+    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options,
+                             **stubs)
     state = {"messages": [*messages, HumanMessage("Which service had the highest latency?")]}
     hook.invoke(state)  # warm the caches
     selection = hook.last_selection
@@ -87,6 +95,16 @@ def main() -> None:
         grow.append(time.perf_counter() - t0)
         grow_cpu.append(time.process_time() - c0)
 
+    sel = hook.last_selection
+    append, append_cpu = [], []
+    history = list(state["messages"])
+    for i in range(min(args.calls, 50)):
+        history += round_of(75 + args.calls + i)
+        t0, c0 = time.perf_counter(), time.process_time()
+        hook.invoke({"messages": history})
+        append.append(time.perf_counter() - t0)
+        append_cpu.append(time.process_time() - c0)
+
     mapping = []  # the integration's own share: messages -> candidates -> messages
     msgs = state["messages"]
     for _ in range(args.calls):
@@ -96,10 +114,9 @@ def main() -> None:
         apply_selection(msgs, selection, spans)
         mapping.append(time.perf_counter() - t0)
 
-    sel = hook.last_selection
     print(f"conversation: {len(messages) + 1} messages, {total} tokens, "
           f"{len(sel.candidates)} candidates; budget {args.budget}; strategy {args.strategy} "
-          f"{options or ''}")
+          f"{options or ''}{' with fold stubs' if stubs else ''}")
     print(f"hook overhead per model call, warm cache, repeat: median {median_ms(repeat):.2f} ms "
           f"(min {min(repeat) * 1000:.2f} ms, p90 "
           f"{median_ms(sorted(repeat)[int(0.9 * len(repeat)):]):.2f} ms; "
@@ -108,6 +125,10 @@ def main() -> None:
           f"(min {min(grow) * 1000:.2f} ms, p90 "
           f"{median_ms(sorted(grow)[int(0.9 * len(grow)):]):.2f} ms; "
           f"process CPU median {median_ms(grow_cpu):.2f} ms)")
+    print(f"hook overhead per model call, history only growing ({len(history)} messages at "
+          f"the end): median {median_ms(append):.2f} ms (p90 "
+          f"{median_ms(sorted(append)[int(0.9 * len(append)):]):.2f} ms; "
+          f"process CPU median {median_ms(append_cpu):.2f} ms)")
     print(f"  of which message mapping (to candidates and back): "
           f"median {median_ms(mapping):.2f} ms")
     timings = {k: round(v * 1000, 2) for k, v in sel.timings.items()}

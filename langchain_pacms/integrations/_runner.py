@@ -254,6 +254,7 @@ class SelectionRunner:
         self.source = source
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
+        self._folds: Any = None  # the fold stubs of the spans seen (a FoldMemo), between calls
 
     # -- pure pieces -------------------------------------------------------------------------
     def budget_tokens(self, candidates: Sequence[Candidate]) -> int:
@@ -489,9 +490,12 @@ class SelectionRunner:
         """The fold-stub variants of the tool spans (none unless ``fold_stubs``)."""
         if not self.config.fold_stubs:
             return {}
-        from langchain_pacms.lifecycle.variants import fold_variants
+        from langchain_pacms.lifecycle.variants import FoldMemo, fold_variants
 
-        return fold_variants(messages, token_counter=self.selector.token_counter)
+        if self._folds is None:
+            self._folds = FoldMemo()
+        return fold_variants(messages, token_counter=self.selector.token_counter,
+                             memo=self._folds)
 
     def _store_folds(
         self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None

@@ -588,8 +588,9 @@ def messages_to_candidates(
             spans.append(Span(f"t{first}:call", "tool", (first,), False, stub_text, stub=True))
         folded = (fold_stubs or {}).get(first)
         if folded and not mandatory and sendable is messages[first] and not missing:
+            render = memo.text if memo is not None else _message_text
             spans.append(Span(f"t{first}:fold", "tool", (first,), False,
-                              "\n".join(_message_text(m) for m in folded), stub=True,
+                              "\n".join(render(m) for m in folded), stub=True,
                               sends=tuple(folded)))
         spans.append(
             Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)
@@ -626,8 +627,9 @@ def _sent_cost(
         return token_counter(_bullet(span.text))
     if memo is None:
         return sent_tokens(_span_messages(messages, span), token_counter)
-    # Placeholders and copies are made afresh on every call: the memo is for the input's own.
-    own = {id(messages[i]) for i in span.indices}
+    # Placeholders are made afresh on every call: the memo is for the input's own messages and
+    # for fold stubs (the same objects from call to call when the runner keeps a FoldMemo).
+    own = {id(m) for m in span.sends} or {id(messages[i]) for i in span.indices}
     return sum(
         memo.tokens(m, token_counter) if id(m) in own else token_counter(_message_text(m))
         for m in _span_messages(messages, span)

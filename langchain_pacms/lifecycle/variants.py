@@ -29,15 +29,18 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action, SidecarRecord, apply_actions, call_texts
-from langchain_pacms.lifecycle.objects import index_messages
+from langchain_pacms.lifecycle.objects import ContextObject, index_messages
 
-__all__ = ["FoldVariant", "fold_variants"]
+__all__ = ["FoldMemo", "FoldVariant", "fold_variants"]
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,67 @@ class FoldVariant:
     record: SidecarRecord
 
 
+class FoldMemo:
+    """Fold variants remembered between calls, so a growing history folds only its new spans.
+
+    An entry is found by the span's object id, the hash of its payload, its calls and its call
+    message's text, so a span whose messages changed is folded again. The same variant is
+    returned while the span stays as it was: its messages are the same objects from call to
+    call (which lets :class:`~langchain_pacms.integrations.messages.MessageMemo` count them
+    once). The least recently used entries beyond ``max_entries`` are forgotten.
+
+    Args:
+        max_entries: Most variants remembered (> 0).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
+        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call]),
+        ...         ToolMessage("x = 1", tool_call_id="c1")]
+        >>> memo = FoldMemo()
+        >>> fold_variants(msgs, memo=memo)[1] is fold_variants(msgs, memo=memo)[1]
+        True
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, FoldVariant] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> FoldVariant | None:
+        """The variant remembered under ``key`` (``None`` when there is none)."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, variant: FoldVariant) -> None:
+        """Remember ``variant`` under ``key``."""
+        with self._lock:
+            self._entries[key] = variant
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+
+def _span_key(messages: Sequence[BaseMessage], obj: ContextObject, calls: bool) -> Hashable:
+    head = messages[obj.indices[0]].content
+    text = head if isinstance(head, str) else json.dumps(head, sort_keys=True, default=str)
+    return (obj.id, obj.sha256, obj.signature, len(obj.indices), calls, text)
+
+
 def fold_variants(
     messages: Sequence[BaseMessage],
     *,
     token_counter: Callable[[str], int] | str | None = None,
     calls: bool = True,
+    memo: FoldMemo | None = None,
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its call's index.
 
@@ -77,6 +136,8 @@ def fold_variants(
             and the record's payload is :func:`~langchain_pacms.lifecycle.actions.span_payload`
             JSON); a call with neither, or any call when false, stays as it is and the payload
             is the results alone.
+        memo: Variants of earlier calls to reuse (see :class:`FoldMemo`); the spans it does
+            not hold are folded and added to it.
 
     Returns:
         ``index of the span's AIMessage -> FoldVariant``.
@@ -84,14 +145,26 @@ def fold_variants(
     index = index_messages(messages, token_counter=token_counter)
     spans = [o for o in index.objects if o.kind == "tool" and o.state == "active"
              and len(o.indices) > 1]
-    if not spans:
-        return {}
-    # no dedupe: the selector may drop the messages a stub would lean on
-    actions = [Action("fold", o.id, scope="span" if calls and any(call_texts(
-        messages[o.indices[0]])) else "output") for o in spans]
-    folded = apply_actions(messages, index, actions, token_counter=token_counter, dedupe=False)
-    records = {r.object_id: r for r in folded.sidecars}
-    return {
-        o.indices[0]: FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
-        for o in spans
-    }
+    found: dict[int, FoldVariant] = {}
+    todo: list[tuple[ContextObject, Hashable]] = []
+    for o in spans:
+        key = _span_key(messages, o, calls)
+        hit = memo.get(key) if memo is not None else None
+        if hit is not None:
+            found[o.indices[0]] = hit
+        else:
+            todo.append((o, key))
+    if todo:
+        # no dedupe: the selector may drop the messages a stub would lean on, and each stub
+        # then depends on its own span alone (what lets the memo keep it)
+        actions = [Action("fold", o.id, scope="span" if calls and any(call_texts(
+            messages[o.indices[0]])) else "output") for o, _ in todo]
+        folded = apply_actions(messages, index, actions, token_counter=token_counter,
+                               dedupe=False)
+        records = {r.object_id: r for r in folded.sidecars}
+        for o, key in todo:
+            variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
+            found[o.indices[0]] = variant
+            if memo is not None:
+                memo.put(key, variant)
+    return dict(sorted(found.items()))

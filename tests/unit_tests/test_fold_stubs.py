@@ -19,7 +19,7 @@ from langchain_pacms.integrations.messages import messages_to_candidates, sent_t
 from langchain_pacms.lifecycle import SidecarStore
 from langchain_pacms.lifecycle.node import DEFAULT_THREAD
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
-from langchain_pacms.lifecycle.variants import fold_variants
+from langchain_pacms.lifecycle.variants import FoldMemo, fold_variants
 
 
 def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
@@ -241,3 +241,38 @@ def test_without_fold_stubs_there_is_no_floor():
     hook = create_pacms_hook(SELECTOR, budget_tokens=400, keep_latest_turn=False)
     hook.invoke({"messages": LOOP})
     assert hook.last_selection.info["stub_floor"] is False
+
+
+# -- the memo between calls ----------------------------------------------------------------------
+def test_the_memo_returns_the_same_variants_and_refolds_a_changed_span():
+    memo = FoldMemo(max_entries=100)
+    first = fold_variants(LOOP, memo=memo)
+    again = fold_variants(LOOP, memo=memo)
+    assert all(again[i] is first[i] for i in first) and len(memo) == 6
+    edited = list(LOOP)
+    edited[3] = ToolMessage("/srv/other.json changed", tool_call_id=LOOP[3].tool_call_id)
+    changed = fold_variants(edited, memo=memo)
+    assert changed[2] is not first[2] and "/srv/other.json" in str(changed[2].messages[1].content)
+    assert all(changed[i] is first[i] for i in first if i != 2)
+    fresh = fold_variants(edited)
+    assert [(v.record, [m.content for m in v.messages]) for v in changed.values()] == [
+        (v.record, [m.content for m in v.messages]) for v in fresh.values()]
+
+
+def test_the_memo_forgets_the_least_recently_used():
+    memo = FoldMemo(max_entries=2)
+    fold_variants(LOOP, memo=memo)
+    assert len(memo) == 2
+    with pytest.raises(ValueError, match="max_entries"):
+        FoldMemo(max_entries=0)
+
+
+def test_a_growing_loop_selects_as_a_fresh_hook_does():
+    store = InMemoryStore()
+    hook = create_pacms_hook(SELECTOR, budget_tokens=500, fold_stubs=True, sidecar_store=store)
+    for end in range(4, len(LOOP) + 1, 2):
+        grown = hook.invoke({"messages": LOOP[:end]})["llm_input_messages"]
+        fresh = create_pacms_hook(SELECTOR, budget_tokens=500, fold_stubs=True,
+                                  sidecar_store=InMemoryStore())
+        alone = fresh.invoke({"messages": LOOP[:end]})["llm_input_messages"]
+        assert [(type(m), m.content) for m in grown] == [(type(m), m.content) for m in alone]
