@@ -49,6 +49,7 @@ _MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
 _LATEST_TURN = "system prompt and the latest turn"
 _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
+_FLOOR = "; the fold stubs of earlier tool spans that fit, newest first (the stub floor)"
 
 T = TypeVar("T")
 
@@ -554,7 +555,8 @@ class SelectionRunner:
                                "through", self.source, again)
                 return list(messages)
         self.last_selection = selection
-        extra: dict[str, Any] = {"mandatory": pool.mandatory}
+        floor = _FLOOR if selection.info.get("stub_floor") else ""
+        extra: dict[str, Any] = {"mandatory": pool.mandatory + floor}
         if folded:
             extra["folded"] = folded
         if lookup_error:
