@@ -28,6 +28,14 @@ def _cpu_seconds() -> float:
     return used.user + used.system + used.children_user + used.children_system
 
 
+def _default_jobs() -> int:
+    """The CPU count up to 4 where worker processes can be forked (they are), else 1."""
+    import multiprocessing
+
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    return min(os.cpu_count() or 1, 4) if forks else 1
+
+
 def _jobs(text: str) -> int:
     try:
         value = int(text)
@@ -145,9 +153,10 @@ def add_lifecycle_parser(benches: Any) -> None:
                    "(default: on)")
     p.add_argument("--prune-result-cache", action="store_true",
                    help="before the run, delete the cells of other code versions")
-    p.add_argument("--jobs", type=_jobs, default=min(os.cpu_count() or 1, 4), metavar="N",
+    p.add_argument("--jobs", type=_jobs, default=_default_jobs(), metavar="N",
                    help="worker processes that compute the cells (with the result cache and no "
-                   "--planner; default: the CPU count, at most 4)")
+                   "--planner; default: the CPU count, at most 4, where processes can fork, "
+                   "else 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.add_argument("--out", type=Path, default=Path("docs/results/lifecycle"),
                    help="output folder for lifecycle.json/.md/.png (default: %(default)s)")
