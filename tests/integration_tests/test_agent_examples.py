@@ -61,3 +61,12 @@ def test_lifecycle_with_selection_example_folds_and_recovers():
     final = [line for line in out.splitlines() if line.startswith("assistant:")][-1]
     assert "ERROR billing: disk quota exceeded on /var/data" in final
     assert "read_service_log   [folded function:tool:1:" in out
+
+
+def test_tool_loop_example_keeps_the_budget_and_recovers_a_stubbed_read():
+    out = run_example("tool_loop_fold_stubs.py")
+    assert "model calls: 62," in out and "one human message" in out
+    largest = int(out.split("largest request ")[1].split()[0])
+    assert largest <= 6000
+    assert "stub floor True" in out
+    assert "module 7 recovered byte for byte: True" in out
