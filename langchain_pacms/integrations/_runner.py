@@ -471,11 +471,14 @@ class SelectionRunner:
                 if c.id in kept and isinstance(c.source, Span) and c.source.stub
                 and c.source.full_id in kept
             }
+            # A stub kept with its whole span: one of the floor gives way to the span; any other
+            # leaves the pool, and the selection runs again.
+            spare = {c.id for c in selection.candidates if c.id in shadowed and not c.mandatory}
+            if spare:
+                cands = [c for c in cands if c.id not in spare]
+                continue
             if floored is not None:
                 selection = _settle_floor(selection, cands, shadowed)
-            elif shadowed:
-                cands = [c for c in cands if c.id not in shadowed]
-                continue
             out = self._apply(messages, selection, spans)
             sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
             if sent <= budget or room <= 1 or all(c.mandatory for c in selection.kept):

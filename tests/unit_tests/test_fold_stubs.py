@@ -222,8 +222,14 @@ def test_when_every_stub_fits_no_tool_round_vanishes():
     assert hook.last_selection.info["stub_floor"] is True
     assert sent_tokens(out, SELECTOR.token_counter) <= whole + floor + 40
     # a round sent whole replaces its stub: the selection holds one of the two, never both
-    kept = set(hook.last_selection.kept_ids)
+    selection = hook.last_selection
+    kept = set(selection.kept_ids)
     assert not any(f"{k}:fold" in kept for k in kept)
+    # and it reports every candidate at its full cost, not at what it adds to its stub
+    cands, _ = messages_to_candidates(LOOP, fold_stubs={i: v.messages for i, v in stubs.items()},
+                                      keep_latest_turn=False, token_counter=SELECTOR.token_counter)
+    assert selection.tokens == {c.id: c.tokens for c in cands}
+    assert selection.tokens_kept == sum(selection.tokens[k] for k in kept)
 
 
 def test_when_the_stubs_do_not_all_fit_the_newest_go_first():
