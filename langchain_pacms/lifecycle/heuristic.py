@@ -23,7 +23,11 @@ selector), its recency, and a prior by kind. The actions then follow the Self-GC
   (a heredoc script, an edit) into the sidecar (``scope="span"``), leaving the call's name and
   short arguments in view;
 * an action whose stub or mask would not be smaller than what it replaces is not proposed
-  (:func:`~langchain_pacms.lifecycle.actions.action_gain`).
+  (:func:`~langchain_pacms.lifecycle.actions.action_gain`);
+* with ``max_stubs`` at most that many fold stubs and masks stay in view, the newest ones: an
+  older folded or masked tool span or generated body is pruned (user messages never are). A
+  long tool loop otherwise piles up one stub per step; a payload folded before its prune stays
+  in the sidecar.
 
 The planner is deterministic and cheap: the per-object features (values found in a result, its
 words, whether it reads like a log) are cached by content hash, so re-planning a growing history
@@ -306,6 +310,7 @@ class _Analysis:
     first_user: str
     messages: Sequence[BaseMessage]
     shown: frozenset[str]
+    cutoff: int  # objects at or after this position are protected
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -336,6 +341,9 @@ class HeuristicPlanner:
         keep_file_views: Keep the latest whole read of each file in view (no fold or mask;
             a later whole read of the same file still supersedes it). Worth it for agents that
             edit the files they read: edits quote the lines they replace.
+        max_stubs: Fold stubs and masks kept in view, the newest first; older folded or
+            masked tool spans and generated bodies are pruned (``None``: no limit). Trades
+            what later steps can still see for pruning on long tool loops.
         recency_half_life: Number of objects after which recency halves.
         cache_size: Objects whose features (values, words, log markers) stay cached, by content
             hash (``0``: no cache).
@@ -363,6 +371,7 @@ class HeuristicPlanner:
         keep_above: float = 0.6,
         fold_calls: bool = True,
         keep_file_views: bool = False,
+        max_stubs: int | None = None,
         recency_half_life: float = 12.0,
         cache_size: int = 4_096,
     ) -> None:
@@ -374,6 +383,7 @@ class HeuristicPlanner:
         self.user_fold_min_tokens = _check_int("user_fold_min_tokens", user_fold_min_tokens, 1)
         self.keep_recent = _check_int("keep_recent", keep_recent, 0)
         self.cache_size = _check_int("cache_size", cache_size, 0)
+        self.max_stubs = None if max_stubs is None else _check_int("max_stubs", max_stubs, 0)
         if not isinstance(keep_above, (int, float)) or not 0.0 < keep_above <= 1.0:
             raise ValueError(f"keep_above must be in (0, 1], got {keep_above!r}")
         if not isinstance(recency_half_life, (int, float)) or recency_half_life <= 0:
@@ -484,6 +494,7 @@ class HeuristicPlanner:
             first_user,
             messages,
             visible_locators(messages),
+            cutoff,
         )
 
     @staticmethod
@@ -626,6 +637,25 @@ class HeuristicPlanner:
         return Action("fold", obj.id, f"{action.reason}; with its call's text and arguments",
                       scope="span")
 
+    def _horizon(self, a: _Analysis, actions: list[Action]) -> list[Action]:
+        """``actions`` with every stub or mask beyond the newest ``max_stubs`` pruned instead."""
+        if self.max_stubs is None:
+            return actions
+        shrinks = {x.target for x in actions if x.op in ("fold", "mask")}
+        shrunk = [
+            o
+            for o in a.index.objects
+            if o.kind in ("tool", "assistant") and o.position < a.cutoff
+            and (o.state != "active" or o.id in shrinks)
+        ]
+        old = shrunk[: max(len(shrunk) - self.max_stubs, 0)]
+        if not old:
+            return actions
+        why = f"an older stub than the newest {self.max_stubs} (max_stubs)"
+        drop = {o.id: Action("prune", o.id, why) for o in old}
+        kept = [drop.pop(x.target, x) for x in actions]
+        return kept + list(drop.values())
+
     def _decide(self, a: _Analysis, relevance: Mapping[str, float], failure: str) -> Plan:
         best = max(relevance.values(), default=0.0)
         scale = max(best, _REL_FLOOR)
@@ -640,6 +670,7 @@ class HeuristicPlanner:
                 action, idle = None, idle + 1  # its stub or mask would not be smaller
             if action is not None:
                 actions.append(action)
+        actions = self._horizon(a, actions)
         counts = {op: sum(1 for x in actions if x.op == op) for op in ("prune", "fold", "mask")}
         targeted = sum(a.index.by_id[x.target].tokens for x in actions)
         summary = (

@@ -265,6 +265,31 @@ def test_keep_file_views_keeps_the_latest_whole_read_of_each_file():
     assert plain[config] == "fold" and plain[util_again] == "fold" and plain[util] == "prune"
 
 
+def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
+    h = History().user("Review the modules")
+    for name in ("a", "b", "c", "d", "e"):
+        h.call("read_file", code_body(f"src/{name}.py", 200), path=f"src/{name}.py")
+    h.user("Summarise src/e.py")
+    reads = [tool_id_of(h.messages, f"c{i}") for i in range(2, 7)]
+    assert all(ops(plan_of(h.messages, keep_above=1.0))[r] == "fold" for r in reads)
+    plan = plan_of(h.messages, keep_above=1.0, max_stubs=2)
+    assert [ops(plan)[r] for r in reads] == ["prune"] * 3 + ["fold"] * 2
+    assert {a.reason for a in plan.actions if a.op == "prune"} == {
+        "an older stub than the newest 2 (max_stubs)"}
+    assert_applies_cleanly(h.messages, plan)
+    # on a later round the stubs already in view count too: the older ones are pruned
+    index = index_messages(h.messages)
+    folded = apply_actions(h.messages, index, plan_of(h.messages, keep_above=1.0).actions)
+    later = HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=1).plan(
+        index_messages(folded.messages), folded.messages)
+    assert ops(later) == {r: "prune" for r in reads[:4]}
+    after = apply_actions(folded.messages, index_messages(folded.messages), later.actions)
+    assert provider_problems(after.messages) == []
+    stubs = [o.id for o in index_messages(after.messages).objects if o.state == "folded"]
+    assert stubs == [reads[4]]
+    assert set(ops(plan_of(h.messages, keep_above=1.0, max_stubs=0)).values()) == {"prune"}
+
+
 def test_user_instructions_are_never_pruned_or_masked_and_the_first_never_touched():
     huge = "Constraint: never change the public API. " * 900  # ~8,000 tokens
     h = History().user(huge).say("ok").user(huge + " again").say("ok")
@@ -397,6 +422,8 @@ def test_summary_is_one_line_with_counts():
         ({"selector": object()}, TypeError),
         ({"keep_file_views": 1}, TypeError),
         ({"fold_calls": "yes"}, TypeError),
+        ({"max_stubs": -1}, ValueError),
+        ({"max_stubs": 2.0}, TypeError),
     ],
 )
 def test_bad_options_are_named(options: dict[str, Any], error: type[Exception]):
@@ -408,8 +435,11 @@ ACTIONS = st.sampled_from(["read", "reread", "log", "small", "say", "user", "edi
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(ACTIONS, min_size=1, max_size=25), st.integers(0, 3))
-def test_any_history_gives_a_safe_plan_that_applies_cleanly(steps: list[str], keep: int):
+@given(st.lists(ACTIONS, min_size=1, max_size=25), st.integers(0, 3),
+       st.none() | st.integers(0, 3))
+def test_any_history_gives_a_safe_plan_that_applies_cleanly(
+    steps: list[str], keep: int, max_stubs: int | None
+):
     h = History().user("Start the task; do not touch the public API.")
     files = ["a.py", "b.py", "c.py"]
     for n, step in enumerate(steps):
@@ -427,7 +457,7 @@ def test_any_history_gives_a_safe_plan_that_applies_cleanly(steps: list[str], ke
         else:
             h.call("edit_file", "ok", path=path, old="x", new="y")
     index = index_messages(h.messages)
-    plan = HeuristicPlanner(keep_recent=keep).plan(index, h.messages)
+    plan = HeuristicPlanner(keep_recent=keep, max_stubs=max_stubs).plan(index, h.messages)
     assert plan.ok and len({a.target for a in plan.actions}) == len(plan.actions)
     for action in plan.actions:
         obj = index.by_id[action.target]
@@ -435,7 +465,11 @@ def test_any_history_gives_a_safe_plan_that_applies_cleanly(steps: list[str], ke
         if obj.kind == "user":
             assert action.op == "fold"
         if obj.kind == "assistant":
-            assert action.op == "fold"
+            assert action.op in (("fold",) if max_stubs is None else ("fold", "prune"))
+    if max_stubs is not None:  # user folds are outside the horizon: they are never pruned
+        shrunk = [a for a in plan.actions if a.op in ("fold", "mask")
+                  and index.by_id[a.target].kind != "user"]
+        assert len(shrunk) <= max_stubs
     assert_applies_cleanly(h.messages, plan)
 
 

@@ -317,3 +317,40 @@ def test_the_replay_fingerprint_covers_every_eval_module_the_replay_imports():
     covered = {Path(part).stem for part in replay_cache._CODE if part.startswith("eval/")}
     assert "selection_replay" in imported
     assert imported - {"progress"} <= covered  # the progress bar decides no cell
+
+
+def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting():
+    from langchain_pacms.eval.lifecycle_replay import (
+        BASELINES,
+        HEURISTIC_GRID,
+        HORIZON_GRID,
+        _dominates,
+        _match,
+        matched_name,
+    )
+
+    dev = [session(12)]
+    mild = HEURISTIC_GRID[0]  # the mildest setting prunes least: baselines prune more
+    matched = _match(dev, mild, 3, 0, TokenCounter(), None, lambda: None)
+    rows = [evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row()
+            for g in (*HEURISTIC_GRID, *HORIZON_GRID)]
+    mine = evaluate_cuts(dev, "heuristic", settings=mild, max_cuts=3).row()
+    assert matched
+    for name in BASELINES[1:]:
+        other = evaluate_cuts(dev, name, max_cuts=3).row()
+        if _dominates(mine, other):
+            assert name not in matched
+            continue
+        m = matched.get(name)
+        fits = [r for r in rows if r["pruning_mean"] >= other["pruning_mean"]]
+        assert (m is None) == (not fits)
+        if m is not None:  # the safest setting among those that prune as much on dev
+            assert m["dev"]["pruning"] >= m["baseline_dev"]["pruning"] == other["pruning_mean"]
+            assert m["dev"]["strict"] == max(r["strict_no_impact"] for r in fits)
+            assert m["settings"] in (*HEURISTIC_GRID, *HORIZON_GRID)
+    # the report runs each match on the test split, and the targets read those rows
+    report = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,))
+    data, target = report["datasets"]["mini-swe"], report["targets"]["mini-swe"]
+    assert all(matched_name(b) in data["policies"] for b in data["matched"])
+    assert set(target["not_matched"]) <= set(target["not_dominated"])
+    assert target["above_every_baseline_matched"] == (not target["not_matched"])
