@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -49,32 +49,43 @@ _MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
 _LATEST_TURN = "system prompt and the latest turn"
 _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
-_FLOOR = "; the fold stubs of earlier tool spans that fit, newest first (the stub floor)"
+_FLOOR = ("; the fold stubs of earlier tool spans that fit, those whose values later calls used"
+          " first, then newest first (the stub floor)")
 
 T = TypeVar("T")
 
 
-def _stub_floor(cands: Sequence[Candidate], room: int) -> list[Candidate] | None:
-    """The pool with fold stubs as the least their spans send, newest first while they fit.
+def _stub_floor(
+    cands: Sequence[Candidate], room: int, first: Collection[int] = (),
+    folded: Collection[int] = (),
+) -> list[Candidate] | None:
+    """The pool with fold stubs as the least their spans send, in floor order while they fit.
 
-    Taken from the newest span back while they fit ``room`` with the mandatory part, each
-    span's floor becomes mandatory: its stub, or the span itself when the stub costs no less.
-    A span whose floor is its stub then costs only what it adds to the stub, so the selector
-    decides which spans to show whole and the others go as their stubs. Older stubs that do not
-    fit stay alternatives to their spans. ``None`` when there is no fold stub, a cost is
-    unknown, or not even the newest floor fits.
+    Taken from the newest span back while they fit ``room`` with the mandatory part (the
+    spans in ``first``, by their call's index, come before the others: those whose results
+    later calls already used), each span's floor becomes mandatory: its stub, or the span
+    itself when the stub costs no less or when the span is ``folded`` already (the lifecycle
+    left its stub in the history). A span whose floor is its stub then costs only what it adds
+    to the stub, so the selector decides which spans to show whole and the others go as their
+    stubs. Older stubs that do not fit stay alternatives to their spans. ``None`` when there is
+    no fold stub, a cost is unknown, or not even the first floor fits.
     """
     if any(c.tokens is None for c in cands):
         return None
     whole = {str(c.id): c for c in cands if isinstance(c.source, Span) and not c.source.stub}
-    stubs = sorted((c for c in cands if isinstance(c.source, Span) and c.source.sends),
-                   key=lambda c: -int(c.position or 0))
+    least_of: list[tuple[Candidate, Candidate]] = []  # (span, what its floor sends)
+    for c in cands:
+        if isinstance(c.source, Span) and c.source.sends:
+            span = whole[c.source.full_id]
+            least_of.append((span, span if int(span.tokens or 0) <= int(c.tokens or 0) else c))
+        elif (str(c.id) in whole and not c.mandatory and c.source.indices
+              and c.source.indices[0] in folded):
+            least_of.append((c, c))
+    least_of.sort(key=lambda pair: (pair[0].source.indices[0] not in first,
+                                    -int(pair[0].position or 0)))
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
     floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)
-    for stub in stubs:
-        assert isinstance(stub.source, Span)
-        span = whole[stub.source.full_id]
-        least = span if int(span.tokens or 0) <= int(stub.tokens or 0) else stub
+    for span, least in least_of:
         if used + int(least.tokens or 0) > room:
             break
         used += int(least.tokens or 0)
@@ -149,6 +160,8 @@ class _Pool:
     mandatory: str  # which part of the conversation is mandatory, for the report
     budget: int  # the call's token budget
     unseen: int  # tokens the model receives besides the selection
+    reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
+    folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
 
 
 def _drive(steps: Steps[T]) -> T:
@@ -439,10 +452,10 @@ class SelectionRunner:
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
         """Select until what is sent, framing and unseen prompt included, fits the budget.
 
-        A round selects under the room left; when the messages it yields (context header,
-        omission note and all, counted with :func:`sent_tokens`) exceed the budget, the room
-        shrinks by the excess and it selects again. A tool span and its call-only variant are
-        alternatives (so are a span and its fold stub): when both are picked the variant leaves
+        A round selects under the room left; when the messages it yields (context header, omission
+        note and all, counted with :func:`sent_tokens`) exceed the budget, the room becomes what
+        that round kept less the excess, and it selects again. A tool span and its call-only variant
+        are alternatives (so are a span and its fold stub): when both are picked the variant leaves
         the pool and it selects again. Fold stubs that fit are the floor (see
         ``SelectionConfig.fold_stubs``): a span kept whole simply replaces its stub, and
         ``info["stub_floor"]`` says whether the floor applied.
@@ -458,7 +471,7 @@ class SelectionRunner:
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
                 room = 1
-            floored = _stub_floor(cands, room)
+            floored = _stub_floor(cands, room, pool.reused, pool.folded)
             floor = floored is not None
             selection = yield _Call(
                 self.selector.select, self.selector.aselect,
@@ -483,7 +496,9 @@ class SelectionRunner:
             sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
             if sent <= budget or room <= 1 or all(c.mandatory for c in selection.kept):
                 break
-            room -= sent - budget
+            # below what this round kept (not just its room: a round that left slack would
+            # pick the same again), by what the sent messages exceed the budget
+            room = min(room, selection.tokens_kept) - (sent - budget)
         info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
                 "rounds": attempt + 1, "stub_floor": floor}
         return dataclasses.replace(
@@ -500,6 +515,33 @@ class SelectionRunner:
             self._folds = FoldMemo()
         return fold_variants(messages, token_counter=self.selector.token_counter,
                              memo=self._folds)
+
+    def _floor_order(
+        self, messages: Sequence[BaseMessage], pool: _Pool, folds: Mapping[int, Any]
+    ) -> _Pool:
+        """``pool`` with the spans that go first in the stub floor, and those folded already.
+
+        A tool span whose results the lifecycle already replaced by a fold stub has no stub
+        variant of its own: its floor is the span itself. Spans whose results hold a value a
+        later call took up go first (:func:`~langchain_pacms.lifecycle.variants.reused_spans`).
+        """
+        from langchain_pacms.lifecycle.heuristic import reusable_values
+        from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
+        from langchain_pacms.lifecycle.variants import reused_spans
+
+        folded = {
+            sp.indices[0]: sp for sp in pool.spans
+            if sp.kind == "tool" and not sp.stub and len(sp.indices) > 1
+            and (messages[sp.indices[-1]].additional_kwargs.get(LIFECYCLE_KEY) or {}).get(
+                "state") == "folded"
+        }
+        if not folds and not folded:
+            return pool
+        values = {i: v.values for i, v in folds.items()}
+        values.update({i: reusable_values(payload_of(messages, sp.indices))
+                       for i, sp in folded.items()})
+        return dataclasses.replace(pool, reused=reused_spans(messages, values),
+                                   folded=frozenset(folded))
 
     def _store_folds(
         self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None
@@ -541,6 +583,8 @@ class SelectionRunner:
             folds = self._fold_variants(messages)
             pool = self.candidates(messages, memories, documents,
                                    folds={i: v.messages for i, v in folds.items()})
+            if self.config.fold_stubs:
+                pool = self._floor_order(messages, pool, folds)
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")

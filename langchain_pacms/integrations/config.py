@@ -183,10 +183,12 @@ class SelectionConfig:
         fold_stubs: Send optional tool spans that are not kept whole as their lifecycle fold
             stubs (the object id, one line, the locators the output contains: paths, ids,
             URLs; the call's own text is folded with the results, its tool calls stay). The
-            stubs are the floor: those that fit beside the mandatory part, newest first, are
-            always sent, and the selector decides which of those spans to send whole instead,
-            each costing what it adds to its stub; an older stub that does not fit is an
-            alternative to its span (whole, stub or neither). The exact payload of every stub
+            stubs are the floor: those that fit beside the mandatory part are always sent,
+            first the stubs of outputs whose values (ids, paths) later calls already used, then
+            newest first; a span the lifecycle already folded is its own floor. The selector
+            decides which of those spans to send whole instead, each costing what it adds to
+            its stub; a stub that does not fit is an alternative to its span (whole, stub or
+            neither). The exact payload of every stub
             that is sent is written to ``sidecar_store`` first, so the ``recover_context``
             tool (:func:`~langchain_pacms.lifecycle.make_recover_tool` over the same store)
             returns it byte for byte. Needs ``sidecar_store``; not with ``tool_placeholders``

@@ -68,7 +68,7 @@ from langchain_pacms.lifecycle.plan import Plan
 if TYPE_CHECKING:
     from langchain_pacms.selector import ContextSelector
 
-__all__ = ["HeuristicPlanner", "recent_turns"]
+__all__ = ["HeuristicPlanner", "call_values", "recent_turns", "reusable_values"]
 
 CallKind = Literal["read", "search", "write", "run", "other"]
 
@@ -181,6 +181,31 @@ def _handles_of(text: str) -> frozenset[str]:
     """The values in ``text`` a later call could reuse (see ``_HANDLE``), four chars or more."""
     found = _HANDLE.findall(_distinct(text))
     return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
+
+
+def reusable_values(text: str) -> frozenset[str]:
+    """The values in ``text`` a later tool call could take up: paths, URLs, ids, long numbers.
+
+    The planner's *live handle* rule reads a tool result this way (its first 200,000
+    characters).
+
+    Example:
+        >>> sorted(reusable_values("Booked HAT039 for user mia_li_3668, see docs/policy.md"))
+        ['HAT039', 'docs/policy.md', 'mia_li_3668']
+    """
+    return _handles_of(text[:_SCAN])
+
+
+def call_values(message: BaseMessage) -> frozenset[str]:
+    """The values (as :func:`reusable_values` finds them) in a message's tool-call arguments.
+
+    Example:
+        >>> call = {"name": "get_reservation", "args": {"id": "HAT039"}, "id": "c1"}
+        >>> call_values(AIMessage("", tool_calls=[call]))
+        frozenset({'HAT039'})
+    """
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return _handles_of("\n".join(leaf for c in calls for leaf in _leaves(c.get("args") or {})))
 
 
 def _name_words(name: str) -> list[str]:

@@ -32,15 +32,16 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action, SidecarRecord, apply_actions, call_texts
-from langchain_pacms.lifecycle.objects import ContextObject, index_messages
+from langchain_pacms.lifecycle.heuristic import call_values, reusable_values
+from langchain_pacms.lifecycle.objects import ContextObject, index_messages, payload_of
 
-__all__ = ["FoldMemo", "FoldVariant", "fold_variants"]
+__all__ = ["FoldMemo", "FoldVariant", "fold_variants", "reused_spans"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class FoldVariant:
         messages: What the variant sends: the span's call message (the same object) and its
             results with the stub as content.
         record: The exact payload, for the sidecar store.
+        values: The values in the span's results that a later call could take up (see
+            :func:`~langchain_pacms.lifecycle.heuristic.reusable_values`), for
+            :func:`reused_spans`.
 
     Example:
         >>> FoldVariant((), SidecarRecord.of("function:tool:1", "x", "tool")).record.kind
@@ -59,6 +63,7 @@ class FoldVariant:
 
     messages: tuple[BaseMessage, ...]
     record: SidecarRecord
+    values: frozenset[str] = frozenset()
 
 
 class FoldMemo:
@@ -163,8 +168,53 @@ def fold_variants(
                                dedupe=False)
         records = {r.object_id: r for r in folded.sidecars}
         for o, key in todo:
-            variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
+            variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id],
+                                  reusable_values(payload_of(messages, o.indices)))
             found[o.indices[0]] = variant
             if memo is not None:
                 memo.put(key, variant)
     return dict(sorted(found.items()))
+
+
+def reused_spans(
+    messages: Sequence[BaseMessage], values: Mapping[int, frozenset[str]]
+) -> frozenset[int]:
+    """The tool spans whose results hold a value that a later tool call already took up.
+
+    Such a result is a record the run keeps coming back to (a customer profile whose ids later
+    lookups use, a file listing whose paths later reads open), so its stub is worth more than
+    the stub of an older result nothing used yet. It is the heuristic planner's *live handle*
+    rule (values as :func:`~langchain_pacms.lifecycle.heuristic.reusable_values` finds them;
+    a value the system prompt or a user message states does not count).
+
+    Args:
+        messages: The history.
+        values: Per span (the index of its call message), the values in its results: a
+            :class:`FoldVariant`'s ``values``, or ``reusable_values`` of a result that is
+            already a stub.
+
+    Returns:
+        The indices (of each span's call message) of the reused spans.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> def call(i, args):
+        ...     return AIMessage("", tool_calls=[{"name": "get", "args": args, "id": f"c{i}"}])
+        >>> msgs = [HumanMessage("help"), call(1, {"user": "mia_li_3668"}),
+        ...         ToolMessage("reservations: HAT039, 4WQ150", tool_call_id="c1"),
+        ...         call(2, {"reservation": "HAT039"}),
+        ...         ToolMessage("flight HAT039 on 2024-05-21", tool_call_id="c2")]
+        >>> variants = fold_variants(msgs)
+        >>> sorted(reused_spans(msgs, {i: v.values for i, v in variants.items()}))
+        [1]
+    """
+    known = frozenset().union(*(reusable_values(payload_of(messages, (i,)))
+                                for i, m in enumerate(messages) if m.type in ("system", "human")))
+    later: set[str] = set()
+    reused = set()
+    for i in range(len(messages) - 1, -1, -1):
+        found = values.get(i)
+        if found is not None and not (found - known).isdisjoint(later):
+            reused.add(i)
+        later |= call_values(messages[i])
+    return frozenset(reused)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,13 +14,18 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from test_messages import SELECTOR, STRATEGIES, call, check_valid, conversations, text
 
+from langchain_pacms import ContextSelector
+from langchain_pacms.eval.traces import load_tau_bench
 from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations._runner import SelectionRunner
 from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import messages_to_candidates, sent_tokens
-from langchain_pacms.lifecycle import SidecarStore
+from langchain_pacms.lifecycle import Action, SidecarStore, apply_actions, index_messages
 from langchain_pacms.lifecycle.node import DEFAULT_THREAD
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
 from langchain_pacms.lifecycle.variants import FoldMemo, fold_variants
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
 
 
 def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
@@ -241,6 +247,54 @@ def test_when_the_stubs_do_not_all_fit_the_newest_go_first():
     rounds = _sent_rounds(out)
     assert rounds == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
     assert hook.last_selection.info["stub_floor"] is True
+
+
+def test_a_record_later_calls_used_takes_the_floor_before_newer_stubs():
+    loop = list(LOOP)
+    loop[3] = ToolMessage("/srv/out0.json booking HAT039 " + "word " * 80, tool_call_id="c0_0")
+    loop[8] = AIMessage("step 3", tool_calls=[call("bash", "c3_0", cmd="get HAT039")])
+    stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
+    cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
+    whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[2] + cost[10] + 5)  # room for two stubs, not three
+    rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
+    # the first output's id went into a later call: its stub goes first, then the newest
+    assert rounds == {"c0_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    # an id the task message states is no sign of reuse: newest first again
+    loop[1] = HumanMessage("fix booking HAT039")
+    rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
+    assert rounds == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+
+
+def test_spans_the_lifecycle_folded_are_their_own_floor():
+    index = index_messages(LOOP)
+    spans = [o for o in index.objects if o.kind == "tool"][:-1]
+    folded = apply_actions(LOOP, index, [Action("fold", o.id) for o in spans]).messages
+    assert set(fold_variants(folded)) == {12}  # a stub variant for the newest span alone
+    cost = {i: sent_tokens(folded[i:i + 2], SELECTOR.token_counter) for i in (6, 8, 10)}
+    whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[8] + cost[10] + 5)
+    out = hook.invoke({"messages": folded})["llm_input_messages"]
+    assert hook.last_selection.info["stub_floor"] is True
+    assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason=f"agent traces not at {TRACES}")
+def test_a_round_that_left_room_unused_shrinks_below_what_it_kept():
+    # a recorded run where the sent messages kept exceeding the budget by a token: shrinking
+    # the room by the excess alone picked the same spans again until only the mandatory part
+    # was left (1,795 of 2,646 tokens)
+    sessions, _ = load_tau_bench(TRACES / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json")
+    session = next(s for s in sessions if s.name == "task26-trial1")
+    config = SelectionConfig(budget=Budget(ratio=0.7), fold_stubs=True,
+                             sidecar_store=InMemoryStore())
+    runner = SelectionRunner(config, ContextSelector(), source="test")
+    out = runner.run(list(session.messages[:32]), config={"configurable": {"thread_id": "t"}})
+    selection = runner.last_selection
+    sent = selection.info["tokens_sent"]
+    assert sent == sent_tokens(out, SELECTOR.token_counter) and sent <= selection.budget
+    assert selection.info["rounds"] <= 3
+    assert not all(c.mandatory for c in selection.kept)
 
 
 def test_without_fold_stubs_there_is_no_floor():
