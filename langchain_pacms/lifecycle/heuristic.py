@@ -51,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import OrderedDict
@@ -94,6 +95,7 @@ _NOISE = re.compile(
 )
 _SCAN = 200_000  # characters scanned for values in one payload
 _NOISE_SCAN = 20_000
+_SHORT = 8_000  # texts up to this many characters have their values remembered
 _EMBED_CHARS = 4_000  # characters of an object embedded for relevance
 _REL_FLOOR = 0.25  # relevance is scaled by max(best score, this)
 _STOP = _vocab(
@@ -183,17 +185,23 @@ def _handles_of(text: str) -> frozenset[str]:
     return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
 
 
+@functools.lru_cache(maxsize=4_096)
+def _short_values(text: str) -> frozenset[str]:
+    return _handles_of(text)
+
+
 def reusable_values(text: str) -> frozenset[str]:
     """The values in ``text`` a later tool call could take up: paths, URLs, ids, long numbers.
 
     The planner's *live handle* rule reads a tool result this way (its first 200,000
-    characters).
+    characters). Texts up to 8,000 characters (call arguments, most messages) are remembered,
+    so a growing history is not scanned again.
 
     Example:
         >>> sorted(reusable_values("Booked HAT039 for user mia_li_3668, see docs/policy.md"))
         ['HAT039', 'docs/policy.md', 'mia_li_3668']
     """
-    return _handles_of(text[:_SCAN])
+    return _short_values(text) if len(text) <= _SHORT else _handles_of(text[:_SCAN])
 
 
 def call_values(message: BaseMessage) -> frozenset[str]:
@@ -205,7 +213,9 @@ def call_values(message: BaseMessage) -> frozenset[str]:
         frozenset({'HAT039'})
     """
     calls = message.tool_calls if isinstance(message, AIMessage) else []
-    return _handles_of("\n".join(leaf for c in calls for leaf in _leaves(c.get("args") or {})))
+    if not calls:
+        return frozenset()
+    return reusable_values("\n".join(leaf for c in calls for leaf in _leaves(c.get("args") or {})))
 
 
 def _name_words(name: str) -> list[str]:
