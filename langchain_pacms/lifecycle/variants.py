@@ -208,8 +208,9 @@ def reused_spans(
         >>> sorted(reused_spans(msgs, {i: v.values for i, v in variants.items()}))
         [1]
     """
-    known = frozenset().union(*(reusable_values(payload_of(messages, (i,)))
-                                for i, m in enumerate(messages) if m.type in ("system", "human")))
+    known = frozenset().union(*(
+        reusable_values(m.content if isinstance(m.content, str) else payload_of(messages, (i,)))
+        for i, m in enumerate(messages) if m.type in ("system", "human")))
     later: set[str] = set()
     reused = set()
     for i in range(len(messages) - 1, -1, -1):
