@@ -1,6 +1,6 @@
 """Numeric core: arrays in, indices out. Imports numpy only (no LangChain)."""
 
-from langchain_pacms.core.fill import diverse_fill, relevance_fill
+from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import (
@@ -37,6 +37,7 @@ __all__ = [
     "available_strategies",
     "budgeted_greedy",
     "check_options",
+    "distinct_fill",
     "diverse_fill",
     "get_strategy",
     "lazy_greedy",

@@ -5,6 +5,9 @@ then filled by one of these walks. Each returns the candidates to add, in order,
 ``room`` tokens and never a member.
 
 * :func:`relevance_fill`: most relevant first.
+* :func:`distinct_fill`: most relevant first, passing over near-copies (cosine at least the
+  kernel's threshold) of what is kept: a relevance walk that does not spend the budget on
+  restatements of kept rounds, and leaves everything else in relevance order.
 * :func:`diverse_fill`: maximal marginal relevance *continued from the members*: the next item
   maximises ``lambda_mult * rel(j) - (1 - lambda_mult) * max_{s in S} cos(j, s)`` over the
   members and the items added so far. Where the objective no longer tells items apart, this
@@ -30,7 +33,7 @@ from numpy.typing import NDArray
 
 from langchain_pacms.core.problem import Problem
 
-__all__ = ["diverse_fill", "relevance_fill"]
+__all__ = ["distinct_fill", "diverse_fill", "relevance_fill"]
 
 # Members per block when measuring redundancy against the members.
 _BLOCK = 256
@@ -64,6 +67,63 @@ def relevance_fill(problem: Problem, members: Sequence[int], room: int) -> list[
         if allowed[j] and tokens[j] <= room:
             added.append(j)
             room -= tokens[j]
+    return added
+
+
+def distinct_fill(
+    problem: Problem, members: Sequence[int], room: int, *, threshold: float
+) -> list[int]:
+    """Add non-members by relevance while they fit, passing over near-copies of what is kept.
+
+    An item is a near-copy when its cosine with a member or an item added before it is at least
+    ``threshold`` (``pacms`` passes its kernel threshold, so the fill treats as copies exactly
+    the pairs its objective joins). With the problem's kept cosine matrix each added item marks
+    its copies from one row; without it, an item is compared with what is kept when its turn
+    comes.
+
+    Args:
+        problem: The selection instance.
+        members: Indices already selected.
+        room: Tokens left to spend.
+        threshold: Cosine at or above which an item counts as a copy of a kept one.
+
+    Returns:
+        The added indices, in order.
+
+    Example:
+        >>> import numpy as np
+        >>> vectors = [[1.0, 0.0], [1.0, 0.05], [0.6, 0.8]]
+        >>> p = Problem.build(vectors, [1.0, 0.0], tokens=[1, 1, 1], budget=3)
+        >>> distinct_fill(p, [0], room=2, threshold=0.9), relevance_fill(p, [0], room=2)
+        ([2], [1, 2])
+    """
+    open_ = _open(problem, members, room)
+    if not open_.size:
+        return []
+    allowed = np.zeros(problem.n, dtype=bool)
+    allowed[open_] = True
+    matrix = problem.cosine_matrix
+    kept = [int(m) for m in members]
+    near = np.zeros(problem.n, dtype=bool)
+    if matrix is not None:
+        for at in range(0, len(kept), _BLOCK):
+            near |= (matrix[kept[at : at + _BLOCK]] >= threshold).any(axis=0)
+    vectors = problem.vectors
+    tokens = problem.tokens.tolist()
+    added: list[int] = []
+    for j in problem.relevance_order().tolist():
+        if not allowed[j] or tokens[j] > room or near[j]:
+            continue
+        if matrix is None and kept and any(
+            float((vectors[kept[at : at + _BLOCK]] @ vectors[j]).max()) >= threshold
+            for at in range(0, len(kept), _BLOCK)
+        ):
+            continue
+        added.append(j)
+        kept.append(j)
+        room -= tokens[j]
+        if matrix is not None:
+            near |= matrix[j] >= threshold
     return added
 
 

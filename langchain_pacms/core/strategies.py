@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from langchain_pacms.core.fill import diverse_fill, relevance_fill
+from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import budgeted_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem
@@ -319,17 +320,21 @@ def auto_relevance_weight(problem: Problem) -> float:
 FillWalk = Callable[[Problem, Sequence[int], int], list[int]]
 """``walk(problem, members, room)``: what to add to ``members`` within ``room`` tokens."""
 
-FILLS: dict[str, FillWalk] = {"relevance": relevance_fill, "diverse": diverse_fill}
-"""Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`)."""
+FILLS: dict[str, FillWalk] = {"relevance": relevance_fill, "diverse": diverse_fill,
+                               "distinct": distinct_fill}
+"""Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`);
+``distinct`` is given the kernel threshold."""
 
 
-def _fill_walk(fill: bool | str | None) -> FillWalk | None:
+def _fill_walk(fill: bool | str | None, threshold: float) -> FillWalk | None:
     """The fill function named by ``fill`` (None for no fill), with a clear error otherwise."""
     if fill is None or fill is False:
         return None
     name = "diverse" if fill is True else fill
     if name not in FILLS:
         raise ValueError(f"fill must be one of {sorted(FILLS)}, True, False or None; got {fill!r}")
+    if name == "distinct":
+        return functools.partial(distinct_fill, threshold=threshold)
     return FILLS[name]
 
 
@@ -394,7 +399,9 @@ def pacms(
             like ``similarity_threshold``; ``ContextSelector`` passes its embedder's value.
         fill: How to spend what the greedy leaves: ``"diverse"`` (maximal marginal relevance
             against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`),
-            ``"relevance"``, or ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
+            ``"relevance"``, ``"distinct"`` (relevance order without near-copies of what is
+            kept, :func:`~langchain_pacms.core.fill.distinct_fill`), or ``None``/``False``
+            for no fill; ``True`` means ``"diverse"``.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.
@@ -415,14 +422,14 @@ def pacms(
     if experimental_coverage_prior:
         warnings.warn(_EXPERIMENTAL.format("experimental_coverage_prior"), UserWarning,
                       stacklevel=2)
-    walk = _fill_walk(fill)
+    walk = _fill_walk(fill, similarity_threshold)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)
     if problem.n == int(start.size):
         return Pick(start, scores, info={"relevance_weight": lam, "evaluations": 0})
-    if walk is diverse_fill:
-        # The diversity fill reads cosines among most candidates: one product serves it and
-        # the objective's kernel.
+    if walk is not None and walk is not relevance_fill:
+        # The diversity and distinct fills read cosines among most candidates: one product
+        # serves them and the objective's kernel.
         problem.precompute_cosines()
     objective = CoverageObjective(
         problem,

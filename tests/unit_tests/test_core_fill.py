@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_pacms.core import Problem, diverse_fill, fill, mmr_ranking, relevance_fill
+from langchain_pacms.core import (
+    Problem,
+    distinct_fill,
+    diverse_fill,
+    fill,
+    mmr_ranking,
+    relevance_fill,
+)
+from langchain_pacms.core.strategies import pacms
 
 
 def random_problem(seed: int, n: int = 40, budget_share: float = 0.5) -> Problem:
@@ -153,3 +161,54 @@ def test_row_walk_compacting_its_slots_picks_like_the_naive_rule(
         assert diverse_fill(p, members, room) == compacting
     if not grouped:
         assert compacting == naive_diverse(p, members, room)
+
+
+def naive_distinct(p: Problem, members: list[int], room: int, threshold: float) -> list[int]:
+    """Relevance order, skipping items at or above ``threshold`` cosine to anything kept."""
+    v = p.vectors.astype(np.float64)
+    kept, added = list(members), []
+    for j in p.relevance_order().tolist():
+        if j in kept or p.tokens[j] > room:
+            continue
+        if kept and float((v[kept] @ v[j]).max()) >= threshold + 1e-6:
+            continue
+        if kept and float((v[kept] @ v[j]).max()) >= threshold - 1e-6:
+            return None  # too close to the threshold to judge in float64
+        kept.append(j)
+        added.append(j)
+        room -= int(p.tokens[j])
+    return added
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    share=st.sampled_from([0.1, 0.4, 0.8]),
+    threshold=st.sampled_from([0.3, 0.6, 0.9]),
+    k=st.integers(0, 6),
+    precompute=st.booleans(),
+)
+def test_distinct_fill_is_relevance_order_without_copies_of_what_is_kept(
+    seed: int, share: float, threshold: float, k: int, precompute: bool
+):
+    p = random_problem(seed, n=30, budget_share=share)
+    if precompute:
+        assert p.precompute_cosines()
+    members = list(range(k))
+    room = max(0, p.budget - int(p.tokens[members].sum()))
+    added = distinct_fill(p, members, room, threshold=threshold)
+    expected = naive_distinct(p, members, room, threshold)
+    if expected is not None:
+        assert added == expected
+    assert not set(added) & set(members) and int(p.tokens[added].sum()) <= room
+    # with a threshold above every cosine it is the relevance walk
+    assert distinct_fill(p, members, room, threshold=1.01) == relevance_fill(p, members, room)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pacms_hands_what_its_greedy_leaves_to_the_distinct_fill(seed: int):
+    p = random_problem(seed, n=40, budget_share=0.6)
+    greedy = pacms(p, similarity_threshold=0.6, fill=None).order.tolist()
+    filled = pacms(p, similarity_threshold=0.6, fill="distinct").order.tolist()
+    room = p.budget - int(p.tokens[greedy].sum())
+    assert filled == greedy + distinct_fill(p, greedy, room, threshold=0.6)
