@@ -320,10 +320,10 @@ def auto_relevance_weight(problem: Problem) -> float:
 FillWalk = Callable[[Problem, Sequence[int], int], list[int]]
 """``walk(problem, members, room)``: what to add to ``members`` within ``room`` tokens."""
 
-FILLS: dict[str, FillWalk] = {"relevance": relevance_fill, "diverse": diverse_fill,
-                               "distinct": distinct_fill}
+FILLS: dict[str, Callable[..., list[int]]] = {
+    "relevance": relevance_fill, "diverse": diverse_fill, "distinct": distinct_fill}
 """Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`);
-``distinct`` is given the kernel threshold."""
+``distinct`` is given the kernel threshold as ``threshold``."""
 
 
 def _fill_walk(fill: bool | str | None, threshold: float) -> FillWalk | None:
