@@ -22,6 +22,7 @@ from pydantic import Field
 from langchain_pacms import ContextSelector
 from langchain_pacms.lifecycle import (
     HeuristicPlanner,
+    LifecycleHarness,
     LLMPlanner,
     Plan,
     Planner,
@@ -29,6 +30,7 @@ from langchain_pacms.lifecycle import (
     index_messages,
     provider_problems,
 )
+from langchain_pacms.lifecycle.objects import payload_of
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
 
@@ -288,6 +290,37 @@ def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
     stubs = [o.id for o in index_messages(after.messages).objects if o.state == "folded"]
     assert stubs == [reads[4]]
     assert set(ops(plan_of(h.messages, keep_above=1.0, max_stubs=0)).values()) == {"prune"}
+
+
+def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload():
+    harness = LifecycleHarness(
+        HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0,
+        boundary="tool")
+    h = History().user("Review every module")
+    history: list[BaseMessage] = list(h.messages)
+    known: dict[str, str] = {}
+    payloads: dict[str, str] = {}
+    for name in "abcdefg":
+        h.messages = history
+        h.call("read_file", code_body(f"src/{name}.py", 150), path=f"src/{name}.py")
+        history = list(h.messages)
+        index = index_messages(history)
+        payloads.update({o.id: payload_of(history, o.indices) for o in index.objects
+                         if o.kind == "tool" and o.state == "active"})
+        commit = harness.step(history, known_ids=known)
+        if commit is not None:
+            history, known = list(commit.messages), dict(commit.known_ids)
+        states = [o.state for o in harness.index(history, known).objects if o.kind == "tool"]
+        assert states.count("folded") + states.count("masked") <= 2
+        assert provider_problems(history) == []
+    assert len(payloads) == 7
+    sidecars = harness.sidecars("default")
+    folded_once = [i for i in payloads if i in set(sidecars.list_ids())]
+    assert len(folded_once) >= 5  # the older reads were folded before they were pruned
+    in_view = {o.id for o in harness.index(history, known).objects}
+    assert [i for i in folded_once if i not in in_view]  # some of them are pruned by now
+    for object_id in folded_once:
+        assert sidecars.get(object_id).payload == payloads[object_id]
 
 
 def test_user_instructions_are_never_pruned_or_masked_and_the_first_never_touched():
