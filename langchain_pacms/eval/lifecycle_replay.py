@@ -623,23 +623,26 @@ def _choose(
 
 
 def _match(
-    dev: Sequence[TraceSession], best: Mapping[str, Any], max_cuts: int, seed: int,
+    dev: Sequence[TraceSession], best: Mapping[str, Any],
+    scored: Sequence[tuple[Any, dict[str, Any], dict[str, Any]]], max_cuts: int, seed: int,
     counter: TokenCounter, cache: ReplayCache | None, tick: Callable[[], None],
 ) -> dict[str, dict[str, Any]]:
     """Per baseline the default does not dominate on the dev split, the setting that meets it.
 
     Meeting a baseline is reaching its development pruning at the highest strict no-impact
-    there. The candidates are :data:`HEURISTIC_GRID` and :data:`HORIZON_GRID`; a setting qualifies
-    when its development pruning is at least the baseline's, and the one with the highest
-    development strict rate (then the higher pruning) is chosen. A baseline that no setting
-    meets gets none. Every figure here is from the development split.
+    there. The candidates are :data:`HEURISTIC_GRID` (its rows ``scored`` by :func:`_choose`,
+    which chose ``best`` among them) and :data:`HORIZON_GRID`; a setting qualifies when its
+    development pruning is at least the baseline's, and the one with the highest development
+    strict rate (then the higher pruning) is chosen. A baseline that no setting meets gets
+    none. Every figure here is from the development split.
     """
     def dev_row(policy: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
         return evaluate_cuts(dev, policy, settings=settings, max_cuts=max_cuts, seed=seed,
                              counter=counter, cache=cache, tick=tick).row()
 
-    mine = dev_row("heuristic", best)
-    grid = [(g, dev_row("heuristic", g)) for g in (*HEURISTIC_GRID, *HORIZON_GRID)]
+    grid = [(g, row) for _, g, row in scored]
+    mine = next(row for g, row in grid if g == best)
+    grid += [(g, dev_row("heuristic", g)) for g in HORIZON_GRID]
     matched: dict[str, dict[str, Any]] = {}
     for name in BASELINES:
         if name == "none":
@@ -739,11 +742,12 @@ def _prefill(
     second: list[Task] = []
     for d in order:
         dev, test = splits[d]
-        best, _ = _choose(dev, max_cuts, seed, TokenCounter(), cache, lambda: None)
+        best, scored = _choose(dev, max_cuts, seed, TokenCounter(), cache, lambda: None)
         second += [("cuts", d, s.name, p, best, max_cuts, seed)
                    for p in ("heuristic", *(p for p in selection if behind_lifecycle(p)))
                    for s in test]
-        matched = _match(dev, best, max_cuts, seed, TokenCounter(), cache, lambda: None)
+        matched = _match(dev, best, scored, max_cuts, seed, TokenCounter(), cache,
+                         lambda: None)
         second += [("cuts", d, s.name, "heuristic", m["settings"], max_cuts, seed)
                    for m in matched.values() for s in test]
         grow(len(matched) * len(test))
@@ -827,7 +831,7 @@ def run_lifecycle_eval(
                                        counter=counter, cache=cache, tick=tick).row()
             say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
                 f"@ {rows[name]['pruning_mean']:.3f}")
-        matched = _match(dev, best, max_cuts, seed, counter, cache, tick)
+        matched = _match(dev, best, scored, max_cuts, seed, counter, cache, tick)
         if not prefilled:
             grow(len(matched) * len(test))
         for baseline, m in matched.items():

@@ -63,7 +63,7 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action, action_gain, call_texts, visible_locators
-from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, payload_of
+from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, by_message, payload_of
 from langchain_pacms.lifecycle.plan import Plan
 
 if TYPE_CHECKING:
@@ -204,18 +204,23 @@ def reusable_values(text: str) -> frozenset[str]:
     return _short_values(text) if len(text) <= _SHORT else _handles_of(text[:_SCAN])
 
 
+@by_message
+def _call_values(message: BaseMessage) -> frozenset[str]:
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return _handles_of("\n".join(leaf for c in calls for leaf in _leaves(c.get("args") or {})))
+
+
 def call_values(message: BaseMessage) -> frozenset[str]:
     """The values (as :func:`reusable_values` finds them) in a message's tool-call arguments.
+
+    Remembered per message object, as the lifecycle index remembers each message's signature.
 
     Example:
         >>> call = {"name": "get_reservation", "args": {"id": "HAT039"}, "id": "c1"}
         >>> call_values(AIMessage("", tool_calls=[call]))
         frozenset({'HAT039'})
     """
-    calls = message.tool_calls if isinstance(message, AIMessage) else []
-    if not calls:
-        return frozenset()
-    return reusable_values("\n".join(leaf for c in calls for leaf in _leaves(c.get("args") or {})))
+    return _call_values(message)
 
 
 def _name_words(name: str) -> list[str]:

@@ -331,10 +331,12 @@ def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting
 
     dev = [session(12)]
     mild = HEURISTIC_GRID[0]  # the mildest setting prunes least: baselines prune more
-    matched = _match(dev, mild, 3, 0, TokenCounter(), None, lambda: None)
-    rows = [evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row()
-            for g in (*HEURISTIC_GRID, *HORIZON_GRID)]
-    mine = evaluate_cuts(dev, "heuristic", settings=mild, max_cuts=3).row()
+    scored = [(None, g, evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row())
+              for g in HEURISTIC_GRID]
+    matched = _match(dev, mild, scored, 3, 0, TokenCounter(), None, lambda: None)
+    rows = [row for _, _, row in scored] + [
+        evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row() for g in HORIZON_GRID]
+    mine = rows[0]
     assert matched
     for name in BASELINES[1:]:
         other = evaluate_cuts(dev, name, max_cuts=3).row()
