@@ -74,7 +74,28 @@ def ollama_model() -> BaseChatModel | None:
     return ChatOllama(model=os.environ.get("PACMS_OLLAMA_MODEL", "llama3.2"), base_url=base)
 
 
-class OfflineAgentModel(BaseChatModel):
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic chat model for the examples: ``_reply`` decides each message.
+
+    Tools bound to it are ignored (the script knows them); subclasses write ``_reply``.
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return type(self).__name__
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        return self
+
+    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+
+class OfflineAgentModel(ScriptedChatModel):
     """A deterministic stand-in for a tool-calling chat model.
 
     New question naming a log or orders: call the matching tool. A question asking for something
@@ -82,13 +103,6 @@ class OfflineAgentModel(BaseChatModel):
     summarise it in one line. Otherwise: answer with the sentence of the context it received
     that shares the most words with the question (so the answer shows what the selection kept).
     """
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-agent"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineAgentModel:
-        return self
 
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         last = messages[-1]
@@ -121,10 +135,6 @@ class OfflineAgentModel(BaseChatModel):
                 if overlap > score:
                     best, score = sentence.strip("- "), overlap
         return AIMessage(f"From my context: {best}")
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
 
 def chat_model() -> tuple[BaseChatModel, str]:

@@ -21,9 +21,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
+from _agent_setup import ScriptedChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.store.sqlite import SqliteStore
 from pydantic import Field, PrivateAttr
@@ -55,21 +54,15 @@ def read_file(path: str) -> str:
     return module_text(int(path.split("_")[1].split(".")[0]))
 
 
-class ScriptedReader(BaseChatModel):
+class ScriptedReader(ScriptedChatModel):
     """Reads the modules in order, then recovers module 7 from its stub and answers."""
 
     counter: Any = None  # the hook's token counter, to measure each request
     seen: list[int] = Field(default_factory=list)  # tokens of every request it received
     _step: int = PrivateAttr(default=0)
 
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-reader"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedReader:
-        return self
-
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        self.seen.append(sent_tokens(messages, self.counter))
         step, self._step = self._step, self._step + 1
         if step < READS:
             call = {"name": "read_file", "args": {"path": f"src/module_{step}.py"},
@@ -85,11 +78,6 @@ class ScriptedReader(BaseChatModel):
                     "id": "recover_7"}
             return AIMessage("", tool_calls=[call])
         return AIMessage("handle_7 in src/module_7.py returns QUOTA_7.")
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
-        self.seen.append(sent_tokens(messages, self.counter))
-        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
 
 def main() -> None:
