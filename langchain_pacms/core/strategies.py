@@ -366,7 +366,7 @@ def pacms(
     guarantee: float = 0.25,
     gain_floor: float = 0.05,
     min_gain: float = 0.0,
-    fill: bool | str | None = "diverse",
+    fill: bool | str | None = "distinct",
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
@@ -379,8 +379,9 @@ def pacms(
     density normalisation, ranking by plain gain while keeping a quarter of the classic
     ``(1 - 1/e) / 2`` guarantee (so ``G >= (1 - 1/e) / 8 * OPT`` always holds), and, once no
     candidate adds 5 % of the best one's gain (or ``min_gain``, which ``ContextSelector`` takes
-    from its embedder), a diversity fill. :data:`PAPER_OPTIONS`
-    reproduces the published objective and algorithm (registered as ``pacms_paper``).
+    from its embedder), a fill in relevance order that passes over near-copies of what is kept.
+    :data:`PAPER_OPTIONS` reproduces the published objective and algorithm (registered as
+    ``pacms_paper``).
 
     Args:
         problem: The selection instance.
@@ -397,11 +398,12 @@ def pacms(
         min_gain: The greedy also stops once the best remaining score is below this absolute
             value (capped at the best single score). It is on the embedder's relevance scale,
             like ``similarity_threshold``; ``ContextSelector`` passes its embedder's value.
-        fill: How to spend what the greedy leaves: ``"diverse"`` (maximal marginal relevance
-            against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`),
-            ``"relevance"``, ``"distinct"`` (relevance order without near-copies of what is
-            kept, :func:`~langchain_pacms.core.fill.distinct_fill`), or ``None``/``False``
-            for no fill; ``True`` means ``"diverse"``.
+        fill: How to spend what the greedy leaves: ``"distinct"`` (the default: relevance
+            order, passing over near-copies of what is kept,
+            :func:`~langchain_pacms.core.fill.distinct_fill`), ``"diverse"`` (maximal marginal
+            relevance against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`;
+            the default until the relevance walk measured better), ``"relevance"``, or ``None``/``False`` for no fill;
+            ``True`` means ``"diverse"``.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.

@@ -373,13 +373,15 @@ def test_pacms_gain_floor_hands_slivers_to_the_diverse_fill():
     vectors = np.array([unit(1, 0, 0), unit(1, 0.01, 0), unit(0, 0, 1), unit(0, 1, 0)])
     p = Problem.build(vectors, [1.0, 0.0, 0.5], tokens=[1, 1, 1, 1], budget=3)
     assert solve(p, "pacms", gain_floor=0.0).order.tolist() == [0, 2, 1]
-    floored = solve(p, "pacms")  # default: gain_floor=0.05, fill="diverse"
+    floored = solve(p, "pacms", fill="diverse")  # default gain_floor=0.05
     assert floored.order.tolist() == [0, 2, 3]
     assert floored.scores[3] == 0.0
     assert floored.info["filled"] == 1
     assert solve(p, "pacms", fill=False).order.tolist() == [0, 2]
     assert solve(p, "pacms", fill=True).order.tolist() == [0, 2, 3]
     assert solve(p, "pacms", fill="relevance").order.tolist() == [0, 2, 1]
+    # The default distinct fill passes over the near-copy 1 of item 0 as well.
+    assert solve(p, "pacms").order.tolist() == [0, 2, 3]
 
 
 def test_pacms_min_gain_is_an_absolute_floor_capped_at_the_best_gain():
@@ -393,10 +395,13 @@ def test_pacms_min_gain_is_an_absolute_floor_capped_at_the_best_gain():
     # An absolute floor above the slivers hands the rest of the budget to the diversity walk.
     floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.01)
     assert floored.order.tolist() == [0, 2]  # 0.03 is above 0.01: still bought
-    floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.1)
+    floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.1, fill="diverse")
     assert floored.order.tolist() == [0, 3] and floored.info["filled"] == 1
+    # The default distinct fill takes the most relevant item that is no copy of item 0.
+    floored = solve(p, "pacms", gain_floor=0.0, min_gain=0.1)
+    assert floored.order.tolist() == [0, 2] and floored.info["filled"] == 1
     # Capped at the best single gain: the greedy still makes its first pick.
-    capped = solve(p, "pacms", gain_floor=0.0, min_gain=0.99)
+    capped = solve(p, "pacms", gain_floor=0.0, min_gain=0.99, fill="diverse")
     assert capped.order.tolist() == [0, 3] and capped.info["filled"] == 1
 
 

@@ -42,9 +42,13 @@ FROZEN = ROOT / "frozen_picks.json"
 BUDGETS = (0.05, 0.1, 0.45, 0.7)
 OPTIONS: dict[str, dict[str, Any]] = {
     "default": {},
-    "tau0.3": {"similarity_threshold": 0.3, "gain_floor": 0.3},
+    "diverse-fill": {"fill": "diverse"},
+    "tau0.3": {"similarity_threshold": 0.3, "gain_floor": 0.3, "fill": "diverse"},
     "relevance-fill": {"fill": "relevance"},
 }
+"""Option sets. ``diverse-fill`` and ``tau0.3`` keep the picks frozen when the default fill was
+the diversity fill (those entries were the ``default`` ones then); ``default`` (the distinct
+fill since it became the default) was frozen when it did."""
 
 
 def clustered(n: int, d: int, seed: int) -> Problem:
@@ -100,7 +104,7 @@ def picks(problem: Problem, options: dict[str, Any]) -> dict[str, Any]:
 def cases() -> Iterator[tuple[str, Problem, dict[str, Any]]]:
     for name, problem in [*random_pools(), *fixture_pools()]:
         for label, options in OPTIONS.items():
-            if label != "default" and problem.n > 2000:
+            if label not in ("default", "diverse-fill") and problem.n > 2000:
                 continue
             yield f"{name} {label}", problem, options
 

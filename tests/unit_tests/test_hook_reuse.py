@@ -165,7 +165,8 @@ def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> Non
 
 # The bench conversation's kept ids before the speed work (main at 29330df), as digests; the
 # relevance then came from the dense vectors (``relevance_buckets=None`` today) and the
-# built-in profile's near-duplicate threshold was 0.6.
+# built-in profile's near-duplicate threshold was 0.6. ``pacms`` filled with the diversity fill
+# then (its default at the time), so it is asked for it by name.
 BEFORE = {
     "pacms": "a1f2cdb0feb6895f",
     "topk": "a57214be2156d325",
@@ -179,7 +180,8 @@ def test_bench_conversation_picks_are_unchanged(strategy: str) -> None:
         name="hashed-tfidf", similarity_threshold=0.6, min_gain=0.01, idf_reweighting=True
     )
     dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None), profile=then)
-    hook = create_pacms_hook(budget_tokens=8000, strategy=strategy, selector=dense)
+    options = {"fill": "diverse"} if strategy == "pacms" else {}
+    hook = create_pacms_hook(budget_tokens=8000, strategy=strategy, selector=dense, **options)
     messages = [*bench.conversation(75), HumanMessage("Which service had the highest latency?")]
     hook.invoke({"messages": messages})
     assert hook.last_selection is not None
