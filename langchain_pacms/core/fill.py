@@ -78,8 +78,8 @@ def distinct_fill(
     An item is a near-copy when its cosine with a member or an item added before it is at least
     ``threshold`` (``pacms`` passes its kernel threshold, so the fill treats as copies exactly
     the pairs its objective joins). With the problem's kept cosine matrix each added item marks
-    its copies from one row; without it, an item is compared with what is kept when its turn
-    comes.
+    its copies from one row; without it, the candidates are compared in blocks, each with what
+    is kept in one product and with each other in another.
 
     Args:
         problem: The selection instance.
@@ -103,27 +103,64 @@ def distinct_fill(
     allowed = np.zeros(problem.n, dtype=bool)
     allowed[open_] = True
     matrix = problem.cosine_matrix
-    kept = [int(m) for m in members]
+    if matrix is None:
+        return _distinct_from_vectors(problem, members, room, threshold, allowed)
     near = np.zeros(problem.n, dtype=bool)
-    if matrix is not None:
-        for at in range(0, len(kept), _BLOCK):
-            near |= (matrix[kept[at : at + _BLOCK]] >= threshold).any(axis=0)
-    vectors = problem.vectors
+    for at in range(0, len(members), _BLOCK):
+        near |= (matrix[np.asarray(members[at : at + _BLOCK], dtype=np.int64)]
+                 >= threshold).any(axis=0)
     tokens = problem.tokens.tolist()
     added: list[int] = []
     for j in problem.relevance_order().tolist():
         if not allowed[j] or tokens[j] > room or near[j]:
             continue
-        if matrix is None and kept and any(
-            float((vectors[kept[at : at + _BLOCK]] @ vectors[j]).max()) >= threshold
-            for at in range(0, len(kept), _BLOCK)
-        ):
-            continue
         added.append(j)
-        kept.append(j)
         room -= tokens[j]
-        if matrix is not None:
-            near |= matrix[j] >= threshold
+        near |= matrix[j] >= threshold
+    return added
+
+
+def _distinct_from_vectors(
+    problem: Problem, members: Sequence[int], room: int, threshold: float,
+    allowed: NDArray[np.bool_],
+) -> list[int]:
+    """:func:`distinct_fill` without a kept cosine matrix, a block of candidates at a time.
+
+    The next ``_BLOCK`` candidates in relevance order that still fit are compared with
+    everything kept so far in one product (in row blocks within the problem's similarity
+    ceiling) and with each other in another; the walk through the block then reads both.
+    """
+    vectors = problem.vectors
+    tokens = problem.tokens
+    kept = np.asarray(members, dtype=np.int64)
+    order = problem.relevance_order()
+    order = order[allowed[order]]
+    added: list[int] = []
+    at = 0
+    while at < order.size and room > 0:
+        rest = order[at:]
+        fits = rest[tokens[rest] <= room]
+        if not fits.size:
+            break
+        block = fits[:_BLOCK]
+        # Everything up to the block's last candidate has been seen (the skipped ones do not
+        # fit now, so they never will).
+        at += int(np.flatnonzero(rest == block[-1])[0]) + 1
+        left = vectors[block]
+        near = np.zeros(block.size, dtype=bool)
+        rows = max(1, problem.similarity_ceiling // (4 * block.size))
+        for start in range(0, kept.size, rows):
+            near |= ((vectors[kept[start : start + rows]] @ left.T) >= threshold).any(axis=0)
+        among = (left @ left.T) >= threshold
+        taken: list[int] = []
+        for k, j in enumerate(block.tolist()):
+            cost = int(tokens[j])
+            if cost > room or near[k] or (taken and among[taken, k].any()):
+                continue
+            taken.append(k)
+            added.append(j)
+            room -= cost
+        kept = np.concatenate([kept, block[taken]])
     return added
 
 

@@ -402,8 +402,8 @@ def pacms(
             order, passing over near-copies of what is kept,
             :func:`~langchain_pacms.core.fill.distinct_fill`), ``"diverse"`` (maximal marginal
             relevance against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`;
-            the default until the relevance walk measured better), ``"relevance"``, or ``None``/``False`` for no fill;
-            ``True`` means ``"diverse"``.
+            the default until the relevance walk measured better), ``"relevance"``, or
+            ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -186,17 +188,23 @@ def naive_distinct(p: Problem, members: list[int], room: int, threshold: float) 
     share=st.sampled_from([0.1, 0.4, 0.8]),
     threshold=st.sampled_from([0.3, 0.6, 0.9]),
     k=st.integers(0, 6),
-    precompute=st.booleans(),
+    way=st.sampled_from(["matrix", "blocks", "small blocks"]),
 )
 def test_distinct_fill_is_relevance_order_without_copies_of_what_is_kept(
-    seed: int, share: float, threshold: float, k: int, precompute: bool
+    seed: int, share: float, threshold: float, k: int, way: str
 ):
     p = random_problem(seed, n=30, budget_share=share)
-    if precompute:
+    if way == "matrix":
         assert p.precompute_cosines()
+    elif way == "small blocks":
+        # three candidates a block, compared with what is kept two rows at a time
+        p = dataclasses.replace(p, similarity_ceiling=24)
     members = list(range(k))
     room = max(0, p.budget - int(p.tokens[members].sum()))
-    added = distinct_fill(p, members, room, threshold=threshold)
+    with pytest.MonkeyPatch.context() as patch:
+        if way == "small blocks":
+            patch.setattr(fill, "_BLOCK", 3)
+        added = distinct_fill(p, members, room, threshold=threshold)
     expected = naive_distinct(p, members, room, threshold)
     if expected is not None:
         assert added == expected
