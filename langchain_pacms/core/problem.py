@@ -282,6 +282,36 @@ class Problem:
         object.__setattr__(other, "_memo", self._memo)
         return other
 
+    def with_relevance(self, relevance: ArrayLike) -> Problem:
+        """The same candidates, costs and budget with other relevance scores.
+
+        The kept cosine matrix (which does not depend on relevance) is shared; other shared
+        results, such as a coverage kernel weighted by relevance, are not.
+
+        Args:
+            relevance: ``(n,)`` scores in ``[0, 1]``, as :attr:`scores`.
+
+        Returns:
+            The problem.
+
+        Raises:
+            ValueError: If the scores are not ``n`` finite values.
+
+        Example:
+            >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
+            >>> p.with_relevance([0.25, 0.5]).relevance.tolist()
+            [0.25, 0.5]
+        """
+        scores = np.array(relevance, dtype=np.float32).reshape(-1)
+        if scores.shape != (self.n,) or not np.isfinite(scores).all():
+            raise ValueError(f"relevance must be {self.n} finite values, got shape {scores.shape}")
+        np.clip(scores, 0.0, 1.0, out=scores)
+        scores.flags.writeable = False
+        other = replace(self, scores=scores)
+        if self.cosine_matrix is not None:
+            other._memo["cosines"] = self.cosine_matrix
+        return other
+
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``build()``, computed once for this problem and those linked by :meth:`with_budget`.
 

@@ -51,6 +51,7 @@ __all__ = [
     "auto_relevance_weight",
     "available_strategies",
     "check_options",
+    "feedback_relevance",
     "get_strategy",
     "register_strategy",
     "solve",
@@ -356,6 +357,57 @@ def _relevance_weight(problem: Problem, value: object, auto: bool) -> float:
     return float(value)
 
 
+def feedback_relevance(problem: Problem, weight: float, items: int = 10) -> NDArray[np.float32]:
+    """Relevance raised by pseudo-relevance feedback from the most relevant candidates.
+
+    ``rel'(i) = max(rel(i), weight * max_j rel(j) * max(0, cos(e_i, c)))``, where ``c`` is the
+    relevance-weighted mean of the ``items`` most relevant candidates' vectors. Candidates
+    that resemble the best matches gain relevance even when they share little with the query
+    itself; the best matches keep theirs.
+
+    Args:
+        problem: The selection instance.
+        weight: ``beta`` in ``[0, 1]``.
+        items: How many candidates make the centroid (at least 1).
+
+    Returns:
+        ``(n,)`` float32 relevance in ``[0, 1]``.
+
+    Raises:
+        ValueError: For a weight outside ``[0, 1]`` or fewer than one item.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build([[1, 0, 0], [0.6, 0.8, 0], [0, 0.6, 0.8]], [1.0, 0.0, 0.0],
+        ...                   tokens=[1, 1, 1], budget=1)
+        >>> [round(float(r), 3) for r in feedback_relevance(p, 0.5, items=2)]
+        [1.0, 0.6, 0.1]
+    """
+    if isinstance(weight, bool) or not 0.0 <= float(weight) <= 1.0:
+        raise ValueError(f"relevance_feedback must be a number in [0, 1], got {weight!r}")
+    if isinstance(items, bool) or int(items) != items or items < 1:
+        raise ValueError(f"feedback_items must be a positive integer, got {items!r}")
+    rel = problem.relevance
+    top = problem.relevance_order()[: int(items)]
+    centroid = rel[top].astype(np.float64) @ problem.vectors[top].astype(np.float64)
+    norm = float(np.linalg.norm(centroid))
+    if norm == 0.0 or not weight:
+        return rel.copy()
+    near = np.maximum(problem.vectors @ (centroid / norm).astype(np.float32), 0.0)
+    lifted = np.maximum(rel, np.float32(float(weight) * float(rel.max())) * near)
+    return np.clip(lifted, 0.0, 1.0).astype(np.float32)
+
+
+def _with_feedback(problem: Problem, weight: float, items: int) -> Problem:
+    """The problem with :func:`feedback_relevance`, built once per pool (budgets share it)."""
+    base = problem.shared(
+        ("relevance_feedback", float(weight), int(items)),
+        lambda: problem.with_relevance(feedback_relevance(problem, weight, items)),
+    )
+    return base.with_costs(tokens=problem.tokens, budget=problem.budget,
+                           mandatory=problem.mandatory, positions=problem.positions)
+
+
 def pacms(
     problem: Problem,
     *,
@@ -367,6 +419,8 @@ def pacms(
     gain_floor: float = 0.05,
     min_gain: float = 0.0,
     fill: bool | str | None = "distinct",
+    relevance_feedback: float = 0.0,
+    feedback_items: int = 10,
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
@@ -404,6 +458,13 @@ def pacms(
             relevance against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`;
             the default until the relevance walk measured better), ``"relevance"``, or
             ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
+        relevance_feedback: Weight ``beta`` in ``[0, 1]`` of pseudo-relevance feedback (0:
+            none): each candidate's relevance is raised to ``beta * max(rel) * cos(e_i, c)``
+            where that is higher, ``c`` being the relevance-weighted centroid of the
+            ``feedback_items`` most relevant candidates (see :func:`feedback_relevance`). It
+            reaches evidence phrased unlike the query but like the best matches; a candidate's
+            relevance is never lowered.
+        feedback_items: How many of the most relevant candidates make the centroid.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.
@@ -433,6 +494,8 @@ def pacms(
         # The diversity and distinct fills read cosines among most candidates: one product
         # serves them and the objective's kernel.
         problem.precompute_cosines()
+    if relevance_feedback:
+        problem = _with_feedback(problem, relevance_feedback, feedback_items)
     objective = CoverageObjective(
         problem,
         relevance_weight=lam,

@@ -16,6 +16,7 @@ from langchain_pacms.core import (
     StrategyError,
     auto_relevance_weight,
     available_strategies,
+    feedback_relevance,
     get_strategy,
     register_strategy,
     solve,
@@ -674,3 +675,47 @@ def test_lastk_not_contiguous_skips_what_does_not_fit_and_goes_on():
     assert solve(p, "lastk", contiguous=False).order.tolist() == [3, 2]
     p = Problem.build(np.eye(5), np.ones(5), tokens=[2, 2, 5, 2, 2], budget=7)
     assert solve(p, "lastk", contiguous=False).order.tolist() == [4, 3, 1]
+
+
+# -- relevance feedback ------------------------------------------------------------------------
+
+
+def test_feedback_raises_what_resembles_the_best_matches_and_lowers_nothing():
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((40, 12))
+    p = Problem.build(vectors, rng.standard_normal(12), tokens=np.full(40, 5), budget=50)
+    lifted = feedback_relevance(p, 0.6, items=5)
+    assert lifted.dtype == np.float32 and lifted.shape == (40,)
+    assert (lifted >= p.relevance).all() and (lifted <= 1.0).all()
+    assert (lifted > p.relevance).any()
+    top = int(p.relevance_order()[0])
+    assert lifted[top] == p.relevance[top]
+    assert np.array_equal(feedback_relevance(p, 0.0), p.relevance)
+    with pytest.raises(ValueError, match="relevance_feedback"):
+        feedback_relevance(p, 1.5)
+    with pytest.raises(ValueError, match="feedback_items"):
+        feedback_relevance(p, 0.5, items=0)
+
+
+def test_pacms_with_feedback_keeps_a_look_alike_of_the_best_match():
+    # Item 2 shares nothing with the query but much with item 1, the second-best match; item 3
+    # is slightly relevant and unlike both. Without feedback the fill takes item 3.
+    vectors = np.array([unit(1, 0, 0, 0), unit(0.6, 0.8, 0, 0), unit(0, 0.8, 0.6, 0),
+                        unit(0.05, 0, 0, 1)])
+    p = Problem.build(vectors, unit(1, 0, 0, 0), tokens=[1, 1, 1, 1], budget=3)
+    assert p.relevance[2] == 0 < p.relevance[3]
+    assert solve(p, "pacms").order.tolist() == [0, 1, 3]
+    assert solve(p, "pacms", relevance_feedback=0.6, feedback_items=2).order.tolist() == [0, 1, 2]
+    assert solve(p, "pacms", relevance_feedback=0.0).order.tolist() == [0, 1, 3]
+
+
+def test_with_relevance_shares_the_cosines_only():
+    p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[1, 1, 1], budget=2)
+    assert p.precompute_cosines()
+    q = p.with_relevance([0.0, 0.5, 1.0])
+    assert q.relevance.tolist() == [0.0, 0.5, 1.0] and q.cosine_matrix is p.cosine_matrix
+    assert q.budget == p.budget and q.tokens is p.tokens
+    q.shared("probe", lambda: 1)
+    assert p.shared("probe", lambda: 2) == 2  # the rest of the memo is not shared
+    with pytest.raises(ValueError, match="3 finite values"):
+        p.with_relevance([0.5, float("nan"), 0.0])
