@@ -253,11 +253,21 @@ def test_duplicate_and_missing_ids_are_mapped_by_index() -> None:
         Document(texts[2]),
         Document(texts[3]),
     ]
-    compressor = PACMSCompressor(budget_tokens=200)  # everything fits
+    # Everything fits; the diversity fill then keeps every document, the exact copy included.
+    compressor = PACMSCompressor(budget_tokens=200, strategy_options={"fill": "diverse"})
     kept = compressor.compress_documents(docs, QUERY)
     assert [(d.id, d.page_content) for d in kept] == [(d.id, d.page_content) for d in docs]
     _, selection = compressor.compress_with_selection(docs, QUERY)
     assert selection.kept_ids == ("0", "1", "2", "3")
+    # The default distinct fill never keeps a near-copy of what it kept, even with room left:
+    # one of the two "same" documents goes, and the others keep their own ids.
+    default = PACMSCompressor(budget_tokens=200)
+    kept, selection = default.compress_with_selection(docs, QUERY)
+    assert [(d.id, d.page_content) for d in kept] == [
+        (d.id, d.page_content) for d in (docs[0], docs[2], docs[3])
+    ]
+    assert len(selection.kept_ids) == 3 and selection.kept_ids[0] in ("0", "1")
+    assert selection.kept_ids[1:] == ("2", "3")
 
 
 def test_subclass_and_pacms_keys_overwritten_on_second_pass() -> None:
