@@ -719,3 +719,19 @@ def test_with_relevance_shares_the_cosines_only():
     assert p.shared("probe", lambda: 2) == 2  # the rest of the memo is not shared
     with pytest.raises(ValueError, match="3 finite values"):
         p.with_relevance([0.5, float("nan"), 0.0])
+
+
+def test_feedback_is_built_once_per_pool_and_linked_budgets_pick_as_fresh_ones():
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((60, 10))
+    tokens = rng.integers(5, 40, 60)
+    p = Problem.build(vectors, rng.standard_normal(10), tokens=tokens, budget=100)
+    for budget in (100, 300, 700):
+        linked = p.with_budget(budget)
+        fresh = Problem.build(vectors, p.query, tokens=tokens, budget=budget)
+        got = solve(linked, "pacms", relevance_feedback=0.6, feedback_items=5)
+        want = solve(fresh, "pacms", relevance_feedback=0.6, feedback_items=5)
+        assert got.order.tolist() == want.order.tolist()
+    # one feedback problem for the pool, whatever the budget
+    keys = [k for k in p._memo if isinstance(k, tuple) and k[0] == "relevance_feedback"]
+    assert keys == [("relevance_feedback", 0.6, 5)]
