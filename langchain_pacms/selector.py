@@ -779,14 +779,25 @@ class ContextSelector:
         """
         return self._profile.min_gain
 
+    @property
+    def relevance_feedback(self) -> float:
+        """The ``pacms`` relevance feedback weight: :attr:`profile`'s ``relevance_feedback``.
+
+        Example:
+            >>> ContextSelector().relevance_feedback  # the built-in lexical embedder
+            0.6
+        """
+        return self._profile.relevance_feedback
+
     def resolve_options(
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[str | Strategy, dict[str, Any]]:
         """The strategy and keyword options a selection with these arguments would run.
 
         Call options are merged over the selector's ``strategy_options`` when the strategy is
-        the selector's own. ``pacms`` gets the embedder's :attr:`similarity_threshold` and
-        :attr:`min_gain` unless they are given; every other strategy is left as given.
+        the selector's own. ``pacms`` gets the embedder's :attr:`similarity_threshold`,
+        :attr:`min_gain` and :attr:`relevance_feedback` unless they are given; every other
+        strategy is left as given.
 
         Args:
             strategy: A strategy override, or ``None`` for the selector's default.
@@ -797,8 +808,8 @@ class ContextSelector:
 
         Example:
             >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
-            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.85, 'min_gain': 0.01})
-        """
+            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.85, 'min_gain': 0.01, 'relevance_feedback': 0.6})
+        """  # noqa: E501
         given = dict(options or {})
         if strategy is None or strategy == self.strategy:
             name, opts = self.strategy, {**self.strategy_options, **given}
@@ -807,6 +818,7 @@ class ContextSelector:
         if name == "pacms":
             opts.setdefault("similarity_threshold", self.similarity_threshold)
             opts.setdefault("min_gain", self.min_gain)
+            opts.setdefault("relevance_feedback", self.relevance_feedback)
         return name, opts
 
     # -- for selectors that score elsewhere ---------------------------------------------------

@@ -304,8 +304,9 @@ def _add_recall_parser(sub: Any) -> None:
         "--strategies", nargs="+", default=list(DEFAULT_STRATEGIES), metavar="SPEC",
         help="columns: strategy names, or variants as name:key=value,key=value (e.g. "
         "pacms:relevance_weight=0.5,cost_exponent=0); the spec is the column label "
-        "(default: topk mmr lastk pacms rag). pacms without a similarity_threshold or "
-        "min_gain uses the embedder's, as ContextSelector does; the JSON's meta.strategy_options "
+        "(default: topk mmr lastk pacms rag). pacms without a similarity_threshold, "
+        "min_gain or relevance_feedback uses the embedder's, as ContextSelector does; the "
+        "JSON's meta.strategy_options "
         "records what each column ran with",
     )
     sweep.add_argument("--style", choices=STYLES, default="recap",

@@ -139,13 +139,13 @@ def _distinct_from_vectors(
     at = 0
     while at < order.size and room > 0:
         rest = order[at:]
-        fits = rest[tokens[rest] <= room]
+        fits = np.flatnonzero(tokens[rest] <= room)[:_BLOCK]
         if not fits.size:
             break
-        block = fits[:_BLOCK]
+        block = rest[fits]
         # Everything up to the block's last candidate has been seen (the skipped ones do not
         # fit now, so they never will).
-        at += int(np.flatnonzero(rest == block[-1])[0]) + 1
+        at += int(fits[-1]) + 1
         left = vectors[block]
         near = np.zeros(block.size, dtype=bool)
         rows = max(1, problem.similarity_ceiling // (4 * block.size))

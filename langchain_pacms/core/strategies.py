@@ -388,10 +388,12 @@ def feedback_relevance(problem: Problem, weight: float, items: int = 10) -> NDAr
     if isinstance(items, bool) or int(items) != items or items < 1:
         raise ValueError(f"feedback_items must be a positive integer, got {items!r}")
     rel = problem.relevance
+    if not weight:
+        return rel.copy()
     top = problem.relevance_order()[: int(items)]
     centroid = rel[top].astype(np.float64) @ problem.vectors[top].astype(np.float64)
     norm = float(np.linalg.norm(centroid))
-    if norm == 0.0 or not weight:
+    if norm == 0.0:
         return rel.copy()
     near = np.maximum(problem.vectors @ (centroid / norm).astype(np.float32), 0.0)
     lifted = np.maximum(rel, np.float32(float(weight) * float(rel.max())) * near)

@@ -65,18 +65,22 @@ class EmbedderProfile:
         similarity_threshold: The near-duplicate kernel threshold on this embedder's cosine
             scale, in ``[0, 1)``: pairs below it do not cover each other.
         min_gain: Absolute gain floor in ``[0, 1)``: once no candidate would add this much,
-            the greedy hands the rest of the budget to the diversity fill (0: none).
+            the greedy hands the rest of the budget to the fill (0: none).
+        relevance_feedback: ``pacms``'s pseudo-relevance feedback weight in ``[0, 1)`` (0:
+            none): candidates that resemble the most relevant ones have their relevance
+            raised (see :func:`~langchain_pacms.core.feedback_relevance`).
         idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
             pool before solving (:func:`idf_reweight`; meant for sparse lexical vectors).
 
     Example:
         >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
-        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, idf_reweighting=False)
+        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, relevance_feedback=0.0, idf_reweighting=False)
     """  # noqa: E501
 
     name: str = "dense"
     similarity_threshold: float = DENSE_SIMILARITY_THRESHOLD
     min_gain: float = 0.0
+    relevance_feedback: float = 0.0
     idf_reweighting: bool = False
 
     def __post_init__(self) -> None:
@@ -86,12 +90,16 @@ class EmbedderProfile:
             self, "similarity_threshold", _unit("similarity_threshold", self.similarity_threshold)
         )
         object.__setattr__(self, "min_gain", _unit("min_gain", self.min_gain))
+        object.__setattr__(
+            self, "relevance_feedback", _unit("relevance_feedback", self.relevance_feedback)
+        )
         if not isinstance(self.idf_reweighting, bool):
             raise ValueError(f"idf_reweighting must be a bool, got {self.idf_reweighting!r}")
 
 
 DENSE_PROFILE = EmbedderProfile()
-"""The profile of every model that declares none: dense cosines, no gain floor, no reweighting."""
+"""The profile of every model that declares none: dense cosines, no gain floor, no relevance
+feedback, no reweighting."""
 
 
 def unwrap_embeddings(embeddings: Embeddings) -> Embeddings:
@@ -149,7 +157,8 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     if _holds_a_model(model):
         logger.warning(
             "%s wraps another embeddings model that the selector cannot see through; using "
-            "the dense profile (similarity_threshold=%s, no gain floor, no IDF reweighting). "
+            "the dense profile (similarity_threshold=%s, no gain floor, no relevance feedback, "
+            "no IDF reweighting). "
             "Pass ContextSelector(profile=...) to state the right one.",
             type(model).__name__, DENSE_SIMILARITY_THRESHOLD,
         )

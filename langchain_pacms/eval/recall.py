@@ -415,7 +415,7 @@ def column_options(selector: Any, config: RecallConfig) -> dict[str, dict[str, A
     """The options every column of ``config`` runs with under ``selector``, by label.
 
     As ``ContextSelector.resolve_options`` gives them: ``pacms`` gets the embedder's kernel
-    threshold and gain floor unless the column sets them.
+    threshold, gain floor and relevance feedback unless the column sets them.
     """
     return {
         spec.label: selector.resolve_options(spec.name, spec.options)[1]

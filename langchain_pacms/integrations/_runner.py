@@ -387,7 +387,12 @@ class SelectionRunner:
 
     def _select_kwargs(self, query: str) -> dict[str, Any]:
         if query.strip():
-            return {"strategy": self.config.strategy, **self.config.strategy_options}
+            options = dict(self.config.strategy_options)
+            name = self.config.strategy or self.selector.strategy
+            own = self.selector.strategy_options if name == self.selector.strategy else {}
+            if name == "pacms" and "relevance_feedback" not in {**own, **options}:
+                options["relevance_feedback"] = 0.0  # see SelectionConfig.strategy_options
+            return {"strategy": self.config.strategy, **options}
         return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
     def _apply(

@@ -153,6 +153,11 @@ class SelectionConfig:
         strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
             (``None``: the selector's default, ``pacms``).
         strategy_options: Keyword options of the strategy, checked against its parameters.
+            ``pacms`` selects messages without the embedder's relevance feedback unless
+            these set ``relevance_feedback`` (the built-in embedder's profile turns it on for
+            retrieval): on the recorded agent runs' development split it kept fewer of the
+            outputs later tool calls reused (mini-swe, 50% kept: 56.4% of 360 cuts
+            unaffected against 59.2% without it).
         query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
         query_mode: The default query when ``query`` is not given: ``"agent"`` (default) is
             the latest human message plus what the agent is doing now (the text and tool calls

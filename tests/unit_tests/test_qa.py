@@ -665,7 +665,8 @@ def test_token_accounting(questions: list[Question], selector: ContextSelector) 
     assert report.config["token_counter"] == selector.token_counter.name
     # The options each strategy ran with, as resolved by the selector.
     assert report.config["strategy_options"]["pacms"] == {
-        "similarity_threshold": selector.similarity_threshold, "min_gain": selector.min_gain
+        "similarity_threshold": selector.similarity_threshold, "min_gain": selector.min_gain,
+        "relevance_feedback": selector.relevance_feedback,
     }
     assert report.config["strategy_options"]["lastk"] == {}
 

@@ -282,8 +282,10 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     ), "the two thresholds should differ somewhere, or this test proves nothing"
     report = run_recall([_synthetic_question()], cfg, selector=selector)
     assert report.meta["strategy_options"] == {
-        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD, "min_gain": 0.0},
-        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6, "min_gain": 0.0},
+        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD, "min_gain": 0.0,
+                  "relevance_feedback": 0.0},
+        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6, "min_gain": 0.0,
+                                           "relevance_feedback": 0.0},
     }
 
 

@@ -101,15 +101,19 @@ def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> N
 def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
     selector = ContextSelector(strategy_options={"gain_floor": 0.1})
     assert selector.resolve_options() == (
-        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.85, "min_gain": 0.01}
+        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.85, "min_gain": 0.01,
+                  "relevance_feedback": 0.6}
     )
     assert selector.resolve_options("pacms", {"similarity_threshold": 0.3})[1] == {
         "gain_floor": 0.1, "similarity_threshold": 0.3, "min_gain": 0.01,
+        "relevance_feedback": 0.6,
     }
     assert selector.resolve_options("topk") == ("topk", {})
     assert selector.resolve_options("pacms_paper", {}) == ("pacms_paper", {})
-    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5, "min_gain": 0.0})
-    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5, "min_gain": 0.0}
+    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5, "min_gain": 0.0,
+                                               "relevance_feedback": 0.0})
+    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5, "min_gain": 0.0,
+                                           "relevance_feedback": 0.0}
 
 
 def test_dense_embedder_selects_with_its_threshold() -> None:

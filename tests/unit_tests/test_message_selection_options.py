@@ -1,0 +1,72 @@
+"""The options the hook's and middleware's message selection passes to the selector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from langchain_pacms import ContextSelector
+from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations.config import Budget, SelectionConfig
+
+
+class RecordingSelector(ContextSelector):
+    """A real selector that records the strategy and options each ``select`` call resolves."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls: list[tuple[Any, dict[str, Any]]] = []
+
+    def select(self, candidates, query, *, strategy=None, **options):  # type: ignore[override]
+        given = {k: v for k, v in options.items() if k not in ("budget_tokens", "budget_ratio")}
+        self.calls.append(self.resolve_options(strategy, given))
+        return super().select(candidates, query, strategy=strategy, **options)
+
+
+def conversation() -> list[Any]:
+    turns: list[Any] = [SystemMessage("You answer questions about the user's trips.")]
+    for i in range(12):
+        turns.append(HumanMessage(f"Trip {i}: we flew to city number {i} and stayed {i} nights."))
+        turns.append(AIMessage(f"Noted trip {i}."))
+    turns.append(HumanMessage("How many nights did we stay on trip 7?"))
+    return turns
+
+
+def resolved(selector: RecordingSelector, **config: Any) -> dict[str, Any]:
+    runner = SelectionRunner(SelectionConfig(budget=Budget(ratio=0.4), **config), selector,
+                             source="test")
+    out = runner.run(conversation())
+    assert runner.last_selection is not None and len(out) < len(conversation())
+    strategy, options = selector.calls[-1]
+    assert strategy == "pacms"
+    return options
+
+
+def test_message_selection_leaves_the_profiles_relevance_feedback_off():
+    selector = RecordingSelector()
+    assert selector.relevance_feedback == 0.6  # the built-in embedder's profile turns it on
+    options = resolved(selector)
+    assert options["relevance_feedback"] == 0.0
+    # the profile's other settings still apply
+    assert options["similarity_threshold"] == selector.similarity_threshold
+
+
+@pytest.mark.parametrize("where", ["config", "selector"])
+def test_relevance_feedback_set_by_the_user_is_kept(where: str):
+    if where == "config":
+        selector = RecordingSelector()
+        options = resolved(selector, strategy_options={"relevance_feedback": 0.6})
+    else:
+        selector = RecordingSelector(strategy_options={"relevance_feedback": 0.4})
+        options = resolved(selector)
+    assert options["relevance_feedback"] == (0.6 if where == "config" else 0.4)
+
+
+def test_other_strategies_get_no_feedback_option():
+    selector = RecordingSelector()
+    runner = SelectionRunner(SelectionConfig(budget=Budget(ratio=0.4), strategy="topk"),
+                             selector, source="test")
+    runner.run(conversation())
+    assert selector.calls[-1] == ("topk", {})
