@@ -13,7 +13,8 @@ Locators, by rank (a capped list fills from the first rank down, first seen firs
    ticket ids (``ABC-123``);
 2. identifiers that mix letters and digits (``HAT039``, ``b64encode``, ``E016``, ``0o027``);
 3. short quoted literals (2 to 64 characters on one line; a JSON key, a quoted string followed
-   by ``:``, is a field name and is skipped);
+   by ``:``, is a field name and is skipped here, though a key that mixes letters and digits,
+   such as ``address1``, is still taken under rank 2);
 4. bare numbers of three or more digits, and decimals (shorter ones are mostly counts).
 
 A closing markup tag (``</output>``) is no path.
