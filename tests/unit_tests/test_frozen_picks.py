@@ -145,18 +145,22 @@ def openblas_kernel() -> str | None:
                  if info.get("internal_api") == "openblas"), None)
 
 
+def under_frozen_kernel(*args: str) -> str:
+    """What this script prints with ``args`` in a subprocess on the frozen kernel."""
+    env = {**os.environ, "OPENBLAS_CORETYPE": FROZEN_KERNEL}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parents[1]),
+                                                       env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, __file__, *args], env=env, check=True,
+                          capture_output=True, text=True, timeout=600).stdout
+
+
 @pytest.fixture(scope="module")
 def picks_under_frozen_kernel() -> dict[str, Any] | None:
     """Every case's picks from a subprocess on the frozen kernel, or ``None`` when this
     process runs it already (the picks are then computed here, case by case)."""
     if openblas_kernel() in (FROZEN_KERNEL, None):
         return None
-    env = {**os.environ, "OPENBLAS_CORETYPE": FROZEN_KERNEL}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parents[1]),
-                                                       env.get("PYTHONPATH")]))
-    out = subprocess.run([sys.executable, __file__, "--print"], env=env, check=True,
-                         capture_output=True, text=True, timeout=600).stdout
-    return json.loads(out)
+    return json.loads(under_frozen_kernel("--print"))
 
 
 @pytest.mark.skipif(not _FROZEN, reason="tests/fixtures/frozen_picks.json is missing")
@@ -175,12 +179,7 @@ def test_pacms_picks_are_the_frozen_ones(
 
 
 def test_the_subprocess_runs_the_frozen_kernel() -> None:
-    env = {**os.environ, "OPENBLAS_CORETYPE": FROZEN_KERNEL}
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import test_frozen_picks as t; " \
-           "print(t.openblas_kernel())"
-    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], env=env,
-                         check=True, capture_output=True, text=True, timeout=120).stdout
-    assert out.split()[-1] in (FROZEN_KERNEL, "None")
+    assert under_frozen_kernel("--kernel").split()[-1] in (FROZEN_KERNEL, "None")
 
 
 def test_every_frozen_case_is_checked() -> None:
@@ -203,7 +202,9 @@ def _freeze() -> dict[str, Any]:
     return frozen
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--print"]:
+if __name__ == "__main__" and sys.argv[1:] == ["--kernel"]:
+    print(openblas_kernel())
+elif __name__ == "__main__" and sys.argv[1:] == ["--print"]:
     print(json.dumps({
         _CASES[case][0]: {"matrix": current_picks(case, False),
                           "vectors": current_picks(case, True)}
