@@ -8,7 +8,9 @@ candidates, then times, with one BLAS thread:
 * **cold**: ``select`` on the pool by a selector that has solved no pool yet (its embedding
   cache is warm: the time is that of the similarities and the selection);
 * **grown**: ``select`` on the pool grown by ``--grow`` new candidates, by a selector whose
-  last call was on the pool before it grew (the repeated step of a conversation).
+  last call was on the pool before it grew (the repeated step of a conversation): it embeds
+  only the new texts and carries the cosine matrix over
+  (:meth:`~langchain_pacms.core.Problem.grown`), so it computes the new rows' cosines only.
 
 Each figure is the median of ``--repeats`` calls, cold and grown interleaved, with process CPU
 times and the load average (the machine may be shared). Issue 23's target: grown <= 25% of
@@ -18,6 +20,7 @@ Usage::
 
     python benchmarks/bench_grow.py                 # n = 2,000, grown by 5, budget 45%
     python benchmarks/bench_grow.py --n 4000 --grow 5 --budget 0.1
+    python benchmarks/bench_grow.py --new-query      # each call asks something else
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ class LookupEmbeddings(Embeddings):
         return self.vectors[text]
 
 
-def make_pool(n: int, d: int, seed: int) -> tuple[list[Candidate], str, LookupEmbeddings]:
-    """``n`` candidates in groups of about 40 look-alikes, a query near the first group."""
+def make_pool(
+    n: int, d: int, seed: int, queries: int = 1
+) -> tuple[list[Candidate], list[str], LookupEmbeddings]:
+    """``n`` candidates in groups of about 40 look-alikes, and queries near some groups."""
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((max(8, n // 40), d))
     centers /= np.linalg.norm(centers, axis=1, keepdims=True)
@@ -61,12 +66,14 @@ def make_pool(n: int, d: int, seed: int) -> tuple[list[Candidate], str, LookupEm
     vectors = centers[rng.integers(0, centers.shape[0], n)] + spread * rng.standard_normal((n, d))
     tokens = np.clip(rng.lognormal(np.log(120), 0.8, n), 20, 600).astype(int)
     texts = [f"message {i}" for i in range(n)]
-    query = "the question"
+    names = ["the question"] + [f"question {k}" for k in range(1, queries)]
     table = {t: v.tolist() for t, v in zip(texts, vectors)}
-    table[query] = (centers[0] + rng.standard_normal(d) / np.sqrt(d)).tolist()
+    for k, name in enumerate(names):
+        near = centers[k % centers.shape[0]]
+        table[name] = (near + rng.standard_normal(d) / np.sqrt(d)).tolist()
     cands = [Candidate(t, id=str(i), position=i, tokens=int(c))
              for i, (t, c) in enumerate(zip(texts, tokens))]
-    return cands, query, LookupEmbeddings(table)
+    return cands, names, LookupEmbeddings(table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,22 +83,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grow", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.45)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--new-query", action="store_true",
+                        help="a different query at every call (an agent's newest step)")
     args = parser.parse_args(argv)
     if args.n < 1 or args.grow < 1 or args.repeats < 1 or not 0 < args.budget <= 1:
         parser.error("--n, --grow and --repeats must be >= 1, --budget in (0, 1]")
-    cands, query, table = make_pool(args.n + args.grow * (args.repeats + 1), args.d, 0)
+    cands, queries, table = make_pool(
+        args.n + args.grow * (args.repeats + 1), args.d, 0,
+        queries=args.repeats + 1 if args.new_query else 1,
+    )
     cached = CachedEmbeddings(table)
     cached.embed_matrix([c.text for c in cands])  # a warm cache: no model time in either figure
-    cached.embed_matrix([query], kind="query")
+    cached.embed_matrix(queries, kind="query")
     growing = ContextSelector(cached)
     size = args.n
-    growing.select(cands[: size - args.grow], query, budget_ratio=args.budget)
+    growing.select(cands[: size - args.grow], queries[-1], budget_ratio=args.budget)
     cold: list[tuple[float, float]] = []
     grown: list[tuple[float, float]] = []
     same = True
     with blas_threads(1):
-        for _ in range(args.repeats):
+        for step in range(args.repeats):
             pool = cands[:size]
+            query = queries[step % len(queries)]
             cpu, start = time.process_time(), time.perf_counter()
             fresh = ContextSelector(cached).select(pool, query, budget_ratio=args.budget)
             cold.append((time.perf_counter() - start, time.process_time() - cpu))
@@ -104,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     cold_ms = statistics.median(w for w, _ in cold) * 1e3
     grown_ms = statistics.median(w for w, _ in grown) * 1e3
     print(f"# n={args.n} (+{args.grow} a call), d={args.d}, budget {args.budget:.0%}, "
+          f"{'a new query' if args.new_query else 'the same query'} at every call, "
           f"{args.repeats} calls each, 1 BLAS thread, load average {os.getloadavg()}")
     print("| call | median ms | median cpu ms |")
     print("|---|---:|---:|")

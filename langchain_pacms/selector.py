@@ -295,9 +295,11 @@ class EmbeddingError(ValueError):
 
 
 def _checked_vectors(
-    vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+    vectors: NDArray[np.float32], query_vec: NDArray[np.float32], *, others: bool = False
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
+
+    ``others``: the pool has other rows, already checked, so these may all be zero.
 
     Example:
         >>> _checked_vectors(np.ones((2, 3), np.float32), np.zeros(3, np.float32))
@@ -315,7 +317,7 @@ def _checked_vectors(
         )
     if not np.isfinite(query_vec).all():
         raise EmbeddingError("the query embedding holds NaN or inf")
-    if vectors.size:
+    if vectors.size and not others:
         zero = ~vectors.any(axis=1)
         if zero.all():
             raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
@@ -432,6 +434,9 @@ class _Pool:
     For sparse vectors it also keeps the pool's vectors as the embedder gave them on the
     features the pool uses (``raw`` on ``features``, before reweighting), so that the next
     pool takes the rows of the texts it shares with this one from here (see :func:`_grown`).
+    Dense vectors are taken over when the next pool starts with this one's texts: only the new
+    texts are embedded, and ``base`` (this pool's problem) gives the next problem its rows and
+    cosines (:meth:`~langchain_pacms.core.Problem.grown`).
     ``relevance`` is the embedder's own pool relevance, when it offers one
     (:class:`~langchain_pacms.embeddings.sparse.PoolRelevance`).
     """
@@ -446,13 +451,17 @@ class _Pool:
     features: NDArray[np.int64] | None = None
     dim: int = 0  # the embedder's dimension
     relevance: NDArray[np.float32] | None = None
+    base: Problem | None = None  # the last pool's problem, when this pool is it plus new rows
 
 
 class ContextSelector:
     """Pick the context an LLM call keeps under a token budget.
 
     Holds one warm embedding cache and one token counter for its whole life; create it once and
-    reuse it across turns.
+    reuse it across turns. It also keeps its last pool: a call on the same texts reuses its
+    similarities, and with a dense embedder a call on the last texts plus new ones (an agent's
+    next turn, any query) embeds only the new texts and computes only their similarities
+    (:meth:`~langchain_pacms.core.Problem.grown`); the picks are those of a fresh selector.
 
     Args:
         embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
@@ -671,18 +680,25 @@ class ContextSelector:
         """The pool's problem; the last pool's own, with these costs, when it is the same pool.
 
         A problem over the same texts and query shares the last one's vectors and memo (its
-        cosines and coverage kernel), so the picks are exactly those of a fresh problem. Only
-        the newest pool of at most :data:`~langchain_pacms.core.COSINE_MATRIX_LIMIT`
-        candidates is kept.
+        cosines and coverage kernel), so the picks are exactly those of a fresh problem. A
+        pool that is the last one plus new texts (any query) grows the last problem (its
+        cosines are carried over where that gives the same bits). Only the newest pool of at
+        most :data:`~langchain_pacms.core.COSINE_MATRIX_LIMIT` candidates is kept.
         """
+        mandatory, positions = _flags(cands)
         if pool.problem is not None:
-            mandatory, positions = _flags(cands)
             return pool.problem.with_costs(
                 tokens=tokens, budget=budget, mandatory=mandatory, positions=positions
             )
-        problem = _problem(cands, tokens, budget, pool)
+        if pool.base is not None:
+            problem = pool.base.grown(
+                pool.vectors[pool.base.n :], pool.query_vec, tokens=tokens, budget=budget,
+                mandatory=mandatory, positions=positions, relevance=pool.relevance,
+            )
+        else:
+            problem = _problem(cands, tokens, budget, pool)
         if remember and pool.embeddings is not None and len(cands) <= COSINE_MATRIX_LIMIT:
-            self._last_pool = replace(pool, problem=problem)
+            self._last_pool = replace(pool, problem=problem, base=None)
         return problem
 
     def _note_failure(self, err: BaseException) -> str:
@@ -737,14 +753,16 @@ class ContextSelector:
         kept_tokens = int(tokens[kept_mask].sum())
         total = int(tokens.sum())
         name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "custom")
+        order = pick.order.tolist()
+        scores = np.asarray(pick.scores, dtype=np.float64)[pick.order]
         return Selection(
             candidates=cands,
-            kept_ids=tuple(i for i, k in zip(ids, kept_mask) if k),
-            pick_order=tuple(ids[j] for j in pick.order.tolist()),
-            relevance=MappingProxyType({i: float(r) for i, r in zip(ids, relevance.tolist())}),
+            kept_ids=tuple(i for i, k in zip(ids, kept_mask.tolist()) if k),
+            pick_order=tuple(ids[j] for j in order),
+            relevance=MappingProxyType(dict(zip(ids, relevance.tolist()))),
             gains=MappingProxyType(
-                {ids[j]: float(pick.scores[j]) for j in pick.order.tolist()
-                 if np.isfinite(pick.scores[j])}
+                {ids[j]: g for j, g, ok in zip(order, scores.tolist(), np.isfinite(scores).tolist())
+                 if ok}
             ),
             tokens=MappingProxyType(dict(zip(ids, tokens.tolist()))),
             tokens_total=total,
@@ -927,10 +945,22 @@ class ContextSelector:
         return time.monotonic() + self.embed_timeout
 
     def _rows_from_last(self, texts: list[str]) -> tuple[_Lent | None, list[str]]:
-        """What the last pool lends this one (sparse vectors only), and the texts to embed."""
+        """What the last pool lends this one, and the texts to embed.
+
+        Sparse vectors: the rows of every text the two pools share. Dense vectors: the last
+        pool's rows when this pool starts with its texts (and no pool weighting changes them).
+        """
         last = self._last_pool
-        if last is None or last.raw is None or last.embeddings is not self.embeddings:
+        if last is None or last.embeddings is not self.embeddings:
             return None, texts
+        if last.raw is None:
+            size = len(last.texts)
+            if (
+                last.problem is None or len(texts) < size or self._profile.idf_reweighting
+                or self._scorer is not None or tuple(texts[:size]) != last.texts
+            ):
+                return None, texts
+            return (last, np.arange(size)), texts[size:]
         index = {t: i for i, t in enumerate(last.texts)}
         where = np.array([index.get(t, -1) for t in texts], dtype=np.int64)
         return (last, where), [t for t, w in zip(texts, where.tolist()) if w < 0]
@@ -944,6 +974,8 @@ class ContextSelector:
         query_vec: NDArray[np.float32],
     ) -> _Pool:
         """The pool's vectors: compacted, checked and reweighted (the sync and async path's)."""
+        if lent is not None and lent[0].raw is None:
+            return self._appended(texts, query, lent[0], fresh, query_vec)
         if lent is None:
             vectors, q, features = _used_features(fresh, query_vec)
             dim = int(fresh.shape[1]) if fresh.ndim == 2 else 0
@@ -956,6 +988,26 @@ class ContextSelector:
             tuple(texts), query, self.embeddings, reweighted, q_reweighted,
             raw=None if features is None else vectors, features=features, dim=dim,
             relevance=self.pool_relevance(texts, query),
+        )
+
+    def _appended(
+        self,
+        texts: list[str],
+        query: str,
+        last: _Pool,
+        fresh: NDArray[np.float32],
+        query_vec: NDArray[np.float32],
+    ) -> _Pool:
+        """A dense pool that is ``last`` plus the texts embedded as ``fresh`` (checked here)."""
+        dim = last.vectors.shape[1]
+        if fresh.size:
+            fresh, query_vec = _checked_vectors(fresh, query_vec, others=True)
+            vectors = np.concatenate([last.vectors, fresh])
+        else:  # the same texts under another query: its dimension is checked on one old row
+            _checked_vectors(last.vectors[:1], query_vec, others=True)
+            vectors = last.vectors
+        return _Pool(
+            tuple(texts), query, self.embeddings, vectors, query_vec, dim=dim, base=last.problem
         )
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:

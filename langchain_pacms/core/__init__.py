@@ -6,7 +6,9 @@ from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import (
     COSINE_MATRIX_LIMIT,
     SIMILARITY_CEILING,
+    NearPairs,
     Problem,
+    rows_stable,
     unit_rows,
 )
 from langchain_pacms.core.strategies import (
@@ -30,6 +32,7 @@ __all__ = [
     "SIMILARITY_CEILING",
     "CoverageObjective",
     "GreedyResult",
+    "NearPairs",
     "Pick",
     "Problem",
     "Strategy",
@@ -47,6 +50,7 @@ __all__ = [
     "plain_greedy",
     "register_strategy",
     "relevance_fill",
+    "rows_stable",
     "solve",
     "unit_rows",
 ]

@@ -102,21 +102,22 @@ def distinct_fill(
         return []
     allowed = np.zeros(problem.n, dtype=bool)
     allowed[open_] = True
-    matrix = problem.cosine_matrix
-    if matrix is None:
+    pairs = problem.near_pairs(threshold)
+    if pairs is None:
         return _distinct_from_vectors(problem, members, room, threshold, allowed)
+    kept = np.zeros(problem.n, dtype=bool)
+    kept[np.asarray(members, dtype=np.int64)] = True
     near = np.zeros(problem.n, dtype=bool)
-    for at in range(0, len(members), _BLOCK):
-        near |= (matrix[np.asarray(members[at : at + _BLOCK], dtype=np.int64)]
-                 >= threshold).any(axis=0)
+    near[pairs.cols[kept[pairs.rows()]]] = True
     tokens = problem.tokens.tolist()
+    start, cols = pairs.indptr.tolist(), pairs.cols
     added: list[int] = []
     for j in problem.relevance_order().tolist():
         if not allowed[j] or tokens[j] > room or near[j]:
             continue
         added.append(j)
         room -= tokens[j]
-        near |= matrix[j] >= threshold
+        near[cols[start[j] : start[j + 1]]] = True
     return added
 
 

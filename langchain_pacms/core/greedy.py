@@ -129,6 +129,10 @@ def _lazy(
     evaluations = int(np.count_nonzero(fits))  # every initial gain was evaluated
     gain = objective.gain
     total = objective.rows.uses_total  # sparse rows need no running sum of the coverage
+    # A candidate whose gain no other pick can change is never re-evaluated: its stale entry
+    # is exact, so it goes in when it reaches the top, as it would after a re-evaluation.
+    still = objective.rows.steady()
+    steady = [False] * len(cost_of) if still is None else still.tolist()
     covered = objective.covered(coverage) if total else 0.0
     pop, push = heapq.heappop, heapq.heappush
     while heap:
@@ -136,7 +140,7 @@ def _lazy(
         cost = cost_of[j]
         if cost > remaining:
             continue
-        if stamp == made:
+        if stamp == made or steady[j]:
             if value <= 0.0 or value / per[j] < floor:
                 break
             objective.add(j, coverage)

@@ -94,6 +94,10 @@ class DenseRows:
         """Raise ``coverage`` to row ``j``, in place."""
         np.maximum(coverage, self._rows[j], out=coverage)
 
+    def steady(self) -> NDArray[np.bool_] | None:
+        """Rows whose lift no other row's addition can change: not known for dense rows."""
+        return None
+
     def cover(self, rows: NDArray[np.int64], coverage: NDArray[np.float32]) -> None:
         """Raise ``coverage`` to every row of ``rows``, in place."""
         for at in range(0, rows.shape[0], _BLOCK):
@@ -176,6 +180,19 @@ class SparseRows:
         return float(np.add.reduce(
             np.subtract(np.maximum(self.data[a:b], now), now, dtype=np.float64)
         ))
+
+    def steady(self) -> NDArray[np.bool_]:
+        """Rows whose lift no other row's addition can change.
+
+        A row's lift falls only when another row raises the coverage of one of its targets,
+        so it stays as it is when each of its targets is in no other row (an item without
+        near-copies: its only target is itself). A lazy greedy can take such a row's stale
+        gain as fresh.
+        """
+        alone = np.bincount(self.indices, minlength=self.shape[1])[self.indices] == 1
+        shared = np.zeros(self.shape[0], dtype=np.int64)
+        np.add.at(shared, np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), ~alone)
+        return shared == 0
 
     def lifts(self, coverage: NDArray[np.float32]) -> NDArray[np.float64]:
         """:meth:`lift` of every row."""
@@ -285,19 +302,18 @@ def sparse_rows(
     m = int(targets.shape[0])
     tau = np.float32(threshold)
     matrix = problem.cosine_matrix
-    if matrix is not None:
-        above = matrix > tau
+    pairs = problem.near_pairs(threshold)
+    if matrix is not None and pairs is not None:
+        rows, cols = pairs.rows(), pairs.cols  # row-major, cosine >= tau
+        cosines = matrix[rows, cols]
+        above = cosines > tau
         if max_nonzeros is not None and int(np.count_nonzero(above)) > max_nonzeros:
             return None
         slot = np.full(problem.n, -1, dtype=np.int64)
         slot[targets] = np.arange(m)
-        at = np.flatnonzero(above)  # row-major order
-        rows, cols = np.divmod(at, max(problem.n, 1))
-        cols = slot[cols]
-        inside = cols >= 0
-        at, rows, cols = at[inside], rows[inside], cols[inside]
-        values = kernel(matrix.ravel()[at])
-        return _compressed(problem.n, m, rows, [cols], [values])
+        keep = above & (slot[cols] >= 0)
+        values = kernel(cosines[keep])
+        return _compressed(problem.n, m, rows[keep], [slot[cols[keep]]], [values])
     counts = np.zeros(problem.n, dtype=np.int64)
     cols_parts: list[NDArray[np.int64]] = []
     data_parts: list[NDArray[np.float32]] = []

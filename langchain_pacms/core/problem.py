@@ -16,15 +16,19 @@ Example:
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "Problem", "unit_rows"]
+__all__ = [
+    "COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "NearPairs", "Problem", "rows_stable", "unit_rows",
+]
 
 COSINE_MATRIX_LIMIT = 4096
 """Largest pool for which :meth:`Problem.precompute_cosines` keeps the matrix of all pairwise
@@ -100,6 +104,49 @@ def _floats(values: ArrayLike) -> NDArray[np.floating[Any]]:
     """``values`` as a float array: float32 as it is, anything else as float64."""
     arr = np.asarray(values)
     return arr if arr.dtype == np.float32 else arr.astype(np.float64, copy=False)
+
+
+
+def _scores(relevance: ArrayLike | None, n: int) -> NDArray[np.float32] | None:
+    """Validated relevance scores clipped to ``[0, 1]``, or ``None`` when none are given."""
+    if relevance is None:
+        return None
+    scores = np.array(relevance, dtype=np.float32).reshape(-1)
+    if scores.shape != (n,) or not np.isfinite(scores).all():
+        raise ValueError(f"relevance must hold {n} finite numbers, one per candidate")
+    np.clip(scores, 0.0, 1.0, out=scores)
+    return scores
+
+# Rows of the stability probe, and how many of them are appended (both off any kernel's unroll).
+_PROBE_ROWS, _PROBE_GROWN = 517, 11
+
+
+@cache
+def rows_stable(dim: int) -> bool:
+    """Whether this BLAS gives a cosine the same bits whatever product it is computed in.
+
+    A grown pool's cosines can be carried over from the last call (old rows) and a product of
+    the new rows with every row only when each entry comes out as a fresh ``E @ E.T`` of the
+    whole pool would give it. Some kernels accumulate a dot product in an order that depends
+    on the shape of the product (OpenBLAS's Haswell kernel: about 1% of the entries of a
+    2,000-row ``E @ E.T`` change in their last bit when 5 rows are appended), others do not
+    (its SkylakeX kernel). This checks it once per dimension on seeded unit rows: the product
+    of the first rows, the product of the appended rows with all of them, and the product of
+    all, compared bit for bit.
+
+    Args:
+        dim: The vectors' dimension.
+
+    Returns:
+        ``True`` when the pieces equal the whole product exactly.
+    """
+    rows = unit_rows(np.random.default_rng(0).standard_normal((_PROBE_ROWS, dim)))
+    head = _PROBE_ROWS - _PROBE_GROWN
+    whole = rows @ rows.T
+    return bool(
+        np.array_equal(rows[:head] @ rows[:head].T, whole[:head, :head])
+        and np.array_equal(rows[head:] @ rows.T, whole[head:])
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,19 +244,90 @@ class Problem:
                 f"vectors must have shape ({n}, {q.shape[0]}) to match tokens and query, "
                 f"got {v.shape}"
             )
-        scores = None
-        if relevance is not None:
-            scores = np.array(relevance, dtype=np.float32).reshape(-1)
-            if scores.shape != (n,) or not np.isfinite(scores).all():
-                raise ValueError(
-                    f"relevance must hold {n} finite numbers, one per candidate"
-                )
-            np.clip(scores, 0.0, 1.0, out=scores)
         return cls(
             vectors=unit_rows(v), query=unit_rows(q), tokens=tok, budget=int(budget),
             mandatory=mand, positions=pos, similarity_ceiling=similarity_ceiling,
-            scores=scores,
+            scores=_scores(relevance, n),
         )
+
+    def grown(
+        self,
+        vectors: ArrayLike,
+        query: ArrayLike,
+        *,
+        tokens: ArrayLike,
+        budget: int,
+        mandatory: ArrayLike | None = None,
+        positions: ArrayLike | None = None,
+        relevance: ArrayLike | None = None,
+    ) -> Problem:
+        """This problem's candidates followed by ``vectors``, under another query and costs.
+
+        The problem of an agent's next call, whose pool is the last one plus a few new items:
+        equal to :meth:`build` on all the vectors (the old rows are already unit rows, and a
+        row is normalised on its own), but the kept cosine matrix is carried over, and only
+        the new rows' cosines are computed, when they come out with the bits a product of the
+        whole pool would give: :func:`rows_stable` says so for this BLAS, and the same product
+        computes a few old rows again, which must equal the kept ones. Otherwise the new
+        problem computes its cosines afresh, as a built one does. The near-duplicate pairs
+        listed by :meth:`near_pairs` are extended with the matrix. The query, costs, budget,
+        mandatory mask,
+        positions and relevance are the new call's own (validated as :meth:`build` validates
+        them); nothing that depends on them is carried over.
+
+        Args:
+            vectors: ``(k, d)`` embeddings of the new candidates (``k >= 0``), any scale.
+            query: ``(d,)`` query embedding.
+            tokens: Token cost of every candidate, old and new (``n + k`` of them).
+            budget: Token budget; must be positive.
+            mandatory: Optional boolean mask of always-kept candidates (``n + k``).
+            positions: Optional chronological positions; defaults to ``0..n+k-1``.
+            relevance: Optional relevance of every candidate, as in :meth:`build`.
+
+        Returns:
+            The problem over ``n + k`` candidates.
+
+        Raises:
+            ValueError: As :meth:`build`, or when the new vectors' dimension differs.
+
+        Example:
+            >>> p = Problem.build(np.eye(3)[:2], [1.0, 0.0, 0.0], tokens=[1, 1], budget=1)
+            >>> q = p.grown([[0.0, 0.0, 2.0]], [0.0, 0.0, 1.0], tokens=[1, 1, 1], budget=2)
+            >>> q.n, q.vectors[2].tolist(), q.relevance.tolist()
+            (3, [0.0, 0.0, 1.0], [0.0, 0.0, 1.0])
+        """
+        new = _floats(vectors)
+        dim = self.vectors.shape[1]
+        if new.size == 0:
+            new = new.reshape(0, dim)
+        if new.ndim != 2 or new.shape[1] != dim:
+            raise ValueError(f"new vectors must have shape (k, {dim}), got {new.shape}")
+        q = _floats(query)
+        if q.shape != (dim,):
+            raise ValueError(f"query must have shape ({dim},), got {q.shape}")
+        tok, mand, pos = _costs(tokens, budget, mandatory, positions)
+        n = self.n + new.shape[0]
+        if tok.shape[0] != n:
+            raise ValueError(f"tokens must have one entry per candidate ({n}), got {tok.shape[0]}")
+        unit = np.concatenate([self.vectors, unit_rows(new)]) if new.shape[0] else self.vectors
+        problem = Problem(
+            vectors=unit, query=unit_rows(q), tokens=tok, budget=int(budget), mandatory=mand,
+            positions=pos, similarity_ceiling=self.similarity_ceiling,
+            scores=_scores(relevance, n),
+        )
+        old = self.cosine_matrix
+        extended = None
+        if old is not None and problem.fits_cosine_matrix() and rows_stable(dim):
+            extended = _extended(
+                old, unit, self._memo.get("cosine_store"), self.similarity_ceiling
+            )
+        if extended is not None:
+            matrix, store = extended
+            problem._memo.update(cosines=matrix, cosine_store=store)
+            for key, pairs in self._memo.items():
+                if isinstance(key, tuple) and key[0] == "near":
+                    problem._memo[key] = _grown_pairs(pairs, matrix, self.n, key[1])
+        return problem
 
     def with_costs(
         self,
@@ -342,6 +460,10 @@ class Problem:
             return self.scores
         return np.maximum(self.vectors @ self.query, 0.0).astype(np.float32)
 
+    def fits_cosine_matrix(self) -> bool:
+        """Whether the matrix of all pairwise cosines may be kept (:meth:`precompute_cosines`)."""
+        return self.n <= COSINE_MATRIX_LIMIT and 4 * self.n * self.n <= self.similarity_ceiling
+
     def precompute_cosines(self) -> bool:
         """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
 
@@ -354,7 +476,7 @@ class Problem:
         Returns:
             Whether the matrix is now available.
         """
-        if self.n > COSINE_MATRIX_LIMIT or 4 * self.n * self.n > self.similarity_ceiling:
+        if not self.fits_cosine_matrix():
             return False
 
         def build() -> NDArray[np.float32]:
@@ -369,6 +491,34 @@ class Problem:
     def cosine_matrix(self) -> NDArray[np.float32] | None:
         """The read-only matrix of all pairwise cosines if :meth:`precompute_cosines` kept it."""
         return self._memo.get("cosines")
+
+    def near_pairs(self, threshold: float) -> NearPairs | None:
+        """The pairs of the kept cosine matrix at or above ``threshold``, row by row.
+
+        ``None`` without a kept matrix (see :meth:`precompute_cosines`). Computed once per
+        threshold (compared in float32, as the matrix is) and shared like the matrix; a
+        :meth:`grown` problem extends them with its new rows and columns.
+
+        Args:
+            threshold: The cosine at or above which a pair is listed.
+
+        Returns:
+            The pairs, or ``None``.
+
+        Example:
+            >>> p = Problem.build([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]], [1.0, 0.0],
+            ...                   tokens=[1, 1, 1], budget=1)
+            >>> p.precompute_cosines()
+            True
+            >>> pairs = p.near_pairs(0.9)
+            >>> pairs.indptr.tolist(), pairs.cols.tolist()
+            ([0, 2, 4, 5], [0, 1, 0, 1, 2])
+        """
+        matrix = self.cosine_matrix
+        if matrix is None:
+            return None
+        tau = np.float32(threshold)
+        return self.shared(("near", float(tau)), lambda: NearPairs.of(matrix >= tau))
 
     def cosine_columns(self, cols: NDArray[np.int64]) -> NDArray[np.float32]:
         """Cosines of every candidate to candidates ``cols``, as a new ``(n, len(cols))`` array.
@@ -433,3 +583,107 @@ class Problem:
     def relevance_order(self) -> NDArray[np.int64]:
         """Indices by decreasing relevance; ties break by earlier position, then index."""
         return np.lexsort((np.arange(self.n), self.positions, -self.relevance)).astype(np.int64)
+
+
+
+@dataclass(eq=False)
+class _CosineStore:
+    """A buffer that holds a cosine matrix in its top-left ``used`` rows and columns.
+
+    Problems grown one from another share it: each one's matrix is a read-only view of its
+    first rows and columns, and a problem grown from the newest one writes its new rows and
+    columns into the free part, so the old rows are never copied again.
+    """
+
+    buffer: NDArray[np.float32]
+    used: int
+
+
+_STORE_LOCK = threading.Lock()
+# Old rows computed again with a grown pool's new rows, to check the product's bits.
+_CHECK_ROWS = 32
+
+
+def _extended(
+    old: NDArray[np.float32], unit: NDArray[np.float32], store: _CosineStore | None,
+    ceiling: int,
+) -> tuple[NDArray[np.float32], _CosineStore] | None:
+    """The cosine matrix of ``unit`` from the one of its first rows: only new rows computed.
+
+    The new rows are computed in one product together with the last :data:`_CHECK_ROWS` old
+    rows, whose cosines must come out exactly as ``old`` holds them; otherwise (the BLAS took
+    another path for this shape, such as a small-matrix kernel) this gives ``None`` and the
+    matrix is computed afresh. The new rows and columns go into ``store`` when ``old`` is its
+    newest matrix and they fit; otherwise into a new buffer with room for about an eighth more
+    rows (within ``ceiling`` and :data:`COSINE_MATRIX_LIMIT`), where ``old`` is copied once.
+    """
+    n0, n = old.shape[0], unit.shape[0]
+    rows = None
+    if n > n0:
+        lo = max(0, n0 - _CHECK_ROWS)
+        rows = unit[lo:] @ unit.T
+        if not np.array_equal(rows[: n0 - lo, :n0], old[lo:]):
+            return None
+        rows = rows[n0 - lo :]
+    with _STORE_LOCK:  # a store is extended by one problem only: the others copy
+        if store is None or store.used != n0 or store.buffer.shape[0] < n:
+            room = max(64, n // 8)
+            cap = max(n, min(n + room, COSINE_MATRIX_LIMIT, math.isqrt(ceiling // 4)))
+            store = _CosineStore(np.empty((cap, cap), dtype=np.float32), n0)
+            store.buffer[:n0, :n0] = old
+        store.used = n
+    buffer = store.buffer
+    if rows is not None:
+        buffer[n0:n, :n] = rows
+        buffer[:n0, n0:n] = rows[:, :n0].T
+    matrix = buffer[:n, :n]
+    matrix.flags.writeable = False
+    return matrix, store
+
+
+@dataclass(frozen=True, eq=False)
+class NearPairs:
+    """The pairs ``(i, j)`` of a cosine matrix at or above a threshold, in row-major order.
+
+    Attributes:
+        indptr: ``(n + 1,)`` row ``i``'s pairs are ``cols[indptr[i]:indptr[i + 1]]``.
+        cols: ``(nnz,)`` the column of every pair, ascending within a row.
+    """
+
+    indptr: NDArray[np.int64]
+    cols: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, mask: NDArray[np.bool_]) -> NearPairs:
+        """The pairs where ``mask`` (an ``(n, n)`` boolean matrix) is true."""
+        n = mask.shape[0]
+        rows, cols = np.divmod(np.flatnonzero(mask), max(n, 1))
+        return cls.from_rows(rows, cols, n)
+
+    @classmethod
+    def from_rows(
+        cls, rows: NDArray[np.int64], cols: NDArray[np.int64], n: int
+    ) -> NearPairs:
+        """Pairs given row-major as their rows and columns."""
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        return cls(indptr, cols.astype(np.int64, copy=False))
+
+    def rows(self) -> NDArray[np.int64]:
+        """The row of every pair."""
+        return np.repeat(np.arange(self.indptr.shape[0] - 1), np.diff(self.indptr))
+
+
+def _grown_pairs(
+    pairs: NearPairs, matrix: NDArray[np.float32], n0: int, threshold: float
+) -> NearPairs:
+    """``pairs`` of the first ``n0`` rows and columns, with the grown matrix's new ones."""
+    n = matrix.shape[0]
+    tau = np.float32(threshold)
+    new_rows, new_cols = np.divmod(np.flatnonzero(matrix[n0:] >= tau), max(n, 1))
+    new_rows += n0
+    old = new_cols < n0  # (new row, old column): also (old column, new row) by symmetry
+    rows = np.concatenate([pairs.rows(), new_cols[old], new_rows])
+    cols = np.concatenate([pairs.cols, new_rows[old], new_cols])
+    order = np.argsort(rows * n + cols, kind="stable")
+    return NearPairs.from_rows(rows[order], cols[order], n)

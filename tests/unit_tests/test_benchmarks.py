@@ -82,6 +82,10 @@ def test_bench_grow_compares_a_grown_pool_with_a_cold_one() -> None:
     out = run_script("bench_grow.py", "--n", "120", "--d", "16", "--repeats", "2")
     assert "| cold similarity |" in out and "| pool grown by 5 |" in out
     assert "kept sets equal to a fresh selector's: True" in out
+    out = run_script("bench_grow.py", "--n", "400", "--d", "16", "--repeats", "3",
+                     "--new-query")
+    assert "a new query at every call" in out
+    assert "kept sets equal to a fresh selector's: True" in out
 
 
 def test_bench_core_plots_its_reports(tmp_path: Path) -> None:

@@ -47,6 +47,35 @@ def test_sparse_rows_answer_like_dense_rows(seed: int, n: int, m: int, density: 
     np.testing.assert_array_equal(a, b)
 
 
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 30), m=st.integers(0, 30),
+       density=st.floats(0.0, 0.3))
+@settings(max_examples=60, deadline=None)
+def test_steady_rows_are_those_no_other_row_can_lower(
+    seed: int, n: int, m: int, density: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    matrix = (rng.random((n, m)) * (rng.random((n, m)) < density)).astype(np.float32)
+    sparse = SparseRows.from_dense(matrix)
+    assert DenseRows(matrix).steady() is None
+    steady = sparse.steady()
+    for j in range(n):
+        alone = np.zeros(m, dtype=np.float32)
+        before = sparse.lift(j, alone, 0.0)
+        lowered = False
+        for k in range(n):
+            if k != j:
+                coverage = alone.copy()
+                sparse.add(k, coverage)
+                lowered |= sparse.lift(j, coverage, 0.0) != before
+        # Steady: no other row shares a target with it (so none can lower its lift).
+        shares = any(
+            bool(((matrix[j] > 0) & (matrix[k] > 0)).any()) for k in range(n) if k != j
+        )
+        assert steady[j] == (not shares)
+        if steady[j]:
+            assert not lowered
+
+
 @given(seed=st.integers(0, 2**16), n=st.integers(2, 60),
        tau=st.sampled_from([0.0, 0.3, 0.6, 0.9]), ceiling=st.sampled_from([4, 300, 4096]))
 @settings(max_examples=40, deadline=None)
