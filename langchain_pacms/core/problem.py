@@ -467,8 +467,9 @@ class Problem:
     def precompute_cosines(self) -> bool:
         """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
 
-        Worth it when most pairs will be needed anyway: ``pacms`` with the diversity fill
-        calls it, so its objective and its fill share one product (see :attr:`cosine_matrix`).
+        Worth it when most pairs will be needed anyway: ``pacms`` with the distinct or the
+        diversity fill calls it, so its objective and its fill share one product (see
+        :attr:`cosine_matrix` and :meth:`near_pairs`).
         The matrix is kept with the problem (and shared by the problems :meth:`with_budget`
         links); pools larger than :data:`COSINE_MATRIX_LIMIT`, or whose matrix would not fit in
         :attr:`similarity_ceiling`, are left alone.

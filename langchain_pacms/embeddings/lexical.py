@@ -74,10 +74,10 @@ class HashedTfidfEmbeddings(Embeddings):
             (a game record restated move by move) near 0.83-0.89, so
             0.85 (chosen on LongMemEval development questions once relevance came from
             :meth:`pool_relevance`; 0.6 before) joins copies and light edits, not look-alikes.
-            ``min_gain=0.01``: once no
-            candidate would add 0.01, the greedy hands the rest of the budget to the diversity
-            fill; on LongMemEval development questions a round with relevance below 0.01 was no
-            likelier to be evidence than one with relevance 0 (a text that shares one common
+            ``min_gain=0.01``: once no candidate would add 0.01, the greedy hands the rest of
+            the budget to the fill (the distinct fill by default); on LongMemEval development
+            questions a round with relevance below 0.01 was no likelier to be evidence than one
+            with relevance 0 (a text that shares one common
             word with the query scores about 0.01-0.03 here). ``relevance_feedback=0.6``: on
             the 80 LongMemEval development questions it kept at least as much evidence as
             ``topk`` and as ``pacms`` without it in every cell, and more than ``topk`` on the

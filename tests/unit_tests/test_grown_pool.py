@@ -204,6 +204,16 @@ def test_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> N
                 carried += 1
     # The first grown call copies the matrix into a buffer with room; the next nine write into it.
     assert carried == (9 if rows_stable(32) else 0)
+    # The same texts under another query: nothing to embed but the query, no product at all.
+    before = growing._last_pool
+    got = growing.select(cands[:460], "query 3", budget_ratio=0.5)
+    _assert_same(got, ContextSelector(model).select(cands[:460], "query 3", budget_ratio=0.5))
+    now = growing._last_pool
+    assert before is not None and before.problem is not None and before.problem.n == 460
+    assert now is not None and now.problem is not None
+    if rows_stable(32):
+        assert now.problem.cosine_matrix is before.problem.cosine_matrix or np.shares_memory(
+            now.problem.cosine_matrix, before.problem.cosine_matrix)
 
 
 def test_async_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> None:
