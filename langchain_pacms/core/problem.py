@@ -106,7 +106,6 @@ def _floats(values: ArrayLike) -> NDArray[np.floating[Any]]:
     return arr if arr.dtype == np.float32 else arr.astype(np.float64, copy=False)
 
 
-
 def _scores(relevance: ArrayLike | None, n: int) -> NDArray[np.float32] | None:
     """Validated relevance scores clipped to ``[0, 1]``, or ``None`` when none are given."""
     if relevance is None:
@@ -116,6 +115,7 @@ def _scores(relevance: ArrayLike | None, n: int) -> NDArray[np.float32] | None:
         raise ValueError(f"relevance must hold {n} finite numbers, one per candidate")
     np.clip(scores, 0.0, 1.0, out=scores)
     return scores
+
 
 # Rows of the stability probe, and how many of them are appended (both off any kernel's unroll).
 _PROBE_ROWS, _PROBE_GROWN = 517, 11
@@ -271,9 +271,8 @@ class Problem:
         computes a few old rows again, which must equal the kept ones. Otherwise the new
         problem computes its cosines afresh, as a built one does. The near-duplicate pairs
         listed by :meth:`near_pairs` are extended with the matrix. The query, costs, budget,
-        mandatory mask,
-        positions and relevance are the new call's own (validated as :meth:`build` validates
-        them); nothing that depends on them is carried over.
+        mandatory mask, positions and relevance are the new call's own (validated as
+        :meth:`build` validates them); nothing that depends on them is carried over.
 
         Args:
             vectors: ``(k, d)`` embeddings of the new candidates (``k >= 0``), any scale.
@@ -584,7 +583,6 @@ class Problem:
     def relevance_order(self) -> NDArray[np.int64]:
         """Indices by decreasing relevance; ties break by earlier position, then index."""
         return np.lexsort((np.arange(self.n), self.positions, -self.relevance)).astype(np.int64)
-
 
 
 @dataclass(eq=False)
