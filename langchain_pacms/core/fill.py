@@ -108,7 +108,7 @@ def distinct_fill(
     kept = np.zeros(problem.n, dtype=bool)
     kept[np.asarray(members, dtype=np.int64)] = True
     near = np.zeros(problem.n, dtype=bool)
-    near[pairs.cols[kept[pairs.rows()]]] = True
+    near[pairs.cols[kept[pairs.rows]]] = True
     tokens = problem.tokens.tolist()
     start, cols = pairs.indptr.tolist(), pairs.cols
     added: list[int] = []

@@ -153,6 +153,7 @@ class SparseRows:
         self.shape: tuple[int, int] = (int(indptr.shape[0]) - 1, int(width))
         self.nbytes = int(indptr.nbytes + indices.nbytes + data.nbytes)
         self._ptr = indptr.tolist()
+        self._steady: NDArray[np.bool_] | None = None
 
     def view(self) -> SparseRows:
         """These rows (they use no scratch buffer, so any thread may share them)."""
@@ -189,10 +190,12 @@ class SparseRows:
         near-copies: its only target is itself). A lazy greedy can take such a row's stale
         gain as fresh.
         """
-        alone = np.bincount(self.indices, minlength=self.shape[1])[self.indices] == 1
-        shared = np.zeros(self.shape[0], dtype=np.int64)
-        np.add.at(shared, np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), ~alone)
-        return shared == 0
+        if self._steady is None:  # the rows' pattern does not change: computed once
+            alone = np.bincount(self.indices, minlength=self.shape[1])[self.indices] == 1
+            shared = np.zeros(self.shape[0], dtype=np.int64)
+            np.add.at(shared, np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), ~alone)
+            self._steady = shared == 0
+        return self._steady
 
     def lifts(self, coverage: NDArray[np.float32]) -> NDArray[np.float64]:
         """:meth:`lift` of every row."""
@@ -278,8 +281,9 @@ def sparse_rows(
 ) -> tuple[SparseRows, NDArray[np.float32]] | None:
     """The non-zeros of ``kernel(cosines to targets)``, built a row block at a time.
 
-    Blocks come from the problem's kept cosine matrix when it has one (its rows are
-    thresholded where they are stored, and the entries in target columns kept), else from
+    With the problem's kept cosine matrix, the entries are read at its near-duplicate pairs
+    (:meth:`~langchain_pacms.core.Problem.near_pairs`, listed once per threshold) and those
+    above ``threshold`` in target columns kept; without it, blocks come from
     :meth:`~langchain_pacms.core.Problem.cosine_blocks` (each within the problem's
     ``similarity_ceiling``). ``kernel`` maps cosines to kernel values in place and
     must be positive exactly where the cosine is above ``threshold`` (as
@@ -301,10 +305,11 @@ def sparse_rows(
     """
     m = int(targets.shape[0])
     tau = np.float32(threshold)
-    matrix = problem.cosine_matrix
-    pairs = problem.near_pairs(threshold)
-    if matrix is not None and pairs is not None:
-        rows, cols = pairs.rows(), pairs.cols  # row-major, cosine >= tau
+    pairs = problem.near_pairs(threshold)  # None without a kept matrix
+    if pairs is not None:
+        matrix = problem.cosine_matrix
+        assert matrix is not None
+        rows, cols = pairs.rows, pairs.cols  # row-major, cosine >= tau
         cosines = matrix[rows, cols]
         above = cosines > tau
         if max_nonzeros is not None and int(np.count_nonzero(above)) > max_nonzeros:

@@ -646,10 +646,12 @@ class NearPairs:
 
     Attributes:
         indptr: ``(n + 1,)`` row ``i``'s pairs are ``cols[indptr[i]:indptr[i + 1]]``.
+        rows: ``(nnz,)`` the row of every pair (kept: the kernel and the fill read it).
         cols: ``(nnz,)`` the column of every pair, ascending within a row.
     """
 
     indptr: NDArray[np.int64]
+    rows: NDArray[np.int64]
     cols: NDArray[np.int64]
 
     @classmethod
@@ -666,11 +668,7 @@ class NearPairs:
         """Pairs given row-major as their rows and columns."""
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return cls(indptr, cols.astype(np.int64, copy=False))
-
-    def rows(self) -> NDArray[np.int64]:
-        """The row of every pair."""
-        return np.repeat(np.arange(self.indptr.shape[0] - 1), np.diff(self.indptr))
+        return cls(indptr, rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False))
 
 
 def _grown_pairs(
@@ -682,7 +680,7 @@ def _grown_pairs(
     new_rows, new_cols = np.divmod(np.flatnonzero(matrix[n0:] >= tau), max(n, 1))
     new_rows += n0
     old = new_cols < n0  # (new row, old column): also (old column, new row) by symmetry
-    rows = np.concatenate([pairs.rows(), new_cols[old], new_rows])
+    rows = np.concatenate([pairs.rows, new_cols[old], new_rows])
     cols = np.concatenate([pairs.cols, new_rows[old], new_cols])
     order = np.argsort(rows * n + cols, kind="stable")
     return NearPairs.from_rows(rows[order], cols[order], n)

@@ -162,7 +162,7 @@ def test_near_pairs_of_grown_problems_are_those_of_the_whole_matrix(
     pairs = grown.near_pairs(threshold)
     assert pairs is not None
     want_rows, want_cols = np.nonzero(matrix >= np.float32(threshold))
-    np.testing.assert_array_equal(pairs.rows(), want_rows)
+    np.testing.assert_array_equal(pairs.rows, want_rows)
     np.testing.assert_array_equal(pairs.cols, want_cols)
     _same_picks(grown, fresh)
 
