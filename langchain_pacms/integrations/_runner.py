@@ -398,7 +398,11 @@ class SelectionRunner:
     def _apply(
         self, messages: Sequence[BaseMessage], selection: Selection, spans: Sequence[Span]
     ) -> list[BaseMessage]:
-        return apply_selection(messages, selection, spans, context_role=self.config.context_role)
+        from langchain_pacms.lifecycle.actions import reshow_left_out
+
+        # a fold stub the lifecycle left in the history may lean on a message left out here
+        return reshow_left_out(apply_selection(messages, selection, spans,
+                                               context_role=self.config.context_role))
 
     # -- steps (one generator for the sync and the async path) -------------------------------
     def _namespace_items(self, store: BaseStore, ns: tuple, query: str) -> Steps[list[Any]]:
@@ -534,17 +538,21 @@ class SelectionRunner:
         from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
         from langchain_pacms.lifecycle.variants import reused_spans
 
+        def mark(i: int) -> Mapping[str, Any]:
+            return messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}
+
         folded = {
             sp.indices[0]: sp for sp in pool.spans
             if sp.kind == "tool" and not sp.stub and len(sp.indices) > 1
-            and (messages[sp.indices[-1]].additional_kwargs.get(LIFECYCLE_KEY) or {}).get(
-                "state") == "folded"
+            and mark(sp.indices[-1]).get("state") == "folded"
         }
         if not folds and not folded:
             return pool
         values = {i: v.values for i, v in folds.items()}
-        values.update({i: reusable_values(payload_of(messages, sp.indices))
-                       for i, sp in folded.items()})
+        # a folded span's values: its stub's and those the stub left out as shown elsewhere
+        values.update({i: reusable_values("\n".join([payload_of(messages, sp.indices), *(
+            str(t) for j in sp.indices for t in mark(j).get("elsewhere") or ())]))
+            for i, sp in folded.items()})
         return dataclasses.replace(pool, reused=reused_spans(messages, values),
                                    folded=frozenset(folded))
 

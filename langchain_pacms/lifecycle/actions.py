@@ -12,7 +12,9 @@ r"""Fold, mask and prune context objects on a plain message list (pure data, no 
 
 Fold and mask rewrite content only: message ids, ``tool_calls`` and ``tool_call_id`` are kept,
 so the list stays one a provider accepts. The rewritten message records its object id and state
-in ``additional_kwargs["pacms_lifecycle"]``. Inputs are never modified.
+in ``additional_kwargs["pacms_lifecycle"]``; a fold stub's mark also lists, under ``"elsewhere"``,
+the payload's locators it leaves out because the history shows them elsewhere (what a later
+reader needs to know which values the folded payload holds). Inputs are never modified.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -68,6 +70,7 @@ __all__ = [
     "find_locators",
     "mask_text",
     "provider_problems",
+    "reshow_left_out",
     "restore",
     "span_payload",
     "visible_locators",
@@ -267,7 +270,7 @@ def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) 
 
 def _fold(
     messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str],
-    span: bool,
+    span: bool, elsewhere: list[str],
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     # a tool result's stub follows its call: the call is in view, the stub gives only the size
@@ -285,7 +288,8 @@ def _fold(
         text = stub if n == 0 else f"[folded with {obj.id}]"
         # list content is stored as JSON; the mark says so, for restore to parse it back
         listed = {"list_content": True} if isinstance(messages[i].content, list) else {}
-        messages[i] = _rewrite(messages[i], text, {**mark, **listed})
+        left_out = {"elsewhere": elsewhere} if n == 0 and elsewhere else {}
+        messages[i] = _rewrite(messages[i], text, {**mark, **listed, **left_out})
     if not span:
         return targets
     head = messages[obj.indices[0]]
@@ -338,6 +342,51 @@ def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
               if isinstance(v, str) and len(v) < LONG_ARGUMENT))
 
 
+def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with every fold stub showing again the left-out locators no message shows.
+
+    A fold stub leaves out the locators that the history shows elsewhere (its mark's
+    ``"elsewhere"``), so it leans on the messages that show them. A selection that sends only
+    some of the history may drop those messages; the stub then lists the values it lost
+    again, in its locators, so they stay in view. Messages are copied, never modified, and a
+    list without such stubs comes back as it was.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> def call(i, arg):
+        ...     return AIMessage("", id=f"a{i}",
+        ...                      tool_calls=[{"name": "get", "args": {"id": arg}, "id": f"c{i}"}])
+        >>> msgs = [HumanMessage("go", id="h"), call(1, "me"),
+        ...         ToolMessage("reservations: HAT039, 4WQ150", tool_call_id="c1", id="t1"),
+        ...         call(2, "HAT039"), ToolMessage("flight on 2024-05-21", tool_call_id="c2")]
+        >>> folded = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+        >>> folded.messages[2].content.rsplit("; ", 1)[-1]  # HAT039 is in the second call
+        'locators: 4WQ150]'
+        >>> sent = reshow_left_out(folded.messages[:3])  # the second call is not sent
+        >>> sent[2].content.rsplit("; ", 1)[-1]
+        'locators: 4WQ150, HAT039]'
+    """
+    marked = [i for i, m in enumerate(messages)
+              if (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere")]
+    out = list(messages)
+    if not marked:
+        return out
+    texts = [_content_payload(m.content) + "".join(
+        json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+        for c in getattr(m, "tool_calls", None) or []) for m in messages]
+    for i in marked:
+        others = "\n".join(t for j, t in enumerate(texts) if j != i)
+        stub = str(messages[i].content)
+        lost = [str(v) for v in messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"]
+                if str(v) not in others and str(v) not in stub]
+        if lost and stub.endswith("]"):
+            joint = ", " if "; locators: " in stub else "; locators: "
+            out[i] = messages[i].model_copy(
+                update={"content": f"{stub[:-1]}{joint}{', '.join(lost)}]"})
+    return out
+
+
 def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
     mark = {"object": obj.id, "state": "masked", "sha256": obj.sha256}
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
@@ -367,7 +416,8 @@ def _rewrite_object(
     # a span's locators come from its texts as written, not from their JSON-escaped payload
     source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else payload
     locators = stub_locators(record.sha256, source, shown)
-    return _fold(out, obj, record, locators, span), record
+    elsewhere = [t for t in stub_locators(record.sha256, source) if t in shown] if shown else []
+    return _fold(out, obj, record, locators, span, elsewhere), record
 
 
 def call_texts(head: BaseMessage) -> list[str]:

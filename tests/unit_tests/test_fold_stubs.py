@@ -279,6 +279,28 @@ def test_spans_the_lifecycle_folded_are_their_own_floor():
     assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
 
 
+def test_a_folded_record_whose_ids_later_calls_show_goes_first_and_keeps_them_in_view():
+    # the lifecycle's stub of the first output leaves out HAT039: a later call shows it
+    loop = list(LOOP)
+    loop[3] = ToolMessage("/srv/out0.json booking HAT039 " + "word " * 80, tool_call_id="c0_0")
+    loop[8] = AIMessage("step 3", tool_calls=[call("bash", "c3_0", cmd="get HAT039")])
+    index = index_messages(loop)
+    spans = [o for o in index.objects if o.kind == "tool"][:-1]
+    folded = apply_actions(loop, index, [Action("fold", o.id) for o in spans]).messages
+    assert "HAT039" not in str(folded[3].content)
+    assert folded[3].additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
+    cost = {i: sent_tokens(folded[i:i + 2], SELECTOR.token_counter) for i in (2, 10)}
+    whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[2] + cost[10] + 12)  # two floors and a few tokens
+    out = hook.invoke({"messages": folded})["llm_input_messages"]
+    # its values went into a later call: it takes the floor before the newer stubs
+    assert _sent_rounds(out) == {"c0_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    # the call that showed HAT039 is not sent, so the stub shows it again, within the budget
+    stub = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c0_0")
+    assert str(stub.content).endswith(", HAT039]") and "HAT039" not in str(folded[3].content)
+    assert sent_tokens(out, SELECTOR.token_counter) <= hook.last_selection.budget
+
+
 @pytest.mark.skipif(not TRACES.is_dir(), reason=f"agent traces not at {TRACES}")
 def test_a_round_that_left_room_unused_shrinks_below_what_it_kept():
     # a recorded run where the sent messages kept exceeding the budget by a token: shrinking
