@@ -4,9 +4,10 @@ A coding-style agent gets one task and then reads ``src/module_0.py`` ... ``modu
 tool call per step, all after the single human message. The pre-model hook keeps each call
 under 6,000 tokens (the whole run reaches 43,000) by selecting inside the run: the task, the
 newest step and the system prompt stay. With ``fold_stubs=True`` an earlier read that is not
-sent whole goes as its fold stub, a one-line pointer with the paths and names it holds (about
-70 tokens here), and its exact text is written to a SQLite sidecar store first. At the end the
-model asks for module 7 back with ``recover_context`` and gets the original byte for byte.
+sent whole goes as its fold stub, a one-line pointer with the names it holds (about 60 tokens
+here; the path stays in view in the call), and its exact text is written to a SQLite sidecar
+store first. At the end the model asks for the first module it read back with
+``recover_context`` and gets the original byte for byte.
 Runs offline with a scripted fake model.
 
     python examples/tool_loop_fold_stubs.py
@@ -55,7 +56,7 @@ def read_file(path: str) -> str:
 
 
 class ScriptedReader(ScriptedChatModel):
-    """Reads the modules in order, then recovers module 7 from its stub and answers."""
+    """Reads the modules in order, then recovers the first one from its stub and answers."""
 
     counter: Any = None  # the hook's token counter, to measure each request
     seen: list[int] = Field(default_factory=list)  # tokens of every request it received
@@ -68,16 +69,16 @@ class ScriptedReader(ScriptedChatModel):
             call = {"name": "read_file", "args": {"path": f"src/module_{step}.py"},
                     "id": f"read_{step}"}
             return AIMessage(f"Step {step}: reading module {step}.", tool_calls=[call])
-        if step == READS:  # module 7's read is long gone from view: take it back from its stub
+        if step == READS:  # module 0's read is long gone from view: take it back from its stub
             results = {m.tool_call_id: str(m.content) for m in messages
                        if isinstance(m, ToolMessage)}
-            stub = results.get("read_7", "")
+            stub = results.get("read_0", "")
             found = STUB.search(stub)
-            assert found, f"module 7 should reach the model as a stub, got {stub[:80]!r}"
+            assert found, f"module 0 should reach the model as a stub, got {stub[:80]!r}"
             call = {"name": "recover_context", "args": {"object_id": found.group(1)},
-                    "id": "recover_7"}
+                    "id": "recover_0"}
             return AIMessage("", tool_calls=[call])
-        return AIMessage("handle_7 in src/module_7.py returns QUOTA_7.")
+        return AIMessage("handle_0 in src/module_0.py returns QUOTA_0.")
 
 
 def main() -> None:
@@ -96,7 +97,8 @@ def main() -> None:
                 prompt=prompt,
             )
         config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 4 * READS}
-        task = HumanMessage("Find which quota module 7 returns.")
+        task = HumanMessage("Read the sixty modules in order, then say which quota the first "
+                            "one returns.")
         result = agent.invoke({"messages": [task]}, config)
 
         history = result["messages"]
@@ -109,10 +111,10 @@ def main() -> None:
         print(f"last call: stub floor {selection.info['stub_floor']}, "
               f"{selection.info['tokens_sent']} tokens sent")
         recovered = next(m for m in history if isinstance(m, ToolMessage)
-                         and m.tool_call_id == "recover_7")
+                         and m.tool_call_id == "recover_0")
         payload = json.loads(str(recovered.content))  # the call's text was folded with it
-        exact = payload["results"] == module_text(7)
-        print(f"module 7 recovered byte for byte: {exact}")
+        exact = payload["results"] == module_text(0)
+        print(f"module 0 recovered byte for byte: {exact}")
         print(f"answer: {history[-1].content}")
 
 

@@ -42,6 +42,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_pacms.lifecycle.locators import (
+    ShownBefore,
     durable_locators,
     find_locators,
     locator_budget,
@@ -72,6 +73,7 @@ __all__ = [
     "provider_problems",
     "reshow_left_out",
     "restore",
+    "shown_before",
     "span_payload",
     "visible_locators",
 ]
@@ -331,6 +333,22 @@ def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
     return durable_locators([t for m in messages for t in _visible_texts(m)])
 
 
+def shown_before(messages: Sequence[BaseMessage]) -> ShownBefore:
+    """What :func:`visible_locators` gives for every prefix of ``messages``, built in one pass.
+
+    ``shown_before(messages).upto(k)`` holds what ``visible_locators(messages[:k])`` holds, so a
+    caller that folds each object against the history before it does not rebuild a set per
+    object.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> shown = shown_before([HumanMessage("fix HAT039"), HumanMessage("and HAT040")])
+        >>> "HAT039" in shown.upto(1), "HAT040" in shown.upto(1), "HAT040" in shown.upto(2)
+        (True, False, True)
+    """
+    return ShownBefore(_visible_texts(m) for m in messages)
+
+
 @by_message
 def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
     """The texts of one message that a fold leaves in view (see :func:`visible_locators`)."""
@@ -375,11 +393,12 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     texts = [_content_payload(m.content) + "".join(
         json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
         for c in getattr(m, "tool_calls", None) or []) for m in messages]
+    every = "\n".join(texts)
     for i in marked:
-        others = "\n".join(t for j, t in enumerate(texts) if j != i)
         stub = str(messages[i].content)
-        lost = [str(v) for v in messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"]
-                if str(v) not in others and str(v) not in stub]
+        # shown by another message: more occurrences in all the texts than in this one's
+        lost = [v for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
+                if v not in stub and every.count(v) == texts[i].count(v)]
         if lost and stub.endswith("]"):
             joint = ", " if "; locators: " in stub else "; locators: "
             out[i] = messages[i].model_copy(
@@ -401,7 +420,7 @@ def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int)
 
 def _rewrite_object(
     messages: Sequence[BaseMessage], out: list[BaseMessage], obj: ContextObject, action: Action,
-    shown: frozenset[str], mask_head: int, mask_tail: int,
+    shown: frozenset[str] | ShownBefore, mask_head: int, mask_tail: int,
 ) -> tuple[list[int], SidecarRecord | None]:
     """Fold or mask ``obj`` in ``out`` (a copy of ``messages``): the rewritten indices, a record."""
     if action.op == "mask":
@@ -474,6 +493,7 @@ def apply_actions(
     mask_head: int = 400,
     mask_tail: int = 200,
     dedupe: bool = True,
+    shown: frozenset[str] | ShownBefore | None = None,
 ) -> ActionResult:
     """Apply actions to a copy of ``messages`` (one action per object; the first one wins).
 
@@ -490,6 +510,10 @@ def apply_actions(
         mask_head: Characters a mask keeps at the start of each content.
         mask_tail: Characters a mask keeps at the end.
         dedupe: Leave out of fold stubs the locators visible elsewhere.
+        shown: With ``dedupe``, what counts as visible elsewhere instead of what
+            :func:`visible_locators` finds in ``messages``: a set, or a :func:`shown_before`
+            of ``messages``, which counts for each object what the history shows up to its
+            first message (then the stubs of this call do not count for one another).
 
     Returns:
         The :class:`ActionResult`.
@@ -509,7 +533,7 @@ def apply_actions(
     done: set[str] = set()
     saved: dict[str, int] = {}
     before = after = 0
-    shown: frozenset[str] | None = None
+    shown = shown if dedupe else None
     for action in actions:
         obj = index.by_id[action.target]
         if obj.kind == "system":
@@ -526,12 +550,13 @@ def apply_actions(
                 gone = {i for a in actions if a.op == "prune" and a.target in index.by_id
                         for i in index.by_id[a.target].indices}
                 shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
-            indices, record = _rewrite_object(messages, out, obj, action, shown or frozenset(),
+            seen = shown.upto(obj.indices[0] + 1) if isinstance(shown, ShownBefore) else shown
+            indices, record = _rewrite_object(messages, out, obj, action, seen or frozenset(),
                                               mask_head, mask_tail)
             touched.update(dict.fromkeys(indices))
             if record is not None:
                 sidecars.append(record)
-                if shown is not None:  # a later stub need not repeat this one's locators
+                if isinstance(shown, frozenset):  # a later stub need not repeat its locators
                     shown = shown | durable_locators([str(out[indices[0]].content)])
         now = 0
         if action.op != "prune":

@@ -33,10 +33,11 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from functools import partial
 
 __all__ = [
+    "ShownBefore",
     "durable_locators",
     "find_locators",
     "locator_budget",
@@ -87,7 +88,7 @@ def _ranked(text: str) -> list[str]:
 
 
 def find_locators(
-    text: str, limit: int = 12, *, budget: int | None = None, shown: frozenset[str] = frozenset()
+    text: str, limit: int = 12, *, budget: int | None = None, shown: Container[str] = frozenset()
 ) -> list[str]:
     """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
 
@@ -114,7 +115,7 @@ def find_locators(
     return _fill(_ranked(text), limit, budget, shown)
 
 
-def _fill(ranked: list[str], limit: int, budget: int | None, shown: frozenset[str]) -> list[str]:
+def _fill(ranked: list[str], limit: int, budget: int | None, shown: Container[str]) -> list[str]:
     out: list[str] = []
     taken = ""
     for token in ranked:
@@ -140,7 +141,7 @@ def locator_budget(payload_chars: int) -> int:
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
 
-def stub_locators(sha256: str, payload: str, shown: frozenset[str] = frozenset()) -> list[str]:
+def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> list[str]:
     """:func:`find_locators` of a payload within :func:`locator_budget`, ranked once per hash.
 
     ``shown`` holds locators already visible elsewhere in the history (see
@@ -206,6 +207,42 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
         if len(_UNIONS) > _UNIONS_SIZE:
             _UNIONS.popitem(last=False)
     return union
+
+
+class ShownBefore:
+    """:func:`durable_locators` of the first ``end`` groups of texts, for any ``end``, built once.
+
+    A history's prefixes each have their own set of shown locators; this holds, per locator or
+    word, the first group (message) that shows it, so each prefix's set is a lookup away. It
+    supports ``in``, which is all a fold stub asks of what is shown.
+
+    Args:
+        groups: The texts of each message, in order (all of them count until :meth:`upto`).
+
+    Example:
+        >>> shown = ShownBefore([["user mia_li_3668"], ["booked HAT136"]])
+        >>> "HAT136" in shown, "HAT136" in shown.upto(1), "mia_li_3668" in shown.upto(1)
+        (True, False, True)
+    """
+
+    def __init__(self, groups: Iterable[Iterable[str]]) -> None:
+        first: dict[str, int] = {}
+        count = 0
+        for count, texts in enumerate(groups, 1):
+            for text in texts:
+                for token in _memo(("text", text, 0), partial(_words, text)):
+                    first.setdefault(token, count - 1)
+        self._first: Mapping[str, int] = first
+        self._end = count
+
+    def upto(self, end: int) -> ShownBefore:
+        """What the first ``end`` groups show."""
+        out = object.__new__(ShownBefore)
+        out._first, out._end = self._first, end
+        return out
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and self._first.get(token, self._end) < self._end
 
 
 def locator_lines(text: str, budget: int) -> list[str]:

@@ -10,6 +10,13 @@ folded with them, its tool calls stay) and the
 :class:`~langchain_pacms.lifecycle.actions.SidecarRecord` that must be in the sidecar store
 before those messages reach the model.
 
+A stub leaves out the locators that the history up to its span's call already shows (the
+system prompt, user messages, short call arguments: see
+:func:`~langchain_pacms.lifecycle.actions.visible_locators`) and lists them in its mark; the
+selection shows them in the stub again when it sends none of the messages that show them
+(:func:`~langchain_pacms.lifecycle.actions.reshow_left_out`). What a stub holds depends on its
+span and the history before it alone, so it stays the same while the history grows.
+
 Object ids are the lifecycle's (:func:`~langchain_pacms.lifecycle.objects.index_messages`):
 numbered in order over the whole history, so a span keeps its id from one call to the next
 while the history only grows.
@@ -37,7 +44,13 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
-from langchain_pacms.lifecycle.actions import Action, SidecarRecord, apply_actions, call_texts
+from langchain_pacms.lifecycle.actions import (
+    Action,
+    SidecarRecord,
+    apply_actions,
+    call_texts,
+    shown_before,
+)
 from langchain_pacms.lifecycle.heuristic import call_values, reusable_values
 from langchain_pacms.lifecycle.objects import ContextObject, index_messages, payload_of
 
@@ -131,7 +144,8 @@ def fold_variants(
     """The fold-stub variant of every active tool span with results, by its call's index.
 
     Spans that an earlier fold or mask already rewrote are left out (their stub is what the
-    history holds). ``messages`` is not modified.
+    history holds). A stub leaves out what the history up to its span's call shows (see the
+    module docs). ``messages`` is not modified.
 
     Args:
         messages: The history, oldest first.
@@ -160,12 +174,13 @@ def fold_variants(
         else:
             todo.append((o, key))
     if todo:
-        # no dedupe: the selector may drop the messages a stub would lean on, and each stub
-        # then depends on its own span alone (what lets the memo keep it)
+        # a stub leaves out what the history shows up to its span's call (so it depends on
+        # that prefix alone, which a growing history keeps); the selection shows those
+        # locators again if it drops every message that shows them
         actions = [Action("fold", o.id, scope="span" if calls and any(call_texts(
             messages[o.indices[0]])) else "output") for o, _ in todo]
         folded = apply_actions(messages, index, actions, token_counter=token_counter,
-                               dedupe=False)
+                               shown=shown_before(messages))
         records = {r.object_id: r for r in folded.sidecars}
         for o, key in todo:
             variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id],

@@ -69,4 +69,4 @@ def test_tool_loop_example_keeps_the_budget_and_recovers_a_stubbed_read():
     largest = int(out.split("largest request ")[1].split()[0])
     assert largest <= 6000
     assert "stub floor True" in out
-    assert "module 7 recovered byte for byte: True" in out
+    assert "module 0 recovered byte for byte: True" in out

@@ -279,6 +279,33 @@ def test_spans_the_lifecycle_folded_are_their_own_floor():
     assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
 
 
+def test_a_stub_leaves_out_what_the_history_before_it_shows_and_gets_it_back_when_dropped():
+    loop = list(LOOP)
+    loop[2] = AIMessage("step 0", tool_calls=[call("bash", "c0_0", cmd="get HAT039")])
+    loop[9] = ToolMessage("/srv/out3.json booking HAT039 " + "word " * 80, tool_call_id="c3_0")
+    variant = fold_variants(loop, token_counter=SELECTOR.token_counter)[8]
+    stub = variant.messages[1]
+    assert "HAT039" not in str(stub.content) and "/srv/out3.json" in str(stub.content)
+    assert stub.additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
+    # what the history after the span shows does not count: the stub stays as it was
+    reread = call("bash", "c6_0", cmd="cat /srv/out3.json")
+    longer = [*loop, AIMessage("step 6", tool_calls=[reread]),
+              ToolMessage("done", tool_call_id="c6_0")]
+    assert fold_variants(longer, token_counter=SELECTOR.token_counter)[8].messages[1].content == (
+        stub.content)
+    # room for the newest two stubs: the first step's call is not sent, so the stub of step 3
+    # shows HAT039 again
+    stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
+    cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
+    whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[10] + cost[8] + 12)
+    out = hook.invoke({"messages": loop})["llm_input_messages"]
+    assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    sent = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c3_0")
+    assert str(sent.content).endswith(", HAT039]")
+    assert sent_tokens(out, SELECTOR.token_counter) <= hook.last_selection.budget
+
+
 def test_a_folded_record_whose_ids_later_calls_show_goes_first_and_keeps_them_in_view():
     # the lifecycle's stub of the first output leaves out HAT039: a later call shows it
     loop = list(LOOP)
