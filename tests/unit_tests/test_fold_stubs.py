@@ -112,8 +112,10 @@ def test_a_fold_variant_is_offered_for_optional_answered_spans_only():
 @st.composite
 def tool_loops(draw: st.DrawFn) -> list[BaseMessage]:
     steps = draw(st.lists(st.lists(text, min_size=1, max_size=3), min_size=1, max_size=10))
-    outputs = [[f"{t} /tmp/{s}_{k}.log id-{s}{k}" for k, t in enumerate(step)]
-               for s, step in enumerate(steps)]
+    pad = " word" * draw(st.integers(0, 40))  # long outputs have stubs cheaper than themselves
+    # an output may name the file an earlier call read (its stub leaves it out: the call shows it)
+    outputs = [[f"{t} /tmp/{s}_{k}.log id-{s}{k}" + (f" f{s - 1}_0.py" if s and k == 0 else "")
+                + pad for k, t in enumerate(step)] for s, step in enumerate(steps)]
     msgs = tool_loop(outputs)
     if draw(st.booleans()):  # later turns: earlier spans are optional under any setting
         msgs += [AIMessage("done"), *draw(conversations())]
@@ -145,6 +147,12 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     sent = sent_tokens(out, SELECTOR.token_counter)
     assert sent == selection.info["tokens_sent"]
     assert sent <= budget or (selection.over_budget and all(c.mandatory for c in selection.kept))
+    # what a sent stub left out as shown elsewhere is in view: elsewhere, or in the stub again
+    seen = "\n".join(str(m.content) + json.dumps([c["args"] for c in getattr(m, "tool_calls", [])])
+                     for m in out)
+    for m in out:
+        for value in (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere", ()):
+            assert value in seen
     sidecars = SidecarStore(store, DEFAULT_THREAD)
     originals = {id(m) for m in messages}
     for call_message, results in _spans(out):
