@@ -398,11 +398,7 @@ class SelectionRunner:
     def _apply(
         self, messages: Sequence[BaseMessage], selection: Selection, spans: Sequence[Span]
     ) -> list[BaseMessage]:
-        from langchain_pacms.lifecycle.actions import reshow_left_out
-
-        # a fold stub the lifecycle left in the history may lean on a message left out here
-        return reshow_left_out(apply_selection(messages, selection, spans,
-                                               context_role=self.config.context_role))
+        return apply_selection(messages, selection, spans, context_role=self.config.context_role)
 
     # -- steps (one generator for the sync and the async path) -------------------------------
     def _namespace_items(self, store: BaseStore, ns: tuple, query: str) -> Steps[list[Any]]:

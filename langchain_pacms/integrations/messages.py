@@ -734,7 +734,9 @@ def apply_selection(
     Returns:
         Kept messages in their original order (each tool span's results directly after its call,
         with placeholders where a result is absent), and, when memories or documents were kept,
-        one context message right after the leading system messages.
+        one context message right after the leading system messages. A kept fold stub whose
+        left-out locators (see :func:`~langchain_pacms.lifecycle.actions.reshow_left_out`) no
+        longer show in another kept message lists them again.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -776,4 +778,6 @@ def apply_selection(
     context = build_context_message(memories, documents, role=context_role)
     if context is not None:
         result.insert(lead, context)
-    return result
+    from langchain_pacms.lifecycle.actions import reshow_left_out  # the lifecycle imports this
+
+    return reshow_left_out(result)
