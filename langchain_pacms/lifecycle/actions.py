@@ -394,11 +394,18 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
         for c in getattr(m, "tool_calls", None) or []) for m in messages]
     every = "\n".join(texts)
+    seen: dict[str, int] = {}  # value -> its occurrences in every text (stubs share values)
+
+    def occurrences(value: str) -> int:
+        if value not in seen:
+            seen[value] = every.count(value)
+        return seen[value]
+
     for i in marked:
         stub = str(messages[i].content)
         # shown by another message: more occurrences in all the texts than in this one's
         lost = [v for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
-                if v not in stub and every.count(v) == texts[i].count(v)]
+                if v not in stub and occurrences(v) == texts[i].count(v)]
         if lost and stub.endswith("]"):
             joint = ", " if "; locators: " in stub else "; locators: "
             out[i] = messages[i].model_copy(

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from collections import OrderedDict
@@ -236,9 +237,9 @@ class ShownBefore:
         self._end = count
 
     def upto(self, end: int) -> ShownBefore:
-        """What the first ``end`` groups show."""
-        out = object.__new__(ShownBefore)
-        out._first, out._end = self._first, end
+        """What the first ``end`` groups show (the lookup table is shared, not copied)."""
+        out = copy.copy(self)
+        out._end = end
         return out
 
     def __contains__(self, token: object) -> bool:
