@@ -22,7 +22,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -30,7 +30,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from langchain_pacms.selector import Candidate, CandidateInput, ContextSelector, Selection
+from langchain_pacms.selector import (
+    Candidate,
+    CandidateInput,
+    ContextSelector,
+    Selection,
+    relevant_mask,
+)
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = ["RemoteSelector"]
@@ -95,7 +101,9 @@ class RemoteSelector(ContextSelector):
         budget: int,
         strategy: Any,
         options: Mapping[str, Any],
+        relevant_ids: Collection[str],
     ) -> dict[str, Any]:
+        relevant_mask(cands, relevant_ids)  # bad ids fail here, as they do in the local selector
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("RemoteSelector sends strategies by name; got a callable")
         if strategy is None or strategy == self._remote_strategy:
@@ -112,6 +120,7 @@ class RemoteSelector(ContextSelector):
             "budget_tokens": budget,
             "strategy": name,
             "strategy_options": opts,
+            "relevant_ids": [str(i) for i in relevant_ids],
         }
 
     @staticmethod
@@ -175,6 +184,7 @@ class RemoteSelector(ContextSelector):
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: Any = None,
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Select through the service (same arguments as :meth:`ContextSelector.select`).
@@ -188,7 +198,7 @@ class RemoteSelector(ContextSelector):
         timings = {"tokens": time.perf_counter() - started}
         if not cands:
             return self.recency(cands, query, budget_tokens=budget)
-        payload = self._request(cands, tokens, query, budget, strategy, options)
+        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
         try:
             with self._lock:
                 if self._client is None:
@@ -210,6 +220,7 @@ class RemoteSelector(ContextSelector):
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: Any = None,
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""
@@ -220,7 +231,7 @@ class RemoteSelector(ContextSelector):
         timings = {"tokens": time.perf_counter() - started}
         if not cands:
             return self.recency(cands, query, budget_tokens=budget)
-        payload = self._request(cands, tokens, query, budget, strategy, options)
+        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
         try:
             loop = asyncio.get_running_loop()
             client = self._aclients.get(loop)

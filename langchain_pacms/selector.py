@@ -23,7 +23,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -413,6 +413,35 @@ def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.in
     )
 
 
+def relevant_mask(cands: Sequence[Candidate], ids: Collection[str]) -> NDArray[np.bool_] | None:
+    """Which candidates ``ids`` names, for :meth:`ContextSelector.select`'s ``relevant_ids``.
+
+    Args:
+        cands: The pool.
+        ids: Candidate ids (a collection, not one string).
+
+    Returns:
+        One flag per candidate, or ``None`` when ``ids`` is empty.
+
+    Raises:
+        ValueError: For a single string or an id no candidate has.
+
+    Example:
+        >>> relevant_mask([Candidate("a", id="x"), Candidate("b", id="y")], ["y"]).tolist()
+        [False, True]
+    """
+    if isinstance(ids, str):
+        raise ValueError("relevant_ids must be a collection of candidate ids, not one string")
+    wanted = {str(i) for i in ids}
+    if not wanted:
+        return None
+    mask = np.array([str(c.id) in wanted for c in cands], dtype=bool)
+    unknown = wanted - {str(c.id) for c in cands}
+    if unknown:
+        raise ValueError(f"relevant_ids names no candidate: {sorted(unknown)[:5]}")
+    return mask
+
+
 def _problem(
     cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: _Pool
 ) -> Problem:
@@ -722,6 +751,7 @@ class ContextSelector:
         started: float,
         *,
         pool: _Pool | None = None,
+        lifted: NDArray[np.bool_] | None = None,
     ) -> Selection:
         n = len(cands)
         if pool is None and vectors is not None and query_vec is not None:
@@ -743,6 +773,9 @@ class ContextSelector:
             assert pool is not None
             with limit_blas_threads(self.blas_threads):
                 problem = self._problem_of(pool, cands, tokens, budget, remember=not fell_back)
+                if lifted is not None and not fell_back:
+                    rel = problem.relevance
+                    problem = problem.with_relevance(np.where(lifted, rel.max(), rel))
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
@@ -1061,6 +1094,7 @@ class ContextSelector:
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Select candidates for ``query`` under a token budget.
@@ -1071,6 +1105,10 @@ class ContextSelector:
             budget_tokens: Absolute token budget.
             budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
             strategy: Override the selector's default strategy for this call.
+            relevant_ids: Ids of candidates known to matter whatever their words say (the hook
+                passes tool results whose values later tool calls took up): each one's
+                relevance is raised to the highest relevance in the pool before the strategy
+                runs, so every strategy that reads relevance sees it.
             **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``,
                 ``lambda_mult=0.7`` for ``mmr``).
 
@@ -1078,10 +1116,20 @@ class ContextSelector:
             The :class:`Selection`.
 
         Raises:
-            ValueError: For bad input (empty query, bad budget, duplicate ids, non-text content).
+            ValueError: For bad input (empty query, bad budget, duplicate ids, non-text content,
+                an id in ``relevant_ids`` that no candidate has).
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> pool = ["blue plums", "red apples"]
+            >>> selector.select(pool, "red", budget_tokens=3).kept_ids
+            ('1',)
+            >>> selector.select(pool, "red", budget_tokens=3, relevant_ids=["0"]).kept_ids
+            ('0',)
         """
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        lifted = relevant_mask(cands, relevant_ids)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None
@@ -1097,7 +1145,8 @@ class ContextSelector:
                 error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
-            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool
+            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool,
+            lifted=lifted,
         )
 
     def _embed_with_timeout(self, texts: list[str], query: str) -> _Pool:
@@ -1195,11 +1244,13 @@ class ContextSelector:
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (embeds with the model's async API)."""
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
+        lifted = relevant_mask(cands, relevant_ids)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None
@@ -1215,7 +1266,8 @@ class ContextSelector:
                 error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
-            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool
+            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool,
+            lifted=lifted,
         )
 
     async def aprepare(

@@ -463,16 +463,21 @@ class SelectionRunner:
         are alternatives (so are a span and its fold stub): when both are picked the variant leaves
         the pool and it selects again. Fold stubs that fit are the floor (see
         ``SelectionConfig.fold_stubs``): a span kept whole simply replaces its stub, and
-        ``info["stub_floor"]`` says whether the floor applied.
-        After a few rounds only the mandatory part is kept. The returned selection carries the
-        requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget
-        (then exactly the mandatory part is kept).
+        ``info["stub_floor"]`` says whether the floor applied. With ``lift_reused`` the
+        reused tool spans go to the selector as ``relevant_ids`` (``info["lifted"]`` counts
+        them). After a few rounds only the mandatory part is kept. The returned selection
+        carries the requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent >
+        budget (then exactly the mandatory part is kept).
         """
         budget, unseen, spans = pool.budget, pool.unseen, pool.spans
         kwargs = self._select_kwargs(query)
         cands = list(pool.candidates)
         room = budget - unseen
         floor = False
+        lifted = [
+            c.id for c in cands if isinstance(c.source, Span) and c.source.kind == "tool"
+            and not (c.source.stub or c.mandatory) and c.source.indices[0] in pool.reused
+        ] if self.config.lift_reused else []
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
                 room = 1
@@ -481,7 +486,7 @@ class SelectionRunner:
             selection = yield _Call(
                 self.selector.select, self.selector.aselect,
                 (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
-                {**kwargs, "budget_tokens": max(1, room)},
+                {**kwargs, "budget_tokens": max(1, room), "relevant_ids": lifted},
             )
             kept = set(selection.kept_ids)
             shadowed = {
@@ -505,7 +510,7 @@ class SelectionRunner:
             # pick the same again), by what the sent messages exceed the budget
             room = min(room, selection.tokens_kept) - (sent - budget)
         info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
-                "rounds": attempt + 1, "stub_floor": floor}
+                "rounds": attempt + 1, "stub_floor": floor, "lifted": len(lifted)}
         return dataclasses.replace(
             selection, budget=budget, over_budget=sent > budget, info=info
         ), out
@@ -521,15 +526,20 @@ class SelectionRunner:
         return fold_variants(messages, token_counter=self.selector.token_counter,
                              memo=self._folds)
 
-    def _floor_order(
-        self, messages: Sequence[BaseMessage], pool: _Pool, folds: Mapping[int, Any]
-    ) -> _Pool:
-        """``pool`` with the spans that go first in the stub floor, and those folded already.
+    def _reused(self, messages: Sequence[BaseMessage], pool: _Pool) -> _Pool:
+        """``pool`` with its reused tool spans, and those the lifecycle folded already.
 
-        A tool span whose results the lifecycle already replaced by a fold stub has no stub
-        variant of its own: its floor is the span itself. Spans whose results hold a value a
-        later call took up go first (:func:`~langchain_pacms.lifecycle.variants.reused_spans`).
+        A span is reused when its results hold a value a later call took up
+        (:func:`~langchain_pacms.lifecycle.variants.reused_spans`): ``lift_reused`` raises its
+        relevance, and its stub goes first in the stub floor. A span whose results the
+        lifecycle already replaced by a fold stub has no stub variant of its own: its floor is
+        the span itself, and its values are its stub's and those the stub left out as shown
+        elsewhere.
         """
+        tools = [sp for sp in pool.spans if sp.kind == "tool" and not sp.stub
+                 and len(sp.indices) > 1 and not sp.mandatory]
+        if not tools or not (self.config.lift_reused or self.config.fold_stubs):
+            return pool
         from langchain_pacms.lifecycle.heuristic import reusable_values
         from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
         from langchain_pacms.lifecycle.variants import reused_spans
@@ -537,20 +547,17 @@ class SelectionRunner:
         def mark(i: int) -> Mapping[str, Any]:
             return messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}
 
-        folded = {
-            sp.indices[0]: sp for sp in pool.spans
-            if sp.kind == "tool" and not sp.stub and len(sp.indices) > 1
-            and mark(sp.indices[-1]).get("state") == "folded"
+        folded = {sp.indices[0] for sp in tools if mark(sp.indices[-1]).get("state") == "folded"}
+        values = {
+            sp.indices[0]: reusable_values("\n".join([payload_of(messages, sp.indices), *(
+                str(t) for j in sp.indices for t in mark(j).get("elsewhere") or ())]))
+            if sp.indices[0] in folded
+            else frozenset().union(*(self._memo.values(messages[j]) for j in sp.indices[1:]))
+            for sp in tools
         }
-        if not folds and not folded:
-            return pool
-        values = {i: v.values for i, v in folds.items()}
-        # a folded span's values: its stub's and those the stub left out as shown elsewhere
-        values.update({i: reusable_values("\n".join([payload_of(messages, sp.indices), *(
-            str(t) for j in sp.indices for t in mark(j).get("elsewhere") or ())]))
-            for i, sp in folded.items()})
         return dataclasses.replace(pool, reused=reused_spans(messages, values),
-                                   folded=frozenset(folded))
+                                   folded=frozenset(folded) if self.config.fold_stubs else
+                                   frozenset())
 
     def _store_folds(
         self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None
@@ -592,8 +599,7 @@ class SelectionRunner:
             folds = self._fold_variants(messages)
             pool = self.candidates(messages, memories, documents,
                                    folds={i: v.messages for i, v in folds.items()})
-            if self.config.fold_stubs:
-                pool = self._floor_order(messages, pool, folds)
+            pool = self._reused(messages, pool)
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")

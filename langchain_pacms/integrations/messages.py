@@ -266,11 +266,29 @@ class MessageMemo:
         """``token_counter`` of the message's text, counted once per message and counter."""
         return self._entry(message).tokens(token_counter)
 
+    def values(self, message: BaseMessage) -> frozenset[str]:
+        """The values in the message's content a later tool call could take up, found once.
+
+        See :func:`~langchain_pacms.lifecycle.heuristic.reusable_values` (paths, URLs, ids,
+        long numbers).
+
+        Example:
+            >>> sorted(MessageMemo().values(HumanMessage("open docs/api.md for HAT039")))
+            ['HAT039', 'docs/api.md']
+        """
+        entry = self._entry(message)
+        if entry.handles is None:
+            from langchain_pacms.lifecycle.heuristic import reusable_values
+            from langchain_pacms.lifecycle.objects import payload_of
+
+            entry.handles = reusable_values(payload_of([message], (0,)))
+        return entry.handles
+
 
 class _MemoEntry:
     """One message in a :class:`MessageMemo`: what it was made from, its text and its count."""
 
-    __slots__ = ("content", "cost", "counter", "name", "ref", "text", "tool_calls")
+    __slots__ = ("content", "cost", "counter", "handles", "name", "ref", "text", "tool_calls")
 
     def __init__(self, message: BaseMessage) -> None:
         self.ref = weakref.ref(message)
@@ -283,6 +301,7 @@ class _MemoEntry:
         self.text = _message_text(message)
         self.counter: Callable[[str], int] | None = None
         self.cost = 0
+        self.handles: frozenset[str] | None = None  # reusable values, found on first use
 
     def tokens(self, token_counter: Callable[[str], int]) -> int:
         if self.counter is not token_counter:

@@ -65,9 +65,6 @@ class FoldVariant:
         messages: What the variant sends: the span's call message (the same object) and its
             results with the stub as content.
         record: The exact payload, for the sidecar store.
-        values: The values in the span's results that a later call could take up (see
-            :func:`~langchain_pacms.lifecycle.heuristic.reusable_values`), for
-            :func:`reused_spans`.
 
     Example:
         >>> FoldVariant((), SidecarRecord.of("function:tool:1", "x", "tool")).record.kind
@@ -76,7 +73,6 @@ class FoldVariant:
 
     messages: tuple[BaseMessage, ...]
     record: SidecarRecord
-    values: frozenset[str] = frozenset()
 
 
 class FoldMemo:
@@ -183,8 +179,7 @@ def fold_variants(
                                shown=shown_before(messages))
         records = {r.object_id: r for r in folded.sidecars}
         for o, key in todo:
-            variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id],
-                                  reusable_values(payload_of(messages, o.indices)))
+            variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
             found[o.indices[0]] = variant
             if memo is not None:
                 memo.put(key, variant)
@@ -197,16 +192,17 @@ def reused_spans(
     """The tool spans whose results hold a value that a later tool call already took up.
 
     Such a result is a record the run keeps coming back to (a customer profile whose ids later
-    lookups use, a file listing whose paths later reads open), so its stub is worth more than
-    the stub of an older result nothing used yet. It is the heuristic planner's *live handle*
-    rule (values as :func:`~langchain_pacms.lifecycle.heuristic.reusable_values` finds them;
-    a value the system prompt or a user message states does not count).
+    lookups use, a file listing whose paths later reads open): the selection counts it as
+    relevant as the most relevant candidate (``SelectionConfig.lift_reused``), and its stub
+    goes before the stub of an older result nothing used yet. It is the heuristic planner's
+    *live handle* rule (values as
+    :func:`~langchain_pacms.lifecycle.heuristic.reusable_values` finds them; a value the
+    system prompt or a user message states does not count).
 
     Args:
         messages: The history.
-        values: Per span (the index of its call message), the values in its results: a
-            :class:`FoldVariant`'s ``values``, or ``reusable_values`` of a result that is
-            already a stub.
+        values: Per span (the index of its call message), the values in its results
+            (``reusable_values`` of each result, or of the stub of a result already folded).
 
     Returns:
         The indices (of each span's call message) of the reused spans.
@@ -219,8 +215,8 @@ def reused_spans(
         ...         ToolMessage("reservations: HAT039, 4WQ150", tool_call_id="c1"),
         ...         call(2, {"reservation": "HAT039"}),
         ...         ToolMessage("flight HAT039 on 2024-05-21", tool_call_id="c2")]
-        >>> variants = fold_variants(msgs)
-        >>> sorted(reused_spans(msgs, {i: v.values for i, v in variants.items()}))
+        >>> values = {i: reusable_values(msgs[i + 1].content) for i in (1, 3)}
+        >>> sorted(reused_spans(msgs, values))
         [1]
     """
     known = frozenset().union(*(

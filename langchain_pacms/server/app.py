@@ -309,7 +309,7 @@ class _Service:
             self.probe.check(req.strategy, req.strategy_options)
             sel = self.selector.select(
                 cands, req.query, budget_tokens=req.budget_tokens, budget_ratio=req.budget_ratio,
-                strategy=req.strategy, **req.strategy_options,
+                strategy=req.strategy, relevant_ids=req.relevant_ids, **req.strategy_options,
             )
         except TypeError as err:
             return _problem(422, f"strategy_options: {err}")

@@ -54,6 +54,11 @@ class SelectRequest(BaseModel):
     strategy_options: dict[str, Any] = Field(
         default_factory=dict, description="Keyword options of the strategy."
     )
+    relevant_ids: list[str] = Field(
+        default_factory=list,
+        description="Ids of candidates known to matter: each counts as relevant as the most "
+                    "relevant candidate.",
+    )
 
     @model_validator(mode="after")
     def _one_budget(self) -> SelectRequest:

@@ -102,6 +102,8 @@ BAD = [
                         "strategy_options": {"bogus": 1}}, "bogus"),
     ("duplicate ids", {"candidates": [POOL[1], POOL[1]], "query": QUERY, "budget_tokens": 5},
      "candidates[1].id"),
+    ("unknown relevant id", {"candidates": POOL, "query": QUERY, "budget_tokens": 5,
+                             "relevant_ids": ["nope"]}, "relevant_ids"),
     ("bad kind", {"candidates": [{"text": "x", "kind": "blob"}], "query": QUERY,
                   "budget_tokens": 5}, "candidates[0].kind"),
     ("unknown field", {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "x": 1}, "x"),

@@ -118,6 +118,20 @@ async def test_async_select_up_and_down(url: str) -> None:
     assert sel.fell_back and sel.kept_ids == ("1",)
 
 
+async def test_relevant_ids_reach_the_service(url: str) -> None:
+    remote = RemoteSelector(url, timeout=5)
+    pool = ["blue plums", "red apples"]
+    local = ContextSelector().select(pool, "red", budget_tokens=3, relevant_ids=["0"])
+    sel = remote.select(pool, "red", budget_tokens=3, relevant_ids=["0"])
+    assert sel.fell_back is False and sel.kept_ids == local.kept_ids == ("0",)
+    sel = await remote.aselect(pool, "red", budget_tokens=3, relevant_ids=["0"])
+    assert sel.fell_back is False and sel.kept_ids == ("0",)
+    assert remote.select(pool, "red", budget_tokens=3).kept_ids == ("1",)
+    with pytest.raises(ValueError, match="names no candidate"):  # before any request
+        RemoteSelector(f"http://127.0.0.1:{free_port()}").select(
+            pool, "red", budget_tokens=3, relevant_ids=["7"])
+
+
 async def test_compressor_and_middleware_take_it(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     docs = [Document(page_content=t) for t in ["port 6543 staging", "lunch menu", "ci flaky"]]

@@ -20,7 +20,9 @@ class RecordingSelector(ContextSelector):
         self.calls: list[tuple[Any, dict[str, Any]]] = []
 
     def select(self, candidates, query, *, strategy=None, **options):  # type: ignore[override]
-        given = {k: v for k, v in options.items() if k not in ("budget_tokens", "budget_ratio")}
+        # the budget and relevant_ids are select's own arguments, not strategy options
+        given = {k: v for k, v in options.items()
+                 if k not in ("budget_tokens", "budget_ratio", "relevant_ids")}
         self.calls.append(self.resolve_options(strategy, given))
         return super().select(candidates, query, strategy=strategy, **options)
 

@@ -1,0 +1,105 @@
+"""Reused tool results count as relevant: ``relevant_ids`` in the selector, ``lift_reused`` in
+the hook and the middleware."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from test_messages import SELECTOR, call
+
+from langchain_pacms import ContextSelector
+from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations.config import Budget, SelectionConfig
+from langchain_pacms.integrations.messages import MessageMemo, sent_tokens
+
+POOL = ["blue plums", "red apples"]
+
+
+# -- the selector --------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["pacms", "topk", "mmr"])
+def test_a_named_candidate_is_as_relevant_as_the_best_one(strategy):
+    selector = ContextSelector()
+    plain = selector.select(POOL, "red", budget_tokens=3, strategy=strategy)
+    lifted = selector.select(POOL, "red", budget_tokens=3, strategy=strategy, relevant_ids=["0"])
+    assert plain.kept_ids == ("1",) and plain.relevance["0"] == 0.0
+    # a tie with the best one, broken by position: the named candidate goes first
+    assert lifted.relevance["0"] == pytest.approx(lifted.relevance["1"])
+    assert lifted.relevance["1"] > 0
+    assert lifted.kept_ids == ("0",)
+
+
+def test_relevant_ids_in_the_async_twin_and_without_effect_on_recency():
+    selector = ContextSelector()
+    picked = asyncio.run(selector.aselect(POOL, "red", budget_tokens=3, relevant_ids=["0"]))
+    assert picked.kept_ids == ("0",)
+    newest = selector.select(POOL, "red", budget_tokens=3, strategy="lastk", relevant_ids=["0"])
+    assert newest.kept_ids == ("1",)
+
+
+@pytest.mark.parametrize(("ids", "error"), [(["9"], "names no candidate"),
+                                            ("0", "not one string")])
+def test_bad_relevant_ids_fail(ids, error):
+    with pytest.raises(ValueError, match=error):
+        ContextSelector().select(POOL, "red", budget_tokens=3, relevant_ids=ids)
+
+
+# -- the hook ------------------------------------------------------------------------------------
+def _loop() -> list[BaseMessage]:
+    """A fix-the-app task: an early ticket whose id a later call took up, then app reads."""
+    msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
+    outputs = ["ticket TCK4821 opened by the night shift " + "queue " * 75,
+               *(f"src/app.py part {k}: def handler(): app port " + "app " * 60
+                 for k in range(1, 4))]
+    commands = ["cat tickets.txt", "sed -n 1p src/app.py", "grep -n TCK4821 src/app.py",
+                "sed -n 3p src/app.py", "python -m pytest"]
+    for k, out in enumerate([*outputs, "1 passed"]):
+        msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=commands[k])]),
+                 ToolMessage(out, tool_call_id=f"c{k}")]
+    return msgs
+
+
+def _kept_calls(out: list[BaseMessage]) -> list[str]:
+    return [m.tool_call_id for m in out if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.parametrize("strategy", ["pacms", "topk"])
+def test_the_hook_keeps_a_record_a_later_call_used_over_one_that_matches_the_task(strategy):
+    msgs = _loop()
+    mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
+    room = sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4  # one earlier span fits
+    budget = mandatory + room
+    lifted = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
+                               strategy=strategy)
+    plain = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
+                              strategy=strategy, lift_reused=False)
+    out = lifted.invoke({"messages": msgs})["llm_input_messages"]
+    assert _kept_calls(out) == ["c0", "c4"]
+    assert lifted.last_selection.info["lifted"] == 1
+    assert sent_tokens(out, SELECTOR.token_counter) <= budget
+    out = plain.invoke({"messages": msgs})["llm_input_messages"]
+    assert "c0" not in _kept_calls(out) and len(_kept_calls(out)) == 2
+    assert plain.last_selection.info["lifted"] == 0
+
+
+def test_an_id_the_task_states_is_no_sign_of_reuse():
+    msgs = _loop()
+    msgs[1] = HumanMessage("fix src/app.py for ticket TCK4821")
+    hook = create_pacms_hook(SELECTOR, budget_tokens=10_000, keep_latest_turn=False)
+    hook.invoke({"messages": msgs})
+    assert hook.last_selection.info["lifted"] == 0
+
+
+def test_lift_reused_must_be_a_bool():
+    with pytest.raises(ValueError, match="lift_reused must be True or False"):
+        SelectionConfig(budget=Budget(tokens=10), lift_reused="yes")  # type: ignore[arg-type]
+
+
+def test_the_memo_finds_a_message_values_once_and_again_after_an_edit():
+    memo = MessageMemo()
+    msg = ToolMessage("see docs/api.md", tool_call_id="c1")
+    first = memo.values(msg)
+    assert first == {"docs/api.md"} and memo.values(msg) is first
+    msg.content = "see docs/other.md"
+    assert memo.values(msg) == {"docs/other.md"}
