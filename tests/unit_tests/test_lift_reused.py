@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from test_messages import SELECTOR, call
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import MessageMemo, sent_tokens
@@ -103,3 +105,29 @@ def test_the_memo_finds_a_message_values_once_and_again_after_an_edit():
     assert first == {"docs/api.md"} and memo.values(msg) is first
     msg.content = "see docs/other.md"
     assert memo.values(msg) == {"docs/other.md"}
+
+
+WORDS = ["red", "blue", "apples", "plums", "port", "db", "ticket", "HAT039", "log", "shift"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),
+                   min_size=1, max_size=12),
+    data=st.data(),
+)
+def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
+    n = len(texts)
+    mandatory = data.draw(st.sets(st.integers(0, n - 1), max_size=2))
+    lifted = data.draw(st.sets(st.integers(0, n - 1)))
+    strategy = data.draw(st.sampled_from(["pacms", "topk", "mmr", "lastk", "rag"]))
+    budget = data.draw(st.integers(1, 40))
+    pool = [Candidate(t, id=str(i), mandatory=i in mandatory) for i, t in enumerate(texts)]
+    sel = SELECTOR.select(pool, "red port", budget_tokens=budget, strategy=strategy,
+                          relevant_ids=[str(i) for i in lifted])
+    kept = set(sel.kept_ids)
+    assert {str(i) for i in mandatory} <= kept
+    if not sel.over_budget:
+        assert sel.tokens_kept <= budget
+    top = max(sel.relevance.values())
+    assert all(sel.relevance[str(i)] == pytest.approx(top) for i in lifted)
