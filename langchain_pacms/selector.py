@@ -58,6 +58,7 @@ __all__ = [
     "EmbeddingError",
     "Selection",
     "Verdict",
+    "relevant_mask",
 ]
 
 logger = logging.getLogger(__name__)
