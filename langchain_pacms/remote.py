@@ -22,7 +22,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -35,7 +35,7 @@ from langchain_pacms.selector import (
     CandidateInput,
     ContextSelector,
     Selection,
-    relevant_scale,
+    relevant_mask,
 )
 from langchain_pacms.tokens import TokenCounter
 
@@ -101,9 +101,9 @@ class RemoteSelector(ContextSelector):
         budget: int,
         strategy: Any,
         options: Mapping[str, Any],
-        relevant_ids: Sequence[str],
+        relevant_ids: Collection[str],
     ) -> dict[str, Any]:
-        relevant_scale(cands, relevant_ids)  # bad ids fail here, as they do in the local selector
+        relevant_mask(cands, relevant_ids)  # bad ids fail here, as they do in the local selector
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("RemoteSelector sends strategies by name; got a callable")
         if strategy is None or strategy == self._remote_strategy:
@@ -184,7 +184,7 @@ class RemoteSelector(ContextSelector):
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: Any = None,
-        relevant_ids: Sequence[str] = (),
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Select through the service (same arguments as :meth:`ContextSelector.select`).
@@ -220,7 +220,7 @@ class RemoteSelector(ContextSelector):
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: Any = None,
-        relevant_ids: Sequence[str] = (),
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""

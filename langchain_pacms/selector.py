@@ -23,7 +23,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -58,7 +58,7 @@ __all__ = [
     "EmbeddingError",
     "Selection",
     "Verdict",
-    "relevant_scale",
+    "relevant_mask",
 ]
 
 logger = logging.getLogger(__name__)
@@ -414,49 +414,33 @@ def _flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.in
     )
 
 
-_RANK_STEP = 0.001  # each next id in relevant_ids: this share of the top relevance lower
-_RANK_FLOOR = 0.9  # ... but never below this share
-
-
-def relevant_scale(
-    cands: Sequence[Candidate], ids: Sequence[str]
-) -> NDArray[np.float32] | None:
-    """Each candidate's share of the pool's top relevance under ``relevant_ids`` (0: not named).
-
-    The first id gets the whole top relevance, each next one a thousandth less (at least nine
-    tenths), so a strategy that ranks by relevance takes them in the order given.
+def relevant_mask(cands: Sequence[Candidate], ids: Collection[str]) -> NDArray[np.bool_] | None:
+    """Which candidates ``ids`` names, for :meth:`ContextSelector.select`'s ``relevant_ids``.
 
     Args:
         cands: The pool.
-        ids: Candidate ids, most important first (a sequence, not one string).
+        ids: Candidate ids (a collection, not one string).
 
     Returns:
-        One share per candidate, or ``None`` when ``ids`` is empty.
+        One flag per candidate, or ``None`` when ``ids`` is empty.
 
     Raises:
-        ValueError: For a single string, an id no candidate has, or an id named twice.
+        ValueError: For a single string or an id no candidate has.
 
     Example:
-        >>> relevant_scale([Candidate("a", id="x"), Candidate("b", id="y")], ["y", "x"]).tolist()
-        [0.9990000128746033, 1.0]
+        >>> relevant_mask([Candidate("a", id="x"), Candidate("b", id="y")], ["y"]).tolist()
+        [False, True]
     """
     if isinstance(ids, str):
-        raise ValueError("relevant_ids must be a sequence of candidate ids, not one string")
-    wanted = [str(i) for i in ids]
+        raise ValueError("relevant_ids must be a collection of candidate ids, not one string")
+    wanted = {str(i) for i in ids}
     if not wanted:
         return None
-    if len(set(wanted)) != len(wanted):
-        raise ValueError("relevant_ids names a candidate twice")
-    rank = {cid: k for k, cid in enumerate(wanted)}
-    unknown = set(rank) - {str(c.id) for c in cands}
+    mask = np.array([str(c.id) in wanted for c in cands], dtype=bool)
+    unknown = wanted - {str(c.id) for c in cands}
     if unknown:
         raise ValueError(f"relevant_ids names no candidate: {sorted(unknown)[:5]}")
-    scale = np.zeros(len(cands), dtype=np.float32)
-    for j, c in enumerate(cands):
-        k = rank.get(str(c.id))
-        if k is not None:
-            scale[j] = max(_RANK_FLOOR, 1.0 - _RANK_STEP * k)
-    return scale
+    return mask
 
 
 def _problem(
@@ -768,7 +752,7 @@ class ContextSelector:
         started: float,
         *,
         pool: _Pool | None = None,
-        lifted: NDArray[np.float32] | None = None,
+        lifted: NDArray[np.bool_] | None = None,
     ) -> Selection:
         n = len(cands)
         if pool is None and vectors is not None and query_vec is not None:
@@ -792,7 +776,7 @@ class ContextSelector:
                 problem = self._problem_of(pool, cands, tokens, budget, remember=not fell_back)
                 if lifted is not None and not fell_back:
                     rel = problem.relevance
-                    problem = problem.with_relevance(np.maximum(rel, lifted * rel.max()))
+                    problem = problem.with_relevance(np.where(lifted, rel.max(), rel))
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0
@@ -1111,7 +1095,7 @@ class ContextSelector:
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: str | Strategy | None = None,
-        relevant_ids: Sequence[str] = (),
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Select candidates for ``query`` under a token budget.
@@ -1122,12 +1106,10 @@ class ContextSelector:
             budget_tokens: Absolute token budget.
             budget_ratio: Budget as a fraction of the pool's tokens, in ``(0, 1]``.
             strategy: Override the selector's default strategy for this call.
-            relevant_ids: Ids of candidates known to matter whatever their words say, most
-                important first (the hook passes tool results whose values later tool calls
-                took up, the most recently used first). Before the strategy runs, the first
-                one's relevance is raised to the highest in the pool and each next one's to a
-                thousandth less (see :func:`relevant_scale`), so every strategy that reads
-                relevance sees them, in this order.
+            relevant_ids: Ids of candidates known to matter whatever their words say (the hook
+                passes tool results whose values later tool calls took up): each one's
+                relevance is raised to the highest relevance in the pool before the strategy
+                runs, so every strategy that reads relevance sees it.
             **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``,
                 ``lambda_mult=0.7`` for ``mmr``).
 
@@ -1136,7 +1118,7 @@ class ContextSelector:
 
         Raises:
             ValueError: For bad input (empty query, bad budget, duplicate ids, non-text content,
-                an id in ``relevant_ids`` that no candidate has or that it names twice).
+                an id in ``relevant_ids`` that no candidate has).
 
         Example:
             >>> selector = ContextSelector()
@@ -1148,7 +1130,7 @@ class ContextSelector:
         """
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
-        lifted = relevant_scale(cands, relevant_ids)
+        lifted = relevant_mask(cands, relevant_ids)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None
@@ -1263,13 +1245,13 @@ class ContextSelector:
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         strategy: str | Strategy | None = None,
-        relevant_ids: Sequence[str] = (),
+        relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (embeds with the model's async API)."""
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
-        lifted = relevant_scale(cands, relevant_ids)
+        lifted = relevant_mask(cands, relevant_ids)
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None

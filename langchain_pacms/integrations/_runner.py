@@ -160,8 +160,7 @@ class _Pool:
     mandatory: str  # which part of the conversation is mandatory, for the report
     budget: int  # the call's token budget
     unseen: int  # tokens the model receives besides the selection
-    # spans whose results later calls used (their stubs first), each with its newest such call
-    reused: Mapping[int, int] = field(default_factory=dict)
+    reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
     folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
 
 
@@ -465,22 +464,19 @@ class SelectionRunner:
         the pool and it selects again. Fold stubs that fit are the floor (see
         ``SelectionConfig.fold_stubs``): a span kept whole simply replaces its stub, and
         ``info["stub_floor"]`` says whether the floor applied. With ``lift_reused`` the
-        reused tool spans go to the selector as ``relevant_ids``, those a later call took up
-        most recently first (``info["lifted"]`` counts them). After a few rounds only the
-        mandatory part is kept. The returned selection carries the requested ``budget``,
-        ``info["tokens_sent"]`` and ``over_budget`` = sent > budget (then exactly the mandatory
-        part is kept).
+        reused tool spans go to the selector as ``relevant_ids`` (``info["lifted"]`` counts
+        them). After a few rounds only the mandatory part is kept. The returned selection
+        carries the requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent >
+        budget (then exactly the mandatory part is kept).
         """
         budget, unseen, spans = pool.budget, pool.unseen, pool.spans
         kwargs = self._select_kwargs(query)
         cands = list(pool.candidates)
         room = budget - unseen
         floor = False
-        # the spans the run came back to most recently first (then the newer span first)
-        lifted = [c.id for c in sorted((
-            c for c in cands if isinstance(c.source, Span) and c.source.kind == "tool"
+        lifted = [
+            c.id for c in cands if isinstance(c.source, Span) and c.source.kind == "tool"
             and not (c.source.stub or c.mandatory) and c.source.indices[0] in pool.reused
-        ), key=lambda c: (-pool.reused[c.source.indices[0]], -c.source.indices[0]))
         ] if self.config.lift_reused else []
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept

@@ -187,10 +187,9 @@ class SelectionConfig:
             took up (a path, an id, a long number: the run keeps coming back to such records)
             as relevant as the most relevant candidate of the pool, whatever its words say
             (:meth:`~langchain_pacms.selector.ContextSelector.select`'s ``relevant_ids``), for
-            every strategy that reads relevance; among them, those a later call took up most
-            recently rank first. On the recorded agent runs' development
+            every strategy that reads relevance. On the recorded agent runs' development
             split 41% of such spans held a value a later step copied, against 10% of the
-            others, and it kept more of what later steps needed (mini-swe, 50% kept: 71.7% of
+            others, and it kept more of what later steps needed (mini-swe, 50% kept: 70.6% of
             360 cuts unaffected against 59.2% without it). Default ``True``.
         tool_placeholders: Offer each optional tool span also as a call-only variant whose
             results are replaced by a short placeholder ``ToolMessage``.

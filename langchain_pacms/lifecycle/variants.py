@@ -188,7 +188,7 @@ def fold_variants(
 
 def reused_spans(
     messages: Sequence[BaseMessage], values: Mapping[int, frozenset[str]]
-) -> dict[int, int]:
+) -> frozenset[int]:
     """The tool spans whose results hold a value that a later tool call already took up.
 
     Such a result is a record the run keeps coming back to (a customer profile whose ids later
@@ -205,8 +205,7 @@ def reused_spans(
             (``reusable_values`` of each result, or of the stub of a result already folded).
 
     Returns:
-        For each reused span (the index of its call message), the index of the newest call
-        that took up one of its values: the run came back to it then.
+        The indices (of each span's call message) of the reused spans.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -217,20 +216,17 @@ def reused_spans(
         ...         call(2, {"reservation": "HAT039"}),
         ...         ToolMessage("flight HAT039 on 2024-05-21", tool_call_id="c2")]
         >>> values = {i: reusable_values(msgs[i + 1].content) for i in (1, 3)}
-        >>> reused_spans(msgs, values)
-        {1: 3}
+        >>> sorted(reused_spans(msgs, values))
+        [1]
     """
     known = frozenset().union(*(
         reusable_values(m.content if isinstance(m.content, str) else payload_of(messages, (i,)))
         for i, m in enumerate(messages) if m.type in ("system", "human")))
-    newest: dict[str, int] = {}  # value -> the newest call after this point that took it up
-    reused: dict[int, int] = {}
+    later: set[str] = set()
+    reused = set()
     for i in range(len(messages) - 1, -1, -1):
         found = values.get(i)
-        if found is not None:
-            uses = [newest[v] for v in found - known if v in newest]
-            if uses:
-                reused[i] = max(uses)
-        for value in call_values(messages[i]):
-            newest.setdefault(value, i)
-    return dict(sorted(reused.items()))
+        if found is not None and not (found - known).isdisjoint(later):
+            reused.add(i)
+        later |= call_values(messages[i])
+    return frozenset(reused)

@@ -32,16 +32,6 @@ def test_a_named_candidate_is_as_relevant_as_the_best_one(strategy):
     assert lifted.kept_ids == ("0",)
 
 
-def test_relevant_ids_are_taken_in_the_order_given():
-    selector = ContextSelector()
-    pool = ["blue plums", "green pears", "red apples"]
-    for order in (["0", "1"], ["1", "0"]):
-        picked = selector.select(pool, "red", budget_tokens=3, strategy="topk",
-                                 relevant_ids=order)
-        assert picked.kept_ids == (order[0],)
-        assert picked.relevance[order[0]] > picked.relevance[order[1]]
-
-
 def test_relevant_ids_in_the_async_twin_and_without_effect_on_recency():
     selector = ContextSelector()
     picked = asyncio.run(selector.aselect(POOL, "red", budget_tokens=3, relevant_ids=["0"]))
@@ -51,8 +41,7 @@ def test_relevant_ids_in_the_async_twin_and_without_effect_on_recency():
 
 
 @pytest.mark.parametrize(("ids", "error"), [(["9"], "names no candidate"),
-                                            ("0", "not one string"),
-                                            (["0", "0"], "twice")])
+                                            ("0", "not one string")])
 def test_bad_relevant_ids_fail(ids, error):
     with pytest.raises(ValueError, match=error):
         ContextSelector().select(POOL, "red", budget_tokens=3, relevant_ids=ids)
@@ -96,28 +85,6 @@ def test_the_hook_keeps_a_record_a_later_call_used_over_one_that_matches_the_tas
     assert plain.last_selection.info["lifted"] == 0
 
 
-@pytest.mark.parametrize("last", ["TCK4821", "TCK7777"])
-def test_the_record_the_run_came_back_to_last_goes_first(last):
-    first = "TCK7777" if last == "TCK4821" else "TCK4821"
-    msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
-    steps = [("cat a.txt", "ticket TCK4821 opened " + "queue " * 60),
-             ("cat b.txt", "ticket TCK7777 opened " + "queue " * 60),
-             (f"grep {first} log", "no match"), (f"grep {last} log", "no match"),
-             ("python -m pytest", "1 passed")]
-    for k, (cmd, out) in enumerate(steps):
-        msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=cmd)]),
-                 ToolMessage(out, tool_call_id=f"c{k}")]
-    mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
-    budget = mandatory + sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4  # one record fits
-    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
-                             strategy="topk")
-    out = hook.invoke({"messages": msgs})["llm_input_messages"]
-    assert hook.last_selection.info["lifted"] == 2
-    kept = [m.content.split()[1] for m in out
-            if isinstance(m, ToolMessage) and m.content.startswith("ticket")]
-    assert kept == [last]
-
-
 def test_an_id_the_task_states_is_no_sign_of_reuse():
     msgs = _loop()
     msgs[1] = HumanMessage("fix src/app.py for ticket TCK4821")
@@ -152,7 +119,7 @@ WORDS = ["red", "blue", "apples", "plums", "port", "db", "ticket", "HAT039", "lo
 def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
     n = len(texts)
     mandatory = data.draw(st.sets(st.integers(0, n - 1), max_size=2))
-    lifted = data.draw(st.lists(st.integers(0, n - 1), unique=True))
+    lifted = data.draw(st.sets(st.integers(0, n - 1)))
     strategy = data.draw(st.sampled_from(["pacms", "topk", "mmr", "lastk", "rag"]))
     budget = data.draw(st.integers(1, 40))
     pool = [Candidate(t, id=str(i), mandatory=i in mandatory) for i, t in enumerate(texts)]
@@ -163,7 +130,4 @@ def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
     if not sel.over_budget:
         assert sel.tokens_kept <= budget
     top = max(sel.relevance.values())
-    for k, i in enumerate(lifted):  # the first at the top, each next a thousandth lower at most
-        assert sel.relevance[str(i)] >= top * max(0.9, 1 - 0.001 * k) - 1e-6
-    if lifted:
-        assert sel.relevance[str(lifted[0])] == pytest.approx(top)
+    assert all(sel.relevance[str(i)] == pytest.approx(top) for i in lifted)
