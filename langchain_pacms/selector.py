@@ -436,11 +436,27 @@ def relevant_mask(cands: Sequence[Candidate], ids: Collection[str]) -> NDArray[n
     wanted = {str(i) for i in ids}
     if not wanted:
         return None
-    mask = np.array([str(c.id) in wanted for c in cands], dtype=bool)
-    unknown = wanted - {str(c.id) for c in cands}
+    have = [str(c.id) for c in cands]
+    mask = np.array([cid in wanted for cid in have], dtype=bool)
+    unknown = wanted.difference(have)
     if unknown:
         raise ValueError(f"relevant_ids names no candidate: {sorted(unknown)[:5]}")
     return mask
+
+
+def _lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
+    """``problem`` with the ``lifted`` candidates raised to its highest relevance.
+
+    The lifted problem is kept in the pool's shared memo (as relevance feedback keeps its
+    own), so an agent's repeated call over the same pool reuses its coverage kernel.
+    """
+    def build() -> Problem:
+        rel = problem.relevance
+        return problem.with_relevance(np.where(lifted, rel.max(), rel))
+
+    base = problem.shared(("relevant_ids", lifted.tobytes()), build)
+    return base.with_costs(tokens=problem.tokens, budget=problem.budget,
+                           mandatory=problem.mandatory, positions=problem.positions)
 
 
 def _problem(
@@ -775,8 +791,7 @@ class ContextSelector:
             with limit_blas_threads(self.blas_threads):
                 problem = self._problem_of(pool, cands, tokens, budget, remember=not fell_back)
                 if lifted is not None and not fell_back:
-                    rel = problem.relevance
-                    problem = problem.with_relevance(np.where(lifted, rel.max(), rel))
+                    problem = _lift(problem, lifted)
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
         timings["solve"] = time.perf_counter() - t0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -131,3 +132,15 @@ def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
         assert sel.tokens_kept <= budget
     top = max(sel.relevance.values())
     assert all(sel.relevance[str(i)] == pytest.approx(top) for i in lifted)
+
+
+def test_a_repeated_call_over_the_same_pool_reuses_the_lifted_problem():
+    from langchain_pacms.selector import _lift
+
+    problem = ContextSelector().prepare(POOL, "red", budget_tokens=3)
+    mask = np.array([True, False])
+    first, again = _lift(problem, mask), _lift(problem.with_budget(5), mask)
+    assert first.relevance[0] == first.relevance[1] == problem.relevance.max()
+    assert again.scores is first.scores and again.budget == 5  # built once, costs its own
+    other = _lift(problem, np.array([False, True]))
+    assert other.scores is not first.scores and other.relevance[0] == problem.relevance[0]
