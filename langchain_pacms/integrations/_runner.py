@@ -530,8 +530,9 @@ class SelectionRunner:
         """``pool`` with its reused tool spans, and those the lifecycle folded already.
 
         A span is reused when its results hold a value a later call took up
-        (:func:`~langchain_pacms.lifecycle.variants.reused_spans`): ``lift_reused`` raises its
-        relevance, and its stub goes first in the stub floor. A span whose results the
+        (:func:`~langchain_pacms.lifecycle.variants.reused_spans`) or it holds the newest read
+        of a file (:func:`~langchain_pacms.lifecycle.variants.latest_reads`): ``lift_reused``
+        raises its relevance, and its stub goes first in the stub floor. A span whose results the
         lifecycle already replaced by a fold stub has no stub variant of its own: its floor is
         the span itself, and its values are its stub's and those the stub left out as shown
         elsewhere.
@@ -542,7 +543,7 @@ class SelectionRunner:
             return pool
         from langchain_pacms.lifecycle.heuristic import reusable_values
         from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
-        from langchain_pacms.lifecycle.variants import reused_spans
+        from langchain_pacms.lifecycle.variants import latest_reads, reused_spans
 
         def mark(i: int) -> Mapping[str, Any]:
             return messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}
@@ -555,7 +556,8 @@ class SelectionRunner:
             else frozenset().union(*(self._memo.values(messages[j]) for j in sp.indices[1:]))
             for sp in tools
         }
-        return dataclasses.replace(pool, reused=reused_spans(messages, values),
+        reused = reused_spans(messages, values) | latest_reads(messages, values)
+        return dataclasses.replace(pool, reused=reused,
                                    folded=frozenset(folded) if self.config.fold_stubs else
                                    frozenset())
 

@@ -69,7 +69,7 @@ from langchain_pacms.lifecycle.plan import Plan
 if TYPE_CHECKING:
     from langchain_pacms.selector import ContextSelector
 
-__all__ = ["HeuristicPlanner", "call_values", "recent_turns", "reusable_values"]
+__all__ = ["HeuristicPlanner", "call_values", "read_paths", "recent_turns", "reusable_values"]
 
 CallKind = Literal["read", "search", "write", "run", "other"]
 
@@ -221,6 +221,27 @@ def call_values(message: BaseMessage) -> frozenset[str]:
         frozenset({'HAT039'})
     """
     return _call_values(message)
+
+
+@by_message
+def _read_paths(message: BaseMessage) -> frozenset[str]:
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    return frozenset(p for c in calls if (k := _classify(c)).kind == "read" for p in k.paths)
+
+
+def read_paths(message: BaseMessage) -> frozenset[str]:
+    """The files a message's tool calls read, whole or in part (as the planner classifies calls).
+
+    A shell read names them as operands (``cat a.py``, ``sed -n '1,9p' a.py``, ``nl a.py``); a
+    tool whose name says it reads names them in path-like arguments. Remembered per message
+    object, like :func:`call_values`.
+
+    Example:
+        >>> call = {"name": "bash", "args": {"command": "sed -n '10,40p' src/app.py"}, "id": "c1"}
+        >>> read_paths(AIMessage("", tool_calls=[call]))
+        frozenset({'src/app.py'})
+    """
+    return _read_paths(message)
 
 
 def _name_words(name: str) -> list[str]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
@@ -51,10 +51,10 @@ from langchain_pacms.lifecycle.actions import (
     call_texts,
     shown_before,
 )
-from langchain_pacms.lifecycle.heuristic import call_values, reusable_values
+from langchain_pacms.lifecycle.heuristic import call_values, read_paths, reusable_values
 from langchain_pacms.lifecycle.objects import ContextObject, index_messages, payload_of
 
-__all__ = ["FoldMemo", "FoldVariant", "fold_variants", "reused_spans"]
+__all__ = ["FoldMemo", "FoldVariant", "fold_variants", "latest_reads", "reused_spans"]
 
 
 @dataclass(frozen=True)
@@ -230,3 +230,37 @@ def reused_spans(
             reused.add(i)
         later |= call_values(messages[i])
     return frozenset(reused)
+
+
+def latest_reads(messages: Sequence[BaseMessage], spans: Iterable[int]) -> frozenset[int]:
+    """Among ``spans``, those that hold the newest read of some file in the history.
+
+    An edit quotes the file as the agent last saw it, so the newest read of each file (whole or
+    a line range: :func:`~langchain_pacms.lifecycle.heuristic.read_paths`) counts as reused
+    with the spans :func:`reused_spans` finds. A read that a later span of the history reads
+    again is not the newest, nor is one outside ``spans`` (the newest step, which is sent
+    anyway).
+
+    Args:
+        messages: The history.
+        spans: The tool spans to consider, by the index of their call message.
+
+    Returns:
+        The indices of the spans in ``spans`` that read some file last.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> def sh(i, command):
+        ...     return AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command},
+        ...                                       "id": f"c{i}"}])
+        >>> msgs = [HumanMessage("fix it"), sh(1, "cat a.py"), ToolMessage("x", tool_call_id="c1"),
+        ...         sh(3, "nl b.py"), ToolMessage("y", tool_call_id="c3"),
+        ...         sh(5, "sed -n 1,9p a.py"), ToolMessage("x", tool_call_id="c5")]
+        >>> sorted(latest_reads(msgs, [1, 3, 5]))
+        [3, 5]
+    """
+    newest: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        if m.type == "ai":
+            newest.update(dict.fromkeys(read_paths(m), i))
+    return frozenset(newest.values()) & frozenset(spans)

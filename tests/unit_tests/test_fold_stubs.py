@@ -29,10 +29,14 @@ TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces
 
 
 def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
-    """A task, then one AI message per step calling one tool per output of that step."""
+    """A task, then one AI message per step calling one tool per output of that step.
+
+    The commands read no file (the newest read of a file counts as reused, which would put
+    every span first in the floor).
+    """
     msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
     for step, results in enumerate(outputs):
-        calls = [call("bash", f"c{step}_{k}", cmd=f"cat f{step}_{k}.py")
+        calls = [call("bash", f"c{step}_{k}", cmd=f"wc -l f{step}_{k}.py")
                  for k in range(len(results))]
         msgs.append(AIMessage(f"step {step}", tool_calls=calls))
         msgs += [ToolMessage(r, tool_call_id=c["id"]) for r, c in zip(results, calls, strict=True)]

@@ -50,13 +50,13 @@ def test_bad_relevant_ids_fail(ids, error):
 
 # -- the hook ------------------------------------------------------------------------------------
 def _loop() -> list[BaseMessage]:
-    """A fix-the-app task: an early ticket whose id a later call took up, then app reads."""
+    """A fix-the-app task: an early ticket whose id a later call took up, then app searches."""
     msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
     outputs = ["ticket TCK4821 opened by the night shift " + "queue " * 75,
                *(f"src/app.py part {k}: def handler(): app port " + "app " * 60
                  for k in range(1, 4))]
-    commands = ["cat tickets.txt", "sed -n 1p src/app.py", "grep -n TCK4821 src/app.py",
-                "sed -n 3p src/app.py", "python -m pytest"]
+    commands = ["tickets --open", "grep -n handler src/app.py", "grep -n TCK4821 src/app.py",
+                "grep -n port src/app.py", "python -m pytest"]
     for k, out in enumerate([*outputs, "1 passed"]):
         msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=commands[k])]),
                  ToolMessage(out, tool_call_id=f"c{k}")]
@@ -92,6 +92,55 @@ def test_an_id_the_task_states_is_no_sign_of_reuse():
     hook = create_pacms_hook(SELECTOR, budget_tokens=10_000, keep_latest_turn=False)
     hook.invoke({"messages": msgs})
     assert hook.last_selection.info["lifted"] == 0
+
+
+def _reads(commands: list[str]) -> list[BaseMessage]:
+    """A task about ports, then one tool span per shell command and a test run."""
+    msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix the port")]
+    for k, cmd in enumerate([*commands, "python -m pytest"]):
+        out = "1 failed" if cmd.startswith("python") else f"{cmd}: port " + "port " * 40
+        if cmd.startswith("sed") or cmd.startswith("cat"):
+            out = "def helper(): return 1 " + "helper " * 40
+        msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=cmd)]),
+                 ToolMessage(out, tool_call_id=f"c{k}")]
+    return msgs
+
+
+def test_the_hook_keeps_the_newest_read_of_a_file_over_a_search_that_matches_the_task():
+    msgs = _reads(["sed -n 1,40p src/util.py", "grep -rn port src"])
+    mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
+    budget = mandatory + sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4
+    lifted = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False)
+    plain = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
+                              lift_reused=False)
+    assert _kept_calls(lifted.invoke({"messages": msgs})["llm_input_messages"]) == ["c0", "c2"]
+    assert lifted.last_selection.info["lifted"] == 1
+    assert _kept_calls(plain.invoke({"messages": msgs})["llm_input_messages"]) == ["c1", "c2"]
+
+
+def test_a_read_the_agent_made_again_is_not_the_newest():
+    from langchain_pacms.lifecycle.variants import latest_reads
+
+    msgs = _reads(["cat src/util.py", "nl src/app.py", "sed -n 5,9p src/util.py"])
+    assert sorted(latest_reads(msgs, [2, 4, 6])) == [4, 6]
+    assert sorted(latest_reads(msgs, [2, 4])) == [4]  # the newest read of util.py is elsewhere
+    hook = create_pacms_hook(SELECTOR, budget_tokens=10_000, keep_latest_turn=False)
+    hook.invoke({"messages": msgs})
+    assert hook.last_selection.info["lifted"] == 2
+
+
+def test_read_paths_names_the_files_a_call_reads_and_nothing_else():
+    from langchain_pacms.lifecycle.heuristic import read_paths
+
+    def paths(cmd: str) -> frozenset[str]:
+        return read_paths(AIMessage("", tool_calls=[call("bash", "c1", cmd=cmd)]))
+
+    assert paths("cat ./a.py b.txt") == {"a.py", "b.txt"}
+    assert paths("nl -ba src/x.py | sed -n '10,20p'") == {"src/x.py"}
+    assert paths("grep -n port src/x.py") == frozenset()
+    assert paths("sed -i 's/a/b/' src/x.py") == frozenset()  # an edit, not a read
+    assert paths("python -m pytest") == frozenset()
+    assert read_paths(ToolMessage("cat a.py", tool_call_id="c1")) == frozenset()
 
 
 def test_lift_reused_must_be_a_bool():
