@@ -421,6 +421,7 @@ def pacms(
     gain_floor: float = 0.05,
     min_gain: float = 0.0,
     fill: bool | str | None = "distinct",
+    fill_threshold: float | None = None,
     relevance_feedback: float = 0.0,
     feedback_items: int = 10,
     experimental_auto_relevance_weight: bool = False,
@@ -460,6 +461,10 @@ def pacms(
             relevance against what is kept, :func:`~langchain_pacms.core.fill.diverse_fill`;
             the default until the relevance walk measured better), ``"relevance"``, or
             ``None``/``False`` for no fill; ``True`` means ``"diverse"``.
+        fill_threshold: The cosine from which the distinct fill treats a candidate as a
+            near-copy of one kept, in ``[0, 1)``; ``None`` (the default):
+            ``similarity_threshold``. A kernel looser than near-copies (a low
+            ``similarity_threshold``) can keep the fill's own threshold at near-copies.
         relevance_feedback: Weight ``beta`` in ``[0, 1]`` of pseudo-relevance feedback (0:
             none): each candidate's relevance is raised to ``beta * max(rel) * cos(e_i, c)``
             where that is higher, ``c`` being the relevance-weighted centroid of the
@@ -487,7 +492,13 @@ def pacms(
     if experimental_coverage_prior:
         warnings.warn(_EXPERIMENTAL.format("experimental_coverage_prior"), UserWarning,
                       stacklevel=2)
-    walk = _fill_walk(fill, similarity_threshold)
+    if fill_threshold is not None and (
+        isinstance(fill_threshold, bool) or not isinstance(fill_threshold, (int, float))
+        or not 0 <= fill_threshold < 1
+    ):
+        raise ValueError(
+            f"fill_threshold must be None or a number in [0, 1), got {fill_threshold!r}")
+    walk = _fill_walk(fill, similarity_threshold if fill_threshold is None else fill_threshold)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)
     if problem.n == int(start.size):

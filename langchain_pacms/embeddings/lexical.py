@@ -93,7 +93,7 @@ class HashedTfidfEmbeddings(Embeddings):
 
     pacms_profile = EmbedderProfile(
         name="hashed-tfidf", similarity_threshold=0.85, min_gain=0.01, relevance_feedback=0.6,
-        idf_reweighting=True,
+        idf_reweighting=True, tool_loop_similarity_threshold=0.3,
     )
 
     def __init__(

@@ -71,10 +71,16 @@ class EmbedderProfile:
             raised (see :func:`~langchain_pacms.core.feedback_relevance`).
         idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
             pool before solving (:func:`idf_reweight`; meant for sparse lexical vectors).
+        tool_loop_similarity_threshold: The kernel threshold when ``pacms`` selects among the
+            steps of one agent turn (a tool loop: the hook and the middleware once the latest
+            turn alone exceeds the budget, or with ``keep_latest_turn=False``), in ``[0, 1)``;
+            ``None`` (the default): ``similarity_threshold``. The outputs of one run share
+            its vocabulary (the same files, the same commands), so a looser threshold than
+            retrieval's near-copies can suit them.
 
     Example:
         >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
-        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, relevance_feedback=0.0, idf_reweighting=False)
+        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, relevance_feedback=0.0, idf_reweighting=False, tool_loop_similarity_threshold=None)
     """  # noqa: E501
 
     name: str = "dense"
@@ -82,6 +88,7 @@ class EmbedderProfile:
     min_gain: float = 0.0
     relevance_feedback: float = 0.0
     idf_reweighting: bool = False
+    tool_loop_similarity_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -95,6 +102,9 @@ class EmbedderProfile:
         )
         if not isinstance(self.idf_reweighting, bool):
             raise ValueError(f"idf_reweighting must be a bool, got {self.idf_reweighting!r}")
+        if self.tool_loop_similarity_threshold is not None:
+            object.__setattr__(self, "tool_loop_similarity_threshold", _unit(
+                "tool_loop_similarity_threshold", self.tool_loop_similarity_threshold))
 
 
 DENSE_PROFILE = EmbedderProfile()

@@ -162,6 +162,7 @@ class _Pool:
     unseen: int  # tokens the model receives besides the selection
     reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
     folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
+    in_turn: bool = False  # selecting among the steps of the latest turn (a tool loop)
 
 
 def _drive(steps: Steps[T]) -> T:
@@ -383,15 +384,23 @@ class SelectionRunner:
             if fixed + unseen > budget:
                 cands, spans = cut(False)
                 mandatory = _NEWEST_STEP + _OVER
-        return _Pool(cands, spans, mandatory, budget, unseen)
+        return _Pool(cands, spans, mandatory, budget, unseen,
+                     in_turn=mandatory.startswith(_NEWEST_STEP))
 
-    def _select_kwargs(self, query: str) -> dict[str, Any]:
+    def _select_kwargs(self, query: str, in_turn: bool = False) -> dict[str, Any]:
         if query.strip():
             options = dict(self.config.strategy_options)
             name = self.config.strategy or self.selector.strategy
             own = self.selector.strategy_options if name == self.selector.strategy else {}
-            if name == "pacms" and "relevance_feedback" not in {**own, **options}:
-                options["relevance_feedback"] = 0.0  # see SelectionConfig.strategy_options
+            if name == "pacms":  # see SelectionConfig.strategy_options
+                given = {**own, **options}
+                loop = self.selector.profile.tool_loop_similarity_threshold
+                if "relevance_feedback" not in given:
+                    options["relevance_feedback"] = 0.0
+                if in_turn and "similarity_threshold" not in given and loop is not None:
+                    # a looser kernel; the fill still passes over near-copies only
+                    options.setdefault("fill_threshold", self.selector.similarity_threshold)
+                    options["similarity_threshold"] = loop
             return {"strategy": self.config.strategy, **options}
         return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
@@ -470,7 +479,7 @@ class SelectionRunner:
         budget (then exactly the mandatory part is kept).
         """
         budget, unseen, spans = pool.budget, pool.unseen, pool.spans
-        kwargs = self._select_kwargs(query)
+        kwargs = self._select_kwargs(query, pool.in_turn)
         cands = list(pool.candidates)
         room = budget - unseen
         floor = False

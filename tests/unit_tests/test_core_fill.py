@@ -220,3 +220,21 @@ def test_pacms_hands_what_its_greedy_leaves_to_the_distinct_fill(seed: int):
     filled = pacms(p, similarity_threshold=0.6, fill="distinct").order.tolist()
     room = p.budget - int(p.tokens[greedy].sum())
     assert filled == greedy + distinct_fill(p, greedy, room, threshold=0.6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_fill_can_have_its_own_near_copy_threshold(seed: int):
+    p = random_problem(seed, n=40, budget_share=0.6)
+    greedy = pacms(p, similarity_threshold=0.2, fill=None).order.tolist()
+    filled = pacms(p, similarity_threshold=0.2, fill_threshold=0.9).order.tolist()
+    room = p.budget - int(p.tokens[greedy].sum())
+    assert filled == greedy + distinct_fill(p, greedy, room, threshold=0.9)
+    # without its own threshold the fill reads the kernel's
+    same = pacms(p, similarity_threshold=0.2).order.tolist()
+    assert same == greedy + distinct_fill(p, greedy, room, threshold=0.2)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.5, True, "0.9"])
+def test_a_bad_fill_threshold_fails(bad: object):
+    with pytest.raises(ValueError, match="fill_threshold must be None or a number"):
+        pacms(random_problem(0, n=5, budget_share=0.6), fill_threshold=bad)  # type: ignore[arg-type]

@@ -52,7 +52,47 @@ def test_message_selection_leaves_the_profiles_relevance_feedback_off():
     options = resolved(selector)
     assert options["relevance_feedback"] == 0.0
     # the profile's other settings still apply
-    assert options["similarity_threshold"] == selector.similarity_threshold
+    assert options["similarity_threshold"] == selector.similarity_threshold == 0.85
+    assert options["min_gain"] == selector.min_gain
+
+
+def test_inside_the_latest_turn_the_profiles_tool_loop_threshold_applies():
+    selector = RecordingSelector()
+    options = resolved(selector, keep_latest_turn=False)
+    assert options["similarity_threshold"] == selector.profile.tool_loop_similarity_threshold
+    assert options["similarity_threshold"] == 0.3
+    # the fill still passes over near-copies only, at the profile's own threshold
+    assert options["fill_threshold"] == selector.similarity_threshold == 0.85
+
+
+@pytest.mark.parametrize("where", ["config", "selector"])
+def test_a_similarity_threshold_set_by_the_user_is_kept(where: str):
+    if where == "config":
+        options = resolved(RecordingSelector(), keep_latest_turn=False,
+                           strategy_options={"similarity_threshold": 0.5})
+    else:
+        options = resolved(RecordingSelector(strategy_options={"similarity_threshold": 0.7}),
+                           keep_latest_turn=False)
+    assert options["similarity_threshold"] == (0.5 if where == "config" else 0.7)
+    assert "fill_threshold" not in options
+
+
+def test_a_profile_without_a_tool_loop_threshold_keeps_its_own():
+    from langchain_pacms.embeddings import HashedTfidfEmbeddings
+    from langchain_pacms.embeddings.profile import EmbedderProfile
+
+    profile = EmbedderProfile(name="mine", similarity_threshold=0.6, idf_reweighting=True)
+    selector = RecordingSelector(embeddings=HashedTfidfEmbeddings(), profile=profile)
+    options = resolved(selector, keep_latest_turn=False)
+    assert options["similarity_threshold"] == 0.6 and "fill_threshold" not in options
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, "0.3", True])
+def test_a_bad_history_threshold_fails(bad: Any):
+    from langchain_pacms.embeddings.profile import EmbedderProfile
+
+    with pytest.raises(ValueError, match="tool_loop_similarity_threshold must be a number"):
+        EmbedderProfile(tool_loop_similarity_threshold=bad)
 
 
 @pytest.mark.parametrize("where", ["config", "selector"])
