@@ -71,9 +71,9 @@ class EmbedderProfile:
             raised (see :func:`~langchain_pacms.core.feedback_relevance`).
         idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
             pool before solving (:func:`idf_reweight`; meant for sparse lexical vectors).
-        tool_loop_similarity_threshold: The kernel threshold when ``pacms`` selects among the
-            steps of one agent turn (a tool loop: the hook and the middleware once the latest
-            turn alone exceeds the budget, or with ``keep_latest_turn=False``), in ``[0, 1)``;
+        tool_loop_similarity_threshold: The kernel threshold when ``pacms`` selects messages
+            with only the newest step mandatory (the hook and the middleware in a tool loop
+            that outgrew the budget, or with ``keep_latest_turn=False``), in ``[0, 1)``;
             ``None`` (the default): ``similarity_threshold``. The outputs of one run share
             its vocabulary (the same files, the same commands), so a looser threshold than
             retrieval's near-copies can suit them.
