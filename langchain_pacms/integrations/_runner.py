@@ -162,7 +162,7 @@ class _Pool:
     unseen: int  # tokens the model receives besides the selection
     reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
     folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
-    in_turn: bool = False  # selecting among the steps of the latest turn (a tool loop)
+    in_turn: bool = False  # only the newest step is mandatory (a tool loop)
 
 
 def _drive(steps: Steps[T]) -> T:
@@ -376,16 +376,17 @@ class SelectionRunner:
                 fold_stubs=folds, token_counter=self.selector.token_counter, memo=self._memo,
             )
 
-        cands, spans = cut(keep is not False)
+        latest = keep is not False
+        cands, spans = cut(latest)
         budget, unseen = self.budget_tokens(cands), self.unseen_tokens()
-        mandatory = _NEWEST_STEP if keep is False else _LATEST_TURN
+        mandatory = _LATEST_TURN if latest else _NEWEST_STEP
         if keep == "auto":
             fixed = sum(self.selector.count_tokens([c for c in cands if c.mandatory]))
             if fixed + unseen > budget:
-                cands, spans = cut(False)
+                latest = False
+                cands, spans = cut(latest)
                 mandatory = _NEWEST_STEP + _OVER
-        return _Pool(cands, spans, mandatory, budget, unseen,
-                     in_turn=mandatory.startswith(_NEWEST_STEP))
+        return _Pool(cands, spans, mandatory, budget, unseen, in_turn=not latest)
 
     def _select_kwargs(self, query: str, in_turn: bool = False) -> dict[str, Any]:
         if query.strip():
@@ -565,7 +566,7 @@ class SelectionRunner:
             else frozenset().union(*(self._memo.values(messages[j]) for j in sp.indices[1:]))
             for sp in tools
         }
-        reused = reused_spans(messages, values) | latest_reads(messages, values)
+        reused = reused_spans(messages, values) | latest_reads(messages, values.keys())
         return dataclasses.replace(pool, reused=reused,
                                    folded=frozenset(folded) if self.config.fold_stubs else
                                    frozenset())

@@ -36,11 +36,12 @@ def conversation() -> list[Any]:
     return turns
 
 
-def resolved(selector: RecordingSelector, **config: Any) -> dict[str, Any]:
+def resolved(selector: RecordingSelector, messages: list[Any] | None = None,
+             **config: Any) -> dict[str, Any]:
     runner = SelectionRunner(SelectionConfig(budget=Budget(ratio=0.4), **config), selector,
                              source="test")
-    out = runner.run(conversation())
-    assert runner.last_selection is not None and len(out) < len(conversation())
+    out = runner.run(messages or conversation())
+    assert runner.last_selection is not None and len(out) < len(messages or conversation())
     strategy, options = selector.calls[-1]
     assert strategy == "pacms"
     return options
@@ -63,6 +64,21 @@ def test_inside_the_latest_turn_the_profiles_tool_loop_threshold_applies():
     assert options["similarity_threshold"] == 0.3
     # the fill still passes over near-copies only, at the profile's own threshold
     assert options["fill_threshold"] == selector.similarity_threshold == 0.85
+
+
+def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_default():
+    from langchain_core.messages import ToolMessage
+
+    loop: list[Any] = [SystemMessage("You fix bugs."), HumanMessage("fix the parser")]
+    for k in range(8):
+        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
+        loop += [AIMessage(f"step {k}", tool_calls=[call]),
+                 ToolMessage(f"src/p{k}.py: token {k} " + "parse " * 30, tool_call_id=f"c{k}")]
+    selector = RecordingSelector()
+    options = resolved(selector, loop)  # keep_latest_turn="auto": the turn exceeds 40%
+    assert options["similarity_threshold"] == 0.3 and options["fill_threshold"] == 0.85
+    # a chat whose latest turn fits keeps the retrieval threshold
+    assert "fill_threshold" not in resolved(RecordingSelector())
 
 
 @pytest.mark.parametrize("where", ["config", "selector"])
