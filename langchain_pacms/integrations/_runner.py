@@ -59,16 +59,17 @@ def _stub_floor(
     cands: Sequence[Candidate], room: int, first: Collection[int] = (),
     folded: Collection[int] = (),
 ) -> list[Candidate] | None:
-    """The pool with fold stubs as the least their spans send, in floor order while they fit.
+    """The pool with fold stubs as the least their spans send, in floor order where they fit.
 
-    Taken from the newest span back while they fit ``room`` with the mandatory part (the
-    spans in ``first``, by their call's index, come before the others: those whose results
-    later calls already used), each span's floor becomes mandatory: its stub, or the span
+    Taken from the newest span back, each that still fits ``room`` with the mandatory part and
+    the floor so far (the spans in ``first``, by their call's index, come before the others:
+    those whose results later calls already used; one too large is passed over, so an older,
+    smaller one can go in), each span's floor becomes mandatory: its stub, or the span
     itself when the stub costs no less or when the span is ``folded`` already (the lifecycle
     left its stub in the history). A span whose floor is its stub then costs only what it adds
     to the stub, so the selector decides which spans to show whole and the others go as their
-    stubs. Older stubs that do not fit stay alternatives to their spans. ``None`` when there is
-    no fold stub, a cost is unknown, or not even the first floor fits.
+    stubs. Stubs that do not fit stay alternatives to their spans. ``None`` when there is
+    no fold stub, a cost is unknown, or no floor fits.
     """
     if any(c.tokens is None for c in cands):
         return None
@@ -87,7 +88,7 @@ def _stub_floor(
     floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)
     for span, least in least_of:
         if used + int(least.tokens or 0) > room:
-            break
+            continue
         used += int(least.tokens or 0)
         floor[str(span.id)] = least
     if not floor:

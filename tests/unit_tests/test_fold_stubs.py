@@ -261,6 +261,18 @@ def test_when_the_stubs_do_not_all_fit_the_newest_go_first():
     assert hook.last_selection.info["stub_floor"] is True
 
 
+def test_a_stub_too_large_for_what_is_left_is_passed_over_for_older_ones_that_fit():
+    loop = list(LOOP)  # the fourth round's output names many paths: its stub is the largest
+    loop[9] = ToolMessage(" ".join(f"/srv/d{k}/f{k}.json" for k in range(40)), tool_call_id="c3_0")
+    stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
+    cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
+    assert cost[8] > cost[6] + cost[4] + 5
+    whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
+    hook = _floor_hook(whole + cost[10] + cost[6] + 5)
+    rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
+    assert rounds == {"c2_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+
+
 def test_a_record_later_calls_used_takes_the_floor_before_newer_stubs():
     loop = list(LOOP)
     loop[3] = ToolMessage("/srv/out0.json booking HAT039 " + "word " * 80, tool_call_id="c0_0")
