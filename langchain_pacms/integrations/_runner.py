@@ -483,6 +483,7 @@ class SelectionRunner:
         budget, unseen, spans = pool.budget, pool.unseen, pool.spans
         kwargs = self._select_kwargs(query, pool.in_turn)
         cands = list(pool.candidates)
+        fixed = {c.id for c in cands if c.mandatory}
         room = budget - unseen
         floor = False
         lifted = [
@@ -515,7 +516,9 @@ class SelectionRunner:
                 selection = _settle_floor(selection, cands, shadowed)
             out = self._apply(messages, selection, spans)
             sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
-            if sent <= budget or room <= 1 or all(c.mandatory for c in selection.kept):
+            # the floor's stubs are mandatory in the pool only while they fit: past the
+            # budget (a stub shows left-out locators again), the next round has less room
+            if sent <= budget or room <= 1 or all(c.id in fixed for c in selection.kept):
                 break
             # below what this round kept (not just its room: a round that left slack would
             # pick the same again), by what the sent messages exceed the budget

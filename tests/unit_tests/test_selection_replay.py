@@ -7,8 +7,10 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.store.memory import InMemoryStore
 from test_lifecycle_replay import session
 
+from langchain_pacms import ContextSelector
 from langchain_pacms.eval.lifecycle_replay import POLICIES, SELECTION, _tokens, evaluate_cuts
 from langchain_pacms.eval.selection_replay import (
     SELECTION_LIFE,
@@ -17,6 +19,8 @@ from langchain_pacms.eval.selection_replay import (
     is_selection,
     selection_policy,
 )
+from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
@@ -89,6 +93,27 @@ def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the
     view, _ = tight(folded, base=prefix)
     assert _tokens(view, counter) <= share / 2 * _tokens(prefix, counter) + 1
     assert _tokens(view, counter) < _tokens(folded, counter)
+
+
+@pytest.mark.parametrize("kept", [0.13, 0.16, 0.19, 0.22])
+def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(kept):
+    # the lifecycle's stubs list again the locators that only dropped messages show, so the
+    # floor of folded spans sends more than it was priced at; the next round takes fewer
+    counter = TokenCounter()
+    prefix = list(session(12).messages)[:-1]
+    index = index_messages(prefix, token_counter=counter, latest="step")
+    plan = POLICIES["heuristic"](**FOLDING)(prefix, index, counter)
+    folded = check_actions(prefix, index, plan, token_counter=counter).result.messages
+    budget = int(kept * sent_tokens(prefix, counter))
+    config = SelectionConfig(budget=Budget(tokens=budget), fold_stubs=True,
+                             sidecar_store=InMemoryStore())
+    runner = SelectionRunner(config, ContextSelector(token_counter=counter))
+    view = runner.run(folded)
+    selection = runner.last_selection
+    assert selection.info["stub_floor"] is True
+    assert sent_tokens(view, counter) == selection.info["tokens_sent"] <= budget
+    assert selection.over_budget is False
+    assert any(m.id != o.id for m, o in zip(view, folded, strict=False))  # something went
 
 
 def test_the_lifecycle_row_judges_the_folds_payloads_as_recoverable():
