@@ -2,8 +2,8 @@ r"""Fold, mask and prune context objects on a plain message list (pure data, no 
 
 * **fold**: the exact payload (:func:`~langchain_pacms.lifecycle.objects.payload_of`) leaves
   the history for a sidecar (a :class:`SidecarRecord` the caller stores); the messages keep a
-  short stub: the recovery pointer, a one-line description (for a tool result only its size: its
-  call stays in view just before it) and the locators found in the payload
+  short stub: the recovery pointer, a one-line description (for a tool result only its length in
+  lines: its call stays in view just before it) and the locators found in the payload
   (:mod:`~langchain_pacms.lifecycle.locators`: paths, URLs, ids, quoted values, numbers, within
   a budget that grows with the payload);
 * **mask**: the head and tail of the content stay, the middle is replaced by a marker saying how
@@ -25,8 +25,7 @@ Example:
     ...         HumanMessage("thanks", id="h2")]
     >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: 2 lines, 25 chars; exact payload via
-    recover_context("function:tool:1"); locators: port=8080]
+    [folded function:tool:1: 2 lines; recover_context("function:tool:1"); locators: port=8080]
     >>> result.sidecars[0].payload == msgs[2].content
     True
 """
@@ -215,7 +214,8 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
 
 
 def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str) -> str:
-    size = f"{payload.count(chr(10)) + 1} lines, {len(payload)} chars"
+    lines = payload.count("\n") + 1
+    size = f"{lines} line{'s' * (lines != 1)}, {len(payload)} chars"
     head = messages[obj.indices[0]]
     if obj.kind == "tool" and isinstance(head, AIMessage):
         calls = ", ".join(
@@ -275,13 +275,13 @@ def _fold(
     span: bool, elsewhere: list[str],
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
-    # a tool result's stub follows its call: the call is in view, the stub gives only the size
-    shown = record.description.rsplit(" -> ", 1)[-1] if results else record.description
-    if span:
-        shown = f"{shown} with the call's text and long arguments"
+    # a tool result's stub follows its call: the call is in view, the stub gives only its
+    # length in lines ("N lines" of the description's "N lines, M chars": every token of a
+    # stub counts where many stubs share a budget)
+    shown = record.description.rsplit(" -> ", 1)[-1].split(", ")[0] if results else (
+        record.description)
     stub = (
-        f"[folded {obj.id}: {shown}; exact payload via "
-        f'recover_context("{obj.id}")'
+        f'[folded {obj.id}: {shown}; recover_context("{obj.id}")'
         + (f"; locators: {', '.join(locators)}]" if locators else "]")
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}

@@ -1,7 +1,7 @@
 """The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
 
-A fold leaves a stub such as ``[folded function:tool:3: 40 lines, 1200 chars; exact payload
-via recover_context("function:tool:3"); locators: ...]`` in the history.
+A fold leaves a stub such as ``[folded function:tool:3: 40 lines;
+recover_context("function:tool:3"); locators: ...]`` in the history.
 :func:`make_recover_tool` builds the LangChain tool the model calls with that id; it reads the
 sidecar from the store (:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its
 sha256 and returns the exact payload. An unknown id, a hash mismatch or a missing thread id

@@ -157,7 +157,7 @@ def test_small_plans_stage_until_the_threshold_then_commit_once():
 
 
 def test_a_fold_that_saves_nothing_is_rejected():
-    msgs = history(size=3)
+    msgs = history(size=2)
     checked = check_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     assert checked.accepted == ()
     assert checked.rejected[0].reason == "saves nothing (the folded text is not smaller)"
