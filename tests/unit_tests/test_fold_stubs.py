@@ -113,6 +113,12 @@ def test_a_fold_variant_is_offered_for_optional_answered_spans_only():
 
 
 # -- the hook ------------------------------------------------------------------------------------
+def assert_within_budget(sent: int, budget: int, selection: Any) -> None:
+    """Past the budget only when the mandatory part alone is: then no floor of stubs either."""
+    assert sent <= budget or (selection.over_budget and not selection.info["stub_floor"]
+                              and all(c.mandatory for c in selection.kept))
+
+
 @st.composite
 def tool_loops(draw: st.DrawFn) -> list[BaseMessage]:
     steps = draw(st.lists(st.lists(text, min_size=1, max_size=3), min_size=1, max_size=10))
@@ -150,7 +156,7 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     assert not any(k.endswith(":fold") and k.removesuffix(":fold") in kept for k in kept)
     sent = sent_tokens(out, SELECTOR.token_counter)
     assert sent == selection.info["tokens_sent"]
-    assert sent <= budget or (selection.over_budget and all(c.mandatory for c in selection.kept))
+    assert_within_budget(sent, budget, selection)
     # what a sent stub left out as shown elsewhere is in view: elsewhere, or in the stub again
     seen = "\n".join(str(m.content) + json.dumps([c["args"] for c in getattr(m, "tool_calls", [])])
                      for m in out)
@@ -180,6 +186,36 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
         r.additional_kwargs[LIFECYCLE_KEY]["object"] for _, rs in _spans(out) for r in rs[:1]
         if is_stub(r)
     )
+
+
+@st.composite
+def loops_naming_earlier_files(draw: st.DrawFn) -> list[BaseMessage]:
+    """Tool loops whose outputs name the files the earlier calls read, but for the newest."""
+    steps = draw(st.integers(2, 10))
+    pad = " word" * draw(st.integers(0, 40))
+    return tool_loop([*([" ".join(f"f{j}_0.py" for j in range(s)) + f" /tmp/{s}.log" + pad]
+                        for s in range(steps)), ["done /tmp/end.log"]])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=loops_naming_earlier_files(), data=st.data(), budget=st.integers(1, 900),
+       strategy=st.sampled_from(STRATEGIES), keep=st.sampled_from([True, False, "auto"]))
+def test_the_budget_holds_over_spans_the_lifecycle_folded(messages, data, budget, strategy, keep):
+    # a folded span is its own floor, and its stub shows again the locators it left out (the
+    # files earlier calls read) when those calls are dropped: more than it was priced at
+    spans = [o for o in index_messages(messages).objects if o.kind == "tool"][:-1]
+    folds = data.draw(st.lists(st.sampled_from(spans), unique=True)) if spans else []
+    folded = apply_actions(messages, index_messages(messages),
+                           [Action("fold", o.id) for o in folds]).messages
+    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
+                             keep_latest_turn=keep, fold_stubs=True,
+                             sidecar_store=InMemoryStore())
+    out = hook.invoke({"messages": folded})["llm_input_messages"]
+    check_valid(out)
+    selection = hook.last_selection
+    sent = sent_tokens(out, SELECTOR.token_counter)
+    assert sent == selection.info["tokens_sent"]
+    assert_within_budget(sent, budget, selection)
 
 
 async def test_async_hook_writes_the_stub_payloads_before_returning():
