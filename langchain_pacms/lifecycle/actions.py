@@ -120,7 +120,8 @@ class SidecarRecord:
         sha256: Hex digest of ``payload`` encoded as UTF-8.
         kind: The object's kind.
         lineage: Ids of the original messages.
-        description: The one-line description shown in the stub.
+        description: The one-line description (the calls and the size of a tool result; its
+            stub shows only the length in lines, the call being in view).
 
     Example:
         >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).sha256[:8]
