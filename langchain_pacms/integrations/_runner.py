@@ -556,18 +556,20 @@ class SelectionRunner:
         if not tools or not (self.config.lift_reused or self.config.fold_stubs):
             return pool
         from langchain_pacms.lifecycle.heuristic import reusable_values
-        from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
+        from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
         from langchain_pacms.lifecycle.variants import latest_reads, reused_spans
 
         def mark(i: int) -> Mapping[str, Any]:
             return messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}
 
         folded = {sp.indices[0] for sp in tools if mark(sp.indices[-1]).get("state") == "folded"}
+        # each result's values, found once per message (a folded span's are its stub's), and
+        # those a folded span's stub left out as shown elsewhere
         values = {
-            sp.indices[0]: reusable_values("\n".join([payload_of(messages, sp.indices), *(
-                str(t) for j in sp.indices for t in mark(j).get("elsewhere") or ())]))
-            if sp.indices[0] in folded
-            else frozenset().union(*(self._memo.values(messages[j]) for j in sp.indices[1:]))
+            sp.indices[0]: frozenset().union(
+                *(self._memo.values(messages[j]) for j in sp.indices[1:]),
+                reusable_values("\n".join(str(t) for j in sp.indices
+                                          for t in mark(j).get("elsewhere") or ())))
             for sp in tools
         }
         reused = reused_spans(messages, values) | latest_reads(messages, values.keys())

@@ -214,9 +214,13 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
             f"\n{shown}\n{end}")
 
 
+def _lines(text: str) -> str:
+    lines = text.count("\n") + 1
+    return f"{lines} line{'s' * (lines != 1)}"
+
+
 def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str) -> str:
-    lines = payload.count("\n") + 1
-    size = f"{lines} line{'s' * (lines != 1)}, {len(payload)} chars"
+    size = f"{_lines(payload)}, {len(payload)} chars"
     head = messages[obj.indices[0]]
     if obj.kind == "tool" and isinstance(head, AIMessage):
         calls = ", ".join(
@@ -273,14 +277,12 @@ def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) 
 
 def _fold(
     messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str],
-    span: bool, elsewhere: list[str],
+    span: bool, elsewhere: list[str], length: str,
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
-    # a tool result's stub follows its call: the call is in view, the stub gives only its
-    # length in lines ("N lines" of the description's "N lines, M chars": every token of a
-    # stub counts where many stubs share a budget)
-    shown = record.description.rsplit(" -> ", 1)[-1].split(", ")[0] if results else (
-        record.description)
+    # a tool result's stub follows its call: the call is in view, the stub gives only the
+    # results' ``length`` in lines (every token of a stub counts where many share a budget)
+    shown = length if results else record.description
     stub = (
         f'[folded {obj.id}: {shown}; recover_context("{obj.id}")'
         + (f"; locators: {', '.join(locators)}]" if locators else "]")
@@ -444,7 +446,7 @@ def _rewrite_object(
     source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else payload
     locators = stub_locators(record.sha256, source, shown)
     elsewhere = [t for t in stub_locators(record.sha256, source) if t in shown] if shown else []
-    return _fold(out, obj, record, locators, span, elsewhere), record
+    return _fold(out, obj, record, locators, span, elsewhere, _lines(results)), record
 
 
 def call_texts(head: BaseMessage) -> list[str]:
