@@ -25,7 +25,7 @@ Example:
     ...         HumanMessage("thanks", id="h2")]
     >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: 2 lines; recover_context("function:tool:1"); locators: port=8080]
+    [folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]
     >>> result.sidecars[0].payload == msgs[2].content
     True
 """
@@ -284,7 +284,7 @@ def _fold(
     # results' ``length`` in lines (every token of a stub counts where many share a budget)
     shown = length if results else record.description
     stub = (
-        f'[folded {obj.id}: {shown}; recover_context("{obj.id}")'
+        f'[folded: {shown}; recover_context("{obj.id}")'
         + (f"; locators: {', '.join(locators)}]" if locators else "]")
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}

@@ -1,6 +1,6 @@
 """The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
 
-A fold leaves a stub such as ``[folded function:tool:3: 40 lines;
+A fold leaves a stub such as ``[folded: 40 lines;
 recover_context("function:tool:3"); locators: ...]`` in the history.
 :func:`make_recover_tool` builds the LangChain tool the model calls with that id; it reads the
 sidecar from the store (:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its
@@ -29,9 +29,9 @@ RECOVER_TOOL_NAME = "recover_context"
 
 _DESCRIPTION = (
     "Return the exact, complete content of a folded context object. Call it when a message "
-    "reads '[folded <object_id>: ...]' and you need the original content (exact text, values, "
-    "paths or ids not shown in the stub). Pass the object id from the stub, "
-    "e.g. function:tool:3."
+    "reads '[folded: ...; recover_context(\"<object_id>\") ...]' and you need the original "
+    "content (exact text, values, paths or ids not shown in the stub). Pass the object id "
+    "from the stub, e.g. function:tool:3."
 )
 _KNOWN_SHOWN = 20
 

@@ -1,7 +1,7 @@
 r"""Fold-stub variants of tool spans, for per-call selection inside a long tool loop.
 
 When the selector drops a tool span, the model need not lose it: the span can be sent as its
-fold stub instead, the lifecycle's own ``[folded function:tool:N: 40 lines;
+fold stub instead, the lifecycle's own ``[folded: 40 lines;
 recover_context("function:tool:N"); locators: ...]`` line (see
 :mod:`langchain_pacms.lifecycle.actions`), at a small token cost. :func:`fold_variants` folds
 every active tool span of a history on a copy and returns, per span, the messages the stub
@@ -30,7 +30,7 @@ Example:
     >>> variant.record.object_id, variant.messages[0] is msgs[1]
     ('function:tool:1', True)
     >>> print(variant.messages[1].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded function:tool:1: 2 lines; recover_context("function:tool:1"); locators: port=8080]
+    [folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]
 """
 
 from __future__ import annotations

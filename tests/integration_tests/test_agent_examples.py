@@ -60,7 +60,7 @@ def test_lifecycle_with_selection_example_folds_and_recovers():
     assert "recover_context returned the original log byte for byte: True" in out
     final = [line for line in out.splitlines() if line.startswith("assistant:")][-1]
     assert "ERROR billing: disk quota exceeded on /var/data" in final
-    assert "read_service_log   [folded function:tool:1:" in out
+    assert "read_service_log   [folded: " in out
 
 
 def test_tool_loop_example_keeps_the_budget_and_recovers_a_stubbed_read():

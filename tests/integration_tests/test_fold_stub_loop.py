@@ -35,7 +35,7 @@ CALLS = 100
 BUDGET = 4_000
 THREAD = "loop-7"
 TASK = "Find the module that raises QuotaError and fix it."
-STUB = re.compile(r'\[folded (function:tool:\d+):.*recover_context\("\1"\)', re.S)
+STUB = re.compile(r'\[folded: .*?recover_context\("(function:tool:\d+)"\)', re.S)
 
 
 def module_text(n: int) -> str:

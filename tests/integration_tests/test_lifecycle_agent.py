@@ -73,7 +73,7 @@ def _check_run(model: RecordingChatModel, state: dict[str, Any]) -> None:
     assert recovered.content == PAYLOAD  # byte for byte
     assert messages[-1].content == "k77 is v-77-é✓"
     (read,) = _tool_results(messages, "read_file")
-    assert str(read.content).startswith("[folded function:tool:1:")  # committed to the state
+    assert str(read.content).startswith("[folded: ")  # committed to the state
     assert "k10" in str(read.content)  # the stub carries the payload's locators
     (reader,) = [m for m in messages if isinstance(m, AIMessage)
                  and any(c["id"] == read.tool_call_id for c in m.tool_calls)]

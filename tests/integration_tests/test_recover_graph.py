@@ -70,7 +70,7 @@ def test_agent_recovers_the_exact_payload_in_a_graph():
     out = app.invoke({"messages": history()}, {"configurable": {"thread_id": "thread-A"}})
     messages = out["messages"]
     folded = next(m for m in messages if m.id == "t1")
-    assert folded.content.startswith("[folded function:tool:1:") and PAYLOAD not in folded.content
+    assert folded.content.startswith("[folded: ") and PAYLOAD not in folded.content
     recovered = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
     assert recovered.content == PAYLOAD and recovered.status == "success"
     assert [m.id for m in messages[:5]] == ["h1", "a1", "t1", "a2", "h2"]

@@ -78,7 +78,8 @@ def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
         head = variant.messages[0]
         assert head.content == "" and head.tool_calls == LOOP[i].tool_calls  # the calls stay
         stub = str(variant.messages[1].content)
-        assert stub.startswith(f"[folded function:tool:{n}:") and f"/srv/out{n - 1}.json" in stub
+        assert stub.startswith(f'[folded: 1 line; recover_context("function:tool:{n}")')
+        assert f"/srv/out{n - 1}.json" in stub
     assert LOOP[3].content.startswith("/srv/out0.json")  # the input is untouched
     assert LOOP[2].content == "step 0"
 

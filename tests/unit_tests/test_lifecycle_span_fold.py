@@ -50,7 +50,7 @@ def test_a_span_fold_keeps_the_call_valid_and_moves_its_text_and_long_arguments(
     args = call.tool_calls[0]["args"]
     assert args["timeout"] == "30" and args["command"] == "[folded with function:tool:1]"
     assert call.tool_calls[0]["id"] == "c1" and call.tool_calls[0]["name"] == "bash"
-    assert str(stub.content).startswith('[folded function:tool:1: 33 lines; recover_context("')
+    assert str(stub.content).startswith('[folded: 33 lines; recover_context("function:tool:1")')
     assert provider_problems(result.messages) == []
     record = result.sidecars[0]
     assert record.payload == span_payload(msgs, index.by_id["function:tool:1"])
