@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 _NO_QUERY = "the most recent conversation"
 _PAGE = 100  # items per store.search page when a namespace is scanned
 _MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
+_GAP = 16  # tokens of room between a fitting round and one over budget not worth another round
 _LATEST_TURN = "system prompt and the latest turn"
 _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
@@ -164,6 +165,15 @@ class _Pool:
     reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
     folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
     in_turn: bool = False  # only the newest step is mandatory (a tool loop)
+
+
+class _Fit(NamedTuple):
+    """A selection round whose messages fit the budget."""
+
+    sent: int  # the tokens its messages send, unseen prompt included
+    selection: Selection
+    out: list[BaseMessage]
+    floor: bool  # whether the stub floor applied
 
 
 def _drive(steps: Steps[T]) -> T:
@@ -470,15 +480,18 @@ class SelectionRunner:
 
         A round selects under the room left; when the messages it yields (context header, omission
         note and all, counted with :func:`sent_tokens`) exceed the budget, the room becomes what
-        that round kept less the excess, and it selects again. A tool span and its call-only variant
+        that round kept less the excess, and it selects again. Once a round fits after one that
+        did not, the room between the two is halved while the gap is worth a round (at least 16
+        tokens and 2% of the budget), and the fitting round that sends the most is returned
+        (``info["rounds"]`` counts the selections). A tool span and its call-only variant
         are alternatives (so are a span and its fold stub): when both are picked the variant leaves
         the pool and it selects again. Fold stubs that fit are the floor (see
         ``SelectionConfig.fold_stubs``): a span kept whole simply replaces its stub, and
         ``info["stub_floor"]`` says whether the floor applied. With ``lift_reused`` the
         reused tool spans go to the selector as ``relevant_ids`` (``info["lifted"]`` counts
-        them). After a few rounds only the mandatory part is kept. The returned selection
-        carries the requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent >
-        budget (then exactly the mandatory part is kept).
+        them). After a few rounds with none that fits, only the mandatory part is kept. The
+        returned selection carries the requested ``budget``, ``info["tokens_sent"]`` and
+        ``over_budget`` = sent > budget (then exactly the mandatory part is kept).
         """
         budget, unseen, spans = pool.budget, pool.unseen, pool.spans
         kwargs = self._select_kwargs(query, pool.in_turn)
@@ -490,8 +503,13 @@ class SelectionRunner:
             c.id for c in cands if isinstance(c.source, Span) and c.source.kind == "tool"
             and not (c.source.stub or c.mandatory) and c.source.indices[0] in pool.reused
         ] if self.config.lift_reused else []
+        fitted: _Fit | None = None  # the fitting round that sends the most
+        low = over = 0  # the most room known to fit, the least known not to (0: none yet)
+        rounds = 0
         for attempt in range(_MAX_ROUNDS + 1):
             if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
+                if fitted is not None:
+                    break  # the best fitting round stands
                 room = 1
             floored = _stub_floor(cands, room, pool.reused, pool.folded)
             floor = floored is not None
@@ -500,6 +518,7 @@ class SelectionRunner:
                 (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
                 {**kwargs, "budget_tokens": max(1, room), "relevant_ids": lifted},
             )
+            rounds += 1
             kept = set(selection.kept_ids)
             shadowed = {
                 c.id for c in selection.candidates
@@ -516,15 +535,33 @@ class SelectionRunner:
                 selection = _settle_floor(selection, cands, shadowed)
             out = self._apply(messages, selection, spans)
             sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
+            if sent <= budget:
+                if fitted is None or sent > fitted.sent:
+                    fitted = _Fit(sent, selection, out, floor)
+                # after a round that sent too much, the room between the two is searched
+                # (halving) while the gap is worth a round: the best fitting round is sent
+                low = max(low, room)
+                if not over or over - low <= max(_GAP, budget // 50):
+                    break
+                room = (low + over) // 2
+                continue
             # the floor's stubs are mandatory in the pool only while they fit: past the
             # budget (a stub shows left-out locators again), the next round has less room
-            if sent <= budget or room <= 1 or all(c.id in fixed for c in selection.kept):
+            if room <= 1 or all(c.id in fixed for c in selection.kept):
                 break
+            over = min(over or room, room)
+            if low:
+                room = (low + over) // 2
+                if room <= low:
+                    break
+                continue
             # below what this round kept (not just its room: a round that left slack would
             # pick the same again), by what the sent messages exceed the budget
             room = min(room, selection.tokens_kept) - (sent - budget)
+        if fitted is not None and selection is not fitted.selection:
+            sent, selection, out, floor = fitted
         info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
-                "rounds": attempt + 1, "stub_floor": floor, "lifted": len(lifted)}
+                "rounds": rounds, "stub_floor": floor, "lifted": len(lifted)}
         return dataclasses.replace(
             selection, budget=budget, over_budget=sent > budget, info=info
         ), out

@@ -114,6 +114,9 @@ def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(k
     assert sent_tokens(view, counter) == selection.info["tokens_sent"] <= budget
     assert selection.over_budget is False
     assert any(m.id != o.id for m, o in zip(view, folded, strict=False))  # something went
+    # the room between the round that fit and the one that did not is searched: shrinking by
+    # the excess alone sent 85% of the budget at 0.13 and 0.16
+    assert selection.info["tokens_sent"] >= 0.9 * budget
 
 
 def test_the_lifecycle_row_judges_the_folds_payloads_as_recoverable():
