@@ -481,7 +481,7 @@ class SelectionRunner:
         A round selects under the room left; when the messages it yields (context header, omission
         note and all, counted with :func:`sent_tokens`) exceed the budget, the room becomes what
         that round kept less the excess, and it selects again. Once a round fits after one that
-        did not, the room between the two is halved while the gap is worth a round (at least 16
+        did not, the room between the two is halved while the gap is worth a round (more than 16
         tokens and 2% of the budget), and the fitting round that sends the most is returned
         (``info["rounds"]`` counts the selections). A tool span and its call-only variant
         are alternatives (so are a span and its fold stub): when both are picked the variant leaves
