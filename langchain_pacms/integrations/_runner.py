@@ -601,12 +601,13 @@ class SelectionRunner:
 
         folded = {sp.indices[0] for sp in tools if mark(sp.indices[-1]).get("state") == "folded"}
         # each result's values, found once per message (a folded span's are its stub's), and
-        # those a folded span's stub left out as shown elsewhere
+        # those a folded span's stub left out as shown elsewhere (only folded spans have any)
         values = {
             sp.indices[0]: frozenset().union(
                 *(self._memo.values(messages[j]) for j in sp.indices[1:]),
                 reusable_values("\n".join(str(t) for j in sp.indices
-                                          for t in mark(j).get("elsewhere") or ())))
+                                          for t in mark(j).get("elsewhere") or ()))
+                if sp.indices[0] in folded else frozenset())
             for sp in tools
         }
         reused = reused_spans(messages, values) | latest_reads(messages, values.keys())
