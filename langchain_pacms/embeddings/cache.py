@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import math
@@ -29,7 +30,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -315,32 +316,54 @@ class CachedEmbeddings(Embeddings):
             else:
                 flight.future.cancel()
 
+    @contextlib.contextmanager
+    def _claimed(
+        self, todo: dict[str, str], deadline: float, *, waits_on_own_thread: bool
+    ) -> Iterator[
+        tuple[dict[str, str], dict[str, NDArray[np.float32]], dict[str, tuple[str, _Flight]]]
+    ]:
+        """Hold this call's claim on the misses ``todo`` (see :meth:`_claim`) for a block.
+
+        Yields the texts the block is to embed (text -> key), the map the block puts their
+        vectors in by key (it already holds the claimed texts that another call stored in the
+        meantime), and the flights to wait for after the block. Leaving the block, normally or
+        by an exception, releases the claims with the vectors the map holds by then.
+        """
+        mine, flights, unclaimed, waits = self._claim(
+            todo, waits_on_own_thread=waits_on_own_thread, expires=deadline
+        )
+        fresh: dict[str, NDArray[np.float32]] = {}
+        try:
+            yield {**self._stored_since(mine, fresh), **unclaimed}, fresh, waits
+        finally:
+            self._release(flights, fresh)
+
     @staticmethod
     def _horizon(waits: dict[str, tuple[str, _Flight]], deadline: float) -> float | None:
         """Seconds to wait for ``waits``: until this call's deadline or the owners' last one."""
         until = min(deadline, max(flight.expires for _, flight in waits.values()))
         return None if until == math.inf else max(0.0, until - time.monotonic())
 
-    @staticmethod
-    def _check_waited(
-        waits: dict[str, tuple[str, _Flight]], deadline: float, timeout: float | None
-    ) -> None:
-        """:class:`TimeoutError` if this call's own time ran out with vectors still pending."""
+    def _landed(
+        self,
+        waits: dict[str, tuple[str, _Flight]],
+        fresh: dict[str, NDArray[np.float32]],
+        deadline: float,
+        timeout: float | None,
+    ) -> dict[str, str]:
+        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key).
+
+        Called once the wait for ``waits`` is over. If this call's own time ran out with
+        vectors still pending, it raises :class:`TimeoutError`. Otherwise the rest are flights
+        that were cancelled (their owner failed) or whose owner gave up while its model call
+        is still running: this call embeds those texts itself.
+        """
         pending = sum(not flight.future.done() for _, flight in waits.values())
         if pending and time.monotonic() >= deadline:
             raise TimeoutError(
                 f"gave up after timeout={timeout}s waiting for {pending} text(s) that another "
                 "call is embedding"
             )
-
-    def _landed(
-        self, waits: dict[str, tuple[str, _Flight]], fresh: dict[str, NDArray[np.float32]]
-    ) -> dict[str, str]:
-        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key).
-
-        The rest are flights that were cancelled (their owner failed) or whose owner gave up
-        while its model call is still running: this call embeds those texts itself.
-        """
         lost: dict[str, str] = {}
         for text, (key, flight) in waits.items():
             if not flight.future.done() or flight.future.cancelled():
@@ -436,22 +459,14 @@ class CachedEmbeddings(Embeddings):
         """
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, flights, unclaimed, waits = self._claim(
-            todo, waits_on_own_thread=False, expires=deadline
-        )
-        fresh: dict[str, NDArray[np.float32]] = {}
-        try:
-            missing = self._stored_since(mine, fresh)
-            fresh.update(self._embed_now({**missing, **unclaimed}, kind))
-        finally:
-            self._release(flights, fresh)
+        with self._claimed(todo, deadline, waits_on_own_thread=False) as (batch, fresh, waits):
+            fresh.update(self._embed_now(batch, kind))
         if waits:
             concurrent.futures.wait(
                 [flight.future for _, flight in waits.values()],
                 timeout=self._horizon(waits, deadline),
             )
-            self._check_waited(waits, deadline, timeout)
-            fresh.update(self._embed_now(self._landed(waits, fresh), kind))
+            fresh.update(self._embed_now(self._landed(waits, fresh, deadline, timeout), kind))
         return self._finish(keys, found, fresh)
 
     async def aembed_matrix(
@@ -460,22 +475,16 @@ class CachedEmbeddings(Embeddings):
         """Async twin of :meth:`embed_matrix`."""
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        mine, flights, unclaimed, waits = self._claim(
-            todo, waits_on_own_thread=True, expires=deadline
-        )
-        fresh: dict[str, NDArray[np.float32]] = {}
-        try:
-            missing = self._stored_since(mine, fresh)
-            fresh.update(await self._aembed_now({**missing, **unclaimed}, kind))
-        finally:
-            self._release(flights, fresh)
+        with self._claimed(todo, deadline, waits_on_own_thread=True) as (batch, fresh, waits):
+            fresh.update(await self._aembed_now(batch, kind))
         if waits:
             await asyncio.wait(
                 [asyncio.wrap_future(flight.future) for _, flight in waits.values()],
                 timeout=self._horizon(waits, deadline),
             )
-            self._check_waited(waits, deadline, timeout)
-            fresh.update(await self._aembed_now(self._landed(waits, fresh), kind))
+            fresh.update(
+                await self._aembed_now(self._landed(waits, fresh, deadline, timeout), kind)
+            )
         return self._finish(keys, found, fresh)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -157,14 +157,9 @@ class HashedTfidfEmbeddings(Embeddings):
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """Apply inverse document frequency over one pool, then re-normalise (:func:`idf_reweight`).
+        """Apply :func:`idf_reweight` to one pool of ``(n, dim)`` vectors and its query.
 
-        Args:
-            vectors: ``(n, dim)`` term-frequency vectors of the pool.
-            query: ``(dim,)`` term-frequency vector of the query.
-
-        Returns:
-            New ``(vectors, query)`` arrays; inputs are not modified.
+        Takes the same arguments and returns the same as :func:`idf_reweight`.
         """
         return idf_reweight(vectors, query)
 
