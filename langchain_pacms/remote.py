@@ -7,7 +7,8 @@ counter the integrations use) and sent with the candidates, so client and servic
 number. When the service is unreachable, slower than ``timeout`` or answers an error, the
 selection falls back to recency within the budget (:meth:`ContextSelector.recency`, one warning
 per outage) and says ``fell_back=True`` (or raises under ``strict=True``). It uses only the
-selector's public API.
+selector's public API, and the drivers that run one body of steps sync or async
+(:mod:`langchain_pacms._steps`).
 
 Example:
     >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
@@ -22,7 +23,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from langchain_pacms._steps import adrive, drive
 from langchain_pacms.selector import (
     Candidate,
     CandidateInput,
@@ -92,7 +94,7 @@ class RemoteSelector(ContextSelector):
             weakref.WeakKeyDictionary()
         )
 
-    # -- the pure steps shared by select and aselect ------------------------------------------
+    # -- the steps shared by select and aselect -----------------------------------------------
     def _request(
         self,
         cands: Sequence[Candidate],
@@ -175,7 +177,59 @@ class RemoteSelector(ContextSelector):
         timings = {**selection.timings, **timings, "total": time.perf_counter() - started}
         return replace(selection, timings=MappingProxyType(timings))
 
+    def _selecting_remotely(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget_tokens: int | None,
+        budget_ratio: float | None,
+        strategy: Any,
+        relevant_ids: Collection[str],
+        options: Mapping[str, Any],
+    ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
+        """The steps of :meth:`select` and :meth:`aselect`: all but the request itself.
+
+        They yield the payload to post and take back the service's checked answer
+        (:meth:`_post` or :meth:`_apost` gives it); a failed request or an answer that does not
+        fit falls back to recency, or is raised under ``strict``.
+        """
+        started = time.perf_counter()
+        cands, tokens, budget = self.resolve(
+            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
+        )
+        timings = {"tokens": time.perf_counter() - started}
+        if not cands:
+            return self.recency(cands, query, budget_tokens=budget)
+        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
+        try:
+            body = yield payload
+            timings["remote"] = time.perf_counter() - started
+            selection = self._selection(cands, body, timings)
+        except Exception as err:
+            return self._fallback(err, cands, query, budget, timings, started)
+        self.note_recovery()
+        return selection
+
     # -- sync and async ----------------------------------------------------------------------
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST ``payload`` with the shared sync client; the checked answer."""
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.timeout)
+            client = self._client
+        return self._checked(client.post(f"{self.url}/select_debug", json=payload))
+
+    async def _apost(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST ``payload`` with this event loop's async client; the checked answer."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = self._aclients[loop] = httpx.AsyncClient(timeout=self.timeout)
+        response = await asyncio.wait_for(
+            client.post(f"{self.url}/select_debug", json=payload), self.timeout
+        )
+        return self._checked(response)
+
     def select(
         self,
         candidates: Sequence[CandidateInput],
@@ -191,26 +245,10 @@ class RemoteSelector(ContextSelector):
 
         Bad input raises here, before any request, exactly as the local selector does.
         """
-        started = time.perf_counter()
-        cands, tokens, budget = self.resolve(
-            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
+        steps = self._selecting_remotely(
+            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
         )
-        timings = {"tokens": time.perf_counter() - started}
-        if not cands:
-            return self.recency(cands, query, budget_tokens=budget)
-        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
-        try:
-            with self._lock:
-                if self._client is None:
-                    self._client = httpx.Client(timeout=self.timeout)
-                client = self._client
-            body = self._checked(client.post(f"{self.url}/select_debug", json=payload))
-            timings["remote"] = time.perf_counter() - started
-            selection = self._selection(cands, body, timings)
-        except Exception as err:
-            return self._fallback(err, cands, query, budget, timings, started)
-        self.note_recovery()
-        return selection
+        return drive(steps, self._post)
 
     async def aselect(
         self,
@@ -224,29 +262,10 @@ class RemoteSelector(ContextSelector):
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""
-        started = time.perf_counter()
-        cands, tokens, budget = self.resolve(
-            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
+        steps = self._selecting_remotely(
+            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
         )
-        timings = {"tokens": time.perf_counter() - started}
-        if not cands:
-            return self.recency(cands, query, budget_tokens=budget)
-        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
-        try:
-            loop = asyncio.get_running_loop()
-            client = self._aclients.get(loop)
-            if client is None:
-                client = self._aclients[loop] = httpx.AsyncClient(timeout=self.timeout)
-            response = await asyncio.wait_for(
-                client.post(f"{self.url}/select_debug", json=payload), self.timeout
-            )
-            body = self._checked(response)
-            timings["remote"] = time.perf_counter() - started
-            selection = self._selection(cands, body, timings)
-        except Exception as err:
-            return self._fallback(err, cands, query, budget, timings, started)
-        self.note_recovery()
-        return selection
+        return await adrive(steps, self._apost)
 
     def close(self) -> None:
         """Close the sync connection pool (a new one opens on the next call)."""

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
 from langchain_pacms._blas import blas_threads as limit_blas_threads
+from langchain_pacms._steps import adrive, drive
 from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.core import COSINE_MATRIX_LIMIT, Pick, Problem, Strategy, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -1143,6 +1144,26 @@ class ContextSelector:
             >>> selector.select(pool, "red", budget_tokens=3, relevant_ids=["0"]).kept_ids
             ('0',)
         """
+        steps = self._selecting(
+            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
+        )
+        return drive(steps, lambda texts: self._embed_with_timeout(texts, query))
+
+    def _selecting(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget_tokens: int | None,
+        budget_ratio: float | None,
+        strategy: str | Strategy | None,
+        relevant_ids: Collection[str],
+        options: Mapping[str, Any],
+    ) -> Generator[list[str], _Pool, Selection]:
+        """The steps of :meth:`select` and :meth:`aselect` (see :mod:`langchain_pacms._steps`).
+
+        They yield the texts to embed (unless the last pool is this one) and take back their
+        pool; a failed embedding falls back to recency, or is raised under ``strict``.
+        """
         started = time.perf_counter()
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         lifted = relevant_mask(cands, relevant_ids)
@@ -1154,7 +1175,7 @@ class ContextSelector:
         pool = self._same_pool(texts, query)
         if cands and pool is None:
             try:
-                pool = self._embed_with_timeout(texts, query)
+                pool = yield texts
             except Exception as err:
                 if self.strict:
                     raise
@@ -1212,24 +1233,23 @@ class ContextSelector:
             >>> solve(problem, name, **options).order.tolist()
             [0]
         """
-        cands, tokens, budget = self._prepare_nonempty(
-            candidates, query, budget_tokens, budget_ratio
-        )
-        pool = self._embed_with_timeout([c.text for c in cands], query)
-        with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, pool)
+        steps = self._preparing(candidates, query, budget_tokens, budget_ratio)
+        return drive(steps, lambda texts: self._embed_with_timeout(texts, query))
 
-    def _prepare_nonempty(
+    def _preparing(
         self,
         candidates: Sequence[CandidateInput],
         query: str,
         budget_tokens: int | None,
         budget_ratio: float | None,
-    ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+    ) -> Generator[list[str], _Pool, Problem]:
+        """The steps of :meth:`prepare` and :meth:`aprepare`: they yield the texts to embed."""
         cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
         if not cands:
             raise ValueError("prepare needs at least one candidate")
-        return cands, tokens, budget
+        pool = yield [c.text for c in cands]
+        with limit_blas_threads(self.blas_threads):
+            return _problem(cands, tokens, budget, pool)
 
     # -- async --------------------------------------------------------------------------------
     async def _aembed(self, texts: list[str], query: str, deadline: float | None) -> _Pool:
@@ -1264,27 +1284,10 @@ class ContextSelector:
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (embeds with the model's async API)."""
-        started = time.perf_counter()
-        cands, tokens, budget = self._prepare(candidates, query, budget_tokens, budget_ratio)
-        lifted = relevant_mask(cands, relevant_ids)
-        timings = {"tokens": time.perf_counter() - started}
-        name, opts = self.resolve_options(strategy, options)
-        error = None
-        t0 = time.perf_counter()
-        texts = [c.text for c in cands]
-        pool = self._same_pool(texts, query)
-        if cands and pool is None:
-            try:
-                pool = await self._aembed_with_timeout(texts, query)
-            except Exception as err:
-                if self.strict:
-                    raise
-                error = self._note_failure(err)
-        timings["embed"] = time.perf_counter() - t0
-        return self._finish(
-            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool,
-            lifted=lifted,
+        steps = self._selecting(
+            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
         )
+        return await adrive(steps, lambda texts: self._aembed_with_timeout(texts, query))
 
     async def aprepare(
         self,
@@ -1303,9 +1306,5 @@ class ContextSelector:
             >>> (problem.n, problem.budget)
             (2, 2)
         """
-        cands, tokens, budget = self._prepare_nonempty(
-            candidates, query, budget_tokens, budget_ratio
-        )
-        pool = await self._aembed_with_timeout([c.text for c in cands], query)
-        with limit_blas_threads(self.blas_threads):
-            return _problem(cands, tokens, budget, pool)
+        steps = self._preparing(candidates, query, budget_tokens, budget_ratio)
+        return await adrive(steps, lambda texts: self._aembed_with_timeout(texts, query))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messa
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
     CONTEXT_MESSAGE_ID,
@@ -137,23 +138,6 @@ def _settle_floor(
 
 
 @dataclass(frozen=True)
-class _Call:
-    """One I/O step of a selection: a sync function and its async twin, with the arguments.
-
-    The runner's logic is written once, as a generator of these steps; :func:`_drive` runs it
-    with the sync functions and :func:`_adrive` awaits the async ones.
-    """
-
-    sync: Callable[..., Any]
-    asynchronous: Callable[..., Awaitable[Any]]
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-Steps = Generator[_Call, Any, T]
-
-
-@dataclass(frozen=True)
 class _Pool:
     """One call's candidates and what :meth:`SelectionRunner.fit` needs to know about them."""
 
@@ -174,36 +158,6 @@ class _Fit(NamedTuple):
     selection: Selection
     out: list[BaseMessage]
     floor: bool  # whether the stub floor applied
-
-
-def _drive(steps: Steps[T]) -> T:
-    """Run ``steps``, calling the sync function of each step (errors go back into ``steps``)."""
-    try:
-        call = next(steps)
-        while True:
-            try:
-                result = call.sync(*call.args, **call.kwargs)
-            except Exception as err:
-                call = steps.throw(err)
-            else:
-                call = steps.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
-async def _adrive(steps: Steps[T]) -> T:
-    """Async twin of :func:`_drive`: awaits the async function of each step."""
-    try:
-        call = next(steps)
-        while True:
-            try:
-                result = await call.asynchronous(*call.args, **call.kwargs)
-            except Exception as err:
-                call = steps.throw(err)
-            else:
-                call = steps.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, Any]:
@@ -425,14 +379,14 @@ class SelectionRunner:
     def _namespace_items(self, store: BaseStore, ns: tuple, query: str) -> Steps[list[Any]]:
         """One namespace's memories: the nearest ones, or, without a vector index, a scan."""
         if query.strip() and getattr(store, "index_config", None):
-            items = yield _Call(store.search, store.asearch, (ns,),
+            items = yield Call(store.search, store.asearch, (ns,),
                                 {"query": query, "limit": self.config.memory_limit})
             return list(items)
         cap = self.config.memory_scan_limit
         found: list[Any] = []
         while len(found) <= cap:  # one item past the cap tells whether the cap cut it short
             want = min(_PAGE, cap + 1 - len(found))
-            page = yield _Call(store.search, store.asearch, (ns,),
+            page = yield Call(store.search, store.asearch, (ns,),
                                {"limit": want, "offset": len(found)})
             found += page
             if len(page) < want:
@@ -463,7 +417,7 @@ class SelectionRunner:
         retriever = self.config.retriever
         if retriever is not None and query.strip():
             try:
-                documents = list((yield _Call(retriever.invoke, retriever.ainvoke,
+                documents = list((yield Call(retriever.invoke, retriever.ainvoke,
                                               (query, config))))
             except Exception as err:
                 if self.config.strict:
@@ -513,7 +467,7 @@ class SelectionRunner:
                 room = 1
             floored = _stub_floor(cands, room, pool.reused, pool.folded)
             floor = floored is not None
-            selection = yield _Call(
+            selection = yield Call(
                 self.selector.select, self.selector.aselect,
                 (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
                 {**kwargs, "budget_tokens": max(1, room), "relevant_ids": lifted},
@@ -633,7 +587,7 @@ class SelectionRunner:
         assert self.config.sidecar_store is not None  # checked by SelectionConfig
         sidecars = SidecarStore(self.config.sidecar_store, thread_of(config))
         records = [folds[i].record for i in sent]
-        yield _Call(sidecars.put_many, sidecars.aput_many, (records,))
+        yield Call(sidecars.put_many, sidecars.aput_many, (records,))
         return [r.object_id for r in records]
 
     def _steps(
@@ -679,7 +633,7 @@ class SelectionRunner:
             extra["folded"] = folded
         if lookup_error:
             extra["memory_error"] = lookup_error
-        yield _Call(report_selection, areport_selection, (selection,),
+        yield Call(report_selection, areport_selection, (selection,),
                     {"query": query, "source": self.source, "config": config, "log": self.log,
                      **extra})
         return out
@@ -705,7 +659,7 @@ class SelectionRunner:
         Returns:
             The messages to send.
         """
-        return _drive(self._steps(messages, state, config, store, context))
+        return drive_calls(self._steps(messages, state, config, store, context))
 
     async def arun(
         self,
@@ -717,7 +671,7 @@ class SelectionRunner:
         context: Any = None,
     ) -> list[BaseMessage]:
         """Async twin of :meth:`run` (the same steps, awaiting the store, retriever, selector)."""
-        return await _adrive(self._steps(messages, state, config, store, context))
+        return await adrive_calls(self._steps(messages, state, config, store, context))
 
 
 class RunnerViews:

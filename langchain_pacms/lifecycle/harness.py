@@ -59,6 +59,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.integrations.report import SelectionLog
 from langchain_pacms.lifecycle.actions import Action, SidecarRecord, restore
 from langchain_pacms.lifecycle.objects import ContextIndex, index_messages, payload_of
@@ -438,10 +439,6 @@ class LifecycleHarness:
         self._log(commit)
         return commit
 
-    def _failed(self, thread_id: str, err: Exception) -> None:
-        self.stats.commit_failures += 1
-        logger.warning("lifecycle commit on %s abandoned: sidecar write failed: %s", thread_id, err)
-
     def _log(self, commit: Commit) -> None:
         if self.log is None:
             return
@@ -451,31 +448,49 @@ class LifecycleHarness:
         except OSError as err:
             logger.warning("could not write the lifecycle log %s: %s", self.log.path, err)
 
-    def _begin(
-        self, messages: Sequence[BaseMessage], thread_id: str, known_ids: Mapping[str, str] | None
-    ) -> tuple[_Thread, ContextIndex, bool] | None:
-        """Thread, index and whether to plan; ``None`` off a boundary (no indexing at all)."""
+    def _steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        known_ids: Mapping[str, str] | None,
+        config: RunnableConfig | None,
+    ) -> Steps[Commit | None]:
+        """One harness step, as the I/O calls it makes: the plan, the writes, the event.
+
+        :meth:`step` makes the sync calls, :meth:`astep` awaits the async ones
+        (:mod:`langchain_pacms._steps`); an error of a call is raised here, at its ``yield``.
+        """
         if not at_boundary(messages, self.boundary):
             return None  # nothing can commit here; staged actions are re-checked at the next one
         thread = self._threads.setdefault(thread_id, _Thread())
         index = self.index(messages, known_ids)
-        return thread, index, len(index.objects) > 1
-
-    def _report(self, commit: Commit, config: RunnableConfig | None) -> None:
+        if len(index.objects) > 1:
+            plan = yield Call(self.planner.plan, self.planner.aplan, (index, messages))
+            self._stage(thread, messages, index, plan)
+        decision = self._decide(thread, messages, index)
+        if decision.reason is None:
+            return None
+        folded, audit = self._records(messages, decision)
         try:
-            dispatch_custom_event(COMMIT_EVENT, commit.event(), config=config)
+            sidecars = self.sidecars(thread_id)
+            yield Call(sidecars.put_many, sidecars.aput_many, (folded,))
+            originals = self.audit(thread_id)
+            yield Call(originals.put_many, originals.aput_many, (audit,))
+        except Exception as err:  # any store failure: nothing is committed, nothing is lost
+            self.stats.commit_failures += 1
+            logger.warning(
+                "lifecycle commit on %s abandoned: sidecar write failed: %s", thread_id, err
+            )
+            return None
+        commit = self._commit(thread_id, thread, messages, decision)
+        try:
+            yield Call(dispatch_custom_event, adispatch_custom_event,
+                        (COMMIT_EVENT, commit.event()), {"config": config})
         except RuntimeError:
             pass  # not inside a run: nobody to tell
         except Exception as err:  # a callback handler failed: never break the agent for it
             logger.warning("%s event handler failed: %s", COMMIT_EVENT, err)
-
-    async def _areport(self, commit: Commit, config: RunnableConfig | None) -> None:
-        try:
-            await adispatch_custom_event(COMMIT_EVENT, commit.event(), config=config)
-        except RuntimeError:
-            pass
-        except Exception as err:
-            logger.warning("%s event handler failed: %s", COMMIT_EVENT, err)
+        return commit
 
     # -- public entry points ---------------------------------------------------------------------
 
@@ -498,25 +513,7 @@ class LifecycleHarness:
         Returns:
             The :class:`Commit`, or ``None`` when nothing is committed now.
         """
-        begun = self._begin(messages, thread_id, known_ids)
-        if begun is None:
-            return None
-        thread, index, wants_plan = begun
-        if wants_plan:
-            self._stage(thread, messages, index, self.planner.plan(index, messages))
-        decision = self._decide(thread, messages, index)
-        if decision.reason is None:
-            return None
-        folded, audit = self._records(messages, decision)
-        try:
-            self.sidecars(thread_id).put_many(folded)
-            self.audit(thread_id).put_many(audit)
-        except Exception as err:  # any store failure: nothing is committed, nothing is lost
-            self._failed(thread_id, err)
-            return None
-        commit = self._commit(thread_id, thread, messages, decision)
-        self._report(commit, config)
-        return commit
+        return drive_calls(self._steps(messages, thread_id, known_ids, config))
 
     async def astep(
         self,
@@ -527,25 +524,7 @@ class LifecycleHarness:
         config: RunnableConfig | None = None,
     ) -> Commit | None:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
-        begun = self._begin(messages, thread_id, known_ids)
-        if begun is None:
-            return None
-        thread, index, wants_plan = begun
-        if wants_plan:
-            self._stage(thread, messages, index, await self.planner.aplan(index, messages))
-        decision = self._decide(thread, messages, index)
-        if decision.reason is None:
-            return None
-        folded, audit = self._records(messages, decision)
-        try:
-            await self.sidecars(thread_id).aput_many(folded)
-            await self.audit(thread_id).aput_many(audit)
-        except Exception as err:
-            self._failed(thread_id, err)
-            return None
-        commit = self._commit(thread_id, thread, messages, decision)
-        await self._areport(commit, config)
-        return commit
+        return await adrive_calls(self._steps(messages, thread_id, known_ids, config))
 
     def reactivate(
         self,

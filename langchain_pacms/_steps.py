@@ -1,0 +1,106 @@
+"""One body for a method and its async twin: a generator of steps, run by a sync or async driver.
+
+Logic that a blocking method and its ``a``-prefixed twin share is written once, as a generator
+that yields each outside call it needs (texts to embed, a payload to post, a store write) and
+takes back the answer. :func:`drive` answers with blocking calls, :func:`adrive` awaits async
+ones; an error of a call is raised inside the generator at its ``yield``, so the shared body
+handles it as it would an error of its own. :class:`Call` is the request for bodies that make
+several kinds of calls: a function and its async twin with the arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = ["Call", "Steps", "adrive", "adrive_calls", "drive", "drive_calls"]
+
+Ask = TypeVar("Ask")
+Answer = TypeVar("Answer")
+T = TypeVar("T")
+
+
+def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> T:
+    """Run ``steps`` to their result, answering each request they yield with ``answer``.
+
+    An exception from ``answer`` is raised inside the steps at the request.
+
+    Example:
+        >>> def steps():
+        ...     try:
+        ...         return (yield "ping")
+        ...     except KeyError:
+        ...         return "no answer"
+        >>> drive(steps(), str.upper), drive(steps(), {}.__getitem__)
+        ('PING', 'no answer')
+    """
+    try:
+        request = next(steps)
+        while True:
+            try:
+                reply = answer(request)
+            except Exception as err:
+                request = steps.throw(err)
+            else:
+                request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(
+    steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]
+) -> T:
+    """Async twin of :func:`drive`: each answer is awaited."""
+    try:
+        request = next(steps)
+        while True:
+            try:
+                reply = await answer(request)
+            except Exception as err:
+                request = steps.throw(err)
+            else:
+                request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One outside call of a shared body: a sync function and its async twin, with arguments."""
+
+    sync: Callable[..., Any]
+    asynchronous: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def run(self) -> Any:
+        """Call the sync function."""
+        return self.sync(*self.args, **self.kwargs)
+
+    def arun(self) -> Awaitable[Any]:
+        """Call the async function (the awaitable it returns)."""
+        return self.asynchronous(*self.args, **self.kwargs)
+
+
+Steps = Generator[Call, Any, T]
+"""A shared body whose requests are :class:`Call` objects."""
+
+
+def drive_calls(steps: Steps[T]) -> T:
+    """Run ``steps`` with the sync function of each :class:`Call`.
+
+    Example:
+        >>> async def never():
+        ...     raise AssertionError
+        >>> def steps():
+        ...     return (yield Call(len, never, ("abc",)))
+        >>> drive_calls(steps())
+        3
+    """
+    return drive(steps, Call.run)
+
+
+async def adrive_calls(steps: Steps[T]) -> T:
+    """Async twin of :func:`drive_calls`: awaits the async function of each :class:`Call`."""
+    return await adrive(steps, Call.arun)
