@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import math
@@ -49,7 +50,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -92,6 +93,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_STRATEGIES: tuple[str, ...] = ("pacms", "topk", "mmr", "lastk")
 """Strategies compared by default (the paper's Table 2 rows)."""
@@ -660,6 +662,24 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
             loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
+def _blocking(
+    afn: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str
+) -> Callable[P, T]:
+    """A function ``name`` (documented by ``doc``) that runs ``afn`` with :func:`_run_sync`.
+
+    It takes exactly ``afn``'s arguments; ``inspect.signature`` shows ``afn``'s parameters (it
+    follows ``__wrapped__``), so the sync and async entry points cannot drift apart.
+    """
+
+    @functools.wraps(afn)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> T:
+        return _run_sync(afn(*args, **kwargs))
+
+    blocking.__name__ = blocking.__qualname__ = name
+    blocking.__doc__ = doc
+    return blocking
+
+
 class _Exhausted(Exception):
     """A call kept failing; carries the last error and the number of retries made."""
 
@@ -886,6 +906,16 @@ async def arun_qa(
     bar = _Progress(len(wanted) - len(prior), progress)
     started = time.perf_counter()
 
+    async def call_model(model: Any, messages: list[BaseMessage]) -> tuple[Any, int]:
+        # Reader and judge calls share one limit, timeout and retry policy.
+        return await _with_retries(
+            lambda: model.ainvoke(messages),
+            sem=call_sem,
+            retries=retries,
+            backoff=backoff,
+            timeout=timeout,
+        )
+
     async def answer(
         q: Question, pool: list[PoolItem], selection: Selection, strategy: str
     ) -> QARecord:
@@ -909,13 +939,7 @@ async def arun_qa(
         messages = build_reader_messages(q, kept)
         base["tokens_in"] = count(_messages_text(messages))
         try:
-            reply, n_retry = await _with_retries(
-                lambda: reader.ainvoke(messages),
-                sem=call_sem,
-                retries=retries,
-                backoff=backoff,
-                timeout=timeout,
-            )
+            reply, n_retry = await call_model(reader, messages)
         except _Exhausted as exc:
             return QARecord(
                 correct=False,
@@ -950,13 +974,7 @@ async def arun_qa(
 
         async def call_judge(msgs: list[BaseMessage]) -> Any:
             nonlocal judge_retries
-            reply, n = await _with_retries(
-                lambda: judge.ainvoke(msgs),
-                sem=call_sem,
-                retries=retries,
-                backoff=backoff,
-                timeout=timeout,
-            )
+            reply, n = await call_model(judge, msgs)
             judge_retries += n
             judge_replies.append(reply)
             return reply
@@ -1074,54 +1092,23 @@ async def arun_qa(
     return QAReport(records, strategies, config, time.perf_counter() - started)
 
 
-def run_qa(
-    questions: Iterable[Question],
-    *,
-    strategies: Sequence[str] = DEFAULT_STRATEGIES,
-    level: int = 2,
-    budget_ratio: float = 0.45,
-    style: str = "recap",
-    budget_base: str = "pool",
-    reader: Any,
-    judge: Any,
-    selector: ContextSelector | None = None,
-    concurrency: int = 4,
-    retries: int = 2,
-    seed: int = 0,
-    progress: bool = True,
-    **kwargs: Any,
-) -> QAReport:
-    """Synchronous wrapper of :func:`arun_qa`.
+run_qa = _blocking(
+    arun_qa,
+    "run_qa",
+    """Synchronous wrapper of :func:`arun_qa`, with the same arguments.
 
     Every call from one thread runs on that thread's own event loop, which stays open, so the
     same models can be used for run after run (see :func:`_run_sync`). Call :func:`arun_qa`
-    directly from code that already runs an event loop. Extra keyword arguments (``backoff``,
-    ``timeout``, ``parse_retries``, ``strategy_options``, ``meta``) are passed through.
+    directly from code that already runs an event loop.
 
     Returns:
         The :class:`QAReport`.
 
     Raises:
+        ValueError: For an unknown strategy, style or budget base, or bad numbers.
         RuntimeError: When called from a running event loop.
-    """
-    return _run_sync(
-        arun_qa(
-            questions,
-            strategies=strategies,
-            level=level,
-            budget_ratio=budget_ratio,
-            style=style,
-            budget_base=budget_base,
-            reader=reader,
-            judge=judge,
-            selector=selector,
-            concurrency=concurrency,
-            retries=retries,
-            seed=seed,
-            progress=progress,
-            **kwargs,
-        )
-    )
+    """,
+)
 
 
 # -- CLI helpers ----------------------------------------------------------------------------
