@@ -1,7 +1,12 @@
-"""Shared helpers for the integration tests: a recording fake chat model and conversations."""
+"""Shared test helpers: a recording fake chat model, conversations, agent scenarios, checks.
+
+The integration tests import this module from their folder; ``tests/conftest.py`` puts the folder
+on ``sys.path`` for the unit tests too.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,7 +14,14 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from pydantic import Field
+
+# Re-exported for the tests, imported without its deprecation warning (the successor is
+# langchain.agents.create_agent); the test files also filter the warnings it gives when called.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent as create_react_agent
 
 Responder = Callable[[list[BaseMessage], int], AIMessage]
 
@@ -101,6 +113,47 @@ def long_conversation(turns: int = 200, *, fact: str, early_at: int = 3) -> list
     return messages
 
 
+# -- an archive agent, and an early fact only a good selection keeps ---------------------------
+BIG = "row " * 1500  # ~1500 tokens of tool output
+FACT = "My locker combination is 31-07-42, please remember it."
+SECRET = "31-07-42"
+
+
+@tool
+def search(query: str) -> str:
+    """Search the archive (returns a very large payload)."""
+    return f"Archive results for {query}: " + BIG
+
+
+def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
+    """A script that gives the combination only if ``SECRET`` reached the model."""
+    seen = any(SECRET in str(m.content) for m in messages)
+    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
+
+
+# -- one task, a hundred tool calls: the agent reads module after module ----------------------
+LOOP_CALLS = 100
+LOOP_TASK = "Find the module that raises QuotaError and fix it."
+
+
+def module_text(n: int, marks: str = "") -> str:
+    """What ``read_file`` returns for module ``n`` (``marks`` follow the path in its first line)."""
+    body = "\n".join(f"    line {k} of module {n}: value = {k * n}" for k in range(40))
+    return f"# src/module_{n}.py{marks}\n{body}" + ("\nraise QuotaError('disk')" if n == 37 else "")
+
+
+def module_number(path: str) -> int:
+    """``src/module_7.py`` -> 7."""
+    return int(path.split("_")[1].split(".")[0])
+
+
+def read_module(index: int) -> AIMessage:
+    """Step ``index`` of the loop: the model reads module ``index``."""
+    read = call("read_file", {"path": f"src/module_{index}.py"}, f"c{index}")
+    return AIMessage(f"Step {index}: reading the next module.", tool_calls=[read])
+
+
+# -- checks --------------------------------------------------------------------------------------
 def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
     """Every ToolMessage directly follows its call group; every tool call has a result."""
     open_calls: set[str] = set()

@@ -11,43 +11,42 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.store.memory import InMemoryStore
-from pacms_fakes import EventCollector, RecordingChatModel, assert_provider_valid, call
+from pacms_fakes import (
+    LOOP_CALLS,
+    LOOP_TASK,
+    EventCollector,
+    RecordingChatModel,
+    assert_provider_valid,
+    call,
+    create_react_agent,
+    module_number,
+    module_text,
+    read_module,
+)
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-CALLS = 100
 BUDGET = 4_000
 THREAD = "loop-7"
-TASK = "Find the module that raises QuotaError and fix it."
+MARKS = "\x00 é"  # in every module's first line: recovered byte for byte
 STUB = re.compile(r'\[folded: .*?recover_context\("(function:tool:\d+)"\)', re.S)
-
-
-def module_text(n: int) -> str:
-    """What ``read_file`` returns for module ``n`` (with a NUL and a non-ASCII character)."""
-    body = "\n".join(f"    line {k} of module {n}: value = {k * n}" for k in range(40))
-    return f"# src/module_{n}.py\x00 é\n{body}" + ("\nraise QuotaError('disk')" if n == 37 else "")
 
 
 @tool
 def read_file(path: str) -> str:
     """Read a file."""
-    return module_text(int(path.split("_")[1].split(".")[0]))
+    return module_text(module_number(path), MARKS)
 
 
 class StubChecker:
@@ -71,16 +70,15 @@ class StubChecker:
                 if found is None or c["name"] != "read_file":
                     continue
                 self.stubs_seen += 1
-                n = int(c["args"]["path"].split("_")[1].split(".")[0])
+                n = module_number(c["args"]["path"])
                 payload = json.loads(self.sidecars.get(found.group(1)).payload)
-                assert payload["results"] == module_text(n)  # the call's text is folded too
+                assert payload["results"] == module_text(n, MARKS)  # the call's text is folded too
                 assert payload["tool_calls"][0]["args"] == c["args"]
-                self.wanted = self.wanted if index == CALLS + 1 else (found.group(1), n)
-        if index < CALLS:
-            read = call("read_file", {"path": f"src/module_{index}.py"}, f"c{index}")
-            return AIMessage(f"Step {index}: reading the next module.", tool_calls=[read])
+                self.wanted = self.wanted if index == LOOP_CALLS + 1 else (found.group(1), n)
+        if index < LOOP_CALLS:
+            return read_module(index)
         assert self.wanted is not None
-        if index == CALLS:  # get a stubbed output back
+        if index == LOOP_CALLS:  # get a stubbed output back
             args = {"object_id": self.wanted[0]}
             return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, args, "r1")])
         self.recovered = (self.wanted[1], str(messages[-1].content))
@@ -89,16 +87,16 @@ class StubChecker:
 
 def _check(model: RecordingChatModel, script: StubChecker, events: list[dict[str, Any]],
            counter: Any) -> None:
-    assert len(model.received) == CALLS + 2
+    assert len(model.received) == LOOP_CALLS + 2
     for received in model.received:
         assert sent_tokens(received, counter) <= BUDGET
         assert_provider_valid(received)
-        assert any(isinstance(m, HumanMessage) and m.content == TASK for m in received)
+        assert any(isinstance(m, HumanMessage) and m.content == LOOP_TASK for m in received)
     assert not any(e["over_budget"] for e in events)
-    assert script.stubs_seen > 5 * CALLS  # most calls see several stubs (970 in 102 calls now)
+    assert script.stubs_seen > 5 * LOOP_CALLS  # most calls see several stubs (970 in 102 calls now)
     assert script.recovered is not None
     module, payload = script.recovered
-    assert json.loads(payload)["results"] == module_text(module)  # NUL and accent included
+    assert json.loads(payload)["results"] == module_text(module, MARKS)  # NUL and accent included
     assert events[-1]["mandatory"].endswith("newest first (the stub floor)")
     folded = events[-1]["folded"]
     assert folded and all(i.startswith("function:tool:") for i in folded)
@@ -112,7 +110,7 @@ def _agent_inputs() -> tuple[InMemoryStore, StubChecker, RecordingChatModel, lis
 
 
 def _run_config(collector: EventCollector) -> dict[str, Any]:
-    return {"callbacks": [collector], "recursion_limit": 4 * CALLS + 20,
+    return {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 20,
             "configurable": {"thread_id": THREAD}}
 
 
@@ -123,7 +121,7 @@ def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
                              sidecar_store=store)
     agent = create_react_agent(model, tools, pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke({"messages": [SystemMessage("You are a careful coder."), HumanMessage(TASK)]},
+    agent.invoke({"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
                  _run_config(collector))
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, script, events, selector.token_counter)
@@ -141,7 +139,7 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
     agent = create_agent(model, tools, system_prompt="You are a careful coder.",
                          middleware=[middleware])
     collector = EventCollector()
-    await agent.ainvoke({"messages": [HumanMessage(TASK)]}, _run_config(collector))
+    await agent.ainvoke({"messages": [HumanMessage(LOOP_TASK)]}, _run_config(collector))
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, script, events, selector.token_counter)
 
@@ -153,6 +151,6 @@ def test_without_fold_stubs_dropped_outputs_leave_no_stub():
         if index < 30 else AIMessage("done")))
     hook = create_pacms_hook(budget_tokens=1_500)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
-    agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 200})
+    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 200})
     assert not any(STUB.search(str(m.content)) for m in model.received[-1])
     assert len(model.received[-1]) < 61  # outputs were dropped, not stubbed

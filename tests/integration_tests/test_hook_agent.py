@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
 from typing import Annotated, Any
 
 import pytest
@@ -17,17 +16,22 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import (
+    BIG,
+    FACT,
+    SECRET,
     EventCollector,
     RecordingChatModel,
+    answer_from_context,
     assert_provider_valid,
     call,
+    create_react_agent,
     long_conversation,
+    search,
     tool_calling_script,
 )
 from typing_extensions import TypedDict
@@ -36,27 +40,7 @@ from langchain_pacms import ContextSelector
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-BIG = "row " * 1500  # ~1500 tokens of tool output
-FACT = "My locker combination is 31-07-42, please remember it."
-SECRET = "31-07-42"
-
-
-@tool
-def search(query: str) -> str:
-    """Search the archive (returns a very large payload)."""
-    return f"Archive results for {query}: " + BIG
-
-
-def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
-    seen = any(SECRET in str(m.content) for m in messages)
-    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
-
 
 def texts(messages: list[BaseMessage]) -> list[str]:
     return [str(m.content) for m in messages]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
@@ -11,16 +9,13 @@ from pacms_fakes import (
     EventCollector,
     RecordingChatModel,
     assert_provider_valid,
+    create_react_agent,
     long_conversation,
     tool_calling_script,
 )
 
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import sent_tokens
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -8,51 +8,51 @@ newest step and the system prompt stay.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
-from pacms_fakes import EventCollector, RecordingChatModel, assert_provider_valid, call
+from pacms_fakes import (
+    LOOP_CALLS,
+    LOOP_TASK,
+    EventCollector,
+    RecordingChatModel,
+    assert_provider_valid,
+    create_react_agent,
+    module_number,
+    module_text,
+    read_module,
+)
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.messages import sent_tokens
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-CALLS = 100
 BUDGET = 4_000
-TASK = "Find the module that raises QuotaError and fix it."
 
 
 @tool
 def read_file(path: str) -> str:
     """Read a file."""
-    n = int(path.split("_")[1].split(".")[0])
-    body = "\n".join(f"    line {k} of module {n}: value = {k * n}" for k in range(40))
-    return f"# src/module_{n}.py\n{body}" + ("\nraise QuotaError('disk')" if n == 37 else "")
+    return module_text(module_number(path))
 
 
 def loop_script(messages: list[BaseMessage], index: int) -> AIMessage:
-    """Read module 0, 1, 2, ... one call per step; answer after CALLS reads."""
-    if index >= CALLS:
+    """Read module 0, 1, 2, ... one call per step; answer after LOOP_CALLS reads."""
+    if index >= LOOP_CALLS:
         return AIMessage("module_37 raises QuotaError.")
-    read = call("read_file", {"path": f"src/module_{index}.py"}, f"c{index}")
-    return AIMessage(f"Step {index}: reading the next module.", tool_calls=[read])
+    return read_module(index)
 
 
 def _check(model: RecordingChatModel, events: list[dict[str, Any]], counter: Any) -> None:
-    assert len(model.received) == CALLS + 1
+    assert len(model.received) == LOOP_CALLS + 1
     for received in model.received:
         assert sent_tokens(received, counter) <= BUDGET
         assert_provider_valid(received)
-        assert any(isinstance(m, HumanMessage) and m.content == TASK for m in received)
+        assert any(isinstance(m, HumanMessage) and m.content == LOOP_TASK for m in received)
     last = model.received[-1]
     assert isinstance(last[-1], ToolMessage) and "module_99" in str(last[-1].content)
     assert not any(e["over_budget"] for e in events)
@@ -68,8 +68,8 @@ def test_hook_keeps_its_budget_over_a_hundred_tool_calls():
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
     agent.invoke(
-        {"messages": [SystemMessage("You are a careful coder."), HumanMessage(TASK)]},
-        {"callbacks": [collector], "recursion_limit": 4 * CALLS + 10},
+        {"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
+        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
     )
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, events, selector.token_counter)
@@ -85,8 +85,8 @@ def test_middleware_keeps_its_budget_over_a_hundred_tool_calls():
     agent = create_agent(model, [read_file], system_prompt="You are a careful coder.",
                          middleware=[PACMSMiddleware(selector=selector, budget_tokens=BUDGET)])
     collector = EventCollector()
-    agent.invoke({"messages": [HumanMessage(TASK)]},
-                 {"callbacks": [collector], "recursion_limit": 4 * CALLS + 10})
+    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]},
+                 {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10})
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, events, selector.token_counter)
 
@@ -96,8 +96,8 @@ def test_keep_latest_turn_true_still_keeps_the_whole_turn_and_flags_it():
     hook = create_pacms_hook(budget_tokens=BUDGET, keep_latest_turn=True)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke({"messages": [HumanMessage(TASK)]},
-                 {"callbacks": [collector], "recursion_limit": 4 * CALLS + 10})
+    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]},
+                 {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10})
     events = [data for name, data in collector.events if name == "pacms_selection"]
     assert events[-1]["over_budget"] and events[-1]["dropped"] == 0
     assert events[-1]["mandatory"] == "system prompt and the latest turn"

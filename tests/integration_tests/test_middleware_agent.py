@@ -10,36 +10,26 @@ from dataclasses import dataclass
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import (
+    BIG,
+    FACT,
+    SECRET,
     EventCollector,
     RecordingChatModel,
+    answer_from_context,
     assert_provider_valid,
     call,
     long_conversation,
+    search,
     tool_calling_script,
 )
 
 from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 
-BIG = "row " * 1500
-FACT = "My locker combination is 31-07-42, please remember it."
-SECRET = "31-07-42"
 SYSTEM = "You are a careful assistant."
-
-
-@tool
-def search(query: str) -> str:
-    """Search the archive (returns a very large payload)."""
-    return f"Archive results for {query}: " + BIG
-
-
-def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
-    seen = any(SECRET in str(m.content) for m in messages)
-    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
 
 
 def test_model_receives_selection_state_untouched(tmp_path):

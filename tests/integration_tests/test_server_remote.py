@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -14,10 +13,14 @@ pytest.importorskip("fastapi", reason="needs the 'server' extra")
 
 import httpx
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from pacms_fakes import (
+    FACT,
+    SECRET,
     RecordingChatModel,
+    answer_from_context,
     assert_provider_valid,
+    create_react_agent,
     long_conversation,
 )
 from pacms_server import free_port, running
@@ -27,20 +30,7 @@ from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
 from langchain_pacms.remote import RemoteSelector
 from langchain_pacms.server import create_app
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from langgraph.prebuilt import create_react_agent
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-FACT = "My locker combination is 31-07-42, please remember it."
-SECRET = "31-07-42"
-
-
-def answer(messages: list[BaseMessage], index: int) -> AIMessage:
-    seen = any(SECRET in str(m.content) for m in messages)
-    return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
-
 
 class SlowSelector(ContextSelector):
     def select(self, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -61,7 +51,7 @@ def slow_url() -> Iterator[str]:
 
 
 def run_agent(selector: RemoteSelector) -> tuple[str, list[BaseMessage]]:
-    model = RecordingChatModel(script=answer)
+    model = RecordingChatModel(script=answer_from_context)
     hook = create_pacms_hook(budget_tokens=600, selector=selector)
     agent = create_react_agent(model, [], pre_model_hook=hook)
     history = long_conversation(60, fact=FACT, early_at=2)

@@ -8,7 +8,9 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -92,8 +94,9 @@ def test_a_stalled_call_does_not_poison_the_next_calls():
         model.gate.set()
 
 
-def test_a_waiter_on_a_stalled_flight_honours_its_own_timeout():
-    # One call holds "a" in flight without a time limit; a second call needs "a" too.
+@contextmanager
+def a_stalled_flight() -> Iterator[CachedEmbeddings]:
+    """A cache with "a" held in flight, without a time limit, by a call in another thread."""
     model = Sleepy()
     model.stall = True
     cached = CachedEmbeddings(model)
@@ -101,28 +104,24 @@ def test_a_waiter_on_a_stalled_flight_honours_its_own_timeout():
     owner.start()
     try:
         assert model.entered.wait(5)
+        yield cached
+    finally:
+        model.gate.set()
+        owner.join(5)
+
+
+def test_a_waiter_on_a_stalled_flight_honours_its_own_timeout():
+    # A second call needs "a" too.
+    with a_stalled_flight() as cached:
         started = time.perf_counter()
         with pytest.raises(TimeoutError, match=r"timeout=0\.2s"):
             cached.embed_matrix(["a", "b"], timeout=0.2)
         assert time.perf_counter() - started < 1.5
-    finally:
-        model.gate.set()
-        owner.join(5)
 
 
 async def test_a_waiter_on_a_stalled_flight_honours_its_own_timeout_async():
-    model = Sleepy()
-    model.stall = True
-    cached = CachedEmbeddings(model)
-    owner = threading.Thread(target=cached.embed_matrix, args=(["a"],), daemon=True)
-    owner.start()
-    try:
-        assert model.entered.wait(5)
-        with pytest.raises(TimeoutError, match=r"timeout=0\.2s"):
-            await cached.aembed_matrix(["a"], timeout=0.2)
-    finally:
-        model.gate.set()
-        owner.join(5)
+    with a_stalled_flight() as cached, pytest.raises(TimeoutError, match=r"timeout=0\.2s"):
+        await cached.aembed_matrix(["a"], timeout=0.2)
 
 
 async def test_async_timeout_error_names_the_timeout():

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
-from test_messages import SELECTOR, STRATEGIES, call, check_valid, conversations, text
+from pacms_fakes import assert_provider_valid
+from test_messages import SELECTOR, STRATEGIES, call, conversations, text
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.eval.traces import load_tau_bench
@@ -152,7 +153,7 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
                              keep_latest_turn=keep, fold_stubs=True, sidecar_store=store)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
-    check_valid(out)
+    assert_provider_valid(out)
     selection = hook.last_selection
     kept = set(selection.kept_ids)
     assert not any(k.endswith(":fold") and k.removesuffix(":fold") in kept for k in kept)
@@ -217,7 +218,7 @@ def test_the_budget_holds_over_spans_the_lifecycle_folded(messages, data, budget
                              keep_latest_turn=keep, fold_stubs=True,
                              sidecar_store=InMemoryStore())
     out = hook.invoke({"messages": folded})["llm_input_messages"]
-    check_valid(out)
+    assert_provider_valid(out)
     selection = hook.last_selection
     sent = sent_tokens(out, SELECTOR.token_counter)
     assert sent == selection.info["tokens_sent"]
@@ -250,7 +251,7 @@ def test_a_failed_sidecar_write_sends_no_stub():
     hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
     out = hook.invoke({"messages": LOOP})["llm_input_messages"]
     assert not any(is_stub(m) for m in out)  # recency fallback, without variants
-    check_valid(out)
+    assert_provider_valid(out)
     strict = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store,
                                strict=True)
     with pytest.raises(OSError, match="disk full"):

@@ -15,6 +15,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from pacms_fakes import assert_provider_valid
 
 from langchain_pacms import ContextSelector, available_strategies
 from langchain_pacms.integrations import (
@@ -42,20 +43,6 @@ WORDS = [
 
 def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
-
-
-def check_valid(out: list[BaseMessage]) -> None:
-    """No ToolMessage without its call right before it; no call without a result."""
-    open_calls: set[str] = set()
-    for i, m in enumerate(out):
-        if isinstance(m, ToolMessage):
-            assert m.tool_call_id in open_calls, f"orphan ToolMessage at {i}"
-            open_calls.discard(m.tool_call_id)
-            continue
-        assert not open_calls, f"calls {open_calls} lack results before {i}"
-        if isinstance(m, AIMessage) and m.tool_calls:
-            open_calls = {c["id"] for c in m.tool_calls}
-    assert not open_calls, f"calls {open_calls} lack results at the end"
 
 
 # -- random conversations ---------------------------------------------------------------------
@@ -144,7 +131,7 @@ def test_selection_output_is_always_valid(
     assert snapshot(messages) == before
 
     # provider validity: tool integrity
-    check_valid(out)
+    assert_provider_valid(out)
 
     # system messages and the latest human message kept (same objects)
     out_ids = {id(m) for m in out}
@@ -213,7 +200,7 @@ def test_hook_output_is_valid_for_random_conversations(messages, budget, strateg
     before = snapshot(messages)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert snapshot(messages) == before
-    check_valid(out)
+    assert_provider_valid(out)
     assert hook.last_selection is not None
     assert hook.last_selection.tokens_kept <= budget or hook.last_selection.over_budget
 
@@ -256,7 +243,7 @@ def test_orphan_tool_messages_dropped_and_missing_results_filled():
     cands, spans = messages_to_candidates(msgs)
     sel = SELECTOR.select(cands, "q", budget_tokens=10_000)
     out = apply_selection(msgs, sel, spans)
-    check_valid(out)
+    assert_provider_valid(out)
     assert all(m.content != "orphan" for m in out)
     filled = [m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "2"]
     assert len(filled) == 1 and filled[0].status == "error"
@@ -273,7 +260,7 @@ def test_results_moved_next_to_their_call():
     ]
     cands, spans = messages_to_candidates(msgs)
     out = apply_selection(msgs, SELECTOR.select(cands, "q", budget_tokens=10_000), spans)
-    check_valid(out)
+    assert_provider_valid(out)
     assert [m.content for m in out] == ["q", "", "ra", "interjection", "latest"]
 
 
@@ -290,7 +277,7 @@ def test_placeholder_mode_keeps_call_with_placeholder_result():
     assert [c.id for c in cands] == ["m0", "t1:call", "t1", "m3", "m4"]
     sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=80, strategy="topk")
     out = apply_selection(msgs, sel, spans)
-    check_valid(out)
+    assert_provider_valid(out)
     assert "t1:call" in sel.kept_ids and "t1" not in sel.kept_ids
     results = [m for m in out if isinstance(m, ToolMessage)]
     assert len(results) == 1 and "omitted" in results[0].content
@@ -409,7 +396,7 @@ def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
     for budget in (30, 2000):
         cands, spans = messages_to_candidates(msgs, token_counter=SELECTOR.token_counter)
         out = apply_selection(msgs, SELECTOR.select(cands, "z", budget_tokens=budget), spans)
-        check_valid(out)
+        assert_provider_valid(out)
         for m in out:
             if isinstance(m, AIMessage):
                 assert all(c["id"] for c in m.tool_calls)
@@ -418,4 +405,4 @@ def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
         assert msgs[1].tool_calls[0]["id"] is None  # the input is not modified
     assert any(m.content == "Looking once more." and not m.tool_calls for m in out)
     hook = create_pacms_hook(SELECTOR, budget_tokens=2000)
-    check_valid(hook.invoke({"messages": msgs})["llm_input_messages"])
+    assert_provider_valid(hook.invoke({"messages": msgs})["llm_input_messages"])

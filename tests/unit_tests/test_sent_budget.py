@@ -18,7 +18,8 @@ from langchain_core.messages import (
 )
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.memory import InMemoryStore
-from test_messages import SELECTOR, STRATEGIES, check_valid, conversations, text
+from pacms_fakes import assert_provider_valid
+from test_messages import SELECTOR, STRATEGIES, conversations, text
 
 from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
 from langchain_pacms.integrations.messages import OMISSION_NOTE, sent_tokens
@@ -135,7 +136,7 @@ def test_hook_sends_within_the_budget(messages, memories, documents, budget, str
         retriever=ListRetriever(documents=[Document(d) for d in documents]),
     )
     out = hook.invoke({"messages": messages})["llm_input_messages"]
-    check_valid(out)
+    assert_provider_valid(out)
     selection = hook.last_selection
     sent = sent_tokens(out, SELECTOR.token_counter) + reserve
     check_sent(selection, sent, budget, all(c.mandatory for c in selection.kept))
@@ -160,7 +161,7 @@ def test_middleware_sends_within_the_budget(messages, budget, strategy, placehol
     (sent_request,) = seen
     sent_messages = [*([sent_request.system_message] if system is not None else []),
                      *sent_request.messages]
-    check_valid(sent_messages)
+    assert_provider_valid(sent_messages)
     selection = mw.last_selection
     sent = sent_tokens(sent_messages, SELECTOR.token_counter)
     check_sent(selection, sent, budget, all(c.mandatory for c in selection.kept))
