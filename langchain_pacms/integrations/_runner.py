@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
@@ -53,8 +53,6 @@ _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
 _FLOOR = ("; the fold stubs of earlier tool spans that fit, those whose values later calls used"
           " first, then newest first (the stub floor)")
-
-T = TypeVar("T")
 
 
 def _stub_floor(
@@ -380,14 +378,14 @@ class SelectionRunner:
         """One namespace's memories: the nearest ones, or, without a vector index, a scan."""
         if query.strip() and getattr(store, "index_config", None):
             items = yield Call(store.search, store.asearch, (ns,),
-                                {"query": query, "limit": self.config.memory_limit})
+                               {"query": query, "limit": self.config.memory_limit})
             return list(items)
         cap = self.config.memory_scan_limit
         found: list[Any] = []
         while len(found) <= cap:  # one item past the cap tells whether the cap cut it short
             want = min(_PAGE, cap + 1 - len(found))
             page = yield Call(store.search, store.asearch, (ns,),
-                               {"limit": want, "offset": len(found)})
+                              {"limit": want, "offset": len(found)})
             found += page
             if len(page) < want:
                 break
@@ -418,7 +416,7 @@ class SelectionRunner:
         if retriever is not None and query.strip():
             try:
                 documents = list((yield Call(retriever.invoke, retriever.ainvoke,
-                                              (query, config))))
+                                             (query, config))))
             except Exception as err:
                 if self.config.strict:
                     raise
@@ -634,8 +632,8 @@ class SelectionRunner:
         if lookup_error:
             extra["memory_error"] = lookup_error
         yield Call(report_selection, areport_selection, (selection,),
-                    {"query": query, "source": self.source, "config": config, "log": self.log,
-                     **extra})
+                   {"query": query, "source": self.source, "config": config, "log": self.log,
+                    **extra})
         return out
 
     def run(

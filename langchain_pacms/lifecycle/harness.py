@@ -485,7 +485,7 @@ class LifecycleHarness:
         commit = self._commit(thread_id, thread, messages, decision)
         try:
             yield Call(dispatch_custom_event, adispatch_custom_event,
-                        (COMMIT_EVENT, commit.event()), {"config": config})
+                       (COMMIT_EVENT, commit.event()), {"config": config})
         except RuntimeError:
             pass  # not inside a run: nobody to tell
         except Exception as err:  # a callback handler failed: never break the agent for it
