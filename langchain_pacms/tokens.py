@@ -26,13 +26,14 @@ import logging
 import math
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
+
+from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -207,33 +208,30 @@ class TokenCounter:
             raise TypeError(
                 f"token_counter must be a callable or an encoding name, got {counter!r}"
             )
-        self._memo: OrderedDict[str, int] = OrderedDict()
-        self._max = max_entries
-        self.max_bytes = max_bytes
-        self.nbytes = 0  # held by the memo, counted as max_bytes counts it
-        self._lock = threading.Lock()
+        self._memo: LruMemo[str, int] = LruMemo(max_entries, max_bytes=max_bytes, weigh=_weigh)
 
     def __call__(self, text: str) -> int:
         """Count the tokens of one text."""
         if not isinstance(text, str):
             raise TypeError(f"token counter expects str, got {type(text).__name__}")
-        with self._lock:
-            hit = self._memo.get(text)
-            if hit is not None:
-                self._memo.move_to_end(text)
-                return hit
+        hit = self._memo.get(text)
+        if hit is not None:
+            return hit
         value = self._fn(text)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"token counter {self.name!r} returned {value!r} (need an int >= 0)")
-        limit = math.inf if self.max_bytes is None else self.max_bytes
-        with self._lock:
-            if text not in self._memo:
-                self.nbytes += sys.getsizeof(text) + MEMO_OVERHEAD_BYTES
-            self._memo[text] = value
-            while self._memo and (len(self._memo) > self._max or self.nbytes > limit):
-                gone, _ = self._memo.popitem(last=False)
-                self.nbytes -= sys.getsizeof(gone) + MEMO_OVERHEAD_BYTES
+        self._memo.put(text, value)
         return value
+
+    @property
+    def max_bytes(self) -> int | None:
+        """Most bytes the memo holds (``None``: only the entry count bounds it)."""
+        return self._memo.max_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the memo holds now, counted as ``max_bytes`` counts them."""
+        return self._memo.nbytes
 
     def __len__(self) -> int:
         """Texts held in the memo."""
@@ -245,15 +243,12 @@ class TokenCounter:
         for text in texts:
             if not isinstance(text, str):
                 raise TypeError(f"token counter expects str, got {type(text).__name__}")
-        found: list[int | None] = []
-        with self._lock:
-            get, touch = self._memo.get, self._memo.move_to_end
-            for text in texts:
-                hit = get(text)
-                if hit is not None:
-                    touch(text)
-                found.append(hit)
+        found = self._memo.get_many(texts)
         return [self(text) if hit is None else hit for text, hit in zip(texts, found)]
+
+
+def _weigh(text: str, _count: int) -> int:
+    return sys.getsizeof(text) + MEMO_OVERHEAD_BYTES
 
 
 def resolve_token_counter(

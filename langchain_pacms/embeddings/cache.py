@@ -29,20 +29,26 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
+from langchain_pacms._lru import LruMemo
+
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
 
 ENTRY_OVERHEAD_BYTES = 400
 """Bytes one in-memory cache entry costs beyond its vector's data (key string, array header,
 map slot; measured with ``tracemalloc``)."""
+
+
+def _entry_bytes(_key: str, vector: NDArray[np.float32]) -> int:
+    return vector.nbytes + ENTRY_OVERHEAD_BYTES
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re.IGNORECASE)
@@ -171,12 +177,11 @@ class CachedEmbeddings(Embeddings):
         self.namespace = namespace or model_identity(embeddings)
         self._prefix = _key_prefix(self.namespace)
         self.batch_size = batch_size
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self.nbytes = 0  # held by the in-memory map, counted as max_bytes counts it
         self.hits = 0
         self.misses = 0
-        self._memory: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._memory: LruMemo[str, NDArray[np.float32]] = LruMemo(
+            max_entries, max_bytes=max_bytes, weigh=_entry_bytes
+        )
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # cache key -> the call embedding it now
 
@@ -189,28 +194,28 @@ class CachedEmbeddings(Embeddings):
         if self.store is not None:
             raw = self.store.mget(keys)
             return [None if b is None else np.frombuffer(b, dtype=np.float32) for b in raw]
-        with self._lock:
-            found = [self._memory.get(k) for k in keys]
-            for k, v in zip(keys, found):
-                if v is not None:
-                    self._memory.move_to_end(k)
-        return found
+        return self._memory.get_many(keys)
 
     def _save(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
         if self.store is not None:
             self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
             return
-        limit = math.inf if self.max_bytes is None else self.max_bytes
-        with self._lock:
-            for k, v in pairs:
-                old = self._memory.pop(k, None)
-                if old is not None:
-                    self.nbytes -= old.nbytes + ENTRY_OVERHEAD_BYTES
-                self._memory[k] = v
-                self.nbytes += v.nbytes + ENTRY_OVERHEAD_BYTES
-            while self._memory and (len(self._memory) > self.max_entries or self.nbytes > limit):
-                _, gone = self._memory.popitem(last=False)
-                self.nbytes -= gone.nbytes + ENTRY_OVERHEAD_BYTES
+        self._memory.put_many(pairs)
+
+    @property
+    def max_entries(self) -> int:
+        """Most vectors the in-memory map holds."""
+        return cast(int, self._memory.max_entries)  # the constructor always sets one
+
+    @property
+    def max_bytes(self) -> int | None:
+        """Most bytes the in-memory map holds (``None``: only ``max_entries`` bounds it)."""
+        return self._memory.max_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the in-memory map holds now, counted as ``max_bytes`` counts them."""
+        return self._memory.nbytes
 
     def capacity(self, dim: int) -> int:
         """Most ``dim``-dimensional float32 vectors the in-memory map holds under its caps.
@@ -231,9 +236,8 @@ class CachedEmbeddings(Embeddings):
 
     def clear(self) -> None:
         """Forget the in-memory vectors and reset the counters (a ``store`` is left as is)."""
+        self._memory.clear()
         with self._lock:
-            self._memory.clear()
-            self.nbytes = 0
             self.hits = self.misses = 0
 
     # -- the shared plan: look up, claim misses, embed, assemble ----------------------------

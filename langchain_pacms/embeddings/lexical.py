@@ -24,15 +24,14 @@ Example:
 
 from __future__ import annotations
 
-import threading
 import zlib
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from numpy.typing import NDArray
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms.embeddings.profile import EmbedderProfile, idf_reweight
 from langchain_pacms.embeddings.sparse import (
     RELEVANCE_BUCKETS,
@@ -113,22 +112,9 @@ class HashedTfidfEmbeddings(Embeddings):
         self.bigrams = bigrams
         self.relevance_buckets = relevance_buckets
         self._mask = dim - 1
-        self._rows: OrderedDict[str, SparseRow] = OrderedDict()
-        self._rows_bytes = 0
-        self._rows_lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, object]:
-        """Pickle and copy without the row store and its lock (a copy starts empty)."""
-        state = dict(self.__dict__)
-        for name in ("_rows", "_rows_bytes", "_rows_lock"):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self._rows = OrderedDict()
-        self._rows_bytes = 0
-        self._rows_lock = threading.Lock()
+        self._rows: LruMemo[str, SparseRow] = LruMemo(
+            max_bytes=SPARSE_ROWS_BYTES, weigh=_row_bytes
+        )  # a copy or a pickle starts it empty
 
     @property
     def cache_identity(self) -> str:
@@ -165,23 +151,10 @@ class HashedTfidfEmbeddings(Embeddings):
 
     def _sparse_rows(self, texts: Sequence[str], buckets: int) -> list[SparseRow]:
         """Each text's sparse row, from the in-memory store or computed and stored."""
-        rows: list[SparseRow | None] = []
-        with self._rows_lock:
-            for text in texts:
-                row = self._rows.get(text)
-                if row is not None:
-                    self._rows.move_to_end(text)
-                rows.append(row)
+        rows = self._rows.get_many(texts)
         missing = {t for t, r in zip(texts, rows) if r is None}
         made = {t: sparse_row(t, buckets=buckets, bigrams=self.bigrams) for t in missing}
-        if made:
-            with self._rows_lock:
-                for text, row in made.items():
-                    if text not in self._rows:
-                        self._rows[text] = row
-                        self._rows_bytes += _row_bytes(text, row)
-                while self._rows_bytes > SPARSE_ROWS_BYTES and self._rows:
-                    self._rows_bytes -= _row_bytes(*self._rows.popitem(last=False))
+        self._rows.put_many(made.items())
         return [r if r is not None else made[t] for t, r in zip(texts, rows)]
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:

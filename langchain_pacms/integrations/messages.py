@@ -52,9 +52,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +67,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms.selector import Candidate, Selection
 
 __all__ = [
@@ -233,8 +232,7 @@ class MessageMemo:
             raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
         self.max_entries = max_entries
         self.hits = 0
-        self._entries: OrderedDict[int, _MemoEntry] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: LruMemo[int, _MemoEntry] = LruMemo(max_entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -243,19 +241,10 @@ class MessageMemo:
         key = id(message)
         entry = self._entries.get(key)
         if entry is not None and entry.matches(message):
-            # Each OrderedDict call is atomic; another thread may have evicted the entry since.
-            try:  # noqa: SIM105 (a plain try is cheaper than contextlib.suppress here)
-                self._entries.move_to_end(key)
-            except KeyError:
-                pass
             self.hits += 1
             return entry
         entry = _MemoEntry(message)
-        with self._lock:
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        self._entries.put(key, entry)
         return entry
 
     def text(self, message: BaseMessage) -> str:

@@ -54,7 +54,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -62,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms.lifecycle.actions import Action, action_gain, call_texts, visible_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, by_message, payload_of
 from langchain_pacms.lifecycle.plan import Plan
@@ -456,14 +456,13 @@ class HeuristicPlanner:
         self.fold_calls = fold_calls
         self.keep_file_views = keep_file_views
         self.recency_half_life = float(recency_half_life)
-        self._cache: OrderedDict[tuple[str, str], _Features] = OrderedDict()
+        self._cache: LruMemo[tuple[str, str], _Features] = LruMemo(self.cache_size)
 
     # -- features -------------------------------------------------------------------------------
     def _features(self, obj: ContextObject, messages: Sequence[BaseMessage]) -> _Features:
         key = (obj.sha256, obj.signature)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         head = messages[obj.indices[0]]
         calls: tuple[_Call, ...] = ()
@@ -473,10 +472,7 @@ class HeuristicPlanner:
         sample = payload[:_SCAN]
         noise = len(_NOISE.findall(sample[:_NOISE_SCAN]))
         found = _Features(calls, _handles_of(sample), _words_of(obj.text[:_SCAN]), noise)
-        if self.cache_size:
-            self._cache[key] = found
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, found)
         return found
 
     # -- analysis (pure) ------------------------------------------------------------------------

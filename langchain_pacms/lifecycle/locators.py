@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import copy
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Mapping
 from functools import partial
+
+from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "ShownBefore",
@@ -65,11 +65,8 @@ _SCAN = 200_000  # characters of a payload scanned
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
-_MEMO: OrderedDict[tuple[str, str, int], list[str]] = OrderedDict()
-_MEMO_SIZE = 8192
-_UNIONS: OrderedDict[tuple[str, ...], frozenset[str]] = OrderedDict()
-_UNIONS_SIZE = 16
-_LOCK = threading.Lock()
+_MEMO: LruMemo[tuple[str, str, int], list[str]] = LruMemo(8192)
+_UNIONS: LruMemo[tuple[str, ...], frozenset[str]] = LruMemo(16)
 
 
 def _rank(token: str) -> int:
@@ -160,16 +157,10 @@ def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()
 
 
 def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[str]:
-    with _LOCK:
-        found = _MEMO.get(key)
-        if found is not None:
-            _MEMO.move_to_end(key)
+    found = _MEMO.get(key)
     if found is None:
         found = compute()
-        with _LOCK:
-            _MEMO[key] = found
-            if len(_MEMO) > _MEMO_SIZE:
-                _MEMO.popitem(last=False)
+        _MEMO.put(key, found)
     return found
 
 
@@ -195,18 +186,14 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
         True
     """
     key = tuple(texts)  # the texts are the history's own strings: their hashes are cached
-    with _LOCK:
-        hit = _UNIONS.get(key)
+    hit = _UNIONS.get(key)
     if hit is not None:
         return hit
     found: set[str] = set()
     for text in key:
         found.update(_memo(("text", text, 0), partial(_words, text)))
     union = frozenset(found)
-    with _LOCK:
-        _UNIONS[key] = union
-        if len(_UNIONS) > _UNIONS_SIZE:
-            _UNIONS.popitem(last=False)
+    _UNIONS.put(key, union)
     return union
 
 

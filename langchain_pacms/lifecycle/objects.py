@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,6 +31,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms.integrations.messages import content_text, messages_to_candidates
 from langchain_pacms.tokens import resolve_token_counter
 
@@ -201,7 +201,7 @@ class by_message(Generic[T]):
 
     def __init__(self, fn: Callable[[BaseMessage], T], size: int = 50_000) -> None:
         self.fn, self.size, self.hits = fn, size, 0
-        self._memo: OrderedDict[int, tuple[BaseMessage, T]] = OrderedDict()
+        self._memo: LruMemo[int, tuple[BaseMessage, T]] = LruMemo(size)
 
     def __call__(self, message: BaseMessage) -> T:
         hit = self._memo.get(id(message))
@@ -209,9 +209,7 @@ class by_message(Generic[T]):
             self.hits += 1
             return hit[1]
         value = self.fn(message)
-        self._memo[id(message)] = (message, value)
-        if len(self._memo) > self.size:
-            self._memo.popitem(last=False)
+        self._memo.put(id(message), (message, value))
         return value
 
 

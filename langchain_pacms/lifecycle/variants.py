@@ -36,13 +36,12 @@ Example:
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms.lifecycle.actions import (
     Action,
     SidecarRecord,
@@ -74,7 +73,7 @@ class FoldVariant:
     record: SidecarRecord
 
 
-class FoldMemo:
+class FoldMemo(LruMemo[Hashable, FoldVariant]):
     """Fold variants remembered between calls, so a growing history folds only its new spans.
 
     An entry is found by the span's object id, the hash of its payload, its calls and its call
@@ -99,28 +98,7 @@ class FoldMemo:
     def __init__(self, max_entries: int = 4096) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, FoldVariant] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: Hashable) -> FoldVariant | None:
-        """The variant remembered under ``key`` (``None`` when there is none)."""
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: Hashable, variant: FoldVariant) -> None:
-        """Remember ``variant`` under ``key``."""
-        with self._lock:
-            self._entries[key] = variant
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        super().__init__(max_entries)
 
 
 def _span_key(messages: Sequence[BaseMessage], obj: ContextObject, calls: bool) -> Hashable:

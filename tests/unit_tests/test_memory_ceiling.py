@@ -54,7 +54,7 @@ def test_token_memo_forgets_the_oldest_texts_beyond_its_bytes():
 def test_cache_bytes_stay_exact_when_a_key_is_saved_twice():
     cached = CachedEmbeddings(HashedTfidfEmbeddings(dim=16), max_bytes=10**6)
     cached.embed_matrix(["a", "b"])
-    cached._save([(cached._key("a", "document"), cached._memory[cached._key("a", "document")])])
+    cached._save([(cached._key("a", "document"), cached._memory.get(cached._key("a", "document")))])
     assert cached.nbytes == 2 * (16 * 4 + ENTRY_OVERHEAD_BYTES)
     cached.clear()
     assert cached.nbytes == 0

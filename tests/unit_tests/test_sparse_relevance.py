@@ -42,16 +42,17 @@ def test_pool_relevance_is_a_clipped_cosine_of_idf_rows(docs: list[list[str]], q
             assert r == pytest.approx(1.0)
 
 
-def test_the_row_store_is_bounded_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_row_store_is_bounded_and_reused() -> None:
     emb = HashedTfidfEmbeddings()
+    assert emb._rows.max_bytes == lexical.SPARSE_ROWS_BYTES
     texts = [f"message number {i} about the staging port" for i in range(50)]
     first = emb.pool_relevance(texts, "staging port")
     assert len(emb._rows) == 50
     assert np.array_equal(emb.pool_relevance(texts, "staging port"), first)  # from the store
-    monkeypatch.setattr(lexical, "SPARSE_ROWS_BYTES", 3_000)
+    emb._rows.max_bytes = 3_000
     emb.pool_relevance([f"another text {i}" for i in range(20)], "text")
-    assert 0 < emb._rows_bytes <= 3_000 and len(emb._rows) < 20
-    assert emb._rows_bytes == sum(lexical._row_bytes(t, r) for t, r in emb._rows.items())
+    assert 0 < emb._rows.nbytes <= 3_000 and len(emb._rows) < 20
+    assert emb._rows.nbytes == sum(lexical._row_bytes(t, r) for t, r in emb._rows.items())
 
 
 def test_the_embedder_copies_and_pickles_without_its_row_store() -> None:
