@@ -20,6 +20,7 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check langchain_pacms tests benchmarks examples
+	$(BIN)/ruff format --check langchain_pacms tests benchmarks examples
 	$(BIN)/mypy
 
 test: install lint

@@ -62,14 +62,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hogs", type=int, default=2)
     parser.add_argument("--hog-size", type=int, default=1000)
-    parser.add_argument("--blas-threads", type=int, nargs="+", default=[1, 0],
-                        help="BLAS threads for the selection (0: numpy's default)")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        nargs="+",
+        default=[1, 0],
+        help="BLAS threads for the selection (0: numpy's default)",
+    )
     args = parser.parse_args(argv)
     if args.n < 1 or args.repeats < 1 or args.hogs < 0 or min(args.blas_threads) < 0:
         parser.error("--n and --repeats must be >= 1, --hogs and --blas-threads >= 0")
     problem = make_problem(args.n, args.d, 0)
-    print(f"# n={args.n} d={args.d} budget 45%, BLAS {blas_setup()}, {args.hogs} hogs "
-          f"of {args.hog_size}x{args.hog_size} float32 products", flush=True)
+    print(
+        f"# n={args.n} d={args.d} budget 45%, BLAS {blas_setup()}, {args.hogs} hogs "
+        f"of {args.hog_size}x{args.hog_size} float32 products",
+        flush=True,
+    )
     idle = {t: median_seconds(problem, args.repeats, t) for t in args.blas_threads}
     hogs = [mp.Process(target=hog, args=(args.hog_size,), daemon=True) for _ in range(args.hogs)]
     for process in hogs:
@@ -84,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| BLAS threads | idle ms | contended ms | contended / idle |")
     print("|---|---:|---:|---:|")
     for t in args.blas_threads:
-        print(f"| {t or 'default'} | {idle[t] * 1e3:.1f} | {busy[t] * 1e3:.1f} | "
-              f"{busy[t] / idle[t]:.2f} |")
+        print(
+            f"| {t or 'default'} | {idle[t] * 1e3:.1f} | {busy[t] * 1e3:.1f} | "
+            f"{busy[t] / idle[t]:.2f} |"
+        )
     return 0
 
 

@@ -84,7 +84,9 @@ def fresh(problem: Problem) -> Problem:
 
 
 def timed(
-    fn: Callable[[], Any], repeats: int, slow_seconds: float,
+    fn: Callable[[], Any],
+    repeats: int,
+    slow_seconds: float,
     reference: Callable[[], Any] | None = None,
 ) -> tuple[float, float, int, Any, float | None]:
     """Median wall and process-CPU seconds of ``fn``, number of timed calls, its result, and
@@ -157,8 +159,12 @@ def machine() -> dict[str, Any]:
         "cpu": "unknown",
         "env": {
             k: os.environ[k]
-            for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
-                      "OPENBLAS_NUM_THREADS")
+            for k in (
+                "OPENBLAS_CORETYPE",
+                "OPENBLAS_L2_SIZE",
+                "OMP_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS",
+            )
             if k in os.environ
         },
     }
@@ -220,8 +226,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n in args.sizes:
             problem = make_problem(n, d, args.seed + n + d)
             repeats = args.repeats if n < 10000 else max(1, args.repeats // 3)
-            print(f"\n## n={n} d={d} budget={problem.budget} of {int(problem.tokens.sum())} "
-                  f"tokens, {repeats} repeats, load average {loadavg()}", flush=True)
+            print(
+                f"\n## n={n} d={d} budget={problem.budget} of {int(problem.tokens.sum())} "
+                f"tokens, {repeats} repeats, load average {loadavg()}",
+                flush=True,
+            )
             e = problem.vectors
             floor, floor_cpu, _, _, _ = timed(lambda e=e: e @ e.T, repeats, args.slow_seconds)
             floor_peak = traced_peak(lambda e=e: e @ e.T)
@@ -236,8 +245,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if n > args.langchain_max_n:
                 lc_note = f"skipped (n > --langchain-max-n {args.langchain_max_n})"
             elif estimate is not None and estimate > args.langchain_max_seconds:
-                lc_note = (f"skipped: ~{estimate:,.0f} s estimated from n={langchain_seen[d][0]} "
-                           f"(limit {args.langchain_max_seconds:.0f} s)")
+                lc_note = (
+                    f"skipped: ~{estimate:,.0f} s estimated from n={langchain_seen[d][0]} "
+                    f"(limit {args.langchain_max_seconds:.0f} s)"
+                )
             else:
                 start = time.perf_counter()
                 lc_kept = langchain_mmr_walk(problem)
@@ -248,15 +259,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     lc_time, _, _, _, _ = timed(
                         lambda p=problem: langchain_mmr_walk(p), min(3, repeats), 5.0
                     )
-            row_base = {"n": n, "d": d, "budget": problem.budget, "loadavg": loadavg(),
-                        "matmul_s": floor, "matmul_cpu_s": floor_cpu,
-                        "matmul_peak_mib": floor_peak,
-                        "langchain_mmr_s": lc_time, "langchain_note": lc_note}
+            row_base = {
+                "n": n,
+                "d": d,
+                "budget": problem.budget,
+                "loadavg": loadavg(),
+                "matmul_s": floor,
+                "matmul_cpu_s": floor_cpu,
+                "matmul_peak_mib": floor_peak,
+                "langchain_mmr_s": lc_time,
+                "langchain_note": lc_note,
+            }
             total = int(problem.tokens.sum())
             for name, share in [(s, b) for b in args.budgets for s in args.strategies]:
                 budgeted = problem.with_budget(max(1, int(share * total)))
                 seconds, cpu, count, pick, paired = timed(
-                    lambda p=budgeted, s=name: solve(fresh(p), s), repeats, args.slow_seconds,
+                    lambda p=budgeted, s=name: solve(fresh(p), s),
+                    repeats,
+                    args.slow_seconds,
                     reference=lambda e=e: e @ e.T,
                 )
                 peak = traced_peak(lambda p=budgeted, s=name: solve(fresh(p), s))
@@ -290,8 +310,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     + ("" if same is None else f"  same picks as LC MMR: {same}"),
                     flush=True,
                 )
-            print(f"E@E.T : {fmt_ms(floor):>9} ms (cpu {fmt_ms(floor_cpu)} ms)  "
-                  f"peak {floor_peak:8.1f} MiB", flush=True)
+            print(
+                f"E@E.T : {fmt_ms(floor):>9} ms (cpu {fmt_ms(floor_cpu)} ms)  "
+                f"peak {floor_peak:8.1f} MiB",
+                flush=True,
+            )
             print(f"LC MMR: {fmt_ms(lc_time):>9} ms  {lc_note}", flush=True)
     return {"machine": info, "args": vars(args), "results": results}
 
@@ -350,8 +373,14 @@ def plot(reports: list[dict[str, Any]], path: str) -> None:
     for label, points in sorted(lines.items()):
         sizes = sorted(points)
         floor = label.startswith("E @ E.T")
-        ax.plot(sizes, [points[n] for n in sizes], "k--" if floor else "-o", label=label,
-                markersize=3, linewidth=2 if floor else 1)
+        ax.plot(
+            sizes,
+            [points[n] for n in sizes],
+            "k--" if floor else "-o",
+            label=label,
+            markersize=3,
+            linewidth=2 if floor else 1,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("candidates n")
@@ -370,50 +399,88 @@ def check_targets(report: dict[str, Any]) -> list[str]:
         n, ms = row["n"], row["median_s"] * 1e3
         if n in TARGETS:
             ok = ms <= TARGETS[n]
-            out.append(f"n={n} d={row['d']}: pacms {ms:.1f} ms <= {TARGETS[n]:.0f} ms: "
-                       f"{'met' if ok else 'MISSED'}")
+            out.append(
+                f"n={n} d={row['d']}: pacms {ms:.1f} ms <= {TARGETS[n]:.0f} ms: "
+                f"{'met' if ok else 'MISSED'}"
+            )
         if n == 10000:
             ok = row["peak_mib"] <= 1.5 * 1024
-            out.append(f"n={n} d={row['d']}: peak {row['peak_mib']:.0f} MiB <= 1536 MiB: "
-                       f"{'met' if ok else 'MISSED'}")
+            out.append(
+                f"n={n} d={row['d']}: peak {row['peak_mib']:.0f} MiB <= 1536 MiB: "
+                f"{'met' if ok else 'MISSED'}"
+            )
         if n >= 2000:  # issue 23: within 2x of one E @ E.T at every size and budget
             x = row["x_matmul"]
-            out.append(f"n={n} d={row['d']} budget {row['budget_share']:.0%}: pacms {x:.2f} "
-                       f"x E@E.T <= 2: {'met' if x <= 2 else 'MISSED'}")
+            out.append(
+                f"n={n} d={row['d']} budget {row['budget_share']:.0%}: pacms {x:.2f} "
+                f"x E@E.T <= 2: {'met' if x <= 2 else 'MISSED'}"
+            )
             s = row["langchain_speedup"]
             if s is not None:
-                out.append(f"n={n} d={row['d']}: pacms {s:.0f}x faster than LC MMR >= 20x: "
-                           f"{'met' if s >= 20 else 'MISSED'}")
+                out.append(
+                    f"n={n} d={row['d']}: pacms {s:.0f}x faster than LC MMR >= 20x: "
+                    f"{'met' if s >= 20 else 'MISSED'}"
+                )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="n in 100, 500, 2000 and d = 384 only, 3 repeats")
+    parser.add_argument(
+        "--quick", action="store_true", help="n in 100, 500, 2000 and d = 384 only, 3 repeats"
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=None)
     parser.add_argument("--dims", type=int, nargs="+", default=None)
     parser.add_argument("--strategies", nargs="+", default=STRATEGIES)
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed calls per measurement (default 9; 3 with --quick; a third "
-                             "of it at n >= 10000)")
-    parser.add_argument("--slow-seconds", type=float, default=2.0,
-                        help="stop repeating after 2 calls slower than this")
-    parser.add_argument("--langchain-max-seconds", type=float, default=900.0,
-                        help="skip LangChain MMR where its extrapolated time exceeds this")
-    parser.add_argument("--langchain-max-n", type=int, default=None,
-                        help="never run LangChain MMR above this n (default: no limit; "
-                             "500 with --quick)")
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="limit BLAS threads (needs threadpoolctl); default: numpy's own")
-    parser.add_argument("--budgets", type=float, nargs="+", default=[0.45],
-                        help="budgets as shares of the pool's tokens (LangChain MMR: 45%%)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed calls per measurement (default 9; 3 with --quick; a third of it at n >= 10000)",
+    )
+    parser.add_argument(
+        "--slow-seconds",
+        type=float,
+        default=2.0,
+        help="stop repeating after 2 calls slower than this",
+    )
+    parser.add_argument(
+        "--langchain-max-seconds",
+        type=float,
+        default=900.0,
+        help="skip LangChain MMR where its extrapolated time exceeds this",
+    )
+    parser.add_argument(
+        "--langchain-max-n",
+        type=int,
+        default=None,
+        help="never run LangChain MMR above this n (default: no limit; 500 with --quick)",
+    )
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="limit BLAS threads (needs threadpoolctl); default: numpy's own",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        default=[0.45],
+        help="budgets as shares of the pool's tokens (LangChain MMR: 45%%)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the full report here")
-    parser.add_argument("--plot", default=None,
-                        help="also draw CPU time against n (PNG; needs matplotlib) here")
-    parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
-                        help="draw --plot from these earlier --json reports and stop")
+    parser.add_argument(
+        "--plot", default=None, help="also draw CPU time against n (PNG; needs matplotlib) here"
+    )
+    parser.add_argument(
+        "--plot-only",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="draw --plot from these earlier --json reports and stop",
+    )
     args = parser.parse_args(argv)
     if args.plot_only:
         if not args.plot:

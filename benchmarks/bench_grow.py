@@ -71,8 +71,10 @@ def make_pool(
     for k, name in enumerate(names):
         near = centers[k % centers.shape[0]]
         table[name] = (near + rng.standard_normal(d) / np.sqrt(d)).tolist()
-    cands = [Candidate(t, id=str(i), position=i, tokens=int(c))
-             for i, (t, c) in enumerate(zip(texts, tokens))]
+    cands = [
+        Candidate(t, id=str(i), position=i, tokens=int(c))
+        for i, (t, c) in enumerate(zip(texts, tokens))
+    ]
     return cands, names, LookupEmbeddings(table)
 
 
@@ -83,13 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grow", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.45)
     parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--new-query", action="store_true",
-                        help="a different query at every call (an agent's newest step)")
+    parser.add_argument(
+        "--new-query",
+        action="store_true",
+        help="a different query at every call (an agent's newest step)",
+    )
     args = parser.parse_args(argv)
     if args.n < 1 or args.grow < 1 or args.repeats < 1 or not 0 < args.budget <= 1:
         parser.error("--n, --grow and --repeats must be >= 1, --budget in (0, 1]")
     cands, queries, table = make_pool(
-        args.n + args.grow * (args.repeats + 1), args.d, 0,
+        args.n + args.grow * (args.repeats + 1),
+        args.d,
+        0,
         queries=args.repeats + 1 if args.new_query else 1,
     )
     cached = CachedEmbeddings(table)
@@ -116,17 +123,23 @@ def main(argv: list[str] | None = None) -> int:
             size += args.grow
     cold_ms = statistics.median(w for w, _ in cold) * 1e3
     grown_ms = statistics.median(w for w, _ in grown) * 1e3
-    print(f"# n={args.n} (+{args.grow} a call), d={args.d}, budget {args.budget:.0%}, "
-          f"{'a new query' if args.new_query else 'the same query'} at every call, "
-          f"{args.repeats} calls each, 1 BLAS thread, load average {os.getloadavg()}")
+    print(
+        f"# n={args.n} (+{args.grow} a call), d={args.d}, budget {args.budget:.0%}, "
+        f"{'a new query' if args.new_query else 'the same query'} at every call, "
+        f"{args.repeats} calls each, 1 BLAS thread, load average {os.getloadavg()}"
+    )
     print("| call | median ms | median cpu ms |")
     print("|---|---:|---:|")
     cold_cpu = statistics.median(c for _, c in cold) * 1e3
     print(f"| cold similarity | {cold_ms:.1f} | {cold_cpu:.1f} |")
-    print(f"| pool grown by {args.grow} | {grown_ms:.1f} | "
-          f"{statistics.median(c for _, c in grown) * 1e3:.1f} |")
-    print(f"grown / cold: {grown_ms / cold_ms:.2f} (target <= 0.25); "
-          f"kept sets equal to a fresh selector's: {same}")
+    print(
+        f"| pool grown by {args.grow} | {grown_ms:.1f} | "
+        f"{statistics.median(c for _, c in grown) * 1e3:.1f} |"
+    )
+    print(
+        f"grown / cold: {grown_ms / cold_ms:.2f} (target <= 0.25); "
+        f"kept sets equal to a fresh selector's: {same}"
+    )
     return 0
 
 

@@ -62,17 +62,21 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--strategy", default="pacms")
     parser.add_argument("--budget", type=int, default=8000)
-    parser.add_argument("--min-gain", type=float, default=None,
-                        help="pacms min_gain override (default: the embedder's)")
-    parser.add_argument("--fold-stubs", action="store_true",
-                        help="fold_stubs=True with an in-memory sidecar store")
+    parser.add_argument(
+        "--min-gain",
+        type=float,
+        default=None,
+        help="pacms min_gain override (default: the embedder's)",
+    )
+    parser.add_argument(
+        "--fold-stubs", action="store_true", help="fold_stubs=True with an in-memory sidecar store"
+    )
     args = parser.parse_args()
 
     messages = conversation(75)
     options = {} if args.min_gain is None else {"min_gain": args.min_gain}
     stubs = {"fold_stubs": True, "sidecar_store": InMemoryStore()} if args.fold_stubs else {}
-    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options,
-                             **stubs)
+    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options, **stubs)
     state = {"messages": [*messages, HumanMessage("Which service had the highest latency?")]}
     hook.invoke(state)  # warm the caches
     selection = hook.last_selection
@@ -88,7 +92,7 @@ def main() -> None:
     grow, grow_cpu = [], []
     stream = [*messages, *(m for t in range(75, 75 + args.calls) for m in round_of(t))]
     for i in range(args.calls):
-        current = stream[4 * (i + 1): 4 * (i + 1) + 300]  # a sliding 300-message window
+        current = stream[4 * (i + 1) : 4 * (i + 1) + 300]  # a sliding 300-message window
         question = HumanMessage(f"What changed in round {75 + i}?")
         t0, c0 = time.perf_counter(), time.process_time()
         hook.invoke({"messages": [*current, question]})
@@ -114,23 +118,32 @@ def main() -> None:
         apply_selection(msgs, selection, spans)
         mapping.append(time.perf_counter() - t0)
 
-    print(f"conversation: {len(messages) + 1} messages, {total} tokens, "
-          f"{len(sel.candidates)} candidates; budget {args.budget}; strategy {args.strategy} "
-          f"{options or ''}{' with fold stubs' if stubs else ''}")
-    print(f"hook overhead per model call, warm cache, repeat: median {median_ms(repeat):.2f} ms "
-          f"(min {min(repeat) * 1000:.2f} ms, p90 "
-          f"{median_ms(sorted(repeat)[int(0.9 * len(repeat)):]):.2f} ms; "
-          f"process CPU median {median_ms(repeat_cpu):.2f} ms)")
-    print(f"hook overhead per model call, growing conversation: median {median_ms(grow):.2f} ms "
-          f"(min {min(grow) * 1000:.2f} ms, p90 "
-          f"{median_ms(sorted(grow)[int(0.9 * len(grow)):]):.2f} ms; "
-          f"process CPU median {median_ms(grow_cpu):.2f} ms)")
-    print(f"hook overhead per model call, history only growing ({len(history)} messages at "
-          f"the end): median {median_ms(append):.2f} ms (p90 "
-          f"{median_ms(sorted(append)[int(0.9 * len(append)):]):.2f} ms; "
-          f"process CPU median {median_ms(append_cpu):.2f} ms)")
-    print(f"  of which message mapping (to candidates and back): "
-          f"median {median_ms(mapping):.2f} ms")
+    print(
+        f"conversation: {len(messages) + 1} messages, {total} tokens, "
+        f"{len(sel.candidates)} candidates; budget {args.budget}; strategy {args.strategy} "
+        f"{options or ''}{' with fold stubs' if stubs else ''}"
+    )
+    print(
+        f"hook overhead per model call, warm cache, repeat: median {median_ms(repeat):.2f} ms "
+        f"(min {min(repeat) * 1000:.2f} ms, p90 "
+        f"{median_ms(sorted(repeat)[int(0.9 * len(repeat)) :]):.2f} ms; "
+        f"process CPU median {median_ms(repeat_cpu):.2f} ms)"
+    )
+    print(
+        f"hook overhead per model call, growing conversation: median {median_ms(grow):.2f} ms "
+        f"(min {min(grow) * 1000:.2f} ms, p90 "
+        f"{median_ms(sorted(grow)[int(0.9 * len(grow)) :]):.2f} ms; "
+        f"process CPU median {median_ms(grow_cpu):.2f} ms)"
+    )
+    print(
+        f"hook overhead per model call, history only growing ({len(history)} messages at "
+        f"the end): median {median_ms(append):.2f} ms (p90 "
+        f"{median_ms(sorted(append)[int(0.9 * len(append)) :]):.2f} ms; "
+        f"process CPU median {median_ms(append_cpu):.2f} ms)"
+    )
+    print(
+        f"  of which message mapping (to candidates and back): median {median_ms(mapping):.2f} ms"
+    )
     timings = {k: round(v * 1000, 2) for k, v in sel.timings.items()}
     print(f"last selection phases (ms): {timings}")
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))

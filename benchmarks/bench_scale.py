@@ -69,9 +69,17 @@ def one_selection(n: int, d: int, share: float, ceiling: int, out: Any) -> None:
         cpu_floor = time.process_time()
         vectors[:rows] @ vectors.T
         cpu_floor = (time.process_time() - cpu_floor) * n / rows
-    out.send({"wall": wall, "cpu": cpu, "peak_mib": peak, "built_mib": built,
-              "kept": int(pick.order.size), "filled": (pick.info or {}).get("filled"),
-              "floor_cpu": cpu_floor})
+    out.send(
+        {
+            "wall": wall,
+            "cpu": cpu,
+            "peak_mib": peak,
+            "built_mib": built,
+            "kept": int(pick.order.size),
+            "filled": (pick.info or {}).get("filled"),
+            "floor_cpu": cpu_floor,
+        }
+    )
 
 
 def measure(n: int, d: int, share: float, ceiling: int) -> dict[str, Any]:
@@ -90,25 +98,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[50_000])
     parser.add_argument("--d", type=int, default=384)
     parser.add_argument("--budgets", type=float, nargs="+", default=[0.1, 0.45])
-    parser.add_argument("--ceiling-mib", type=float, default=64.0,
-                        help="Problem.similarity_ceiling in MiB (default 64, the library's)")
+    parser.add_argument(
+        "--ceiling-mib",
+        type=float,
+        default=64.0,
+        help="Problem.similarity_ceiling in MiB (default 64, the library's)",
+    )
     args = parser.parse_args(argv)
     if min(args.sizes) < 1 or not all(0.0 < b <= 1.0 for b in args.budgets):
         parser.error("--sizes must be >= 1 and --budgets in (0, 1]")
     ceiling = max(1, int(args.ceiling_mib * 2**20))
-    print(f"# d={args.d}, similarity ceiling {args.ceiling_mib:g} MiB, 1 BLAS thread, "
-          f"load average {os.getloadavg()}", flush=True)
-    print("| n | budget | wall s | cpu s | `E @ E.T` cpu s (est.) | cpu / floor | peak RSS MiB "
-          "| RSS after build MiB | kept | filled | load |")
+    print(
+        f"# d={args.d}, similarity ceiling {args.ceiling_mib:g} MiB, 1 BLAS thread, "
+        f"load average {os.getloadavg()}",
+        flush=True,
+    )
+    print(
+        "| n | budget | wall s | cpu s | `E @ E.T` cpu s (est.) | cpu / floor | peak RSS MiB "
+        "| RSS after build MiB | kept | filled | load |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in args.sizes:
         for share in args.budgets:
             r = measure(n, args.d, share, ceiling)
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-            print(f"| {n:,} | {share:.0%} | {r['wall']:.2f} | {r['cpu']:.2f} | "
-                  f"{r['floor_cpu']:.2f} | {r['cpu'] / r['floor_cpu']:.2f} | "
-                  f"{r['peak_mib']:.0f} | {r['built_mib']:.0f} | {r['kept']:,} | "
-                  f"{r['filled']:,} | {load} |", flush=True)
+            print(
+                f"| {n:,} | {share:.0%} | {r['wall']:.2f} | {r['cpu']:.2f} | "
+                f"{r['floor_cpu']:.2f} | {r['cpu'] / r['floor_cpu']:.2f} | "
+                f"{r['peak_mib']:.0f} | {r['built_mib']:.0f} | {r['kept']:,} | "
+                f"{r['filled']:,} | {load} |",
+                flush=True,
+            )
     return 0
 
 

@@ -44,8 +44,14 @@ def pool(n: int) -> tuple[list[dict], str]:
     out = []
     for i in range(n):
         c = base[i % len(base)]
-        out.append({"id": f"{c.id}-{i // len(base)}", "text": c.text, "kind": c.kind,
-                    "mandatory": c.mandatory and i < len(base)})
+        out.append(
+            {
+                "id": f"{c.id}-{i // len(base)}",
+                "text": c.text,
+                "kind": c.kind,
+                "mandatory": c.mandatory and i < len(base),
+            }
+        )
     return out, session.query
 
 
@@ -109,7 +115,8 @@ def client_process(url: str, raw: bytes, expected: list[str], n: int, start_at: 
 def start_service(port: int, extra: list[str]) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
         [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port), *extra],
-        stdout=subprocess.DEVNULL, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
     )
     deadline = time.monotonic() + 30
     while True:
@@ -129,11 +136,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=400, help="requests per remote run")
     parser.add_argument("--budget-ratio", type=float, default=0.05)
-    parser.add_argument("--selection-threads", type=int, default=None,
-                        help="passed to pacms serve (default: its own, the number of CPUs)")
+    parser.add_argument(
+        "--selection-threads",
+        type=int,
+        default=None,
+        help="passed to pacms serve (default: its own, the number of CPUs)",
+    )
     args = parser.parse_args()
-    extra = [] if args.selection_threads is None else [
-        "--selection-threads", str(args.selection_threads)]
+    extra = (
+        []
+        if args.selection_threads is None
+        else ["--selection-threads", str(args.selection_threads)]
+    )
 
     cands, query = pool(args.candidates)
     raw = json.dumps({"candidates": cands, "query": query, "budget_ratio": args.budget_ratio})
@@ -167,8 +181,9 @@ def main() -> None:
         with concurrent.futures.ProcessPoolExecutor(args.clients, mp_context=context) as ex:
             start_at = time.perf_counter() + 2.0  # every client connected and warm by then
             many_cpu = cpu_seconds(server.pid)
-            parts = list(ex.map(client_process, *zip(
-                *[(url, body, expected, per, start_at)] * args.clients)))
+            parts = list(
+                ex.map(client_process, *zip(*[(url, body, expected, per, start_at)] * args.clients))
+            )
         many_cpu_ms = per_request_ms(server.pid, many_cpu, (per + WARM) * args.clients)
     finally:
         server.terminate()
@@ -180,26 +195,38 @@ def main() -> None:
     ms = 1000.0
     load_after = os.getloadavg()
     threads = args.selection_threads or os.cpu_count()
-    print(f"/select, {args.candidates} candidates, budget_ratio {args.budget_ratio}, warm cache, "
-          f"{threads} selection thread(s); "
-          f"{os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after\n")
+    print(
+        f"/select, {args.candidates} candidates, budget_ratio {args.budget_ratio}, warm cache, "
+        f"{threads} selection thread(s); "
+        f"{os.cpu_count()} cores; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after\n"
+    )
     print("| run | requests | p50 ms | p95 ms | p99 ms | requests/s | CPU ms/request |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, times, rate, cpu in (
-        ("in-process select", inproc, len(inproc) / sum(inproc),
-         f"{pct(inproc_cpu, .5) * ms:.2f}"),
+        (
+            "in-process select",
+            inproc,
+            len(inproc) / sum(inproc),
+            f"{pct(inproc_cpu, 0.5) * ms:.2f}",
+        ),
         ("remote, 1 client", single, len(single) / sum(single), single_cpu_ms),
         (f"remote, {args.clients} clients", many, len(many) / wall, many_cpu_ms),
     ):
-        print(f"| {name} | {len(times)} | {pct(times, .5) * ms:.2f} | {pct(times, .95) * ms:.2f}"
-              f" | {pct(times, .99) * ms:.2f} | {rate:.0f} | {cpu} |")
-    print(f"\nservice overhead at p50 (1 client - in-process): "
-          f"{(pct(single, .5) - pct(inproc, .5)) * ms:.2f} ms; "
-          f"ratio remote/in-process p50: {pct(single, .5) / pct(inproc, .5):.2f}x")
-    print("CPU ms/request: in-process = the call's thread CPU (median); remote = the service "
-          f"process's CPU over the run / requests; the {args.clients} client processes used "
-          f"{client_cpu_ms:.2f} ms each request")
+        print(
+            f"| {name} | {len(times)} | {pct(times, 0.5) * ms:.2f} | {pct(times, 0.95) * ms:.2f}"
+            f" | {pct(times, 0.99) * ms:.2f} | {rate:.0f} | {cpu} |"
+        )
+    print(
+        f"\nservice overhead at p50 (1 client - in-process): "
+        f"{(pct(single, 0.5) - pct(inproc, 0.5)) * ms:.2f} ms; "
+        f"ratio remote/in-process p50: {pct(single, 0.5) / pct(inproc, 0.5):.2f}x"
+    )
+    print(
+        "CPU ms/request: in-process = the call's thread CPU (median); remote = the service "
+        f"process's CPU over the run / requests; the {args.clients} client processes used "
+        f"{client_cpu_ms:.2f} ms each request"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,10 @@ def stores() -> Iterator[tuple[str, BaseStore]]:
     yield "InMemoryStore", InMemoryStore()
     from langgraph.store.sqlite import SqliteStore
 
-    with tempfile.TemporaryDirectory() as tmp, \
-            SqliteStore.from_conn_string(str(Path(tmp) / "sidecars.sqlite")) as store:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        SqliteStore.from_conn_string(str(Path(tmp) / "sidecars.sqlite")) as store,
+    ):
         store.setup()
         yield "SqliteStore (temp file)", store
     uri = os.environ.get("PACMS_TEST_POSTGRES_URI")
@@ -71,8 +73,10 @@ def measure(name: str, store: BaseStore, record: SidecarRecord, repeats: int) ->
         assert tool.invoke({"object_id": record.object_id}) == record.payload
 
     put = median_ms(lambda: sidecars.put(record), repeats)
-    row = f"| {name} | {put:.1f} ms | {median_ms(get, repeats):.1f} ms | " \
-          f"{median_ms(call, repeats):.1f} ms |"
+    row = (
+        f"| {name} | {put:.1f} ms | {median_ms(get, repeats):.1f} ms | "
+        f"{median_ms(call, repeats):.1f} ms |"
+    )
     store.delete(sidecars.namespace, record.object_id)
     return row
 

@@ -60,11 +60,17 @@ def measure(n: int, d: int, strategies: list[str], repeats: int) -> list[dict[st
             )
         if kept[False] != kept[True]:
             raise SystemExit(f"{strategy} n={n} d={d}: linked picks differ from afresh")
-        rows.append({
-            "n": n, "d": d, "strategy": strategy, "afresh_ms": times[False] * 1e3,
-            "linked_ms": times[True] * 1e3, "speedup": times[False] / times[True],
-            "x_gram": times[True] / floor,
-        })
+        rows.append(
+            {
+                "n": n,
+                "d": d,
+                "strategy": strategy,
+                "afresh_ms": times[False] * 1e3,
+                "linked_ms": times[True] * 1e3,
+                "speedup": times[False] / times[True],
+                "x_gram": times[True] / floor,
+            }
+        )
     return rows
 
 
@@ -94,9 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     info = machine()
-    print(f"machine: {info['cpu']}, {info['nproc']} cores, numpy {info['numpy']}, "
-          f"python {info['python']}, load {info['loadavg']}; BLAS {info['blas']}; "
-          f"budgets {BUDGETS} of the pool's tokens")
+    print(
+        f"machine: {info['cpu']}, {info['nproc']} cores, numpy {info['numpy']}, "
+        f"python {info['python']}, load {info['loadavg']}; BLAS {info['blas']}; "
+        f"budgets {BUDGETS} of the pool's tokens"
+    )
     if args.blas_threads is not None:
         from threadpoolctl import threadpool_limits  # optional: pip install threadpoolctl
 

@@ -28,8 +28,10 @@ def _text(message: BaseMessage) -> str:
 @tool
 def read_service_log(service: str) -> str:
     """Return the last 120 lines of a service's log."""
-    lines = [f"2025-03-0{i % 9 + 1} 12:{i % 60:02d} INFO {service}: request ok in {i % 37} ms"
-             for i in range(120)]
+    lines = [
+        f"2025-03-0{i % 9 + 1} 12:{i % 60:02d} INFO {service}: request ok in {i % 37} ms"
+        for i in range(120)
+    ]
     lines[77] = f"2025-03-04 12:17 ERROR {service}: disk quota exceeded on /var/data"
     return "\n".join(lines)
 
@@ -90,8 +92,9 @@ class ScriptedChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         raise NotImplementedError
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
 
@@ -109,22 +112,36 @@ class OfflineAgentModel(ScriptedChatModel):
         if isinstance(last, ToolMessage):
             lines = str(last.content).splitlines()
             errors = [ln for ln in lines if "ERROR" in ln]
-            return AIMessage(f"{last.name} returned {len(lines)} lines"
-                             + (f"; notable: {errors[0]}" if errors else "."))
+            return AIMessage(
+                f"{last.name} returned {len(lines)} lines"
+                + (f"; notable: {errors[0]}" if errors else ".")
+            )
         question = str(last.content).lower()
         stub = next((m.group(1) for m in map(_STUB.search, map(_text, messages)) if m), None)
         if "exact" in question and stub is not None:  # the body was folded: read it back
-            return AIMessage("", tool_calls=[{"name": "recover_context",
-                                              "args": {"object_id": stub}, "id": "call_recover"}])
+            return AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "recover_context", "args": {"object_id": stub}, "id": "call_recover"}
+                ],
+            )
         if "for the record" in question:
             return AIMessage("Noted.")
         if "log" in question:
             service = "billing" if "billing" in question else "payments"
-            return AIMessage("", tool_calls=[{"name": "read_service_log",
-                                              "args": {"service": service}, "id": "call_log"}])
+            return AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "read_service_log", "args": {"service": service}, "id": "call_log"}
+                ],
+            )
         if "orders" in question:
-            return AIMessage("", tool_calls=[{"name": "list_orders",
-                                              "args": {"customer": "ACME"}, "id": "call_orders"}])
+            return AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "list_orders", "args": {"customer": "ACME"}, "id": "call_orders"}
+                ],
+            )
         words = set(_WORD.findall(question)) - {"what", "is", "my", "the", "a", "was", "did"}
         best, score = "I don't know.", 0
         for message in messages[:-1]:
@@ -156,11 +173,13 @@ class PrintSelections(BaseCallbackHandler):
             return
         self.calls += 1
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(data["kept_by_kind"].items()))
-        print(f"  [pacms] model call {self.calls}: kept {data['kept']}/"
-              f"{data['kept'] + data['dropped']} candidates ({kinds}); "
-              f"{data['tokens_kept']}/{data['tokens_total']} tokens, budget {data['budget']}, "
-              f"strategy {data['strategy']}{', FELL BACK' if data['fell_back'] else ''}"
-              f"{' (the current turn alone exceeds it)' if data['over_budget'] else ''}")
+        print(
+            f"  [pacms] model call {self.calls}: kept {data['kept']}/"
+            f"{data['kept'] + data['dropped']} candidates ({kinds}); "
+            f"{data['tokens_kept']}/{data['tokens_total']} tokens, budget {data['budget']}, "
+            f"strategy {data['strategy']}{', FELL BACK' if data['fell_back'] else ''}"
+            f"{' (the current turn alone exceeds it)' if data['over_budget'] else ''}"
+        )
 
 
 SCRIPT = [

@@ -31,19 +31,25 @@ def main() -> None:
     print(f"model: {label}")
     log_path = Path(tempfile.mkdtemp()) / "selections.jsonl"
     hook = create_pacms_hook(
-        budget_tokens=3000,                              # what the model may see per call
-        memory_namespaces=[("memories", "{user_id}")],   # filled from config["configurable"]
+        budget_tokens=3000,  # what the model may see per call
+        memory_namespaces=[("memories", "{user_id}")],  # filled from config["configurable"]
         memory_limit=5,
         log_path=log_path,
     )
     with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent
         warnings.simplefilter("ignore")
         agent = create_react_agent(
-            model, TOOLS, pre_model_hook=hook, store=memory_store(),
-            checkpointer=InMemorySaver(), prompt=SystemMessage("You are Ada's ops assistant."),
+            model,
+            TOOLS,
+            pre_model_hook=hook,
+            store=memory_store(),
+            checkpointer=InMemorySaver(),
+            prompt=SystemMessage("You are Ada's ops assistant."),
         )
-    config = {"configurable": {"thread_id": "demo", "user_id": "ada"},
-              "callbacks": [PrintSelections()]}
+    config = {
+        "configurable": {"thread_id": "demo", "user_id": "ada"},
+        "callbacks": [PrintSelections()],
+    }
     for text in SCRIPT:
         print(f"\nuser: {text}")
         result = agent.invoke(human(text), config)
@@ -55,14 +61,18 @@ def main() -> None:
     selection = hook.last_selection
     assert selection is not None
     memories = [c.text for c in selection.kept if c.kind == "memory"]
-    print(f"last call kept {len(selection.kept_ids)}/{len(selection.candidates)} candidates, "
-          f"{selection.tokens_kept}/{selection.tokens_total} tokens")
+    print(
+        f"last call kept {len(selection.kept_ids)}/{len(selection.candidates)} candidates, "
+        f"{selection.tokens_kept}/{selection.tokens_total} tokens"
+    )
     print("memories sent as one 'Relevant memories' message:")
     for text in memories:
         print(f"  - {text}")
     dropped = [c for c in selection.candidates if c.id in set(selection.dropped_ids)]
-    print("left out of the last call: "
-          + ", ".join(f"{c.kind} {c.id} ({selection.tokens[c.id]} tokens)" for c in dropped))
+    print(
+        "left out of the last call: "
+        + ", ".join(f"{c.kind} {c.id} ({selection.tokens[c.id]} tokens)" for c in dropped)
+    )
     print(f"selection log: {len(log_path.read_text().splitlines())} records in {log_path}")
 
 

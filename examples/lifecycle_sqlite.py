@@ -35,11 +35,19 @@ THREAD = "demo-thread"
 
 def build_history() -> list:
     """A short session whose one tool call returned about 200 KB of JSON."""
-    events = [{"ts": f"2026-03-0{1 + n % 9}T10:{n % 60:02d}:00Z", "service": "billing",
-               "level": "ERROR" if n % 97 == 0 else "INFO", "path": f"/srv/billing/job_{n}.py",
-               "msg": f"processed batch {n} \u2014 {n * 7} rows"} for n in range(1500)]
-    output = json.dumps({"file": "/var/log/billing/2026-03.jsonl", "events": events}, indent=1,
-                        ensure_ascii=False)
+    events = [
+        {
+            "ts": f"2026-03-0{1 + n % 9}T10:{n % 60:02d}:00Z",
+            "service": "billing",
+            "level": "ERROR" if n % 97 == 0 else "INFO",
+            "path": f"/srv/billing/job_{n}.py",
+            "msg": f"processed batch {n} \u2014 {n * 7} rows",
+        }
+        for n in range(1500)
+    ]
+    output = json.dumps(
+        {"file": "/var/log/billing/2026-03.jsonl", "events": events}, indent=1, ensure_ascii=False
+    )
     call = {"name": "read_log", "args": {"path": "/var/log/billing/2026-03.jsonl"}, "id": "c1"}
     return [
         SystemMessage("You are an on-call assistant.", id="s1"),
@@ -66,8 +74,12 @@ def main(db: Path) -> None:
     original = payload_of(messages, index.by_id["function:tool:1"].indices)
     with SqliteStore.from_conn_string(str(db)) as store:
         tool = make_recover_tool(store)
-        call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:1"},
-                "id": "r1", "type": "tool_call"}
+        call = {
+            "name": RECOVER_TOOL_NAME,
+            "args": {"object_id": "function:tool:1"},
+            "id": "r1",
+            "type": "tool_call",
+        }
         result = tool.invoke(call, {"configurable": {"thread_id": THREAD}})
         exact = result.content == original
         print(f"recovered {len(result.content)} chars from {db.name}: byte-exact {exact}")
@@ -75,8 +87,10 @@ def main(db: Path) -> None:
         record = SidecarStore(store, THREAD).get("function:tool:1")
     back = restore(folded.messages, index_messages(folded.messages), record)
     assert back.messages[3].content == messages[3].content
-    print(f"restored into the history: {back.tokens_after} tokens, message id "
-          f"{back.messages[3].id}, provider problems: {provider_problems(back.messages) or 'none'}")
+    print(
+        f"restored into the history: {back.tokens_after} tokens, message id "
+        f"{back.messages[3].id}, provider problems: {provider_problems(back.messages) or 'none'}"
+    )
 
 
 if __name__ == "__main__":

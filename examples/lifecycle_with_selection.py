@@ -43,8 +43,10 @@ class PrintCommits(PrintSelections):
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
         if name == COMMIT_EVENT:
-            print(f"  [lifecycle] commit ({data['reason']}): {data['actions']}; "
-                  f"history {data['tokens_before']} -> {data['tokens_after']} tokens")
+            print(
+                f"  [lifecycle] commit ({data['reason']}): {data['actions']}; "
+                f"history {data['tokens_before']} -> {data['tokens_after']} tokens"
+            )
         super().on_custom_event(name, data, **kwargs)
 
 
@@ -56,7 +58,9 @@ def main() -> None:
         planner=HeuristicPlanner(keep_recent=1), store=InMemoryStore(), token_counter=counter
     )
     agent = create_agent(
-        model, TOOLS, system_prompt="You are Ada's ops assistant.",
+        model,
+        TOOLS,
+        system_prompt="You are Ada's ops assistant.",
         middleware=[lifecycle, PACMSMiddleware(budget_tokens=3000)],
         checkpointer=InMemorySaver(),
     )
@@ -68,8 +72,10 @@ def main() -> None:
 
     messages = agent.get_state(config).values["messages"]
     stats = lifecycle.harness.stats
-    print(f"\nlifecycle: {stats.commits} commit(s), {stats.tokens_removed} tokens removed from "
-          f"the state, {stats.actions_rejected} action(s) rejected")
+    print(
+        f"\nlifecycle: {stats.commits} commit(s), {stats.tokens_removed} tokens removed from "
+        f"the state, {stats.actions_rejected} action(s) rejected"
+    )
     for m in messages:
         if isinstance(m, ToolMessage):
             print(f"  {m.name:<18} {str(m.content)[:100].replace(chr(10), ' | ')}")

@@ -50,15 +50,20 @@ async def main() -> None:
     )
     spy = ShowLastRequest()
     agent = create_agent(
-        model, TOOLS, system_prompt="You are Ada's ops assistant.",
-        middleware=[pacms, spy],              # pacms is outermost: spy sees the selected request
-        store=memory_store(), checkpointer=InMemorySaver(),
+        model,
+        TOOLS,
+        system_prompt="You are Ada's ops assistant.",
+        middleware=[pacms, spy],  # pacms is outermost: spy sees the selected request
+        store=memory_store(),
+        checkpointer=InMemorySaver(),
     )
-    config = {"configurable": {"thread_id": "demo", "user_id": "ada"},
-              "callbacks": [PrintSelections()]}
+    config = {
+        "configurable": {"thread_id": "demo", "user_id": "ada"},
+        "callbacks": [PrintSelections()],
+    }
     for text in SCRIPT:
         print(f"\nuser: {text}")
-        result = await agent.ainvoke(human(text), config)   # the async path of the middleware
+        result = await agent.ainvoke(human(text), config)  # the async path of the middleware
         print(f"assistant: {result['messages'][-1].content}")
 
     state = (await agent.aget_state(config)).values

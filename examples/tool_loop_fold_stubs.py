@@ -44,8 +44,9 @@ STUB = re.compile(r'recover_context\("([^"]+)"\)')
 
 def module_text(n: int) -> str:
     """What ``read_file`` returns for ``src/module_<n>.py`` (about 700 tokens)."""
-    body = "\n".join(f"    # step {k}: check the request, then log how long it took"
-                     for k in range(40))
+    body = "\n".join(
+        f"    # step {k}: check the request, then log how long it took" for k in range(40)
+    )
     return f"# src/module_{n}.py\ndef handle_{n}(request):\n{body}\n    return QUOTA_{n}"
 
 
@@ -66,17 +67,24 @@ class ScriptedReader(ScriptedChatModel):
         self.seen.append(sent_tokens(messages, self.counter))
         step, self._step = self._step, self._step + 1
         if step < READS:
-            call = {"name": "read_file", "args": {"path": f"src/module_{step}.py"},
-                    "id": f"read_{step}"}
+            call = {
+                "name": "read_file",
+                "args": {"path": f"src/module_{step}.py"},
+                "id": f"read_{step}",
+            }
             return AIMessage(f"Step {step}: reading module {step}.", tool_calls=[call])
         if step == READS:  # module 0's read is long gone from view: take it back from its stub
-            results = {m.tool_call_id: str(m.content) for m in messages
-                       if isinstance(m, ToolMessage)}
+            results = {
+                m.tool_call_id: str(m.content) for m in messages if isinstance(m, ToolMessage)
+            }
             stub = results.get("read_0", "")
             found = STUB.search(stub)
             assert found, f"module 0 should reach the model as a stub, got {stub[:80]!r}"
-            call = {"name": "recover_context", "args": {"object_id": found.group(1)},
-                    "id": "recover_0"}
+            call = {
+                "name": "recover_context",
+                "args": {"object_id": found.group(1)},
+                "id": "recover_0",
+            }
             return AIMessage("", tool_calls=[call])
         return AIMessage("handle_0 in src/module_0.py returns QUOTA_0.")
 
@@ -86,32 +94,41 @@ def main() -> None:
     with SqliteStore.from_conn_string(str(folder / "sidecars.db")) as store:
         store.setup()
         prompt = SystemMessage("You are a careful coder.")  # added after the hook: charged
-        hook = create_pacms_hook(budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store,
-                                 prompt=prompt)
+        hook = create_pacms_hook(
+            budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store, prompt=prompt
+        )
         counter = hook.selector.token_counter
         model = ScriptedReader(counter=counter)
         with warnings.catch_warnings():  # create_react_agent is deprecated for create_agent
             warnings.simplefilter("ignore")
             agent = create_react_agent(
-                model, [read_file, make_recover_tool(store)], pre_model_hook=hook,
+                model,
+                [read_file, make_recover_tool(store)],
+                pre_model_hook=hook,
                 prompt=prompt,
             )
         config = {"configurable": {"thread_id": THREAD}, "recursion_limit": 4 * READS}
-        task = HumanMessage("Read the sixty modules in order, then say which quota the first "
-                            "one returns.")
+        task = HumanMessage(
+            "Read the sixty modules in order, then say which quota the first one returns."
+        )
         result = agent.invoke({"messages": [task]}, config)
 
         history = result["messages"]
         total = sent_tokens(history, counter)
         print(f"history: {len(history)} messages, {total} tokens, one human message")
-        print(f"model calls: {len(model.seen)}, largest request {max(model.seen)} tokens "
-              f"(budget {BUDGET})")
+        print(
+            f"model calls: {len(model.seen)}, largest request {max(model.seen)} tokens "
+            f"(budget {BUDGET})"
+        )
         selection = hook.last_selection
         assert selection is not None
-        print(f"last call: stub floor {selection.info['stub_floor']}, "
-              f"{selection.info['tokens_sent']} tokens sent")
-        recovered = next(m for m in history if isinstance(m, ToolMessage)
-                         and m.tool_call_id == "recover_0")
+        print(
+            f"last call: stub floor {selection.info['stub_floor']}, "
+            f"{selection.info['tokens_sent']} tokens sent"
+        )
+        recovered = next(
+            m for m in history if isinstance(m, ToolMessage) and m.tool_call_id == "recover_0"
+        )
         payload = json.loads(str(recovered.content))  # the call's text was folded with it
         exact = payload["results"] == module_text(0)
         print(f"module 0 recovered byte for byte: {exact}")

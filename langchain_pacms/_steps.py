@@ -48,9 +48,7 @@ def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> 
         return done.value  # type: ignore[no-any-return]
 
 
-async def adrive(
-    steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]
-) -> T:
+async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]) -> T:
     """Async twin of :func:`drive`: each answer is awaited."""
     try:
         request = next(steps)

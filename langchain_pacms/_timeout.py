@@ -82,9 +82,7 @@ def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
                 f"embed_timeout; the backend looks stalled"
             )
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    thread = threading.Thread(
-        target=_settle, args=(future, fn), name="pacms-embed", daemon=True
-    )
+    thread = threading.Thread(target=_settle, args=(future, fn), name="pacms-embed", daemon=True)
     thread.start()
     done, _ = concurrent.futures.wait([future], timeout=timeout)
     if not done:  # (a TimeoutError that ``fn`` raised itself is not an overrun)

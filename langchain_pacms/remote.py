@@ -73,8 +73,10 @@ class RemoteSelector(ContextSelector):
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-            0 < timeout < float("inf")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not (0 < timeout < float("inf"))
         ):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if strategy is not None and not isinstance(strategy, str):
@@ -114,8 +116,14 @@ class RemoteSelector(ContextSelector):
             name, opts = strategy, dict(options)
         return {
             "candidates": [
-                {"id": c.id, "text": c.text, "kind": c.kind, "mandatory": c.mandatory,
-                 "tokens": int(t), "position": int(c.position or 0)}
+                {
+                    "id": c.id,
+                    "text": c.text,
+                    "kind": c.kind,
+                    "mandatory": c.mandatory,
+                    "tokens": int(t),
+                    "position": int(c.position or 0),
+                }
                 for c, t in zip(cands, tokens.tolist())
             ],
             "query": query,
@@ -166,8 +174,13 @@ class RemoteSelector(ContextSelector):
         return body
 
     def _fallback(
-        self, err: Exception, cands: tuple[Candidate, ...], query: str, budget: int,
-        timings: dict[str, float], started: float,
+        self,
+        err: Exception,
+        cands: tuple[Candidate, ...],
+        query: str,
+        budget: int,
+        timings: dict[str, float],
+        started: float,
     ) -> Selection:
         """Recency within the budget (the base selector's fallback), or ``err`` when strict."""
         if self.strict:

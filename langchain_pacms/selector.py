@@ -255,7 +255,8 @@ def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] |
     cands: Sequence[Candidate] = candidates  # type: ignore[assignment]
     ids = [c.id for c in cands]
     if (
-        not all(type(i) is str for i in ids) or len(set(ids)) != len(ids)
+        not all(type(i) is str for i in ids)
+        or len(set(ids)) != len(ids)
         or not all(type(c.text) is str for c in cands)
         or not {c.kind for c in cands} <= KINDS
         or not all(type(c.position) is int for c in cands)
@@ -269,8 +270,9 @@ def _placed(cand: Candidate, cid: str, position: int) -> Candidate:
     """``cand`` with its id and position set (a direct call for plain candidates: cheaper)."""
     if type(cand) is not Candidate:
         return replace(cand, id=cid, position=position)
-    return Candidate(cand.text, cid, cand.kind, position, cand.mandatory, cand.tokens,
-                     cand.metadata, cand.source)
+    return Candidate(
+        cand.text, cid, cand.kind, position, cand.mandatory, cand.tokens, cand.metadata, cand.source
+    )
 
 
 def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float | None) -> int:
@@ -451,13 +453,18 @@ def _lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
     The lifted problem is kept in the pool's shared memo (as relevance feedback keeps its
     own), so an agent's repeated call over the same pool reuses its coverage kernel.
     """
+
     def build() -> Problem:
         rel = problem.relevance
         return problem.with_relevance(np.where(lifted, rel.max(), rel))
 
     base = problem.shared(("relevant_ids", lifted.tobytes()), build)
-    return base.with_costs(tokens=problem.tokens, budget=problem.budget,
-                           mandatory=problem.mandatory, positions=problem.positions)
+    return base.with_costs(
+        tokens=problem.tokens,
+        budget=problem.budget,
+        mandatory=problem.mandatory,
+        positions=problem.positions,
+    )
 
 
 def _problem(
@@ -466,8 +473,13 @@ def _problem(
     """The :class:`~langchain_pacms.core.Problem` of a normalised pool."""
     mandatory, positions = _flags(cands)
     return Problem.build(
-        pool.vectors, pool.query_vec, tokens=tokens, budget=budget, mandatory=mandatory,
-        positions=positions, relevance=pool.relevance,
+        pool.vectors,
+        pool.query_vec,
+        tokens=tokens,
+        budget=budget,
+        mandatory=mandatory,
+        positions=positions,
+        relevance=pool.relevance,
     )
 
 
@@ -709,8 +721,11 @@ class ContextSelector:
         """The last pool solved, when ``texts`` and ``query`` are exactly its own."""
         last = self._last_pool
         if (
-            last is None or last.embeddings is not self.embeddings or last.query != query
-            or len(last.texts) != len(texts) or last.texts != tuple(texts)
+            last is None
+            or last.embeddings is not self.embeddings
+            or last.query != query
+            or len(last.texts) != len(texts)
+            or last.texts != tuple(texts)
         ):
             return None
         return last
@@ -739,8 +754,13 @@ class ContextSelector:
             )
         if pool.base is not None:
             problem = pool.base.grown(
-                pool.vectors[pool.base.n :], pool.query_vec, tokens=tokens, budget=budget,
-                mandatory=mandatory, positions=positions, relevance=pool.relevance,
+                pool.vectors[pool.base.n :],
+                pool.query_vec,
+                tokens=tokens,
+                budget=budget,
+                mandatory=mandatory,
+                positions=positions,
+                relevance=pool.relevance,
             )
         else:
             problem = _problem(cands, tokens, budget, pool)
@@ -811,8 +831,11 @@ class ContextSelector:
             pick_order=tuple(ids[j] for j in order),
             relevance=MappingProxyType(dict(zip(ids, relevance.tolist()))),
             gains=MappingProxyType(
-                {ids[j]: g for j, g, ok in zip(order, scores.tolist(), np.isfinite(scores).tolist())
-                 if ok}
+                {
+                    ids[j]: g
+                    for j, g, ok in zip(order, scores.tolist(), np.isfinite(scores).tolist())
+                    if ok
+                }
             ),
             tokens=MappingProxyType(dict(zip(ids, tokens.tolist()))),
             tokens_total=total,
@@ -1006,8 +1029,11 @@ class ContextSelector:
         if last.raw is None:
             size = len(last.texts)
             if (
-                last.problem is None or len(texts) < size or self._profile.idf_reweighting
-                or self._scorer is not None or tuple(texts[:size]) != last.texts
+                last.problem is None
+                or len(texts) < size
+                or self._profile.idf_reweighting
+                or self._scorer is not None
+                or tuple(texts[:size]) != last.texts
             ):
                 return None, texts
             return (last, np.arange(size)), texts[size:]
@@ -1035,8 +1061,14 @@ class ContextSelector:
         checked, q_checked = _checked_vectors(vectors, q)
         reweighted, q_reweighted = self.reweight_pool(checked, q_checked)
         return _Pool(
-            tuple(texts), query, self.embeddings, reweighted, q_reweighted,
-            raw=None if features is None else vectors, features=features, dim=dim,
+            tuple(texts),
+            query,
+            self.embeddings,
+            reweighted,
+            q_reweighted,
+            raw=None if features is None else vectors,
+            features=features,
+            dim=dim,
             relevance=self.pool_relevance(texts, query),
         )
 
@@ -1182,7 +1214,17 @@ class ContextSelector:
                 error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
-            cands, tokens, budget, None, None, name, opts, error, timings, started, pool=pool,
+            cands,
+            tokens,
+            budget,
+            None,
+            None,
+            name,
+            opts,
+            error,
+            timings,
+            started,
+            pool=pool,
             lifted=lifted,
         )
 
@@ -1256,9 +1298,7 @@ class ContextSelector:
         last, todo = self._rows_from_last(texts)
         fresh = await self.embeddings.aembed_matrix(todo, timeout=self._left(deadline))
         query_vec = (
-            await self.embeddings.aembed_matrix(
-                [query], kind="query", timeout=self._left(deadline)
-            )
+            await self.embeddings.aembed_matrix([query], kind="query", timeout=self._left(deadline))
         )[0]
         return self._pooled(texts, query, last, fresh, query_vec)
 

@@ -71,7 +71,6 @@ examples:
 _SOURCE_SUFFIXES = (".tar.xz", ".tar.gz", ".tar.bz2", ".txz", ".tgz", ".tbz2", ".tar", ".json")
 
 
-
 def source_label(source: Path) -> tuple[str | None, str]:
     """The LongMemEval split ``source`` holds (None if unknown) and a label for file names.
 
@@ -124,8 +123,9 @@ def _load_by_ids(source: Path, ids: list[str], say: Any) -> list[Any]:
         print(f"warning: {len(missing)} ids not found in {source}: {shown}", file=sys.stderr)
     questions = sample_questions(found, None, recall_only=True)
     if len(questions) < len(found):
-        say(f"{len(found) - len(questions)} ids left out: abstention questions or no "
-            "evidence round")
+        say(
+            f"{len(found) - len(questions)} ids left out: abstention questions or no evidence round"
+        )
     return questions
 
 
@@ -163,8 +163,10 @@ def _recall(args: argparse.Namespace) -> int:
         return 2
     if args.prune_result_cache:
         files, size = ResultCache.for_selector(args.cache_dir, selector).prune()
-        say(f"result cache: removed {files} cells of other code, embedders or tokenizers "
-            f"({size / 2**20:.1f} MiB)")
+        say(
+            f"result cache: removed {files} cells of other code, embedders or tokenizers "
+            f"({size / 2**20:.1f} MiB)"
+        )
     split, label = source_label(source)
     say(f"loading questions from {source} ...")
     try:
@@ -176,8 +178,7 @@ def _recall(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not questions:
-        print("error: no eligible questions (need evidence rounds, no abstention)",
-              file=sys.stderr)
+        print("error: no eligible questions (need evidence rounds, no abstention)", file=sys.stderr)
         return 2
     load_seconds = time.perf_counter() - started
     say(
@@ -276,32 +277,57 @@ def _add_recall_parser(sub: Any) -> None:
     )
     data = p.add_argument_group("data")
     data.add_argument(
-        "--data", default=None, metavar="PATH",
+        "--data",
+        default=None,
+        metavar="PATH",
         help="LongMemEval data folder, or a question folder/archive/JSON file "
         "(default: $PACMS_LONGMEMEVAL_DIR or ../shared/data/longmemeval)",
     )
     data.add_argument(
-        "--split", choices=("oracle", "s"), default="s",
+        "--split",
+        choices=("oracle", "s"),
+        default="s",
         help="oracle (evidence sessions only) or s (LongMemEval_S, ~115k-token haystacks) "
         "when --data is a data folder (default: s)",
     )
     size = data.add_mutually_exclusive_group()
-    size.add_argument("--n", type=_at_least(1), default=100,
-                      help="questions to sample, stratified over the 6 types (default: 100)")
+    size.add_argument(
+        "--n",
+        type=_at_least(1),
+        default=100,
+        help="questions to sample, stratified over the 6 types (default: 100)",
+    )
     size.add_argument("--all", action="store_true", help="use every eligible question")
     size.add_argument("--ids", nargs="+", metavar="ID", help="use exactly these question ids")
-    data.add_argument("--seed", type=int, default=0,
-                      help="seed of the sample and of the redundancy injection (default: 0)")
+    data.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the sample and of the redundancy injection (default: 0)",
+    )
 
     sweep = p.add_argument_group("sweep")
-    sweep.add_argument("--levels", type=int, nargs="+", default=list(DEFAULT_LEVELS),
-                       metavar="R", help="redundancy levels R (default: 0 2 4 8)")
     sweep.add_argument(
-        "--budgets", type=float, nargs="+", default=list(DEFAULT_BUDGETS), metavar="FRACTION",
+        "--levels",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_LEVELS),
+        metavar="R",
+        help="redundancy levels R (default: 0 2 4 8)",
+    )
+    sweep.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_BUDGETS),
+        metavar="FRACTION",
         help="budgets as fractions of the budget base (default: 0.05 0.10 0.20 0.45 0.70)",
     )
     sweep.add_argument(
-        "--strategies", nargs="+", default=list(DEFAULT_STRATEGIES), metavar="SPEC",
+        "--strategies",
+        nargs="+",
+        default=list(DEFAULT_STRATEGIES),
+        metavar="SPEC",
         help="columns: strategy names, or variants as name:key=value,key=value (e.g. "
         "pacms:relevance_weight=0.5,cost_exponent=0); the spec is the column label "
         "(default: topk mmr lastk pacms rag). pacms without a similarity_threshold, "
@@ -309,60 +335,107 @@ def _add_recall_parser(sub: Any) -> None:
         "JSON's meta.strategy_options "
         "records what each column ran with",
     )
-    sweep.add_argument("--style", choices=STYLES, default="recap",
-                       help="restatements: recap (short quoted leads) or full (whole round, "
-                       "lightly paraphrased) (default: recap)")
-    sweep.add_argument("--budget-base", choices=BUDGET_BASES, default="pool",
-                       help="budget fractions of the padded pool (the study) or of the "
-                       "original history (default: pool)")
+    sweep.add_argument(
+        "--style",
+        choices=STYLES,
+        default="recap",
+        help="restatements: recap (short quoted leads) or full (whole round, "
+        "lightly paraphrased) (default: recap)",
+    )
+    sweep.add_argument(
+        "--budget-base",
+        choices=BUDGET_BASES,
+        default="pool",
+        help="budget fractions of the padded pool (the study) or of the "
+        "original history (default: pool)",
+    )
 
     model = p.add_argument_group("embeddings")
     model.add_argument(
-        "--embeddings", default="default", metavar="SPEC",
+        "--embeddings",
+        default="default",
+        metavar="SPEC",
         help=f"{EMBEDDINGS_HELP} (default: default)",
     )
-    model.add_argument("--ollama-url", default=None, metavar="URL",
-                       help="Ollama server (default: $OLLAMA_HOST or http://127.0.0.1:11434)")
-    model.add_argument("--cache-dir", default=".pacms-cache", metavar="DIR",
-                       help="on-disk embedding cache folder (default: .pacms-cache)")
     model.add_argument(
-        "--cache", choices=("auto", "on", "off"), default="auto",
+        "--ollama-url",
+        default=None,
+        metavar="URL",
+        help="Ollama server (default: $OLLAMA_HOST or http://127.0.0.1:11434)",
+    )
+    model.add_argument(
+        "--cache-dir",
+        default=".pacms-cache",
+        metavar="DIR",
+        help="on-disk embedding cache folder (default: .pacms-cache)",
+    )
+    model.add_argument(
+        "--cache",
+        choices=("auto", "on", "off"),
+        default="auto",
         help="use the disk cache: auto = for every backend except the built-in lexical one, "
         "which recomputes faster than it reads back (default: auto)",
     )
 
     model.add_argument(
-        "--result-cache", choices=("on", "off"), default="on",
+        "--result-cache",
+        choices=("on", "off"),
+        default="on",
         help="keep every computed cell (question, R, budget, strategy) in --cache-dir and "
         "reuse it when the code, data, embedder and settings are unchanged, so reruns and "
         "added --strategies columns only compute what is new (default: on)",
     )
     model.add_argument(
-        "--prune-result-cache", action="store_true",
+        "--prune-result-cache",
+        action="store_true",
         help="before the run, delete the result cache's cells of any other code version, "
         "embedder or tokenizer (they are never read again; each table leaves thousands); "
         "not while another sweep uses the same --cache-dir",
     )
 
     run = p.add_argument_group("run")
-    run.add_argument("--out", default="results/longmemeval", metavar="DIR",
-                     help="output folder (default: results/longmemeval)")
-    run.add_argument("--name", default=None,
-                     help="output file stem (default: recall-<split>-<style>-<budget-base>, "
-                     "with all- or ids- before <style> for --all or --ids)")
-    run.add_argument("--workers", type=_at_least(1), default=1, metavar="N",
-                     help="worker processes, one question at a time each (default: 1)")
-    run.add_argument("--blas-threads", type=_at_least(0), default=1, metavar="N",
-                     help="OpenBLAS threads per process while sweeping; 0 leaves the "
-                     "library default (default: 1, fastest for the mmr ranking). The count "
-                     "can tip near-ties, so the result cache keeps each count's cells apart")
-    run.add_argument("--exact", action="store_true",
-                     help="prepare every budget's problem afresh, as select does, instead "
-                     "of linking a level's budgets so that they share the budget-independent "
-                     "work (cosine matrix, coverage kernel, mmr ranking); same picks, slower")
-    run.add_argument("--no-check", dest="check", action="store_false",
-                     help="skip the test text embedded before the sweep (it finds a model "
-                     "that is missing or a server that is down before the data is loaded)")
+    run.add_argument(
+        "--out",
+        default="results/longmemeval",
+        metavar="DIR",
+        help="output folder (default: results/longmemeval)",
+    )
+    run.add_argument(
+        "--name",
+        default=None,
+        help="output file stem (default: recall-<split>-<style>-<budget-base>, "
+        "with all- or ids- before <style> for --all or --ids)",
+    )
+    run.add_argument(
+        "--workers",
+        type=_at_least(1),
+        default=1,
+        metavar="N",
+        help="worker processes, one question at a time each (default: 1)",
+    )
+    run.add_argument(
+        "--blas-threads",
+        type=_at_least(0),
+        default=1,
+        metavar="N",
+        help="OpenBLAS threads per process while sweeping; 0 leaves the "
+        "library default (default: 1, fastest for the mmr ranking). The count "
+        "can tip near-ties, so the result cache keeps each count's cells apart",
+    )
+    run.add_argument(
+        "--exact",
+        action="store_true",
+        help="prepare every budget's problem afresh, as select does, instead "
+        "of linking a level's budgets so that they share the budget-independent "
+        "work (cosine matrix, coverage kernel, mmr ranking); same picks, slower",
+    )
+    run.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the test text embedded before the sweep (it finds a model "
+        "that is missing or a server that is down before the data is loaded)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.set_defaults(func=_recall)
 
@@ -386,8 +459,9 @@ def _add_qa_parser(sub: Any) -> None:
         "with langchain and the provider's package installed), python:<module>:<name>, "
         "or fake:<reply> for dry runs."
     )
-    p = sub.add_parser("qa", help="end-to-end QA accuracy with a reader and a judge model",
-                       description=description)
+    p = sub.add_parser(
+        "qa", help="end-to-end QA accuracy with a reader and a judge model", description=description
+    )
     try:
         from langchain_pacms.eval.qa import add_qa_arguments, qa_from_args
     except ImportError:
@@ -425,26 +499,43 @@ def _probe(args: argparse.Namespace) -> int:
     table = probe_topk(pools, args.budgets, RECIPES, builtin=builtin)
     head = "| relevance | " + " | ".join(f"{b:.0%}" for b in args.budgets) + " |"
     lines = [head, "|---|" + "---:|" * len(args.budgets)]
-    lines += [f"| {name} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
-              for name, row in table.items()]
+    lines += [
+        f"| {name} | " + " | ".join(f"{v:.3f}" for v in row) + " |" for name, row in table.items()
+    ]
     text = "\n".join(lines)
     print(f"top-k evidence recall, R = 0, {len(pools)} questions of {source.name}")
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "lexical-probe.md").write_text(text + "\n", encoding="utf-8")
-        meta = {"questions": len(pools), "seed": args.seed, "source": str(source),
-                "budgets": args.budgets, "seconds": round(time.perf_counter() - started, 1),
-                "command": _probe_command(args)}
+        meta = {
+            "questions": len(pools),
+            "seed": args.seed,
+            "source": str(source),
+            "budgets": args.budgets,
+            "seconds": round(time.perf_counter() - started, 1),
+            "command": _probe_command(args),
+        }
         (args.out / "lexical-probe.json").write_text(
-            json.dumps({"meta": meta, "recall": table}, indent=1), encoding="utf-8")
+            json.dumps({"meta": meta, "recall": table}, indent=1), encoding="utf-8"
+        )
     return 0
 
 
 def _probe_command(args: argparse.Namespace) -> str:
-    words = ["pacms", "eval", "longmemeval", "probe", "--split", args.split, "--seed",
-             str(args.seed), *(["--all"] if args.all else ["--n", str(args.n)]),
-             "--budgets", *(str(b) for b in args.budgets)]
+    words = [
+        "pacms",
+        "eval",
+        "longmemeval",
+        "probe",
+        "--split",
+        args.split,
+        "--seed",
+        str(args.seed),
+        *(["--all"] if args.all else ["--n", str(args.n)]),
+        "--budgets",
+        *(str(b) for b in args.budgets),
+    ]
     if args.data is not None:
         words += ["--data", str(args.data)]
     return shlex.join(words)
@@ -452,26 +543,49 @@ def _probe_command(args: argparse.Namespace) -> str:
 
 def _add_probe_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "probe", help="top-k recall of the built-in embedder vs sparse lexical references",
+        "probe",
+        help="top-k recall of the built-in embedder vs sparse lexical references",
         description="Top-k evidence recall at R = 0 with the selector's own relevance and with "
         "sparse hashed TF-IDF recipes (bucket count, tokens, signs, bigrams, idf scope), to see "
         "where the built-in 4,096-bucket embedder loses relevance. The references are exact "
         "sparse cosines and are not selector defaults.",
     )
-    p.add_argument("--data", default=None, metavar="PATH",
-                   help="LongMemEval data folder or question folder/archive/JSON file")
-    p.add_argument("--split", choices=("oracle", "s"), default="s",
-                   help="split when --data is a data folder (default: s)")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="LongMemEval data folder or question folder/archive/JSON file",
+    )
+    p.add_argument(
+        "--split",
+        choices=("oracle", "s"),
+        default="s",
+        help="split when --data is a data folder (default: s)",
+    )
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--n", type=_at_least(1), default=100,
-                      help="questions to sample, as the recall sweep samples (default: 100)")
+    size.add_argument(
+        "--n",
+        type=_at_least(1),
+        default=100,
+        help="questions to sample, as the recall sweep samples (default: 100)",
+    )
     size.add_argument("--all", action="store_true", help="use every eligible question")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
-    p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.10, 0.20],
-                   metavar="FRACTION", help="budgets as fractions of the pool's tokens "
-                   "(default: 0.05 0.10 0.20)")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="write lexical-probe.md and lexical-probe.json here")
+    p.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        default=[0.05, 0.10, 0.20],
+        metavar="FRACTION",
+        help="budgets as fractions of the pool's tokens (default: 0.05 0.10 0.20)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write lexical-probe.md and lexical-probe.json here",
+    )
     p.set_defaults(func=_probe)
 
 

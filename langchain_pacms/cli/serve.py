@@ -36,11 +36,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"pacms serve: {err}")
         return 2
     if not is_loopback(args.host):
-        logger.warning("binding %s: the service is reachable from other machines and has no "
-                       "authentication", args.host)
+        logger.warning(
+            "binding %s: the service is reachable from other machines and has no authentication",
+            args.host,
+        )
         print(f"warning: binding {args.host} exposes the service beyond this machine")
-    app = create_app(max_candidates=args.max_candidates, max_body_bytes=args.max_body_bytes,
-                     selection_threads=args.selection_threads)
+    app = create_app(
+        max_candidates=args.max_candidates,
+        max_body_bytes=args.max_body_bytes,
+        selection_threads=args.selection_threads,
+    )
     print(f"pacms service and inspector on http://{args.host}:{args.port}/")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -63,13 +68,26 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8077, help="port (default 8077)")
-    parser.add_argument("--max-candidates", type=_positive, default=2000,
-                        help="largest pool accepted (default 2000)")
-    parser.add_argument("--max-body-bytes", type=_positive, default=8 * 1024 * 1024,
-                        help="largest request body accepted (default 8 MiB)")
-    parser.add_argument("--selection-threads", type=_positive, default=None,
-                        help="most selections worked on at once; more wait their turn "
-                        "(default: the number of CPUs, at least 2)")
-    parser.add_argument("--log-level", default="warning",
-                        choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument(
+        "--max-candidates",
+        type=_positive,
+        default=2000,
+        help="largest pool accepted (default 2000)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=8 * 1024 * 1024,
+        help="largest request body accepted (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--selection-threads",
+        type=_positive,
+        default=None,
+        help="most selections worked on at once; more wait their turn "
+        "(default: the number of CPUs, at least 2)",
+    )
+    parser.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
     parser.set_defaults(func=_run)

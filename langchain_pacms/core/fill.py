@@ -122,7 +122,10 @@ def distinct_fill(
 
 
 def _distinct_from_vectors(
-    problem: Problem, members: Sequence[int], room: int, threshold: float,
+    problem: Problem,
+    members: Sequence[int],
+    room: int,
+    threshold: float,
     allowed: NDArray[np.bool_],
 ) -> list[int]:
     """:func:`distinct_fill` without a kept cosine matrix, a block of candidates at a time.

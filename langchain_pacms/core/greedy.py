@@ -335,9 +335,7 @@ def budgeted_greedy(
             seeded = np.append(start, best).astype(np.int64)
             rest = lazy_greedy(objective, costs, budget, seeded, rank, cost_exponent=1.0)
             evaluations += rest.evaluations
-            guaranteed = GreedyResult(
-                [best, *rest.picks], [float(single[best]), *rest.gains], 0
-            )
+            guaranteed = GreedyResult([best, *rest.picks], [float(single[best]), *rest.gains], 0)
     chosen = preferred
     if sum(preferred.gains) < guarantee * sum(guaranteed.gains) - 1e-12:
         # The guaranteed set alone carries the bound; it is completed only once chosen.

@@ -178,9 +178,9 @@ class SparseRows:
         if a == b:
             return 0.0
         now = coverage[self.indices[a:b]]
-        return float(np.add.reduce(
-            np.subtract(np.maximum(self.data[a:b], now), now, dtype=np.float64)
-        ))
+        return float(
+            np.add.reduce(np.subtract(np.maximum(self.data[a:b], now), now, dtype=np.float64))
+        )
 
     def steady(self) -> NDArray[np.bool_]:
         """Rows whose lift no other row's addition can change.
@@ -218,9 +218,7 @@ class SparseRows:
         targets, values = self._entries(rows)
         np.maximum.at(coverage, targets, values)
 
-    def _entries(
-        self, rows: NDArray[np.int64]
-    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    def _entries(self, rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         """Targets and values of the non-zeros of ``rows``, row after row."""
         starts = self.indptr[rows]
         sizes = self.indptr[rows + 1] - starts

@@ -89,16 +89,19 @@ class CoverageObjective:
         if not 0.0 <= relevance_weight <= 1.0:
             raise ValueError(f"relevance_weight must be in [0, 1], got {relevance_weight}")
         if not 0.0 <= similarity_threshold < 1.0:
-            raise ValueError(
-                f"similarity_threshold must be in [0, 1), got {similarity_threshold}"
-            )
+            raise ValueError(f"similarity_threshold must be in [0, 1), got {similarity_threshold}")
         if coverage_prior < 0.0:
             raise ValueError(f"coverage_prior must be >= 0, got {coverage_prior}")
         self.similarity_threshold = float(similarity_threshold)
         # Only targets with rel(i) + prior > 0 can contribute to F; with lam = 1, F has weight 0.
         # Weights depend on the candidates alone, so problems linked by with_budget share them.
-        key = ("coverage", relevance_weight < 1.0, self.similarity_threshold, density,
-               float(coverage_prior))
+        key = (
+            "coverage",
+            relevance_weight < 1.0,
+            self.similarity_threshold,
+            density,
+            float(coverage_prior),
+        )
         self.targets, rows = problem.shared(
             key, lambda: self._weights(problem, relevance_weight < 1.0, density, coverage_prior)
         )
@@ -122,10 +125,17 @@ class CoverageObjective:
         fits = 4 * problem.n * targets.shape[0] <= problem.similarity_ceiling
         # Within the ceiling the rows are dense unless the kept matrix shows them mostly
         # zero (near-duplicate coverage): then reading their non-zeros is cheaper.
-        built = sparse_rows(
-            problem, targets, self.similarity_threshold, self._kernel,
-            max_nonzeros=problem.n * targets.shape[0] // _SPARSE_SHARE if fits else None,
-        ) if problem.cosine_matrix is not None or not fits else None
+        built = (
+            sparse_rows(
+                problem,
+                targets,
+                self.similarity_threshold,
+                self._kernel,
+                max_nonzeros=problem.n * targets.shape[0] // _SPARSE_SHARE if fits else None,
+            )
+            if problem.cosine_matrix is not None or not fits
+            else None
+        )
         if built is None:
             weights = self._kernel(problem.cosine_columns(targets))
             if density:
@@ -161,9 +171,7 @@ class CoverageObjective:
         """``sum_i c_i`` of a coverage vector (the coverage part of ``F(S)``)."""
         return covered(coverage)
 
-    def gain(
-        self, j: int, coverage: NDArray[np.float32], covered: float | None = None
-    ) -> float:
+    def gain(self, j: int, coverage: NDArray[np.float32], covered: float | None = None) -> float:
         """Marginal gain of adding candidate ``j`` to a set with coverage ``coverage``.
 
         Computed as ``sum_i max(w_ij, c_i) - sum_i c_i`` (one pass over row ``j``); pass

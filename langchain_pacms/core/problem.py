@@ -27,7 +27,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
-    "COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "NearPairs", "Problem", "rows_stable", "unit_rows",
+    "COSINE_MATRIX_LIMIT",
+    "SIMILARITY_CEILING",
+    "NearPairs",
+    "Problem",
+    "rows_stable",
+    "unit_rows",
 ]
 
 COSINE_MATRIX_LIMIT = 4096
@@ -72,8 +77,9 @@ def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
         norms = np.sqrt(np.einsum("ij,ij->i", arr, arr, dtype=np.float64))
         bad = ~np.isfinite(norms)
         out = np.empty(arr.shape, dtype=np.float32)
-        np.divide(arr, np.where(bad | (norms == 0), 1.0, norms)[:, None], out=out,
-                  casting="same_kind")
+        np.divide(
+            arr, np.where(bad | (norms == 0), 1.0, norms)[:, None], out=out, casting="same_kind"
+        )
     out[bad] = 0.0
     return out[0] if one_d else out
 
@@ -225,7 +231,8 @@ class Problem:
             ([0.25, 1.0], [1, 0])
         """
         if (
-            isinstance(similarity_ceiling, bool) or not isinstance(similarity_ceiling, int)
+            isinstance(similarity_ceiling, bool)
+            or not isinstance(similarity_ceiling, int)
             or similarity_ceiling <= 0
         ):
             raise ValueError(
@@ -245,8 +252,13 @@ class Problem:
                 f"got {v.shape}"
             )
         return cls(
-            vectors=unit_rows(v), query=unit_rows(q), tokens=tok, budget=int(budget),
-            mandatory=mand, positions=pos, similarity_ceiling=similarity_ceiling,
+            vectors=unit_rows(v),
+            query=unit_rows(q),
+            tokens=tok,
+            budget=int(budget),
+            mandatory=mand,
+            positions=pos,
+            similarity_ceiling=similarity_ceiling,
             scores=_scores(relevance, n),
         )
 
@@ -310,16 +322,19 @@ class Problem:
             raise ValueError(f"tokens must have one entry per candidate ({n}), got {tok.shape[0]}")
         unit = np.concatenate([self.vectors, unit_rows(new)]) if new.shape[0] else self.vectors
         problem = Problem(
-            vectors=unit, query=unit_rows(q), tokens=tok, budget=int(budget), mandatory=mand,
-            positions=pos, similarity_ceiling=self.similarity_ceiling,
+            vectors=unit,
+            query=unit_rows(q),
+            tokens=tok,
+            budget=int(budget),
+            mandatory=mand,
+            positions=pos,
+            similarity_ceiling=self.similarity_ceiling,
             scores=_scores(relevance, n),
         )
         old = self.cosine_matrix
         extended = None
         if old is not None and problem.fits_cosine_matrix() and rows_stable(dim):
-            extended = _extended(
-                old, unit, self._memo.get("cosine_store"), self.similarity_ceiling
-            )
+            extended = _extended(old, unit, self._memo.get("cosine_store"), self.similarity_ceiling)
         if extended is not None:
             matrix, store = extended
             problem._memo.update(cosines=matrix, cosine_store=store)
@@ -544,9 +559,7 @@ class Problem:
             return np.take(matrix, cols, axis=1)
         return self.vectors @ self.vectors[cols].T
 
-    def cosine_blocks(
-        self, cols: NDArray[np.int64]
-    ) -> Iterator[tuple[int, NDArray[np.float32]]]:
+    def cosine_blocks(self, cols: NDArray[np.int64]) -> Iterator[tuple[int, NDArray[np.float32]]]:
         """Row blocks of :meth:`cosine_columns`, each within :attr:`similarity_ceiling`.
 
         Yields ``(start, block)`` where ``block`` holds the cosines of candidates
@@ -604,7 +617,9 @@ _CHECK_ROWS = 32
 
 
 def _extended(
-    old: NDArray[np.float32], unit: NDArray[np.float32], store: _CosineStore | None,
+    old: NDArray[np.float32],
+    unit: NDArray[np.float32],
+    store: _CosineStore | None,
     ceiling: int,
 ) -> tuple[NDArray[np.float32], _CosineStore] | None:
     """The cosine matrix of ``unit`` from the one of its first rows: only new rows computed.
@@ -662,9 +677,7 @@ class NearPairs:
         return cls.from_rows(rows, cols, n)
 
     @classmethod
-    def from_rows(
-        cls, rows: NDArray[np.int64], cols: NDArray[np.int64], n: int
-    ) -> NearPairs:
+    def from_rows(cls, rows: NDArray[np.int64], cols: NDArray[np.int64], n: int) -> NearPairs:
         """Pairs given row-major as their rows and columns."""
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])

@@ -289,9 +289,7 @@ def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
     start, remaining, taken = _mandatory_state(problem)
     ranking, step_scores = problem.shared(
         ("mmr", float(lambda_mult)),
-        lambda: mmr_ranking(
-            problem.vectors, problem.query, lambda_mult, relevance=problem.scores
-        ),
+        lambda: mmr_ranking(problem.vectors, problem.query, lambda_mult, relevance=problem.scores),
     )
     picked = _walk(problem, ranking.tolist(), remaining, taken)
     values = np.zeros(problem.n)
@@ -322,7 +320,10 @@ FillWalk = Callable[[Problem, Sequence[int], int], list[int]]
 """``walk(problem, members, room)``: what to add to ``members`` within ``room`` tokens."""
 
 FILLS: dict[str, Callable[..., list[int]]] = {
-    "relevance": relevance_fill, "diverse": diverse_fill, "distinct": distinct_fill}
+    "relevance": relevance_fill,
+    "diverse": diverse_fill,
+    "distinct": distinct_fill,
+}
 """Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`);
 ``distinct`` is given the kernel threshold as ``threshold``."""
 
@@ -339,19 +340,24 @@ def _fill_walk(fill: bool | str | None, threshold: float) -> FillWalk | None:
     return FILLS[name]
 
 
-_EXPERIMENTAL = ("pacms option {} is experimental: it was tried on the LongMemEval development "
-                 "questions and not shipped (docs/results/longmemeval-notes.md)")
+_EXPERIMENTAL = (
+    "pacms option {} is experimental: it was tried on the LongMemEval development "
+    "questions and not shipped (docs/results/longmemeval-notes.md)"
+)
 
 
 def _relevance_weight(problem: Problem, value: object, auto: bool) -> float:
     """``lam`` for ``pacms``: the given number, or the experimental automatic weight."""
     if auto:
-        warnings.warn(_EXPERIMENTAL.format("experimental_auto_relevance_weight"), UserWarning,
-                      stacklevel=3)
+        warnings.warn(
+            _EXPERIMENTAL.format("experimental_auto_relevance_weight"), UserWarning, stacklevel=3
+        )
         return auto_relevance_weight(problem)
     if value == "auto":
-        raise ValueError("relevance_weight='auto' is not a shipped option; pass a number in "
-                         "[0, 1] (default 0), or experimental_auto_relevance_weight=True")
+        raise ValueError(
+            "relevance_weight='auto' is not a shipped option; pass a number in "
+            "[0, 1] (default 0), or experimental_auto_relevance_weight=True"
+        )
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ValueError(f"relevance_weight must be a number in [0, 1], got {value!r}")
     return float(value)
@@ -406,8 +412,12 @@ def _with_feedback(problem: Problem, weight: float, items: int) -> Problem:
         ("relevance_feedback", float(weight), int(items)),
         lambda: problem.with_relevance(feedback_relevance(problem, weight, items)),
     )
-    return base.with_costs(tokens=problem.tokens, budget=problem.budget,
-                           mandatory=problem.mandatory, positions=problem.positions)
+    return base.with_costs(
+        tokens=problem.tokens,
+        budget=problem.budget,
+        mandatory=problem.mandatory,
+        positions=problem.positions,
+    )
 
 
 def pacms(
@@ -490,14 +500,17 @@ def pacms(
     """
     lam = _relevance_weight(problem, relevance_weight, experimental_auto_relevance_weight)
     if experimental_coverage_prior:
-        warnings.warn(_EXPERIMENTAL.format("experimental_coverage_prior"), UserWarning,
-                      stacklevel=2)
+        warnings.warn(
+            _EXPERIMENTAL.format("experimental_coverage_prior"), UserWarning, stacklevel=2
+        )
     if fill_threshold is not None and (
-        isinstance(fill_threshold, bool) or not isinstance(fill_threshold, (int, float))
+        isinstance(fill_threshold, bool)
+        or not isinstance(fill_threshold, (int, float))
         or not 0 <= fill_threshold < 1
     ):
         raise ValueError(
-            f"fill_threshold must be None or a number in [0, 1), got {fill_threshold!r}")
+            f"fill_threshold must be None or a number in [0, 1), got {fill_threshold!r}"
+        )
     walk = _fill_walk(fill, similarity_threshold if fill_threshold is None else fill_threshold)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)

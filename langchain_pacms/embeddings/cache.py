@@ -255,9 +255,7 @@ class CachedEmbeddings(Embeddings):
 
     def _claim(
         self, todo: dict[str, str], *, waits_on_own_thread: bool, expires: float
-    ) -> tuple[
-        dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]
-    ]:
+    ) -> tuple[dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]]:
         """Split the misses into those this call embeds and those another call is embedding.
 
         Returns the texts this call claimed and their flights by key (it must
@@ -306,9 +304,7 @@ class CachedEmbeddings(Embeddings):
             self.hits += len(mine) - len(rest)
         return rest
 
-    def _release(
-        self, flights: dict[str, _Flight], fresh: dict[str, NDArray[np.float32]]
-    ) -> None:
+    def _release(self, flights: dict[str, _Flight], fresh: dict[str, NDArray[np.float32]]) -> None:
         """End this call's flights: hand over the vectors it got, cancel the rest."""
         with self._lock:
             for key, flight in flights.items():

@@ -91,8 +91,12 @@ class HashedTfidfEmbeddings(Embeddings):
     """
 
     pacms_profile = EmbedderProfile(
-        name="hashed-tfidf", similarity_threshold=0.85, min_gain=0.01, relevance_feedback=0.6,
-        idf_reweighting=True, tool_loop_similarity_threshold=0.3,
+        name="hashed-tfidf",
+        similarity_threshold=0.85,
+        min_gain=0.01,
+        relevance_feedback=0.6,
+        idf_reweighting=True,
+        tool_loop_similarity_threshold=0.3,
     )
 
     def __init__(
@@ -104,7 +108,9 @@ class HashedTfidfEmbeddings(Embeddings):
     ) -> None:
         for name, value in (("dim", dim), ("relevance_buckets", relevance_buckets)):
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 2
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < 2
                 or value & (value - 1)
             ):
                 raise ValueError(f"{name} must be a power of two >= 2, got {value!r}")

@@ -103,8 +103,11 @@ class EmbedderProfile:
         if not isinstance(self.idf_reweighting, bool):
             raise ValueError(f"idf_reweighting must be a bool, got {self.idf_reweighting!r}")
         if self.tool_loop_similarity_threshold is not None:
-            object.__setattr__(self, "tool_loop_similarity_threshold", _unit(
-                "tool_loop_similarity_threshold", self.tool_loop_similarity_threshold))
+            object.__setattr__(
+                self,
+                "tool_loop_similarity_threshold",
+                _unit("tool_loop_similarity_threshold", self.tool_loop_similarity_threshold),
+            )
 
 
 DENSE_PROFILE = EmbedderProfile()
@@ -170,7 +173,8 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
             "the dense profile (similarity_threshold=%s, no gain floor, no relevance feedback, "
             "no IDF reweighting). "
             "Pass ContextSelector(profile=...) to state the right one.",
-            type(model).__name__, DENSE_SIMILARITY_THRESHOLD,
+            type(model).__name__,
+            DENSE_SIMILARITY_THRESHOLD,
         )
     return DENSE_PROFILE
 

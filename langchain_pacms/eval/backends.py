@@ -120,8 +120,9 @@ def _from_python(target: str, kind: str, expected: type, **kwargs: Any) -> Any:
     """Build a model from ``<module>:<name>`` (the part after ``python:``)."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"python {kind} specs look like python:<module>:<name>; "
-                         f"got python:{target!r}")
+        raise ValueError(
+            f"python {kind} specs look like python:<module>:<name>; got python:{target!r}"
+        )
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         try:
@@ -130,15 +131,17 @@ def _from_python(target: str, kind: str, expected: type, **kwargs: Any) -> Any:
             raise ValueError(f"python:{target}: {module_name} has no {attr!r}") from None
     if isinstance(obj, expected):
         if kwargs:
-            raise ValueError(f"python:{target} is an instance; it takes no options, got "
-                             f"{sorted(kwargs)}")
+            raise ValueError(
+                f"python:{target} is an instance; it takes no options, got {sorted(kwargs)}"
+            )
         return obj
     if not callable(obj):
         raise ValueError(f"python:{target} is neither a {kind} nor a callable that builds one")
     model = obj(**kwargs)
     if not isinstance(model, expected):
-        raise TypeError(f"python:{target} built a {type(model).__name__}, which is not "
-                        f"{expected.__name__}")
+        raise TypeError(
+            f"python:{target} built a {type(model).__name__}, which is not {expected.__name__}"
+        )
     return model
 
 
@@ -192,13 +195,15 @@ def embeddings_from_spec(spec: str = "default", *, ollama_url: str | None = None
         try:
             dim = int(arg)
         except ValueError:
-            raise ValueError(f"hashed embeddings need an integer size, e.g. hashed:4096; "
-                             f"got {spec!r}") from None
+            raise ValueError(
+                f"hashed embeddings need an integer size, e.g. hashed:4096; got {spec!r}"
+            ) from None
         return HashedTfidfEmbeddings(dim=dim)
     if name == "ollama":
         if not arg:
-            raise ValueError(f"ollama embeddings need a model, e.g. ollama:nomic-embed-text; "
-                             f"got {spec!r}")
+            raise ValueError(
+                f"ollama embeddings need a model, e.g. ollama:nomic-embed-text; got {spec!r}"
+            )
         try:
             from langchain_ollama import OllamaEmbeddings
         except ImportError as err:  # pragma: no cover - depends on the environment

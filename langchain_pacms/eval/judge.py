@@ -125,8 +125,21 @@ _LABEL_WORDS = frozenset(
 _NEGATIONS = frozenset({"not", "never", "neither", "nor", "nothing", "hardly", "cannot"})
 # Contractions written without the apostrophe.
 _BARE_NEGATIONS = frozenset(
-    {"isnt", "arent", "wasnt", "werent", "dont", "doesnt", "didnt", "cant", "wont", "wouldnt",
-     "shouldnt", "couldnt", "aint"}
+    {
+        "isnt",
+        "arent",
+        "wasnt",
+        "werent",
+        "dont",
+        "doesnt",
+        "didnt",
+        "cant",
+        "wont",
+        "wouldnt",
+        "shouldnt",
+        "couldnt",
+        "aint",
+    }
 )
 # Words that make a verdict partial; the reply is then unreadable and the judge is re-asked.
 _HEDGES = frozenset(
@@ -135,17 +148,56 @@ _HEDGES = frozenset(
 # A verdict word followed by one of these names a thing ("the correct answer is ..."), it
 # does not grade the response.
 _NOUNS = frozenset(
-    {"answer", "answers", "value", "values", "date", "dates", "number", "count", "one",
-     "reference", "information", "option", "choice", "amount", "total", "response", "name"}
+    {
+        "answer",
+        "answers",
+        "value",
+        "values",
+        "date",
+        "dates",
+        "number",
+        "count",
+        "one",
+        "reference",
+        "information",
+        "option",
+        "choice",
+        "amount",
+        "total",
+        "response",
+        "name",
+    }
 )
 # In order of trust: "answer" last, since it often holds the graded text ("19 days").
-_JSON_KEYS = ("verdict", "correct", "is_correct", "label", "result", "grade", "judgment",
-              "judgement", "answer")
+_JSON_KEYS = (
+    "verdict",
+    "correct",
+    "is_correct",
+    "label",
+    "result",
+    "grade",
+    "judgment",
+    "judgement",
+    "answer",
+)
 # Words that start a new part of a sentence: a negation before one of them does not reach a
 # verdict after it ("it says it doesn't know, so it is correct").
 _CONJUNCTIONS = frozenset(
-    {"so", "but", "because", "since", "which", "therefore", "thus", "hence", "although",
-     "though", "whereas", "while", "however"}
+    {
+        "so",
+        "but",
+        "because",
+        "since",
+        "which",
+        "therefore",
+        "thus",
+        "hence",
+        "although",
+        "though",
+        "whereas",
+        "while",
+        "however",
+    }
 )
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": " "})
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)

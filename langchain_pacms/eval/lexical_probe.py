@@ -112,7 +112,9 @@ def _entries(
 
 
 def _bucket_vectors(
-    rows: NDArray[np.int64], keys: NDArray[np.int64], weights: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    keys: NDArray[np.int64],
+    weights: NDArray[np.float64],
     recipe: LexicalRecipe,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Sum signed weights per ``(row, bucket)``: the sparse vectors as sorted triples."""

@@ -169,15 +169,17 @@ def _tool_prune(keep: int) -> PolicyFn:
     return plan
 
 
-def _tool_mask_prune(messages: list[BaseMessage], index: ContextIndex,
-                     counter: TokenCounter) -> list[Action]:
+def _tool_mask_prune(
+    messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
+) -> list[Action]:
     tools = _plannable(index)
     old, mid = tools[:-6], tools[-6:-3]
     return [Action("prune", o.id, "old") for o in old] + [Action("mask", o.id, "mid") for o in mid]
 
 
-def _hybrid(messages: list[BaseMessage], index: ContextIndex,
-            counter: TokenCounter) -> list[Action]:
+def _hybrid(
+    messages: list[BaseMessage], index: ContextIndex, counter: TokenCounter
+) -> list[Action]:
     """Turn fold, then tool prune.
 
     The oldest half of the tokens is folded turn by turn (tool spans included: in a long tool
@@ -186,8 +188,9 @@ def _hybrid(messages: list[BaseMessage], index: ContextIndex,
     folds = _oldest_fold(0.5)(messages, index, counter)
     folded = {a.target for a in folds}
     tools = _plannable(index)[:-3]
-    return folds + [Action("prune", o.id, "older than the last 3") for o in tools
-                    if o.id not in folded]
+    return folds + [
+        Action("prune", o.id, "older than the last 3") for o in tools if o.id not in folded
+    ]
 
 
 def _planner_policy(planner: Any) -> PolicyFn:
@@ -244,9 +247,8 @@ def _clear_tool_uses(messages: list[BaseMessage], counter: TokenCounter) -> list
     from langchain.agents.middleware import ClearToolUsesEdit
 
     copy = [m.model_copy() for m in messages]
-    ClearToolUsesEdit(trigger=0, keep=3).apply(
-        copy, count_tokens=lambda ms: _tokens(list(ms), counter)  # type: ignore[arg-type]
-    )
+    edit = ClearToolUsesEdit(trigger=0, keep=3)
+    edit.apply(copy, count_tokens=lambda ms: _tokens(list(ms), counter))  # type: ignore[arg-type]
     return copy
 
 
@@ -308,17 +310,14 @@ def _dependencies(session: TraceSession, cut: int) -> set[str]:
     return _DEPENDENCIES[key]
 
 
-def _judge_inputs(
-    messages: Sequence[BaseMessage], cut: int
-) -> set[str]:
+def _judge_inputs(messages: Sequence[BaseMessage], cut: int) -> set[str]:
     prefix, rest = messages[: cut + 1], messages[cut + 1 :]
     outputs = [content_text(m.content) for m in prefix if isinstance(m, ToolMessage)]
-    prompt = "\n".join(content_text(m.content) for m in prefix
-                       if isinstance(m, (SystemMessage, HumanMessage)))
+    prompt = "\n".join(
+        content_text(m.content) for m in prefix if isinstance(m, (SystemMessage, HumanMessage))
+    )
     used = [_message_text(m) for m in rest if isinstance(m, AIMessage)]
-    return {
-        d for d in future_dependencies(outputs, used, prompt=prompt) if not _restated(d, rest)
-    }
+    return {d for d in future_dependencies(outputs, used, prompt=prompt) if not _restated(d, rest)}
 
 
 def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
@@ -347,21 +346,34 @@ SELECTION = (
 
 
 def _cut_cells(
-    session: TraceSession, policy: str, plan_fn: PolicyFn | None, runner: Any,
-    max_cuts: int, seed: int, count: TokenCounter,
+    session: TraceSession,
+    policy: str,
+    plan_fn: PolicyFn | None,
+    runner: Any,
+    max_cuts: int,
+    seed: int,
+    count: TokenCounter,
 ) -> dict[str, Any]:
     """The per-cut outcomes of one session under one policy (a JSON-ready cache cell)."""
     start = time.perf_counter()
-    cell: dict[str, Any] = {"pruned": [], "pruned_non_system": [], "strict": 0, "recovered": 0,
-                            "recovery_calls": 0, "with_dependencies": 0, "rejected": Counter()}
+    cell: dict[str, Any] = {
+        "pruned": [],
+        "pruned_non_system": [],
+        "strict": 0,
+        "recovered": 0,
+        "recovery_calls": 0,
+        "with_dependencies": 0,
+        "rejected": Counter(),
+    }
     messages = list(session.messages)
     for cut in cut_points(messages, max_cuts=max_cuts, seed=seed):
         prefix = messages[: cut + 1]
         sidecars: dict[str, str] = {}
         if plan_fn is not None:
             index = index_messages(prefix, token_counter=count, latest="step")
-            checked = check_actions(prefix, index, plan_fn(prefix, index, count),
-                                    token_counter=count)
+            checked = check_actions(
+                prefix, index, plan_fn(prefix, index, count), token_counter=count
+            )
             view = checked.result.messages
             sidecars = {s.object_id: s.payload for s in checked.result.sidecars}
             cell["rejected"].update(r.reason for r in checked.rejected)
@@ -390,8 +402,10 @@ def _cut_cells(
 
 
 def _key(*parts: Any) -> str:
-    return "/".join(json.dumps(p, sort_keys=True, default=str) if isinstance(p, Mapping)
-                    else str(p) for p in parts)
+    return "/".join(
+        json.dumps(p, sort_keys=True, default=str) if isinstance(p, Mapping) else str(p)
+        for p in parts
+    )
 
 
 def evaluate_cuts(
@@ -430,8 +444,16 @@ def evaluate_cuts(
     if plan_fn is None and policy not in ("none", "clear-tool-uses") and runner is None:
         raise ValueError(f"unknown policy {policy!r}")
     for session in sessions:
-        key = _key("cuts", session.dataset, session.name, session_digest(session.messages),
-                   policy, settings or {}, max_cuts, seed)
+        key = _key(
+            "cuts",
+            session.dataset,
+            session.name,
+            session_digest(session.messages),
+            policy,
+            settings or {},
+            max_cuts,
+            seed,
+        )
         cell = cache.get(key) if cache is not None else None
         if cell is None:
             cell = _cut_cells(session, policy, plan_fn, runner, max_cuts, seed, count)
@@ -468,9 +490,15 @@ def cost_replay(
     """
     count = counter or TokenCounter()
     harness = (
-        LifecycleHarness(planner, threshold=threshold, boundary=boundary,  # type: ignore[arg-type]
-                         token_counter=count, cached_price=cached_price if cache_aware else None)
-        if planner is not None else None
+        LifecycleHarness(
+            planner,
+            threshold=threshold,
+            boundary=boundary,  # type: ignore[arg-type]
+            token_counter=count,
+            cached_price=cached_price if cache_aware else None,
+        )
+        if planner is not None
+        else None
     )
     state: list[BaseMessage] = []
     previous: list[BaseMessage] = []
@@ -500,17 +528,25 @@ def cost_replay(
 HEURISTIC_BASE: dict[str, Any] = {"keep_file_views": True}
 """Planner settings every evaluated setting shares (not chosen on the development split)."""
 
-HEURISTIC_GRID: tuple[dict[str, Any], ...] = tuple({**HEURISTIC_BASE, **g} for g in (
-    {},
-    {"keep_recent": 1},
-    {"fold_min_tokens": 250, "mask_min_tokens": 150},
-    {"fold_min_tokens": 250, "mask_min_tokens": 150, "keep_recent": 1},
-    {"fold_min_tokens": 120, "mask_min_tokens": 120, "keep_above": 0.8, "keep_recent": 1},
-    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 1},
-    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0},
-    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0,
-     "fold_calls": False},
-))
+HEURISTIC_GRID: tuple[dict[str, Any], ...] = tuple(
+    {**HEURISTIC_BASE, **g}
+    for g in (
+        {},
+        {"keep_recent": 1},
+        {"fold_min_tokens": 250, "mask_min_tokens": 150},
+        {"fold_min_tokens": 250, "mask_min_tokens": 150, "keep_recent": 1},
+        {"fold_min_tokens": 120, "mask_min_tokens": 120, "keep_above": 0.8, "keep_recent": 1},
+        {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 1},
+        {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0},
+        {
+            "fold_min_tokens": 60,
+            "mask_min_tokens": 60,
+            "keep_above": 1.0,
+            "keep_recent": 0,
+            "fold_calls": False,
+        },
+    )
+)
 """Heuristic planner settings tried on the development split (the last one folds tool results
 alone, as the planner did before span folds), each over :data:`HEURISTIC_BASE`.
 
@@ -522,8 +558,15 @@ DEV_STRICT = 0.95
 """Strict no-impact a setting must reach on the development split to be chosen for pruning."""
 
 HORIZON_GRID: tuple[dict[str, Any], ...] = tuple(
-    {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0,
-     "max_stubs": k} for k in (3, 6, 12))
+    {
+        "fold_min_tokens": 60,
+        "mask_min_tokens": 60,
+        "keep_above": 1.0,
+        "keep_recent": 0,
+        "max_stubs": k,
+    }
+    for k in (3, 6, 12)
+)
 """Settings that also prune every stub but the newest few (``max_stubs``), for matching.
 
 They are never the default: a planner that drops the pointer to a folded payload drops the
@@ -532,8 +575,14 @@ horizon). With :data:`HEURISTIC_GRID` they are the settings :func:`_match` choos
 development split when the default does not dominate a baseline there.
 """
 
-BASELINES = ("none", "oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune",
-             "hybrid-fold-prune", "clear-tool-uses")
+BASELINES = (
+    "none",
+    "oldest-fold-50",
+    "tool-prune-keep3",
+    "tool-mask-then-prune",
+    "hybrid-fold-prune",
+    "clear-tool-uses",
+)
 
 
 def _split(sessions: Sequence[TraceSession], share: float, seed: int) -> tuple[list, list]:
@@ -547,16 +596,31 @@ BASELINE_COST_THRESHOLDS = (0.0, 0.3)
 
 
 def _session_cost(
-    session: TraceSession, run: CostRun, boundary: str, cached_price: float,
-    count: TokenCounter, cache: ReplayCache | None, llm: Any = None,
+    session: TraceSession,
+    run: CostRun,
+    boundary: str,
+    cached_price: float,
+    count: TokenCounter,
+    cache: ReplayCache | None,
+    llm: Any = None,
 ) -> tuple[float, int, float]:
     """:func:`cost_replay` of one session for one run, and the seconds it took to compute.
 
     Cached like the per-cut cells.
     """
     _, policy, settings, threshold, aware = run
-    key = _key("cost", session.dataset, session.name, session_digest(session.messages), policy,
-               settings, threshold, boundary, cached_price, *(["cache-aware"] if aware else []))
+    key = _key(
+        "cost",
+        session.dataset,
+        session.name,
+        session_digest(session.messages),
+        policy,
+        settings,
+        threshold,
+        boundary,
+        cached_price,
+        *(["cache-aware"] if aware else []),
+    )
     found = cache.get(key) if cache is not None else None
     if found is not None:
         return float(found[0]), int(found[1]), float(found[2])
@@ -571,9 +635,16 @@ def _session_cost(
         edit = lambda state: _clear_tool_uses(state, count)  # noqa: E731
     elif policy != "none":
         planner = PolicyPlanner(policy, POLICIES[policy](), count)
-    cost, commits = cost_replay(session, planner, threshold=threshold, boundary=boundary,
-                                cached_price=cached_price, counter=count, edit=edit,
-                                cache_aware=aware)
+    cost, commits = cost_replay(
+        session,
+        planner,
+        threshold=threshold,
+        boundary=boundary,
+        cached_price=cached_price,
+        counter=count,
+        edit=edit,
+        cache_aware=aware,
+    )
     seconds = round(time.perf_counter() - start, 4)
     if cache is not None:
         cache.put(key, [cost, commits, seconds])
@@ -585,7 +656,9 @@ CostRun = tuple[str, str, Mapping[str, Any], float, bool]
 
 
 def _cost_runs(
-    best: Mapping[str, Any], thresholds: Sequence[float], llm: Mapping[str, Any] | None = None,
+    best: Mapping[str, Any],
+    thresholds: Sequence[float],
+    llm: Mapping[str, Any] | None = None,
 ) -> list[CostRun]:
     """Every whole-session cost replay.
 
@@ -608,14 +681,26 @@ def _cost_runs(
 
 
 def _choose(
-    dev: Sequence[TraceSession], max_cuts: int, seed: int, counter: TokenCounter,
-    cache: ReplayCache | None, tick: Callable[[], None],
+    dev: Sequence[TraceSession],
+    max_cuts: int,
+    seed: int,
+    counter: TokenCounter,
+    cache: ReplayCache | None,
+    tick: Callable[[], None],
 ) -> tuple[dict[str, Any], list[tuple[Any, dict[str, Any], dict[str, Any]]]]:
     """The heuristic setting chosen on the development split, and every setting's score."""
     scored = []
     for settings in HEURISTIC_GRID:
-        row = evaluate_cuts(dev, "heuristic", settings=settings, max_cuts=max_cuts,
-                            seed=seed, counter=counter, cache=cache, tick=tick).row()
+        row = evaluate_cuts(
+            dev,
+            "heuristic",
+            settings=settings,
+            max_cuts=max_cuts,
+            seed=seed,
+            counter=counter,
+            cache=cache,
+            tick=tick,
+        ).row()
         safe = row["strict_no_impact"] >= DEV_STRICT
         score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
         scored.append((score, settings, row))
@@ -623,9 +708,14 @@ def _choose(
 
 
 def _match(
-    dev: Sequence[TraceSession], best: Mapping[str, Any],
-    scored: Sequence[tuple[Any, dict[str, Any], dict[str, Any]]], max_cuts: int, seed: int,
-    counter: TokenCounter, cache: ReplayCache | None, tick: Callable[[], None],
+    dev: Sequence[TraceSession],
+    best: Mapping[str, Any],
+    scored: Sequence[tuple[Any, dict[str, Any], dict[str, Any]]],
+    max_cuts: int,
+    seed: int,
+    counter: TokenCounter,
+    cache: ReplayCache | None,
+    tick: Callable[[], None],
 ) -> dict[str, dict[str, Any]]:
     """Per baseline the default does not dominate on the dev split, the setting that meets it.
 
@@ -636,9 +726,18 @@ def _match(
     strict rate (then the higher pruning) is chosen. A baseline that no setting meets gets
     none. Every figure here is from the development split.
     """
+
     def dev_row(policy: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
-        return evaluate_cuts(dev, policy, settings=settings, max_cuts=max_cuts, seed=seed,
-                             counter=counter, cache=cache, tick=tick).row()
+        return evaluate_cuts(
+            dev,
+            policy,
+            settings=settings,
+            max_cuts=max_cuts,
+            seed=seed,
+            counter=counter,
+            cache=cache,
+            tick=tick,
+        ).row()
 
     grid = [(g, row) for _, g, row in scored]
     mine = next(row for g, row in grid if g == best)
@@ -650,16 +749,18 @@ def _match(
         other = dev_row(name, None)
         if _dominates(mine, other):
             continue
-        fits = [(r["strict_no_impact"], r["pruning_mean"], i) for i, (_, r) in enumerate(grid)
-                 if r["pruning_mean"] >= other["pruning_mean"]]
+        fits = [
+            (r["strict_no_impact"], r["pruning_mean"], i)
+            for i, (_, r) in enumerate(grid)
+            if r["pruning_mean"] >= other["pruning_mean"]
+        ]
         if not fits:
             continue
         settings, row = grid[max(fits)[2]]
         matched[name] = {
             "settings": settings,
             "dev": {"strict": row["strict_no_impact"], "pruning": row["pruning_mean"]},
-            "baseline_dev": {"strict": other["strict_no_impact"],
-                             "pruning": other["pruning_mean"]},
+            "baseline_dev": {"strict": other["strict_no_impact"], "pruning": other["pruning_mean"]},
         }
     return matched
 
@@ -685,26 +786,40 @@ def _worker_init(sessions: Mapping[tuple[str, str], TraceSession], cache: Replay
 def _fill(task: Task) -> None:
     """Compute one cell into the worker's cache."""
     kind, dataset, name, *rest = task
-    session, cache, counter = (_WORKER["sessions"][(dataset, name)], _WORKER["cache"],
-                               _WORKER["counter"])
+    session, cache, counter = (
+        _WORKER["sessions"][(dataset, name)],
+        _WORKER["cache"],
+        _WORKER["counter"],
+    )
     if kind == "cuts":
         policy, settings, max_cuts, seed = rest
-        evaluate_cuts([session], policy, settings=settings, max_cuts=max_cuts, seed=seed,
-                      counter=counter, cache=cache)
+        evaluate_cuts(
+            [session],
+            policy,
+            settings=settings,
+            max_cuts=max_cuts,
+            seed=seed,
+            counter=counter,
+            cache=cache,
+        )
     else:
         run, boundary, cached_price = rest
         _session_cost(session, run, boundary, cached_price, counter, cache)
 
 
 def _fill_all(
-    tasks: Sequence[Task], sessions: Sequence[TraceSession], cache: ReplayCache, jobs: int,
+    tasks: Sequence[Task],
+    sessions: Sequence[TraceSession],
+    cache: ReplayCache,
+    jobs: int,
     tick: Callable[[], None],
 ) -> None:
     """Compute ``tasks`` in ``jobs`` worker processes into ``cache`` (a tick per task)."""
     by_name = {(s.dataset, s.name): s for s in sessions}
     context = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_init,
-                               initargs=(by_name, cache))
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_worker_init, initargs=(by_name, cache)
+    )
     try:
         for done in as_completed([pool.submit(_fill, t) for t in tasks]):
             done.result()
@@ -716,9 +831,16 @@ def _fill_all(
 
 
 def _prefill(
-    splits: Mapping[str, tuple[list[TraceSession], list[TraceSession]]], selection: Sequence[str],
-    thresholds: Sequence[float], cached_price: float, max_cuts: int, seed: int,
-    cache: ReplayCache, jobs: int, tick: Callable[[], None], grow: Callable[[int], None],
+    splits: Mapping[str, tuple[list[TraceSession], list[TraceSession]]],
+    selection: Sequence[str],
+    thresholds: Sequence[float],
+    cached_price: float,
+    max_cuts: int,
+    seed: int,
+    cache: ReplayCache,
+    jobs: int,
+    tick: Callable[[], None],
+    grow: Callable[[int], None],
 ) -> None:
     """Every cell of the replay, computed in worker processes before the tables read them.
 
@@ -732,27 +854,45 @@ def _prefill(
     first: list[Task] = []
     for d in order:
         dev, test = splits[d]
-        first += [("cuts", d, s.name, "heuristic", g, max_cuts, seed)
-                  for g in (*HEURISTIC_GRID, *HORIZON_GRID) for s in dev]
-        first += [("cuts", d, s.name, p, None, max_cuts, seed)
-                  for p in BASELINES if p != "none" for s in dev]
-        first += [("cuts", d, s.name, p, None, max_cuts, seed)
-                  for p in (*BASELINES, *selection) if not behind_lifecycle(p) for s in test]
+        first += [
+            ("cuts", d, s.name, "heuristic", g, max_cuts, seed)
+            for g in (*HEURISTIC_GRID, *HORIZON_GRID)
+            for s in dev
+        ]
+        first += [
+            ("cuts", d, s.name, p, None, max_cuts, seed)
+            for p in BASELINES
+            if p != "none"
+            for s in dev
+        ]
+        first += [
+            ("cuts", d, s.name, p, None, max_cuts, seed)
+            for p in (*BASELINES, *selection)
+            if not behind_lifecycle(p)
+            for s in test
+        ]
     _fill_all(first, sessions, cache, jobs, tick)
     second: list[Task] = []
     for d in order:
         dev, test = splits[d]
         best, scored = _choose(dev, max_cuts, seed, TokenCounter(), cache, lambda: None)
-        second += [("cuts", d, s.name, p, best, max_cuts, seed)
-                   for p in ("heuristic", *(p for p in selection if behind_lifecycle(p)))
-                   for s in test]
-        matched = _match(dev, best, scored, max_cuts, seed, TokenCounter(), cache,
-                         lambda: None)
-        second += [("cuts", d, s.name, "heuristic", m["settings"], max_cuts, seed)
-                   for m in matched.values() for s in test]
+        second += [
+            ("cuts", d, s.name, p, best, max_cuts, seed)
+            for p in ("heuristic", *(p for p in selection if behind_lifecycle(p)))
+            for s in test
+        ]
+        matched = _match(dev, best, scored, max_cuts, seed, TokenCounter(), cache, lambda: None)
+        second += [
+            ("cuts", d, s.name, "heuristic", m["settings"], max_cuts, seed)
+            for m in matched.values()
+            for s in test
+        ]
         grow(len(matched) * len(test))
-        second += [("cost", d, s.name, run, "tool", cached_price)
-                   for run in _cost_runs(best, thresholds) for s in test]
+        second += [
+            ("cost", d, s.name, run, "tool", cached_price)
+            for run in _cost_runs(best, thresholds)
+            for s in test
+        ]
     _fill_all(second, sessions, cache, jobs, tick)
 
 
@@ -785,17 +925,29 @@ def run_lifecycle_eval(
     """
     llm = {"spec": planner_spec} if planner is not None else None
     counter = TokenCounter()
-    report: dict[str, Any] = {"protocol": {
-        "max_cuts": max_cuts, "seed": seed, "dev_share": dev_share, "min_tools": 4,
-        "cached_price": cached_price, "thresholds": list(thresholds),
-        "baseline_thresholds": list(BASELINE_COST_THRESHOLDS), "dev_strict": DEV_STRICT,
-    }, "datasets": {}}
-    splits = {d: _split([s for s in sessions if s.dataset == d], dev_share, seed)
-              for d in sorted({s.dataset for s in sessions})}
+    report: dict[str, Any] = {
+        "protocol": {
+            "max_cuts": max_cuts,
+            "seed": seed,
+            "dev_share": dev_share,
+            "min_tools": 4,
+            "cached_price": cached_price,
+            "thresholds": list(thresholds),
+            "baseline_thresholds": list(BASELINE_COST_THRESHOLDS),
+            "dev_strict": DEV_STRICT,
+        },
+        "datasets": {},
+    }
+    splits = {
+        d: _split([s for s in sessions if s.dataset == d], dev_share, seed)
+        for d in sorted({s.dataset for s in sessions})
+    }
     replays = len(_cost_runs({}, thresholds, llm))
-    total = sum((len(HEURISTIC_GRID) + len(HORIZON_GRID) + len(BASELINES) - 1) * len(dev)
-                + (1 + len(BASELINES) + len(selection)
-                + (llm is not None) + replays) * len(test) for dev, test in splits.values())
+    total = sum(
+        (len(HEURISTIC_GRID) + len(HORIZON_GRID) + len(BASELINES) - 1) * len(dev)
+        + (1 + len(BASELINES) + len(selection) + (llm is not None) + replays) * len(test)
+        for dev, test in splits.values()
+    )
     shown = progress_bar(total, bar, desc="lifecycle", unit="session")
     tick = shown.update if shown is not None else (lambda: None)
     say = shown.write if shown is not None else progress
@@ -808,39 +960,79 @@ def run_lifecycle_eval(
     prefilled = False
     if cache is not None and jobs > 1 and planner is None:
         prefilled = True
-        _prefill(splits, selection, thresholds, cached_price, max_cuts, seed, cache, jobs, tick,
-                 grow)
+        _prefill(
+            splits, selection, thresholds, cached_price, max_cuts, seed, cache, jobs, tick, grow
+        )
         tick = lambda: None  # noqa: E731 (every cell is counted: the tables read them back)
     for dataset, (dev, test) in splits.items():
         best, scored = _choose(dev, max_cuts, seed, counter, cache, tick)
         for _, settings, row in scored:
-            say(f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
-                f"@ {row['pruning_mean']:.3f}")
-        rows = {"heuristic": evaluate_cuts(test, "heuristic", settings=best, max_cuts=max_cuts,
-                                           seed=seed, counter=counter, cache=cache,
-                                           tick=tick).row()}
-        say(f"{dataset} heuristic (test): {rows['heuristic']['strict_no_impact']:.3f} "
-            f"@ {rows['heuristic']['pruning_mean']:.3f}")
+            say(
+                f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
+                f"@ {row['pruning_mean']:.3f}"
+            )
+        rows = {
+            "heuristic": evaluate_cuts(
+                test,
+                "heuristic",
+                settings=best,
+                max_cuts=max_cuts,
+                seed=seed,
+                counter=counter,
+                cache=cache,
+                tick=tick,
+            ).row()
+        }
+        say(
+            f"{dataset} heuristic (test): {rows['heuristic']['strict_no_impact']:.3f} "
+            f"@ {rows['heuristic']['pruning_mean']:.3f}"
+        )
         if llm is not None:
-            rows["llm"] = evaluate_cuts(test, "llm", settings=llm, max_cuts=max_cuts, seed=seed,
-                                        counter=counter, cache=cache, tick=tick,
-                                        planner=planner).row()
+            rows["llm"] = evaluate_cuts(
+                test,
+                "llm",
+                settings=llm,
+                max_cuts=max_cuts,
+                seed=seed,
+                counter=counter,
+                cache=cache,
+                tick=tick,
+                planner=planner,
+            ).row()
         for name in (*BASELINES, *selection):
-            rows[name] = evaluate_cuts(test, name, max_cuts=max_cuts, seed=seed,
-                                       settings=best if behind_lifecycle(name) else None,
-                                       counter=counter, cache=cache, tick=tick).row()
-            say(f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
-                f"@ {rows[name]['pruning_mean']:.3f}")
+            rows[name] = evaluate_cuts(
+                test,
+                name,
+                max_cuts=max_cuts,
+                seed=seed,
+                settings=best if behind_lifecycle(name) else None,
+                counter=counter,
+                cache=cache,
+                tick=tick,
+            ).row()
+            say(
+                f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
+                f"@ {rows[name]['pruning_mean']:.3f}"
+            )
         matched = _match(dev, best, scored, max_cuts, seed, counter, cache, tick)
         if not prefilled:
             grow(len(matched) * len(test))
         for baseline, m in matched.items():
             name = matched_name(baseline)
-            rows[name] = evaluate_cuts(test, "heuristic", settings=m["settings"],
-                                       max_cuts=max_cuts, seed=seed, counter=counter,
-                                       cache=cache, tick=tick).row()
-            say(f"{dataset} {name} {m['settings']}: {rows[name]['strict_no_impact']:.3f} "
-                f"@ {rows[name]['pruning_mean']:.3f}")
+            rows[name] = evaluate_cuts(
+                test,
+                "heuristic",
+                settings=m["settings"],
+                max_cuts=max_cuts,
+                seed=seed,
+                counter=counter,
+                cache=cache,
+                tick=tick,
+            ).row()
+            say(
+                f"{dataset} {name} {m['settings']}: {rows[name]['strict_no_impact']:.3f} "
+                f"@ {rows[name]['pruning_mean']:.3f}"
+            )
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
         seconds = 0.0
@@ -856,14 +1048,21 @@ def run_lifecycle_eval(
                 costs[f"{label}:commits"] = commits
         base = costs["none"]
         report["datasets"][dataset] = {
-            "sessions_dev": len(dev), "sessions_test": len(test), "heuristic_settings": best,
-            "dev_grid": [{"settings": st, "strict": r["strict_no_impact"],
-                          "pruning": r["pruning_mean"]} for _, st, r in scored],
+            "sessions_dev": len(dev),
+            "sessions_test": len(test),
+            "heuristic_settings": best,
+            "dev_grid": [
+                {"settings": st, "strict": r["strict_no_impact"], "pruning": r["pruning_mean"]}
+                for _, st, r in scored
+            ],
             "matched": matched,
             "policies": rows,
             "cost": {k: (round(v, 1) if ":" not in k else v) for k, v in costs.items()},
-            "cost_vs_none": {k: round(1 - v / base, 4) for k, v in costs.items()
-                             if ":" not in k and k != "none" and base},
+            "cost_vs_none": {
+                k: round(1 - v / base, 4)
+                for k, v in costs.items()
+                if ":" not in k and k != "none" and base
+            },
             "cost_seconds": round(seconds, 1),
         }
         say(f"{dataset} cost vs none: {report['datasets'][dataset]['cost_vs_none']}")
@@ -886,8 +1085,10 @@ def _dominates(mine: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     """
     if not mine:
         return False
-    a, b = (mine["strict_no_impact"], mine["pruning_mean"]), (
-        other["strict_no_impact"], other["pruning_mean"])
+    a, b = (
+        (mine["strict_no_impact"], mine["pruning_mean"]),
+        (other["strict_no_impact"], other["pruning_mean"]),
+    )
     return a[0] >= b[0] and a[1] >= b[1] and a != b
 
 
@@ -898,28 +1099,44 @@ def _totals_and_targets(
     labels = set.intersection(*(set(d["cost"]) for d in datasets.values())) if datasets else set()
     total = {k: sum(d["cost"][k] for d in datasets.values()) for k in sorted(labels)}
     base = total.get("none", 0.0)
-    saved = {k: round(1 - v / base, 4) for k, v in total.items()
-             if ":" not in k and k != "none" and base}
-    best = max((k for k in saved if k.startswith("heuristic@")), key=saved.__getitem__,
-               default="")
-    targets: dict[str, Any] = {"cost": {
-        "goal": COST_TARGET, "best": best, "saved": saved.get(best, 0.0),
-        "met": saved.get(best, 0.0) >= COST_TARGET}}
+    saved = {
+        k: round(1 - v / base, 4) for k, v in total.items() if ":" not in k and k != "none" and base
+    }
+    best = max((k for k in saved if k.startswith("heuristic@")), key=saved.__getitem__, default="")
+    targets: dict[str, Any] = {
+        "cost": {
+            "goal": COST_TARGET,
+            "best": best,
+            "saved": saved.get(best, 0.0),
+            "met": saved.get(best, 0.0) >= COST_TARGET,
+        }
+    }
     for dataset, data in datasets.items():
         rows = data["policies"]
         mine = rows["heuristic"]
-        not_dominated = [name for name, r in rows.items()
-                         if name in BASELINES and name != "none" and not _dominates(mine, r)]
-        unmatched = [name for name in not_dominated
-                     if not _dominates(rows.get(matched_name(name), {}), rows[name])]
+        not_dominated = [
+            name
+            for name, r in rows.items()
+            if name in BASELINES and name != "none" and not _dominates(mine, r)
+        ]
+        unmatched = [
+            name
+            for name in not_dominated
+            if not _dominates(rows.get(matched_name(name), {}), rows[name])
+        ]
         entry: dict[str, Any] = {
-            "strict": mine["strict_no_impact"], "pruning": mine["pruning_mean"],
-            "not_dominated": not_dominated, "above_every_baseline": not not_dominated,
-            "not_matched": unmatched, "above_every_baseline_matched": not unmatched}
+            "strict": mine["strict_no_impact"],
+            "pruning": mine["pruning_mean"],
+            "not_dominated": not_dominated,
+            "above_every_baseline": not not_dominated,
+            "not_matched": unmatched,
+            "above_every_baseline_matched": not unmatched,
+        }
         if dataset in TARGETS:
             entry["pruning_goal"] = TARGETS[dataset]
-            entry["met"] = (mine["strict_no_impact"] >= DEV_STRICT
-                            and mine["pruning_mean"] >= TARGETS[dataset])
+            entry["met"] = (
+                mine["strict_no_impact"] >= DEV_STRICT and mine["pruning_mean"] >= TARGETS[dataset]
+            )
         targets[dataset] = entry
     return {"cost": {k: round(v, 1) for k, v in total.items()}, "saved": saved}, targets
 
@@ -931,28 +1148,39 @@ def _target_lines(report: Mapping[str, Any]) -> list[str]:
         return []
     cost = targets["cost"]
     saved = report["cost_total"]["saved"]
-    lines = ["### Targets", "", "| target | measured | met |", "|---|---|---|",
-             f"| whole-replay cost >= {cost['goal']:.0%} below no management | "
-             f"{cost['best'] or 'heuristic'} saves {cost['saved']:.1%} (all labels: "
-             + ", ".join(f"{k} {v:+.1%}" for k, v in saved.items() if k.startswith("heur"))
-             + f") | {'yes' if cost['met'] else 'no'} |"]
+    lines = [
+        "### Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+        f"| whole-replay cost >= {cost['goal']:.0%} below no management | "
+        f"{cost['best'] or 'heuristic'} saves {cost['saved']:.1%} (all labels: "
+        + ", ".join(f"{k} {v:+.1%}" for k, v in saved.items() if k.startswith("heur"))
+        + f") | {'yes' if cost['met'] else 'no'} |",
+    ]
     for dataset, t in targets.items():
         if dataset == "cost":
             continue
         if "pruning_goal" in t:
-            lines.append(f"| {dataset}: strict >= {DEV_STRICT:.0%} at pruning >= "
-                         f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} | "
-                         f"{'yes' if t['met'] else 'no'} |")
+            lines.append(
+                f"| {dataset}: strict >= {DEV_STRICT:.0%} at pruning >= "
+                f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} | "
+                f"{'yes' if t['met'] else 'no'} |"
+            )
         beaten = ", ".join(t["not_dominated"]) or "none"
-        lines.append(f"| {dataset}: the default dominates every baseline (strict no-impact and "
-                     f"pruning no lower, one higher) | not dominated: {beaten} | "
-                     f"{'yes' if t['above_every_baseline'] else 'no'} |")
+        lines.append(
+            f"| {dataset}: the default dominates every baseline (strict no-impact and "
+            f"pruning no lower, one higher) | not dominated: {beaten} | "
+            f"{'yes' if t['above_every_baseline'] else 'no'} |"
+        )
         if t["not_dominated"]:
             left = ", ".join(t["not_matched"]) or "none"
-            lines.append(f"| {dataset}: each of those dominated by the setting matched to it "
-                         f"on the development split (`{matched_name('<baseline>')}`) | "
-                         f"not dominated: {left} | "
-                         f"{'yes' if t['above_every_baseline_matched'] else 'no'} |")
+            lines.append(
+                f"| {dataset}: each of those dominated by the setting matched to it "
+                f"on the development split (`{matched_name('<baseline>')}`) | "
+                f"not dominated: {left} | "
+                f"{'yes' if t['above_every_baseline_matched'] else 'no'} |"
+            )
     return [*lines, ""]
 
 
@@ -963,12 +1191,15 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
     paths[0].write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
     lines = []
     for dataset, data in report["datasets"].items():
-        lines += [f"### {dataset} ({data['sessions_test']} test sessions, "
-                  f"heuristic settings {data['heuristic_settings'] or 'defaults'})", "",
-                  "| policy | cuts | pruning (mean / median) | non-system pruning "
-                  "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls "
-                  "| rejected actions |",
-                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            f"### {dataset} ({data['sessions_test']} test sessions, "
+            f"heuristic settings {data['heuristic_settings'] or 'defaults'})",
+            "",
+            "| policy | cuts | pruning (mean / median) | non-system pruning "
+            "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls "
+            "| rejected actions |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for name, r in data["policies"].items():
             rejected = "; ".join(f"{n} {why}" for why, n in r["rejected"].items()) or "-"
             lines.append(
@@ -976,12 +1207,18 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
                 f"{r['pruning_non_system_mean']:.1%} | {r['strict_no_impact']:.1%} "
                 f"[{r['strict_ci'][0]:.1%}, {r['strict_ci'][1]:.1%}] | "
                 f"{r['no_impact_with_recovery']:.1%} [{r['recovery_ci'][0]:.1%}, "
-                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} | {rejected} |")
-        lines += ["", f"Cache-adjusted input cost over the {data['sessions_test']} test sessions "
-                  "(`name@t`: committed by the harness at threshold t; saved: against no "
-                  "management, positive is cheaper):", "",
-                  "| policy | cost | saved | commits |", "|---|---:|---:|---:|",
-                  f"| none | {data['cost']['none']:,.0f} | - | - |"]
+                f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} | {rejected} |"
+            )
+        lines += [
+            "",
+            f"Cache-adjusted input cost over the {data['sessions_test']} test sessions "
+            "(`name@t`: committed by the harness at threshold t; saved: against no "
+            "management, positive is cheaper):",
+            "",
+            "| policy | cost | saved | commits |",
+            "|---|---:|---:|---:|",
+            f"| none | {data['cost']['none']:,.0f} | - | - |",
+        ]
         for label, saved in data["cost_vs_none"].items():
             commits = data["cost"].get(f"{label}:commits", "-")
             lines.append(f"| {label} | {data['cost'][label]:,.0f} | {saved:+.1%} | {commits} |")
@@ -1015,8 +1252,9 @@ def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
     from matplotlib.lines import Line2D
 
     datasets = list(report["datasets"])
-    fig, axes = plt.subplots(2, len(datasets), figsize=(4.6 * len(datasets) + 3.2, 8),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(datasets), figsize=(4.6 * len(datasets) + 3.2, 8), squeeze=False
+    )
     tab = plt.get_cmap("tab10")
 
     def point(ax: Any, r: Mapping[str, Any], **style: Any) -> None:
@@ -1030,9 +1268,14 @@ def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
         plain = [n for n in policies if not is_selection(n)]
         for k, name in enumerate(plain):
             mine = name.startswith("heuristic")  # the default (star) or a matched setting
-            point(top, policies[name], fmt="*" if name == "heuristic" else "P" if mine else "o",
-                  color="black" if name == "heuristic" else "dimgray" if mine else tab(k % 10),
-                  label=name, markersize=11 if name == "heuristic" else 8 if mine else 6)
+            point(
+                top,
+                policies[name],
+                fmt="*" if name == "heuristic" else "P" if mine else "o",
+                color="black" if name == "heuristic" else "dimgray" if mine else tab(k % 10),
+                label=name,
+                markersize=11 if name == "heuristic" else 8 if mine else 6,
+            )
         if "heuristic" in policies:
             point(bottom, policies["heuristic"], fmt="*", color="black", markersize=11)
         for name in (n for n in policies if is_selection(n)):
@@ -1040,9 +1283,15 @@ def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
             strategy, _, share = spec.partition("@")
             color = tab(_STRATEGY_COLORS.get(strategy, 9))
             kept = float(share)
-            point(bottom, policies[name], fmt=_FAMILY_MARKERS[family], color=color,
-                  markerfacecolor="none" if kept < 0.5 else color, markersize=7,
-                  markeredgewidth=2 if kept > 0.5 else 1)
+            point(
+                bottom,
+                policies[name],
+                fmt=_FAMILY_MARKERS[family],
+                color=color,
+                markerfacecolor="none" if kept < 0.5 else color,
+                markersize=7,
+                markeredgewidth=2 if kept > 0.5 else 1,
+            )
         for row, ax in ((0, top), (1, bottom)):
             ax.set_title(dataset if row == 0 else f"{dataset}: per-call selection")
             ax.set_xlabel("pruning rate (share of prefix tokens removed)")
@@ -1052,17 +1301,27 @@ def _plot(report: Mapping[str, Any], plt: Any, path: Path) -> None:
             ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     keys = [Line2D([], [], marker="*", color="black", ls="", markersize=11, label="heuristic")]
-    keys += [Line2D([], [], marker="o", color=tab(i), ls="", label=s)
-             for s, i in _STRATEGY_COLORS.items()]
-    keys += [Line2D([], [], marker=m, color="black", ls="", label=f)
-             for f, m in _FAMILY_MARKERS.items()]
-    keys += [Line2D([], [], marker="o", color="black", ls="", label="50% kept"),
-             Line2D([], [], marker="o", color="black", markerfacecolor="none", ls="",
-                    label="30% kept"),
-             Line2D([], [], marker="o", color="black", markeredgewidth=2, ls="",
-                    label="70% kept (thick edge)")]
+    keys += [
+        Line2D([], [], marker="o", color=tab(i), ls="", label=s)
+        for s, i in _STRATEGY_COLORS.items()
+    ]
+    keys += [
+        Line2D([], [], marker=m, color="black", ls="", label=f) for f, m in _FAMILY_MARKERS.items()
+    ]
+    keys += [
+        Line2D([], [], marker="o", color="black", ls="", label="50% kept"),
+        Line2D([], [], marker="o", color="black", markerfacecolor="none", ls="", label="30% kept"),
+        Line2D(
+            [],
+            [],
+            marker="o",
+            color="black",
+            markeredgewidth=2,
+            ls="",
+            label="70% kept (thick edge)",
+        ),
+    ]
     axes[1][-1].legend(handles=keys, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-

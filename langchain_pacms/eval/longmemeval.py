@@ -424,8 +424,9 @@ def iter_questions(
     elif _is_tar(path):
         yield from _iter_tar(path, filt, chronological)
     elif path.suffix.lower() == ".json":
-        yield from _questions(_records_from_json_bytes(path.read_bytes()), str(path), filt,
-                              chronological)
+        yield from _questions(
+            _records_from_json_bytes(path.read_bytes()), str(path), filt, chronological
+        )
     else:
         raise ValueError(f"unrecognised LongMemEval source (expected folder, tar, .json): {path}")
 
@@ -437,8 +438,7 @@ def _iter_dir(path: Path, filt: _Filter, chronological: bool) -> Iterator[Questi
     for f in files:
         if filt.skip_name(f.name):
             continue
-        yield from _questions(_records_from_json_bytes(f.read_bytes()), str(f), filt,
-                              chronological)
+        yield from _questions(_records_from_json_bytes(f.read_bytes()), str(f), filt, chronological)
         if filt.done:
             return
 
@@ -630,10 +630,14 @@ def resolve_source(data: str | os.PathLike[str] | None, split: str = "s") -> Pat
                 return mine[0]
             if len(mine) > 1:
                 names = ", ".join(f.name for f in mine)
-                raise ValueError(f"several LongMemEval {split!r} files in {base} ({names}); "
-                                 "pass one of them with --data")
-            raise FileNotFoundError(f"no LongMemEval {split!r} file among "
-                                    f"{', '.join(f.name for f in official)} in {base}")
+                raise ValueError(
+                    f"several LongMemEval {split!r} files in {base} ({names}); "
+                    "pass one of them with --data"
+                )
+            raise FileNotFoundError(
+                f"no LongMemEval {split!r} file among "
+                f"{', '.join(f.name for f in official)} in {base}"
+            )
         if any(base.glob("*.json")):
             return base
     raise FileNotFoundError(f"no LongMemEval {split!r} data under {base}")

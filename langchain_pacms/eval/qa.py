@@ -662,9 +662,7 @@ def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
             loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
-def _blocking(
-    afn: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str
-) -> Callable[P, T]:
+def _blocking(afn: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str) -> Callable[P, T]:
     """A function ``name`` (documented by ``doc``) that runs ``afn`` with :func:`_run_sync`.
 
     It takes exactly ``afn``'s arguments; ``inspect.signature`` shows ``afn``'s parameters (it
@@ -1376,9 +1374,7 @@ CHECK_PROMPT = "Reply with the single word OK."
 """The test prompt the CLI sends to each model before a run (skipped with ``--no-check``)."""
 
 
-async def acheck_model(
-    model: Any, *, retries: int = 2, timeout: float | None = None
-) -> str | None:
+async def acheck_model(model: Any, *, retries: int = 2, timeout: float | None = None) -> str | None:
     """Send :data:`CHECK_PROMPT` to a chat model, with the run's retry rules.
 
     A run makes hundreds of calls; this one call finds a model that does not exist, a server
@@ -1630,9 +1626,15 @@ def _qa_command(args: argparse.Namespace) -> int:
             "\n".join(sorted(q.question_id for q in questions)).encode()
         ).hexdigest(),
     }
-    out = Path(args.out) if args.out else Path("results") / "qa" / (
-        f"{_slug(args.reader)}_judge-{_slug(judge_spec)}_{args.split}_{args.style}_"
-        f"{args.budget_base}_R{args.level}_b{round(100 * args.budget)}_seed{args.seed}"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("results")
+        / "qa"
+        / (
+            f"{_slug(args.reader)}_judge-{_slug(judge_spec)}_{args.split}_{args.style}_"
+            f"{args.budget_base}_R{args.level}_b{round(100 * args.budget)}_seed{args.seed}"
+        )
     )
     resume = bool(getattr(args, "resume", False))
     try:

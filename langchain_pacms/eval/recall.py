@@ -289,7 +289,9 @@ class RecallConfig:
         if not lv or not bd or not specs:
             raise ValueError("levels, budgets and strategies must each be non-empty")
         named: tuple[tuple[str, list[Any]], ...] = (
-            ("levels", list(lv)), ("budgets", list(bd)), ("strategies", [s.label for s in specs])
+            ("levels", list(lv)),
+            ("budgets", list(bd)),
+            ("strategies", [s.label for s in specs]),
         )
         for what, keys in named:
             if len(set(keys)) != len(keys):
@@ -538,12 +540,21 @@ class ResultCache:
             shutil.rmtree(entry)
         return files, size
 
-    def key(self, qdigest: str, config: RecallConfig, level: int, budget: float,
-            name: str, options: Mapping[str, Any]) -> str:
+    def key(
+        self,
+        qdigest: str,
+        config: RecallConfig,
+        level: int,
+        budget: float,
+        name: str,
+        options: Mapping[str, Any],
+    ) -> str:
         """The key of one cell: strategy ``name`` run with the resolved ``options``."""
         given = json.dumps(dict(options), sort_keys=True, default=str)
-        return (f"{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
-                f"R{level}/{budget!r}/{name}/{given}/blas={self.blas}")
+        return (
+            f"{qdigest}/{config.style}/{config.seed}/{config.budget_base}/"
+            f"R{level}/{budget!r}/{name}/{given}/blas={self.blas}"
+        )
 
 
 def _file_digest(path: Path) -> str:
@@ -625,21 +636,23 @@ def sweep_question(
                 done[(lv, b, label)] = RecallRow(**dict(zip(ROW_FIELDS, values)))
         timings["cache_read"] = time.perf_counter() - t0
     cached = set(done)
-    levels = [lv for lv in config.levels
-              if any((lv, b, sp.label) not in done for b in config.budgets
-                     for sp in config.strategies)]
+    levels = [
+        lv
+        for lv in config.levels
+        if any((lv, b, sp.label) not in done for b in config.budgets for sp in config.strategies)
+    ]
     n_texts = hits = misses = 0
     if levels:
-        result = _compute(
-            question, selector, config, options, levels, done, link_budgets, timings
-        )
+        result = _compute(question, selector, config, options, levels, done, link_budgets, timings)
         n_texts, hits, misses = result
         if cache is not None:
-            cache.store.mset([
-                (key, json.dumps(done[cell].values()).encode("utf-8"))
-                for cell, key in keys.items()
-                if cell in done and cell not in cached
-            ])
+            cache.store.mset(
+                [
+                    (key, json.dumps(done[cell].values()).encode("utf-8"))
+                    for cell, key in keys.items()
+                    if cell in done and cell not in cached
+                ]
+            )
     rows = [done[(lv, b, sp.label)] for lv, b, sp in cells]
     timings["cpu"] = time.process_time() - cpu0
     return QuestionResult(
@@ -669,9 +682,11 @@ def _compute(
         level: inject_redundancy(question.rounds, level, style=config.style, seed=config.seed)
         for level in levels
     }
-    texts = list(dict.fromkeys(
-        [r.text for r in question.rounds] + [p.text for pool in pools.values() for p in pool]
-    ))
+    texts = list(
+        dict.fromkeys(
+            [r.text for r in question.rounds] + [p.text for pool in pools.values() for p in pool]
+        )
+    )
     counts = dict(zip(texts, selector.count_tokens(texts)))
     original_tokens = sum(counts[r.text] for r in question.rounds)
     timings["prepare"] = timings.get("prepare", 0.0) + time.perf_counter() - t0
@@ -746,17 +761,19 @@ def _init_worker(
     cache: ResultCache | None,
     options: Mapping[str, Mapping[str, Any]],
 ) -> None:  # pragma: no cover - runs in child processes
-    _WORKER.update(
-        selector=factory(), config=config, share=share, cache=cache, options=options
-    )
+    _WORKER.update(selector=factory(), config=config, share=share, cache=cache, options=options)
     if threads is not None:
         set_blas_threads(threads)
 
 
 def _work(question: Question) -> QuestionResult:  # pragma: no cover - runs in child processes
     return sweep_question(
-        question, _WORKER["selector"], _WORKER["config"], link_budgets=_WORKER["share"],
-        cache=_WORKER["cache"], options=_WORKER["options"],
+        question,
+        _WORKER["selector"],
+        _WORKER["config"],
+        link_budgets=_WORKER["share"],
+        cache=_WORKER["cache"],
+        options=_WORKER["options"],
     )
 
 
@@ -833,7 +850,11 @@ def run_recall(
                 for q in questions:
                     results.append(
                         sweep_question(
-                            q, selector, config, link_budgets=link_budgets, cache=cache,
+                            q,
+                            selector,
+                            config,
+                            link_budgets=link_budgets,
+                            cache=cache,
                             options=options,
                         )
                     )
@@ -847,7 +868,12 @@ def run_recall(
                 mp_context=ctx,
                 initializer=_init_worker,
                 initargs=(
-                    selector_factory, config, link_budgets, blas_threads_limit, cache, options
+                    selector_factory,
+                    config,
+                    link_budgets,
+                    blas_threads_limit,
+                    cache,
+                    options,
                 ),
             ) as pool:
                 futures = [pool.submit(_work, q) for q in questions]
@@ -927,9 +953,14 @@ def code_fingerprint() -> str:
     """
     root = Path(__file__).resolve().parents[1]
     files = sorted(
-        [*root.joinpath("core").glob("*.py"), *root.joinpath("embeddings").glob("*.py"),
-         root / "selector.py", root / "tokens.py",
-         root / "eval" / "longmemeval.py", root / "eval" / "redundancy.py"]
+        [
+            *root.joinpath("core").glob("*.py"),
+            *root.joinpath("embeddings").glob("*.py"),
+            root / "selector.py",
+            root / "tokens.py",
+            root / "eval" / "longmemeval.py",
+            root / "eval" / "redundancy.py",
+        ]
     )
     digest = hashlib.sha256()
     for f in files:
@@ -1049,8 +1080,14 @@ class RecallReport:
                     if (level, b, label) in table:
                         mean, sem, n = table[(level, b, label)]
                         out.append(
-                            {"budget": b, "R": level, "strategy": label,
-                             "mean_recall": round(mean, 6), "sem": round(sem, 6), "n": n}
+                            {
+                                "budget": b,
+                                "R": level,
+                                "strategy": label,
+                                "mean_recall": round(mean, 6),
+                                "sem": round(sem, 6),
+                                "n": n,
+                            }
                         )
         return out
 
@@ -1189,7 +1226,7 @@ class RecallReport:
             png.unlink(missing_ok=True)  # an older run's plot must not pass for this one's
             logger.warning(
                 "no plot written (%s); the eval extra brings matplotlib: "
-                "pip install 'langchain-pacms[eval]'", err,
+                "pip install 'langchain-pacms[eval]'",
+                err,
             )
         return paths
-

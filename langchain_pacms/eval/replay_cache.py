@@ -33,9 +33,16 @@ from langchain_core.messages import BaseMessage
 
 __all__ = ["ReplayCache", "replay_fingerprint", "session_digest"]
 
-_CODE = ("lifecycle", "eval/lifecycle_replay.py", "eval/selection_replay.py",
-         "eval/dependency_judge.py", "eval/traces.py", "eval/replay_cache.py", "integrations",
-         "tokens.py")
+_CODE = (
+    "lifecycle",
+    "eval/lifecycle_replay.py",
+    "eval/selection_replay.py",
+    "eval/dependency_judge.py",
+    "eval/traces.py",
+    "eval/replay_cache.py",
+    "integrations",
+    "tokens.py",
+)
 
 
 def replay_fingerprint() -> str:

@@ -36,7 +36,11 @@ from langchain_pacms.selector import ContextSelector
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = [
-    "SELECTION_LIFE", "SELECTION_STUBS", "SelectionPolicy", "behind_lifecycle", "is_selection",
+    "SELECTION_LIFE",
+    "SELECTION_STUBS",
+    "SelectionPolicy",
+    "behind_lifecycle",
+    "is_selection",
     "selection_policy",
 ]
 
@@ -102,8 +106,9 @@ class SelectionPolicy:
         ``base`` (default: ``prefix``) is the conversation whose tokens the kept share is of:
         behind the lifecycle, the prefix before its folds.
         """
-        config = SelectionConfig(budget=Budget(ratio=self.ratio), strategy=self.strategy,
-                                 **self.options)
+        config = SelectionConfig(
+            budget=Budget(ratio=self.ratio), strategy=self.strategy, **self.options
+        )
         if base is not None:
             pool = SelectionRunner(config, self.selector).candidates(base, (), ())
             config = dataclasses.replace(config, budget=Budget(tokens=pool.budget))

@@ -110,9 +110,12 @@ def _openai_messages(name: str, raw: Iterable[Mapping[str, Any]]) -> list[BaseMe
             out.append(HumanMessage(content, id=mid))
         elif role == "assistant":
             calls: list[dict[str, Any]] = [
-                {"name": str((c.get("function") or {}).get("name") or "tool"),
-                 "args": _args((c.get("function") or {}).get("arguments")),
-                 "id": f"{mid}:c{k}", "type": "tool_call"}
+                {
+                    "name": str((c.get("function") or {}).get("name") or "tool"),
+                    "args": _args((c.get("function") or {}).get("arguments")),
+                    "id": f"{mid}:c{k}",
+                    "type": "tool_call",
+                }
                 for k, c in enumerate(m.get("tool_calls") or [])
             ]
             pending = [str(c["id"]) for c in calls]
@@ -129,8 +132,11 @@ def _unanswered_dropped(messages: list[BaseMessage]) -> list[BaseMessage]:
     """Drop a trailing tool call that never got a result (the run ended on it)."""
     answered = {str(m.tool_call_id) for m in messages if isinstance(m, ToolMessage)}
     out = list(messages)
-    while out and isinstance(out[-1], AIMessage) and out[-1].tool_calls and not all(
-        str(c["id"]) in answered for c in out[-1].tool_calls
+    while (
+        out
+        and isinstance(out[-1], AIMessage)
+        and out[-1].tool_calls
+        and not all(str(c["id"]) in answered for c in out[-1].tool_calls)
     ):
         out.pop()
     return out
@@ -201,12 +207,18 @@ def load_swe_agent(folder: Path) -> tuple[list[TraceSession], list[Problem]]:
         messages: list[BaseMessage] = [HumanMessage(task, id=f"{name}:0")]
         for n, step in enumerate(steps, start=1):
             cid = f"{name}:c{n}"
-            call = {"name": "bash", "args": {"command": str(step.get("action", ""))}, "id": cid,
-                    "type": "tool_call"}
-            messages.append(AIMessage(str(step.get("thought") or ""), tool_calls=[call],
-                                      id=f"{name}:a{n}"))
-            messages.append(ToolMessage(str(step.get("observation") or ""), tool_call_id=cid,
-                                        id=f"{name}:t{n}"))
+            call = {
+                "name": "bash",
+                "args": {"command": str(step.get("action", ""))},
+                "id": cid,
+                "type": "tool_call",
+            }
+            messages.append(
+                AIMessage(str(step.get("thought") or ""), tool_calls=[call], id=f"{name}:a{n}")
+            )
+            messages.append(
+                ToolMessage(str(step.get("observation") or ""), tool_call_id=cid, id=f"{name}:t{n}")
+            )
         sessions.append(TraceSession("swe-agent", name, tuple(messages)))
     return sessions, problems
 

@@ -51,12 +51,16 @@ _GAP = 16  # tokens of room between a fitting round and one over budget not wort
 _LATEST_TURN = "system prompt and the latest turn"
 _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
-_FLOOR = ("; the fold stubs of earlier tool spans that fit, those whose values later calls used"
-          " first, then newest first (the stub floor)")
+_FLOOR = (
+    "; the fold stubs of earlier tool spans that fit, those whose values later calls used"
+    " first, then newest first (the stub floor)"
+)
 
 
 def _stub_floor(
-    cands: Sequence[Candidate], room: int, first: Collection[int] = (),
+    cands: Sequence[Candidate],
+    room: int,
+    first: Collection[int] = (),
     folded: Collection[int] = (),
 ) -> list[Candidate] | None:
     """The pool with fold stubs as the least their spans send, in floor order where they fit.
@@ -79,11 +83,16 @@ def _stub_floor(
         if isinstance(c.source, Span) and c.source.sends:
             span = whole[c.source.full_id]
             least_of.append((span, span if int(span.tokens or 0) <= int(c.tokens or 0) else c))
-        elif (str(c.id) in whole and not c.mandatory and c.source.indices
-              and c.source.indices[0] in folded):
+        elif (
+            str(c.id) in whole
+            and not c.mandatory
+            and c.source.indices
+            and c.source.indices[0] in folded
+        ):
             least_of.append((c, c))
-    least_of.sort(key=lambda pair: (pair[0].source.indices[0] not in first,
-                                    -int(pair[0].position or 0)))
+    least_of.sort(
+        key=lambda pair: (pair[0].source.indices[0] not in first, -int(pair[0].position or 0))
+    )
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
     floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)
     for span, least in least_of:
@@ -97,8 +106,12 @@ def _stub_floor(
     out = []
     for c in cands:
         below = floor.get(str(c.id))
-        if (isinstance(c.source, Span) and c.source.stub and c.source.full_id in floor
-                and str(c.id) not in floored):
+        if (
+            isinstance(c.source, Span)
+            and c.source.stub
+            and c.source.full_id in floor
+            and str(c.id) not in floored
+        ):
             continue  # the span itself is the floor: its stub is no alternative
         if str(c.id) in floored:
             c = dataclasses.replace(c, mandatory=True)
@@ -118,20 +131,28 @@ def _settle_floor(
     """
     cost = {c.id: c.tokens for c in cands if c.tokens is not None}
     pool = tuple(
-        c if c.mandatory or c.tokens == cost.get(c.id) else dataclasses.replace(
-            c, tokens=cost[c.id])
+        c
+        if c.mandatory or c.tokens == cost.get(c.id)
+        else dataclasses.replace(c, tokens=cost[c.id])
         for c in selection.candidates
     )
-    tokens = {**selection.tokens,
-              **{str(c.id): int(c.tokens) for c in pool if c.tokens is not None}}
+    tokens = {
+        **selection.tokens,
+        **{str(c.id): int(c.tokens) for c in pool if c.tokens is not None},
+    }
     kept = tuple(i for i in selection.kept_ids if i not in shadowed)
     total = sum(tokens.values())
     held = sum(tokens[i] for i in kept)
     return dataclasses.replace(
-        selection, candidates=pool, kept_ids=kept,
+        selection,
+        candidates=pool,
+        kept_ids=kept,
         pick_order=tuple(i for i in selection.pick_order if i not in shadowed),
         gains={i: g for i, g in selection.gains.items() if i not in shadowed},
-        tokens=tokens, tokens_total=total, tokens_kept=held, tokens_dropped=total - held,
+        tokens=tokens,
+        tokens_total=total,
+        tokens_kept=held,
+        tokens_dropped=total - held,
     )
 
 
@@ -223,7 +244,8 @@ class SelectionRunner:
         if selector is None:
             ceiling = config.memory_ceiling_bytes
             selector = ContextSelector(
-                embeddings, strict=config.strict,
+                embeddings,
+                strict=config.strict,
                 memory_ceiling_bytes=DEFAULT_MEMORY_CEILING if ceiling is None else ceiling,
             )
         self.config = config
@@ -254,7 +276,8 @@ class SelectionRunner:
             return budget.window_tokens()
         assert budget.ratio is not None  # a Budget has exactly one kind
         conversation = [
-            c for c in candidates
+            c
+            for c in candidates
             if c.kind not in ("memory", "document") and not getattr(c.source, "stub", False)
         ]
         total = sum(self.selector.count_tokens(conversation))
@@ -334,9 +357,14 @@ class SelectionRunner:
 
         def cut(latest: bool) -> tuple[list[Candidate], list[Span]]:
             return messages_to_candidates(
-                messages, memories=memories, documents=documents, keep_latest_turn=latest,
+                messages,
+                memories=memories,
+                documents=documents,
+                keep_latest_turn=latest,
                 tool_placeholders=placeholders and self.config.tool_placeholders,
-                fold_stubs=folds, token_counter=self.selector.token_counter, memo=self._memo,
+                fold_stubs=folds,
+                token_counter=self.selector.token_counter,
+                memo=self._memo,
             )
 
         latest = keep is not False
@@ -377,22 +405,30 @@ class SelectionRunner:
     def _namespace_items(self, store: BaseStore, ns: tuple, query: str) -> Steps[list[Any]]:
         """One namespace's memories: the nearest ones, or, without a vector index, a scan."""
         if query.strip() and getattr(store, "index_config", None):
-            items = yield Call(store.search, store.asearch, (ns,),
-                               {"query": query, "limit": self.config.memory_limit})
+            items = yield Call(
+                store.search,
+                store.asearch,
+                (ns,),
+                {"query": query, "limit": self.config.memory_limit},
+            )
             return list(items)
         cap = self.config.memory_scan_limit
         found: list[Any] = []
         while len(found) <= cap:  # one item past the cap tells whether the cap cut it short
             want = min(_PAGE, cap + 1 - len(found))
-            page = yield Call(store.search, store.asearch, (ns,),
-                              {"limit": want, "offset": len(found)})
+            page = yield Call(
+                store.search, store.asearch, (ns,), {"limit": want, "offset": len(found)}
+            )
             found += page
             if len(page) < want:
                 break
         if len(found) > cap:
             logger.warning(
                 "pacms %s: namespace %r holds more than memory_scan_limit=%d items and the store "
-                "has no vector index; only the first %d were considered", self.source, ns, cap,
+                "has no vector index; only the first %d were considered",
+                self.source,
+                ns,
+                cap,
                 cap,
             )
         return found[:cap]
@@ -415,8 +451,7 @@ class SelectionRunner:
         retriever = self.config.retriever
         if retriever is not None and query.strip():
             try:
-                documents = list((yield Call(retriever.invoke, retriever.ainvoke,
-                                             (query, config))))
+                documents = list((yield Call(retriever.invoke, retriever.ainvoke, (query, config))))
             except Exception as err:
                 if self.config.strict:
                     raise
@@ -451,10 +486,18 @@ class SelectionRunner:
         fixed = {c.id for c in cands if c.mandatory}
         room = budget - unseen
         floor = False
-        lifted = [
-            c.id for c in cands if isinstance(c.source, Span) and c.source.kind == "tool"
-            and not (c.source.stub or c.mandatory) and c.source.indices[0] in pool.reused
-        ] if self.config.lift_reused else []
+        lifted = (
+            [
+                c.id
+                for c in cands
+                if isinstance(c.source, Span)
+                and c.source.kind == "tool"
+                and not (c.source.stub or c.mandatory)
+                and c.source.indices[0] in pool.reused
+            ]
+            if self.config.lift_reused
+            else []
+        )
         fitted: _Fit | None = None  # the fitting round that sends the most
         low = over = 0  # the most room known to fit, the least known not to (0: none yet)
         rounds = 0
@@ -466,15 +509,19 @@ class SelectionRunner:
             floored = _stub_floor(cands, room, pool.reused, pool.folded)
             floor = floored is not None
             selection = yield Call(
-                self.selector.select, self.selector.aselect,
+                self.selector.select,
+                self.selector.aselect,
                 (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
                 {**kwargs, "budget_tokens": max(1, room), "relevant_ids": lifted},
             )
             rounds += 1
             kept = set(selection.kept_ids)
             shadowed = {
-                c.id for c in selection.candidates
-                if c.id in kept and isinstance(c.source, Span) and c.source.stub
+                c.id
+                for c in selection.candidates
+                if c.id in kept
+                and isinstance(c.source, Span)
+                and c.source.stub
                 and c.source.full_id in kept
             }
             # A stub kept with its whole span: one of the floor gives way to the span; any other
@@ -512,8 +559,14 @@ class SelectionRunner:
             room = min(room, selection.tokens_kept) - (sent - budget)
         if fitted is not None and selection is not fitted.selection:
             sent, selection, out, floor = fitted
-        info = {**selection.info, "tokens_sent": sent, "tokens_unseen": unseen,
-                "rounds": rounds, "stub_floor": floor, "lifted": len(lifted)}
+        info = {
+            **selection.info,
+            "tokens_sent": sent,
+            "tokens_unseen": unseen,
+            "rounds": rounds,
+            "stub_floor": floor,
+            "lifted": len(lifted),
+        }
         return dataclasses.replace(
             selection, budget=budget, over_budget=sent > budget, info=info
         ), out
@@ -526,8 +579,7 @@ class SelectionRunner:
 
         if self._folds is None:
             self._folds = FoldMemo()
-        return fold_variants(messages, token_counter=self.selector.token_counter,
-                             memo=self._folds)
+        return fold_variants(messages, token_counter=self.selector.token_counter, memo=self._folds)
 
     def _reused(self, messages: Sequence[BaseMessage], pool: _Pool) -> _Pool:
         """``pool`` with its reused tool spans, and those the lifecycle folded already.
@@ -540,8 +592,11 @@ class SelectionRunner:
         the span itself, and its values are its stub's and those the stub left out as shown
         elsewhere.
         """
-        tools = [sp for sp in pool.spans if sp.kind == "tool" and not sp.stub
-                 and len(sp.indices) > 1 and not sp.mandatory]
+        tools = [
+            sp
+            for sp in pool.spans
+            if sp.kind == "tool" and not sp.stub and len(sp.indices) > 1 and not sp.mandatory
+        ]
         if not tools or not (self.config.lift_reused or self.config.fold_stubs):
             return pool
         from langchain_pacms.lifecycle.heuristic import reusable_values
@@ -557,15 +612,18 @@ class SelectionRunner:
         values = {
             sp.indices[0]: frozenset().union(
                 *(self._memo.values(messages[j]) for j in sp.indices[1:]),
-                reusable_values("\n".join(str(t) for j in sp.indices
-                                          for t in mark(j).get("elsewhere") or ()))
-                if sp.indices[0] in folded else frozenset())
+                reusable_values(
+                    "\n".join(str(t) for j in sp.indices for t in mark(j).get("elsewhere") or ())
+                )
+                if sp.indices[0] in folded
+                else frozenset(),
+            )
             for sp in tools
         }
         reused = reused_spans(messages, values) | latest_reads(messages, values.keys())
-        return dataclasses.replace(pool, reused=reused,
-                                   folded=frozenset(folded) if self.config.fold_stubs else
-                                   frozenset())
+        return dataclasses.replace(
+            pool, reused=reused, folded=frozenset(folded) if self.config.fold_stubs else frozenset()
+        )
 
     def _store_folds(
         self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None
@@ -575,8 +633,11 @@ class SelectionRunner:
         It runs before the messages go to the model, so ``recover_context`` finds each one.
         Returns the object ids written.
         """
-        sent = [c.source.indices[0] for c in selection.kept
-                if isinstance(c.source, Span) and c.source.sends]
+        sent = [
+            c.source.indices[0]
+            for c in selection.kept
+            if isinstance(c.source, Span) and c.source.sends
+        ]
         if not sent:
             return []
         from langchain_pacms.lifecycle.node import thread_of
@@ -605,8 +666,9 @@ class SelectionRunner:
                 store, query, state, config, context
             )
             folds = self._fold_variants(messages)
-            pool = self.candidates(messages, memories, documents,
-                                   folds={i: v.messages for i, v in folds.items()})
+            pool = self.candidates(
+                messages, memories, documents, folds={i: v.messages for i, v in folds.items()}
+            )
             pool = self._reused(messages, pool)
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
@@ -615,14 +677,21 @@ class SelectionRunner:
         except Exception as err:
             if self.config.strict:
                 raise
-            logger.warning("pacms %s: selection failed (%s: %s); keeping the most recent context",
-                           self.source, type(err).__name__, err)
+            logger.warning(
+                "pacms %s: selection failed (%s: %s); keeping the most recent context",
+                self.source,
+                type(err).__name__,
+                err,
+            )
             try:
                 fallback = self.candidates(messages, (), (), placeholders=False)
                 return (yield from self.fit(messages, fallback, ""))[1]
             except Exception as again:  # last resort: never stall the agent
-                logger.warning("pacms %s: recency fallback failed too (%s); passing messages "
-                               "through", self.source, again)
+                logger.warning(
+                    "pacms %s: recency fallback failed too (%s); passing messages through",
+                    self.source,
+                    again,
+                )
                 return list(messages)
         self.last_selection = selection
         floor = _FLOOR if selection.info.get("stub_floor") else ""
@@ -631,9 +700,12 @@ class SelectionRunner:
             extra["folded"] = folded
         if lookup_error:
             extra["memory_error"] = lookup_error
-        yield Call(report_selection, areport_selection, (selection,),
-                   {"query": query, "source": self.source, "config": config, "log": self.log,
-                    **extra})
+        yield Call(
+            report_selection,
+            areport_selection,
+            (selection,),
+            {"query": query, "source": self.source, "config": config, "log": self.log, **extra},
+        )
         return out
 
     def run(

@@ -257,8 +257,12 @@ class PACMSCompressor(BaseDocumentCompressor):
 
     def _select_kwargs(self) -> dict[str, Any]:
         """The selector's keyword arguments besides candidates and query (sync and async)."""
-        return {"strategy": self.strategy, "budget_tokens": self.budget_tokens,
-                "budget_ratio": self.budget_ratio, **self.strategy_options}
+        return {
+            "strategy": self.strategy,
+            "budget_tokens": self.budget_tokens,
+            "budget_ratio": self.budget_ratio,
+            **self.strategy_options,
+        }
 
     @staticmethod
     def _documents(documents: Sequence[Document], selection: Selection) -> list[Document]:

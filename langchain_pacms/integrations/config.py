@@ -133,8 +133,11 @@ class Budget:
         if context_window is not None:
             if budget_tokens is not None:
                 raise ValueError("pass one budget, not both budget_tokens and context_window")
-            return cls(context_window=context_window, answer_reserve=answer_reserve,
-                       fill=1.0 if budget_ratio is None else budget_ratio)
+            return cls(
+                context_window=context_window,
+                answer_reserve=answer_reserve,
+                fill=1.0 if budget_ratio is None else budget_ratio,
+            )
         return cls(tokens=budget_tokens, ratio=budget_ratio, answer_reserve=answer_reserve)
 
     def window_tokens(self) -> int:
@@ -274,9 +277,7 @@ class SelectionConfig:
         if self.query_mode not in ("agent", "task"):
             raise ValueError(f"query_mode must be 'agent' or 'task', got {self.query_mode!r}")
         if self.context_role not in ("system", "human"):
-            raise ValueError(
-                f"context_role must be 'system' or 'human', got {self.context_role!r}"
-            )
+            raise ValueError(f"context_role must be 'system' or 'human', got {self.context_role!r}")
         if self.memory_ceiling_bytes is not None:
             _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
         object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
@@ -313,8 +314,11 @@ class SelectionConfig:
         try:
             return cls(budget=budget, strategy_options=strategy_options, **fields)
         except _UnknownOption as err:
-            valid = sorted(names | {"budget_tokens", "budget_ratio", "context_window",
-                                    "answer_reserve"} | set(err.accepted))
+            valid = sorted(
+                names
+                | {"budget_tokens", "budget_ratio", "context_window", "answer_reserve"}
+                | set(err.accepted)
+            )
             raise ValueError(
                 f"unknown option {err.option!r} (strategy {err.strategy!r}); valid options: "
                 f"{', '.join(valid)}"
@@ -348,8 +352,10 @@ def _check_fold_stubs(config: SelectionConfig) -> None:
     if store is not None and not config.fold_stubs:
         raise ValueError("sidecar_store is only used with fold_stubs=True")
     if config.fold_stubs and config.tool_placeholders:
-        raise ValueError("pass fold_stubs or tool_placeholders, not both (each is a variant of "
-                         "a dropped tool span)")
+        raise ValueError(
+            "pass fold_stubs or tool_placeholders, not both (each is a variant of "
+            "a dropped tool span)"
+        )
 
 
 class _UnknownOption(ValueError):

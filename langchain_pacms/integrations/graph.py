@@ -59,9 +59,12 @@ def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:
     """What :meth:`SelectionRunner.run` needs besides the messages, from the running graph."""
     runtime = _graph_runtime(config)
     store = getattr(runtime, "store", None)
-    return {"state": state, "config": config,
-            "store": store if isinstance(store, BaseStore) else None,
-            "context": getattr(runtime, "context", None)}
+    return {
+        "state": state,
+        "config": config,
+        "store": store if isinstance(store, BaseStore) else None,
+        "context": getattr(runtime, "context", None),
+    }
 
 
 class PACMSHook(RunnerViews, RunnableLambda):
@@ -94,8 +97,9 @@ class PACMSHook(RunnerViews, RunnableLambda):
         async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
             return update(await runner.arun(_state_messages(state), **_run_inputs(state, config)))
 
-        super().__init__(pacms_pre_model_hook, afunc=apacms_pre_model_hook,
-                         name="pacms_pre_model_hook")
+        super().__init__(
+            pacms_pre_model_hook, afunc=apacms_pre_model_hook, name="pacms_pre_model_hook"
+        )
 
 
 def create_pacms_hook(

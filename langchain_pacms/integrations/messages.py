@@ -352,7 +352,8 @@ def _without_unanswerable_calls(message: AIMessage) -> AIMessage | None:
     content = message.content
     if isinstance(content, list):
         content = [
-            b for b in content
+            b
+            for b in content
             if not (isinstance(b, Mapping) and b.get("type") in _CALL_BLOCKS and not b.get("id"))
         ]
     calls = [c for c in message.tool_calls if c.get("id")]
@@ -550,9 +551,7 @@ def messages_to_candidates(
     units, orphans = _cut(messages, pair_turns)
     if orphans:
         logger.debug("dropping %d orphan ToolMessage(s) with no matching call", len(orphans))
-    latest_human = max(
-        (i for i, m in enumerate(messages) if _is_human(m)), default=-1
-    )
+    latest_human = max((i for i, m in enumerate(messages) if _is_human(m)), default=-1)
     last = len(messages) - 1
     costed = memo is not None and token_counter is not None
     costs: dict[str, int] = {}  # spans that send their own messages as they are, costed here
@@ -597,9 +596,17 @@ def messages_to_candidates(
         folded = (fold_stubs or {}).get(first)
         if folded and not mandatory and sendable is messages[first] and not missing:
             render = memo.text if memo is not None else _message_text
-            spans.append(Span(f"t{first}:fold", "tool", (first,), False,
-                              "\n".join(render(m) for m in folded), stub=True,
-                              sends=tuple(folded)))
+            spans.append(
+                Span(
+                    f"t{first}:fold",
+                    "tool",
+                    (first,),
+                    False,
+                    "\n".join(render(m) for m in folded),
+                    stub=True,
+                    sends=tuple(folded),
+                )
+            )
         spans.append(
             Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)
         )
@@ -613,8 +620,10 @@ def messages_to_candidates(
             position=pos,
             mandatory=span.mandatory,
             tokens=(
-                None if token_counter is None
-                else costs[span.id] if span.id in costs
+                None
+                if token_counter is None
+                else costs[span.id]
+                if span.id in costs
                 else _sent_cost(messages, span, token_counter, memo)
             ),
             metadata={"indices": span.indices} if span.indices else {},

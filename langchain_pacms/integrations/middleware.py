@@ -85,16 +85,19 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
                 "prompt is for the pre-model hook; the middleware counts the request's system "
                 "message itself (use reserve_tokens for anything else it cannot see)"
             )
-        self.runner = SelectionRunner(resolved, selector, embeddings=embeddings,
-                                      source="middleware")
+        self.runner = SelectionRunner(
+            resolved, selector, embeddings=embeddings, source="middleware"
+        )
 
     def _inputs(self, request: ModelRequest) -> tuple[list[BaseMessage], dict[str, Any]]:
         """The messages to select from (system message first) and the runner's other inputs."""
         head = [request.system_message] if request.system_message is not None else []
         runtime = request.runtime
         return [*head, *request.messages], {
-            "state": request.state, "config": run_config(),
-            "store": getattr(runtime, "store", None), "context": getattr(runtime, "context", None),
+            "state": request.state,
+            "config": run_config(),
+            "store": getattr(runtime, "store", None),
+            "context": getattr(runtime, "context", None),
         }
 
     @staticmethod

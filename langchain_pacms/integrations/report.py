@@ -148,13 +148,22 @@ def _log_line(event: dict[str, Any]) -> None:
     if event["fell_back"]:
         logger.warning(
             "pacms %s: selector fell back to recency (%s); kept %d/%d candidates",
-            event["source"], event["error"], event["kept"], event["kept"] + event["dropped"],
+            event["source"],
+            event["error"],
+            event["kept"],
+            event["kept"] + event["dropped"],
         )
     elif logger.isEnabledFor(logging.DEBUG):
         logger.debug(
             "pacms %s: %s kept %d/%d candidates, %d/%d tokens, %d sent (budget %d)%s",
-            event["source"], event["strategy"], event["kept"], event["kept"] + event["dropped"],
-            event["tokens_kept"], event["tokens_total"], event["tokens_sent"], event["budget"],
+            event["source"],
+            event["strategy"],
+            event["kept"],
+            event["kept"] + event["dropped"],
+            event["tokens_kept"],
+            event["tokens_total"],
+            event["tokens_sent"],
+            event["budget"],
             " over budget (mandatory only)" if event["over_budget"] else "",
         )
 

@@ -210,8 +210,10 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
         return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
     shown = "\n".join(kept)
     note = f"kept {len(kept)} line{'s' * (len(kept) > 1)} with locators"
-    return (f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask; {note} ...]"
-            f"\n{shown}\n{end}")
+    return (
+        f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask; {note} ...]"
+        f"\n{shown}\n{end}"
+    )
 
 
 def _lines(text: str) -> str:
@@ -257,35 +259,49 @@ def span_payload(messages: Sequence[BaseMessage], obj: ContextObject) -> str:
         ('look', {'command': 'ls'}, 'a.py')
     """
     head = messages[obj.indices[0]]
-    calls = [{"name": c.get("name"), "args": c.get("args") or {}, "id": c.get("id")}
-             for c in getattr(head, "tool_calls", None) or []]
+    calls = [
+        {"name": c.get("name"), "args": c.get("args") or {}, "id": c.get("id")}
+        for c in getattr(head, "tool_calls", None) or []
+    ]
     text = _content_payload(head.content)
-    return json.dumps({"text": text, "tool_calls": calls, "results": payload_of(messages,
-                       obj.indices)}, ensure_ascii=False, default=str)
+    return json.dumps(
+        {"text": text, "tool_calls": calls, "results": payload_of(messages, obj.indices)},
+        ensure_ascii=False,
+        default=str,
+    )
 
 
 def _short_args(args: Mapping[str, Any], pointer: str) -> dict[str, Any]:
     """``args`` with each long string value replaced by ``pointer``."""
-    return {k: pointer if isinstance(v, str) and len(v) >= LONG_ARGUMENT else v
-            for k, v in args.items()}
+    return {
+        k: pointer if isinstance(v, str) and len(v) >= LONG_ARGUMENT else v for k, v in args.items()
+    }
 
 
 def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) -> bool:
-    return (scope == "span" and obj.kind == "tool" and len(obj.indices) > 1
-            and isinstance(messages[obj.indices[0]], AIMessage))
+    return (
+        scope == "span"
+        and obj.kind == "tool"
+        and len(obj.indices) > 1
+        and isinstance(messages[obj.indices[0]], AIMessage)
+    )
 
 
 def _fold(
-    messages: list[BaseMessage], obj: ContextObject, record: SidecarRecord, locators: list[str],
-    span: bool, elsewhere: list[str], length: str,
+    messages: list[BaseMessage],
+    obj: ContextObject,
+    record: SidecarRecord,
+    locators: list[str],
+    span: bool,
+    elsewhere: list[str],
+    length: str,
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     # a tool result's stub follows its call: the call is in view, the stub gives only the
     # results' ``length`` in lines (every token of a stub counts where many share a budget)
     shown = length if results else record.description
-    stub = (
-        f'[folded: {shown}; recover_context("{obj.id}")'
-        + (f"; locators: {', '.join(locators)}]" if locators else "]")
+    stub = f'[folded: {shown}; recover_context("{obj.id}")' + (
+        f"; locators: {', '.join(locators)}]" if locators else "]"
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
     targets = results or [obj.indices[0]]
@@ -310,8 +326,9 @@ def _fold(
 def _size(message: BaseMessage, count: Callable[[str], int]) -> int:
     """Tokens of a message's content and, for a call message, of its calls' arguments."""
     calls = getattr(message, "tool_calls", None) or []
-    args = sum(count(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str))
-               for c in calls)
+    args = sum(
+        count(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)) for c in calls
+    )
     return count(str(message.content)) + args
 
 
@@ -357,10 +374,15 @@ def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
     """The texts of one message that a fold leaves in view (see :func:`visible_locators`)."""
     mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
     kept = m.type in ("system", "human") or mark.get("state") == "folded"
-    return (*([_content_payload(m.content)] if kept else []),
-            *(v for call in getattr(m, "tool_calls", None) or []
-              for v in (call.get("args") or {}).values()
-              if isinstance(v, str) and len(v) < LONG_ARGUMENT))
+    return (
+        *([_content_payload(m.content)] if kept else []),
+        *(
+            v
+            for call in getattr(m, "tool_calls", None) or []
+            for v in (call.get("args") or {}).values()
+            if isinstance(v, str) and len(v) < LONG_ARGUMENT
+        ),
+    )
 
 
 def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -388,14 +410,22 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         >>> sent[2].content.rsplit("; ", 1)[-1]
         'locators: 4WQ150, HAT039]'
     """
-    marked = [i for i, m in enumerate(messages)
-              if (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere")]
+    marked = [
+        i
+        for i, m in enumerate(messages)
+        if (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere")
+    ]
     out = list(messages)
     if not marked:
         return out
-    texts = [_content_payload(m.content) + "".join(
-        json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
-        for c in getattr(m, "tool_calls", None) or []) for m in messages]
+    texts = [
+        _content_payload(m.content)
+        + "".join(
+            json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+            for c in getattr(m, "tool_calls", None) or []
+        )
+        for m in messages
+    ]
     every = "\n".join(texts)
     seen: dict[str, int] = {}  # value -> its occurrences in every text (stubs share values)
 
@@ -407,12 +437,16 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     for i in marked:
         stub = str(messages[i].content)
         # shown by another message: more occurrences in all the texts than in this one's
-        lost = [v for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
-                if v not in stub and occurrences(v) == texts[i].count(v)]
+        lost = [
+            v
+            for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
+            if v not in stub and occurrences(v) == texts[i].count(v)
+        ]
         if lost and stub.endswith("]"):
             joint = ", " if "; locators: " in stub else "; locators: "
             out[i] = messages[i].model_copy(
-                update={"content": f"{stub[:-1]}{joint}{', '.join(lost)}]"})
+                update={"content": f"{stub[:-1]}{joint}{', '.join(lost)}]"}
+            )
     return out
 
 
@@ -429,8 +463,13 @@ def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int)
 
 
 def _rewrite_object(
-    messages: Sequence[BaseMessage], out: list[BaseMessage], obj: ContextObject, action: Action,
-    shown: frozenset[str] | ShownBefore, mask_head: int, mask_tail: int,
+    messages: Sequence[BaseMessage],
+    out: list[BaseMessage],
+    obj: ContextObject,
+    action: Action,
+    shown: frozenset[str] | ShownBefore,
+    mask_head: int,
+    mask_tail: int,
 ) -> tuple[list[int], SidecarRecord | None]:
     """Fold or mask ``obj`` in ``out`` (a copy of ``messages``): the rewritten indices, a record."""
     if action.op == "mask":
@@ -440,8 +479,9 @@ def _rewrite_object(
     span = _is_span(messages, obj, action.scope)
     results = payload_of(messages, obj.indices)
     payload = span_payload(messages, obj) if span else results
-    record = SidecarRecord.of(obj.id, payload, obj.kind, obj.lineage,
-                              _describe(messages, obj, results))
+    record = SidecarRecord.of(
+        obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, results)
+    )
     # a span's locators come from its texts as written, not from their JSON-escaped payload
     source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else payload
     locators = stub_locators(record.sha256, source, shown)
@@ -457,9 +497,12 @@ def call_texts(head: BaseMessage) -> list[str]:
         >>> [len(t) for t in call_texts(AIMessage("why", tool_calls=[call]))]
         [3, 300]
     """
-    long = [v for c in getattr(head, "tool_calls", None) or []
-            for v in (c.get("args") or {}).values()
-            if isinstance(v, str) and len(v) >= LONG_ARGUMENT]
+    long = [
+        v
+        for c in getattr(head, "tool_calls", None) or []
+        for v in (c.get("args") or {}).values()
+        if isinstance(v, str) and len(v) >= LONG_ARGUMENT
+    ]
     return [_content_payload(head.content), *long]
 
 
@@ -557,12 +600,17 @@ def apply_actions(
         else:
             if shown is None and dedupe and action.op == "fold":
                 # what this edit prunes is no longer visible: its call arguments do not count
-                gone = {i for a in actions if a.op == "prune" and a.target in index.by_id
-                        for i in index.by_id[a.target].indices}
+                gone = {
+                    i
+                    for a in actions
+                    if a.op == "prune" and a.target in index.by_id
+                    for i in index.by_id[a.target].indices
+                }
                 shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
             seen = shown.upto(obj.indices[0] + 1) if isinstance(shown, ShownBefore) else shown
-            indices, record = _rewrite_object(messages, out, obj, action, seen or frozenset(),
-                                              mask_head, mask_tail)
+            indices, record = _rewrite_object(
+                messages, out, obj, action, seen or frozenset(), mask_head, mask_tail
+            )
             touched.update(dict.fromkeys(indices))
             if record is not None:
                 sidecars.append(record)
@@ -570,9 +618,11 @@ def apply_actions(
                     shown = shown | durable_locators([str(out[indices[0]].content)])
         now = 0
         if action.op != "prune":
-            now = sum(_size(out[i], count) for i in obj.indices) - sum(
-                _size(messages[i], count) for i in obj.indices
-            ) + obj.tokens
+            now = (
+                sum(_size(out[i], count) for i in obj.indices)
+                - sum(_size(messages[i], count) for i in obj.indices)
+                + obj.tokens
+            )
         after += now
         saved[obj.id] = obj.tokens - now
         applied.append(action)
@@ -670,14 +720,14 @@ def restore(
     targets = results or [obj.indices[0]]
     head = out[obj.indices[0]]
     span = bool((head.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("span"))
-    payload: dict[str, Any] = json.loads(record.payload) if span else {
-        "results": record.payload}
+    payload: dict[str, Any] = json.loads(record.payload) if span else {"results": record.payload}
     if len(targets) > 1:
         texts = [str(part["content"]) for part in json.loads(payload["results"])]
     else:
         texts = [payload["results"]]
-    changes: list[tuple[int, str, dict[str, Any]]] = [(i, t, {}) for i, t in zip(targets, texts,
-                                                                                strict=True)]
+    changes: list[tuple[int, str, dict[str, Any]]] = [
+        (i, t, {}) for i, t in zip(targets, texts, strict=True)
+    ]
     if span:
         calls = [{**c, "type": "tool_call"} for c in payload["tool_calls"]]
         changes.insert(0, (obj.indices[0], payload["text"], {"tool_calls": calls}))

@@ -110,9 +110,7 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "turn") ->
         return False
     for message in reversed(messages):
         if isinstance(message, AIMessage):
-            answered = {
-                str(getattr(m, "tool_call_id", "")) for m in messages if m.type == "tool"
-            }
+            answered = {str(getattr(m, "tool_call_id", "")) for m in messages if m.type == "tool"}
             return all(str(c.get("id")) in answered for c in message.tool_calls)
     return False
 
@@ -311,7 +309,9 @@ class LifecycleHarness:
         newest object (``latest="step"``), so earlier tool spans of one long task are plannable.
         """
         return index_messages(
-            messages, token_counter=self.token_counter, known_ids=known_ids,
+            messages,
+            token_counter=self.token_counter,
+            known_ids=known_ids,
             latest="step" if self.boundary == "tool" else "turn",
         )
 
@@ -320,8 +320,12 @@ class LifecycleHarness:
     ) -> Checked:
         """Validate and rehearse ``actions`` (see :func:`check_actions`)."""
         return check_actions(
-            messages, index, actions, token_counter=self.token_counter,
-            mask_head=self.mask_head, mask_tail=self.mask_tail,
+            messages,
+            index,
+            actions,
+            token_counter=self.token_counter,
+            mask_head=self.mask_head,
+            mask_tail=self.mask_tail,
         )
 
     # -- the pure steps shared by step() and astep() -------------------------------------------
@@ -385,8 +389,14 @@ class LifecycleHarness:
         if self.cached_price is None:
             return True
         new = checked.result.messages
-        first = next((i for i, (a, b) in enumerate(zip(messages, new, strict=False))
-                      if a.id != b.id or a.content != b.content), min(len(messages), len(new)))
+        first = next(
+            (
+                i
+                for i, (a, b) in enumerate(zip(messages, new, strict=False))
+                if a.id != b.id or a.content != b.content
+            ),
+            min(len(messages), len(new)),
+        )
         tail = sum(self.token_counter(str(m.content)) for m in new[first:])
         calls = sum(1 for m in messages if isinstance(m, AIMessage))
         price = self.cached_price
@@ -433,7 +443,10 @@ class LifecycleHarness:
         self.stats.sidecars_written += len(commit.sidecars)
         logger.info(
             "lifecycle commit on %s (%s): %s, %d -> %d tokens",
-            thread_id, commit.reason, Plan("", commit.actions).groups(), before,
+            thread_id,
+            commit.reason,
+            Plan("", commit.actions).groups(),
+            before,
             commit.tokens_after,
         )
         self._log(commit)
@@ -484,8 +497,12 @@ class LifecycleHarness:
             return None
         commit = self._commit(thread_id, thread, messages, decision)
         try:
-            yield Call(dispatch_custom_event, adispatch_custom_event,
-                       (COMMIT_EVENT, commit.event()), {"config": config})
+            yield Call(
+                dispatch_custom_event,
+                adispatch_custom_event,
+                (COMMIT_EVENT, commit.event()),
+                {"config": config},
+            )
         except RuntimeError:
             pass  # not inside a run: nobody to tell
         except Exception as err:  # a callback handler failed: never break the agent for it

@@ -691,8 +691,9 @@ class HeuristicPlanner:
             return action
         if not any(call_texts(a.messages[obj.indices[0]])):
             return action
-        return Action("fold", obj.id, f"{action.reason}; with its call's text and arguments",
-                      scope="span")
+        return Action(
+            "fold", obj.id, f"{action.reason}; with its call's text and arguments", scope="span"
+        )
 
     def _horizon(self, a: _Analysis, actions: list[Action]) -> list[Action]:
         """``actions`` with every stub or mask beyond the newest ``max_stubs`` pruned instead."""
@@ -702,7 +703,8 @@ class HeuristicPlanner:
         shrunk = [
             o
             for o in a.index.objects
-            if o.kind in ("tool", "assistant") and o.position < a.cutoff
+            if o.kind in ("tool", "assistant")
+            and o.position < a.cutoff
             and (o.state != "active" or o.id in shrinks)
         ]
         old = shrunk[: max(len(shrunk) - self.max_stubs, 0)]
@@ -721,9 +723,11 @@ class HeuristicPlanner:
         for obj in a.candidates:
             value = self._value(a, obj, max(relevance.get(obj.id, 0.0), 0.0) / scale)
             action = self._scoped(a, obj, self._action(a, obj, value))
-            if action is not None and action.op != "prune" and action_gain(
-                a.messages, obj, action, shown=a.shown
-            ) <= 0:
+            if (
+                action is not None
+                and action.op != "prune"
+                and action_gain(a.messages, obj, action, shown=a.shown) <= 0
+            ):
                 action, idle = None, idle + 1  # its stub or mask would not be smaller
             if action is not None:
                 actions.append(action)

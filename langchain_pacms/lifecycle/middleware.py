@@ -97,13 +97,12 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.harness = build_harness(harness, options)
         self.tools = (
             [make_recover_tool(self.harness.store, default_thread_id=DEFAULT_THREAD)]
-            if recover_tool else []
+            if recover_tool
+            else []
         )
         self.reactivate = reactivate
 
-    def before_model(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Step the harness; return the commit as a state update (``None``: no change)."""
         config = run_config()
         messages, known = state_inputs(state)
@@ -144,10 +143,14 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> ToolMessage | Command[Any]:
         if not restored:
             return result
-        note = result.model_copy(update={"content": (
-            f"[{object_id} restored in place: its original message in the history above holds "
-            "the exact payload again]"
-        )})
+        note = result.model_copy(
+            update={
+                "content": (
+                    f"[{object_id} restored in place: its original message in the history "
+                    "above holds the exact payload again]"
+                )
+            }
+        )
         return Command(update={"messages": [*restored, note]})
 
     def wrap_tool_call(
@@ -162,8 +165,9 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return result
         object_id, messages, known, thread = found
         try:
-            restored = self.harness.reactivate(messages, object_id, thread_id=thread,
-                                               known_ids=known)
+            restored = self.harness.reactivate(
+                messages, object_id, thread_id=thread, known_ids=known
+            )
         except (KeyError, ValueError):  # not folded (any more): the tool result is enough
             restored = []
         return self._command(object_id, result, restored)  # type: ignore[arg-type]
@@ -180,8 +184,9 @@ class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return result
         object_id, messages, known, thread = found
         try:
-            restored = await self.harness.areactivate(messages, object_id, thread_id=thread,
-                                                      known_ids=known)
+            restored = await self.harness.areactivate(
+                messages, object_id, thread_id=thread, known_ids=known
+            )
         except (KeyError, ValueError):
             restored = []
         return self._command(object_id, result, restored)  # type: ignore[arg-type]

@@ -152,9 +152,7 @@ def create_lifecycle_node(
         commit = live.step(messages, thread_id=thread_of(config), known_ids=known, config=config)
         return _keyed(state_update(commit), messages_key)
 
-    async def alifecycle(
-        state: Mapping[str, Any], config: RunnableConfig
-    ) -> dict[str, Any] | None:
+    async def alifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)
         commit = await live.astep(
             messages, thread_id=thread_of(config), known_ids=known, config=config

@@ -281,17 +281,23 @@ def index_messages(
     _, spans = messages_to_candidates(messages, pair_turns=False, keep_latest_turn=True)
     newest = spans[-1].indices[0] if spans else -1
     last_user = max(
-        (i for i, s in enumerate(spans) if s.kind == "turn" and not isinstance(
-            messages[s.indices[0]], AIMessage)),
+        (
+            i
+            for i, s in enumerate(spans)
+            if s.kind == "turn" and not isinstance(messages[s.indices[0]], AIMessage)
+        ),
         default=-1,
     )
     latest_index = spans[last_user].indices[0] if last_user >= 0 else -1
     numbers = {kind: 0 for kind in _PREFIX}
-    for object_id in [*known.values(), *(
-        str(m.additional_kwargs[LIFECYCLE_KEY].get("object", ""))
-        for m in messages
-        if isinstance(m.additional_kwargs.get(LIFECYCLE_KEY), Mapping)
-    )]:
+    for object_id in [
+        *known.values(),
+        *(
+            str(m.additional_kwargs[LIFECYCLE_KEY].get("object", ""))
+            for m in messages
+            if isinstance(m.additional_kwargs.get(LIFECYCLE_KEY), Mapping)
+        ),
+    ]:
         for kind, prefix in _PREFIX.items():
             tail = object_id.removeprefix(prefix + ":")
             if tail != object_id and tail.isdigit():

@@ -178,9 +178,7 @@ class SidecarStore:
         return f"SidecarStore({type(self.store).__name__}, thread_id={self.thread_id!r})"
 
     def _ops(self, records: Iterable[SidecarRecord]) -> list[PutOp]:
-        return [
-            PutOp(self.namespace, r.object_id, _encode(r), index=False) for r in records
-        ]
+        return [PutOp(self.namespace, r.object_id, _encode(r), index=False) for r in records]
 
     def _get_op(self, object_id: str) -> GetOp:
         return GetOp(self.namespace, object_id)
@@ -190,9 +188,7 @@ class SidecarStore:
 
     def _record(self, object_id: str, item: Result) -> SidecarRecord:
         if not isinstance(item, Item):
-            raise SidecarNotFoundError(
-                f"no sidecar for {object_id!r} in thread {self.thread_id!r}"
-            )
+            raise SidecarNotFoundError(f"no sidecar for {object_id!r} in thread {self.thread_id!r}")
         return _decode(object_id, self.thread_id, item.value)
 
     def _own(self, page: Result) -> tuple[list[str], int]:

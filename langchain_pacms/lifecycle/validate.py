@@ -166,8 +166,12 @@ def check_actions(
 
     def rehearse(chosen: Sequence[Action]) -> ActionResult:
         return apply_actions(
-            messages, index, chosen, token_counter=token_counter,
-            mask_head=mask_head, mask_tail=mask_tail,
+            messages,
+            index,
+            chosen,
+            token_counter=token_counter,
+            mask_head=mask_head,
+            mask_tail=mask_tail,
         )
 
     before = set(provider_problems(messages))

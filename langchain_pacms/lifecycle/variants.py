@@ -135,8 +135,9 @@ def fold_variants(
         ``index of the span's AIMessage -> FoldVariant``.
     """
     index = index_messages(messages, token_counter=token_counter)
-    spans = [o for o in index.objects if o.kind == "tool" and o.state == "active"
-             and len(o.indices) > 1]
+    spans = [
+        o for o in index.objects if o.kind == "tool" and o.state == "active" and len(o.indices) > 1
+    ]
     found: dict[int, FoldVariant] = {}
     todo: list[tuple[ContextObject, Hashable]] = []
     for o in spans:
@@ -150,10 +151,17 @@ def fold_variants(
         # a stub leaves out what the history shows up to its span's call (so it depends on
         # that prefix alone, which a growing history keeps); the selection shows those
         # locators again if it drops every message that shows them
-        actions = [Action("fold", o.id, scope="span" if calls and any(call_texts(
-            messages[o.indices[0]])) else "output") for o, _ in todo]
-        folded = apply_actions(messages, index, actions, token_counter=token_counter,
-                               shown=shown_before(messages))
+        actions = [
+            Action(
+                "fold",
+                o.id,
+                scope="span" if calls and any(call_texts(messages[o.indices[0]])) else "output",
+            )
+            for o, _ in todo
+        ]
+        folded = apply_actions(
+            messages, index, actions, token_counter=token_counter, shown=shown_before(messages)
+        )
         records = {r.object_id: r for r in folded.sidecars}
         for o, key in todo:
             variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
@@ -196,9 +204,13 @@ def reused_spans(
         >>> sorted(reused_spans(msgs, values))
         [1]
     """
-    known = frozenset().union(*(
-        reusable_values(m.content if isinstance(m.content, str) else payload_of(messages, (i,)))
-        for i, m in enumerate(messages) if m.type in ("system", "human")))
+    known = frozenset().union(
+        *(
+            reusable_values(m.content if isinstance(m.content, str) else payload_of(messages, (i,)))
+            for i, m in enumerate(messages)
+            if m.type in ("system", "human")
+        )
+    )
     later: set[str] = set()
     reused = set()
     for i in range(len(messages) - 1, -1, -1):

@@ -46,8 +46,12 @@ ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 STATIC = resources.files("langchain_pacms") / "server" / "static"
 REF = "#/components/schemas/"
-BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"$ref": REF + "SelectRequest"}}}}}
+BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": REF + "SelectRequest"}}},
+    }
+}
 
 
 def _problem(status: int, detail: str, **extra: Any) -> JSONResponse:
@@ -65,8 +69,12 @@ class _Front:
     """
 
     def __init__(
-        self, app: FastAPI, limit: int, timeout: float,
-        routes: Mapping[str, Callable[[bytes], Response]], run: _Worker,
+        self,
+        app: FastAPI,
+        limit: int,
+        timeout: float,
+        routes: Mapping[str, Callable[[bytes], Response]],
+        run: _Worker,
     ) -> None:
         self.fastapi = app
         self.app: ASGIApp = app
@@ -223,8 +231,14 @@ class _OptionsProbe:
 def _candidates(req: SelectRequest) -> list[Candidate]:
     """The request's candidates with their ids and positions resolved (default: the index)."""
     return [
-        Candidate(c.text, str(i) if c.id is None else c.id, c.kind,
-                  i if c.position is None else c.position, c.mandatory, c.tokens)
+        Candidate(
+            c.text,
+            str(i) if c.id is None else c.id,
+            c.kind,
+            i if c.position is None else c.position,
+            c.mandatory,
+            c.tokens,
+        )
         for i, c in enumerate(req.candidates)
     ]
 
@@ -256,8 +270,11 @@ def _summary(sel: Selection) -> dict[str, Any]:
 
 
 def _debug(sel: Selection) -> dict[str, Any]:
-    return {**_summary(sel), "candidates": [v.__dict__ for v in sel.verdicts()],
-            "info": dict(sel.info)}
+    return {
+        **_summary(sel),
+        "candidates": [v.__dict__ for v in sel.verdicts()],
+        "info": dict(sel.info),
+    }
 
 
 def _json(body: dict[str, Any]) -> Response:
@@ -292,11 +309,17 @@ class _Service:
             return _invalid(err)
         n = len(req.candidates)
         if n > self.max_candidates:
-            return _problem(422, f"candidates: {n} candidates exceed the limit of "
-                                 f"{self.max_candidates} (max_candidates)")
+            return _problem(
+                422,
+                f"candidates: {n} candidates exceed the limit of "
+                f"{self.max_candidates} (max_candidates)",
+            )
         if req.strategy is not None and req.strategy not in available_strategies():
-            return _problem(422, f"strategy: unknown strategy {req.strategy!r}; "
-                                 f"choose from {available_strategies()}")
+            return _problem(
+                422,
+                f"strategy: unknown strategy {req.strategy!r}; "
+                f"choose from {available_strategies()}",
+            )
         cands = _candidates(req)
         ids = [str(c.id) for c in cands]
         if len(set(ids)) != len(ids):
@@ -308,8 +331,13 @@ class _Service:
         try:
             self.probe.check(req.strategy, req.strategy_options)
             sel = self.selector.select(
-                cands, req.query, budget_tokens=req.budget_tokens, budget_ratio=req.budget_ratio,
-                strategy=req.strategy, relevant_ids=req.relevant_ids, **req.strategy_options,
+                cands,
+                req.query,
+                budget_tokens=req.budget_tokens,
+                budget_ratio=req.budget_ratio,
+                strategy=req.strategy,
+                relevant_ids=req.relevant_ids,
+                **req.strategy_options,
             )
         except TypeError as err:
             return _problem(422, f"strategy_options: {err}")
@@ -386,12 +414,16 @@ def create_app(
         ValueError: max_candidates must be a positive int, got 0
     """
     threads = max(2, os.cpu_count() or 1) if selection_threads is None else selection_threads
-    for name, value in (("max_candidates", max_candidates), ("max_body_bytes", max_body_bytes),
-                        ("selection_threads", threads)):
+    for name, value in (
+        ("max_candidates", max_candidates),
+        ("max_body_bytes", max_body_bytes),
+        ("selection_threads", threads),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if not (isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout)
-            and body_timeout > 0):
+    if not (
+        isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout) and body_timeout > 0
+    ):
         raise ValueError(f"body_timeout must be a positive number, got {body_timeout!r}")
     warm = selector if selector is not None else ContextSelector()
     app = FastAPI(
@@ -442,8 +474,14 @@ def create_app(
             "title": s.title,
             "query": s.query,
             "candidates": [
-                {"id": c.id, "text": c.text, "kind": c.kind, "mandatory": c.mandatory,
-                 "position": c.position} for c in s.candidates
+                {
+                    "id": c.id,
+                    "text": c.text,
+                    "kind": c.kind,
+                    "mandatory": c.mandatory,
+                    "position": c.position,
+                }
+                for c in s.candidates
             ],
             "facts": [{"name": f.name, "ids": list(s.fact_ids(f))} for f in s.facts],
         }

@@ -45,7 +45,10 @@ class SelectRequest(BaseModel):
     query: str = Field(min_length=1, description="What the kept context should serve.")
     budget_tokens: int | None = Field(default=None, gt=0, description="Absolute token budget.")
     budget_ratio: float | None = Field(
-        default=None, gt=0, le=1, allow_inf_nan=False,
+        default=None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
         description="Budget as a fraction of the pool's tokens, in (0, 1].",
     )
     strategy: str | None = Field(
@@ -57,7 +60,7 @@ class SelectRequest(BaseModel):
     relevant_ids: list[str] = Field(
         default_factory=list,
         description="Ids of candidates known to matter: each counts as relevant as the most "
-                    "relevant candidate.",
+        "relevant candidate.",
     )
 
     @model_validator(mode="after")

@@ -89,9 +89,18 @@ def tool_calling_script(tool_name: str, arg: str) -> Responder:
 
 
 FILLER_TOPICS = [
-    "the weather in Lisbon", "a pasta recipe", "the football results", "a movie plot",
-    "gardening tips", "the history of Rome", "a poem about autumn", "stock market news",
-    "a chess opening", "the best hiking trails", "bird watching", "a jazz album",
+    "the weather in Lisbon",
+    "a pasta recipe",
+    "the football results",
+    "a movie plot",
+    "gardening tips",
+    "the history of Rome",
+    "a poem about autumn",
+    "stock market news",
+    "a chess opening",
+    "the best hiking trails",
+    "bird watching",
+    "a jazz album",
 ]
 
 

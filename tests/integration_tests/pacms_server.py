@@ -22,8 +22,7 @@ def free_port() -> int:
 def running(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1:<free port> until the block ends; yields the base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

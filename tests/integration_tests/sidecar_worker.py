@@ -49,10 +49,12 @@ def open_store(backend: str, where: str):
 def put(backend: str, where: str, thread: str, payload_file: str) -> None:
     payload = Path(payload_file).read_bytes().decode("utf-8", "surrogatepass")
     call = {"name": "export", "args": {"table": "orders"}, "id": "c1"}
-    messages = [HumanMessage("export the orders table", id="h1"),
-                AIMessage("", tool_calls=[call], id="a1"),
-                ToolMessage(payload, tool_call_id="c1", id="t1"),
-                HumanMessage("how many rows?", id="h2")]
+    messages = [
+        HumanMessage("export the orders table", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        HumanMessage("how many rows?", id="h2"),
+    ]
     result = apply_actions(messages, index_messages(messages), [Action("fold", "function:tool:1")])
     extra = SidecarRecord.of("extra:surrogates", SURROGATES, "tool")
     with open_store(backend, where) as store:

@@ -17,8 +17,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def run_example(name: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "OLLAMA_HOST"}
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120,
-        env=env, cwd=EXAMPLES.parent,
+        [sys.executable, str(EXAMPLES / name)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=EXAMPLES.parent,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -47,7 +51,7 @@ def test_middleware_example_shows_the_request():
     out = run_example("middleware_agent.py")
     lines = out.splitlines()
     start = lines.index(next(ln for ln in lines if ln.startswith("the last model request")))
-    request = lines[start + 1:]
+    request = lines[start + 1 :]
     assert request[0].split()[0] == "SystemMessage"
     assert "Relevant memories:" in request[1]
     assert "-> read_service_log" in out

@@ -375,7 +375,7 @@ def test_a_longer_note_is_a_copy_only_at_a_lower_threshold() -> None:
     # A one-line chunk with "(see the runbook)" appended has pool cosine about 0.82 with the
     # line: below the built-in threshold 0.85, so both stay candidates; at 0.6 they are copies.
     noted = "Rotate the staging database password with: vault rotate staging-db (see the runbook)."
-    docs = _docs([*CRAFTED[:A_DUP], noted, *CRAFTED[A_DUP + 1:]])
+    docs = _docs([*CRAFTED[:A_DUP], noted, *CRAFTED[A_DUP + 1 :]])
     default = PACMSCompressor(budget_tokens=30).compress_documents(docs, QUERY)
     kept = {int(d.id.split("-")[1]) for d in default}  # type: ignore[union-attr]
     assert {A, A_DUP} <= kept and B not in kept

@@ -29,8 +29,11 @@ def _planner_reply(model: str, messages: list[dict[str, Any]]) -> str:
     text = "\n".join(str(m.get("content", "")) for m in messages)
     if "Objects (id" not in text:
         return "OK"  # the CLI's probe
-    actions = [{"op": "fold", "target": oid, "reason": "large tool output"}
-               for oid, tokens in _ROW.findall(text) if int(tokens) >= 100]
+    actions = [
+        {"op": "fold", "target": oid, "reason": "large tool output"}
+        for oid, tokens in _ROW.findall(text)
+        if int(tokens) >= 100
+    ]
     return json.dumps({"summary": f"fold {len(actions)} outputs", "actions": actions})
 
 
@@ -55,10 +58,27 @@ def _traces(root: Path) -> Path:
 
 def test_the_llm_planner_gets_a_row_and_a_cost_replay(server: FakeOllama, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["eval", "lifecycle", "--data", str(_traces(tmp_path / "data")), "--datasets",
-            "mini-swe", "--max-cuts", "2", "--thresholds", "0.3", "--quiet",
-            "--planner", "ollama:planner-model", "--ollama-url", server.url,
-            "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+    argv = [
+        "eval",
+        "lifecycle",
+        "--data",
+        str(_traces(tmp_path / "data")),
+        "--datasets",
+        "mini-swe",
+        "--max-cuts",
+        "2",
+        "--thresholds",
+        "0.3",
+        "--quiet",
+        "--planner",
+        "ollama:planner-model",
+        "--ollama-url",
+        server.url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     data = json.loads((out / "lifecycle.json").read_text())["datasets"]["mini-swe"]
     row = data["policies"]["llm"]
@@ -79,9 +99,21 @@ def test_an_unreachable_planner_model_is_an_error_not_empty_rows(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    argv = ["eval", "lifecycle", "--data", str(_traces(tmp_path / "data")), "--datasets",
-            "mini-swe", "--quiet", "--planner", "ollama:planner-model", "--ollama-url",
-            f"http://127.0.0.1:{port}", "--out", str(tmp_path / "out")]
+    argv = [
+        "eval",
+        "lifecycle",
+        "--data",
+        str(_traces(tmp_path / "data")),
+        "--datasets",
+        "mini-swe",
+        "--quiet",
+        "--planner",
+        "ollama:planner-model",
+        "--ollama-url",
+        f"http://127.0.0.1:{port}",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(argv) == 2
     assert "not reachable" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

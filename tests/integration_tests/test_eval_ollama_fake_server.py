@@ -316,8 +316,13 @@ def test_a_failing_worker_stops_the_sweep_at_once(tmp_path: Path) -> None:
         )
         config = RecallConfig.create(levels=(0,), budgets=(0.5,), strategies=["topk"])
         with pytest.raises(ResponseError, match="fake failure 400"):
-            run_recall(load_questions(data, n=None), config, selector=factory(),
-                       selector_factory=factory, workers=2)
+            run_recall(
+                load_questions(data, n=None),
+                config,
+                selector=factory(),
+                selector_factory=factory,
+                workers=2,
+            )
         # What reached the server: the failing question, the one beside it, and the few the
         # pool had already handed to its workers; never all twelve.
         tags = {m.group() for t in fake.embedded for m in re.finditer(r"tag\d\d", t)}
@@ -343,8 +348,14 @@ def test_ctrl_c_while_a_model_is_tested(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     pipe = subprocess.PIPE
     # a shell runs background jobs with SIGINT ignored, and the child would inherit that
-    proc = subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        argv,
+        stdout=pipe,
+        stderr=pipe,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert asked.wait(60), "the test prompt never reached the server"
         proc.send_signal(signal.SIGINT)

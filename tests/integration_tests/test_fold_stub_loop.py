@@ -85,8 +85,9 @@ class StubChecker:
         return AIMessage("module_37 raises QuotaError.")
 
 
-def _check(model: RecordingChatModel, script: StubChecker, events: list[dict[str, Any]],
-           counter: Any) -> None:
+def _check(
+    model: RecordingChatModel, script: StubChecker, events: list[dict[str, Any]], counter: Any
+) -> None:
     assert len(model.received) == LOOP_CALLS + 2
     for received in model.received:
         assert sent_tokens(received, counter) <= BUDGET
@@ -110,19 +111,25 @@ def _agent_inputs() -> tuple[InMemoryStore, StubChecker, RecordingChatModel, lis
 
 
 def _run_config(collector: EventCollector) -> dict[str, Any]:
-    return {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 20,
-            "configurable": {"thread_id": THREAD}}
+    return {
+        "callbacks": [collector],
+        "recursion_limit": 4 * LOOP_CALLS + 20,
+        "configurable": {"thread_id": THREAD},
+    }
 
 
 def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
     store, script, model, tools = _agent_inputs()
     selector = ContextSelector()
-    hook = create_pacms_hook(selector=selector, budget_tokens=BUDGET, fold_stubs=True,
-                             sidecar_store=store)
+    hook = create_pacms_hook(
+        selector=selector, budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store
+    )
     agent = create_react_agent(model, tools, pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke({"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
-                 _run_config(collector))
+    agent.invoke(
+        {"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
+        _run_config(collector),
+    )
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, script, events, selector.token_counter)
 
@@ -134,10 +141,12 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
 
     store, script, model, tools = _agent_inputs()
     selector = ContextSelector()
-    middleware = PACMSMiddleware(selector=selector, budget_tokens=BUDGET, fold_stubs=True,
-                                 sidecar_store=store)
-    agent = create_agent(model, tools, system_prompt="You are a careful coder.",
-                         middleware=[middleware])
+    middleware = PACMSMiddleware(
+        selector=selector, budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store
+    )
+    agent = create_agent(
+        model, tools, system_prompt="You are a careful coder.", middleware=[middleware]
+    )
     collector = EventCollector()
     await agent.ainvoke({"messages": [HumanMessage(LOOP_TASK)]}, _run_config(collector))
     events = [data for name, data in collector.events if name == "pacms_selection"]
@@ -145,10 +154,15 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
 
 
 def test_without_fold_stubs_dropped_outputs_leave_no_stub():
-    model = RecordingChatModel(script=lambda messages, index: (
-        AIMessage("", tool_calls=[call("read_file", {"path": f"src/module_{index}.py"},
-                                       f"c{index}")])
-        if index < 30 else AIMessage("done")))
+    model = RecordingChatModel(
+        script=lambda messages, index: (
+            AIMessage(
+                "", tool_calls=[call("read_file", {"path": f"src/module_{index}.py"}, f"c{index}")]
+            )
+            if index < 30
+            else AIMessage("done")
+        )
+    )
     hook = create_pacms_hook(budget_tokens=1_500)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 200})

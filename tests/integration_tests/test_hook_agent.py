@@ -42,6 +42,7 @@ from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
+
 def texts(messages: list[BaseMessage]) -> list[str]:
     return [str(m.content) for m in messages]
 
@@ -131,8 +132,10 @@ def test_custom_events_and_debug_log(caplog):
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     collector = EventCollector()
     with caplog.at_level(logging.DEBUG, logger="langchain_pacms.integrations.report"):
-        agent.invoke({"messages": [*long_conversation(20, fact=FACT), HumanMessage("hi")]},
-                     {"callbacks": [collector]})
+        agent.invoke(
+            {"messages": [*long_conversation(20, fact=FACT), HumanMessage("hi")]},
+            {"callbacks": [collector]},
+        )
     (event,) = [data for name, data in collector.events if name == "pacms_selection"]
     assert event["kept"] > 0 and event["dropped"] > 0
     assert event["tokens_kept"] <= event["budget"] == 300
@@ -179,12 +182,14 @@ def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("6543")])
     hook = create_pacms_hook(
-        budget_tokens=32, strategy="topk",  # the context header is charged too
+        budget_tokens=32,
+        strategy="topk",  # the context header is charged too
         store=store if explicit_store else None,
         memory_namespaces=[("memories", "{user_id}")],
     )
-    agent = create_react_agent(model, [search], pre_model_hook=hook,
-                               store=None if explicit_store else store)
+    agent = create_react_agent(
+        model, [search], pre_model_hook=hook, store=None if explicit_store else store
+    )
     messages = [
         SystemMessage("You are a helpful assistant."),
         HumanMessage("I went hiking yesterday, it was lovely " * 5),
@@ -200,8 +205,11 @@ def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
     assert "- The user's staging database listens on port 6543." in context.content
     selection = hook.last_selection
     kept_memories = [c.text for c in selection.kept if c.kind == "memory"]
-    dropped_memories = [c.text for c in selection.candidates
-                        if c.kind == "memory" and c.id not in selection.kept_ids]
+    dropped_memories = [
+        c.text
+        for c in selection.candidates
+        if c.kind == "memory" and c.id not in selection.kept_ids
+    ]
     assert dropped_memories, "the budget should leave some memories out"
     for text in kept_memories:
         assert text in context.content
@@ -218,8 +226,9 @@ def test_budget_ratio_is_a_fraction_of_the_conversation_not_of_memories():
         store = memory_store()
         for i in range(extra):
             store.put(("memories", "u1"), f"x{i}", {"content": f"Unrelated note {i} " * 10})
-        hook = create_pacms_hook(budget_ratio=0.5, store=store,
-                                 memory_namespaces=[("memories", "u1")], memory_limit=100)
+        hook = create_pacms_hook(
+            budget_ratio=0.5, store=store, memory_namespaces=[("memories", "u1")], memory_limit=100
+        )
         hook.invoke({"messages": conversation})
         selection = hook.last_selection
         counter = ContextSelector().token_counter
@@ -235,16 +244,21 @@ def test_output_key_messages_replaces_the_stored_history():
     states = {}
     for key in ("llm_input_messages", "messages"):
         model = RecordingChatModel(script=[AIMessage(f"answer {i}") for i in range(3)])
-        hook = create_pacms_hook(budget_tokens=60, store=store, output_key=key,
-                                 memory_namespaces=[("memories", "u1")])
-        agent = create_react_agent(model, [search], pre_model_hook=hook,
-                                   checkpointer=InMemorySaver())
+        hook = create_pacms_hook(
+            budget_tokens=60, store=store, output_key=key, memory_namespaces=[("memories", "u1")]
+        )
+        agent = create_react_agent(
+            model, [search], pre_model_hook=hook, checkpointer=InMemorySaver()
+        )
         config = {"configurable": {"thread_id": key}}
-        for question in ("I went hiking yesterday, it was lovely " * 8,
-                         "Is my dog allergic to anything?",
-                         "Which port does my staging database listen on?"):
+        for question in (
+            "I went hiking yesterday, it was lovely " * 8,
+            "Is my dog allergic to anything?",
+            "Which port does my staging database listen on?",
+        ):
             state = agent.invoke({"messages": [HumanMessage(question)]}, config)
         received[key], states[key] = model.received, state["messages"]
+
     # The model saw the same conversation either way. (Which memories fill the rest may differ:
     # the written-back history no longer holds the dropped turns, and the lexical embedder
     # weights terms by their frequency in the pool.)
@@ -264,11 +278,17 @@ def test_output_key_messages_replaces_the_stored_history():
 async def test_store_memories_async():
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=40, strategy="topk", memory_limit=3,
-                             memory_namespaces=[("memories", "{user_id}")])
+    hook = create_pacms_hook(
+        budget_tokens=40,
+        strategy="topk",
+        memory_limit=3,
+        memory_namespaces=[("memories", "{user_id}")],
+    )
     agent = create_react_agent(model, [search], pre_model_hook=hook, store=store)
-    await agent.ainvoke({"messages": [HumanMessage("Is my dog Biscuit allergic to peanuts?")]},
-                        {"configurable": {"user_id": "u1"}})
+    await agent.ainvoke(
+        {"messages": [HumanMessage("Is my dog Biscuit allergic to peanuts?")]},
+        {"configurable": {"user_id": "u1"}},
+    )
     (received,) = model.received
     (context,) = context_messages(received)
     memory_cands = [c for c in hook.last_selection.candidates if c.kind == "memory"]
@@ -282,13 +302,13 @@ def test_store_failure_is_soft():
             raise ConnectionError("store down")
 
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=100, store=Broken(),
-                             memory_namespaces=[("memories",)])
+    hook = create_pacms_hook(budget_tokens=100, store=Broken(), memory_namespaces=[("memories",)])
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     agent.invoke({"messages": [HumanMessage("hi")]})
     assert [m.content for m in model.received[0]] == ["hi"]
-    strict = create_pacms_hook(budget_tokens=100, store=Broken(),
-                               memory_namespaces=[("memories",)], strict=True)
+    strict = create_pacms_hook(
+        budget_tokens=100, store=Broken(), memory_namespaces=[("memories",)], strict=True
+    )
     with pytest.raises(ConnectionError):
         strict.invoke({"messages": [HumanMessage("hi")]})
 
@@ -324,8 +344,9 @@ async def test_async_recovery_does_not_block_on_the_sync_selector():
         def select(self, *args: Any, **kwargs: Any) -> Any:
             raise AssertionError("the blocking select ran on the event loop")
 
-    hook = create_pacms_hook(budget_tokens=30, selector=AsyncOnly(),
-                             query=lambda state: 123)  # not a str: the selection fails
+    hook = create_pacms_hook(
+        budget_tokens=30, selector=AsyncOnly(), query=lambda state: 123
+    )  # not a str: the selection fails
     conversation = [HumanMessage("first question " * 40), AIMessage("ok"), HumanMessage("next?")]
     out = await hook.ainvoke({"messages": conversation})
     kept = out["llm_input_messages"]
@@ -382,10 +403,12 @@ def test_strategy_options_reach_the_strategy():
 
 
 def test_query_callable_used():
-    hook = create_pacms_hook(budget_tokens=40, strategy="topk",
-                             query=lambda state: state["topic"])
-    history = [HumanMessage("the cache latency is 12 ms"), HumanMessage("lunch is at noon"),
-               HumanMessage("next")]
+    hook = create_pacms_hook(budget_tokens=40, strategy="topk", query=lambda state: state["topic"])
+    history = [
+        HumanMessage("the cache latency is 12 ms"),
+        HumanMessage("lunch is at noon"),
+        HumanMessage("next"),
+    ]
     out = hook.invoke({"messages": history, "topic": "cache latency"})["llm_input_messages"]
     assert history[0] in out
 
@@ -397,8 +420,9 @@ def test_tool_placeholders_keep_provider_valid_calls_in_agent():
     messages = [
         HumanMessage("look up the invoices archive"),
         AIMessage("", tool_calls=[call("search", {"query": "invoices archive"}, "c1")]),
-        ToolMessage("Archive results for invoices archive: " + BIG, tool_call_id="c1",
-                    name="search"),
+        ToolMessage(
+            "Archive results for invoices archive: " + BIG, tool_call_id="c1", name="search"
+        ),
         AIMessage("Found 3 invoices."),
         HumanMessage("which archive search did you run for invoices?"),
     ]

@@ -34,8 +34,10 @@ def run_agent(hook) -> tuple[RecordingChatModel, list[dict]]:
     agent = create_react_agent(model, [search], prompt=PROMPT, pre_model_hook=hook)
     history = long_conversation(20, fact="My locker code is 31-07-42.")
     collector = EventCollector()
-    agent.invoke({"messages": [*history, HumanMessage("Search the archive for invoices.")]},
-                 {"callbacks": [collector]})
+    agent.invoke(
+        {"messages": [*history, HumanMessage("Search the archive for invoices.")]},
+        {"callbacks": [collector]},
+    )
     events = [data for name, data in collector.events if name == "pacms_selection"]
     return model, events
 

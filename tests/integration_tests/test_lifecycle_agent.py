@@ -57,8 +57,9 @@ def respond(messages: list[BaseMessage], index: int) -> AIMessage:
         stubs = [m for m in messages if isinstance(m, ToolMessage) and STUB.search(str(m.content))]
         if stubs:
             object_id = STUB.search(str(stubs[0].content)).group(1)  # type: ignore[union-attr]
-            return AIMessage("", tool_calls=[
-                call(RECOVER_TOOL_NAME, {"object_id": object_id}, f"r{index}")])
+            return AIMessage(
+                "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": object_id}, f"r{index}")]
+            )
         return AIMessage("the file is still in my context")
     return AIMessage("", tool_calls=[call("read_file", {"path": "data.json"}, f"c{index}")])
 
@@ -75,8 +76,11 @@ def _check_run(model: RecordingChatModel, state: dict[str, Any]) -> None:
     (read,) = _tool_results(messages, "read_file")
     assert str(read.content).startswith("[folded: ")  # committed to the state
     assert "k10" in str(read.content)  # the stub carries the payload's locators
-    (reader,) = [m for m in messages if isinstance(m, AIMessage)
-                 and any(c["id"] == read.tool_call_id for c in m.tool_calls)]
+    (reader,) = [
+        m
+        for m in messages
+        if isinstance(m, AIMessage) and any(c["id"] == read.tool_call_id for c in m.tool_calls)
+    ]
     assert reader.tool_calls[0]["args"] == {"path": "data.json"}  # its call stays in view
     question_call = model.received[2]  # the first call of turn 2 saw the stub, not the payload
     assert all(PAYLOAD not in str(m.content) for m in question_call)
@@ -91,13 +95,13 @@ def test_create_agent_folds_at_the_turn_boundary_and_recovers_exactly():
     model = RecordingChatModel(script=respond)
     store = InMemoryStore()
     lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), store=store)
-    agent = create_agent(model, [read_file], middleware=[lifecycle],
-                         checkpointer=InMemorySaver())
+    agent = create_agent(model, [read_file], middleware=[lifecycle], checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "job-1"}}
     events = EventCollector()
     agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
-    state = agent.invoke({"messages": [HumanMessage("what is k77?")]},
-                         {**config, "callbacks": [events]})
+    state = agent.invoke(
+        {"messages": [HumanMessage("what is k77?")]}, {**config, "callbacks": [events]}
+    )
     assert RECOVER_TOOL_NAME in [getattr(t, "name", "") for t in model.bound_tools]
     _check_run(model, state)
     assert lifecycle.harness.stats.commits == 1
@@ -119,14 +123,14 @@ def test_create_agent_async_with_selection_in_the_same_agent():
     model = RecordingChatModel(script=respond)
     lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0))
     agent = create_agent(
-        model, [read_file],
+        model,
+        [read_file],
         middleware=[lifecycle, PACMSMiddleware(budget_tokens=30_000)],
     )
 
     async def run() -> dict[str, Any]:
         first = await agent.ainvoke({"messages": [HumanMessage("read data.json")]})
-        return await agent.ainvoke(
-            {"messages": [*first["messages"], HumanMessage("what is k77?")]})
+        return await agent.ainvoke({"messages": [*first["messages"], HumanMessage("what is k77?")]})
 
     state = asyncio.run(run())
     _check_run(model, state)  # no checkpointer: the "default" thread
@@ -173,8 +177,7 @@ def test_recovery_can_reactivate_the_object_in_the_state():
 
     model = RecordingChatModel(script=respond)
     lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), reactivate=True)
-    agent = create_agent(model, [read_file], middleware=[lifecycle],
-                         checkpointer=InMemorySaver())
+    agent = create_agent(model, [read_file], middleware=[lifecycle], checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "job-2"}}
     agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
     state = agent.invoke({"messages": [HumanMessage("what is k77?")]}, config)

@@ -82,11 +82,17 @@ def test_middleware_keeps_its_budget_over_a_hundred_tool_calls():
 
     selector = ContextSelector()
     model = RecordingChatModel(script=loop_script)
-    agent = create_agent(model, [read_file], system_prompt="You are a careful coder.",
-                         middleware=[PACMSMiddleware(selector=selector, budget_tokens=BUDGET)])
+    agent = create_agent(
+        model,
+        [read_file],
+        system_prompt="You are a careful coder.",
+        middleware=[PACMSMiddleware(selector=selector, budget_tokens=BUDGET)],
+    )
     collector = EventCollector()
-    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]},
-                 {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10})
+    agent.invoke(
+        {"messages": [HumanMessage(LOOP_TASK)]},
+        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
+    )
     events = [data for name, data in collector.events if name == "pacms_selection"]
     _check(model, events, selector.token_counter)
 
@@ -96,8 +102,10 @@ def test_keep_latest_turn_true_still_keeps_the_whole_turn_and_flags_it():
     hook = create_pacms_hook(budget_tokens=BUDGET, keep_latest_turn=True)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]},
-                 {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10})
+    agent.invoke(
+        {"messages": [HumanMessage(LOOP_TASK)]},
+        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
+    )
     events = [data for name, data in collector.events if name == "pacms_selection"]
     assert events[-1]["over_budget"] and events[-1]["dropped"] == 0
     assert events[-1]["mandatory"] == "system prompt and the latest turn"

@@ -29,11 +29,15 @@ def fill(store: InMemoryStore, n: int = 300, fact_at: int = 150) -> None:
 async def test_the_relevant_memory_is_found_far_past_memory_limit(use_async):
     store = InMemoryStore()  # no index: store.search cannot rank by the query
     fill(store)
-    hook = create_pacms_hook(budget_tokens=120, store=store, memory_limit=5,
-                             memory_namespaces=[("memories", "{user_id}")])
+    hook = create_pacms_hook(
+        budget_tokens=120,
+        store=store,
+        memory_limit=5,
+        memory_namespaces=[("memories", "{user_id}")],
+    )
     inputs = {"messages": [HumanMessage(QUESTION)]}
     config = {"configurable": {"user_id": "u1"}}
-    out = (await hook.ainvoke(inputs, config) if use_async else hook.invoke(inputs, config))
+    out = await hook.ainvoke(inputs, config) if use_async else hook.invoke(inputs, config)
     out = out["llm_input_messages"]
     memories = [c for c in hook.last_selection.candidates if c.kind == "memory"]
     assert len(memories) == 300  # read in pages, all of them, for the selector to rank
@@ -43,8 +47,12 @@ async def test_the_relevant_memory_is_found_far_past_memory_limit(use_async):
 def test_the_scan_cap_is_announced_when_it_cuts_a_namespace_short(caplog):
     store = InMemoryStore()
     fill(store)
-    hook = create_pacms_hook(budget_tokens=120, store=store, memory_scan_limit=100,
-                             memory_namespaces=[("memories", "u1")])
+    hook = create_pacms_hook(
+        budget_tokens=120,
+        store=store,
+        memory_scan_limit=100,
+        memory_namespaces=[("memories", "u1")],
+    )
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         hook.invoke({"messages": [HumanMessage(QUESTION)]})
     assert "memory_scan_limit=100" in caplog.text and "no vector index" in caplog.text
@@ -53,8 +61,12 @@ def test_the_scan_cap_is_announced_when_it_cuts_a_namespace_short(caplog):
     caplog.clear()
     exact = InMemoryStore()
     fill(exact, n=100, fact_at=50)
-    hook = create_pacms_hook(budget_tokens=120, store=exact, memory_scan_limit=100,
-                             memory_namespaces=[("memories", "u1")])
+    hook = create_pacms_hook(
+        budget_tokens=120,
+        store=exact,
+        memory_scan_limit=100,
+        memory_namespaces=[("memories", "u1")],
+    )
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         hook.invoke({"messages": [HumanMessage(QUESTION)]})
     assert "memory_scan_limit" not in caplog.text  # exactly the cap: nothing was cut
@@ -63,8 +75,9 @@ def test_the_scan_cap_is_announced_when_it_cuts_a_namespace_short(caplog):
 def test_a_store_with_a_vector_index_is_asked_for_memory_limit_nearest_items():
     store = InMemoryStore(index={"dims": 16, "embed": DeterministicFakeEmbedding(size=16)})
     fill(store, n=40, fact_at=20)
-    mw = PACMSMiddleware(budget_tokens=120, store=store, memory_limit=5,
-                         memory_namespaces=[("memories", "u1")])
+    mw = PACMSMiddleware(
+        budget_tokens=120, store=store, memory_limit=5, memory_namespaces=[("memories", "u1")]
+    )
     mw.runner.run([HumanMessage(QUESTION)])
     memories = [c for c in mw.last_selection.candidates if c.kind == "memory"]
     assert len(memories) == 5

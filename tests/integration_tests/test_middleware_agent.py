@@ -58,7 +58,9 @@ def test_model_receives_selection_state_untouched(tmp_path):
     assert len(records) == 2
     assert all(r["source"] == "middleware" for r in records)
     assert [r["query"] for r in records] == [  # the task, then the task and the agent's call
-        question.content, f'{question.content}\nsearch {{"query": "invoices"}}']
+        question.content,
+        f'{question.content}\nsearch {{"query": "invoices"}}',
+    ]
     # the system prompt was budgeted as a mandatory candidate
     assert records[0]["candidates"][0]["kind"] == "system"
     assert records[0]["candidates"][0]["mandatory"] is True
@@ -73,8 +75,12 @@ def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
     seen = {}
     for strategy in ("pacms", "lastk"):
         model = RecordingChatModel(script=answer_from_context)
-        agent = create_agent(model, [search], system_prompt=SYSTEM,
-                             middleware=[PACMSMiddleware(budget_tokens=600, strategy=strategy)])
+        agent = create_agent(
+            model,
+            [search],
+            system_prompt=SYSTEM,
+            middleware=[PACMSMiddleware(budget_tokens=600, strategy=strategy)],
+        )
         result = agent.invoke({"messages": [*history, question]})
         (received,) = model.received
         assert_provider_valid(received)
@@ -88,8 +94,12 @@ def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
 async def test_async_path(tmp_path):
     log = tmp_path / "a.jsonl"
     model = RecordingChatModel(script=tool_calling_script("search", "x"))
-    agent = create_agent(model, [search], system_prompt=SYSTEM,
-                         middleware=[PACMSMiddleware(budget_tokens=2500, log_path=log)])
+    agent = create_agent(
+        model,
+        [search],
+        system_prompt=SYSTEM,
+        middleware=[PACMSMiddleware(budget_tokens=2500, log_path=log)],
+    )
     history = long_conversation(40, fact=FACT)
     result = await agent.ainvoke({"messages": [*history, HumanMessage("search x")]})
     assert len(model.received) == 2
@@ -120,10 +130,17 @@ async def test_store_memories_from_agent_store(use_async):
         store.put(("memories", "u1"), key, {"content": value})
     store.put(("memories", "u2"), "x", {"content": "Someone else's staging port is 1111."})
     model = RecordingChatModel(script=[AIMessage("6543")])
-    mw = PACMSMiddleware(budget_tokens=30, strategy="topk",
-                         memory_namespaces=[("memories", "{user_id}")])
-    agent = create_agent(model, [search], system_prompt=SYSTEM, middleware=[mw], store=store,
-                         context_schema=UserContext)
+    mw = PACMSMiddleware(
+        budget_tokens=30, strategy="topk", memory_namespaces=[("memories", "{user_id}")]
+    )
+    agent = create_agent(
+        model,
+        [search],
+        system_prompt=SYSTEM,
+        middleware=[mw],
+        store=store,
+        context_schema=UserContext,
+    )
     payload = {"messages": [HumanMessage("Which port does my staging database listen on?")]}
     if use_async:
         await agent.ainvoke(payload, context=UserContext(user_id="u1"))
@@ -137,8 +154,11 @@ async def test_store_memories_from_agent_store(use_async):
     assert "port 6543" in context.content
     assert "1111" not in context.content
     selection = mw.last_selection
-    dropped = [c.text for c in selection.candidates
-               if c.kind == "memory" and c.id not in selection.kept_ids]
+    dropped = [
+        c.text
+        for c in selection.candidates
+        if c.kind == "memory" and c.id not in selection.kept_ids
+    ]
     assert dropped
     assert not any(text in context.content for text in dropped)
     assert received[2].content == payload["messages"][0].content
@@ -146,14 +166,23 @@ async def test_store_memories_from_agent_store(use_async):
 
 def test_tight_budget_with_huge_tool_outputs_stays_valid():
     model = RecordingChatModel(script=[AIMessage("ok")])
-    agent = create_agent(model, [search], system_prompt=SYSTEM,
-                         middleware=[PACMSMiddleware(budget_tokens=200, tool_placeholders=True)])
+    agent = create_agent(
+        model,
+        [search],
+        system_prompt=SYSTEM,
+        middleware=[PACMSMiddleware(budget_tokens=200, tool_placeholders=True)],
+    )
     messages = []
     for t in range(6):
         messages += [
             HumanMessage(f"search topic {t}"),
-            AIMessage("", tool_calls=[call("search", {"query": f"t{t}a"}, f"a{t}"),
-                                      call("search", {"query": f"t{t}b"}, f"b{t}")]),
+            AIMessage(
+                "",
+                tool_calls=[
+                    call("search", {"query": f"t{t}a"}, f"a{t}"),
+                    call("search", {"query": f"t{t}b"}, f"b{t}"),
+                ],
+            ),
             ToolMessage(BIG, tool_call_id=f"b{t}", name="search"),
             ToolMessage(BIG, tool_call_id=f"a{t}", name="search"),
             AIMessage(f"done with topic {t}"),

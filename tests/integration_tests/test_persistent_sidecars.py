@@ -27,16 +27,29 @@ SURROGATES = sidecar_worker.SURROGATES
 
 def big_payload() -> str:
     """Over 1 MB: JSON tool output with non-ASCII text and emoji, then raw NUL bytes."""
-    rows = [{"id": n, "sku": f"SKU-{n:06d}", "name": "caf\u00e9 \u65e5\u672c \U0001f4e6",
-             "note": "a\x00b"} for n in range(12000)]
+    rows = [
+        {
+            "id": n,
+            "sku": f"SKU-{n:06d}",
+            "name": "caf\u00e9 \u65e5\u672c \U0001f4e6",
+            "note": "a\x00b",
+        }
+        for n in range(12000)
+    ]
     body = json.dumps({"table": "orders", "rows": rows}, ensure_ascii=False)
     return f"{body}\nstderr: \x00\x00 raw bytes \x00\r\n"
 
 
 def worker(*args: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -52,7 +65,8 @@ def round_trip(tmp_path: Path, backend: str, where: str, thread: str, *, put_her
         worker("get", backend, where, thread, str(out))
     else:
         assert 'recover_context("function:tool:1")' in worker(
-            "put", backend, where, thread, str(source))
+            "put", backend, where, thread, str(source)
+        )
         sidecar_worker.get(backend, where, thread, str(out))
     assert out.read_bytes() == source.read_bytes()
     assert Path(f"{out}.extra").read_bytes() == SURROGATES.encode("utf-8", "surrogatepass")
@@ -68,8 +82,10 @@ def test_sqlite_file_survives_a_restart(tmp_path):
         assert sidecars.list_ids() == ["extra:surrogates", "function:tool:1"]
         assert SidecarStore(store, "thread-2").list_ids() == []
         # a value changed in the file is caught on read
-        store.conn.execute("UPDATE store SET value = json_set(value, '$.sha256', ?) "
-                           "WHERE key = 'function:tool:1'", ("0" * 64,))
+        store.conn.execute(
+            "UPDATE store SET value = json_set(value, '$.sha256', ?) WHERE key = 'function:tool:1'",
+            ("0" * 64,),
+        )
         with pytest.raises(SidecarIntegrityError):
             sidecars.get("function:tool:1")
 
@@ -91,8 +107,11 @@ async def test_async_sqlite_store(tmp_path):
 POSTGRES_URI = os.environ.get("PACMS_TEST_POSTGRES_URI")
 
 
-@pytest.mark.skipif(not POSTGRES_URI, reason="PACMS_TEST_POSTGRES_URI is not set "
-                    "(.ci/run starts a PostgreSQL server and sets it; see .ci/postgres.sh)")
+@pytest.mark.skipif(
+    not POSTGRES_URI,
+    reason="PACMS_TEST_POSTGRES_URI is not set "
+    "(.ci/run starts a PostgreSQL server and sets it; see .ci/postgres.sh)",
+)
 def test_postgres_payload_folded_by_one_process_is_recovered_by_another(tmp_path):
     pytest.importorskip("langgraph.store.postgres", reason="needs the lifecycle extra")
     from langgraph.store.postgres import PostgresStore

@@ -23,23 +23,33 @@ from langchain_pacms.lifecycle import (
     make_recover_tool,
 )
 
-PAYLOAD = json.dumps({"path": "/srv/app/config.yaml", "token": "tok-\u00e9\U0001f510\x00end",
-                      "lines": ["x = 1"] * 400}, ensure_ascii=False)
+PAYLOAD = json.dumps(
+    {
+        "path": "/srv/app/config.yaml",
+        "token": "tok-\u00e9\U0001f510\x00end",
+        "lines": ["x = 1"] * 400,
+    },
+    ensure_ascii=False,
+)
 
 
 def history():
     call = {"name": "read_file", "args": {"path": "/srv/app/config.yaml"}, "id": "c1"}
-    return [HumanMessage("read the config", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-            ToolMessage(PAYLOAD, tool_call_id="c1", id="t1"),
-            AIMessage("It is a YAML file.", id="a2"),
-            HumanMessage("what is the exact token?", id="h2")]
+    return [
+        HumanMessage("read the config", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(PAYLOAD, tool_call_id="c1", id="t1"),
+        AIMessage("It is a YAML file.", id="a2"),
+        HumanMessage("what is the exact token?", id="h2"),
+    ]
 
 
 def build(store, model):
     def fold(state: MessagesState, config: RunnableConfig, runtime: Runtime) -> dict:
         messages = state["messages"]
-        result = apply_actions(messages, index_messages(messages),
-                               [Action("fold", "function:tool:1")])
+        result = apply_actions(
+            messages, index_messages(messages), [Action("fold", "function:tool:1")]
+        )
         thread = config["configurable"]["thread_id"]
         SidecarStore(runtime.store, thread).put_many(result.sidecars)  # persist before commit
         return {"messages": list(result.replaced.values())}  # replace by id
@@ -60,8 +70,9 @@ def build(store, model):
 
 def script(object_id="function:tool:1"):
     call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": object_id}, "id": "r1"}
-    return FakeMessagesListChatModel(responses=[
-        AIMessage("", tool_calls=[call], id="m1"), AIMessage("done", id="m2")])
+    return FakeMessagesListChatModel(
+        responses=[AIMessage("", tool_calls=[call], id="m1"), AIMessage("done", id="m2")]
+    )
 
 
 def test_agent_recovers_the_exact_payload_in_a_graph():
@@ -86,4 +97,3 @@ async def test_other_thread_sees_no_sidecar_async():
     assert "no sidecar for 'function:tool:2' in thread 'thread-B'" in result.content
     assert "function:tool:1" in result.content  # the model is told what it can recover
     assert out["messages"][-1].content == "done"  # the loop went on
-

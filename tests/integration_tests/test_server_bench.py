@@ -18,14 +18,32 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_bench_server_prints_its_rows() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_server.py"), "--candidates", "30",
-         "--clients", "2", "--requests", "10"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_server.py"),
+            "--candidates",
+            "30",
+            "--clients",
+            "2",
+            "--requests",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    for row in ("| in-process select | 10 |", "| remote, 1 client | 10 |",
-                "| remote, 2 clients | 10 |", "ratio remote/in-process p50", "load average",
-                "CPU ms/request |", "the 2 client processes used"):
+    for row in (
+        "| in-process select | 10 |",
+        "| remote, 1 client | 10 |",
+        "| remote, 2 clients | 10 |",
+        "ratio remote/in-process p50",
+        "load average",
+        "CPU ms/request |",
+        "the 2 client processes used",
+    ):
         assert row in done.stdout
     rows = [line.split("|") for line in done.stdout.splitlines() if "| remote" in line]
     assert all(float(cells[-2]) > 0 for cells in rows)  # the service's CPU per request

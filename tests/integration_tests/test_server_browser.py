@@ -54,8 +54,9 @@ class Page:
                 return reply["result"]
 
     def js(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"page error: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -74,8 +75,10 @@ class Page:
         """Run ``action`` and wait until the page drew the answer to it."""
         before = int(self.js("Number(document.getElementById('status').dataset.generation||0)"))
         self.js(action)
-        self.wait(f"Number(document.getElementById('status').dataset.generation||0) > {before}"
-                  " && document.getElementById('status').dataset.state === 'ready'")
+        self.wait(
+            f"Number(document.getElementById('status').dataset.generation||0) > {before}"
+            " && document.getElementById('status').dataset.state === 'ready'"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +86,25 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Page, str]]
     profile = tmp_path_factory.mktemp("chromium")
     with running(create_app()) as url:
         proc = subprocess.Popen(
-            [str(CHROMIUM), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--no-default-browser-check", "--disable-extensions", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update",
-             "--remote-allow-origins=*", "--window-size=1300,900",
-             f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                str(CHROMIUM),
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--remote-allow-origins=*",
+                "--window-size=1300,900",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             port_file = profile / "DevToolsActivePort"
@@ -104,8 +120,10 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Page, str]]
             client.call("Page.enable")
             client.call("Runtime.enable")
             client.call("Page.navigate", url=f"{url}/")
-            client.wait("document.getElementById('strategy') && "
-                        "document.getElementById('strategy').options.length >= 5")
+            client.wait(
+                "document.getElementById('strategy') && "
+                "document.getElementById('strategy').options.length >= 5"
+            )
             yield client, url
             client.ws.close()
         finally:
@@ -115,15 +133,21 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Page, str]]
 
 KEPT_A = "[...document.querySelectorAll('#pane-a .cell[data-kept=\"1\"]')].map(c => c.dataset.id)"
 KEPT_B = "[...document.querySelectorAll('#pane-b .cell[data-kept=\"1\"]')].map(c => c.dataset.id)"
-FACTS_A = ("Object.fromEntries([...document.querySelectorAll('#pane-a .facts .fact')]"
-           ".map(f => [f.dataset.fact, f.dataset.kept === '1']))")
+FACTS_A = (
+    "Object.fromEntries([...document.querySelectorAll('#pane-a .facts .fact')]"
+    ".map(f => [f.dataset.fact, f.dataset.kept === '1']))"
+)
 METER_A = "Object.assign({}, document.querySelector('#pane-a .meter-text').dataset)"
 
 
 def server_kept(url: str, strategy: str, budget: int) -> list[str]:
     demo = httpx.get(f"{url}/demo").json()
-    body = {"candidates": demo["candidates"], "query": demo["query"], "strategy": strategy,
-            "budget_tokens": budget}
+    body = {
+        "candidates": demo["candidates"],
+        "query": demo["query"],
+        "strategy": strategy,
+        "budget_tokens": budget,
+    }
     return httpx.post(f"{url}/select_debug", json=body, timeout=10).json()["kept_ids"]
 
 
@@ -141,12 +165,13 @@ def test_demo_slider_strategy_and_compare(page: tuple[Page, str]) -> None:
     assert client.js(FACTS_A) == {"pgbouncer port and database": True, "login role": True}
 
     # side by side with recency, which loses the early login role
-    client.rendered("const c = document.getElementById('compare'); c.value = 'lastk';"
-                    "c.dispatchEvent(new Event('change'))")
+    client.rendered(
+        "const c = document.getElementById('compare'); c.value = 'lastk';"
+        "c.dispatchEvent(new Event('change'))"
+    )
     assert client.js("document.getElementById('pane-b').hidden") is False
     kept_b = client.js(KEPT_B)
-    lastk_budget = int(client.js(
-        "document.querySelector('#pane-b .meter-text').dataset.budget"))
+    lastk_budget = int(client.js("document.querySelector('#pane-b .meter-text').dataset.budget"))
     assert kept_b == server_kept(url, "lastk", lastk_budget)
     assert "c019" not in kept_b and "c020" not in kept_b
     shot = os.environ.get("PACMS_SCREENSHOT_TO")
@@ -157,8 +182,10 @@ def test_demo_slider_strategy_and_compare(page: tuple[Page, str]) -> None:
         Path(shot).write_bytes(png)
 
     # move the budget slider down: fewer kept cells, a smaller budget on the meter
-    client.rendered("const b = document.getElementById('budget');"
-                    "b.value = String(Number(b.value) - 250); b.dispatchEvent(new Event('input'))")
+    client.rendered(
+        "const b = document.getElementById('budget');"
+        "b.value = String(Number(b.value) - 250); b.dispatchEvent(new Event('input'))"
+    )
     small = client.js(METER_A)
     assert int(small["budget"]) < budget and int(small["kept"]) <= int(small["budget"])
     fewer = client.js(KEPT_A)
@@ -166,8 +193,10 @@ def test_demo_slider_strategy_and_compare(page: tuple[Page, str]) -> None:
     assert fewer == server_kept(url, "pacms", int(small["budget"]))
 
     # switch strategy: the grid is topk's answer at the same budget
-    client.rendered("const s = document.getElementById('strategy'); s.value = 'topk';"
-                    "s.dispatchEvent(new Event('change'))")
+    client.rendered(
+        "const s = document.getElementById('strategy'); s.value = 'topk';"
+        "s.dispatchEvent(new Event('change'))"
+    )
     assert client.js("document.querySelector('#pane-a h2').textContent").startswith("topk")
     assert client.js(KEPT_A) == server_kept(url, "topk", int(small["budget"]))
 

@@ -34,8 +34,10 @@ def test_warns_beyond_loopback(monkeypatch, capsys, host: str, warned: bool) -> 
 
 def test_serve_starts_and_answers() -> None:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "langchain_pacms.cli.main", "serve",
-                             "--port", str(port)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

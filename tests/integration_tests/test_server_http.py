@@ -51,8 +51,11 @@ def test_select_matches_in_process_selector(url: str) -> None:
 
 
 def test_select_debug_has_every_verdict(url: str) -> None:
-    r = post(url, "/select_debug", {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5,
-                                    "strategy": "topk"})
+    r = post(
+        url,
+        "/select_debug",
+        {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5, "strategy": "topk"},
+    )
     body = r.json()
     assert r.status_code == 200 and body["strategy"] == "topk"
     assert [v["id"] for v in body["candidates"]] == ["s", "a", "b", "c"]
@@ -66,8 +69,7 @@ def test_healthz_strategies_openapi_page(url: str) -> None:
     assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
     names = [s["name"] for s in httpx.get(f"{url}/strategies").json()["strategies"]]
     assert {"pacms", "topk", "lastk", "mmr", "rag"} <= set(names)
-    mmr = next(s for s in httpx.get(f"{url}/strategies").json()["strategies"]
-               if s["name"] == "mmr")
+    mmr = next(s for s in httpx.get(f"{url}/strategies").json()["strategies"] if s["name"] == "mmr")
     assert mmr["options"] == {"lambda_mult": 0.5}
     openapi = httpx.get(f"{url}/openapi.json").json()
     schema = openapi["components"]["schemas"]
@@ -91,24 +93,54 @@ BAD = [
     ("negative budget", {"candidates": POOL, "query": QUERY, "budget_tokens": -3}, "budget_tokens"),
     ("zero ratio", {"candidates": POOL, "query": QUERY, "budget_ratio": 0}, "budget_ratio"),
     ("string budget", {"candidates": POOL, "query": QUERY, "budget_tokens": "9"}, "budget_tokens"),
-    ("both budgets", {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "budget_ratio": 0.5},
-     "exactly one"),
+    (
+        "both budgets",
+        {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "budget_ratio": 0.5},
+        "exactly one",
+    ),
     ("neither budget", {"candidates": POOL, "query": QUERY}, "exactly one"),
-    ("unknown strategy", {"candidates": POOL, "query": QUERY, "budget_tokens": 5,
-                          "strategy": "nope"}, "strategy"),
-    ("bad option", {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "strategy": "mmr",
-                    "strategy_options": {"lambda_mult": 3}}, "lambda_mult"),
-    ("unknown option", {"candidates": POOL, "query": QUERY, "budget_tokens": 5,
-                        "strategy_options": {"bogus": 1}}, "bogus"),
-    ("duplicate ids", {"candidates": [POOL[1], POOL[1]], "query": QUERY, "budget_tokens": 5},
-     "candidates[1].id"),
-    ("unknown relevant id", {"candidates": POOL, "query": QUERY, "budget_tokens": 5,
-                             "relevant_ids": ["nope"]}, "relevant_ids"),
-    ("bad kind", {"candidates": [{"text": "x", "kind": "blob"}], "query": QUERY,
-                  "budget_tokens": 5}, "candidates[0].kind"),
+    (
+        "unknown strategy",
+        {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "strategy": "nope"},
+        "strategy",
+    ),
+    (
+        "bad option",
+        {
+            "candidates": POOL,
+            "query": QUERY,
+            "budget_tokens": 5,
+            "strategy": "mmr",
+            "strategy_options": {"lambda_mult": 3},
+        },
+        "lambda_mult",
+    ),
+    (
+        "unknown option",
+        {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "strategy_options": {"bogus": 1}},
+        "bogus",
+    ),
+    (
+        "duplicate ids",
+        {"candidates": [POOL[1], POOL[1]], "query": QUERY, "budget_tokens": 5},
+        "candidates[1].id",
+    ),
+    (
+        "unknown relevant id",
+        {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "relevant_ids": ["nope"]},
+        "relevant_ids",
+    ),
+    (
+        "bad kind",
+        {"candidates": [{"text": "x", "kind": "blob"}], "query": QUERY, "budget_tokens": 5},
+        "candidates[0].kind",
+    ),
     ("unknown field", {"candidates": POOL, "query": QUERY, "budget_tokens": 5, "x": 1}, "x"),
-    ("too many", {"candidates": [{"text": f"t{i}"} for i in range(301)], "query": QUERY,
-                  "budget_tokens": 5}, "max_candidates"),
+    (
+        "too many",
+        {"candidates": [{"text": f"t{i}"} for i in range(301)], "query": QUERY, "budget_tokens": 5},
+        "max_candidates",
+    ),
 ]
 
 
@@ -127,8 +159,10 @@ def test_fastapi_routes_answer_as_the_front_does(url: str) -> None:
     inner = TestClient(create_app(max_candidates=300).fastapi)
     for path, body in (
         ("/select", {"candidates": POOL, "query": QUERY, "budget_tokens": 20}),
-        ("/select_debug", {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5,
-                           "strategy": "mmr"}),
+        (
+            "/select_debug",
+            {"candidates": POOL, "query": QUERY, "budget_ratio": 0.5, "strategy": "mmr"},
+        ),
         ("/select", {"candidates": POOL, "query": QUERY}),
     ):
         front, direct = post(url, path, body), inner.post(path, json=body)
@@ -147,9 +181,16 @@ def test_accepted_options_do_not_let_bad_ones_through(url: str) -> None:
         assert bad.status_code == 422 and "lambda_mult" in bad.json()["detail"]
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"", b'{"candidates": [], "query": "q", '
-                                 b'"budget_ratio": NaN}', b'{"candidates": [], "query": "q", '
-                                 b'"budget_tokens": Infinity}', b"[1, 2]"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        b"",
+        b'{"candidates": [], "query": "q", "budget_ratio": NaN}',
+        b'{"candidates": [], "query": "q", "budget_tokens": Infinity}',
+        b"[1, 2]",
+    ],
+)
 def test_malformed_or_non_finite_json_is_4xx(url: str, raw: bytes) -> None:
     r = httpx.post(f"{url}/select", content=raw, headers={"Content-Type": "application/json"})
     assert 400 <= r.status_code < 500, r.text
@@ -164,7 +205,7 @@ def test_oversize_body_is_413_declared_and_chunked(url: str) -> None:
     def chunks():
         data = json.dumps(big).encode()
         for i in range(0, len(data), 50_000):
-            yield data[i:i + 50_000]
+            yield data[i : i + 50_000]
 
     r = httpx.post(f"{url}/select", content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413
@@ -173,8 +214,10 @@ def test_oversize_body_is_413_declared_and_chunked(url: str) -> None:
 def test_stalled_body_times_out_instead_of_hanging(url: str) -> None:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 100\r\n\r\n{\"cand")
+        sock.sendall(
+            b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"cand'
+        )
         started = time.monotonic()
         reply = sock.recv(4096)
         assert b" 408 " in reply.split(b"\r\n")[0]
@@ -183,10 +226,14 @@ def test_stalled_body_times_out_instead_of_hanging(url: str) -> None:
 
 def test_concurrent_requests_agree_with_sequential(url: str) -> None:
     session = load_demo_session()
-    cands = [{"id": c.id, "text": c.text, "kind": c.kind, "mandatory": c.mandatory}
-             for c in session.candidates]
-    bodies = [{"candidates": cands, "query": session.query, "budget_tokens": 300 + 40 * i,
-               "strategy": s} for i, s in enumerate(["pacms", "topk", "mmr", "lastk"] * 4)]
+    cands = [
+        {"id": c.id, "text": c.text, "kind": c.kind, "mandatory": c.mandatory}
+        for c in session.candidates
+    ]
+    bodies = [
+        {"candidates": cands, "query": session.query, "budget_tokens": 300 + 40 * i, "strategy": s}
+        for i, s in enumerate(["pacms", "topk", "mmr", "lastk"] * 4)
+    ]
     expected = [post(url, "/select", b).json()["kept_ids"] for b in bodies]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda b: post(url, "/select", b).json()["kept_ids"], bodies))

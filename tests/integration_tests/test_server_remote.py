@@ -32,6 +32,7 @@ from langchain_pacms.server import create_app
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
+
 class SlowSelector(ContextSelector):
     def select(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         time.sleep(1.5)
@@ -66,10 +67,12 @@ def test_hook_with_service_up_keeps_the_early_fact(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     reply, _ = run_agent(remote)
     assert SECRET in reply
-    sel = remote.select(["old fact: port 6543", "lunch", "ci flaky"], "which port?",
-                        budget_tokens=6)
-    local = ContextSelector().select(["old fact: port 6543", "lunch", "ci flaky"], "which port?",
-                                     budget_tokens=6)
+    sel = remote.select(
+        ["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget_tokens=6
+    )
+    local = ContextSelector().select(
+        ["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget_tokens=6
+    )
     assert sel.fell_back is False and sel.kept_ids == local.kept_ids
     assert sel.relevance == pytest.approx(dict(local.relevance))
     assert "server_total" in sel.timings
@@ -98,10 +101,12 @@ def test_error_answer_falls_back_and_strict_raises(url: str) -> None:
 
 async def test_async_select_up_and_down(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
-    local = ContextSelector().select(["red apple", "green pear", "red car"], "red",
-                                     budget_tokens=4, strategy="topk")
-    sel = await remote.aselect(["red apple", "green pear", "red car"], "red", budget_tokens=4,
-                               strategy="topk")
+    local = ContextSelector().select(
+        ["red apple", "green pear", "red car"], "red", budget_tokens=4, strategy="topk"
+    )
+    sel = await remote.aselect(
+        ["red apple", "green pear", "red car"], "red", budget_tokens=4, strategy="topk"
+    )
     assert sel.fell_back is False and sel.kept_ids == local.kept_ids
     down = RemoteSelector(f"http://127.0.0.1:{free_port()}", timeout=0.3)
     sel = await down.aselect(["a", "b"], "a", budget_tokens=1)
@@ -119,7 +124,8 @@ async def test_relevant_ids_reach_the_service(url: str) -> None:
     assert remote.select(pool, "red", budget_tokens=3).kept_ids == ("1",)
     with pytest.raises(ValueError, match="names no candidate"):  # before any request
         RemoteSelector(f"http://127.0.0.1:{free_port()}").select(
-            pool, "red", budget_tokens=3, relevant_ids=["7"])
+            pool, "red", budget_tokens=3, relevant_ids=["7"]
+        )
 
 
 async def test_compressor_and_middleware_take_it(url: str) -> None:
@@ -178,8 +184,9 @@ def test_a_slow_selection_stalls_neither_the_loop_nor_other_selections() -> None
 def _two_slow_selections_overlap(slow_url: str, body: dict) -> None:
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        slow = [pool.submit(httpx.post, f"{slow_url}/select", json=body, timeout=10)
-                for _ in range(2)]
+        slow = [
+            pool.submit(httpx.post, f"{slow_url}/select", json=body, timeout=10) for _ in range(2)
+        ]
         time.sleep(0.3)  # both selections are sleeping in the service now
         health = httpx.get(f"{slow_url}/healthz", timeout=10)
         assert health.status_code == 200 and time.monotonic() - started < 1.2

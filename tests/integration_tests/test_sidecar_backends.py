@@ -57,14 +57,17 @@ def thread():
 
 def test_payloads_round_trip_byte_exact(store, thread):
     sidecars = SidecarStore(store, thread)
-    records = [SidecarRecord.of(f"function:tool:{n}", p, "tool", (f"m{n}",), "d")
-               for n, p in enumerate(PAYLOADS, 1)]
+    records = [
+        SidecarRecord.of(f"function:tool:{n}", p, "tool", (f"m{n}",), "d")
+        for n, p in enumerate(PAYLOADS, 1)
+    ]
     sidecars.put_many(records)
     for record in records:
         back = sidecars.get(record.object_id)
         assert back == record
         assert back.payload.encode("utf-8", "surrogatepass") == record.payload.encode(
-            "utf-8", "surrogatepass")
+            "utf-8", "surrogatepass"
+        )
 
 
 def test_tampered_value_and_missing_id(store, thread):
@@ -82,8 +85,7 @@ def test_tampered_value_and_missing_id(store, thread):
 
 def test_list_ids_pages_and_threads_stay_apart(store, thread):
     sidecars, other = SidecarStore(store, thread), SidecarStore(store, f"{thread}-b")
-    sidecars.put_many(SidecarRecord.of(f"function:tool:{n}", "p", "tool")
-                      for n in range(1, 522))
+    sidecars.put_many(SidecarRecord.of(f"function:tool:{n}", "p", "tool") for n in range(1, 522))
     other.put(SidecarRecord.of("conversation:user:1", "q", "user"))
     ids = sidecars.list_ids()
     assert len(ids) == 521 and ids[:2] == ["function:tool:1", "function:tool:2"]

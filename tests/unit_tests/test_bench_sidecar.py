@@ -18,13 +18,30 @@ def test_bench_sidecar_prints_a_row_per_store():
     env = {k: v for k, v in os.environ.items() if k != "PACMS_TEST_POSTGRES_URI"}
     env["PYTHONPATH"] = str(REPO)
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_sidecar.py"), "--kilobytes", "3",
-         "--repeats", "1"], capture_output=True, text=True, timeout=120, env=env, check=False)
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_sidecar.py"),
+            "--kilobytes",
+            "3",
+            "--repeats",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("payload: 3,000 UTF-8 bytes")
     assert "| InMemoryStore | " in out and "| SqliteStore (temp file) | " in out
     assert "| PostgresStore | skipped" in out
-    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_sidecar.py"),
-                          "--repeats", "0"], capture_output=True, text=True, env=env, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_sidecar.py"), "--repeats", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--repeats must be at least 1" in bad.stderr

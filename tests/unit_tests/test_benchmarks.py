@@ -22,7 +22,11 @@ def run_script(name: str, *args: str) -> str:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / name), *args],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -30,11 +34,25 @@ def run_script(name: str, *args: str) -> str:
 
 def test_bench_core_prints_every_strategy_and_the_references() -> None:
     out = run_script(
-        "bench_core.py", "--sizes", "60", "--dims", "8", "--repeats", "1",
-        "--langchain-max-n", "60",
+        "bench_core.py",
+        "--sizes",
+        "60",
+        "--dims",
+        "8",
+        "--repeats",
+        "1",
+        "--langchain-max-n",
+        "60",
     )
-    for row in ("pacms", "topk", "lastk", "mmr", "rag", "*E @ E.T (float32)*",
-                "*LangChain MMR, k=n*"):
+    for row in (
+        "pacms",
+        "topk",
+        "lastk",
+        "mmr",
+        "rag",
+        "*E @ E.T (float32)*",
+        "*LangChain MMR, k=n*",
+    ):
         assert f"| 60 | 8 | {row} |" in out
 
 
@@ -60,16 +78,38 @@ def test_bench_lifecycle_prints_the_step_rows_and_the_target() -> None:
 
 def test_bench_contended_times_idle_and_beside_hogs_and_stops_them() -> None:
     out = run_script(
-        "bench_contended.py", "--n", "60", "--d", "8", "--repeats", "1", "--hogs", "1",
-        "--hog-size", "64", "--blas-threads", "1", "0",
+        "bench_contended.py",
+        "--n",
+        "60",
+        "--d",
+        "8",
+        "--repeats",
+        "1",
+        "--hogs",
+        "1",
+        "--hog-size",
+        "64",
+        "--blas-threads",
+        "1",
+        "0",
     )
     rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
     assert rows == ["BLAS threads", "1", "default"]
 
 
 def test_bench_scale_measures_each_selection_in_a_child(tmp_path: Path) -> None:
-    out = run_script("bench_scale.py", "--sizes", "300", "--d", "16", "--budgets", "0.1", "0.7",
-                     "--ceiling-mib", "0.01")
+    out = run_script(
+        "bench_scale.py",
+        "--sizes",
+        "300",
+        "--d",
+        "16",
+        "--budgets",
+        "0.1",
+        "0.7",
+        "--ceiling-mib",
+        "0.01",
+    )
     rows = [line.split("|") for line in out.splitlines() if line.startswith("| 300 |")]
     assert [row[2].strip() for row in rows] == ["10%", "70%"]
     for row in rows:
@@ -82,16 +122,30 @@ def test_bench_grow_compares_a_grown_pool_with_a_cold_one() -> None:
     out = run_script("bench_grow.py", "--n", "120", "--d", "16", "--repeats", "2")
     assert "| cold similarity |" in out and "| pool grown by 5 |" in out
     assert "kept sets equal to a fresh selector's: True" in out
-    out = run_script("bench_grow.py", "--n", "400", "--d", "16", "--repeats", "3",
-                     "--new-query")
+    out = run_script("bench_grow.py", "--n", "400", "--d", "16", "--repeats", "3", "--new-query")
     assert "a new query at every call" in out
     assert "kept sets equal to a fresh selector's: True" in out
 
 
 def test_bench_core_plots_its_reports(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
-    run_script("bench_core.py", "--sizes", "40", "80", "--dims", "8", "--repeats", "1",
-               "--strategies", "pacms", "topk", "--langchain-max-n", "0", "--json", str(report))
+    run_script(
+        "bench_core.py",
+        "--sizes",
+        "40",
+        "80",
+        "--dims",
+        "8",
+        "--repeats",
+        "1",
+        "--strategies",
+        "pacms",
+        "topk",
+        "--langchain-max-n",
+        "0",
+        "--json",
+        str(report),
+    )
     png = tmp_path / "t.png"
     run_script("bench_core.py", "--plot", str(png), "--plot-only", str(report))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -69,8 +69,9 @@ def test_the_three_kinds_of_budget():
 
 
 def test_keywords_and_config_build_the_same_configuration():
-    config = SelectionConfig(budget=Budget(tokens=50), strategy="rag", strategy_options={"k": 2},
-                             memory_limit=3)
+    config = SelectionConfig(
+        budget=Budget(tokens=50), strategy="rag", strategy_options={"k": 2}, memory_limit=3
+    )
     hook = create_pacms_hook(budget_tokens=50, strategy="rag", k=2, memory_limit=3)
     assert hook.runner.config == config
     mw = PACMSMiddleware(config=config)
@@ -85,19 +86,23 @@ def test_config_is_frozen():
         config.strict = True  # type: ignore[misc]
 
 
-
 @pytest.mark.parametrize(
     "conversation",
     [
         [("user", "the staging port is 6543"), ("assistant", "noted"), ("user", "which port?")],
-        [{"role": "user", "content": "the staging port is 6543"},
-         {"role": "assistant", "content": "noted"}, {"role": "user", "content": "which port?"}],
+        [
+            {"role": "user", "content": "the staging port is 6543"},
+            {"role": "assistant", "content": "noted"},
+            {"role": "user", "content": "which port?"},
+        ],
     ],
 )
 async def test_tuples_and_dicts_are_converted_to_messages(conversation):
     hook = create_pacms_hook(budget_tokens=100)
-    for out in (hook.invoke({"messages": conversation})["llm_input_messages"],
-                (await hook.ainvoke({"messages": conversation}))["llm_input_messages"]):
+    for out in (
+        hook.invoke({"messages": conversation})["llm_input_messages"],
+        (await hook.ainvoke({"messages": conversation}))["llm_input_messages"],
+    ):
         assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
         assert out[-1].content == "which port?"
     assert hook.last_selection is not None and not hook.last_selection.fell_back
@@ -106,8 +111,11 @@ async def test_tuples_and_dicts_are_converted_to_messages(conversation):
 @pytest.mark.parametrize("build", BUILDERS)
 async def test_tuples_and_dicts_reach_the_middleware_runner_converted(build):
     runner = build(budget_tokens=100).runner
-    conversation = [("user", "the staging port is 6543"), {"role": "assistant", "content": "ok"},
-                    ("user", "which port?")]
+    conversation = [
+        ("user", "the staging port is 6543"),
+        {"role": "assistant", "content": "ok"},
+        ("user", "which port?"),
+    ]
     for out in (runner.run(conversation), await runner.arun(conversation)):
         assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage", "HumanMessage"]
 

@@ -134,8 +134,12 @@ def grouped_problem(seed: int, n: int, budget_share: float) -> Problem:
     vectors = centers[rng.integers(0, centers.shape[0], n)]
     vectors = vectors + 0.05 * rng.standard_normal((n, 16)) * (rng.random((n, 1)) < 0.8)
     tokens = rng.integers(1, 60, n)
-    return Problem.build(vectors, rng.standard_normal(16), tokens=tokens,
-                         budget=max(1, int(tokens.sum() * budget_share)))
+    return Problem.build(
+        vectors,
+        rng.standard_normal(16),
+        tokens=tokens,
+        budget=max(1, int(tokens.sum() * budget_share)),
+    )
 
 
 @given(

@@ -281,15 +281,18 @@ def test_guard_replaces_a_plain_gain_pick_that_wastes_the_budget():
     p = Problem.build(vectors, query, tokens=[100] + [10] * 10, budget=100)
     obj = CoverageObjective(p)
     start = np.zeros(0, dtype=np.int64)
-    unguarded = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
-                                guarantee=0.0)
+    unguarded = budgeted_greedy(
+        obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0, guarantee=0.0
+    )
     assert unguarded.picks == [0]
-    guarded = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
-                              guarantee=0.5)
+    guarded = budgeted_greedy(
+        obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0, guarantee=0.5
+    )
     assert sorted(guarded.picks) == list(range(1, 11))
     # A preferred pick within the tolerated factor is kept.
-    lenient = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0,
-                              guarantee=0.1)
+    lenient = budgeted_greedy(
+        obj, p.tokens, p.budget, start, rank_of(p), cost_exponent=0.0, guarantee=0.1
+    )
     assert lenient.picks == [0]
     with pytest.raises(ValueError, match="guarantee"):
         budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), guarantee=1.5)
@@ -421,7 +424,10 @@ def test_pacms_matches_reference_implementation(block: int):
         mandatory = rng.random(n) < 0.1
         budget = int(tokens[mandatory].sum()) + 1 + int(rng.uniform(0.1, 0.7) * tokens.sum())
         p = Problem.build(
-            rng.standard_normal((n, d)), rng.standard_normal(d), tokens=tokens, budget=budget,
+            rng.standard_normal((n, d)),
+            rng.standard_normal(d),
+            tokens=tokens,
+            budget=budget,
             mandatory=mandatory,
         )
         lam = float(rng.choice([0.0, 0.3]))
@@ -433,11 +439,16 @@ def test_pacms_matches_reference_implementation(block: int):
         min_gain = float(rng.choice([0.0, 0.0, 0.05, 0.5]))
         fill = str(rng.choice(["relevance", "diverse"]))
         pick = solve(
-            p, "pacms", relevance_weight=lam, cost_exponent=exponent,
-            similarity_threshold=tau, density=density, guarantee=guarantee,
-            gain_floor=floor, min_gain=min_gain, fill=fill,
+            p,
+            "pacms",
+            relevance_weight=lam,
+            cost_exponent=exponent,
+            similarity_threshold=tau,
+            density=density,
+            guarantee=guarantee,
+            gain_floor=floor,
+            min_gain=min_gain,
+            fill=fill,
         )
-        expected = reference_pacms(
-            p, lam, exponent, tau, density, guarantee, floor, fill, min_gain
-        )
+        expected = reference_pacms(p, lam, exponent, tau, density, guarantee, floor, fill, min_gain)
         assert pick.order.tolist() == expected, seed

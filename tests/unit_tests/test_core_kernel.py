@@ -20,12 +20,21 @@ def grouped(seed: int, n: int, d: int = 12, budget_share: float = 0.4, **kw: Any
     centers = rng.standard_normal((max(2, n // 8), d))
     vectors = centers[rng.integers(0, centers.shape[0], n)] + 0.3 * rng.standard_normal((n, d))
     tokens = rng.integers(1, 60, n)
-    return Problem.build(vectors, rng.standard_normal(d), tokens=tokens,
-                         budget=max(1, int(tokens.sum() * budget_share)), **kw)
+    return Problem.build(
+        vectors,
+        rng.standard_normal(d),
+        tokens=tokens,
+        budget=max(1, int(tokens.sum() * budget_share)),
+        **kw,
+    )
 
 
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 40), m=st.integers(0, 30),
-       density=st.floats(0.0, 1.0))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 40),
+    m=st.integers(0, 30),
+    density=st.floats(0.0, 1.0),
+)
 @settings(max_examples=60, deadline=None)
 def test_sparse_rows_answer_like_dense_rows(seed: int, n: int, m: int, density: float) -> None:
     rng = np.random.default_rng(seed)
@@ -47,8 +56,12 @@ def test_sparse_rows_answer_like_dense_rows(seed: int, n: int, m: int, density: 
     np.testing.assert_array_equal(a, b)
 
 
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 30), m=st.integers(0, 30),
-       density=st.floats(0.0, 0.3))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 30),
+    m=st.integers(0, 30),
+    density=st.floats(0.0, 0.3),
+)
 @settings(max_examples=60, deadline=None)
 def test_steady_rows_are_those_no_other_row_can_lower(
     seed: int, n: int, m: int, density: float
@@ -68,16 +81,18 @@ def test_steady_rows_are_those_no_other_row_can_lower(
                 sparse.add(k, coverage)
                 lowered |= sparse.lift(j, coverage, 0.0) != before
         # Steady: no other row shares a target with it (so none can lower its lift).
-        shares = any(
-            bool(((matrix[j] > 0) & (matrix[k] > 0)).any()) for k in range(n) if k != j
-        )
+        shares = any(bool(((matrix[j] > 0) & (matrix[k] > 0)).any()) for k in range(n) if k != j)
         assert steady[j] == (not shares)
         if steady[j]:
             assert not lowered
 
 
-@given(seed=st.integers(0, 2**16), n=st.integers(2, 60),
-       tau=st.sampled_from([0.0, 0.3, 0.6, 0.9]), ceiling=st.sampled_from([4, 300, 4096]))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(2, 60),
+    tau=st.sampled_from([0.0, 0.3, 0.6, 0.9]),
+    ceiling=st.sampled_from([4, 300, 4096]),
+)
 @settings(max_examples=40, deadline=None)
 def test_sparse_kernel_holds_the_dense_weights_exactly(
     seed: int, n: int, tau: float, ceiling: int
@@ -104,8 +119,12 @@ def test_sparse_kernel_holds_the_dense_weights_exactly(
     assert sparse.value(members) == pytest.approx(dense.value(members), rel=1e-5, abs=1e-6)
 
 
-@given(seed=st.integers(0, 2**16), n=st.integers(20, 150),
-       share=st.sampled_from([0.05, 0.1, 0.45, 0.7]), tau=st.sampled_from([0.3, 0.6]))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(20, 150),
+    share=st.sampled_from([0.05, 0.1, 0.45, 0.7]),
+    tau=st.sampled_from([0.3, 0.6]),
+)
 @settings(max_examples=30, deadline=None)
 def test_pacms_picks_the_same_under_any_ceiling(seed: int, n: int, share: float, tau: float):
     # A dense kernel and cosine matrix, or sparse rows built one row at a time and no matrix:
@@ -187,8 +206,9 @@ def _copies(seed: int, n: int, d: int = 12) -> Problem:
     vectors = centers[rng.integers(0, centers.shape[0], n)] + 0.3 * rng.standard_normal((n, d))
     vectors[rng.random(n) < 0.1] = vectors[0]
     tokens = rng.integers(1, 60, n)
-    return Problem.build(vectors, rng.standard_normal(d), tokens=tokens,
-                         budget=max(1, int(tokens.sum() * 0.4)))
+    return Problem.build(
+        vectors, rng.standard_normal(d), tokens=tokens, budget=max(1, int(tokens.sum() * 0.4))
+    )
 
 
 @given(seed=st.integers(0, 2**16), n=st.integers(2, 80), tau=st.sampled_from([0.5, 0.6, 0.85]))
@@ -220,8 +240,13 @@ def test_a_dense_kernel_stays_dense_with_a_kept_matrix() -> None:
     assert kernel.sparse_rows(p, np.arange(60), 0.0, lambda c: c, max_nonzeros=10) is None
 
 
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 40), m=st.integers(1, 30),
-       density=st.floats(0.0, 1.0), copies=st.booleans())
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 40),
+    m=st.integers(1, 30),
+    density=st.floats(0.0, 1.0),
+    copies=st.booleans(),
+)
 @settings(max_examples=80, deadline=None)
 def test_sparse_lifts_along_are_lift_then_add_bit_for_bit(
     seed: int, n: int, m: int, density: float, copies: bool

@@ -257,10 +257,18 @@ def test_selector_invariants(inst: Instance):
     if unscorable(inst):
         # NaN, inf or all-zero vectors are an embedding failure: raise under strict, else recency.
         with pytest.raises(EmbeddingError):
-            selector.select(candidates, "the query", budget_tokens=inst.budget,
-                            strategy=inst.strategy, **inst.options)
+            selector.select(
+                candidates,
+                "the query",
+                budget_tokens=inst.budget,
+                strategy=inst.strategy,
+                **inst.options,
+            )
         sel = ContextSelector(embeddings).select(
-            candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy,
+            candidates,
+            "the query",
+            budget_tokens=inst.budget,
+            strategy=inst.strategy,
             **inst.options,
         )
         assert sel.fell_back and sel.strategy == "lastk" and "EmbeddingError" in str(sel.error)
@@ -288,11 +296,17 @@ def test_selector_invariants(inst: Instance):
     # Deterministic: same selector again, and a new selector.
     for other in (
         selector.select(
-            candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy,
+            candidates,
+            "the query",
+            budget_tokens=inst.budget,
+            strategy=inst.strategy,
             **inst.options,
         ),
         ContextSelector(embeddings).select(
-            candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy,
+            candidates,
+            "the query",
+            budget_tokens=inst.budget,
+            strategy=inst.strategy,
             **inst.options,
         ),
     ):

@@ -119,8 +119,9 @@ def test_cosine_columns_are_the_vector_products(
     # Columns come from the kept matrix when there is one, from the vectors otherwise.
     monkeypatch.setattr(problem_module, "COSINE_MATRIX_LIMIT", limit)
     rng = np.random.default_rng(3)
-    p = Problem.build(rng.standard_normal((30, 6)), rng.standard_normal(6), tokens=[1] * 30,
-                      budget=5)
+    p = Problem.build(
+        rng.standard_normal((30, 6)), rng.standard_normal(6), tokens=[1] * 30, budget=5
+    )
     kept = p.precompute_cosines() if precompute else False
     assert kept == (precompute and limit >= 30)
     assert (p.cosine_matrix is not None) == kept
@@ -137,18 +138,24 @@ def test_cosine_columns_are_the_vector_products(
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_pacms_picks_do_not_depend_on_the_cosine_matrix(
-    monkeypatch: pytest.MonkeyPatch, seed: int
-):
+def test_pacms_picks_do_not_depend_on_the_cosine_matrix(monkeypatch: pytest.MonkeyPatch, seed: int):
     rng = np.random.default_rng(seed)
     tokens = rng.integers(1, 40, 80)
-    p = Problem.build(rng.standard_normal((80, 12)), rng.standard_normal(12), tokens=tokens,
-                      budget=int(tokens.sum() * 0.4))
+    p = Problem.build(
+        rng.standard_normal((80, 12)),
+        rng.standard_normal(12),
+        tokens=tokens,
+        budget=int(tokens.sum() * 0.4),
+    )
     with_matrix = solve(p, "pacms", similarity_threshold=0.3, gain_floor=0.3)
     assert with_matrix.info["filled"] > 0  # the fill ran, so both of its paths are compared
     monkeypatch.setattr(problem_module, "COSINE_MATRIX_LIMIT", 0)
-    without = solve(Problem.build(p.vectors, p.query, tokens=tokens, budget=p.budget), "pacms",
-                    similarity_threshold=0.3, gain_floor=0.3)
+    without = solve(
+        Problem.build(p.vectors, p.query, tokens=tokens, budget=p.budget),
+        "pacms",
+        similarity_threshold=0.3,
+        gain_floor=0.3,
+    )
     assert without.order.tolist() == with_matrix.order.tolist()
 
 
@@ -192,9 +199,7 @@ def test_topk_skips_what_does_not_fit_and_keeps_walking():
 
 
 def test_topk_ties_break_by_earlier_position():
-    p = Problem.build(
-        np.ones((3, 2)), [1.0, 1.0], tokens=[1, 1, 1], budget=2, positions=[7, 3, 5]
-    )
+    p = Problem.build(np.ones((3, 2)), [1.0, 1.0], tokens=[1, 1, 1], budget=2, positions=[7, 3, 5])
     assert kept(solve(p, "topk")) == {1, 2}
 
 
@@ -331,8 +336,9 @@ def test_pacms_gains_are_marginal_gains():
 
 def test_pacms_with_full_relevance_weight_matches_topk_on_equal_costs():
     rng = np.random.default_rng(3)
-    p = Problem.build(rng.standard_normal((30, 8)), rng.standard_normal(8), tokens=[7] * 30,
-                      budget=70)
+    p = Problem.build(
+        rng.standard_normal((30, 8)), rng.standard_normal(8), tokens=[7] * 30, budget=70
+    )
     assert kept(solve(p, "pacms", relevance_weight=1.0, fill=False)) == kept(solve(p, "topk"))
 
 
@@ -700,8 +706,9 @@ def test_feedback_raises_what_resembles_the_best_matches_and_lowers_nothing():
 def test_pacms_with_feedback_keeps_a_look_alike_of_the_best_match():
     # Item 2 shares nothing with the query but much with item 1, the second-best match; item 3
     # is slightly relevant and unlike both. Without feedback the fill takes item 3.
-    vectors = np.array([unit(1, 0, 0, 0), unit(0.6, 0.8, 0, 0), unit(0, 0.8, 0.6, 0),
-                        unit(0.05, 0, 0, 1)])
+    vectors = np.array(
+        [unit(1, 0, 0, 0), unit(0.6, 0.8, 0, 0), unit(0, 0.8, 0.6, 0), unit(0.05, 0, 0, 1)]
+    )
     p = Problem.build(vectors, unit(1, 0, 0, 0), tokens=[1, 1, 1, 1], budget=3)
     assert p.relevance[2] == 0 < p.relevance[3]
     assert solve(p, "pacms").order.tolist() == [0, 1, 3]

@@ -37,8 +37,10 @@ def test_quoted_values_count_but_json_keys_do_not() -> None:
 def test_values_the_prompt_gave_are_not_dependencies() -> None:
     deps = future_dependencies(
         [USER_OUT, RES_OUT],
-        ['{"reservation_id": "ZFA04Y", "payment_id": "credit_card_4421486"}',
-         '{"user_id": "mia_li_3668"}'],
+        [
+            '{"reservation_id": "ZFA04Y", "payment_id": "credit_card_4421486"}',
+            '{"user_id": "mia_li_3668"}',
+        ],
         prompt="I am mia_li_3668 and want to change a flight",
     )
     assert deps == {"ZFA04Y", "credit_card_4421486"}
@@ -93,8 +95,11 @@ def test_verdict_partitions_dependencies(deps: set[str], view: str) -> None:
 
 
 def _call(n: str, command: str) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": "bash", "args": {"command": command}, "id": n,
-                                      "type": "tool_call"}], id=f"a{n}")
+    return AIMessage(
+        "",
+        tool_calls=[{"name": "bash", "args": {"command": command}, "id": n, "type": "tool_call"}],
+        id=f"a{n}",
+    )
 
 
 def test_a_value_shown_again_before_its_use_does_not_depend_on_the_prefix() -> None:
@@ -125,14 +130,22 @@ def test_recovery_calls_are_a_minimal_cover_not_the_first_holders() -> None:
     assert judged.with_recovery and judged.recovery_calls == 1  # "c" alone holds both
 
 
-@given(st.dictionaries(st.sampled_from("abcdefgh"),
-                       st.frozensets(st.sampled_from("uvwxyz"), max_size=4), max_size=8))
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdefgh"),
+        st.frozensets(st.sampled_from("uvwxyz"), max_size=4),
+        max_size=8,
+    )
+)
 def test_minimal_cover_is_the_smallest_cover(holds: dict[str, frozenset[str]]) -> None:
     from itertools import combinations
 
     sets = [s for s in holds.values() if s]
     goal = frozenset().union(*sets)
-    best = next(k for k in range(len(sets) + 1)
-                if any(frozenset().union(*c) == goal for c in combinations(sets, k)))
+    best = next(
+        k
+        for k in range(len(sets) + 1)
+        if any(frozenset().union(*c) == goal for c in combinations(sets, k))
+    )
     assert minimal_cover(holds) == best
     assert minimal_cover(holds, exact_up_to=0) >= best  # greedy: a cover, maybe larger

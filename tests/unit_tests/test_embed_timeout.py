@@ -155,8 +155,12 @@ def test_a_stalled_embedding_does_not_hold_the_interpreter_at_exit():
     )
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
-        cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr

@@ -36,7 +36,9 @@ def test_cache_backed_embeddings_keep_the_built_in_profile_and_the_demo_picks():
     assert wrapped.profile == plain.profile
     assert plain.profile.name == "hashed-tfidf" and plain.profile.idf_reweighting
     assert (plain.similarity_threshold, plain.min_gain, plain.relevance_feedback) == (
-        0.85, 0.01, 0.6
+        0.85,
+        0.01,
+        0.6,
     )
     assert demo_kept_ids(wrapped) == demo_kept_ids(plain)
 
@@ -56,12 +58,15 @@ def test_an_explicit_profile_wins_and_is_shown():
     selector = ContextSelector(DeterministicFakeEmbedding(size=8), profile=profile)
     assert selector.profile is profile
     assert selector.resolve_options("pacms")[1] == {
-        "similarity_threshold": 0.7, "min_gain": 0.02, "relevance_feedback": 0.3
+        "similarity_threshold": 0.7,
+        "min_gain": 0.02,
+        "relevance_feedback": 0.3,
     }
     # an option given for the call wins over the profile's
-    assert selector.resolve_options("pacms", {"relevance_feedback": 0.0})[1][
-        "relevance_feedback"
-    ] == 0.0
+    assert (
+        selector.resolve_options("pacms", {"relevance_feedback": 0.0})[1]["relevance_feedback"]
+        == 0.0
+    )
     shown = repr(selector)
     assert "EmbedderProfile(name='my-model'" in shown and "DeterministicFakeEmbedding" in shown
     assert "memory_ceiling_bytes=268435456" in shown and "blas_threads=1" in shown
@@ -105,9 +110,15 @@ def test_a_wrapper_it_cannot_see_through_warns(caplog):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("similarity_threshold", 1.0), ("similarity_threshold", -0.1), ("min_gain", 1.5),
-     ("relevance_feedback", 1.0), ("relevance_feedback", True), ("idf_reweighting", "yes"),
-     ("name", "")],
+    [
+        ("similarity_threshold", 1.0),
+        ("similarity_threshold", -0.1),
+        ("min_gain", 1.5),
+        ("relevance_feedback", 1.0),
+        ("relevance_feedback", True),
+        ("idf_reweighting", "yes"),
+        ("name", ""),
+    ],
 )
 def test_bad_profiles_are_rejected(field: str, value: object):
     with pytest.raises(ValueError, match=field):

@@ -38,8 +38,9 @@ def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
     """
     msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
     for step, results in enumerate(outputs):
-        calls = [call("bash", f"c{step}_{k}", cmd=f"wc -l f{step}_{k}.py")
-                 for k in range(len(results))]
+        calls = [
+            call("bash", f"c{step}_{k}", cmd=f"wc -l f{step}_{k}.py") for k in range(len(results))
+        ]
         msgs.append(AIMessage(f"step {step}", tool_calls=calls))
         msgs += [ToolMessage(r, tool_call_id=c["id"]) for r, c in zip(results, calls, strict=True)]
     return msgs
@@ -53,14 +54,19 @@ def is_stub(message: BaseMessage) -> bool:
 
 
 # -- options -------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("options", "error"), [
-    ({"fold_stubs": True}, "needs sidecar_store"),
-    ({"sidecar_store": InMemoryStore()}, "only used with fold_stubs=True"),
-    ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
-    ({"fold_stubs": True, "sidecar_store": InMemoryStore(), "tool_placeholders": True},
-     "not both"),
-    ({"fold_stubs": "yes", "sidecar_store": InMemoryStore()}, "True or False"),
-])
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"fold_stubs": True}, "needs sidecar_store"),
+        ({"sidecar_store": InMemoryStore()}, "only used with fold_stubs=True"),
+        ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
+        (
+            {"fold_stubs": True, "sidecar_store": InMemoryStore(), "tool_placeholders": True},
+            "not both",
+        ),
+        ({"fold_stubs": "yes", "sidecar_store": InMemoryStore()}, "True or False"),
+    ],
+)
 def test_bad_fold_stub_options_fail_at_construction(options, error):
     with pytest.raises(ValueError, match=error):
         SelectionConfig(budget=Budget(tokens=100), **options)
@@ -76,7 +82,8 @@ def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
         assert variant.record.object_id == f"function:tool:{n}"
         payload = json.loads(variant.record.payload)  # the call's text is folded with the span
         assert payload["text"] == f"step {n - 1}" and payload["results"] == payload_of(
-            LOOP, (i, i + 1))
+            LOOP, (i, i + 1)
+        )
         head = variant.messages[0]
         assert head.content == "" and head.tool_calls == LOOP[i].tool_calls  # the calls stay
         stub = str(variant.messages[1].content)
@@ -87,8 +94,7 @@ def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
 
 
 def test_fold_variants_leave_a_call_without_text_or_when_asked():
-    quiet = [m.model_copy(update={"content": ""}) if isinstance(m, AIMessage) else m
-             for m in LOOP]
+    quiet = [m.model_copy(update={"content": ""}) if isinstance(m, AIMessage) else m for m in LOOP]
     for msgs, variants in ((quiet, fold_variants(quiet)), (LOOP, fold_variants(LOOP, calls=False))):
         for i, variant in variants.items():
             assert variant.messages[0] is msgs[i]  # the call goes out unchanged
@@ -104,8 +110,9 @@ def test_an_already_folded_span_gets_no_second_stub():
 def test_a_fold_variant_is_offered_for_optional_answered_spans_only():
     msgs = [*LOOP, AIMessage("", tool_calls=[call("bash", "open", cmd="ls")])]  # no result
     stubs = {i: v.messages for i, v in fold_variants(msgs).items()}
-    cands, spans = messages_to_candidates(msgs, fold_stubs=stubs, keep_latest_turn=False,
-                                          token_counter=SELECTOR.token_counter)
+    cands, spans = messages_to_candidates(
+        msgs, fold_stubs=stubs, keep_latest_turn=False, token_counter=SELECTOR.token_counter
+    )
     ids = [c.id for c in cands]
     assert ids[:4] == ["m0", "m1", "t2:fold", "t2"]
     assert "t14:fold" not in ids  # the newest span is mandatory: kept whole
@@ -118,8 +125,11 @@ def test_a_fold_variant_is_offered_for_optional_answered_spans_only():
 # -- the hook ------------------------------------------------------------------------------------
 def assert_within_budget(sent: int, budget: int, selection: Any) -> None:
     """Past the budget only when the mandatory part alone is: then no floor of stubs either."""
-    assert sent <= budget or (selection.over_budget and not selection.info["stub_floor"]
-                              and all(c.mandatory for c in selection.kept))
+    assert sent <= budget or (
+        selection.over_budget
+        and not selection.info["stub_floor"]
+        and all(c.mandatory for c in selection.kept)
+    )
 
 
 @st.composite
@@ -127,8 +137,13 @@ def tool_loops(draw: st.DrawFn) -> list[BaseMessage]:
     steps = draw(st.lists(st.lists(text, min_size=1, max_size=3), min_size=1, max_size=10))
     pad = " word" * draw(st.integers(0, 40))  # long outputs have stubs cheaper than themselves
     # an output may name the file an earlier call read (its stub leaves it out: the call shows it)
-    outputs = [[f"{t} /tmp/{s}_{k}.log id-{s}{k}" + (f" f{s - 1}_0.py" if s and k == 0 else "")
-                + pad for k, t in enumerate(step)] for s, step in enumerate(steps)]
+    outputs = [
+        [
+            f"{t} /tmp/{s}_{k}.log id-{s}{k}" + (f" f{s - 1}_0.py" if s and k == 0 else "") + pad
+            for k, t in enumerate(step)
+        ]
+        for s, step in enumerate(steps)
+    ]
     msgs = tool_loop(outputs)
     if draw(st.booleans()):  # later turns: earlier spans are optional under any setting
         msgs += [AIMessage("done"), *draw(conversations())]
@@ -146,12 +161,22 @@ def _spans(out: list[BaseMessage]) -> list[tuple[AIMessage, list[ToolMessage]]]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=tool_loops(), budget=st.integers(1, 900), strategy=st.sampled_from(STRATEGIES),
-       keep=st.sampled_from([True, False, "auto"]))
+@given(
+    messages=tool_loops(),
+    budget=st.integers(1, 900),
+    strategy=st.sampled_from(STRATEGIES),
+    keep=st.sampled_from([True, False, "auto"]),
+)
 def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     store = InMemoryStore()
-    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
-                             keep_latest_turn=keep, fold_stubs=True, sidecar_store=store)
+    hook = create_pacms_hook(
+        SELECTOR,
+        budget_tokens=budget,
+        strategy=strategy,
+        keep_latest_turn=keep,
+        fold_stubs=True,
+        sidecar_store=store,
+    )
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert_provider_valid(out)
     selection = hook.last_selection
@@ -161,8 +186,9 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     assert sent == selection.info["tokens_sent"]
     assert_within_budget(sent, budget, selection)
     # what a sent stub left out as shown elsewhere is in view: elsewhere, or in the stub again
-    seen = "\n".join(str(m.content) + json.dumps([c["args"] for c in getattr(m, "tool_calls", [])])
-                     for m in out)
+    seen = "\n".join(
+        str(m.content) + json.dumps([c["args"] for c in getattr(m, "tool_calls", [])]) for m in out
+    )
     for m in out:
         for value in (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere", ()):
             assert value in seen
@@ -171,14 +197,23 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     for call_message, results in _spans(out):
         stubbed = [is_stub(r) for r in results]
         assert all(stubbed) or not any(stubbed)  # never split: all results whole, or the stub
-        first = next(i for i, m in enumerate(messages)
-                     if isinstance(m, AIMessage) and m.tool_calls == call_message.tool_calls)
+        first = next(
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, AIMessage) and m.tool_calls == call_message.tool_calls
+        )
         assert call_message.tool_calls and (id(call_message) in originals or stubbed[0])
         if stubbed[0]:
             object_id = results[0].additional_kwargs[LIFECYCLE_KEY]["object"]
-            indices = [first, *(i for i, m in enumerate(messages)
-                                if isinstance(m, ToolMessage) and any(
-                                    m.tool_call_id == c["id"] for c in call_message.tool_calls))]
+            indices = [
+                first,
+                *(
+                    i
+                    for i, m in enumerate(messages)
+                    if isinstance(m, ToolMessage)
+                    and any(m.tool_call_id == c["id"] for c in call_message.tool_calls)
+                ),
+            ]
             record = sidecars.get(object_id)
             if any(call_texts(messages[first])):  # the call's text is folded with its results
                 payload = json.loads(record.payload)
@@ -187,10 +222,13 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
             else:  # a call with neither text nor long arguments stays: the results alone
                 assert record.payload == payload_of(messages, indices)
         else:
-            assert all(id(r) in originals or "no result was recorded" in str(r.content)
-                       for r in results)
+            assert all(
+                id(r) in originals or "no result was recorded" in str(r.content) for r in results
+            )
     assert sorted(sidecars.list_ids()) == sorted(
-        r.additional_kwargs[LIFECYCLE_KEY]["object"] for _, rs in _spans(out) for r in rs[:1]
+        r.additional_kwargs[LIFECYCLE_KEY]["object"]
+        for _, rs in _spans(out)
+        for r in rs[:1]
         if is_stub(r)
     )
 
@@ -200,23 +238,41 @@ def loops_naming_earlier_files(draw: st.DrawFn) -> list[BaseMessage]:
     """Tool loops whose outputs name the files the earlier calls read, but for the newest."""
     steps = draw(st.integers(2, 10))
     pad = " word" * draw(st.integers(0, 40))
-    return tool_loop([*([" ".join(f"f{j}_0.py" for j in range(s)) + f" /tmp/{s}.log" + pad]
-                        for s in range(steps)), ["done /tmp/end.log"]])
+    return tool_loop(
+        [
+            *(
+                [" ".join(f"f{j}_0.py" for j in range(s)) + f" /tmp/{s}.log" + pad]
+                for s in range(steps)
+            ),
+            ["done /tmp/end.log"],
+        ]
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=loops_naming_earlier_files(), data=st.data(), budget=st.integers(1, 900),
-       strategy=st.sampled_from(STRATEGIES), keep=st.sampled_from([True, False, "auto"]))
+@given(
+    messages=loops_naming_earlier_files(),
+    data=st.data(),
+    budget=st.integers(1, 900),
+    strategy=st.sampled_from(STRATEGIES),
+    keep=st.sampled_from([True, False, "auto"]),
+)
 def test_the_budget_holds_over_spans_the_lifecycle_folded(messages, data, budget, strategy, keep):
     # a folded span is its own floor, and its stub shows again the locators it left out (the
     # files earlier calls read) when those calls are dropped: more than it was priced at
     spans = [o for o in index_messages(messages).objects if o.kind == "tool"][:-1]
     folds = data.draw(st.lists(st.sampled_from(spans), unique=True)) if spans else []
-    folded = apply_actions(messages, index_messages(messages),
-                           [Action("fold", o.id) for o in folds]).messages
-    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
-                             keep_latest_turn=keep, fold_stubs=True,
-                             sidecar_store=InMemoryStore())
+    folded = apply_actions(
+        messages, index_messages(messages), [Action("fold", o.id) for o in folds]
+    ).messages
+    hook = create_pacms_hook(
+        SELECTOR,
+        budget_tokens=budget,
+        strategy=strategy,
+        keep_latest_turn=keep,
+        fold_stubs=True,
+        sidecar_store=InMemoryStore(),
+    )
     out = hook.invoke({"messages": folded})["llm_input_messages"]
     assert_provider_valid(out)
     selection = hook.last_selection
@@ -229,7 +285,8 @@ async def test_async_hook_writes_the_stub_payloads_before_returning():
     store = InMemoryStore()
     hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
     out = (await hook.ainvoke({"messages": LOOP}, {"configurable": {"thread_id": "t-9"}}))[
-        "llm_input_messages"]
+        "llm_input_messages"
+    ]
     stubs = [m for m in out if is_stub(m) and isinstance(m, ToolMessage)]
     assert stubs and sent_tokens(out, hook.selector.token_counter) <= 260
     sidecars = SidecarStore(store, "t-9")
@@ -252,8 +309,7 @@ def test_a_failed_sidecar_write_sends_no_stub():
     out = hook.invoke({"messages": LOOP})["llm_input_messages"]
     assert not any(is_stub(m) for m in out)  # recency fallback, without variants
     assert_provider_valid(out)
-    strict = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store,
-                               strict=True)
+    strict = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store, strict=True)
     with pytest.raises(OSError, match="disk full"):
         strict.invoke({"messages": LOOP})
 
@@ -261,19 +317,28 @@ def test_a_failed_sidecar_write_sends_no_stub():
 # -- stubs as the floor --------------------------------------------------------------------------
 def _sent_rounds(out: list[BaseMessage]) -> dict[str, str]:
     """``tool_call_id -> "whole" | "stub"`` for every tool round that is sent."""
-    return {r.tool_call_id: "stub" if is_stub(r) else "whole"
-            for _, results in _spans(out) for r in results}
+    return {
+        r.tool_call_id: "stub" if is_stub(r) else "whole"
+        for _, results in _spans(out)
+        for r in results
+    }
 
 
 def _floor_hook(budget: int) -> Any:
-    return create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
-                             fold_stubs=True, sidecar_store=InMemoryStore())
+    return create_pacms_hook(
+        SELECTOR,
+        budget_tokens=budget,
+        keep_latest_turn=False,
+        fold_stubs=True,
+        sidecar_store=InMemoryStore(),
+    )
 
 
 def test_when_every_stub_fits_no_tool_round_vanishes():
     stubs = fold_variants(LOOP, token_counter=SELECTOR.token_counter)
-    floor = sum(sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()
-                if i != 12)  # the newest round is mandatory, whole
+    floor = sum(
+        sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items() if i != 12
+    )  # the newest round is mandatory, whole
     whole = sent_tokens(LOOP[:2] + LOOP[12:], SELECTOR.token_counter)
     hook = _floor_hook(whole + floor + 40)
     out = hook.invoke({"messages": LOOP})["llm_input_messages"]
@@ -287,8 +352,12 @@ def test_when_every_stub_fits_no_tool_round_vanishes():
     kept = set(selection.kept_ids)
     assert not any(f"{k}:fold" in kept for k in kept)
     # and it reports every candidate at its full cost, not at what it adds to its stub
-    cands, _ = messages_to_candidates(LOOP, fold_stubs={i: v.messages for i, v in stubs.items()},
-                                      keep_latest_turn=False, token_counter=SELECTOR.token_counter)
+    cands, _ = messages_to_candidates(
+        LOOP,
+        fold_stubs={i: v.messages for i, v in stubs.items()},
+        keep_latest_turn=False,
+        token_counter=SELECTOR.token_counter,
+    )
     assert selection.tokens == {c.id: c.tokens for c in cands}
     assert selection.tokens_kept == sum(selection.tokens[k] for k in kept)
 
@@ -338,7 +407,7 @@ def test_spans_the_lifecycle_folded_are_their_own_floor():
     spans = [o for o in index.objects if o.kind == "tool"][:-1]
     folded = apply_actions(LOOP, index, [Action("fold", o.id) for o in spans]).messages
     assert set(fold_variants(folded)) == {12}  # a stub variant for the newest span alone
-    cost = {i: sent_tokens(folded[i:i + 2], SELECTOR.token_counter) for i in (6, 8, 10)}
+    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (6, 8, 10)}
     whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
     hook = _floor_hook(whole + cost[8] + cost[10] + 5)
     out = hook.invoke({"messages": folded})["llm_input_messages"]
@@ -356,10 +425,14 @@ def test_a_stub_leaves_out_what_the_history_before_it_shows_and_gets_it_back_whe
     assert stub.additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
     # what the history after the span shows does not count: the stub stays as it was
     reread = call("bash", "c6_0", cmd="cat /srv/out3.json")
-    longer = [*loop, AIMessage("step 6", tool_calls=[reread]),
-              ToolMessage("done", tool_call_id="c6_0")]
+    longer = [
+        *loop,
+        AIMessage("step 6", tool_calls=[reread]),
+        ToolMessage("done", tool_call_id="c6_0"),
+    ]
     assert fold_variants(longer, token_counter=SELECTOR.token_counter)[8].messages[1].content == (
-        stub.content)
+        stub.content
+    )
     # room for the newest two stubs: the first step's call is not sent, so the stub of step 3
     # shows HAT039 again
     stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
@@ -383,7 +456,7 @@ def test_a_folded_record_whose_ids_later_calls_show_goes_first_and_keeps_them_in
     folded = apply_actions(loop, index, [Action("fold", o.id) for o in spans]).messages
     assert "HAT039" not in str(folded[3].content)
     assert folded[3].additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
-    cost = {i: sent_tokens(folded[i:i + 2], SELECTOR.token_counter) for i in (2, 10)}
+    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (2, 10)}
     whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
     hook = _floor_hook(whole + cost[2] + cost[10] + 12)  # two floors and a few tokens
     out = hook.invoke({"messages": folded})["llm_input_messages"]
@@ -402,8 +475,9 @@ def test_a_round_that_left_room_unused_shrinks_below_what_it_kept():
     # was left (1,795 of 2,646 tokens)
     sessions, _ = load_tau_bench(TRACES / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json")
     session = next(s for s in sessions if s.name == "task26-trial1")
-    config = SelectionConfig(budget=Budget(ratio=0.7), fold_stubs=True,
-                             sidecar_store=InMemoryStore())
+    config = SelectionConfig(
+        budget=Budget(ratio=0.7), fold_stubs=True, sidecar_store=InMemoryStore()
+    )
     runner = SelectionRunner(config, ContextSelector(), source="test")
     out = runner.run(list(session.messages[:32]), config={"configurable": {"thread_id": "t"}})
     selection = runner.last_selection
@@ -432,7 +506,8 @@ def test_the_memo_returns_the_same_variants_and_refolds_a_changed_span():
     assert all(changed[i] is first[i] for i in first if i != 2)
     fresh = fold_variants(edited)
     assert [(v.record, [m.content for m in v.messages]) for v in changed.values()] == [
-        (v.record, [m.content for m in v.messages]) for v in fresh.values()]
+        (v.record, [m.content for m in v.messages]) for v in fresh.values()
+    ]
 
 
 def test_the_memo_forgets_the_least_recently_used():
@@ -448,7 +523,8 @@ def test_a_growing_loop_selects_as_a_fresh_hook_does():
     hook = create_pacms_hook(SELECTOR, budget_tokens=500, fold_stubs=True, sidecar_store=store)
     for end in range(4, len(LOOP) + 1, 2):
         grown = hook.invoke({"messages": LOOP[:end]})["llm_input_messages"]
-        fresh = create_pacms_hook(SELECTOR, budget_tokens=500, fold_stubs=True,
-                                  sidecar_store=InMemoryStore())
+        fresh = create_pacms_hook(
+            SELECTOR, budget_tokens=500, fold_stubs=True, sidecar_store=InMemoryStore()
+        )
         alone = fresh.invoke({"messages": LOOP[:end]})["llm_input_messages"]
         assert [(type(m), m.content) for m in grown] == [(type(m), m.content) for m in alone]

@@ -79,8 +79,9 @@ def random_pools() -> Iterator[tuple[str, Problem]]:
         p = clustered(n, d, seed)
         total = int(p.tokens.sum())
         for share in BUDGETS if n < 6000 else (0.05, 0.45):
-            yield f"clustered n={n} d={d} seed={seed} budget={share}", p.with_budget(
-                max(1, int(share * total))
+            yield (
+                f"clustered n={n} d={d} seed={seed} budget={share}",
+                p.with_budget(max(1, int(share * total))),
             )
 
 
@@ -141,17 +142,28 @@ def current_picks(case: int, sparse: bool) -> dict[str, Any]:
 
 def openblas_kernel() -> str | None:
     """The kernel OpenBLAS runs here (``None``: numpy uses another BLAS)."""
-    return next((info.get("architecture") for info in threadpool_info()
-                 if info.get("internal_api") == "openblas"), None)
+    return next(
+        (
+            info.get("architecture")
+            for info in threadpool_info()
+            if info.get("internal_api") == "openblas"
+        ),
+        None,
+    )
 
 
 def under_frozen_kernel(*args: str) -> str:
     """What this script prints with ``args`` in a subprocess on the frozen kernel."""
     env = {**os.environ, "OPENBLAS_CORETYPE": FROZEN_KERNEL}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parents[1]),
-                                                       env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, __file__, *args], env=env, check=True,
-                          capture_output=True, text=True, timeout=600).stdout
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parents[1]), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, __file__, *args],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -205,11 +217,17 @@ def _freeze() -> dict[str, Any]:
 if __name__ == "__main__" and sys.argv[1:] == ["--kernel"]:
     print(openblas_kernel())
 elif __name__ == "__main__" and sys.argv[1:] == ["--print"]:
-    print(json.dumps({
-        _CASES[case][0]: {"matrix": current_picks(case, False),
-                          "vectors": current_picks(case, True)}
-        for case in range(len(_CASES))
-    }))
+    print(
+        json.dumps(
+            {
+                _CASES[case][0]: {
+                    "matrix": current_picks(case, False),
+                    "vectors": current_picks(case, True),
+                }
+                for case in range(len(_CASES))
+            }
+        )
+    )
 elif __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     frozen = _freeze()
     lines = (f"{json.dumps(name)}: {json.dumps(frozen[name])}" for name in sorted(frozen))

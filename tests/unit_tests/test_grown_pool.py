@@ -67,8 +67,9 @@ def test_grown_problem_equals_a_built_one_and_carries_the_cosines() -> None:
         matrix = grown.cosine_matrix
         assert matrix is not None and not matrix.flags.writeable
         np.testing.assert_array_equal(matrix, fresh.cosine_matrix)
-        assert np.shares_memory(matrix, grown.grown(
-            rows[:0], query, tokens=tokens, budget=budget).cosine_matrix)
+        assert np.shares_memory(
+            matrix, grown.grown(rows[:0], query, tokens=tokens, budget=budget).cosine_matrix
+        )
         tau = next(key[1] for key in base._memo if isinstance(key, tuple) and key[0] == "near")
         carried = grown._memo[("near", tau)]
         listed = fresh.near_pairs(tau)
@@ -104,9 +105,7 @@ def test_a_chain_of_grown_problems_past_the_buffer_stays_exact() -> None:
     problem = Problem.build(rows[:400], query, tokens=tokens[:400], budget=5_000)
     problem.precompute_cosines()
     for end in range(430, 701, 30):  # 400 rows leave room for 64 more: buffers are replaced
-        problem = problem.grown(
-            rows[problem.n : end], query, tokens=tokens[:end], budget=5_000
-        )
+        problem = problem.grown(rows[problem.n : end], query, tokens=tokens[:end], budget=5_000)
         solve(problem, "pacms")
     fresh = Problem.build(rows, query, tokens=tokens, budget=5_000)
     fresh.precompute_cosines()
@@ -142,8 +141,11 @@ def test_grown_rejects_bad_input() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(
-    n0=st.integers(1, 40), grow=st.integers(0, 6), d=st.integers(2, 24),
-    seed=st.integers(0, 2**16), threshold=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+    n0=st.integers(1, 40),
+    grow=st.integers(0, 6),
+    d=st.integers(2, 24),
+    seed=st.integers(0, 2**16),
+    threshold=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
 )
 def test_near_pairs_of_grown_problems_are_those_of_the_whole_matrix(
     n0: int, grow: int, d: int, seed: int, threshold: float
@@ -173,8 +175,10 @@ def _conversation(n: int, d: int = 32) -> tuple[list[Candidate], list[str], _Tab
     queries = [f"query {k}" for k in range(4)]
     table = {t: r.tolist() for t, r in zip(texts + queries, rows)}
     rng = np.random.default_rng(7)
-    cands = [Candidate(t, id=f"m{i}", position=i, tokens=int(c))
-             for i, (t, c) in enumerate(zip(texts, rng.integers(5, 300, n)))]
+    cands = [
+        Candidate(t, id=f"m{i}", position=i, tokens=int(c))
+        for i, (t, c) in enumerate(zip(texts, rng.integers(5, 300, n)))
+    ]
     return cands, queries, _TableEmbeddings(table)
 
 
@@ -213,7 +217,8 @@ def test_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> N
     assert now is not None and now.problem is not None
     if rows_stable(32):
         assert now.problem.cosine_matrix is before.problem.cosine_matrix or np.shares_memory(
-            now.problem.cosine_matrix, before.problem.cosine_matrix)
+            now.problem.cosine_matrix, before.problem.cosine_matrix
+        )
 
 
 def test_async_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> None:
@@ -223,8 +228,7 @@ def test_async_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects(
         growing = ContextSelector(model)
         for end in (100, 101, 110, 110, 120):
             got = await growing.aselect(cands[:end], queries[end % 4], budget_tokens=1_500)
-            want = ContextSelector(model).select(cands[:end], queries[end % 4],
-                                                 budget_tokens=1_500)
+            want = ContextSelector(model).select(cands[:end], queries[end % 4], budget_tokens=1_500)
             _assert_same(got, want)
 
     asyncio.run(run())

@@ -36,8 +36,21 @@ from langchain_pacms.integrations.messages import (
 from langchain_pacms.selector import EmbeddingError
 
 BENCH_HOOK = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_hook.py"
-WORDS = ["alpha", "beta", "gamma", "delta", "port", "db", "staging", "error", "deploy", "queue",
-         "cache", "auth", "retry"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "port",
+    "db",
+    "staging",
+    "error",
+    "deploy",
+    "queue",
+    "cache",
+    "auth",
+    "retry",
+]
 
 
 def _bench() -> Any:
@@ -114,8 +127,10 @@ def _conversation(ops: list[int], seed: int) -> list[BaseMessage]:
         elif op == 1:
             out.append(AIMessage(text))
         else:
-            calls = [{"name": "read", "args": {"q": text}, "id": f"c{k}-{j}"}
-                     for j in range(1 + (op in (3, 5)))]
+            calls = [
+                {"name": "read", "args": {"q": text}, "id": f"c{k}-{j}"}
+                for j in range(1 + (op in (3, 5)))
+            ]
             if op == 4:
                 calls.append({"name": "lost", "args": {}, "id": None})
             out.append(AIMessage("", tool_calls=calls))
@@ -136,8 +151,7 @@ def test_candidates_with_a_memo_equal_those_without(
 ) -> None:
     msgs = _conversation(ops, seed)
     memo = MessageMemo()
-    options = {"tool_placeholders": placeholders, "keep_latest_turn": keep,
-               "token_counter": _words}
+    options = {"tool_placeholders": placeholders, "keep_latest_turn": keep, "token_counter": _words}
     plain, _ = messages_to_candidates(msgs, **options)
     for end in range(1, len(msgs) + 1):  # a growing conversation: the memo carries over
         plain, plain_spans = messages_to_candidates(msgs[:end], **options)
@@ -152,8 +166,12 @@ def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> Non
     warm = create_pacms_hook(budget_tokens=3000)
     stream = bench.conversation(24)
     for step in range(6):
-        state = {"messages": [*stream[4 * step: 4 * step + 60],
-                              HumanMessage(f"What changed in round {step}?")]}
+        state = {
+            "messages": [
+                *stream[4 * step : 4 * step + 60],
+                HumanMessage(f"What changed in round {step}?"),
+            ]
+        }
         fresh = create_pacms_hook(budget_tokens=3000)
         fresh.invoke(state)
         for _ in range(2):  # the second call reuses the memo and the last pool's problem
@@ -194,8 +212,10 @@ def test_bench_conversation_picks_are_unchanged(strategy: str) -> None:
 @given(seed=st.integers(0, 10**6), strategy=st.sampled_from(["pacms", "mmr", "topk"]))
 def test_same_pool_again_picks_as_a_fresh_selector(seed: int, strategy: str) -> None:
     rng = random.Random(seed)
-    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 20)))
-             for _ in range(rng.randint(2, 40))]
+    texts = [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 20)))
+        for _ in range(rng.randint(2, 40))
+    ]
     query = " ".join(rng.choice(WORDS) for _ in range(3))
     warm = ContextSelector()
     for ratio in (0.2, 0.5, 0.2):  # the same texts under other budgets and mandatory flags
@@ -255,15 +275,26 @@ def test_rows_lent_by_the_last_pool_give_the_same_vectors(seed: int, dim: int) -
 @pytest.mark.parametrize("name", ["lex", "dense"])
 def test_compaction_keeps_the_picks(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(3)
-    pools = [([" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))
-               for _ in range(rng.randint(5, 120))],
-              " ".join(rng.choice(WORDS) for _ in range(4))) for _ in range(10)]
+    pools = [
+        (
+            [
+                " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))
+                for _ in range(rng.randint(5, 120))
+            ],
+            " ".join(rng.choice(WORDS) for _ in range(4)),
+        )
+        for _ in range(10)
+    ]
 
     def kept() -> list[tuple[str, ...]]:
         embeddings = None if name == "lex" else DeterministicFakeEmbedding(size=64)
         selector = ContextSelector(embeddings)
-        return [selector.select(texts, query, budget_ratio=r, strategy=s).kept_ids
-                for texts, query in pools for r in (0.1, 0.4) for s in ("pacms", "topk")]
+        return [
+            selector.select(texts, query, budget_ratio=r, strategy=s).kept_ids
+            for texts, query in pools
+            for r in (0.1, 0.4)
+            for s in ("pacms", "topk")
+        ]
 
     compacted = kept()
     monkeypatch.setattr(selector_module, "_used_features", lambda v, q: (v, q, None))
@@ -272,8 +303,11 @@ def test_compaction_keeps_the_picks(name: str, monkeypatch: pytest.MonkeyPatch) 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    rows=st.integers(1, 8), dim=st.integers(1, 40), seed=st.integers(0, 10**6),
-    zero=st.booleans(), nan=st.booleans(),
+    rows=st.integers(1, 8),
+    dim=st.integers(1, 40),
+    seed=st.integers(0, 10**6),
+    zero=st.booleans(),
+    nan=st.booleans(),
 )
 def test_unit_rows_rounds_the_float64_quotient_once(
     rows: int, dim: int, seed: int, zero: bool, nan: bool

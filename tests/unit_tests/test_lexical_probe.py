@@ -102,8 +102,20 @@ def test_probe_table_has_every_recipe_and_budget() -> None:
 
 
 def test_cli_probe_writes_its_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["eval", "longmemeval", "probe", "--data", str(FIXTURES), "--all",
-                 "--budgets", "1.0", "--out", str(tmp_path)])
+    code = main(
+        [
+            "eval",
+            "longmemeval",
+            "probe",
+            "--data",
+            str(FIXTURES),
+            "--all",
+            "--budgets",
+            "1.0",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     report = json.loads((tmp_path / "lexical-probe.json").read_text())
     assert report["meta"]["questions"] == 2

@@ -73,20 +73,27 @@ def fold(target: str, reason: str = "stable body") -> Plan:
 
 
 def test_check_drops_invalid_targets_with_reasons():
-    msgs = [*history(), AIMessage("", tool_calls=[_call("c3", path="README.md")], id="a4"),
-            ToolMessage("# readme", tool_call_id="c3", id="t3")]
+    msgs = [
+        *history(),
+        AIMessage("", tool_calls=[_call("c3", path="README.md")], id="a4"),
+        ToolMessage("# readme", tool_call_id="c3", id="t3"),
+    ]
     msgs.insert(2, HumanMessage("no id here"))
     index = index_messages(msgs)
-    checked = check_actions(msgs, index, [
-        Action("fold", "function:tool:1"),
-        Action("prune", "system:1"),
-        Action("prune", "function:tool:3"),  # latest turn
-        Action("fold", "function:tool:99"),
-        Action("mask", "conversation:user:2"),  # the message without id
-        Action("prune", "function:tool:1"),  # overlaps the fold
-        Action("fold", "function:tool:1"),  # duplicate: silently one
-        Action("squash", "function:tool:2"),  # type: ignore[arg-type]
-    ])
+    checked = check_actions(
+        msgs,
+        index,
+        [
+            Action("fold", "function:tool:1"),
+            Action("prune", "system:1"),
+            Action("prune", "function:tool:3"),  # latest turn
+            Action("fold", "function:tool:99"),
+            Action("mask", "conversation:user:2"),  # the message without id
+            Action("prune", "function:tool:1"),  # overlaps the fold
+            Action("fold", "function:tool:1"),  # duplicate: silently one
+            Action("squash", "function:tool:2"),  # type: ignore[arg-type]
+        ],
+    )
     assert [(a.op, a.target) for a in checked.accepted] == [("fold", "function:tool:1")]
     reasons = {r.action.target + ":" + r.action.op: r.reason for r in checked.rejected}
     assert reasons == {
@@ -94,7 +101,8 @@ def test_check_drops_invalid_targets_with_reasons():
         "function:tool:3:prune": "part of the latest turn",
         "function:tool:99:fold": "unknown object id",
         "conversation:user:2:mask": (
-            "a message without an id cannot be replaced or removed in state"),
+            "a message without an id cannot be replaced or removed in state"
+        ),
         "function:tool:1:prune": "overlaps fold of the same object (fold kept)",
         "function:tool:2:squash": "unknown op 'squash' (expected fold, mask or prune)",
     }
@@ -103,8 +111,11 @@ def test_check_drops_invalid_targets_with_reasons():
 
 def test_check_rejects_what_would_break_the_first_user_message_rule():
     msgs = history()
-    checked = check_actions(msgs, index_messages(msgs), [
-        Action("prune", "conversation:user:1"), Action("mask", "function:tool:2")])
+    checked = check_actions(
+        msgs,
+        index_messages(msgs),
+        [Action("prune", "conversation:user:1"), Action("mask", "function:tool:2")],
+    )
     assert [a.target for a in checked.accepted] == ["function:tool:2"]
     (rejection,) = checked.rejected
     assert rejection.reason.startswith("would leave an invalid history: first non-system")
@@ -115,8 +126,11 @@ def test_check_refuses_double_fold_and_mask_of_a_folded_object():
     harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
     commit = harness.step(msgs, thread_id="t")
     again = index_messages(commit.messages, known_ids=commit.known_ids)
-    checked = check_actions(commit.messages, again, [
-        Action("fold", "function:tool:1"), Action("mask", "function:tool:1")])
+    checked = check_actions(
+        commit.messages,
+        again,
+        [Action("fold", "function:tool:1"), Action("mask", "function:tool:1")],
+    )
     assert checked.accepted == ()
     assert sorted(r.reason for r in checked.rejected) == ["already folded", "already folded"]
 
@@ -215,10 +229,13 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
         messages: Annotated[list[AnyMessage], add_messages]
 
     store = InMemoryStore()
-    plan = Plan("fold the read, prune the log", (
-        Action("fold", "function:tool:1", "stable body"),
-        Action("prune", "function:tool:2", "superseded"),
-    ))
+    plan = Plan(
+        "fold the read, prune the log",
+        (
+            Action("fold", "function:tool:1", "stable body"),
+            Action("prune", "function:tool:2", "superseded"),
+        ),
+    )
     harness = LifecycleHarness(ScriptedPlanner(plan), store=store, threshold=0.3)
     commits = []
 
@@ -243,7 +260,8 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
     assert audit.payload == original[5].content and audit.description.startswith("prune:")
     assert harness.sidecars("t").list_ids() == ["function:tool:1"]
     assert commit.share > 0.3 and harness.stats.tokens_removed == (
-        commit.tokens_before - commit.tokens_after)
+        commit.tokens_before - commit.tokens_after
+    )
 
 
 def test_commit_event_and_jsonl_log(tmp_path):
@@ -270,8 +288,9 @@ def test_reactivate_brings_the_exact_payload_back():
     original[3] = original[3].model_copy(update={"content": "naïve ✓ \x00 end" * 300})
     harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
     commit = harness.step(original, thread_id="t")
-    (restored,) = harness.reactivate(commit.messages, "function:tool:1", thread_id="t",
-                                      known_ids=commit.known_ids)
+    (restored,) = harness.reactivate(
+        commit.messages, "function:tool:1", thread_id="t", known_ids=commit.known_ids
+    )
     assert restored.id == "t1" and restored.content == original[3].content
     back = [restored if m.id == restored.id else m for m in commit.messages]
     index = index_messages(back)
@@ -312,8 +331,9 @@ def test_tool_boundary_plans_inside_one_long_task():
         index_messages(msgs, latest="call")  # type: ignore[arg-type]
     turn = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
     assert turn.step(msgs, thread_id="t") is None  # not a turn boundary
-    tool = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0,
-                            boundary="tool")
+    tool = LifecycleHarness(
+        ScriptedPlanner(fold("function:tool:1")), threshold=0.0, boundary="tool"
+    )
     commit = tool.step(msgs, thread_id="t")
     assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
     assert provider_problems(commit.messages) == []

@@ -19,11 +19,16 @@ from langchain_pacms.lifecycle.locators import (
     stub_locators,
 )
 
-RESERVATION = json.dumps({
-    "reservation_id": "ZFA04Y", "user_id": "mia_li_3668", "cabin": "economy",
-    "flights": [{"flight_number": "HAT136", "date": "2024-05-20", "price": 1245}],
-    "payment_id": "credit_card_4421486", "seats": 12,
-})
+RESERVATION = json.dumps(
+    {
+        "reservation_id": "ZFA04Y",
+        "user_id": "mia_li_3668",
+        "cabin": "economy",
+        "flights": [{"flight_number": "HAT136", "date": "2024-05-20", "price": 1245}],
+        "payment_id": "credit_card_4421486",
+        "seats": 12,
+    }
+)
 
 
 def test_ranks_put_paths_and_ids_before_quoted_values_and_numbers() -> None:
@@ -33,8 +38,15 @@ def test_ranks_put_paths_and_ids_before_quoted_values_and_numbers() -> None:
 
 def test_json_values_are_locators_and_json_keys_are_not() -> None:
     found = find_locators(RESERVATION, limit=100)
-    assert {"ZFA04Y", "mia_li_3668", "economy", "HAT136", "2024-05-20", "1245",
-            "credit_card_4421486"} <= set(found)
+    assert {
+        "ZFA04Y",
+        "mia_li_3668",
+        "economy",
+        "HAT136",
+        "2024-05-20",
+        "1245",
+        "credit_card_4421486",
+    } <= set(found)
     assert not {"reservation_id", "cabin", "flights", "price", "12"} & set(found)
 
 
@@ -59,18 +71,23 @@ def test_the_stub_budget_grows_with_the_payload_between_bounds() -> None:
     budgets = [locator_budget(n) for n in sizes]
     assert budgets == sorted(budgets) and budgets[0] == 500 and budgets[-1] == 4_000
     assert stub_locators("digest", RESERVATION) == find_locators(
-        RESERVATION, limit=10**6, budget=locator_budget(len(RESERVATION)))
+        RESERVATION, limit=10**6, budget=locator_budget(len(RESERVATION))
+    )
 
 
 def test_locator_lines_keep_new_handles_once_within_budget() -> None:
-    log = "\n".join(["ok"] * 5 + ["FAIL tests/test_a.py::t1", "ok", "FAIL tests/test_a.py::t1",
-                                  "ERROR E016 in pkg/b.py"])
+    log = "\n".join(
+        ["ok"] * 5
+        + ["FAIL tests/test_a.py::t1", "ok", "FAIL tests/test_a.py::t1", "ERROR E016 in pkg/b.py"]
+    )
     assert locator_lines(log, 200) == ["FAIL tests/test_a.py::t1", "ERROR E016 in pkg/b.py"]
     assert locator_lines(log, 30) == ["FAIL tests/test_a.py::t1"]
 
 
-@given(st.text(alphabet=st.sampled_from(list("ab1_/.-\"' :{}\n")), max_size=300),
-       st.integers(min_value=0, max_value=200))
+@given(
+    st.text(alphabet=st.sampled_from(list("ab1_/.-\"' :{}\n")), max_size=300),
+    st.integers(min_value=0, max_value=200),
+)
 def test_every_locator_occurs_verbatim_is_unique_and_fits(text: str, budget: int) -> None:
     found = find_locators(text, limit=50, budget=budget)
     assert len(found) == len(set(found)) <= 50
@@ -80,8 +97,12 @@ def test_every_locator_occurs_verbatim_is_unique_and_fits(text: str, budget: int
 
 def _tool_history(payload: str) -> list:
     call = {"name": "get_reservation", "args": {"id": "ZFA04Y"}, "id": "c1"}
-    return [HumanMessage("help", id="h"), AIMessage("", tool_calls=[call], id="a1"),
-            ToolMessage(payload, tool_call_id="c1", id="t1"), HumanMessage("ok", id="h2")]
+    return [
+        HumanMessage("help", id="h"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        HumanMessage("ok", id="h2"),
+    ]
 
 
 def test_a_fold_stub_carries_the_payloads_values() -> None:
@@ -94,8 +115,11 @@ def test_a_fold_stub_carries_the_payloads_values() -> None:
 
 
 def test_a_mask_keeps_the_elided_lines_that_hold_locators() -> None:
-    log = "\n".join([f"step {n} ok" for n in range(300)] + ["Traceback in src/core/io.py"]
-                    + [f"step {n} ok" for n in range(300)])
+    log = "\n".join(
+        [f"step {n} ok" for n in range(300)]
+        + ["Traceback in src/core/io.py"]
+        + [f"step {n} ok" for n in range(300)]
+    )
     msgs = _tool_history(log)
     masked = apply_actions(msgs, index_messages(msgs), [Action("mask", "function:tool:1")])
     text = masked.messages[2].content

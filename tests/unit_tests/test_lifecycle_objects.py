@@ -21,8 +21,9 @@ def history():
     return [
         SystemMessage("You are a coder.", id="s"),
         HumanMessage("Fix the bug in src/app.py", id="h1"),
-        AIMessage("", tool_calls=[_call("c1", path="src/app.py"), _call("c2", path="b.py")],
-                  id="a1"),
+        AIMessage(
+            "", tool_calls=[_call("c1", path="src/app.py"), _call("c2", path="b.py")], id="a1"
+        ),
         ToolMessage("x = 1\n" * 200, tool_call_id="c1", id="t1"),
         ToolMessage("y = 2", tool_call_id="c2", id="t2"),
         AIMessage("Found it at line 3.", id="a2"),
@@ -36,8 +37,12 @@ def test_ids_kinds_lineage_and_latest():
     index = index_messages(history())
     ids = [o.id for o in index.objects]
     assert ids == [
-        "system:1", "conversation:user:1", "function:tool:1", "conversation:assistant:1",
-        "conversation:user:2", "function:tool:2",
+        "system:1",
+        "conversation:user:1",
+        "function:tool:1",
+        "conversation:assistant:1",
+        "conversation:user:2",
+        "function:tool:2",
     ]
     tool = index.by_id["function:tool:1"]
     assert tool.lineage == ("a1", "t1", "t2") and tool.indices == (2, 3, 4)
@@ -59,7 +64,9 @@ def test_ids_are_stable_after_fold_and_with_known_ids():
     pruned = apply_actions(msgs, index, [Action("prune", "conversation:assistant:1")]).messages
     assert "conversation:assistant:1" not in index_messages(pruned, known_ids=index.id_map).by_id
     assert index_messages(pruned, known_ids=index.id_map).by_id["function:tool:2"].lineage == (
-        "a3", "t3")
+        "a3",
+        "t3",
+    )
 
 
 def test_fold_keeps_pairs_ids_and_locators():
@@ -69,7 +76,7 @@ def test_fold_keeps_pairs_ids_and_locators():
     assert provider_problems(out) == []
     assert [m.id for m in out] == [m.id for m in msgs]
     assert out[3].tool_call_id == "c1" and out[4].tool_call_id == "c2"
-    assert "recover_context(\"function:tool:1\")" in out[3].content
+    assert 'recover_context("function:tool:1")' in out[3].content
     assert "path=src/app.py" not in out[3].content  # the call is in view: not repeated
     assert "path=src/app.py" in result.sidecars[0].description
     assert out[4].content == "[folded with function:tool:1]"
@@ -84,8 +91,9 @@ def test_fold_keeps_pairs_ids_and_locators():
 def test_mask_and_prune():
     msgs = history()
     index = index_messages(msgs)
-    masked = apply_actions(msgs, index, [Action("mask", "function:tool:1")], mask_head=10,
-                           mask_tail=5)
+    masked = apply_actions(
+        msgs, index, [Action("mask", "function:tool:1")], mask_head=10, mask_tail=5
+    )
     assert "elided by mask" in masked.messages[3].content
     assert masked.messages[3].content.startswith("x = 1\nx = ")
     assert masked.sidecars == ()

@@ -277,13 +277,15 @@ def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
     plan = plan_of(h.messages, keep_above=1.0, max_stubs=2)
     assert [ops(plan)[r] for r in reads] == ["prune"] * 3 + ["fold"] * 2
     assert {a.reason for a in plan.actions if a.op == "prune"} == {
-        "an older stub than the newest 2 (max_stubs)"}
+        "an older stub than the newest 2 (max_stubs)"
+    }
     assert_applies_cleanly(h.messages, plan)
     # on a later round the stubs already in view count too: the older ones are pruned
     index = index_messages(h.messages)
     folded = apply_actions(h.messages, index, plan_of(h.messages, keep_above=1.0).actions)
     later = HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=1).plan(
-        index_messages(folded.messages), folded.messages)
+        index_messages(folded.messages), folded.messages
+    )
     assert ops(later) == {r: "prune" for r in reads[:4]}
     after = apply_actions(folded.messages, index_messages(folded.messages), later.actions)
     assert provider_problems(after.messages) == []
@@ -294,8 +296,8 @@ def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
 
 def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload():
     harness = LifecycleHarness(
-        HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0,
-        boundary="tool")
+        HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0, boundary="tool"
+    )
     h = History().user("Review every module")
     history: list[BaseMessage] = list(h.messages)
     known: dict[str, str] = {}
@@ -305,8 +307,13 @@ def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload(
         h.call("read_file", code_body(f"src/{name}.py", 150), path=f"src/{name}.py")
         history = list(h.messages)
         index = index_messages(history)
-        payloads.update({o.id: payload_of(history, o.indices) for o in index.objects
-                         if o.kind == "tool" and o.state == "active"})
+        payloads.update(
+            {
+                o.id: payload_of(history, o.indices)
+                for o in index.objects
+                if o.kind == "tool" and o.state == "active"
+            }
+        )
         commit = harness.step(history, known_ids=known)
         if commit is not None:
             history, known = list(commit.messages), dict(commit.known_ids)
@@ -425,9 +432,12 @@ def test_aplan_equals_plan_and_planning_is_deterministic():
     planner = HeuristicPlanner(ContextSelector(KeywordEmbeddings()), keep_recent=0)
     first = planner.plan(index, h.messages)
     assert planner.plan(index, h.messages) == first  # warm cache, same answer
-    assert HeuristicPlanner(ContextSelector(KeywordEmbeddings()), keep_recent=0).plan(
-        index, h.messages
-    ) == first
+    assert (
+        HeuristicPlanner(ContextSelector(KeywordEmbeddings()), keep_recent=0).plan(
+            index, h.messages
+        )
+        == first
+    )
     assert asyncio.run(planner.aplan(index, h.messages)) == first
     assert isinstance(planner, Planner) and first.planner == "heuristic"
 
@@ -468,8 +478,7 @@ ACTIONS = st.sampled_from(["read", "reread", "log", "small", "say", "user", "edi
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(ACTIONS, min_size=1, max_size=25), st.integers(0, 3),
-       st.none() | st.integers(0, 3))
+@given(st.lists(ACTIONS, min_size=1, max_size=25), st.integers(0, 3), st.none() | st.integers(0, 3))
 def test_any_history_gives_a_safe_plan_that_applies_cleanly(
     steps: list[str], keep: int, max_stubs: int | None
 ):
@@ -500,8 +509,11 @@ def test_any_history_gives_a_safe_plan_that_applies_cleanly(
         if obj.kind == "assistant":
             assert action.op in (("fold",) if max_stubs is None else ("fold", "prune"))
     if max_stubs is not None:  # user folds are outside the horizon: they are never pruned
-        shrunk = [a for a in plan.actions if a.op in ("fold", "mask")
-                  and index.by_id[a.target].kind != "user"]
+        shrunk = [
+            a
+            for a in plan.actions
+            if a.op in ("fold", "mask") and index.by_id[a.target].kind != "user"
+        ]
         assert len(shrunk) <= max_stubs
     assert_applies_cleanly(h.messages, plan)
 
@@ -518,8 +530,11 @@ def tau_messages(session: dict[str, Any]) -> list[BaseMessage]:
             out.append(HumanMessage(m["content"], id=mid))
         elif m["role"] == "assistant":
             calls = [
-                {"name": c["function"]["name"], "args": json.loads(c["function"]["arguments"]),
-                 "id": c["id"]}
+                {
+                    "name": c["function"]["name"],
+                    "args": json.loads(c["function"]["arguments"]),
+                    "id": c["id"],
+                }
                 for c in m.get("tool_calls") or []
             ]
             out.append(AIMessage(m.get("content") or "", tool_calls=calls, id=mid))
@@ -537,7 +552,8 @@ def test_real_tau_bench_trace_gives_a_valid_non_empty_plan():
     messages = tau_messages(session)
     # cut at the last user message that follows 15 or more tool calls: a replay cut point
     cut = next(
-        i for i in range(len(messages) - 1, 0, -1)
+        i
+        for i in range(len(messages) - 1, 0, -1)
         if messages[i].type == "human"
         and sum(isinstance(m, ToolMessage) for m in messages[:i]) >= 15
     )
@@ -604,8 +620,10 @@ def llm_history() -> History:
 
 def reply(*actions: tuple[str, str], summary: str = "tidy the old reads") -> str:
     return json.dumps(
-        {"summary": summary,
-         "actions": [{"op": op, "target": t, "reason": f"{op} it"} for op, t in actions]}
+        {
+            "summary": summary,
+            "actions": [{"op": op, "target": t, "reason": f"{op} it"} for op, t in actions],
+        }
     )
 
 
@@ -620,7 +638,9 @@ def test_llm_valid_json_plan():
     assert plan.ok and plan.planner == "llm"
     assert plan.summary == "tidy the old reads"
     assert [(a.op, a.target, a.reason) for a in plan.actions] == [
-        ("prune", "function:tool:1", "prune it"), ("mask", "function:tool:2", "mask it")]
+        ("prune", "function:tool:1", "prune it"),
+        ("mask", "function:tool:2", "mask it"),
+    ]
     h = llm_history()
     assert_applies_cleanly(h.messages, plan)
 
@@ -653,34 +673,48 @@ def test_llm_all_unknown_ids_reject_the_plan():
 
 
 def test_llm_invalid_actions_are_dropped_with_reasons():
-    plan = llm_plan(reply(
-        ("fold", "function:tool:1"),
-        ("fold", "function:tool:99"),  # hallucinated
-        ("shrink", "function:tool:2"),  # unknown op
-        ("prune", "system:1"),
-        ("prune", "function:tool:4"),  # the latest turn
-        ("prune", "conversation:user:1"),  # user instructions
-        ("mask", "function:tool:1"),  # second action on one object
-    ))
+    plan = llm_plan(
+        reply(
+            ("fold", "function:tool:1"),
+            ("fold", "function:tool:99"),  # hallucinated
+            ("shrink", "function:tool:2"),  # unknown op
+            ("prune", "system:1"),
+            ("prune", "function:tool:4"),  # the latest turn
+            ("prune", "conversation:user:1"),  # user instructions
+            ("mask", "function:tool:1"),  # second action on one object
+        )
+    )
     assert plan.ok and plan.groups() == {"fold": ["function:tool:1"]}
-    for why in ("function:tool:99: unknown id", "function:tool:2: unknown op 'shrink'",
-                "system:1: the system prompt", "function:tool:4: part of the latest turn",
-                "conversation:user:1: a user message is only ever folded",
-                "dropped 6"):
+    for why in (
+        "function:tool:99: unknown id",
+        "function:tool:2: unknown op 'shrink'",
+        "system:1: the system prompt",
+        "function:tool:4: part of the latest turn",
+        "conversation:user:1: a user message is only ever folded",
+        "dropped 6",
+    ):
         assert why in plan.summary
     only_bad = llm_plan(reply(("prune", "system:1"), ("mask", "conversation:user:2")))
     assert not only_bad.ok and (only_bad.rejected or "").startswith("no usable action: ")
 
 
 def test_llm_span_scope_is_read_and_checked():
-    text = json.dumps({"summary": "fold the old reads with their calls", "actions": [
-        {"op": "fold", "target": "function:tool:1", "scope": "span"},
-        {"op": "fold", "target": "function:tool:2"},
-        {"op": "mask", "target": "function:tool:3", "scope": "span"},
-        {"op": "fold", "target": "conversation:user:1", "scope": "everything"}]})
+    text = json.dumps(
+        {
+            "summary": "fold the old reads with their calls",
+            "actions": [
+                {"op": "fold", "target": "function:tool:1", "scope": "span"},
+                {"op": "fold", "target": "function:tool:2"},
+                {"op": "mask", "target": "function:tool:3", "scope": "span"},
+                {"op": "fold", "target": "conversation:user:1", "scope": "everything"},
+            ],
+        }
+    )
     plan = llm_plan(text)
     assert [(a.target, a.scope) for a in plan.actions] == [
-        ("function:tool:1", "span"), ("function:tool:2", "output")]
+        ("function:tool:1", "span"),
+        ("function:tool:2", "output"),
+    ]
     assert "function:tool:3: scope 'span' is for a fold of a tool call only" in plan.summary
     assert "conversation:user:1: unknown scope 'everything'" in plan.summary
     assert_applies_cleanly(llm_history().messages, plan)
@@ -720,15 +754,18 @@ def test_llm_runs_on_the_side_with_a_compact_view():
 def test_llm_view_lists_the_largest_objects_when_over_max_objects():
     h = llm_history()
     view = LLMPlanner(RecordingModel(messages=iter([])), max_objects=2).view(
-        index_messages(h.messages))
+        index_messages(h.messages)
+    )
     listed = [line.split(" | ")[0] for line in view.splitlines() if " | tool | " in line]
     assert listed == ["function:tool:1", "function:tool:3"]  # in order, the two largest
     assert "(2 smaller objects not shown)" in view
 
 
 def test_llm_structured_output_path():
-    args = {"summary": "prune the stale read",
-            "actions": [{"op": "prune", "target": "function:tool:1", "reason": "read again"}]}
+    args = {
+        "summary": "prune the stale read",
+        "actions": [{"op": "prune", "target": "function:tool:1", "reason": "read again"}],
+    }
     call = AIMessage("", tool_calls=[{"name": "PlanSchema", "args": args, "id": "p1"}])
     h = llm_history()
     planner = LLMPlanner(ToolCallingFake(messages=iter([call])))
@@ -736,16 +773,23 @@ def test_llm_structured_output_path():
     plan = planner.plan(index_messages(h.messages), h.messages)
     assert plan.ok and plan.groups() == {"prune": ["function:tool:1"]}
     # an op outside the schema fails pydantic parsing; the raw call is read and the action dropped
-    bad = {"summary": "s", "actions": [{"op": "shrink", "target": "function:tool:1"},
-                                       {"op": "fold", "target": "function:tool:3"}]}
+    bad = {
+        "summary": "s",
+        "actions": [
+            {"op": "shrink", "target": "function:tool:1"},
+            {"op": "fold", "target": "function:tool:3"},
+        ],
+    }
     call = AIMessage("", tool_calls=[{"name": "PlanSchema", "args": bad, "id": "p2"}])
     plan = LLMPlanner(ToolCallingFake(messages=iter([call]))).plan(
-        index_messages(h.messages), h.messages)
+        index_messages(h.messages), h.messages
+    )
     assert plan.groups() == {"fold": ["function:tool:3"]} and "unknown op 'shrink'" in plan.summary
     # no tool call at all: JSON in the text is still read
     text = AIMessage(reply(("fold", "function:tool:2")))
     plan = LLMPlanner(ToolCallingFake(messages=iter([text]))).plan(
-        index_messages(h.messages), h.messages)
+        index_messages(h.messages), h.messages
+    )
     assert plan.groups() == {"fold": ["function:tool:2"]}
 
 

@@ -26,7 +26,8 @@ from langchain_pacms.lifecycle import (
 
 TEXT = st.text(
     alphabet=st.sampled_from([*"ab xyz/._=-\n0123456789", "é", "✓", "\x00", "😀"]),
-    min_size=0, max_size=900,
+    min_size=0,
+    max_size=900,
 )
 
 
@@ -43,9 +44,16 @@ def histories(draw: Any) -> list[BaseMessage]:
             ids = [f"c{n + k}" for k in range(calls)]
             n += calls
             script = draw(st.one_of(st.just(""), TEXT))
-            msgs.append(AIMessage(draw(st.one_of(st.just(""), TEXT)), id=f"a{ids[0]}", tool_calls=[
-                {"name": "read", "args": {"path": f"f{c}.py", "script": script}, "id": c}
-                for c in ids]))
+            msgs.append(
+                AIMessage(
+                    draw(st.one_of(st.just(""), TEXT)),
+                    id=f"a{ids[0]}",
+                    tool_calls=[
+                        {"name": "read", "args": {"path": f"f{c}.py", "script": script}, "id": c}
+                        for c in ids
+                    ],
+                )
+            )
             msgs.extend(ToolMessage(draw(TEXT), tool_call_id=c, id=f"t{c}") for c in ids)
         if draw(st.booleans()):
             msgs.append(AIMessage(draw(TEXT) or "done", id=f"r{turn}"))
@@ -53,8 +61,14 @@ def histories(draw: Any) -> list[BaseMessage]:
 
 
 def _snapshot(msgs: list[BaseMessage], indices: tuple[int, ...]) -> list[Any]:
-    return [(msgs[i].id, msgs[i].content, [(c["name"], c["args"], c["id"]) for c in
-             getattr(msgs[i], "tool_calls", [])]) for i in indices]
+    return [
+        (
+            msgs[i].id,
+            msgs[i].content,
+            [(c["name"], c["args"], c["id"]) for c in getattr(msgs[i], "tool_calls", [])],
+        )
+        for i in indices
+    ]
 
 
 def _latest(msgs: list[BaseMessage]) -> list[tuple[Any, Any]]:
@@ -79,21 +93,29 @@ def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
                     payloads.add(span_payload(msgs, obj))
                 originals.setdefault(obj.id, (payloads, _snapshot(msgs, obj.indices)))
         ids = [o.id for o in index.objects] + ["function:tool:404"]
-        actions = data.draw(st.lists(st.builds(
-            Action, st.sampled_from(["fold", "mask", "prune"]), st.sampled_from(ids),
-            scope=st.sampled_from(["output", "span"])), max_size=6))
+        actions = data.draw(
+            st.lists(
+                st.builds(
+                    Action,
+                    st.sampled_from(["fold", "mask", "prune"]),
+                    st.sampled_from(ids),
+                    scope=st.sampled_from(["output", "span"]),
+                ),
+                max_size=6,
+            )
+        )
         checked = check_actions(msgs, index, actions, token_counter=len)
         msgs = checked.result.messages
         sidecars.update({s.object_id: s for s in checked.result.sidecars})
         assert provider_problems(msgs) == []
         assert _latest(msgs) == latest
-        folded = [o for o in index_messages(msgs, known_ids=known).objects
-                  if o.state == "folded"]
+        folded = [o for o in index_messages(msgs, known_ids=known).objects if o.state == "folded"]
         if folded and data.draw(st.booleans()):
             obj = data.draw(st.sampled_from(folded))
             msgs = [
-                *restore(msgs, index_messages(msgs, known_ids=known), sidecars[obj.id],
-                         token_counter=len).messages
+                *restore(
+                    msgs, index_messages(msgs, known_ids=known), sidecars[obj.id], token_counter=len
+                ).messages
             ]
             back = index_messages(msgs, known_ids=known).by_id[obj.id]
             assert back.state == "active"

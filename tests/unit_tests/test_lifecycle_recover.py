@@ -39,14 +39,19 @@ def test_thread_from_argument_wins_over_config():
     SidecarStore(store, "t2").put(SidecarRecord.of("function:tool:1", "other", "tool"))
     tool = make_recover_tool(store, thread_id="t1")
     assert tool.invoke({"object_id": "function:tool:1"}, _config("t2")) == PAYLOAD
-    assert make_recover_tool(store).invoke({"object_id": "function:tool:1"},
-                                           _config("t2")) == "other"
+    assert (
+        make_recover_tool(store).invoke({"object_id": "function:tool:1"}, _config("t2")) == "other"
+    )
 
 
 def test_tool_call_gives_exact_payload_in_tool_message():
     tool = make_recover_tool(_store())
-    call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:1"}, "id": "r1",
-            "type": "tool_call"}
+    call = {
+        "name": RECOVER_TOOL_NAME,
+        "args": {"object_id": "function:tool:1"},
+        "id": "r1",
+        "type": "tool_call",
+    }
     message = tool.invoke(call, _config("t1"))
     assert isinstance(message, ToolMessage)
     assert message.content == PAYLOAD and message.status == "success"
@@ -54,8 +59,12 @@ def test_tool_call_gives_exact_payload_in_tool_message():
 
 def test_unknown_id_is_an_error_result_naming_known_ids():
     tool = make_recover_tool(_store())
-    call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:7"}, "id": "r1",
-            "type": "tool_call"}
+    call = {
+        "name": RECOVER_TOOL_NAME,
+        "args": {"object_id": "function:tool:7"},
+        "id": "r1",
+        "type": "tool_call",
+    }
     message = tool.invoke(call, _config("t1"))
     assert message.status == "error"
     assert "no sidecar for 'function:tool:7' in thread 't1'" in message.content
@@ -124,12 +133,17 @@ async def test_async_path_does_not_use_sync_store_calls():
 def test_fold_then_recover_returns_the_folded_payload():
     payload = PAYLOAD.replace("\ud800", "")  # index_messages hashes with strict UTF-8
     call = {"name": "read", "args": {"path": "data.json"}, "id": "c1"}
-    msgs = [HumanMessage("read data.json", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-            ToolMessage(payload, tool_call_id="c1", id="t1"), HumanMessage("thanks", id="h2")]
+    msgs = [
+        HumanMessage("read data.json", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        HumanMessage("thanks", id="h2"),
+    ]
     folded = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
     store = InMemoryStore()
     SidecarStore(store, "t").put_many(folded.sidecars)
     stub = folded.messages[2].content
     assert 'recover_context("function:tool:1")' in stub and payload not in stub
-    assert make_recover_tool(store).invoke({"object_id": "function:tool:1"},
-                                           _config("t")) == payload
+    assert (
+        make_recover_tool(store).invoke({"object_id": "function:tool:1"}, _config("t")) == payload
+    )

@@ -48,8 +48,13 @@ def session(n: int = 8) -> TraceSession:
     for k in range(n):
         cid = f"c{k}"
         command = "ls src" if k == 0 else f"cat src/mod_{k - 1}.py"
-        msgs.append(AIMessage(f"step {k}", id=f"a{k}", tool_calls=[
-            {"name": "bash", "args": {"command": command}, "id": cid}]))
+        msgs.append(
+            AIMessage(
+                f"step {k}",
+                id=f"a{k}",
+                tool_calls=[{"name": "bash", "args": {"command": command}, "id": cid}],
+            )
+        )
         body = f"src/mod_{k}.py\n" + "\n".join(f"line {j}: x = {j * k}" for j in range(120))
         msgs.append(ToolMessage(body, tool_call_id=cid, id=f"t{k}"))
     msgs.append(AIMessage("done", id="end"))
@@ -65,7 +70,8 @@ def test_extract_keeps_exact_locators_and_drops_plain_words():
 
 def test_dependencies_come_from_tool_outputs_not_from_the_prompt():
     deps = future_dependencies(
-        ["found src/a.py and src/b.py; order 88231"], ["open src/b.py", "refund 88231 a.py"],
+        ["found src/a.py and src/b.py; order 88231"],
+        ["open src/b.py", "refund 88231 a.py"],
         prompt="fix src/a.py",
     )
     assert deps == {"src/b.py", "88231"}
@@ -91,9 +97,18 @@ def test_cut_points_after_tool_outputs_with_four_spans():
     assert cut_points(msgs, max_cuts=2, seed=1) == cut_points(msgs, max_cuts=2, seed=1)
 
 
-@pytest.mark.parametrize("policy", ["none", "heuristic", "oldest-fold-50", "tool-prune-keep3",
-                                    "tool-mask-then-prune", "hybrid-fold-prune",
-                                    "clear-tool-uses"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "none",
+        "heuristic",
+        "oldest-fold-50",
+        "tool-prune-keep3",
+        "tool-mask-then-prune",
+        "hybrid-fold-prune",
+        "clear-tool-uses",
+    ],
+)
 def test_every_policy_is_judged_on_every_cut(policy):
     result = evaluate_cuts([session()], policy)
     row = result.row()
@@ -166,8 +181,9 @@ def test_loaders_report_what_they_cannot_read(tmp_path):
 @needs_traces
 def test_all_three_sets_load_as_valid_histories_with_ids():
     sessions, problems = load_traces(TRACES)
-    counts = {d: sum(s.dataset == d for s in sessions) for d in ("tau-bench", "mini-swe",
-                                                                 "swe-agent")}
+    counts = {
+        d: sum(s.dataset == d for s in sessions) for d in ("tau-bench", "mini-swe", "swe-agent")
+    }
     assert counts == {"tau-bench": 200, "mini-swe": 31, "swe-agent": 21}
     assert [reason for _, reason in problems] == ["no trajectory steps"]  # the history-only file
     for s in sessions:
@@ -199,8 +215,9 @@ def test_the_hybrid_folds_old_tool_spans_and_prunes_the_middle():
 def test_a_baseline_runs_in_the_harness_loop_and_clear_tool_uses_edits_each_request():
     s = session(12)
     none, _ = cost_replay(s, None)
-    cost, commits = cost_replay(s, PolicyPlanner("tool-prune-keep3",
-                                                 POLICIES["tool-prune-keep3"]()), threshold=0.0)
+    cost, commits = cost_replay(
+        s, PolicyPlanner("tool-prune-keep3", POLICIES["tool-prune-keep3"]()), threshold=0.0
+    )
     assert commits >= 1 and cost != none
     edited, commits = cost_replay(s, None, edit=lambda m: m[:1] + m[-3:])
     assert commits == 0 and edited < cost_replay(s, None, cached_price=1.0)[0]
@@ -223,8 +240,7 @@ def test_the_report_prices_every_baseline(tmp_path):
     assert report["datasets"]["mini-swe"]["sessions_test"] == 1
     saved = report["datasets"]["mini-swe"]["cost_vs_none"]
     assert "heuristic@0.3" in saved and "clear-tool-uses" in saved
-    for name in ("oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune",
-                 "hybrid-fold-prune"):
+    for name in ("oldest-fold-50", "tool-prune-keep3", "tool-mask-then-prune", "hybrid-fold-prune"):
         assert {f"{name}@0.0", f"{name}@0.3"} <= set(saved)
     text = write_report(report, tmp_path)[1].read_text()
     assert "| tool-prune-keep3@0.0 |" in text and "rejected actions" in text
@@ -262,8 +278,9 @@ def test_worker_processes_give_the_tables_of_one_process(tmp_path):
     rows = ("select+stubs:pacms@0.5", "life+select:pacms@0.5")  # before and after the choice
     one = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=rows)
     cache = ReplayCache.create(tmp_path)
-    two = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=rows,
-                             cache=cache, jobs=2)
+    two = run_lifecycle_eval(
+        pair(), max_cuts=3, thresholds=(0.3,), selection=rows, cache=cache, jobs=2
+    )
     assert timeless(one) == timeless(two)
     # a row's seconds are its cells' compute time, though the tables only read them back
     policies = two["datasets"]["mini-swe"]["policies"]
@@ -272,8 +289,14 @@ def test_worker_processes_give_the_tables_of_one_process(tmp_path):
 
 def test_a_failure_in_a_worker_stops_the_run(tmp_path):
     with pytest.raises(ValueError, match="unknown policy"):
-        run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), selection=("no-such",),
-                           cache=ReplayCache.create(tmp_path), jobs=2)
+        run_lifecycle_eval(
+            pair(),
+            max_cuts=3,
+            thresholds=(0.3,),
+            selection=("no-such",),
+            cache=ReplayCache.create(tmp_path),
+            jobs=2,
+        )
 
 
 def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, capsys):
@@ -283,9 +306,25 @@ def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, ca
     folder.mkdir()
     for name in ("one", "two"):
         shutil.copy(TRACE_FIXTURE, folder / f"{name}.traj.json")
-    args = ["eval", "lifecycle", "--data", str(tmp_path), "--datasets", "mini-swe",
-            "--sessions", "one", "--max-cuts", "2", "--thresholds", "0.3", "--quiet",
-            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
+    args = [
+        "eval",
+        "lifecycle",
+        "--data",
+        str(tmp_path),
+        "--datasets",
+        "mini-swe",
+        "--sessions",
+        "one",
+        "--max-cuts",
+        "2",
+        "--thresholds",
+        "0.3",
+        "--quiet",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(args) == 0
     report = json.loads((tmp_path / "out" / "lifecycle.json").read_text())
     data = report["datasets"]["mini-swe"]
@@ -335,11 +374,14 @@ def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting
 
     dev = [session(12)]
     mild = HEURISTIC_GRID[0]  # the mildest setting prunes least: baselines prune more
-    scored = [(None, g, evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row())
-              for g in HEURISTIC_GRID]
+    scored = [
+        (None, g, evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row())
+        for g in HEURISTIC_GRID
+    ]
     matched = _match(dev, mild, scored, 3, 0, TokenCounter(), None, lambda: None)
     rows = [row for _, _, row in scored] + [
-        evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row() for g in HORIZON_GRID]
+        evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row() for g in HORIZON_GRID
+    ]
     mine = rows[0]
     assert matched
     for name in BASELINES[1:]:

@@ -40,7 +40,8 @@ def test_round_trip_is_byte_exact(name):
     back = sidecars.get("function:tool:1")
     assert back == record
     assert back.payload.encode("utf-8", "surrogatepass") == PAYLOADS[name].encode(
-        "utf-8", "surrogatepass")
+        "utf-8", "surrogatepass"
+    )
 
 
 def test_stored_value_is_json_safe_and_complete():
@@ -49,8 +50,7 @@ def test_stored_value_is_json_safe_and_complete():
     item = store.get((SIDECAR_NAMESPACE, "t"), "function:tool:1")
     text = json.dumps(item.value, ensure_ascii=False)
     assert "\x00" not in text and "\ud800" not in text  # payload is base64, not raw
-    assert set(item.value) >= {"payload", "sha256", "kind", "lineage", "description",
-                               "created_at"}
+    assert set(item.value) >= {"payload", "sha256", "kind", "lineage", "description", "created_at"}
     assert item.value["lineage"] == ["a1", "t1"]
     assert item.value["created_at"].endswith("+00:00")
 
@@ -89,10 +89,17 @@ def test_tampered_payload_raises_integrity_error():
         asyncio.run(sidecars.aget("function:tool:1"))
 
 
-@pytest.mark.parametrize("change", [
-    {"payload": "***not base64***"}, {"payload": None}, {"sha256": "0" * 64},
-    {"encoding": "raw"}, {"lineage": None}, {"object_id": "function:tool:2"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"payload": "***not base64***"},
+        {"payload": None},
+        {"sha256": "0" * 64},
+        {"encoding": "raw"},
+        {"lineage": None},
+        {"object_id": "function:tool:2"},
+    ],
+)
 def test_broken_values_raise_integrity_error(change):
     store = InMemoryStore()
     sidecars = SidecarStore(store, "t")
@@ -152,12 +159,15 @@ async def test_async_twins():
         await sidecars.aget("function:tool:2")
 
 
-@pytest.mark.parametrize(("store", "thread", "error", "match"), [
-    ({}, "t", TypeError, "store must be a langgraph BaseStore"),
-    (InMemoryStore(), 3, TypeError, "thread_id must be a string"),
-    (InMemoryStore(), "", ValueError, "thread_id ''"),
-    (InMemoryStore(), "a.b", ValueError, "without '.'"),
-])
+@pytest.mark.parametrize(
+    ("store", "thread", "error", "match"),
+    [
+        ({}, "t", TypeError, "store must be a langgraph BaseStore"),
+        (InMemoryStore(), 3, TypeError, "thread_id must be a string"),
+        (InMemoryStore(), "", ValueError, "thread_id ''"),
+        (InMemoryStore(), "a.b", ValueError, "without '.'"),
+    ],
+)
 def test_bad_arguments(store, thread, error, match):
     with pytest.raises(error, match=match):
         SidecarStore(store, thread)

@@ -21,8 +21,11 @@ from langchain_pacms.lifecycle import (
 )
 from langchain_pacms.lifecycle.actions import LONG_ARGUMENT, action_gain, visible_locators
 
-SCRIPT = "cat > repro.py << 'EOF'\n" + "\n".join(
-    f"print('case {n}', compute({n}))" for n in range(40)) + "\nEOF"
+SCRIPT = (
+    "cat > repro.py << 'EOF'\n"
+    + "\n".join(f"print('case {n}', compute({n}))" for n in range(40))
+    + "\nEOF"
+)
 
 
 def _history() -> list[BaseMessage]:
@@ -32,10 +35,16 @@ def _history() -> list[BaseMessage]:
     return [
         SystemMessage("You fix bugs in the repository.", id="s"),
         HumanMessage("Fix the crash in src/pkg/module_3.py", id="h1"),
-        AIMessage("I will write a script that reproduces the crash first, then run it.",
-                  tool_calls=[write], id="a1"),
-        ToolMessage("<returncode>0</returncode>\n<output>\n" + listing + "\n</output>",
-                    tool_call_id="c1", id="t1"),
+        AIMessage(
+            "I will write a script that reproduces the crash first, then run it.",
+            tool_calls=[write],
+            id="a1",
+        ),
+        ToolMessage(
+            "<returncode>0</returncode>\n<output>\n" + listing + "\n</output>",
+            tool_call_id="c1",
+            id="t1",
+        ),
         AIMessage("Now run it.", tool_calls=[run], id="a2"),
         ToolMessage("case 0 ok", tool_call_id="c2", id="t2"),
     ]
@@ -69,18 +78,19 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
         def plan(self, index, messages):  # type: ignore[no-untyped-def]
             from langchain_pacms.lifecycle import Plan
 
-            return Plan("fold the script", (Action("fold", "function:tool:1", "old",
-                                                  scope="span"),))
+            return Plan(
+                "fold the script", (Action("fold", "function:tool:1", "old", scope="span"),)
+            )
 
         async def aplan(self, index, messages):  # type: ignore[no-untyped-def]
             return self.plan(index, messages)
 
-    harness = LifecycleHarness(FoldSpan(), store=InMemoryStore(), threshold=0.0,
-                               boundary="tool")
+    harness = LifecycleHarness(FoldSpan(), store=InMemoryStore(), threshold=0.0, boundary="tool")
     commit = harness.step(msgs, thread_id="t")
     assert commit is not None and {m.id for m in commit.updates} == {"a1", "t1"}
-    restored = harness.reactivate(commit.messages, "function:tool:1", thread_id="t",
-                                  known_ids=commit.known_ids)
+    restored = harness.reactivate(
+        commit.messages, "function:tool:1", thread_id="t", known_ids=commit.known_ids
+    )
     by_id = {m.id: m for m in restored}
     assert by_id["a1"].content == msgs[2].content
     assert by_id["a1"].tool_calls == msgs[2].tool_calls  # type: ignore[attr-defined]
@@ -91,11 +101,18 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
 def test_span_scope_applies_to_a_fold_of_a_tool_span_only() -> None:
     msgs = [*_history(), HumanMessage("and the other crash?", id="h2")]
     index = index_messages(msgs)
-    checked = check_actions(msgs, index, [Action("mask", "function:tool:1", scope="span"),
-                                          Action("fold", "conversation:user:1", scope="span")])
+    checked = check_actions(
+        msgs,
+        index,
+        [
+            Action("mask", "function:tool:1", scope="span"),
+            Action("fold", "conversation:user:1", scope="span"),
+        ],
+    )
     assert checked.accepted == ()
     assert {r.reason for r in checked.rejected} == {
-        "scope 'span' applies to a fold of a tool span only"}
+        "scope 'span' applies to a fold of a tool span only"
+    }
 
 
 def test_fold_stubs_leave_out_locators_visible_elsewhere() -> None:
@@ -114,14 +131,17 @@ def test_fold_stubs_leave_out_locators_visible_elsewhere() -> None:
 def test_a_stub_repeats_a_locator_whose_only_other_copy_the_same_edit_prunes() -> None:
     msgs = _history()
     reread = {"name": "bash", "args": {"command": "cat src/pkg/module_3.py"}, "id": "c0"}
-    msgs[2:2] = [AIMessage("", tool_calls=[reread], id="a0"),
-                 ToolMessage("x = 1", tool_call_id="c0", id="t0")]
+    msgs[2:2] = [
+        AIMessage("", tool_calls=[reread], id="a0"),
+        ToolMessage("x = 1", tool_call_id="c0", id="t0"),
+    ]
     msgs[1] = HumanMessage("Fix the crash", id="h1")
     index = index_messages(msgs, latest="step")
     fold = Action("fold", "function:tool:2")
     alone = str(apply_actions(msgs, index, [fold]).messages[5].content)
-    both = str(apply_actions(msgs, index, [Action("prune", "function:tool:1"), fold])
-               .messages[3].content)
+    both = str(
+        apply_actions(msgs, index, [Action("prune", "function:tool:1"), fold]).messages[3].content
+    )
     assert "src/pkg/module_3.py" not in alone and "src/pkg/module_3.py" in both
 
 
@@ -130,12 +150,15 @@ def test_a_later_stub_does_not_repeat_an_earlier_stub_in_the_same_edit() -> None
     record = json.dumps({"reservation": "ZFA04Y", "flight": "HAT136", "note": "x" * 400})
     msgs: list[BaseMessage] = [HumanMessage("check my trips", id="h")]
     for n, call in enumerate(calls):
-        msgs += [AIMessage("", tool_calls=[call], id=f"a{n}"),
-                 ToolMessage(record, tool_call_id=f"c{n}", id=f"t{n}")]
+        msgs += [
+            AIMessage("", tool_calls=[call], id=f"a{n}"),
+            ToolMessage(record, tool_call_id=f"c{n}", id=f"t{n}"),
+        ]
     msgs.append(HumanMessage("and now?", id="h2"))
     index = index_messages(msgs)
-    result = apply_actions(msgs, index, [Action("fold", "function:tool:1"),
-                                         Action("fold", "function:tool:2")])
+    result = apply_actions(
+        msgs, index, [Action("fold", "function:tool:1"), Action("fold", "function:tool:2")]
+    )
     first, second = str(result.messages[2].content), str(result.messages[4].content)
     assert "ZFA04Y" in first and "HAT136" in first
     assert "ZFA04Y" not in second and "HAT136" not in second
@@ -145,11 +168,15 @@ def test_action_gain_says_what_a_fold_or_mask_takes_out_of_view() -> None:
     msgs = _history()
     index = index_messages(msgs, latest="step")
     big, small = index.by_id["function:tool:1"], index.by_id["function:tool:2"]
-    assert action_gain(msgs, big, Action("fold", big.id, scope="span")) > action_gain(
-        msgs, big, Action("fold", big.id)) > 0
+    assert (
+        action_gain(msgs, big, Action("fold", big.id, scope="span"))
+        > action_gain(msgs, big, Action("fold", big.id))
+        > 0
+    )
     assert action_gain(msgs, small, Action("fold", small.id)) < 0
     assert action_gain(msgs, small, Action("prune", small.id)) == len("Now run it.") + len(
-        json.dumps({"command": "python repro.py"})) + len("case 0 ok")
+        json.dumps({"command": "python repro.py"})
+    ) + len("case 0 ok")
     assert len(SCRIPT) >= LONG_ARGUMENT
 
 
@@ -157,27 +184,36 @@ def _loop(steps: int) -> list[BaseMessage]:
     msgs: list[BaseMessage] = [HumanMessage("fix src/app.py", id="h")]
     for n in range(steps):
         command = SCRIPT if n % 3 == 0 else f"grep -n handler src/app.py | head -{n + 2}"
-        msgs += [AIMessage(f"Step {n}: checking the handler again.", id=f"a{n}",
-                           tool_calls=[{"name": "bash", "args": {"command": command},
-                                        "id": f"c{n}"}]),
-                 ToolMessage("ok" if n % 2 else "\n".join(f"{k}: handler_{k}" for k in range(60)),
-                             tool_call_id=f"c{n}", id=f"t{n}")]
+        msgs += [
+            AIMessage(
+                f"Step {n}: checking the handler again.",
+                id=f"a{n}",
+                tool_calls=[{"name": "bash", "args": {"command": command}, "id": f"c{n}"}],
+            ),
+            ToolMessage(
+                "ok" if n % 2 else "\n".join(f"{k}: handler_{k}" for k in range(60)),
+                tool_call_id=f"c{n}",
+                id=f"t{n}",
+            ),
+        ]
     return msgs
 
 
 def test_the_heuristic_folds_whole_spans_and_proposes_nothing_that_saves_nothing() -> None:
     msgs = _loop(9)
     index = index_messages(msgs, latest="step")
-    planner = HeuristicPlanner(fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0,
-                               keep_recent=0)
+    planner = HeuristicPlanner(
+        fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0, keep_recent=0
+    )
     plan = planner.plan(index, msgs)
     folds = [a for a in plan.actions if a.op == "fold"]
     assert folds and all(a.scope == "span" for a in folds)
     checked = check_actions(msgs, index, plan.actions)
     assert not [r for r in checked.rejected if r.reason.startswith("saves nothing")]
     assert re.search(r"; [1-9]\d* left out as saving nothing", plan.summary)
-    narrow = HeuristicPlanner(fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0,
-                              keep_recent=0, fold_calls=False).plan(index, msgs)
+    narrow = HeuristicPlanner(
+        fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0, keep_recent=0, fold_calls=False
+    ).plan(index, msgs)
     assert {a.scope for a in narrow.actions} == {"output"}
     assert checked.tokens_saved > check_actions(msgs, index, narrow.actions).tokens_saved
 

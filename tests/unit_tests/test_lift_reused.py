@@ -41,8 +41,7 @@ def test_relevant_ids_in_the_async_twin_and_without_effect_on_recency():
     assert newest.kept_ids == ("1",)
 
 
-@pytest.mark.parametrize(("ids", "error"), [(["9"], "names no candidate"),
-                                            ("0", "not one string")])
+@pytest.mark.parametrize(("ids", "error"), [(["9"], "names no candidate"), ("0", "not one string")])
 def test_bad_relevant_ids_fail(ids, error):
     with pytest.raises(ValueError, match=error):
         ContextSelector().select(POOL, "red", budget_tokens=3, relevant_ids=ids)
@@ -52,14 +51,22 @@ def test_bad_relevant_ids_fail(ids, error):
 def _loop() -> list[BaseMessage]:
     """A fix-the-app task: an early ticket whose id a later call took up, then app searches."""
     msgs: list[BaseMessage] = [SystemMessage("You fix bugs."), HumanMessage("fix src/app.py")]
-    outputs = ["ticket TCK4821 opened by the night shift " + "queue " * 75,
-               *(f"src/app.py part {k}: def handler(): app port " + "app " * 60
-                 for k in range(1, 4))]
-    commands = ["tickets --open", "grep -n handler src/app.py", "grep -n TCK4821 src/app.py",
-                "grep -n port src/app.py", "python -m pytest"]
+    outputs = [
+        "ticket TCK4821 opened by the night shift " + "queue " * 75,
+        *(f"src/app.py part {k}: def handler(): app port " + "app " * 60 for k in range(1, 4)),
+    ]
+    commands = [
+        "tickets --open",
+        "grep -n handler src/app.py",
+        "grep -n TCK4821 src/app.py",
+        "grep -n port src/app.py",
+        "python -m pytest",
+    ]
     for k, out in enumerate([*outputs, "1 passed"]):
-        msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=commands[k])]),
-                 ToolMessage(out, tool_call_id=f"c{k}")]
+        msgs += [
+            AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=commands[k])]),
+            ToolMessage(out, tool_call_id=f"c{k}"),
+        ]
     return msgs
 
 
@@ -73,10 +80,12 @@ def test_the_hook_keeps_a_record_a_later_call_used_over_one_that_matches_the_tas
     mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
     room = sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4  # one earlier span fits
     budget = mandatory + room
-    lifted = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
-                               strategy=strategy)
-    plain = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
-                              strategy=strategy, lift_reused=False)
+    lifted = create_pacms_hook(
+        SELECTOR, budget_tokens=budget, keep_latest_turn=False, strategy=strategy
+    )
+    plain = create_pacms_hook(
+        SELECTOR, budget_tokens=budget, keep_latest_turn=False, strategy=strategy, lift_reused=False
+    )
     out = lifted.invoke({"messages": msgs})["llm_input_messages"]
     assert _kept_calls(out) == ["c0", "c4"]
     assert lifted.last_selection.info["lifted"] == 1
@@ -101,8 +110,10 @@ def _reads(commands: list[str]) -> list[BaseMessage]:
         out = "1 failed" if cmd.startswith("python") else f"{cmd}: port " + "port " * 40
         if cmd.startswith("sed") or cmd.startswith("cat"):
             out = "def helper(): return 1 " + "helper " * 40
-        msgs += [AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=cmd)]),
-                 ToolMessage(out, tool_call_id=f"c{k}")]
+        msgs += [
+            AIMessage(f"step {k}", tool_calls=[call("bash", f"c{k}", cmd=cmd)]),
+            ToolMessage(out, tool_call_id=f"c{k}"),
+        ]
     return msgs
 
 
@@ -111,8 +122,9 @@ def test_the_hook_keeps_the_newest_read_of_a_file_over_a_search_that_matches_the
     mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
     budget = mandatory + sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4
     lifted = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False)
-    plain = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False,
-                              lift_reused=False)
+    plain = create_pacms_hook(
+        SELECTOR, budget_tokens=budget, keep_latest_turn=False, lift_reused=False
+    )
     assert _kept_calls(lifted.invoke({"messages": msgs})["llm_input_messages"]) == ["c0", "c2"]
     assert lifted.last_selection.info["lifted"] == 1
     assert _kept_calls(plain.invoke({"messages": msgs})["llm_input_messages"]) == ["c1", "c2"]
@@ -162,8 +174,11 @@ WORDS = ["red", "blue", "apples", "plums", "port", "db", "ticket", "HAT039", "lo
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),
-                   min_size=1, max_size=12),
+    texts=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ),
     data=st.data(),
 )
 def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
@@ -173,8 +188,13 @@ def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
     strategy = data.draw(st.sampled_from(["pacms", "topk", "mmr", "lastk", "rag"]))
     budget = data.draw(st.integers(1, 40))
     pool = [Candidate(t, id=str(i), mandatory=i in mandatory) for i, t in enumerate(texts)]
-    sel = SELECTOR.select(pool, "red port", budget_tokens=budget, strategy=strategy,
-                          relevant_ids=[str(i) for i in lifted])
+    sel = SELECTOR.select(
+        pool,
+        "red port",
+        budget_tokens=budget,
+        strategy=strategy,
+        relevant_ids=[str(i) for i in lifted],
+    )
     kept = set(sel.kept_ids)
     assert {str(i) for i in mandatory} <= kept
     if not sel.over_budget:

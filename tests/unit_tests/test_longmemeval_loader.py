@@ -410,8 +410,11 @@ def test_a_stray_json_file_is_a_clear_error(tmp_path: Path) -> None:
     for f in FIXTURES.glob("*.json"):
         (tmp_path / f.name).write_text(f.read_text())
     (tmp_path / "notes.json").write_text('{"title": "my notes"}')
-    with pytest.raises(ValueError, match=r"notes\.json: not a LongMemEval question record: "
-                                         r"missing question_id"):
+    with pytest.raises(
+        ValueError,
+        match=r"notes\.json: not a LongMemEval question record: "
+        r"missing question_id",
+    ):
         list(iter_questions(tmp_path))
     (tmp_path / "notes.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="must be a JSON object"):

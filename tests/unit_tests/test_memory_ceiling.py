@@ -72,5 +72,9 @@ def test_the_hook_and_the_middleware_pass_their_ceiling_to_the_selector_they_bui
 
     hook = create_pacms_hook(budget_tokens=100, memory_ceiling_bytes=2**20)
     assert hook.selector.memory_ceiling_bytes == 2**20
-    assert PACMSMiddleware(budget_tokens=100, memory_ceiling_bytes=3 * 2**20).selector \
-        .memory_ceiling_bytes == 3 * 2**20
+    assert (
+        PACMSMiddleware(
+            budget_tokens=100, memory_ceiling_bytes=3 * 2**20
+        ).selector.memory_ceiling_bytes
+        == 3 * 2**20
+    )

@@ -21,8 +21,11 @@ class RecordingSelector(ContextSelector):
 
     def select(self, candidates, query, *, strategy=None, **options):  # type: ignore[override]
         # the budget and relevant_ids are select's own arguments, not strategy options
-        given = {k: v for k, v in options.items()
-                 if k not in ("budget_tokens", "budget_ratio", "relevant_ids")}
+        given = {
+            k: v
+            for k, v in options.items()
+            if k not in ("budget_tokens", "budget_ratio", "relevant_ids")
+        }
         self.calls.append(self.resolve_options(strategy, given))
         return super().select(candidates, query, strategy=strategy, **options)
 
@@ -36,10 +39,12 @@ def conversation() -> list[Any]:
     return turns
 
 
-def resolved(selector: RecordingSelector, messages: list[Any] | None = None,
-             **config: Any) -> dict[str, Any]:
-    runner = SelectionRunner(SelectionConfig(budget=Budget(ratio=0.4), **config), selector,
-                             source="test")
+def resolved(
+    selector: RecordingSelector, messages: list[Any] | None = None, **config: Any
+) -> dict[str, Any]:
+    runner = SelectionRunner(
+        SelectionConfig(budget=Budget(ratio=0.4), **config), selector, source="test"
+    )
     out = runner.run(messages or conversation())
     assert runner.last_selection is not None and len(out) < len(messages or conversation())
     strategy, options = selector.calls[-1]
@@ -72,8 +77,10 @@ def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_def
     loop: list[Any] = [SystemMessage("You fix bugs."), HumanMessage("fix the parser")]
     for k in range(8):
         call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
-        loop += [AIMessage(f"step {k}", tool_calls=[call]),
-                 ToolMessage(f"src/p{k}.py: token {k} " + "parse " * 30, tool_call_id=f"c{k}")]
+        loop += [
+            AIMessage(f"step {k}", tool_calls=[call]),
+            ToolMessage(f"src/p{k}.py: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
+        ]
     selector = RecordingSelector()
     options = resolved(selector, loop)  # keep_latest_turn="auto": the turn exceeds 40%
     assert options["similarity_threshold"] == 0.3 and options["fill_threshold"] == 0.85
@@ -84,11 +91,16 @@ def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_def
 @pytest.mark.parametrize("where", ["config", "selector"])
 def test_a_similarity_threshold_set_by_the_user_is_kept(where: str):
     if where == "config":
-        options = resolved(RecordingSelector(), keep_latest_turn=False,
-                           strategy_options={"similarity_threshold": 0.5})
+        options = resolved(
+            RecordingSelector(),
+            keep_latest_turn=False,
+            strategy_options={"similarity_threshold": 0.5},
+        )
     else:
-        options = resolved(RecordingSelector(strategy_options={"similarity_threshold": 0.7}),
-                           keep_latest_turn=False)
+        options = resolved(
+            RecordingSelector(strategy_options={"similarity_threshold": 0.7}),
+            keep_latest_turn=False,
+        )
     assert options["similarity_threshold"] == (0.5 if where == "config" else 0.7)
     assert "fill_threshold" not in options
 
@@ -124,7 +136,8 @@ def test_relevance_feedback_set_by_the_user_is_kept(where: str):
 
 def test_other_strategies_get_no_feedback_option():
     selector = RecordingSelector()
-    runner = SelectionRunner(SelectionConfig(budget=Budget(ratio=0.4), strategy="topk"),
-                             selector, source="test")
+    runner = SelectionRunner(
+        SelectionConfig(budget=Budget(ratio=0.4), strategy="topk"), selector, source="test"
+    )
     runner.run(conversation())
     assert selector.calls[-1] == ("topk", {})

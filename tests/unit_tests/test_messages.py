@@ -35,8 +35,25 @@ from langchain_pacms.integrations.messages import (
 SELECTOR = ContextSelector()
 STRATEGIES = ["pacms", "topk", "lastk", "mmr", "rag"]
 WORDS = [
-    "port", "database", "staging", "deploy", "alpha", "invoice", "lunch", "weather", "cache",
-    "latency", "budget", "token", "river", "mountain", "code", "secret", "cat", "dog", "error",
+    "port",
+    "database",
+    "staging",
+    "deploy",
+    "alpha",
+    "invoice",
+    "lunch",
+    "weather",
+    "cache",
+    "latency",
+    "budget",
+    "token",
+    "river",
+    "mountain",
+    "code",
+    "secret",
+    "cat",
+    "dog",
+    "error",
     "retry",
 ]
 
@@ -82,15 +99,19 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
             for _round in range(draw(st.integers(1, 3))):  # several rounds in a row
                 calls = []
                 for _ in range(draw(st.integers(1, 3))):  # parallel calls
-                    calls.append(call(draw(st.sampled_from(["search", "fetch"])), f"c{n_calls}",
-                                      q=draw(text)))
+                    calls.append(
+                        call(
+                            draw(st.sampled_from(["search", "fetch"])), f"c{n_calls}", q=draw(text)
+                        )
+                    )
                     n_calls += 1
                 ai_text = draw(st.one_of(st.just(""), text))
                 messages.append(AIMessage(ai_text, tool_calls=calls))
                 results = [c for c in calls if draw(st.integers(0, 9)) > 0]  # ~10% missing
                 for c in draw(st.permutations(results)):
-                    messages.append(ToolMessage(draw(contents()), tool_call_id=c["id"],
-                                                name=c["name"]))
+                    messages.append(
+                        ToolMessage(draw(contents()), tool_call_id=c["id"], name=c["name"])
+                    )
     if draw(st.booleans()) or not any(isinstance(m, HumanMessage) for m in messages):
         messages.append(HumanMessage(draw(contents())))
     return messages
@@ -117,8 +138,11 @@ def test_selection_output_is_always_valid(
     ids_before = [id(m) for m in messages]
     docs = [Document(d) for d in documents]
     cands, spans = messages_to_candidates(
-        messages, memories=memories, documents=docs,
-        tool_placeholders=placeholders, keep_latest_turn=keep_latest_turn,
+        messages,
+        memories=memories,
+        documents=docs,
+        tool_placeholders=placeholders,
+        keep_latest_turn=keep_latest_turn,
     )
     query = query_from_messages(messages) or "anything"
     if not query.strip():
@@ -141,7 +165,7 @@ def test_selection_output_is_always_valid(
     latest = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
     assert id(messages[latest]) in out_ids
     if keep_latest_turn:  # the work after the latest question is kept too
-        for m in messages[latest + 1:]:
+        for m in messages[latest + 1 :]:
             if not (isinstance(m, ToolMessage) and m.tool_call_id.startswith("ghost")):
                 assert id(m) in out_ids
 
@@ -192,11 +216,11 @@ def test_selection_output_is_always_valid(
 
 
 @settings(max_examples=60, deadline=None)
-@given(messages=conversations(), budget=st.integers(1, 800),
-       strategy=st.sampled_from(STRATEGIES))
+@given(messages=conversations(), budget=st.integers(1, 800), strategy=st.sampled_from(STRATEGIES))
 def test_hook_output_is_valid_for_random_conversations(messages, budget, strategy):
-    hook = create_pacms_hook(SELECTOR, budget_tokens=budget, strategy=strategy,
-                             tool_placeholders=True)
+    hook = create_pacms_hook(
+        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=True
+    )
     before = snapshot(messages)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert snapshot(messages) == before
@@ -320,8 +344,9 @@ def test_chat_message_with_user_role_is_a_human_turn():
     cands, spans = messages_to_candidates(msgs)
     latest = next(c for c in cands if 2 in spans[[s.id for s in spans].index(c.id)].indices)
     assert latest.mandatory  # the latest turn is kept, as for a HumanMessage
-    out = apply_selection(msgs, SELECTOR.select(cands, "which staging port?", budget_tokens=8),
-                          spans)
+    out = apply_selection(
+        msgs, SELECTOR.select(cands, "which staging port?", budget_tokens=8), spans
+    )
     assert out[-1] is question
 
 
@@ -356,7 +381,10 @@ def test_omission_note_when_an_ai_message_would_come_first():
     assert sel.kept_ids == ("m0", "m2", "m3")
     out = apply_selection(msgs, sel, spans)
     assert [type(m).__name__ for m in out] == [
-        "SystemMessage", "HumanMessage", "AIMessage", "HumanMessage",
+        "SystemMessage",
+        "HumanMessage",
+        "AIMessage",
+        "HumanMessage",
     ]
     assert out[1].content == OMISSION_NOTE
     assert apply_selection(msgs, sel, spans, start_on_human=False)[1] is msgs[2]
@@ -385,8 +413,11 @@ def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
     raw = {"id": None, "type": "function", "function": {"name": "search", "arguments": "{}"}}
     msgs = [
         HumanMessage("find x and y"),
-        AIMessage("", tool_calls=[no_id, call("fetch", "c1", q="y")],
-                  additional_kwargs={"tool_calls": [raw]}),
+        AIMessage(
+            "",
+            tool_calls=[no_id, call("fetch", "c1", q="y")],
+            additional_kwargs={"tool_calls": [raw]},
+        ),
         ToolMessage("y found", tool_call_id="c1", name="fetch"),
         AIMessage("Looking once more.", tool_calls=[no_id]),  # text stays, the call goes
         AIMessage("", tool_calls=[no_id]),  # nothing left to send: dropped

@@ -40,17 +40,26 @@ def test_prefixes_reach_the_model_by_kind_sync_and_async() -> None:
     assert model.embed_query("c") == inner.model.embed_query("q: c")
     asyncio.run(model.aembed_documents(["e"]))
     asyncio.run(model.aembed_query("f"))
-    assert inner.seen == [("document", "d: a"), ("document", "d: b"), ("query", "q: c"),
-                          ("document", "d: e"), ("query", "q: f")]
+    assert inner.seen == [
+        ("document", "d: a"),
+        ("document", "d: b"),
+        ("query", "q: c"),
+        ("document", "d: e"),
+        ("query", "q: f"),
+    ]
 
 
 def test_the_selector_sends_the_query_and_candidates_with_their_own_prefix() -> None:
     inner = Recording()
     selector = ContextSelector(PrefixedEmbeddings(inner, query_prefix="Q|", document_prefix="D|"))
-    selector.select([Candidate("alpha beta"), Candidate("gamma")], query="alpha?",
-                    budget_tokens=100)
-    assert sorted(inner.seen) == [("document", "D|alpha beta"), ("document", "D|gamma"),
-                                  ("query", "Q|alpha?")]
+    selector.select(
+        [Candidate("alpha beta"), Candidate("gamma")], query="alpha?", budget_tokens=100
+    )
+    assert sorted(inner.seen) == [
+        ("document", "D|alpha beta"),
+        ("document", "D|gamma"),
+        ("query", "Q|alpha?"),
+    ]
 
 
 def test_prefixed_vectors_are_cached_apart_from_plain_ones() -> None:

@@ -665,7 +665,8 @@ def test_token_accounting(questions: list[Question], selector: ContextSelector) 
     assert report.config["token_counter"] == selector.token_counter.name
     # The options each strategy ran with, as resolved by the selector.
     assert report.config["strategy_options"]["pacms"] == {
-        "similarity_threshold": selector.similarity_threshold, "min_gain": selector.min_gain,
+        "similarity_threshold": selector.similarity_threshold,
+        "min_gain": selector.min_gain,
         "relevance_feedback": selector.relevance_feedback,
     }
     assert report.config["strategy_options"]["lastk"] == {}
@@ -844,8 +845,20 @@ def test_qa_cli_keeps_answers_on_ctrl_c_and_resumes(
     monkeypatch.setattr(eval_package.backends, "chat_model_from_spec", chat_model_from_spec)
     out = tmp_path / "run"
     argv = [
-        "--data", str(FIXTURES), "--all", "--reader", "fake:reader", "--judge", "fake:judge",
-        "--strategies", "pacms,lastk,topk", "--out", str(out), "--quiet", "--concurrency", "1",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--reader",
+        "fake:reader",
+        "--judge",
+        "fake:judge",
+        "--strategies",
+        "pacms,lastk,topk",
+        "--out",
+        str(out),
+        "--quiet",
+        "--concurrency",
+        "1",
     ]
     assert qa_from_args(_parse(argv)) == 130
     assert "--resume" in capsys.readouterr().err
@@ -995,8 +1008,13 @@ def test_qa_from_args_ollama_options(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert qa_from_args(_parse([*base, "--out", str(tmp_path / "a"), "--seed", "3"])) == 0
     built = [kw for spec, kw in calls if spec == "ollama:llama3.1" and kw]
     assert built == [
-        {"ollama_url": "http://h:1", "temperature": 0.0, "seed": 3, "num_ctx": 8192,
-         "num_predict": DEFAULT_MAX_TOKENS}
+        {
+            "ollama_url": "http://h:1",
+            "temperature": 0.0,
+            "seed": 3,
+            "num_ctx": 8192,
+            "num_predict": DEFAULT_MAX_TOKENS,
+        }
     ]  # auto window: the fixture prompts are tiny, so the 8192 floor
     # Checked before the data load, built once the window is known.
     assert [kw for spec, kw in calls if spec == "ollama:llama3.1"] == [{}, *built]
@@ -1080,13 +1098,11 @@ def test_qa_from_args_with_real_backends(tmp_path: Path, capsys: Any) -> None:
     assert data["totals"]["failures"] == 0
 
 
-def test_qa_from_args_python_reader_spec(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_qa_from_args_python_reader_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "pacms_qa_reader.py").write_text(
         "from langchain_core.language_models import FakeListChatModel\n\n\n"
         "def reader():\n"
-        "    return FakeListChatModel(responses=[\"I don't know.\"])\n"
+        '    return FakeListChatModel(responses=["I don\'t know."])\n'
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "out"

@@ -39,17 +39,47 @@ from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
 _WORDS = [
-    "garden", "kitchen", "laptop", "river", "concert", "budget", "invoice", "python", "recipe",
-    "violin", "marathon", "passport", "museum", "battery", "harbor", "sunset", "ticket",
-    "printer", "tomato", "hiking", "spreadsheet", "guitar", "mortgage", "piano", "camera",
-    "bakery", "puzzle", "lantern", "meadow", "canyon",
+    "garden",
+    "kitchen",
+    "laptop",
+    "river",
+    "concert",
+    "budget",
+    "invoice",
+    "python",
+    "recipe",
+    "violin",
+    "marathon",
+    "passport",
+    "museum",
+    "battery",
+    "harbor",
+    "sunset",
+    "ticket",
+    "printer",
+    "tomato",
+    "hiking",
+    "spreadsheet",
+    "guitar",
+    "mortgage",
+    "piano",
+    "camera",
+    "bakery",
+    "puzzle",
+    "lantern",
+    "meadow",
+    "canyon",
 ]
 
 
 def _round(i: int, user: str, assistant: str, evidence: bool = False) -> Round:
     return Round(
-        index=i, session_id=f"s{i // 4}", session_index=i // 4,
-        date=f"2023/05/{1 + i // 4:02d} (Mon) 10:00", user=user, assistant=assistant,
+        index=i,
+        session_id=f"s{i // 4}",
+        session_index=i // 4,
+        date=f"2023/05/{1 + i // 4:02d} (Mon) 10:00",
+        user=user,
+        assistant=assistant,
         is_evidence=evidence,
     )
 
@@ -61,15 +91,20 @@ def _synthetic_question(n: int = 30, evidence: tuple[int, ...] = (3, 11, 24)) ->
     for i in range(n):
         words = rng.sample(_WORDS, 8)
         user = f"I keep thinking about my {words[0]} and the {words[1]} near the {words[2]}."
-        reply = (f"Good point about the {words[3]}; maybe plan the {words[4]} "
-                 f"around the {words[5]} and the {words[6]} {words[7]}.")
+        reply = (
+            f"Good point about the {words[3]}; maybe plan the {words[4]} "
+            f"around the {words[5]} and the {words[6]} {words[7]}."
+        )
         if i in evidence:
             user = f"My bicycle is painted teal now, and the {words[0]} matches it."
         rounds.append(_round(i, user, reply, i in evidence))
     return Question(
-        question_id="synthetic", question_type="single-session-user",
-        question="What colour is my bicycle?", answer="teal",
-        question_date="2023/06/01 (Thu) 10:00", rounds=tuple(rounds),
+        question_id="synthetic",
+        question_type="single-session-user",
+        question="What colour is my bicycle?",
+        answer="teal",
+        question_date="2023/06/01 (Thu) 10:00",
+        rounds=tuple(rounds),
     )
 
 
@@ -94,8 +129,11 @@ def test_parse_plain_and_variant_specs() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [(":k=1", "no strategy name"), ("pacms:relevance_weight", "not key=value"),
-     ("rag:k=1,k=2", "given twice")],
+    [
+        (":k=1", "no strategy name"),
+        ("pacms:relevance_weight", "not key=value"),
+        ("rag:k=1,k=2", "given twice"),
+    ],
 )
 def test_bad_spec_syntax(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -113,9 +151,16 @@ def test_config_rejects_unknown_strategy_and_option() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"levels": [-1]}, {"levels": [0, 0]}, {"budgets": [0.0]}, {"budgets": [1.5]},
-     {"style": "nope"}, {"budget_base": "nope"}, {"strategies": ["topk", "topk"]},
-     {"strategies": []}],
+    [
+        {"levels": [-1]},
+        {"levels": [0, 0]},
+        {"budgets": [0.0]},
+        {"budgets": [1.5]},
+        {"style": "nope"},
+        {"budget_base": "nope"},
+        {"strategies": ["topk", "topk"]},
+        {"strategies": []},
+    ],
 )
 def test_config_validation(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -123,8 +168,14 @@ def test_config_validation(kwargs: dict) -> None:
 
 
 def test_config_round_trips_through_dict() -> None:
-    cfg = RecallConfig.create(levels=(2, 0), budgets=(0.3,), strategies=["rag:k=2", "lastk"],
-                              style="full", budget_base="original", seed=5)
+    cfg = RecallConfig.create(
+        levels=(2, 0),
+        budgets=(0.3,),
+        strategies=["rag:k=2", "lastk"],
+        style="full",
+        budget_base="original",
+        seed=5,
+    )
     assert RecallConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert cfg.labels == ("rag:k=2", "lastk")
 
@@ -143,10 +194,15 @@ def test_recall_on_a_crafted_pool() -> None:
         _round(2, "The weather is grey today.", "Take an umbrella."),
         _round(3, "I repainted my bicycle blue.", "Blue bicycles look great.", evidence=True),
     )
-    q = Question("crafted", "knowledge-update", "What colour is my bicycle?", "blue",
-                 "2023/06/01 (Thu) 10:00", rounds)
-    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.25, 0.5, 1.0),
-                              strategies=["lastk", "topk"])
+    q = Question(
+        "crafted",
+        "knowledge-update",
+        "What colour is my bicycle?",
+        "blue",
+        "2023/06/01 (Thu) 10:00",
+        rounds,
+    )
+    cfg = RecallConfig.create(levels=(0, 2), budgets=(0.25, 0.5, 1.0), strategies=["lastk", "topk"])
     rows = {(r.R, r.budget, r.strategy): r for r in sweep_question(q, _flat_selector(), cfg).rows}
     assert len(rows) == 2 * 3 * 2
     # R=0: 4 items x 10 tokens. Half the budget: lastk keeps rounds 2 and 3, topk both bicycles.
@@ -167,8 +223,9 @@ def test_recall_on_a_crafted_pool() -> None:
 
 def test_budget_base_original_keeps_the_budget_fixed() -> None:
     q = _synthetic_question()
-    cfg = RecallConfig.create(levels=(0, 4), budgets=(0.2,), strategies=["topk"],
-                              budget_base="original")
+    cfg = RecallConfig.create(
+        levels=(0, 4), budgets=(0.2,), strategies=["topk"], budget_base="original"
+    )
     rows = sweep_question(q, _flat_selector(), cfg).rows
     assert [r.budget_tokens for r in rows] == [60, 60]  # 20% of 30 rounds x 10 tokens
     assert rows[1].pool_tokens > rows[0].pool_tokens
@@ -194,15 +251,19 @@ def _assert_rows_match_select(
         pool = inject_redundancy(question.rounds, row.R, style=cfg.style, seed=cfg.seed)
         spec = specs[row.strategy]
         sel = selector.select(
-            [p.text for p in pool], question.question, budget_tokens=row.budget_tokens,
-            strategy=spec.name, **dict(spec.options),
+            [p.text for p in pool],
+            question.question,
+            budget_tokens=row.budget_tokens,
+            strategy=spec.name,
+            **dict(spec.options),
         )
         kept = [pool[int(i)] for i in sel.kept_ids]
         assert not sel.fell_back
         assert sel.tokens_total == row.pool_tokens
         if cfg.budget_base == "pool" and row.strategy == cfg.labels[0]:
-            ratio_sel = selector.select([p.text for p in pool], question.question,
-                                        budget_ratio=row.budget, strategy="lastk")
+            ratio_sel = selector.select(
+                [p.text for p in pool], question.question, budget_ratio=row.budget, strategy="lastk"
+            )
             assert ratio_sel.budget == row.budget_tokens
         got = (sum(p.is_evidence for p in kept), sel.tokens_kept, len(kept))
         assert got == (row.kept_evidence, row.kept_tokens, row.n_kept), row
@@ -213,10 +274,19 @@ def _assert_rows_match_select(
 def test_rows_equal_selector_select(linked: bool, style: str, base: str) -> None:
     selector = ContextSelector()
     cfg = RecallConfig.create(
-        levels=(0, 2, 3), budgets=(0.05, 0.2, 0.45, 0.7),
-        strategies=["topk", "mmr", "lastk", "pacms", "rag",
-                    "pacms:relevance_weight=0.5,cost_exponent=0", "mmr:lambda_mult=0.7"],
-        style=style, budget_base=base,
+        levels=(0, 2, 3),
+        budgets=(0.05, 0.2, 0.45, 0.7),
+        strategies=[
+            "topk",
+            "mmr",
+            "lastk",
+            "pacms",
+            "rag",
+            "pacms:relevance_weight=0.5,cost_exponent=0",
+            "mmr:lambda_mult=0.7",
+        ],
+        style=style,
+        budget_base=base,
     )
     for q in [*_fixture_questions(), _synthetic_question()]:
         result = sweep_question(q, selector, cfg, link_budgets=linked)
@@ -267,8 +337,10 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     selector = ContextSelector(_UndeclaredLexical())
     assert selector.similarity_threshold == DENSE_SIMILARITY_THRESHOLD
     cfg = RecallConfig.create(
-        levels=(0, 3), budgets=(0.05, 0.2, 0.45),
-        strategies=["pacms", "pacms:similarity_threshold=0.6"], style="full",
+        levels=(0, 3),
+        budgets=(0.05, 0.2, 0.45),
+        strategies=["pacms", "pacms:similarity_threshold=0.6"],
+        style="full",
     )
     rows = []
     for q in [*_fixture_questions(), _synthetic_question()]:
@@ -278,14 +350,21 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     picks = {(r.question_id, r.R, r.budget, r.strategy): r.n_kept for r in rows}
     assert any(
         n != picks[(qid, level, budget, "pacms:similarity_threshold=0.6")]
-        for (qid, level, budget, label), n in picks.items() if label == "pacms"
+        for (qid, level, budget, label), n in picks.items()
+        if label == "pacms"
     ), "the two thresholds should differ somewhere, or this test proves nothing"
     report = run_recall([_synthetic_question()], cfg, selector=selector)
     assert report.meta["strategy_options"] == {
-        "pacms": {"similarity_threshold": DENSE_SIMILARITY_THRESHOLD, "min_gain": 0.0,
-                  "relevance_feedback": 0.0},
-        "pacms:similarity_threshold=0.6": {"similarity_threshold": 0.6, "min_gain": 0.0,
-                                           "relevance_feedback": 0.0},
+        "pacms": {
+            "similarity_threshold": DENSE_SIMILARITY_THRESHOLD,
+            "min_gain": 0.0,
+            "relevance_feedback": 0.0,
+        },
+        "pacms:similarity_threshold=0.6": {
+            "similarity_threshold": 0.6,
+            "min_gain": 0.0,
+            "relevance_feedback": 0.0,
+        },
     }
 
 
@@ -365,24 +444,49 @@ def test_blas_threads_context_is_harmless() -> None:
 
 def _report(values: dict[tuple[int, float, str], list[float]]) -> RecallReport:
     labels = sorted({k[2] for k in values})
-    cfg = RecallConfig.create(levels=sorted({k[0] for k in values}),
-                              budgets=sorted({k[1] for k in values}),
-                              strategies=labels, check_strategies=False)
+    cfg = RecallConfig.create(
+        levels=sorted({k[0] for k in values}),
+        budgets=sorted({k[1] for k in values}),
+        strategies=labels,
+        check_strategies=False,
+    )
     rows = []
     for (level, budget, label), recalls in values.items():
         for i, rec in enumerate(recalls):
-            rows.append(RecallRow(f"q{i}", "multi-session", level, budget, label, rec,
-                                  int(rec * 4), 4, 10, 10, 100, 20, 2))
+            rows.append(
+                RecallRow(
+                    f"q{i}",
+                    "multi-session",
+                    level,
+                    budget,
+                    label,
+                    rec,
+                    int(rec * 4),
+                    4,
+                    10,
+                    10,
+                    100,
+                    20,
+                    2,
+                )
+            )
     return RecallReport(rows, cfg, {"n_questions": 2, "embeddings": "e", "tokenizer": "t"})
 
 
 def test_markdown_marks_best_bold_and_second_underlined() -> None:
-    report = _report({
-        (0, 0.2, "lastk"): [0.5, 0.5], (0, 0.2, "mmr"): [1.0, 0.5], (0, 0.2, "topk"): [1.0, 1.0],
-        (2, 0.2, "lastk"): [0.25, 0.25], (2, 0.2, "mmr"): [0.25, 0.25],
-        (2, 0.2, "topk"): [0.5, 0.5],
-        (4, 0.2, "lastk"): [0.5, 0.5], (4, 0.2, "mmr"): [0.5, 0.5], (4, 0.2, "topk"): [0.5, 0.5],
-    })
+    report = _report(
+        {
+            (0, 0.2, "lastk"): [0.5, 0.5],
+            (0, 0.2, "mmr"): [1.0, 0.5],
+            (0, 0.2, "topk"): [1.0, 1.0],
+            (2, 0.2, "lastk"): [0.25, 0.25],
+            (2, 0.2, "mmr"): [0.25, 0.25],
+            (2, 0.2, "topk"): [0.5, 0.5],
+            (4, 0.2, "lastk"): [0.5, 0.5],
+            (4, 0.2, "mmr"): [0.5, 0.5],
+            (4, 0.2, "topk"): [0.5, 0.5],
+        }
+    )
     md = report.to_markdown()
     assert "**Budget = 20%**" in md
     assert "| R | lastk | mmr | topk |" in md
@@ -405,8 +509,15 @@ def test_json_shape_and_round_trip(tmp_path: Path) -> None:
     assert row["question_id"] == qs[0].question_id and row["type"] == qs[0].question_type
     assert 0.0 <= row["recall"] <= 1.0
     meta = data["meta"]
-    for key in ("embeddings", "tokenizer", "runtime_seconds", "machine", "code_fingerprint",
-                "command", "timings_seconds"):
+    for key in (
+        "embeddings",
+        "tokenizer",
+        "runtime_seconds",
+        "machine",
+        "code_fingerprint",
+        "command",
+        "timings_seconds",
+    ):
         assert key in meta
     assert meta["tokenizer"] == "o200k_base"
     assert len(data["summary"]) == 2 * 2 * 2
@@ -461,9 +572,28 @@ def test_budget_digits_survive_in_headings_and_command(tmp_path: Path) -> None:
     close_md = close.to_markdown()
     assert "12.3456789012345%" in close_md and "12.34567890124%" in close_md
     out = tmp_path / "out"
-    argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
-            "--budgets", "0.1234567", "0.07", "--strategies", "topk", "--out", str(out),
-            "--name", "d", "--quiet", "--result-cache", "off"]
+    argv = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--levels",
+        "0",
+        "--budgets",
+        "0.1234567",
+        "0.07",
+        "--strategies",
+        "topk",
+        "--out",
+        str(out),
+        "--name",
+        "d",
+        "--quiet",
+        "--result-cache",
+        "off",
+    ]
     assert main(argv) == 0
     command = json.loads((out / "d.json").read_text())["meta"]["command"]
     assert "--budgets 0.1234567 0.07 --strategies" in command
@@ -482,12 +612,33 @@ def test_load_questions_drops_ineligible() -> None:
 
 def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    code = main([
-        "eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all",
-        "--levels", "0", "2", "--budgets", "0.2", "0.7",
-        "--strategies", "topk", "lastk", "pacms:relevance_weight=0.5",
-        "--out", str(out), "--name", "mini", "--quiet", "--cache-dir", str(tmp_path / "c"),
-    ])
+    code = main(
+        [
+            "eval",
+            "longmemeval",
+            "recall",
+            "--data",
+            str(FIXTURES),
+            "--all",
+            "--levels",
+            "0",
+            "2",
+            "--budgets",
+            "0.2",
+            "0.7",
+            "--strategies",
+            "topk",
+            "lastk",
+            "pacms:relevance_weight=0.5",
+            "--out",
+            str(out),
+            "--name",
+            "mini",
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "**Budget = 20%**" in printed and "pacms:relevance_weight=0.5" in printed
@@ -528,9 +679,24 @@ def test_source_labels_keep_distinct_sources_apart(
 
 
 def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
-    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--levels", "0",
-            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
-            "--result-cache", "off"]
+    base = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--levels",
+        "0",
+        "--budgets",
+        "0.5",
+        "--strategies",
+        "topk",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--result-cache",
+        "off",
+    ]
     assert main([*base, "--all"]) == 0
     assert main([*base, "--ids", "fx_ssu"]) == 0
     ids = {
@@ -542,15 +708,37 @@ def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
     # A folder given directly is named by itself, not by the (ignored) --split.
     meta = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
     assert meta["split"] is None and meta["source"] == str(FIXTURES)
-    assert (tmp_path / "recall-lme_mini-all-recap-pool.md").read_text().startswith(
-        "## Evidence-round recall: lme_mini"
+    assert (
+        (tmp_path / "recall-lme_mini-all-recap-pool.md")
+        .read_text()
+        .startswith("## Evidence-round recall: lme_mini")
     )
 
 
 def test_cli_disk_cache_on(tmp_path: Path) -> None:
-    args = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
-            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--quiet",
-            "--cache", "on", "--cache-dir", str(tmp_path / "c"), "--result-cache", "off"]
+    args = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--levels",
+        "0",
+        "--budgets",
+        "0.5",
+        "--strategies",
+        "topk",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--cache",
+        "on",
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--result-cache",
+        "off",
+    ]
     assert main(args) == 0
     first = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
     assert first["cache_misses"] > 0 and first["cache_hits"] == 0
@@ -561,9 +749,27 @@ def test_cli_disk_cache_on(tmp_path: Path) -> None:
 
 
 def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
-    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
-            "2", "--budgets", "0.2", "0.5", "--out", str(tmp_path), "--quiet",
-            "--cache-dir", str(tmp_path / "c"), "--name", "r"]
+    base = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--levels",
+        "0",
+        "2",
+        "--budgets",
+        "0.2",
+        "0.5",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--name",
+        "r",
+    ]
     assert main([*base, "--strategies", "topk", "mmr"]) == 0
     first = json.loads((tmp_path / "r.json").read_text())
     assert first["meta"]["cached_cells"] == 0
@@ -575,8 +781,9 @@ def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
     assert third["meta"]["cached_cells"] == 2 * 2 * 2 * 3
     assert third["meta"]["cache_misses"] == 0  # nothing embedded
     assert third["rows"] == second["rows"]
-    assert [r[:5] for r in first["rows"]] == [r[:5] for r in third["rows"] if r[4] != (
-        "pacms:cost_exponent=0")]
+    assert [r[:5] for r in first["rows"]] == [
+        r[:5] for r in third["rows"] if r[4] != ("pacms:cost_exponent=0")
+    ]
     # Another BLAS thread count can tip a near-tie, so its cells are computed anew.
     if third["meta"]["blas"] is None:
         pytest.skip("no OpenBLAS loaded: the thread count cannot be set or read")
@@ -589,9 +796,26 @@ def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
 def test_result_cache_prune_keeps_only_its_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all", "--levels", "0",
-            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path), "--name", "r",
-            "--cache-dir", str(tmp_path / "c")]
+    base = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--levels",
+        "0",
+        "--budgets",
+        "0.5",
+        "--strategies",
+        "topk",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "r",
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
     assert main([*base, "--quiet"]) == 0
     cells = tmp_path / "c" / "recall-cells"
     (current,) = list(cells.iterdir())
@@ -608,7 +832,8 @@ def test_result_cache_prune_keeps_only_its_namespace(
     assert len(list(cells.iterdir())) == 3
     stale = [
         getattr(p.stat(), "st_blocks", 0) * 512 or p.stat().st_size
-        for p in cells.rglob("*") if p.is_file() and current not in p.parents
+        for p in cells.rglob("*")
+        if p.is_file() and current not in p.parents
     ]
     cache = ResultCache.for_selector(tmp_path / "c", ContextSelector())
     assert cache.folder == current
@@ -636,11 +861,15 @@ def test_result_cache_tells_custom_tokenizers_apart(tmp_path: Path) -> None:
 
     chars = ContextSelector(token_counter=count)
     assert words.token_counter.name == chars.token_counter.name == "count"
-    assert (ResultCache.for_selector(tmp_path, words).namespace
-            != ResultCache.for_selector(tmp_path, chars).namespace)
+    assert (
+        ResultCache.for_selector(tmp_path, words).namespace
+        != ResultCache.for_selector(tmp_path, chars).namespace
+    )
     again = ContextSelector(token_counter=lambda text: len(text.split()))
-    assert (ResultCache.for_selector(tmp_path, again).namespace
-            != ResultCache.for_selector(tmp_path, words).namespace)  # the name differs
+    assert (
+        ResultCache.for_selector(tmp_path, again).namespace
+        != ResultCache.for_selector(tmp_path, words).namespace
+    )  # the name differs
 
 
 def test_result_cache_keys(tmp_path: Path) -> None:
@@ -664,8 +893,10 @@ def test_result_cache_keys(tmp_path: Path) -> None:
     other = ResultCache.for_selector(tmp_path, ContextSelector(HashedTfidfEmbeddings(dim=256)))
     assert other.namespace != cache.namespace
     # Another BLAS kernel or thread count: the same namespace, other keys.
-    keys = {replace(cache, blas=blas).key("d", cfg, 0, 0.1, "topk", {})
-            for blas in (None, "Haswell x1", "Haswell x2", "SkylakeX x1")}
+    keys = {
+        replace(cache, blas=blas).key("d", cfg, 0, 0.1, "topk", {})
+        for blas in (None, "Haswell x1", "Haswell x2", "SkylakeX x1")
+    }
     assert len(keys) == 4
     assert cache.blas == blas_setup()  # the setup in effect, also for direct sweep_question use
     with blas_threads(1):
@@ -682,37 +913,60 @@ def test_result_cache_keys(tmp_path: Path) -> None:
         result = sweep_question(q, other_selector, plain, cache=cache)
         assert result.cached_cells == 2  # the topk cells only
         assert {r.strategy for r in result.rows} == {"pacms", "topk"}
-    full = RecallConfig.create(levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"],
-                               style="full")
+    full = RecallConfig.create(
+        levels=(0, 2), budgets=(0.1, 0.5), strategies=["topk", "rag"], style="full"
+    )
     assert sweep_question(q, selector, full, cache=cache).cached_cells == 0
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--embeddings", "bogus:1"], "cannot build embeddings from 'bogus:1'"),
-     (["--strategies", "nope"], "unknown strategy"),
-     (["--data", "/nonexistent/lme"], "no LongMemEval")],
+    [
+        (["--embeddings", "bogus:1"], "cannot build embeddings from 'bogus:1'"),
+        (["--strategies", "nope"], "unknown strategy"),
+        (["--data", "/nonexistent/lme"], "no LongMemEval"),
+    ],
 )
-def test_cli_errors(extra: list[str], message: str, capsys: pytest.CaptureFixture[str],
-                    tmp_path: Path) -> None:
-    base = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--all",
-            "--out", str(tmp_path), "--quiet"]
+def test_cli_errors(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    base = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--all",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    ]
     assert main(base + extra) == 2
     assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--workers", "0"], "--workers: must be >= 1, got 0"),
-     (["--blas-threads", "-1"], "--blas-threads: must be >= 0, got -1"),
-     (["--n", "0"], "--n: must be >= 1, got 0"),
-     (["--workers", "two"], "--workers: expected an integer, got 'two'")],
+    [
+        (["--workers", "0"], "--workers: must be >= 1, got 0"),
+        (["--blas-threads", "-1"], "--blas-threads: must be >= 0, got -1"),
+        (["--n", "0"], "--n: must be >= 1, got 0"),
+        (["--workers", "two"], "--workers: expected an integer, got 'two'"),
+    ],
 )
 def test_cli_rejects_bad_counts_before_any_work(
     extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = ["eval", "longmemeval", "recall", "--data", str(tmp_path / "absent"),
-            "--out", str(tmp_path), *extra]
+    argv = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(tmp_path / "absent"),
+        "--out",
+        str(tmp_path),
+        *extra,
+    ]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
@@ -723,10 +977,29 @@ def test_cli_rejects_bad_counts_before_any_work(
 def test_cli_ids_names_the_ids_it_cannot_use(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = ["eval", "longmemeval", "recall", "--data", str(FIXTURES), "--levels", "0",
-            "--budgets", "0.5", "--strategies", "topk", "--out", str(tmp_path),
-            "--result-cache", "off", "--no-check",
-            "--ids", "fx_ssu", "fx_ku_abs", "fx_typo", "fx_other"]
+    argv = [
+        "eval",
+        "longmemeval",
+        "recall",
+        "--data",
+        str(FIXTURES),
+        "--levels",
+        "0",
+        "--budgets",
+        "0.5",
+        "--strategies",
+        "topk",
+        "--out",
+        str(tmp_path),
+        "--result-cache",
+        "off",
+        "--no-check",
+        "--ids",
+        "fx_ssu",
+        "fx_ku_abs",
+        "fx_typo",
+        "fx_other",
+    ]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"warning: 2 ids not found in {FIXTURES}: fx_other, fx_typo" in err
@@ -754,8 +1027,10 @@ def test_cli_help_explains_the_terms(capsys: pytest.CaptureFixture[str]) -> None
 def test_three_real_oracle_questions() -> None:
     data = default_data_dir()
     if data is None or not (data / "oracle").is_dir():
-        pytest.skip("LongMemEval data not found (set PACMS_LONGMEMEVAL_DIR or place it at "
-                    "../shared/data/longmemeval)")
+        pytest.skip(
+            "LongMemEval data not found (set PACMS_LONGMEMEVAL_DIR or place it at "
+            "../shared/data/longmemeval)"
+        )
     questions = load_questions(data / "oracle", n=3, seed=0)
     assert len(questions) == 3
     selector = ContextSelector()

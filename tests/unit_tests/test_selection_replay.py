@@ -27,8 +27,10 @@ from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
 from langchain_pacms.tokens import TokenCounter
 
 
-@pytest.mark.parametrize("bad", ["select:pacms@0", "select:pacms@1.5", "select:@0.5",
-                                 "select+stub:pacms@0.5", "select:pacms"])
+@pytest.mark.parametrize(
+    "bad",
+    ["select:pacms@0", "select:pacms@1.5", "select:@0.5", "select+stub:pacms@0.5", "select:pacms"],
+)
 def test_bad_policy_names_fail(bad):
     with pytest.raises(ValueError, match="share in"):
         selection_policy(bad)
@@ -39,7 +41,9 @@ def test_the_replay_runs_every_strategy_with_and_without_stubs():
     assert all(is_selection(p) for p in SELECTION)
     assert {p.split(":")[0] for p in SELECTION} == {"select", "select+stubs", "life+select"}
     assert [behind_lifecycle(p) for p in ("life+select:mmr@0.5", "select+stubs:mmr@0.5")] == [
-        True, False]
+        True,
+        False,
+    ]
 
 
 def test_stubs_are_sent_within_the_share_and_their_payloads_are_exact():
@@ -47,8 +51,7 @@ def test_stubs_are_sent_within_the_share_and_their_payloads_are_exact():
     messages = list(session(12).messages)[:-1]
     policy = selection_policy("select+stubs:pacms@0.3", counter)
     view, sidecars = policy(messages)
-    stubs = [m for m in view if LIFECYCLE_KEY in m.additional_kwargs
-             and isinstance(m, ToolMessage)]
+    stubs = [m for m in view if LIFECYCLE_KEY in m.additional_kwargs and isinstance(m, ToolMessage)]
     assert stubs and len(sidecars) == len(stubs)
     originals = {m.tool_call_id: m.content for m in messages if isinstance(m, ToolMessage)}
     for stub in stubs:
@@ -63,8 +66,11 @@ def test_stubs_are_sent_within_the_share_and_their_payloads_are_exact():
 
 def test_a_stub_keeps_an_old_path_visible_where_plain_selection_drops_it():
     base = session(12)
-    reuse = AIMessage("back to the first file", id="again", tool_calls=[
-        {"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}])
+    reuse = AIMessage(
+        "back to the first file",
+        id="again",
+        tool_calls=[{"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}],
+    )
     run = dataclasses.replace(base, messages=(*base.messages, reuse))
     # at 40% every stub fits beside the newest span (at 30% only the newest stubs do)
     plain = evaluate_cuts([run], "select:pacms@0.4").row()
@@ -105,8 +111,9 @@ def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(k
     plan = POLICIES["heuristic"](**FOLDING)(prefix, index, counter)
     folded = check_actions(prefix, index, plan, token_counter=counter).result.messages
     budget = int(kept * sent_tokens(prefix, counter))
-    config = SelectionConfig(budget=Budget(tokens=budget), fold_stubs=True,
-                             sidecar_store=InMemoryStore())
+    config = SelectionConfig(
+        budget=Budget(tokens=budget), fold_stubs=True, sidecar_store=InMemoryStore()
+    )
     runner = SelectionRunner(config, ContextSelector(token_counter=counter))
     view = runner.run(folded)
     selection = runner.last_selection
@@ -121,8 +128,11 @@ def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(k
 
 def test_the_lifecycle_row_judges_the_folds_payloads_as_recoverable():
     base = session(12)
-    reuse = AIMessage("back to the first file", id="again", tool_calls=[
-        {"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}])
+    reuse = AIMessage(
+        "back to the first file",
+        id="again",
+        tool_calls=[{"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}],
+    )
     run = dataclasses.replace(base, messages=(*base.messages, reuse))
     row = evaluate_cuts([run], "life+select:pacms@0.5", settings=FOLDING).row()
     folds = evaluate_cuts([run], "heuristic", settings=FOLDING).row()

@@ -25,8 +25,9 @@ def test_relevant_fact_kept_under_tight_budget():
 
 def test_duplicate_ids_rejected():
     with pytest.raises(ValueError, match="duplicate candidate id"):
-        ContextSelector().select([Candidate("a", id="x"), Candidate("b", id="x")], "q",
-                                 budget_tokens=5)
+        ContextSelector().select(
+            [Candidate("a", id="x"), Candidate("b", id="x")], "q", budget_tokens=5
+        )
 
 
 def test_integrations_are_exported_lazily():
@@ -70,12 +71,14 @@ def _related_pool() -> tuple[dict[str, list[float]], list[Candidate]]:
     # Cosines: query-A 0.9, query-B 0.85, query-C 0.6, A-B 0.75 (related, not copies), A-C and
     # B-C 0.4. At tau = 0.6 A "covers" a quarter of B, so pacms takes C second; at 0.85 A and B
     # are unrelated to the kernel and B, the more relevant one, is kept.
-    gram = np.array([
-        [1.0, 0.9, 0.85, 0.6],
-        [0.9, 1.0, 0.75, 0.4],
-        [0.85, 0.75, 1.0, 0.4],
-        [0.6, 0.4, 0.4, 1.0],
-    ])
+    gram = np.array(
+        [
+            [1.0, 0.9, 0.85, 0.6],
+            [0.9, 1.0, 0.75, 0.4],
+            [0.85, 0.75, 1.0, 0.4],
+            [0.6, 0.4, 0.4, 1.0],
+        ]
+    )
     vectors = np.linalg.cholesky(gram)
     names = ["query", "A", "B", "C"]
     table = {n: v.tolist() for n, v in zip(names, vectors)}
@@ -101,19 +104,30 @@ def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> N
 def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
     selector = ContextSelector(strategy_options={"gain_floor": 0.1})
     assert selector.resolve_options() == (
-        "pacms", {"gain_floor": 0.1, "similarity_threshold": 0.85, "min_gain": 0.01,
-                  "relevance_feedback": 0.6}
+        "pacms",
+        {
+            "gain_floor": 0.1,
+            "similarity_threshold": 0.85,
+            "min_gain": 0.01,
+            "relevance_feedback": 0.6,
+        },
     )
     assert selector.resolve_options("pacms", {"similarity_threshold": 0.3})[1] == {
-        "gain_floor": 0.1, "similarity_threshold": 0.3, "min_gain": 0.01,
+        "gain_floor": 0.1,
+        "similarity_threshold": 0.3,
+        "min_gain": 0.01,
         "relevance_feedback": 0.6,
     }
     assert selector.resolve_options("topk") == ("topk", {})
     assert selector.resolve_options("pacms_paper", {}) == ("pacms_paper", {})
-    pinned = ContextSelector(strategy_options={"similarity_threshold": 0.5, "min_gain": 0.0,
-                                               "relevance_feedback": 0.0})
-    assert pinned.resolve_options()[1] == {"similarity_threshold": 0.5, "min_gain": 0.0,
-                                           "relevance_feedback": 0.0}
+    pinned = ContextSelector(
+        strategy_options={"similarity_threshold": 0.5, "min_gain": 0.0, "relevance_feedback": 0.0}
+    )
+    assert pinned.resolve_options()[1] == {
+        "similarity_threshold": 0.5,
+        "min_gain": 0.0,
+        "relevance_feedback": 0.0,
+    }
 
 
 def test_dense_embedder_selects_with_its_threshold() -> None:
@@ -121,9 +135,12 @@ def test_dense_embedder_selects_with_its_threshold() -> None:
     selector = ContextSelector(_TableEmbeddings(table))
     chosen = selector.select(pool, "query", budget_tokens=20)
     assert set(chosen.kept_ids) == {"A", "B"}
-    assert chosen.kept_ids == selector.select(
-        pool, "query", budget_tokens=20, similarity_threshold=DENSE_SIMILARITY_THRESHOLD
-    ).kept_ids
+    assert (
+        chosen.kept_ids
+        == selector.select(
+            pool, "query", budget_tokens=20, similarity_threshold=DENSE_SIMILARITY_THRESHOLD
+        ).kept_ids
+    )
     at_lexical_scale = selector.select(pool, "query", budget_tokens=20, similarity_threshold=0.6)
     assert set(at_lexical_scale.kept_ids) == {"A", "C"}
 

@@ -32,7 +32,8 @@ def words(text: str) -> int:
 
 pools = st.lists(
     st.tuples(st.text(alphabet="abc ", min_size=1, max_size=12), st.booleans()),
-    min_size=1, max_size=12,
+    min_size=1,
+    max_size=12,
 )
 
 
@@ -45,8 +46,16 @@ def test_recency_is_selects_own_fallback(pool: list[tuple[str, bool]], budget: i
     mine = ContextSelector(token_counter=words).recency(
         cands, "q", budget_tokens=budget, error=ConnectionError("embedding server unreachable")
     )
-    for field in ("kept_ids", "pick_order", "tokens_kept", "budget", "strategy", "over_budget",
-                  "fell_back", "error"):
+    for field in (
+        "kept_ids",
+        "pick_order",
+        "tokens_kept",
+        "budget",
+        "strategy",
+        "over_budget",
+        "fell_back",
+        "error",
+    ):
         assert getattr(mine, field) == getattr(fallen, field), field
     assert mine.fell_back
     assert set(mine.timings) == {"tokens", "solve", "total"}

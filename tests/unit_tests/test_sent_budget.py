@@ -32,18 +32,22 @@ def plain_tokens(hook, messages: list[BaseMessage]) -> int:
 
 def memory_store() -> InMemoryStore:
     store = InMemoryStore()
-    for i, fact in enumerate(["The user likes green tea.", "The user lives in Porto.",
-                              "The user owns a cat named Rex."]):
+    for i, fact in enumerate(
+        ["The user likes green tea.", "The user lives in Porto.", "The user owns a cat named Rex."]
+    ):
         store.put(("mem",), f"k{i}", {"content": fact})
     return store
 
 
 def test_context_message_header_and_bullets_are_charged_to_the_budget():
     # before the fix: 46 tokens sent on a 40-token budget (the header and bullets were free)
-    hook = create_pacms_hook(budget_tokens=40, store=memory_store(),
-                             memory_namespaces=[("mem",)], strategy="topk")
-    msgs = [AIMessage("Earlier I answered a question about tea and cats."),
-            HumanMessage("Where does the user live, and what tea?")]
+    hook = create_pacms_hook(
+        budget_tokens=40, store=memory_store(), memory_namespaces=[("mem",)], strategy="topk"
+    )
+    msgs = [
+        AIMessage("Earlier I answered a question about tea and cats."),
+        HumanMessage("Where does the user live, and what tea?"),
+    ]
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert "Relevant memories:" in out[0].content  # memories still reach the model
     assert plain_tokens(hook, out) <= 40
@@ -53,10 +57,13 @@ def test_context_message_header_and_bullets_are_charged_to_the_budget():
 def test_omission_note_is_charged_to_the_budget():
     # before the fix: the 15-token note came on top of 27 kept tokens on a 30-token budget
     weather = {"name": "weather", "args": {"city": "Lisbon"}, "id": "c1", "type": "tool_call"}
-    msgs = [HumanMessage("Tell me about the weather in Lisbon today and this weekend, please."),
-            AIMessage("", tool_calls=[weather]),
-            ToolMessage("Sunny, 25 C.", tool_call_id="c1", name="weather"),
-            AIMessage("It is sunny and 25 degrees."), HumanMessage("And tomorrow?")]
+    msgs = [
+        HumanMessage("Tell me about the weather in Lisbon today and this weekend, please."),
+        AIMessage("", tool_calls=[weather]),
+        ToolMessage("Sunny, 25 C.", tool_call_id="c1", name="weather"),
+        AIMessage("It is sunny and 25 degrees."),
+        HumanMessage("And tomorrow?"),
+    ]
     hook = create_pacms_hook(budget_tokens=30, strategy="lastk")
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert out[0].content == OMISSION_NOTE  # the first turn was dropped: the note is needed
@@ -66,8 +73,10 @@ def test_omission_note_is_charged_to_the_budget():
 
 def test_over_budget_when_the_mandatory_part_and_its_framing_exceed_the_budget():
     hook = create_pacms_hook(budget_tokens=5)
-    msgs = [SystemMessage("You are a careful assistant who answers briefly."),
-            HumanMessage("What is the capital of Portugal?")]
+    msgs = [
+        SystemMessage("You are a careful assistant who answers briefly."),
+        HumanMessage("What is the capital of Portugal?"),
+    ]
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert out == msgs
     assert hook.last_selection.over_budget
@@ -77,12 +86,22 @@ def tool_history() -> list[BaseMessage]:
     msgs: list[BaseMessage] = []
     for i in range(4):
         cid = f"c{i}"
-        msgs += [HumanMessage(f"Look up invoice number {i} in the archive."),
-                 AIMessage("", tool_calls=[{"name": "search", "args": {"q": f"invoice {i}"},
-                                            "id": cid, "type": "tool_call"}]),
-                 ToolMessage(f"Invoice {i}: " + "line item " * 30, tool_call_id=cid,
-                             name="search"),
-                 AIMessage(f"Invoice {i} has thirty line items.")]
+        msgs += [
+            HumanMessage(f"Look up invoice number {i} in the archive."),
+            AIMessage(
+                "",
+                tool_calls=[
+                    {
+                        "name": "search",
+                        "args": {"q": f"invoice {i}"},
+                        "id": cid,
+                        "type": "tool_call",
+                    }
+                ],
+            ),
+            ToolMessage(f"Invoice {i}: " + "line item " * 30, tool_call_id=cid, name="search"),
+            AIMessage(f"Invoice {i} has thirty line items."),
+        ]
     return [*msgs, HumanMessage("Which invoice had line items?")]
 
 
@@ -121,18 +140,29 @@ def check_sent(selection, sent: int, budget: int, mandatory_only: bool) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=conversations(), memories=st.lists(text, max_size=4),
-       documents=st.lists(text, max_size=3), budget=st.integers(1, 600),
-       strategy=st.sampled_from(STRATEGIES), placeholders=st.booleans(),
-       reserve=st.integers(0, 40))
-def test_hook_sends_within_the_budget(messages, memories, documents, budget, strategy,
-                                      placeholders, reserve):
+@given(
+    messages=conversations(),
+    memories=st.lists(text, max_size=4),
+    documents=st.lists(text, max_size=3),
+    budget=st.integers(1, 600),
+    strategy=st.sampled_from(STRATEGIES),
+    placeholders=st.booleans(),
+    reserve=st.integers(0, 40),
+)
+def test_hook_sends_within_the_budget(
+    messages, memories, documents, budget, strategy, placeholders, reserve
+):
     store = InMemoryStore()
     for i, memory in enumerate(memories):
         store.put(("mem",), f"k{i}", {"content": memory})
     hook = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=placeholders,
-        store=store, memory_namespaces=[("mem",)], reserve_tokens=reserve,
+        SELECTOR,
+        budget_tokens=budget,
+        strategy=strategy,
+        tool_placeholders=placeholders,
+        store=store,
+        memory_namespaces=[("mem",)],
+        reserve_tokens=reserve,
         retriever=ListRetriever(documents=[Document(d) for d in documents]),
     )
     out = hook.invoke({"messages": messages})["llm_input_messages"]
@@ -143,8 +173,12 @@ def test_hook_sends_within_the_budget(messages, memories, documents, budget, str
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=conversations(), budget=st.integers(1, 600),
-       strategy=st.sampled_from(STRATEGIES), placeholders=st.booleans())
+@given(
+    messages=conversations(),
+    budget=st.integers(1, 600),
+    strategy=st.sampled_from(STRATEGIES),
+    placeholders=st.booleans(),
+)
 def test_middleware_sends_within_the_budget(messages, budget, strategy, placeholders):
     from langchain.agents.middleware import ModelRequest
 
@@ -152,15 +186,21 @@ def test_middleware_sends_within_the_budget(messages, budget, strategy, placehol
 
     system = next((m for m in messages if isinstance(m, SystemMessage)), None)
     rest = [m for m in messages if m is not system]
-    mw = PACMSMiddleware(SELECTOR, budget_tokens=budget, strategy=strategy,
-                         tool_placeholders=placeholders)
+    mw = PACMSMiddleware(
+        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=placeholders
+    )
     seen: list[ModelRequest] = []
-    request = ModelRequest(model=FakeMessagesListChatModel(responses=[AIMessage("ok")]),
-                           messages=rest, system_message=system)
+    request = ModelRequest(
+        model=FakeMessagesListChatModel(responses=[AIMessage("ok")]),
+        messages=rest,
+        system_message=system,
+    )
     mw.wrap_model_call(request, lambda r: seen.append(r) or AIMessage("ok"))
     (sent_request,) = seen
-    sent_messages = [*([sent_request.system_message] if system is not None else []),
-                     *sent_request.messages]
+    sent_messages = [
+        *([sent_request.system_message] if system is not None else []),
+        *sent_request.messages,
+    ]
     assert_provider_valid(sent_messages)
     selection = mw.last_selection
     sent = sent_tokens(sent_messages, SELECTOR.token_counter)
@@ -168,8 +208,12 @@ def test_middleware_sends_within_the_budget(messages, budget, strategy, placehol
 
 
 @settings(max_examples=60, deadline=None)
-@given(documents=st.lists(text, min_size=1, max_size=12), budget=st.integers(1, 300),
-       strategy=st.sampled_from(STRATEGIES), query=text)
+@given(
+    documents=st.lists(text, min_size=1, max_size=12),
+    budget=st.integers(1, 300),
+    strategy=st.sampled_from(STRATEGIES),
+    query=text,
+)
 def test_compressor_sends_within_the_budget(documents, budget, strategy, query):
     compressor = PACMSCompressor.from_selector(SELECTOR, budget_tokens=budget, strategy=strategy)
     kept = compressor.compress_documents([Document(d) for d in documents], query)

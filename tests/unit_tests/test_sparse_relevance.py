@@ -61,9 +61,10 @@ def test_the_embedder_copies_and_pickles_without_its_row_store() -> None:
     for twin in (copy.deepcopy(emb), pickle.loads(pickle.dumps(emb))):
         assert twin.dim == 64 and twin.relevance_buckets == emb.relevance_buckets
         assert len(twin._rows) == 0
-        assert twin.pool_relevance(["a b", "c d"], "a").tolist() == emb.pool_relevance(
-            ["a b", "c d"], "a"
-        ).tolist()
+        assert (
+            twin.pool_relevance(["a b", "c d"], "a").tolist()
+            == emb.pool_relevance(["a b", "c d"], "a").tolist()
+        )
 
 
 def test_concurrent_pools_score_as_one_thread_does() -> None:

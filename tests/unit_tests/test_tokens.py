@@ -220,7 +220,10 @@ def test_building_the_encodings_patches_nothing_in_tiktoken():
     )
     repo = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr

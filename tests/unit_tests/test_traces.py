@@ -68,8 +68,13 @@ def test_tau_bench_keeps_the_policy_prompt_and_repeated_call_ids_get_fresh_ones(
     first = sessions[0]
     assert isinstance(first.messages[0], SystemMessage)
     assert len(str(first.messages[0].content)) > 5_000
-    call_ids = [str(c["id"]) for s in sessions for m in s.messages if isinstance(m, AIMessage)
-                for c in m.tool_calls]
+    call_ids = [
+        str(c["id"])
+        for s in sessions
+        for m in s.messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+    ]
     assert len(call_ids) == len(set(call_ids)) == 1164
 
 
@@ -94,8 +99,10 @@ def test_swe_agent_text_actions_become_bash_calls() -> None:
 
 
 def test_unreadable_files_are_reported_not_skipped(tmp_path: Path) -> None:
-    good = {"history": [{"role": "user", "content": "fix it"}],
-            "trajectory": [{"action": "ls", "observation": "a.py", "thought": "look"}]}
+    good = {
+        "history": [{"role": "user", "content": "fix it"}],
+        "trajectory": [{"action": "ls", "observation": "a.py", "thought": "look"}],
+    }
     (tmp_path / "good.traj").write_text(json.dumps(good))
     (tmp_path / "broken.traj").write_text("{not json")
     (tmp_path / "empty.traj").write_text(json.dumps({"history": []}))
@@ -106,10 +113,18 @@ def test_unreadable_files_are_reported_not_skipped(tmp_path: Path) -> None:
 
 def test_an_orphan_tool_result_makes_the_session_a_problem(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    path.write_text(json.dumps([
-        {"task_id": 1, "trial": 0, "traj": [{"role": "tool", "content": "x", "tool_call_id": "c"}]},
-        {"task_id": 2, "trial": 0, "traj": [{"role": "user", "content": "hi"}]},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "task_id": 1,
+                    "trial": 0,
+                    "traj": [{"role": "tool", "content": "x", "tool_call_id": "c"}],
+                },
+                {"task_id": 2, "trial": 0, "traj": [{"role": "user", "content": "hi"}]},
+            ]
+        )
+    )
     sessions, problems = load_tau_bench(path)
     assert [s.name for s in sessions] == ["task2-trial0"]
     assert problems[0][0] == "task1-trial0" and "no open call" in problems[0][1]
