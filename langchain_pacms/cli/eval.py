@@ -2,9 +2,9 @@
 
 ``pacms eval longmemeval recall`` runs the evidence-round recall sweep of the study's Table 1
 (:mod:`langchain_pacms.eval.recall`); ``pacms eval longmemeval qa`` runs the end-to-end QA
-harness (:mod:`langchain_pacms.eval.qa`); ``pacms eval longmemeval probe`` compares the
-built-in embedder's top-k recall with sparse lexical references
-(:mod:`langchain_pacms.eval.lexical_probe`).
+harness (:mod:`langchain_pacms.eval.qa`, its options in :mod:`langchain_pacms.eval.qa_cli`);
+``pacms eval longmemeval probe`` compares the built-in embedder's top-k recall with sparse
+lexical references (:mod:`langchain_pacms.eval.lexical_probe`).
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ def _add_recall_parser(sub: Any) -> None:
 
 def _qa_fallback(args: argparse.Namespace) -> int:
     try:
-        from langchain_pacms.eval.qa import qa_from_args
+        from langchain_pacms.eval.qa_cli import qa_from_args
     except ImportError as err:
         print(f"error: the QA harness is unavailable ({err})", file=sys.stderr)
         return 2
@@ -463,7 +463,7 @@ def _add_qa_parser(sub: Any) -> None:
         "qa", help="end-to-end QA accuracy with a reader and a judge model", description=description
     )
     try:
-        from langchain_pacms.eval.qa import add_qa_arguments, qa_from_args
+        from langchain_pacms.eval.qa_cli import add_qa_arguments, qa_from_args
     except ImportError:
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         p.set_defaults(func=_qa_fallback)

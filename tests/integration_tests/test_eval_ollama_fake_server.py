@@ -31,7 +31,8 @@ from ollama import ResponseError
 from langchain_pacms.cli.main import main
 from langchain_pacms.eval.backends import selector_from_spec
 from langchain_pacms.eval.longmemeval import iter_questions
-from langchain_pacms.eval.qa import CHECK_PROMPT, DEFAULT_MAX_TOKENS, JUDGE_NUM_CTX, run_qa
+from langchain_pacms.eval.qa import run_qa
+from langchain_pacms.eval.qa_cli import CHECK_PROMPT, DEFAULT_MAX_TOKENS, JUDGE_NUM_CTX
 from langchain_pacms.eval.recall import RecallConfig, load_questions, run_recall
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"

@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-import langchain_pacms.eval.qa as qa_module
 from langchain_pacms import ContextSelector
+from langchain_pacms.eval._calls import run_sync
 from langchain_pacms.eval.judge import (
     JUDGE_CRITERIA,
     REASK_PROMPT,
@@ -30,19 +30,21 @@ from langchain_pacms.eval.judge import (
 )
 from langchain_pacms.eval.longmemeval import QUESTION_TYPES, Question, Round, iter_questions
 from langchain_pacms.eval.qa import (
-    CHECK_PROMPT,
-    DEFAULT_MAX_TOKENS,
     DEFAULT_STRATEGIES,
     QAReport,
-    add_qa_arguments,
     arun_qa,
-    auto_num_ctx,
     build_pool,
     build_reader_messages,
     pool_budget,
+    run_qa,
+)
+from langchain_pacms.eval.qa_cli import (
+    CHECK_PROMPT,
+    DEFAULT_MAX_TOKENS,
+    add_qa_arguments,
+    auto_num_ctx,
     qa_from_args,
     read_ids,
-    run_qa,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
@@ -429,7 +431,7 @@ def test_sync_runs_share_their_thread_loop_until_the_thread_is_gone() -> None:
     seen: list[asyncio.AbstractEventLoop] = []
 
     def work() -> None:
-        seen.extend(qa_module._run_sync(running_loop()) for _ in range(2))
+        seen.extend(run_sync(running_loop()) for _ in range(2))
 
     thread = threading.Thread(target=work)
     thread.start()
