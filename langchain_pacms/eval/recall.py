@@ -947,15 +947,17 @@ def _count(items: Iterable[str]) -> dict[str, int]:
 def code_fingerprint() -> str:
     """Short sha256 over the source of everything that decides a pick.
 
-    Covers ``core/``, ``embeddings/``, ``selector.py``, ``tokens.py`` and the LongMemEval loader
-    and injection, so two runs with the same fingerprint (and settings) select identically,
-    even from an uncommitted tree.
+    Covers ``core/``, ``embeddings/``, ``selector.py``, ``tokens.py``, the private helpers they
+    run on (``_*.py``: the memo, the step drivers, BLAS threads, timeouts) and the LongMemEval
+    loader and injection, so two runs with the same fingerprint (and settings) select
+    identically, even from an uncommitted tree.
     """
     root = Path(__file__).resolve().parents[1]
     files = sorted(
         [
             *root.joinpath("core").glob("*.py"),
             *root.joinpath("embeddings").glob("*.py"),
+            *root.glob("_[!_]*.py"),
             root / "selector.py",
             root / "tokens.py",
             root / "eval" / "longmemeval.py",
