@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_runs import run_python
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -16,16 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @functools.cache
 def run_example(name: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "OLLAMA_HOST"}
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=EXAMPLES.parent,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return run_python(EXAMPLES / name, env=env)
 
 
 @pytest.mark.parametrize("name", ["langgraph_agent_hook.py", "middleware_agent.py"])

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from script_runs import run_python
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "retrieval_compressor.py"
 METHODS = ("pacms", "mmr", "top-k")
 
 
 def _run(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=EXAMPLE.parent.parent.parent,  # not the examples folder: paths must not depend on it
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    # from above the repository, not the examples folder: paths must not depend on it
+    return run_python(EXAMPLE, *args, cwd=EXAMPLE.parent.parent.parent)
 
 
 def test_example_json_report() -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_runs import run_python
 
 pytest.importorskip("langgraph.store.sqlite", reason="needs the lifecycle extra")
 
@@ -17,17 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_example_folds_to_a_file_and_recovers_byte_exact(tmp_path):
     db = tmp_path / "kept.sqlite"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "lifecycle_sqlite.py"), "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = run_python(REPO / "examples" / "lifecycle_sqlite.py", "--db", str(db))
     before, after = (
         int(n) for n in out.split("folded function:tool:1: ")[1].split(" tokens")[0].split(" -> ")
     )

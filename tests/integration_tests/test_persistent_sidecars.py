@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import sidecar_worker
+from script_runs import run_python
 
 from langchain_pacms.lifecycle import SidecarIntegrityError, SidecarRecord, SidecarStore
 
@@ -41,17 +40,7 @@ def big_payload() -> str:
 
 
 def worker(*args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, str(WORKER), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return run_python(WORKER, *args, timeout=60)
 
 
 def round_trip(tmp_path: Path, backend: str, where: str, thread: str, *, put_here: bool) -> None:

@@ -5,11 +5,10 @@ It starts two Python processes (the script and the service), which takes most of
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_runs import run_python
 
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 
@@ -17,24 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_server_prints_its_rows() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_server.py"),
-            "--candidates",
-            "30",
-            "--clients",
-            "2",
-            "--requests",
-            "10",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
+    out = run_python(
+        ROOT / "benchmarks" / "bench_server.py",
+        "--candidates",
+        "30",
+        "--clients",
+        "2",
+        "--requests",
+        "10",
     )
-    assert done.returncode == 0, done.stderr
     for row in (
         "| in-process select | 10 |",
         "| remote, 1 client | 10 |",
@@ -44,6 +34,6 @@ def test_bench_server_prints_its_rows() -> None:
         "CPU ms/request |",
         "the 2 client processes used",
     ):
-        assert row in done.stdout
-    rows = [line.split("|") for line in done.stdout.splitlines() if "| remote" in line]
+        assert row in out
+    rows = [line.split("|") for line in out.splitlines() if "| remote" in line]
     assert all(float(cells[-2]) > 0 for cells in rows)  # the service's CPU per request

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_runs import run_python
 
 pytest.importorskip("langgraph.store.sqlite", reason="needs the lifecycle extra")
 
@@ -16,24 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_bench_sidecar_prints_a_row_per_store():
     env = {k: v for k, v in os.environ.items() if k != "PACMS_TEST_POSTGRES_URI"}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench_sidecar.py"),
-            "--kilobytes",
-            "3",
-            "--repeats",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
+    out = run_python(
+        REPO / "benchmarks" / "bench_sidecar.py", "--kilobytes", "3", "--repeats", "1", env=env
     )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
     assert out.startswith("payload: 3,000 UTF-8 bytes")
     assert "| InMemoryStore | " in out and "| SqliteStore (temp file) | " in out
     assert "| PostgresStore | skipped" in out

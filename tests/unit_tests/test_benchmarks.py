@@ -9,27 +9,17 @@ problems do).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from script_runs import run_python
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def run_script(name: str, *args: str) -> str:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_python(BENCHMARKS / name, *args, env=env, timeout=300)
 
 
 def test_bench_core_prints_every_strategy_and_the_references() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -16,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
+from script_runs import run_python
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.embeddings import CachedEmbeddings
@@ -154,17 +153,9 @@ def test_a_stalled_embedding_does_not_hold_the_interpreter_at_exit():
         """
     )
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-    )
+    printed = run_python("-c", script, env={"PATH": "/usr/bin:/bin"}, timeout=30)
     elapsed = time.perf_counter() - started
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True"
+    assert printed.strip() == "True"
     assert elapsed < 15  # exits at once, not after the 20 s stall
 
 

