@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import multiprocessing
@@ -967,72 +968,30 @@ def run_lifecycle_eval(
     for dataset, (dev, test) in splits.items():
         best, scored = _choose(dev, max_cuts, seed, counter, cache, tick)
         for _, settings, row in scored:
-            say(
-                f"{dataset} dev heuristic {settings}: {row['strict_no_impact']:.3f} "
-                f"@ {row['pruning_mean']:.3f}"
-            )
-        rows = {
-            "heuristic": evaluate_cuts(
-                test,
-                "heuristic",
-                settings=best,
-                max_cuts=max_cuts,
-                seed=seed,
-                counter=counter,
-                cache=cache,
-                tick=tick,
-            ).row()
-        }
-        say(
-            f"{dataset} heuristic (test): {rows['heuristic']['strict_no_impact']:.3f} "
-            f"@ {rows['heuristic']['pruning_mean']:.3f}"
+            say(f"{dataset} dev heuristic {settings}: {_figures(row)}")
+        on_test = functools.partial(
+            evaluate_cuts,
+            test,
+            max_cuts=max_cuts,
+            seed=seed,
+            counter=counter,
+            cache=cache,
+            tick=tick,
         )
+        rows = {"heuristic": on_test("heuristic", settings=best).row()}
+        say(f"{dataset} heuristic (test): {_figures(rows['heuristic'])}")
         if llm is not None:
-            rows["llm"] = evaluate_cuts(
-                test,
-                "llm",
-                settings=llm,
-                max_cuts=max_cuts,
-                seed=seed,
-                counter=counter,
-                cache=cache,
-                tick=tick,
-                planner=planner,
-            ).row()
+            rows["llm"] = on_test("llm", settings=llm, planner=planner).row()
         for name in (*BASELINES, *selection):
-            rows[name] = evaluate_cuts(
-                test,
-                name,
-                max_cuts=max_cuts,
-                seed=seed,
-                settings=best if behind_lifecycle(name) else None,
-                counter=counter,
-                cache=cache,
-                tick=tick,
-            ).row()
-            say(
-                f"{dataset} {name}: {rows[name]['strict_no_impact']:.3f} "
-                f"@ {rows[name]['pruning_mean']:.3f}"
-            )
+            rows[name] = on_test(name, settings=best if behind_lifecycle(name) else None).row()
+            say(f"{dataset} {name}: {_figures(rows[name])}")
         matched = _match(dev, best, scored, max_cuts, seed, counter, cache, tick)
         if not prefilled:
             grow(len(matched) * len(test))
         for baseline, m in matched.items():
             name = matched_name(baseline)
-            rows[name] = evaluate_cuts(
-                test,
-                "heuristic",
-                settings=m["settings"],
-                max_cuts=max_cuts,
-                seed=seed,
-                counter=counter,
-                cache=cache,
-                tick=tick,
-            ).row()
-            say(
-                f"{dataset} {name} {m['settings']}: {rows[name]['strict_no_impact']:.3f} "
-                f"@ {rows[name]['pruning_mean']:.3f}"
-            )
+            rows[name] = on_test("heuristic", settings=m["settings"]).row()
+            say(f"{dataset} {name} {m['settings']}: {_figures(rows[name])}")
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
         seconds = 0.0
@@ -1076,6 +1035,11 @@ TARGETS = {"mini-swe": 0.5, "tau-bench": 0.3}
 """Pruning rate the heuristic must reach at >= 95% strict no-impact, per data set."""
 COST_TARGET = 0.25
 """Cache-adjusted cost saving against no management the whole replay must reach."""
+
+
+def _figures(row: Mapping[str, Any]) -> str:
+    """A row's strict no-impact and mean pruning, for the progress lines."""
+    return f"{row['strict_no_impact']:.3f} @ {row['pruning_mean']:.3f}"
 
 
 def _dominates(mine: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
