@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import multiprocessing
@@ -681,6 +680,32 @@ def _cost_runs(
     return runs
 
 
+def _scorer(
+    sessions: Sequence[TraceSession],
+    max_cuts: int,
+    seed: int,
+    counter: TokenCounter,
+    cache: ReplayCache | None,
+    tick: Callable[[], None],
+) -> Callable[..., dict[str, Any]]:
+    """``(policy, settings, planner=...) -> row``: :func:`evaluate_cuts` on ``sessions``."""
+
+    def row(policy: str, settings: Mapping[str, Any] | None = None, **more: Any) -> dict[str, Any]:
+        return evaluate_cuts(
+            sessions,
+            policy,
+            settings=settings,
+            max_cuts=max_cuts,
+            seed=seed,
+            counter=counter,
+            cache=cache,
+            tick=tick,
+            **more,
+        ).row()
+
+    return row
+
+
 def _choose(
     dev: Sequence[TraceSession],
     max_cuts: int,
@@ -690,18 +715,10 @@ def _choose(
     tick: Callable[[], None],
 ) -> tuple[dict[str, Any], list[tuple[Any, dict[str, Any], dict[str, Any]]]]:
     """The heuristic setting chosen on the development split, and every setting's score."""
+    dev_row = _scorer(dev, max_cuts, seed, counter, cache, tick)
     scored = []
     for settings in HEURISTIC_GRID:
-        row = evaluate_cuts(
-            dev,
-            "heuristic",
-            settings=settings,
-            max_cuts=max_cuts,
-            seed=seed,
-            counter=counter,
-            cache=cache,
-            tick=tick,
-        ).row()
+        row = dev_row("heuristic", settings=settings)
         safe = row["strict_no_impact"] >= DEV_STRICT
         score = (safe, row["pruning_mean"] if safe else row["strict_no_impact"])
         scored.append((score, settings, row))
@@ -727,19 +744,7 @@ def _match(
     strict rate (then the higher pruning) is chosen. A baseline that no setting meets gets
     none. Every figure here is from the development split.
     """
-
-    def dev_row(policy: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
-        return evaluate_cuts(
-            dev,
-            policy,
-            settings=settings,
-            max_cuts=max_cuts,
-            seed=seed,
-            counter=counter,
-            cache=cache,
-            tick=tick,
-        ).row()
-
+    dev_row = _scorer(dev, max_cuts, seed, counter, cache, tick)
     grid = [(g, row) for _, g, row in scored]
     mine = next(row for g, row in grid if g == best)
     grid += [(g, dev_row("heuristic", g)) for g in HORIZON_GRID]
@@ -969,28 +974,20 @@ def run_lifecycle_eval(
         best, scored = _choose(dev, max_cuts, seed, counter, cache, tick)
         for _, settings, row in scored:
             say(f"{dataset} dev heuristic {settings}: {_figures(row)}")
-        on_test = functools.partial(
-            evaluate_cuts,
-            test,
-            max_cuts=max_cuts,
-            seed=seed,
-            counter=counter,
-            cache=cache,
-            tick=tick,
-        )
-        rows = {"heuristic": on_test("heuristic", settings=best).row()}
+        on_test = _scorer(test, max_cuts, seed, counter, cache, tick)
+        rows = {"heuristic": on_test("heuristic", settings=best)}
         say(f"{dataset} heuristic (test): {_figures(rows['heuristic'])}")
         if llm is not None:
-            rows["llm"] = on_test("llm", settings=llm, planner=planner).row()
+            rows["llm"] = on_test("llm", settings=llm, planner=planner)
         for name in (*BASELINES, *selection):
-            rows[name] = on_test(name, settings=best if behind_lifecycle(name) else None).row()
+            rows[name] = on_test(name, settings=best if behind_lifecycle(name) else None)
             say(f"{dataset} {name}: {_figures(rows[name])}")
         matched = _match(dev, best, scored, max_cuts, seed, counter, cache, tick)
         if not prefilled:
             grow(len(matched) * len(test))
         for baseline, m in matched.items():
             name = matched_name(baseline)
-            rows[name] = on_test("heuristic", settings=m["settings"]).row()
+            rows[name] = on_test("heuristic", settings=m["settings"])
             say(f"{dataset} {name} {m['settings']}: {_figures(rows[name])}")
         boundary = "tool"  # as the cuts: every tool span but the newest is plannable
         costs: dict[str, Any] = {}
