@@ -45,7 +45,7 @@ def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> 
             else:
                 request = steps.send(reply)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
 
 
 async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]) -> T:
@@ -60,7 +60,7 @@ async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Await
             else:
                 request = steps.send(reply)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
 
 
 @dataclass(frozen=True)

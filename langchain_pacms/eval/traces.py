@@ -246,7 +246,7 @@ def load_traces(
         if dataset not in DATASETS:
             raise ValueError(f"unknown data set {dataset!r}; known: {', '.join(DATASETS)}")
         relative, loader = DATASETS[dataset]
-        found, failed = loader(base / relative)  # type: ignore[operator]
+        found, failed = loader(base / relative)
         if not found and not failed:
             failed = [(str(base / relative), "no sessions found")]
         sessions.extend(found)

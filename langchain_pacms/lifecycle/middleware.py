@@ -53,13 +53,13 @@ from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_to
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
 
 
-class LifecycleState(AgentState):  # type: ignore[type-arg]
+class LifecycleState(AgentState):
     """Agent state with the lifecycle's object-id map (keeps ids stable after prunes)."""
 
     pacms_lifecycle_ids: NotRequired[dict[str, str]]
 
 
-class LifecycleMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class LifecycleMiddleware(AgentMiddleware):
     """Fold, mask and prune the agent's history at safe boundaries, with byte-exact recovery.
 
     Args:
