@@ -146,6 +146,10 @@ def test_the_examples_of_a_page_run(
         assert "1" in selection.kept_ids  # the pgbouncer port answers the query
     if page.name == "compressor.md":  # its retriever embeds with OllamaEmbeddings
         assert ollama.embedded and names["docs"]
+    if page.name == "integrations.md":  # the hook logged a selection per model call
+        assert (tmp_path / "selections.jsonl").read_text(encoding="utf-8").count("\n") >= 2
+    if page.name == "lifecycle.md":  # the folded payload comes back byte for byte
+        assert names["record"].payload == BIG and "function:tool:1" in names["sidecars"].list_ids()
 
 
 def test_every_example_is_run_somewhere() -> None:
