@@ -10,8 +10,10 @@ One :meth:`LifecycleHarness.step` per agent step (before a model call, for examp
    pruned share of the active view reaches ``threshold`` (default 0.3) or the view exceeds
    ``max_active_tokens``; with ``cached_price`` also only when it pays under prompt caching
    (see :meth:`LifecycleHarness.pays`). Every folded payload is written to the sidecar store
-   first (and every masked or pruned original to the audit namespace); a failed write means no
-   commit.
+   first, and every masked or pruned original, each of its messages whole (a call's text and
+   arguments included), to the audit namespace; a failed write means no commit. Records are
+   keyed by object id and content hash, so a mask and a later prune of one object keep both
+   originals, and two branches of a forked thread never overwrite each other.
 
 A :class:`Commit` carries the new message list and ``updates``: the ``RemoveMessage`` and
 same-id replacements a LangGraph ``messages`` channel (``add_messages``) applies, so the edit
@@ -45,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections import Counter
@@ -54,7 +57,13 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    messages_to_dict,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -62,9 +71,9 @@ from langgraph.store.memory import InMemoryStore
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.integrations.report import SelectionLog
 from langchain_pacms.lifecycle.actions import Action, SidecarRecord, restore
-from langchain_pacms.lifecycle.objects import ContextIndex, index_messages, payload_of
+from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
-from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
+from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore, run_thread
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions, merge_actions
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
@@ -408,7 +417,7 @@ class LifecycleHarness:
         audit = [
             SidecarRecord.of(
                 a.target,
-                payload_of(messages, decision.index.by_id[a.target].indices),
+                transcript_of(messages, decision.index.by_id[a.target].indices),
                 decision.index.by_id[a.target].kind,
                 decision.index.by_id[a.target].lineage,
                 f"{a.op}: {a.reason}",
@@ -515,7 +524,7 @@ class LifecycleHarness:
         self,
         messages: Sequence[BaseMessage],
         *,
-        thread_id: str = "default",
+        thread_id: str | None = None,
         known_ids: Mapping[str, str] | None = None,
         config: RunnableConfig | None = None,
     ) -> Commit | None:
@@ -523,32 +532,35 @@ class LifecycleHarness:
 
         Args:
             messages: The thread's current history (not modified).
-            thread_id: The thread (sidecar namespace and staging key).
+            thread_id: The thread (sidecar namespace and staging key); ``None`` (default): the
+                run's own thread, named after its first message
+                (:func:`~langchain_pacms.lifecycle.sidecar.run_thread`).
             known_ids: ``Commit.known_ids`` of this thread's last commit.
             config: The run's config, for the commit event (default: the one in context).
 
         Returns:
             The :class:`Commit`, or ``None`` when nothing is committed now.
         """
-        return drive_calls(self._steps(messages, thread_id, known_ids, config))
+        return drive_calls(self._steps(messages, _thread(thread_id, messages), known_ids, config))
 
     async def astep(
         self,
         messages: Sequence[BaseMessage],
         *,
-        thread_id: str = "default",
+        thread_id: str | None = None,
         known_ids: Mapping[str, str] | None = None,
         config: RunnableConfig | None = None,
     ) -> Commit | None:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
-        return await adrive_calls(self._steps(messages, thread_id, known_ids, config))
+        steps = self._steps(messages, _thread(thread_id, messages), known_ids, config)
+        return await adrive_calls(steps)
 
     def reactivate(
         self,
         messages: Sequence[BaseMessage],
         object_id: str,
         *,
-        thread_id: str = "default",
+        thread_id: str | None = None,
         known_ids: Mapping[str, str] | None = None,
     ) -> list[BaseMessage]:
         """State updates that bring a folded object's exact payload back into the history.
@@ -556,7 +568,7 @@ class LifecycleHarness:
         Args:
             messages: The thread's history.
             object_id: The folded object.
-            thread_id: The thread.
+            thread_id: The thread (``None``: the run's own, as for :meth:`step`).
             known_ids: As for :meth:`step`.
 
         Returns:
@@ -567,7 +579,7 @@ class LifecycleHarness:
             ValueError: If the object is not folded or the sidecar fails its hash check.
         """
         index = self.index(messages, known_ids)
-        record = self.sidecars(thread_id).get(object_id)
+        record = self.sidecars(_thread(thread_id, messages)).get(object_id, _sha(index, object_id))
         return self._restored(messages, index, record)
 
     async def areactivate(
@@ -575,12 +587,13 @@ class LifecycleHarness:
         messages: Sequence[BaseMessage],
         object_id: str,
         *,
-        thread_id: str = "default",
+        thread_id: str | None = None,
         known_ids: Mapping[str, str] | None = None,
     ) -> list[BaseMessage]:
         """Async twin of :meth:`reactivate`."""
         index = self.index(messages, known_ids)
-        record = await self.sidecars(thread_id).aget(object_id)
+        sidecars = self.sidecars(_thread(thread_id, messages))
+        record = await sidecars.aget(object_id, _sha(index, object_id))
         return self._restored(messages, index, record)
 
     def _restored(
@@ -588,3 +601,33 @@ class LifecycleHarness:
     ) -> list[BaseMessage]:
         result = restore(messages, index, record, token_counter=self.token_counter)
         return list(result.replaced.values())
+
+
+def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:
+    """The given thread id, else the run's own thread (see :func:`run_thread`)."""
+    if thread_id is not None:
+        return thread_id
+    return run_thread(messages) if messages else "default"
+
+
+def _sha(index: ContextIndex, object_id: str) -> str | None:
+    """The sha256 an object's fold stub carries (``None`` for an unknown object)."""
+    obj = index.by_id.get(object_id)
+    return obj.sha256 if obj is not None else None
+
+
+def transcript_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    """An object's messages, whole, as JSON (LangChain message dicts): what an audit keeps.
+
+    A call message keeps its text, its calls and their arguments; ``messages_from_dict`` of the
+    parsed JSON gives the messages back.
+
+    Example:
+        >>> from langchain_core.messages import messages_from_dict
+        >>> msgs = [HumanMessage("hi", id="h1"), AIMessage("yes", id="a1")]
+        >>> [m.content for m in messages_from_dict(json.loads(transcript_of(msgs, [1])))]
+        ['yes']
+    """
+    return json.dumps(
+        messages_to_dict([messages[i] for i in indices]), ensure_ascii=False, default=str
+    )

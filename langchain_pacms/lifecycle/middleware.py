@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,6 @@ from typing_extensions import NotRequired
 from langchain_pacms.integrations.middleware import run_config
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import (
-    DEFAULT_THREAD,
     build_harness,
     state_inputs,
     state_update,
@@ -51,6 +51,8 @@ from langchain_pacms.lifecycle.node import (
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
+
+logger = logging.getLogger(__name__)
 
 
 class LifecycleState(AgentState):
@@ -96,7 +98,7 @@ class LifecycleMiddleware(AgentMiddleware):
         super().__init__()
         self.harness = build_harness(harness, options)
         self.tools = (
-            [make_recover_tool(self.harness.store, default_thread_id=DEFAULT_THREAD)]
+            [make_recover_tool(self.harness.store)]
             if recover_tool
             else []
         )
@@ -107,7 +109,7 @@ class LifecycleMiddleware(AgentMiddleware):
         config = run_config()
         messages, known = state_inputs(state)
         commit = self.harness.step(
-            messages, thread_id=thread_of(config), known_ids=known, config=config
+            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
         )
         return state_update(commit)
 
@@ -118,7 +120,7 @@ class LifecycleMiddleware(AgentMiddleware):
         config = run_config()
         messages, known = state_inputs(state)
         commit = await self.harness.astep(
-            messages, thread_id=thread_of(config), known_ids=known, config=config
+            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
         )
         return state_update(commit)
 
@@ -135,7 +137,8 @@ class LifecycleMiddleware(AgentMiddleware):
             return None
         messages, known = state_inputs(request.state)
         config = getattr(request.runtime, "config", None)
-        return str(request.tool_call["args"].get("object_id")), messages, known, thread_of(config)
+        thread = thread_of(config, messages)
+        return str(request.tool_call["args"].get("object_id")), messages, known, thread
 
     @staticmethod
     def _command(
@@ -168,7 +171,8 @@ class LifecycleMiddleware(AgentMiddleware):
             restored = self.harness.reactivate(
                 messages, object_id, thread_id=thread, known_ids=known
             )
-        except (KeyError, ValueError):  # not folded (any more): the tool result is enough
+        except Exception as err:  # not folded (any more), or the store failed: the result is enough
+            logger.info("recover_context: %s not restored in place: %r", object_id, err)
             restored = []
         return self._command(object_id, result, restored)  # type: ignore[arg-type]
 
@@ -187,6 +191,7 @@ class LifecycleMiddleware(AgentMiddleware):
             restored = await self.harness.areactivate(
                 messages, object_id, thread_id=thread, known_ids=known
             )
-        except (KeyError, ValueError):
+        except Exception as err:
+            logger.info("recover_context: %s not restored in place: %r", object_id, err)
             restored = []
         return self._command(object_id, result, restored)  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from langchain_pacms.lifecycle.harness import Commit, LifecycleHarness
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
+from langchain_pacms.lifecycle.sidecar import run_thread
 
 __all__ = ["DEFAULT_THREAD", "IDS_KEY", "build_harness", "create_lifecycle_node", "thread_of"]
 
@@ -41,18 +42,27 @@ IDS_KEY = "pacms_lifecycle_ids"
 """State key holding ``message id -> object id`` (so ids stay stable after prunes)."""
 
 DEFAULT_THREAD = "default"
-"""Thread id used when the run has no ``configurable.thread_id`` (no checkpointer)."""
+"""Thread id used when a run has neither a ``configurable.thread_id`` nor messages."""
 
 
-def thread_of(config: RunnableConfig | None) -> str:
-    """The run's ``configurable.thread_id`` as a string, else :data:`DEFAULT_THREAD`.
+def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:
+    """The run's ``configurable.thread_id`` as a string, else the run's own thread.
+
+    A run without a thread id (no checkpointer) gets a thread named after its first message
+    (:func:`~langchain_pacms.lifecycle.sidecar.run_thread`), so two such conversations never
+    share sidecars; :data:`DEFAULT_THREAD` only when there are no messages either.
 
     Example:
+        >>> from langchain_core.messages import HumanMessage
         >>> thread_of({"configurable": {"thread_id": 7}}), thread_of(None)
         ('7', 'default')
+        >>> thread_of({}, [HumanMessage("hi", id="m-1")])
+        'run:m-1'
     """
     found = ((config or {}).get("configurable") or {}).get("thread_id")
-    return DEFAULT_THREAD if found is None else str(found)
+    if found is not None:
+        return str(found)
+    return run_thread(messages) if messages else DEFAULT_THREAD
 
 
 def build_harness(harness: LifecycleHarness | None, options: Mapping[str, Any]) -> LifecycleHarness:
@@ -149,13 +159,14 @@ def create_lifecycle_node(
 
     def lifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)
-        commit = live.step(messages, thread_id=thread_of(config), known_ids=known, config=config)
+        thread = thread_of(config, messages)
+        commit = live.step(messages, thread_id=thread, known_ids=known, config=config)
         return _keyed(state_update(commit), messages_key)
 
     async def alifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)
         commit = await live.astep(
-            messages, thread_id=thread_of(config), known_ids=known, config=config
+            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
         )
         return _keyed(state_update(commit), messages_key)
 

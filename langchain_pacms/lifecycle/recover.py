@@ -4,25 +4,50 @@ A fold leaves a stub such as ``[folded: 40 lines;
 recover_context("function:tool:3"); locators: ...]`` in the history.
 :func:`make_recover_tool` builds the LangChain tool the model calls with that id; it reads the
 sidecar from the store (:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its
-sha256 and returns the exact payload. An unknown id, a hash mismatch or a missing thread id
-comes back to the model as an error result (the tool's ``handle_tool_error``), never as a wrong
-payload and never as an exception in the agent loop.
+sha256 and returns the exact payload.
 
-The thread is the ``thread_id`` given to :func:`make_recover_tool`, else the
-``configurable.thread_id`` of the run (what LangGraph's checkpointers use), so one tool serves
-every thread of a compiled graph.
+Inside a graph (LangGraph's ``ToolNode``, ``create_agent``) the tool also reads the graph state
+(it is injected, never shown to the model): the stub there carries the sha256 of the payload it
+stands for, so the tool returns exactly that payload, never the payload another branch of a
+forked thread folded under the same id, and says so when the stored payload does not match.
+
+The thread is the ``thread_id`` given to :func:`make_recover_tool`, else the run's
+``configurable.thread_id`` (what LangGraph's checkpointers use), else, for a run without a
+checkpointer, the run's own namespace named after its first message
+(:func:`~langchain_pacms.lifecycle.sidecar.run_thread`), which is where the lifecycle and the
+hook put that run's folds. Every failure (unknown id, hash mismatch, no thread, a store error
+such as a lost database connection) comes back to the model as an error result, never as a
+wrong payload and never as an exception in the agent loop.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.prebuilt import InjectedState
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
-from langchain_pacms.lifecycle.sidecar import SidecarError, SidecarNotFoundError, SidecarStore
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
+from langchain_pacms.lifecycle.actions import SidecarRecord, span_payload
+from langchain_pacms.lifecycle.node import IDS_KEY
+from langchain_pacms.lifecycle.objects import index_messages, payload_of
+from langchain_pacms.lifecycle.sidecar import (
+    SidecarError,
+    SidecarIntegrityError,
+    SidecarNotFoundError,
+    SidecarStore,
+    run_thread,
+)
 
 __all__ = ["RECOVER_TOOL_NAME", "RecoverInput", "make_recover_tool"]
+
+logger = logging.getLogger(__name__)
 
 RECOVER_TOOL_NAME = "recover_context"
 """The tool's name, as fold stubs spell it."""
@@ -37,7 +62,7 @@ _KNOWN_SHOWN = 20
 
 
 class RecoverInput(BaseModel):
-    """Arguments of ``recover_context``.
+    """Arguments of ``recover_context`` (``state`` is injected by the graph, not by the model).
 
     Example:
         >>> RecoverInput(object_id="function:tool:3").object_id
@@ -47,33 +72,133 @@ class RecoverInput(BaseModel):
     object_id: str = Field(
         description="Id of the folded object, as written in its stub (e.g. function:tool:3)."
     )
+    state: Annotated[Any, InjectedState] = None
 
 
-def _thread(thread_id: str | None, config: RunnableConfig, default: str | None = None) -> str:
+def _messages(state: Any) -> tuple[Sequence[BaseMessage], Mapping[str, str] | None]:
+    """The messages and the lifecycle's id map of a graph state (empty when there is none)."""
+    if isinstance(state, Mapping):
+        messages, known = state.get("messages"), state.get(IDS_KEY)
+    else:
+        messages, known = getattr(state, "messages", None), getattr(state, IDS_KEY, None)
+    if not isinstance(messages, Sequence) or not all(
+        isinstance(m, BaseMessage) for m in messages
+    ):
+        return [], None
+    return messages, known if isinstance(known, Mapping) else None
+
+
+def _thread(
+    thread_id: str | None,
+    config: RunnableConfig,
+    default: str | None,
+    messages: Sequence[BaseMessage],
+) -> str:
     if thread_id is not None:
         return thread_id
-    found = (config.get("configurable") or {}).get("thread_id", default)
-    if found is None:
-        raise ToolException(
-            "recover_context has no thread id: build it with make_recover_tool(store, "
-            "thread_id=...) or run with config={'configurable': {'thread_id': ...}}"
-        )
-    return str(found)
+    found = (config.get("configurable") or {}).get("thread_id")
+    if found is not None:
+        return str(found)
+    if messages:
+        return run_thread(messages)
+    if default is not None:
+        return default
+    raise ToolException(
+        "recover_context has no thread id: build it with make_recover_tool(store, "
+        "thread_id=...) or run with config={'configurable': {'thread_id': ...}}"
+    )
 
 
-def _open(
-    store: BaseStore, thread_id: str | None, config: RunnableConfig, default: str | None
-) -> SidecarStore:
-    try:
-        return SidecarStore(store, _thread(thread_id, config, default))
-    except ValueError as exc:
-        raise ToolException(str(exc)) from exc
+def expected_sha256(
+    messages: Sequence[BaseMessage], object_id: str, known_ids: Mapping[str, str] | None = None
+) -> tuple[tuple[str, ...], bool]:
+    """What a conversation says the payload of ``object_id`` is: its sha256 candidates.
+
+    Returns:
+        ``(hashes, folded)``: for an object the lifecycle folded, the one sha256 its stub
+        carries and ``True``; for an object still whole in the history (a stub the pre-model
+        hook sent without changing the state), the sha256 of its result payload and of its span
+        payload, and ``False``; ``((), False)`` when the history does not hold the object.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
+        >>> msgs = [AIMessage("", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> hashes, folded = expected_sha256(msgs, "function:tool:1")
+        >>> len(hashes), folded, expected_sha256(msgs, "function:tool:9")
+        (2, False, ((), False))
+    """
+    if not messages:
+        return (), False
+    obj = index_messages(messages, known_ids=known_ids).by_id.get(object_id)
+    if obj is None:
+        return (), False
+    if obj.state == "folded":
+        return (obj.sha256,), True
+    whole = (payload_of(messages, obj.indices), span_payload(messages, obj))
+    return tuple(dict.fromkeys(SidecarRecord.of(object_id, p, obj.kind).sha256 for p in whole)), (
+        False
+    )
 
 
-def _failure(exc: SidecarError, known: list[str]) -> ToolException:
+def _failure(exc: BaseException, known: list[str]) -> ToolException:
     shown = ", ".join(known[:_KNOWN_SHOWN]) + (" ..." if len(known) > _KNOWN_SHOWN else "")
     hint = f" Folded ids in this thread: {shown}." if known else ""
     return ToolException(f"recover_context failed: {exc}.{hint}")
+
+
+def _recovering(
+    store: BaseStore,
+    thread_id: str | None,
+    default: str | None,
+    object_id: str,
+    config: RunnableConfig,
+    state: Any,
+) -> Steps[str]:
+    """The tool's body (sync and async): yields the store reads, returns the payload."""
+    messages, known = _messages(state)
+    try:
+        sidecars = SidecarStore(store, _thread(thread_id, config, default, messages))
+    except ValueError as exc:
+        raise ToolException(f"recover_context failed: {exc}") from exc
+    hashes, folded = expected_sha256(messages, object_id, known)
+    try:
+        for n, digest in enumerate(hashes):
+            try:
+                record = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
+            except SidecarNotFoundError:
+                if n + 1 < len(hashes):
+                    continue
+                raise
+            except SidecarIntegrityError:
+                if not folded and n + 1 < len(hashes):
+                    continue
+                raise
+            return str(record.payload)
+        record = yield Call(sidecars.get, sidecars.aget, (object_id,))
+        return str(record.payload)
+    except SidecarNotFoundError as exc:
+        try:
+            ids = yield Call(sidecars.list_ids, sidecars.alist_ids)
+        except Exception:  # the listing is only a hint
+            ids = []
+        if hashes and not folded:
+            raise ToolException(
+                f"recover_context failed: {object_id!r} is not folded in this conversation "
+                "(its content is in the history)"
+            ) from exc
+        raise _failure(exc, ids) from exc
+    except SidecarError as exc:
+        raise _failure(exc, []) from exc
+    except ToolException:
+        raise
+    except Exception as exc:  # a store failure (connection lost, database locked, bad id)
+        logger.warning("recover_context: the sidecar store failed: %r", exc)
+        raise ToolException(
+            f"recover_context failed: the sidecar store could not be read "
+            f"({type(exc).__name__}: {exc}); try again later"
+        ) from exc
 
 
 def make_recover_tool(
@@ -84,21 +209,22 @@ def make_recover_tool(
     Args:
         store: The ``BaseStore`` the folds wrote their sidecars to.
         thread_id: Read this thread's sidecars; ``None`` (default) reads the run's
-            ``configurable.thread_id``.
-        default_thread_id: The thread when the run has no ``configurable.thread_id`` (an
-            agent without a checkpointer); ``None`` makes that an error result.
+            ``configurable.thread_id``, or, without one, the run's own namespace.
+        default_thread_id: The thread when the tool has neither a thread id nor a graph state
+            to find the run's namespace in (a direct call); ``None`` makes that an error
+            result. Do not share one default between conversations.
 
     Returns:
         A ``StructuredTool`` (sync and async) that returns the exact payload string; errors
-        (unknown id, hash mismatch, no thread id) are returned as the tool's error result.
+        (unknown id, hash mismatch, no thread id, store failures) are returned as the tool's
+        error result.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` is not a string.
-        ValueError: If ``thread_id`` is not a valid namespace label.
+        ValueError: If ``thread_id`` is empty.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
-        >>> from langchain_pacms.lifecycle.actions import SidecarRecord
         >>> store = InMemoryStore()
         >>> SidecarStore(store, "t1").put(SidecarRecord.of("function:tool:1", "a\x00b", "tool"))
         >>> tool = make_recover_tool(store)
@@ -114,23 +240,15 @@ def make_recover_tool(
     elif not isinstance(store, BaseStore):
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
 
-    def recover(object_id: str, config: RunnableConfig) -> str:
-        sidecars = _open(store, thread_id, config, default_thread_id)
-        try:
-            return sidecars.get(object_id).payload
-        except SidecarNotFoundError as exc:
-            raise _failure(exc, sidecars.list_ids()) from exc
-        except SidecarError as exc:
-            raise _failure(exc, []) from exc
+    def recover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
+        return drive_calls(
+            _recovering(store, thread_id, default_thread_id, object_id, config, state)
+        )
 
-    async def arecover(object_id: str, config: RunnableConfig) -> str:
-        sidecars = _open(store, thread_id, config, default_thread_id)
-        try:
-            return (await sidecars.aget(object_id)).payload
-        except SidecarNotFoundError as exc:
-            raise _failure(exc, await sidecars.alist_ids()) from exc
-        except SidecarError as exc:
-            raise _failure(exc, []) from exc
+    async def arecover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
+        return await adrive_calls(
+            _recovering(store, thread_id, default_thread_id, object_id, config, state)
+        )
 
     return StructuredTool.from_function(
         func=recover,

@@ -1,7 +1,12 @@
-r"""Folded payloads in any LangGraph ``BaseStore``, keyed by object id, hash-checked on read.
+r"""Folded payloads in any LangGraph ``BaseStore``, keyed by object id and content, hash-checked.
 
 A :class:`SidecarStore` writes each :class:`~langchain_pacms.lifecycle.actions.SidecarRecord`
-under the namespace ``("pacms_sidecar", thread_id)`` with the object id as key. The payload is
+under the namespace ``("pacms_sidecar", <thread label>)`` with the key
+``<object id>@<first 16 hex digits of its sha256>``. The thread label is the thread id itself
+when it is a plain label, else an encoding of it (:func:`thread_label`), so any thread id works.
+Keys carry the content hash, so two payloads folded under one object id (two branches of a
+forked thread, or a mask and then a prune of the same object) never overwrite each other, and a
+reader that knows the sha256 a stub carries gets exactly that payload. The payload is
 stored as base64 of its UTF-8 bytes (``surrogatepass``), so NUL bytes, lone surrogates and any
 other code point survive a JSON column or a PostgreSQL ``jsonb`` value unchanged. The stored value
 also holds the sha256 of those bytes, the kind, the lineage, the description and the creation
@@ -27,32 +32,40 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from langchain_core.runnables.config import run_in_executor
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
+from langchain_pacms._steps import adrive, drive
 from langchain_pacms.lifecycle.actions import SidecarRecord
 
 __all__ = [
     "AUDIT_NAMESPACE",
     "SIDECAR_NAMESPACE",
+    "SidecarAmbiguousError",
     "SidecarError",
     "SidecarIntegrityError",
     "SidecarNotFoundError",
     "SidecarStore",
+    "record_key",
+    "run_thread",
+    "thread_label",
 ]
 
 SIDECAR_NAMESPACE = "pacms_sidecar"
-"""First label of every sidecar namespace: ``("pacms_sidecar", thread_id)``."""
+"""First label of every sidecar namespace: ``("pacms_sidecar", thread_label(thread_id))``."""
 AUDIT_NAMESPACE = "pacms_audit"
-"""First label of the audit records: the originals of masked and pruned objects (no recovery
-tool reads them; they keep the full transcript for audit)."""
+"""First label of the audit records: the originals of masked and pruned objects, every message of
+the object (calls with their arguments included) as LangChain message dicts. No recovery tool reads
+them; they keep the full transcript for audit."""
 
 _ENCODING = "base64:utf-8+surrogatepass"
 _PAGE = 500
+_KEY_HEX = 16  # hex digits of the sha256 in a key: 64 bits, no accidental collision
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9_\-:@+=,]+")
 
 
 class SidecarError(Exception):
@@ -84,6 +97,73 @@ class SidecarNotFoundError(SidecarError, KeyError):
     def __str__(self) -> str:
         # KeyError quotes its argument; show the message as written
         return str(self.args[0]) if self.args else ""
+
+
+class SidecarAmbiguousError(SidecarError, LookupError):
+    """Several different payloads were folded under one object id and nothing says which.
+
+    It happens when a thread forked (time travel, edit and resume) and both branches folded the
+    same object id; pass the sha256 the stub carries (or ``object_id@<hash>``) to choose.
+
+    Example:
+        >>> issubclass(SidecarAmbiguousError, LookupError)
+        True
+    """
+
+
+def thread_label(thread_id: str) -> str:
+    r"""The namespace label for a thread id: the id itself when it is plain, else an encoding.
+
+    A plain id (letters, digits and ``_-:@+=,``, not starting with ``~``) is its own
+    label; any other (``.``, NUL, non-ASCII, ...) becomes ``~`` and the hex of its UTF-8 bytes,
+    so distinct ids always get distinct labels.
+
+    Example:
+        >>> thread_label("thread-1"), thread_label("alice@example.com")
+        ('thread-1', '~616c696365406578616d706c652e636f6d')
+    """
+    if _PLAIN_LABEL.fullmatch(thread_id) and not thread_id.startswith("~"):
+        return thread_id
+    return "~" + thread_id.encode("utf-8", "surrogatepass").hex()
+
+
+def run_thread(messages: Sequence[Any]) -> str:
+    """The thread of a run that has no thread id: named after its first message.
+
+    A LangGraph ``messages`` channel gives every message a unique id, so each conversation run
+    without a checkpointer gets a namespace of its own instead of one shared default (a message
+    without an id is named by a hash of its type and content).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> run_thread([HumanMessage("hi", id="m-1")]), run_thread([HumanMessage("hi")])[:8]
+        ('run:m-1', 'run:sha2')
+    """
+    if not messages:
+        raise ValueError("a run with no messages has no thread")
+    first = messages[0]
+    if getattr(first, "id", None):
+        return f"run:{first.id}"
+    text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"
+    return "run:sha256:" + _digest(text.encode("utf-8", "surrogatepass"))[:16]
+
+
+def record_key(object_id: str, sha256: str) -> str:
+    """The store key of a payload: its object id and the start of its sha256.
+
+    Example:
+        >>> record_key("function:tool:3", "ab" * 32)
+        'function:tool:3@abababababababab'
+    """
+    return f"{object_id}@{sha256[:_KEY_HEX]}"
+
+
+def _split_key(key: str) -> tuple[str, str | None]:
+    """``(object id, hash prefix)`` of a key (no prefix for a key written without one)."""
+    head, sep, tail = key.rpartition("@")
+    if sep and len(tail) == _KEY_HEX and all(c in "0123456789abcdef" for c in tail):
+        return head, tail
+    return key, None
 
 
 def _digest(data: bytes) -> str:
@@ -140,13 +220,13 @@ class SidecarStore:
 
     Args:
         store: Any ``BaseStore`` (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``, ...).
-        thread_id: The thread (conversation) the sidecars belong to; the second namespace label,
-            so it may not be empty or contain ``.`` or NUL.
+        thread_id: The thread (conversation) the sidecars belong to: any non-empty string
+            (stored as :func:`thread_label` of it).
         namespace: The first namespace label (:data:`AUDIT_NAMESPACE` for audit records).
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` not a string.
-        ValueError: If ``thread_id`` is not a valid namespace label.
+        ValueError: If ``thread_id`` is empty.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -156,6 +236,8 @@ class SidecarStore:
         ...                    for n in (10, 2)])
         >>> sidecars.namespace, sidecars.list_ids(), sidecars.get("function:tool:2").payload
         (('pacms_sidecar', 't'), ['function:tool:2', 'function:tool:10'], 'xx')
+        >>> SidecarStore(InMemoryStore(), "a.b@c").namespace
+        ('pacms_sidecar', '~612e624063')
     """
 
     def __init__(
@@ -165,37 +247,82 @@ class SidecarStore:
             raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
         if not isinstance(thread_id, str):
             raise TypeError(f"thread_id must be a string, got {type(thread_id).__name__}")
-        if not thread_id or "." in thread_id or "\x00" in thread_id:
-            raise ValueError(
-                f"thread_id {thread_id!r} cannot be a store namespace label "
-                "(it must be non-empty, without '.' or NUL)"
-            )
+        if not thread_id:
+            raise ValueError("thread_id must be a non-empty string")
         self.store = store
         self.thread_id = thread_id
-        self.namespace: tuple[str, str] = (namespace, thread_id)
+        self.namespace: tuple[str, str] = (namespace, thread_label(thread_id))
 
     def __repr__(self) -> str:
         return f"SidecarStore({type(self.store).__name__}, thread_id={self.thread_id!r})"
 
     def _ops(self, records: Iterable[SidecarRecord]) -> list[PutOp]:
-        return [PutOp(self.namespace, r.object_id, _encode(r), index=False) for r in records]
+        return [
+            PutOp(self.namespace, record_key(r.object_id, r.sha256), _encode(r), index=False)
+            for r in records
+        ]
 
-    def _get_op(self, object_id: str) -> GetOp:
-        return GetOp(self.namespace, object_id)
-
-    def _search_op(self, offset: int) -> SearchOp:
-        return SearchOp(self.namespace, limit=_PAGE, offset=offset)
-
-    def _record(self, object_id: str, item: Result) -> SidecarRecord:
-        if not isinstance(item, Item):
-            raise SidecarNotFoundError(f"no sidecar for {object_id!r} in thread {self.thread_id!r}")
-        return _decode(object_id, self.thread_id, item.value)
-
-    def _own(self, page: Result) -> tuple[list[str], int]:
-        """This thread's keys in a search page, and the page's length."""
+    def _own(self, page: Result) -> tuple[list[Item], int]:
+        """This thread's items in a search page, and the page's length."""
         items = [i for i in page if isinstance(i, Item)] if isinstance(page, list) else []
         # a prefix search also returns deeper namespaces: keep this thread's items only
-        return [i.key for i in items if tuple(i.namespace) == self.namespace], len(items)
+        return [i for i in items if tuple(i.namespace) == self.namespace], len(items)
+
+    def _search(self, object_id: str | None) -> Generator[list[Op], list[Result], list[Item]]:
+        """Every item of this thread (of one object id when given), page by page."""
+        where = {"object_id": object_id} if object_id is not None else None
+        items: list[Item] = []
+        offset = 0
+        while True:
+            page = yield [SearchOp(self.namespace, filter=where, limit=_PAGE, offset=offset)]
+            own, found = self._own(page[0])
+            items.extend(own)
+            offset += found
+            if found < _PAGE:
+                return items
+
+    def _getting(
+        self, object_id: str, sha256: str | None
+    ) -> Generator[list[Op], list[Result], SidecarRecord]:
+        """The body of :meth:`get` and :meth:`aget`: yields store batches, returns the record."""
+        object_id, prefix = _split_key(object_id)
+        wanted = (sha256 or prefix or "")[:_KEY_HEX] or None
+        where = f"{object_id!r} in thread {self.thread_id!r}"
+        if wanted is not None:
+            key = f"{object_id}@{wanted}"
+            found = (yield [GetOp(self.namespace, key)])[0]
+            if isinstance(found, Item):
+                record = _decode(object_id, self.thread_id, found.value)
+                if sha256 is not None and record.sha256 != sha256:
+                    raise SidecarIntegrityError(
+                        f"the sidecar of {where} is not the payload its stub points at "
+                        f"(sha256 {record.sha256[:12]}..., the stub says {sha256[:12]}...)"
+                    )
+                return record
+        versions = yield from self._search(object_id)
+        records = [_decode(object_id, self.thread_id, i.value) for i in versions]
+        if wanted is not None:
+            if records:
+                stored = ", ".join(sorted({r.sha256[:12] for r in records}))
+                raise SidecarIntegrityError(
+                    f"no sidecar of {where} matches the sha256 its stub carries "
+                    f"({wanted[:12]}...); stored versions: {stored}"
+                )
+            raise SidecarNotFoundError(f"no sidecar for {where}")
+        distinct = {r.sha256: r for r in records}
+        if not distinct:
+            raise SidecarNotFoundError(f"no sidecar for {where}")
+        if len(distinct) > 1:
+            keys = ", ".join(sorted(record_key(object_id, h) for h in distinct))
+            raise SidecarAmbiguousError(
+                f"{len(distinct)} different payloads were folded as {where} (a forked "
+                f"thread); name one by its key: {keys}"
+            )
+        return next(iter(distinct.values()))
+
+    def _listing(self) -> Generator[list[Op], list[Result], list[str]]:
+        items = yield from self._search(None)
+        return sorted({_split_key(i.key)[0] for i in items}, key=_natural)
 
     async def _abatch(self, ops: Sequence[Op]) -> list[Result]:
         try:
@@ -204,7 +331,10 @@ class SidecarStore:
             return await run_in_executor(None, self.store.batch, ops)
 
     def put(self, record: SidecarRecord) -> None:
-        """Store one record (replacing any record with the same object id).
+        """Store one record under its object id and content hash.
+
+        A record never replaces a different payload: storing the same payload again rewrites
+        the same key, a different payload of the same object id gets a key of its own.
 
         Raises:
             SidecarIntegrityError: If ``record.sha256`` does not match its payload.
@@ -221,25 +351,25 @@ class SidecarStore:
         if ops:
             self.store.batch(ops)
 
-    def get(self, object_id: str) -> SidecarRecord:
+    def get(self, object_id: str, sha256: str | None = None) -> SidecarRecord:
         """The record of ``object_id``, hash-checked.
+
+        Args:
+            object_id: The object id, or a key ``object_id@<hash>`` naming one version.
+            sha256: The sha256 the object's stub carries: the record must have it. Without it
+                the object id must have one payload in this thread.
 
         Raises:
             SidecarNotFoundError: If no sidecar is stored for it in this thread.
-            SidecarIntegrityError: If the stored value does not match its sha256.
+            SidecarIntegrityError: If the stored value does not match its sha256, or no stored
+                version has the ``sha256`` asked for.
+            SidecarAmbiguousError: If the object id has several payloads and nothing names one.
         """
-        return self._record(object_id, self.store.batch([self._get_op(object_id)])[0])
+        return drive(self._getting(object_id, sha256), self.store.batch)
 
     def list_ids(self) -> list[str]:
         """Object ids with a sidecar in this thread (``function:tool:2`` before ``...:10``)."""
-        ids: list[str] = []
-        offset = 0
-        while True:
-            keys, found = self._own(self.store.batch([self._search_op(offset)])[0])
-            ids.extend(keys)
-            offset += found
-            if found < _PAGE:
-                return sorted(ids, key=_natural)
+        return drive(self._listing(), self.store.batch)
 
     async def aput(self, record: SidecarRecord) -> None:
         """Async :meth:`put` (a sync-only store such as ``SqliteStore`` runs in a thread)."""
@@ -251,17 +381,10 @@ class SidecarStore:
         if ops:
             await self._abatch(ops)
 
-    async def aget(self, object_id: str) -> SidecarRecord:
+    async def aget(self, object_id: str, sha256: str | None = None) -> SidecarRecord:
         """Async :meth:`get`."""
-        return self._record(object_id, (await self._abatch([self._get_op(object_id)]))[0])
+        return await adrive(self._getting(object_id, sha256), self._abatch)
 
     async def alist_ids(self) -> list[str]:
         """Async :meth:`list_ids`."""
-        ids: list[str] = []
-        offset = 0
-        while True:
-            keys, found = self._own((await self._abatch([self._search_op(offset)]))[0])
-            ids.extend(keys)
-            offset += found
-            if found < _PAGE:
-                return sorted(ids, key=_natural)
+        return await adrive(self._listing(), self._abatch)

@@ -31,4 +31,6 @@ def test_example_folds_to_a_file_and_recovers_byte_exact(tmp_path):
         .execute("SELECT prefix, key FROM store WHERE prefix LIKE 'pacms_sidecar%'")
         .fetchall()
     )
-    assert rows == [("pacms_sidecar.demo-thread", "function:tool:1")]
+    assert [(prefix, key.split("@")[0]) for prefix, key in rows] == [
+        ("pacms_sidecar.demo-thread", "function:tool:1")
+    ]

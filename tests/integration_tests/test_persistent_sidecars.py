@@ -72,7 +72,8 @@ def test_sqlite_file_survives_a_restart(tmp_path):
         assert SidecarStore(store, "thread-2").list_ids() == []
         # a value changed in the file is caught on read
         store.conn.execute(
-            "UPDATE store SET value = json_set(value, '$.sha256', ?) WHERE key = 'function:tool:1'",
+            "UPDATE store SET value = json_set(value, '$.sha256', ?) "
+            "WHERE key LIKE 'function:tool:1@%'",
             ("0" * 64,),
         )
         with pytest.raises(SidecarIntegrityError):

@@ -94,6 +94,7 @@ async def test_other_thread_sees_no_sidecar_async():
     out = await app.ainvoke({"messages": history()}, {"configurable": {"thread_id": "thread-B"}})
     result = next(m for m in out["messages"] if getattr(m, "tool_call_id", None) == "r1")
     assert result.status == "error"
-    assert "no sidecar for 'function:tool:2' in thread 'thread-B'" in result.content
-    assert "function:tool:1" in result.content  # the model is told what it can recover
+    # thread B's history holds function:tool:2 whole: nothing of thread A's is read
+    assert "'function:tool:2' is not folded in this conversation" in result.content
+    assert PAYLOAD not in result.content
     assert out["messages"][-1].content == "done"  # the loop went on

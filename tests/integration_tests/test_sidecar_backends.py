@@ -18,6 +18,7 @@ from langchain_pacms.lifecycle import (
     SidecarStore,
     make_recover_tool,
 )
+from langchain_pacms.lifecycle.sidecar import record_key
 
 PAYLOADS = [
     "naïve café — Ελληνικά, 日本語, עברית\r\n\ttabs",
@@ -72,11 +73,12 @@ def test_payloads_round_trip_byte_exact(store, thread):
 
 def test_tampered_value_and_missing_id(store, thread):
     sidecars = SidecarStore(store, thread)
-    sidecars.put(SidecarRecord.of("function:tool:1", "exact", "tool"))
-    ns = (SIDECAR_NAMESPACE, thread)
-    value = dict(store.get(ns, "function:tool:1").value)
+    exact = SidecarRecord.of("function:tool:1", "exact", "tool")
+    sidecars.put(exact)
+    ns, key = (SIDECAR_NAMESPACE, thread), record_key("function:tool:1", exact.sha256)
+    value = dict(store.get(ns, key).value)
     value["sha256"] = SidecarRecord.of("x", "other", "tool").sha256
-    store.put(ns, "function:tool:1", value, index=False)
+    store.put(ns, key, value, index=False)
     with pytest.raises(SidecarIntegrityError):
         sidecars.get("function:tool:1")
     with pytest.raises(SidecarNotFoundError, match=f"in thread '{thread}'"):

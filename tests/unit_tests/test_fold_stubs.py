@@ -23,7 +23,7 @@ from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import messages_to_candidates, sent_tokens
 from langchain_pacms.lifecycle import Action, SidecarStore, apply_actions, index_messages
 from langchain_pacms.lifecycle.actions import call_texts
-from langchain_pacms.lifecycle.node import DEFAULT_THREAD
+from langchain_pacms.lifecycle.node import thread_of
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
 from langchain_pacms.lifecycle.variants import FoldMemo, fold_variants
 
@@ -192,7 +192,7 @@ def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     for m in out:
         for value in (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere", ()):
             assert value in seen
-    sidecars = SidecarStore(store, DEFAULT_THREAD)
+    sidecars = SidecarStore(store, thread_of(None, messages))  # no thread id: the run's own
     originals = {id(m) for m in messages}
     for call_message, results in _spans(out):
         stubbed = [is_stub(r) for r in results]

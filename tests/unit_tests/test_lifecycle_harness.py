@@ -11,6 +11,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    messages_from_dict,
 )
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
@@ -257,7 +258,9 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
     assert provider_problems(out["messages"]) == []
     assert SidecarStore(store, "t").get("function:tool:1").payload == original[3].content
     audit = harness.audit("t").get("function:tool:2")
-    assert audit.payload == original[5].content and audit.description.startswith("prune:")
+    kept = messages_from_dict(json.loads(audit.payload))  # the whole span: call and result
+    assert [m.id for m in kept] == ["a2", "t2"] and kept[1].content == original[5].content
+    assert kept[0].tool_calls == original[4].tool_calls and audit.description.startswith("prune:")
     assert harness.sidecars("t").list_ids() == ["function:tool:1"]
     assert commit.share > 0.3 and harness.stats.tokens_removed == (
         commit.tokens_before - commit.tokens_after

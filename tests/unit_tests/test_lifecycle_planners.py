@@ -16,7 +16,14 @@ from langchain_core.language_models.fake_chat_models import (
     FakeMessagesListChatModel,
     GenericFakeChatModel,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+)
 from pydantic import Field
 
 from langchain_pacms import ContextSelector
@@ -31,6 +38,7 @@ from langchain_pacms.lifecycle import (
     provider_problems,
 )
 from langchain_pacms.lifecycle.objects import payload_of
+from langchain_pacms.lifecycle.sidecar import run_thread
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
 
@@ -294,6 +302,11 @@ def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
     assert set(ops(plan_of(h.messages, keep_above=1.0, max_stubs=0)).values()) == {"prune"}
 
 
+def audit_keys(audit, object_id):
+    items = audit.store.search(audit.namespace, filter={"object_id": object_id}, limit=100)
+    return [i.key for i in items]
+
+
 def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload():
     harness = LifecycleHarness(
         HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0, boundary="tool"
@@ -321,13 +334,24 @@ def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload(
         assert states.count("folded") + states.count("masked") <= 2
         assert provider_problems(history) == []
     assert len(payloads) == 7
-    sidecars = harness.sidecars("default")
+    sidecars = harness.sidecars(run_thread(history))  # no thread id: the run's own thread
     folded_once = [i for i in payloads if i in set(sidecars.list_ids())]
     assert len(folded_once) >= 5  # the older reads were folded before they were pruned
     in_view = {o.id for o in harness.index(history, known).objects}
     assert [i for i in folded_once if i not in in_view]  # some of them are pruned by now
     for object_id in folded_once:
         assert sidecars.get(object_id).payload == payloads[object_id]
+    # every original is in the history or the store: folded ones as sidecars, masked and
+    # pruned ones in the audit records
+    audit = harness.audit(run_thread(history))
+    whole = {o.id for o in harness.index(history, known).objects if o.state == "active"}
+    for object_id, payload in payloads.items():
+        if object_id not in folded_once and object_id not in whole:
+            versions = [
+                messages_from_dict(json.loads(audit.get(k).payload))
+                for k in audit_keys(audit, object_id)
+            ]
+            assert any(m.content == payload for v in versions for m in v), object_id
 
 
 def test_user_instructions_are_never_pruned_or_masked_and_the_first_never_touched():

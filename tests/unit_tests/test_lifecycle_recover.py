@@ -13,6 +13,7 @@ from langchain_pacms.lifecycle import (
     index_messages,
     make_recover_tool,
 )
+from langchain_pacms.lifecycle.sidecar import record_key
 
 PAYLOAD = '{"rows": [1, 2], "note": "caf\u00e9 \U0001f600 \x00 \ud800"}'
 
@@ -73,13 +74,18 @@ def test_unknown_id_is_an_error_result_naming_known_ids():
     assert empty == "recover_context failed: no sidecar for 'x' in thread 't1'."
 
 
+def _key(payload=PAYLOAD):
+    return record_key("function:tool:1", SidecarRecord.of("function:tool:1", payload, "tool").sha256)
+
+
 def test_integrity_mismatch_is_an_error_never_the_wrong_payload():
     store = _store()
     ns = (SIDECAR_NAMESPACE, "t1")
-    value = dict(store.get(ns, "function:tool:1").value)
-    other = _store(payload=PAYLOAD.replace("1", "9"))
-    value["payload"] = other.get(ns, "function:tool:1").value["payload"]
-    store.put(ns, "function:tool:1", value)
+    value = dict(store.get(ns, _key()).value)
+    wrong = PAYLOAD.replace("1", "9")
+    other = _store(payload=wrong)
+    value["payload"] = other.get(ns, _key(wrong)).value["payload"]
+    store.put(ns, _key(), value)
     out = make_recover_tool(store).invoke({"object_id": "function:tool:1"}, _config("t1"))
     assert out.startswith("recover_context failed:") and "sha256" in out
     assert PAYLOAD.replace("1", "9") not in out
@@ -88,7 +94,10 @@ def test_integrity_mismatch_is_an_error_never_the_wrong_payload():
 def test_missing_or_bad_thread_is_an_error_result():
     tool = make_recover_tool(_store())
     assert "has no thread id" in tool.invoke({"object_id": "function:tool:1"})
-    assert "without '.'" in tool.invoke({"object_id": "function:tool:1"}, _config("a.b"))
+    # any thread id is a valid thread: one with '.' is encoded for the store, not refused
+    dotted = make_recover_tool(_store("alice@example.com"))
+    assert dotted.invoke({"object_id": "function:tool:1"}, _config("alice@example.com")) == PAYLOAD
+    assert "no sidecar" in tool.invoke({"object_id": "function:tool:1"}, _config("a.b"))
 
 
 def test_numeric_thread_id_in_config_is_read_as_text():

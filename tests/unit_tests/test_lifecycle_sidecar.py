@@ -14,6 +14,7 @@ from langchain_pacms.lifecycle import (
     SidecarRecord,
     SidecarStore,
 )
+from langchain_pacms.lifecycle.sidecar import SidecarError, record_key
 
 PAYLOADS = {
     "unicode": "naïve café — Ελληνικά, 日本語, עברית\r\n\ttabs",
@@ -46,8 +47,9 @@ def test_round_trip_is_byte_exact(name):
 
 def test_stored_value_is_json_safe_and_complete():
     store = InMemoryStore()
-    SidecarStore(store, "t").put(_record(PAYLOADS["nul"] + PAYLOADS["lone_surrogate"]))
-    item = store.get((SIDECAR_NAMESPACE, "t"), "function:tool:1")
+    record = _record(PAYLOADS["nul"] + PAYLOADS["lone_surrogate"])
+    SidecarStore(store, "t").put(record)
+    item = store.get((SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256))
     text = json.dumps(item.value, ensure_ascii=False)
     assert "\x00" not in text and "\ud800" not in text  # payload is base64, not raw
     assert set(item.value) >= {"payload", "sha256", "kind", "lineage", "description", "created_at"}
@@ -76,13 +78,17 @@ def test_any_text_round_trips(payload):
 def test_tampered_payload_raises_integrity_error():
     store = InMemoryStore()
     sidecars = SidecarStore(store, "t")
-    sidecars.put(_record("the exact payload"))
-    ns = (SIDECAR_NAMESPACE, "t")
-    value = dict(store.get(ns, "function:tool:1").value)
+    exact = _record("the exact payload")
+    sidecars.put(exact)
+    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", exact.sha256)
+    value = dict(store.get(ns, key).value)
     forged = SidecarStore(InMemoryStore(), "t")
-    forged.put(_record("the wrong payload"))
-    value["payload"] = forged.store.get(ns, "function:tool:1").value["payload"]
-    store.put(ns, "function:tool:1", value)
+    wrong = _record("the wrong payload")
+    forged.put(wrong)
+    value["payload"] = forged.store.get(ns, record_key("function:tool:1", wrong.sha256)).value[
+        "payload"
+    ]
+    store.put(ns, key, value)
     with pytest.raises(SidecarIntegrityError, match="does not match its sha256"):
         sidecars.get("function:tool:1")
     with pytest.raises(ValueError):
@@ -97,17 +103,32 @@ def test_tampered_payload_raises_integrity_error():
         {"sha256": "0" * 64},
         {"encoding": "raw"},
         {"lineage": None},
-        {"object_id": "function:tool:2"},
     ],
 )
 def test_broken_values_raise_integrity_error(change):
     store = InMemoryStore()
     sidecars = SidecarStore(store, "t")
-    sidecars.put(_record("abc"))
-    ns = (SIDECAR_NAMESPACE, "t")
-    store.put(ns, "function:tool:1", {**store.get(ns, "function:tool:1").value, **change})
+    record = _record("abc")
+    sidecars.put(record)
+    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256)
+    store.put(ns, key, {**store.get(ns, key).value, **change})
     with pytest.raises(SidecarIntegrityError, match="'function:tool:1' in thread 't'"):
         sidecars.get("function:tool:1")
+    with pytest.raises(SidecarIntegrityError, match="'function:tool:1' in thread 't'"):
+        sidecars.get("function:tool:1", record.sha256)
+
+
+def test_a_value_relabelled_as_another_object_is_never_returned():
+    store = InMemoryStore()
+    sidecars = SidecarStore(store, "t")
+    record = _record("abc")
+    sidecars.put(record)
+    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256)
+    store.put(ns, key, {**store.get(ns, key).value, "object_id": "function:tool:2"})
+    with pytest.raises(SidecarError):
+        sidecars.get("function:tool:1")
+    with pytest.raises(SidecarIntegrityError, match="is the sidecar of 'function:tool:2'"):
+        sidecars.get("function:tool:1", record.sha256)
 
 
 def test_missing_key_error_names_id_and_thread():
@@ -164,8 +185,7 @@ async def test_async_twins():
     [
         ({}, "t", TypeError, "store must be a langgraph BaseStore"),
         (InMemoryStore(), 3, TypeError, "thread_id must be a string"),
-        (InMemoryStore(), "", ValueError, "thread_id ''"),
-        (InMemoryStore(), "a.b", ValueError, "without '.'"),
+        (InMemoryStore(), "", ValueError, "non-empty"),
     ],
 )
 def test_bad_arguments(store, thread, error, match):
