@@ -1,10 +1,12 @@
-"""Run a blocking call with a time limit, on a daemon thread of its own.
+"""Run a blocking call on a daemon thread of its own: with a time limit, or awaited.
 
-Each timed call gets a fresh daemon thread, so calls never queue behind one another, a call that
-overruns costs only its own caller, and a thread still blocked in a stalled backend does not keep
-the interpreter from exiting. Threads that overran and are still running are counted; past
-:data:`MAX_STALLED` of them a new call fails at once instead of starting yet another thread, so a
-backend that hangs on every call cannot pile threads up without bound.
+Each call gets a fresh daemon thread, so calls never queue behind one another (nor behind the
+event loop's default executor, which other work, even the callers waiting for these calls, may
+fill), a call that overruns costs only its own caller, and a thread still blocked in a stalled
+backend does not keep the interpreter from exiting. Threads whose caller gave up on them (a
+timeout, a cancelled task) and that are still running are counted; past :data:`MAX_STALLED` of
+them a new call fails at once instead of starting yet another thread, so a backend that hangs
+on every call cannot pile threads up without bound.
 
 Example:
     >>> call_with_timeout(lambda: 6 * 7, 1.0, what="answer")
@@ -18,20 +20,48 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["MAX_STALLED", "call_with_timeout", "timeout_error"]
+__all__ = [
+    "MAX_STALLED",
+    "call_in_thread",
+    "call_with_timeout",
+    "check_embed_timeout",
+    "timeout_error",
+]
 
 T = TypeVar("T")
 
 MAX_STALLED = 16
-"""Most timed-out calls still running in the background before new calls fail fast."""
+"""Most abandoned calls still running in the background before new calls fail fast."""
 
 _lock = threading.Lock()
 _stalled = 0
+
+
+def check_embed_timeout(timeout: object) -> float | None:
+    """``timeout`` as an ``embed_timeout``: seconds ``> 0``, or ``None`` for no limit.
+
+    Raises:
+        ValueError: For anything else (``0``, a negative number, a bool, a string).
+
+    Example:
+        >>> check_embed_timeout(2.5), check_embed_timeout(None)
+        (2.5, None)
+        >>> check_embed_timeout(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: embed_timeout must be seconds > 0 or None, got 0
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"embed_timeout must be seconds > 0 or None, got {timeout!r}")
+    return timeout
 
 
 def timeout_error(what: str, timeout: float) -> TimeoutError:
@@ -45,6 +75,8 @@ def timeout_error(what: str, timeout: float) -> TimeoutError:
 
 
 def _settle(future: concurrent.futures.Future[T], fn: Callable[[], T]) -> None:
+    if not future.set_running_or_notify_cancel():  # its caller gave up before it started
+        return
     try:
         future.set_result(fn())
     except BaseException as err:  # handed to the caller, who re-raises it
@@ -55,6 +87,28 @@ def _unstall(_: concurrent.futures.Future[T]) -> None:
     global _stalled
     with _lock:
         _stalled -= 1
+
+
+def _start(fn: Callable[[], T], what: str) -> concurrent.futures.Future[T]:
+    """``fn()`` started on a new daemon thread, as a future (unless too many calls stalled)."""
+    with _lock:
+        if _stalled >= MAX_STALLED:
+            raise TimeoutError(
+                f"{what} not started: {_stalled} earlier calls are still running after their "
+                "callers gave up on them; the backend looks stalled"
+            )
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    thread = threading.Thread(target=_settle, args=(future, fn), name="pacms-embed", daemon=True)
+    thread.start()
+    return future
+
+
+def _abandon(future: concurrent.futures.Future[T]) -> None:
+    """Count ``future``'s thread as stalled until it finishes (at once if it has)."""
+    global _stalled
+    with _lock:
+        _stalled += 1
+    future.add_done_callback(_unstall)  # runs at once if it finished meanwhile
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
@@ -74,20 +128,38 @@ def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
     Raises:
         TimeoutError: If ``fn`` overran, or :data:`MAX_STALLED` earlier calls are still stalled.
     """
-    global _stalled
-    with _lock:
-        if _stalled >= MAX_STALLED:
-            raise TimeoutError(
-                f"{what} not started: {_stalled} earlier calls are still running past "
-                f"embed_timeout; the backend looks stalled"
-            )
-    future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    thread = threading.Thread(target=_settle, args=(future, fn), name="pacms-embed", daemon=True)
-    thread.start()
+    future = _start(fn, what)
     done, _ = concurrent.futures.wait([future], timeout=timeout)
     if not done:  # (a TimeoutError that ``fn`` raised itself is not an overrun)
-        with _lock:
-            _stalled += 1
-        future.add_done_callback(_unstall)  # runs at once if it finished meanwhile
+        _abandon(future)
         raise timeout_error(what, timeout)
     return future.result()
+
+
+async def call_in_thread(fn: Callable[[], T], *, what: str) -> T:
+    """Await ``fn()`` run on a new daemon thread, never on the event loop's default executor.
+
+    Cancelling the awaiting task (``asyncio.wait_for`` past its timeout, say) leaves ``fn`` to
+    finish in the background, counted as stalled until it does, and drops its result.
+
+    Args:
+        fn: The blocking call, without arguments.
+        what: What the call does, for the error message.
+
+    Returns:
+        What ``fn`` returned (its exception is raised here).
+
+    Raises:
+        TimeoutError: If :data:`MAX_STALLED` earlier calls are still stalled.
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(call_in_thread(lambda: 6 * 7, what="answer"))
+        42
+    """
+    future = _start(fn, what)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        _abandon(future)
+        raise

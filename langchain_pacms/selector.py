@@ -35,8 +35,16 @@ from numpy.typing import NDArray
 
 from langchain_pacms._blas import blas_threads as limit_blas_threads
 from langchain_pacms._steps import adrive, drive
-from langchain_pacms._timeout import call_with_timeout, timeout_error
-from langchain_pacms.core import COSINE_MATRIX_LIMIT, Pick, Problem, Strategy, solve
+from langchain_pacms._timeout import call_with_timeout, check_embed_timeout, timeout_error
+from langchain_pacms.core import (
+    COSINE_MATRIX_LIMIT,
+    Pick,
+    Problem,
+    Strategy,
+    get_strategy,
+    rejection,
+    solve,
+)
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.embeddings.profile import (
     DENSE_SIMILARITY_THRESHOLD,
@@ -45,13 +53,14 @@ from langchain_pacms.embeddings.profile import (
     resolve_profile,
     unwrap_embeddings,
 )
-from langchain_pacms.embeddings.sparse import PoolRelevance
+from langchain_pacms.embeddings.sparse import WORDS, PoolRelevance
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
     "DEFAULT_MEMORY_CEILING",
     "DENSE_SIMILARITY_THRESHOLD",
     "EMBEDDING_SHARE",
+    "SPARSE_ROWS_SHARE",
     "Candidate",
     "CandidateInput",
     "ContextSelector",
@@ -69,6 +78,10 @@ DEFAULT_MEMORY_CEILING = 256 * 2**20
 
 EMBEDDING_SHARE = 0.75
 """Share of ``memory_ceiling_bytes`` for the embedding cache; the token memo gets the rest."""
+
+SPARSE_ROWS_SHARE = 0.125
+"""Share of ``memory_ceiling_bytes`` for the sparse rows of the built-in embedder a selector
+builds itself (taken from the token memo's share)."""
 
 Kind = Literal["system", "memory", "turn", "tool", "document"]
 KINDS: frozenset[str] = frozenset({"system", "memory", "turn", "tool", "document"})
@@ -137,7 +150,11 @@ class Selection:
         fell_back: Embedding failed and recency was used instead.
         error: What went wrong when it fell back.
         timings: Seconds spent per phase (``tokens``, ``embed``, ``solve``, ``total``).
-        info: Strategy diagnostics.
+        info: Strategy diagnostics. ``info["query_has_no_words"]`` is ``True`` when the query
+            has no words (``"👍"``, ``"???"``) and its embedding is all zero: there is nothing
+            to score by, so the selection keeps the newest candidates that fit (``lastk``, as
+            a fallback does, mandatory ones first), but nothing failed: ``fell_back`` is
+            false, there is no ``error`` or warning, and ``strict=True`` does not raise.
     """
 
     candidates: tuple[Candidate, ...]
@@ -233,15 +250,64 @@ def _normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
         if cid in seen:
             raise ValueError(f"duplicate candidate id {cid!r}")
         seen.add(cid)
-        if cand.tokens is not None and (
-            isinstance(cand.tokens, bool) or not isinstance(cand.tokens, int) or cand.tokens < 0
-        ):
+        tokens = None if cand.tokens is None else _as_int(cand.tokens)
+        if cand.tokens is not None and (tokens is None or tokens < 0):
             raise ValueError(f"candidate {cid!r} has invalid tokens {cand.tokens!r}")
-        position = index if cand.position is None else cand.position
-        if cand.id != cid or cand.position != position:
-            cand = _placed(cand, cid, position)
+        position = index if cand.position is None else _as_int(cand.position)
+        if position is None:
+            raise ValueError(
+                f"candidate {cid!r} has invalid position {cand.position!r}; expected an int"
+            )
+        mandatory = _as_bool(cand.mandatory)
+        if mandatory is None:
+            raise ValueError(f"candidate {cid!r} has mandatory={cand.mandatory!r}; expected a bool")
+        if (
+            cand.id is not cid
+            or type(cand.position) is not int
+            or type(cand.mandatory) is not bool
+            or (cand.tokens is not None and type(cand.tokens) is not int)
+        ):
+            cand = _placed(cand, cid, position, mandatory, tokens)
         out.append(cand)
     return tuple(out)
+
+
+def _as_int(value: object) -> int | None:
+    """``value`` as an ``int`` when it is an integer (Python's or numpy's, not a bool).
+
+    Example:
+        >>> _as_int(np.int64(3)), _as_int(True), _as_int(2.0)
+        (3, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value)
+
+
+def _as_number(value: object) -> int | float | None:
+    """``value`` when it is a real number (Python's or numpy's, as Python's), not a bool.
+
+    Example:
+        >>> _as_number(np.float32(0.5)), _as_number(2), _as_number(True), _as_number("1")
+        (0.5, 2, None, None)
+    """
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def _as_bool(value: object) -> bool | None:
+    """``value`` as a ``bool`` when it is one (Python's or numpy's), else ``None``.
+
+    Example:
+        >>> _as_bool(np.True_), _as_bool("no"), _as_bool(1)
+        (True, None, None)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return None
 
 
 def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] | None:
@@ -260,18 +326,21 @@ def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] |
         or not all(type(c.text) is str for c in cands)
         or not {c.kind for c in cands} <= KINDS
         or not all(type(c.position) is int for c in cands)
+        or not all(type(c.mandatory) is bool for c in cands)
         or not all(c.tokens is None or (type(c.tokens) is int and c.tokens >= 0) for c in cands)
     ):
         return None
     return tuple(cands)
 
 
-def _placed(cand: Candidate, cid: str, position: int) -> Candidate:
-    """``cand`` with its id and position set (a direct call for plain candidates: cheaper)."""
+def _placed(
+    cand: Candidate, cid: str, position: int, mandatory: bool, tokens: int | None
+) -> Candidate:
+    """``cand`` with these fields set (a direct call for plain candidates: cheaper)."""
     if type(cand) is not Candidate:
-        return replace(cand, id=cid, position=position)
+        return replace(cand, id=cid, position=position, mandatory=mandatory, tokens=tokens)
     return Candidate(
-        cand.text, cid, cand.kind, position, cand.mandatory, cand.tokens, cand.metadata, cand.source
+        cand.text, cid, cand.kind, position, mandatory, tokens, cand.metadata, cand.source
     )
 
 
@@ -279,23 +348,46 @@ def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float |
     if (budget_tokens is None) == (budget_ratio is None):
         raise ValueError("pass exactly one of budget_tokens or budget_ratio")
     if budget_tokens is not None:
-        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer)):
+        tokens = _as_int(budget_tokens)
+        if tokens is None:
             raise ValueError(f"budget_tokens must be an int, got {budget_tokens!r}")
-        if budget_tokens <= 0:
+        if tokens <= 0:
             raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
-        return int(budget_tokens)
-    assert budget_ratio is not None
-    if not (isinstance(budget_ratio, (int, float)) and 0 < budget_ratio <= 1):
+        return tokens
+    ratio = _as_number(budget_ratio)
+    if ratio is None or not 0 < ratio <= 1:
         raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
-    return max(1, math.floor(total * budget_ratio))
+    return max(1, math.floor(total * ratio))
 
 
 class EmbeddingError(ValueError):
     """An embedder returned vectors that cannot be scored (wrong shape, NaN, inf or all zero).
 
     The selector treats it as an embedding failure: it falls back to recency and flags the
-    selection, or raises under ``strict=True``.
+    selection, or raises under ``strict=True``. An all-zero embedding of a query without words
+    is not a failure there (see :class:`Selection`).
+
+    Args:
+        message: What is wrong.
+        zero_query: The query's embedding is all zero (and nothing checked before it failed).
+
+    Attributes:
+        zero_query: As given.
     """
+
+    def __init__(self, message: str, *, zero_query: bool = False) -> None:
+        super().__init__(message)
+        self.zero_query = zero_query
+
+
+def _has_words(query: str) -> bool:
+    """Whether ``query`` has a word: a run of letters or digits, as the built-in embedder reads.
+
+    Example:
+        >>> _has_words("port 6543?"), _has_words("\N{THUMBS UP SIGN} ???")
+        (True, False)
+    """
+    return WORDS.search(query) is not None
 
 
 def _checked_vectors(
@@ -303,13 +395,14 @@ def _checked_vectors(
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
 
-    ``others``: the pool has other rows, already checked, so these may all be zero.
+    ``others``: the pool has other rows, already checked, so these may all be zero. An
+    all-zero query is flagged ``zero_query``, whatever the documents are.
 
     Example:
-        >>> _checked_vectors(np.ones((2, 3), np.float32), np.zeros(3, np.float32))
+        >>> _checked_vectors(np.ones((2, 3), np.float32), np.full(3, np.nan, np.float32))
         Traceback (most recent call last):
         ...
-        langchain_pacms.selector.EmbeddingError: the query embedding is all zero
+        langchain_pacms.selector.EmbeddingError: the query embedding holds NaN or inf
     """
     if vectors.size and vectors.shape[1] != query_vec.shape[0]:
         raise EmbeddingError("query and document embeddings differ in dimension")
@@ -321,12 +414,12 @@ def _checked_vectors(
         )
     if not np.isfinite(query_vec).all():
         raise EmbeddingError("the query embedding holds NaN or inf")
+    if not query_vec.any():
+        raise EmbeddingError("the query embedding is all zero", zero_query=True)
     if vectors.size and not others:
         zero = ~vectors.any(axis=1)
         if zero.all():
             raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
-    if not query_vec.any():
-        raise EmbeddingError("the query embedding is all zero")
     return vectors, query_vec
 
 
@@ -534,11 +627,12 @@ class ContextSelector:
         memory_ceiling_bytes: Most bytes the selector keeps for its caches: a share
             :data:`EMBEDDING_SHARE` for the in-memory vectors (each counted as ``4 * dim``
             plus :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
-            4096-d vectors at the default 256 MiB) and the rest for the token memo (each text
-            counted at its own size plus
-            :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
-            entries go first. It bounds the caches the selector builds; a ``CachedEmbeddings``
-            or ``TokenCounter`` passed in keeps its own caps.
+            4096-d vectors at the default 256 MiB), a share :data:`SPARSE_ROWS_SHARE` for the
+            sparse rows of the built-in embedder when the selector builds it (no
+            ``embeddings`` given), and the rest for the token memo (each text counted at its
+            own size plus :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least
+            recently used entries go first. It bounds the caches the selector builds; an
+            embedder, ``CachedEmbeddings`` or ``TokenCounter`` passed in keeps its own caps.
         blas_threads: Most BLAS threads for the selector's own matrix products (scoring and
             solving; ``None``: leave BLAS as it is). Its products are small, so one thread is
             faster on a busy machine than many competing for cores. Set with ``threadpoolctl``
@@ -548,14 +642,21 @@ class ContextSelector:
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
             registered one) or a strategy callable.
-        strategy_options: Default keyword options for the strategy.
+        strategy_options: Default keyword options for the strategy. The strategy and its
+            options are checked here (see :func:`~langchain_pacms.core.rejection`): an unknown
+            name, an option the strategy does not take or a bad value raises ``ValueError``
+            naming what it accepts.
         cache_store: Optional ``ByteStore`` that backs the embedding cache (then vectors
             live in the store, not in the selector's memory).
         strict: Raise on embedding failure instead of falling back to recency.
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
             Each timed call embeds on a daemon thread of its own, so concurrent calls do not
             queue, a stalled model costs only the call that met it (later calls embed the same
-            texts afresh), and a stalled thread does not hold the interpreter at exit.
+            texts afresh), and a stalled thread does not hold the interpreter at exit. The
+            built-in embedder without a ``cache_store`` cannot stall: it embeds in the calling
+            thread, and the limit bounds its waits for texts other calls are embedding. Async
+            calls run blocking model calls on such daemon threads too, never on the event
+            loop's default executor.
 
     Example:
         >>> selector = ContextSelector(strategy="topk")
@@ -577,45 +678,37 @@ class ContextSelector:
         memory_ceiling_bytes: int = DEFAULT_MEMORY_CEILING,
         blas_threads: int | None = 1,
     ) -> None:
-        base = embeddings if embeddings is not None else HashedTfidfEmbeddings()
         if profile is not None and not isinstance(profile, EmbedderProfile):
             raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
-        if (
-            isinstance(memory_ceiling_bytes, bool)
-            or not isinstance(memory_ceiling_bytes, int)
-            or memory_ceiling_bytes <= 0
-        ):
+        ceiling = _as_int(memory_ceiling_bytes)
+        if ceiling is None or ceiling <= 0:
             raise ValueError(
                 f"memory_ceiling_bytes must be a positive int, got {memory_ceiling_bytes!r}"
             )
-        if blas_threads is not None and (
-            isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
-        ):
+        threads = None if blas_threads is None else _as_int(blas_threads)
+        if blas_threads is not None and (threads is None or threads < 1):
             raise ValueError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
-        self.blas_threads = blas_threads
+        self.blas_threads = threads
+        vector_bytes = max(1, int(ceiling * EMBEDDING_SHARE))
+        row_bytes = 0 if embeddings is not None else int(ceiling * SPARSE_ROWS_SHARE)
+        base = embeddings if embeddings is not None else HashedTfidfEmbeddings(rows_bytes=row_bytes)
         self._profile = profile if profile is not None else resolve_profile(base)
         model = unwrap_embeddings(base)
         self._scorer = model if isinstance(model, PoolRelevance) else None
-        self.memory_ceiling_bytes = memory_ceiling_bytes
-        vector_bytes = max(1, int(memory_ceiling_bytes * EMBEDDING_SHARE))
+        self.memory_ceiling_bytes = ceiling
         self.embeddings = (
             base
             if isinstance(base, CachedEmbeddings) and cache_store is None
             else CachedEmbeddings(base, store=cache_store, max_bytes=vector_bytes)
         )
         self.token_counter = resolve_token_counter(
-            token_counter, max_bytes=max(1, memory_ceiling_bytes - vector_bytes)
+            token_counter, max_bytes=max(1, ceiling - vector_bytes - row_bytes)
         )
         self.strategy = strategy
         self.strategy_options = dict(strategy_options or {})
+        self._check_strategy()
         self.strict = strict
-        if embed_timeout is not None and (
-            isinstance(embed_timeout, bool)
-            or not isinstance(embed_timeout, (int, float))
-            or not embed_timeout > 0
-        ):
-            raise ValueError(f"embed_timeout must be seconds > 0 or None, got {embed_timeout!r}")
-        self.embed_timeout = embed_timeout
+        self.embed_timeout = check_embed_timeout(embed_timeout)
         self._failing = False
         self._last_pool: _Pool | None = None  # the newest pool solved (see _problem_of)
 
@@ -790,17 +883,19 @@ class ContextSelector:
         *,
         pool: _Pool | None = None,
         lifted: NDArray[np.bool_] | None = None,
+        wordless: bool = False,
     ) -> Selection:
         n = len(cands)
         if pool is None and vectors is not None and query_vec is not None:
             pool = _Pool((), "", None, vectors, query_vec)
-        fell_back = n > 0 and pool is None
-        if fell_back:
+        recency = n > 0 and pool is None
+        fell_back = recency and not wordless
+        if recency:
             zero = np.zeros(1, dtype=np.float32)
             pool = _Pool((), "", None, np.zeros((n, 1), dtype=np.float32), zero)
             # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
             strategy, options = "lastk", {"contiguous": False}
-        elif n:
+        if n and not fell_back:
             self._failing = False
         t0 = time.perf_counter()
         if n == 0:
@@ -810,8 +905,8 @@ class ContextSelector:
         else:
             assert pool is not None
             with limit_blas_threads(self.blas_threads):
-                problem = self._problem_of(pool, cands, tokens, budget, remember=not fell_back)
-                if lifted is not None and not fell_back:
+                problem = self._problem_of(pool, cands, tokens, budget, remember=not recency)
+                if lifted is not None and not recency:
                     problem = _lift(problem, lifted)
                 pick = solve(problem, strategy, **options)
                 relevance = problem.relevance
@@ -825,6 +920,9 @@ class ContextSelector:
         name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "custom")
         order = pick.order.tolist()
         scores = np.asarray(pick.scores, dtype=np.float64)[pick.order]
+        info = dict(pick.info or {})
+        if wordless:
+            info["query_has_no_words"] = True
         return Selection(
             candidates=cands,
             kept_ids=tuple(i for i, k in zip(ids, kept_mask.tolist()) if k),
@@ -847,7 +945,7 @@ class ContextSelector:
             fell_back=fell_back,
             error=error,
             timings=MappingProxyType(timings),
-            info=MappingProxyType(dict(pick.info or {})),
+            info=MappingProxyType(info),
         )
 
     @property
@@ -911,6 +1009,20 @@ class ContextSelector:
             opts.setdefault("min_gain", self.min_gain)
             opts.setdefault("relevance_feedback", self.relevance_feedback)
         return name, opts
+
+    def _check_strategy(self) -> None:
+        """Raise now for an unknown strategy, or options it does not take or rejects."""
+        strategy = self.strategy
+        if isinstance(strategy, str):
+            get_strategy(strategy)  # unknown: raises, listing the registered names
+        elif not callable(strategy):
+            raise ValueError(f"strategy must be a strategy name or a callable, got {strategy!r}")
+        reason = rejection(*self.resolve_options())
+        if reason is not None:
+            label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
+            raise ValueError(
+                f"strategy {label!r} rejected strategy_options {self.strategy_options!r}: {reason}"
+            )
 
     # -- for selectors that score elsewhere ---------------------------------------------------
     def resolve(
@@ -1202,6 +1314,7 @@ class ContextSelector:
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None
+        wordless = False
         t0 = time.perf_counter()
         texts = [c.text for c in cands]
         pool = self._same_pool(texts, query)
@@ -1209,9 +1322,12 @@ class ContextSelector:
             try:
                 pool = yield texts
             except Exception as err:
-                if self.strict:
+                if isinstance(err, EmbeddingError) and err.zero_query and not _has_words(query):
+                    wordless = True  # nothing to score by: recency, and nothing failed
+                elif self.strict:
                     raise
-                error = self._note_failure(err)
+                else:
+                    error = self._note_failure(err)
         timings["embed"] = time.perf_counter() - t0
         return self._finish(
             cands,
@@ -1226,12 +1342,23 @@ class ContextSelector:
             started,
             pool=pool,
             lifted=lifted,
+            wordless=wordless,
         )
 
+    @property
+    def _cannot_stall(self) -> bool:
+        """Whether embedding is the built-in model's in-process work, with no store to wait on.
+
+        Such a call needs no thread of its own to be timed out: it only waits (with the
+        deadline) for the texts other calls are embedding.
+        """
+        cache = self.embeddings
+        return cache.store is None and isinstance(cache.embeddings, HashedTfidfEmbeddings)
+
     def _embed_with_timeout(self, texts: list[str], query: str) -> _Pool:
-        if self.embed_timeout is None:
-            return self._embed(texts, query, None)
         deadline = self._deadline()
+        if self.embed_timeout is None or self._cannot_stall:
+            return self._embed(texts, query, deadline)
         return call_with_timeout(
             lambda: self._embed(texts, query, deadline), self.embed_timeout, what="embedding"
         )

@@ -13,6 +13,7 @@ from langchain_pacms.core.problem import (
 )
 from langchain_pacms.core.strategies import (
     PAPER_OPTIONS,
+    MmrRanking,
     Pick,
     Strategy,
     StrategyError,
@@ -23,6 +24,7 @@ from langchain_pacms.core.strategies import (
     get_strategy,
     mmr_ranking,
     register_strategy,
+    rejection,
     solve,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "SIMILARITY_CEILING",
     "CoverageObjective",
     "GreedyResult",
+    "MmrRanking",
     "NearPairs",
     "Pick",
     "Problem",
@@ -49,6 +52,7 @@ __all__ = [
     "mmr_ranking",
     "plain_greedy",
     "register_strategy",
+    "rejection",
     "relevance_fill",
     "rows_stable",
     "solve",

@@ -30,8 +30,10 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +56,7 @@ __all__ = [
     "feedback_relevance",
     "get_strategy",
     "register_strategy",
+    "rejection",
     "solve",
 ]
 
@@ -195,7 +198,224 @@ def rag(problem: Problem, *, k: int = 4) -> Pick:
 
 
 MMR_GRAM_LIMIT = 12_000
-"""Largest pool for which :func:`mmr_ranking` precomputes all pairwise dot products."""
+"""Largest pool for which :class:`MmrRanking` computes all pairwise dot products at once, once
+it has ranked a sixteenth of the pool (a walk that goes that deep tends to read most of them)."""
+
+MMR_BLOCK = 256
+"""Picks after which :class:`MmrRanking` brings every candidate's redundancy up to date."""
+
+_MMR_CHUNK = 16  # candidates re-scored at once while looking for the next pick
+_MMR_ROWS_BYTES = 16 * 2**20  # vectors multiplied at once by a full redundancy update
+
+
+class MmrRanking:
+    """LangChain's maximal-marginal-relevance ranking, computed only as far as it is read.
+
+    Follows LangChain's ``maximal_marginal_relevance`` with ``k = n``: start from the most
+    query-similar item, then repeatedly take the item maximising
+    ``lambda_mult * sim(q, i) - (1 - lambda_mult) * max_{s in S} sim(i, s)`` (raw cosines, zero
+    vectors scoring 0, first index on ties), with the same formulas evaluated in the same dtype
+    as LangChain. :meth:`extend` ranks more items on demand, so a walk under a budget stops
+    paying once nothing more can fit.
+
+    A candidate's score only falls as items are taken, so its last computed score bounds it
+    from above. Every ``block`` picks one matrix product brings every candidate's redundancy up
+    to date and orders the candidates by that bound; in between, each step re-scores only the
+    candidates, in that order, whose bound reaches the best score found (against the items
+    taken since), and takes the best. That holds ``O(n * block)`` similarities. Once a
+    sixteenth of a pool of at most ``gram_limit`` items is ranked, the rest is ranked from all
+    pairwise dot products, computed in one matrix product: each step updates every
+    candidate's redundancy from the row of the item last taken.
+
+    The rankings are LangChain's except where two scores agree to within floating-point
+    rounding (for example exact duplicate vectors): BLAS rounds a dot product differently
+    depending on the shape of the product it is part of, so which of two such near-equal items
+    is taken first depends on how the products were cut. Exact duplicates are then
+    interchangeable. A zero (or non-finite) query gives zero relevance everywhere here, where
+    LangChain raises. Safe to extend from several threads.
+
+    Args:
+        vectors: ``(n, d)`` candidate embeddings.
+        query: ``(d,)`` query embedding.
+        lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
+        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query (a
+            problem's given :attr:`~langchain_pacms.core.Problem.scores`); the redundancy term
+            still comes from the vectors.
+        block: Picks between two full redundancy updates (at least 1).
+        gram_limit: Largest pool for which all pairwise dot products may be computed at once.
+
+    Example:
+        >>> ranking = MmrRanking(np.eye(3), np.array([1.0, 0.5, 0.0]))
+        >>> ranking.extend(2)
+        >>> ranking.order.tolist(), len(ranking)
+        ([0, 1], 2)
+    """
+
+    def __init__(
+        self,
+        vectors: NDArray[np.floating[Any]],
+        query: NDArray[np.floating[Any]],
+        lambda_mult: float = 0.5,
+        *,
+        relevance: NDArray[np.floating[Any]] | None = None,
+        block: int = MMR_BLOCK,
+        gram_limit: int = MMR_GRAM_LIMIT,
+    ) -> None:
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise ValueError(f"block must be an int >= 1, got {block!r}")
+        x = np.asarray(vectors)
+        q = np.asarray(query)[None, :]
+        norms = np.linalg.norm(x, axis=1)
+        if relevance is not None:
+            to_query = np.asarray(relevance, dtype=np.result_type(x.dtype, q.dtype))
+        else:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                to_query = (np.dot(q, x.T) / np.outer(np.linalg.norm(q, axis=1), norms))[0]
+            to_query[~np.isfinite(to_query)] = 0.0
+        n = x.shape[0]
+        self._x, self._norms, self._to_query = x, norms, to_query
+        self._lambda, self._block = lambda_mult, block
+        self._gram_at = max(1, n // 16) if n <= gram_limit else None  # picks before the gram
+        self._gram: NDArray[np.floating[Any]] | None = None
+        self._order = np.zeros(n, dtype=np.int64)
+        self._scores = np.zeros(n)
+        self._count = 0
+        self._taken = np.zeros(n, dtype=bool)
+        self._redundancy = np.full(n, -np.inf, dtype=to_query.dtype)
+        self._fresh = np.zeros(n, dtype=np.int64)  # picks counted in each redundancy
+        self._applied = 0  # picks counted in every redundancy
+        self._bound = np.full(n, np.inf, dtype=to_query.dtype)  # each score's upper bound
+        self._key = self._bound.copy()  # the bounds the queue is sorted by
+        self._queue = np.zeros(0, dtype=np.int64)  # open candidates, highest key first
+        self._head = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """Items ranked so far."""
+        return self._count
+
+    @property
+    def order(self) -> NDArray[np.int64]:
+        """The items ranked so far, best first."""
+        return self._order[: self._count]
+
+    @property
+    def scores(self) -> NDArray[np.float64]:
+        """Each ranked item's MMR score at the step it was taken."""
+        return self._scores[: self._count]
+
+    def extend(self, count: int) -> None:
+        """Rank items until ``count`` are ranked (or all of them)."""
+        with self._lock:
+            while self._count < min(count, self._taken.shape[0]):
+                if self._count == 0:
+                    best = int(np.argmax(self._to_query))
+                    value = float(self._to_query[best])
+                elif self._gram_at is not None and self._count >= self._gram_at:
+                    best, value = self._gram_step()
+                else:
+                    if self._count - self._applied >= min(self._block, max(1, self._applied)):
+                        self._apply()
+                    best, value = self._best()
+                self._taken[best] = True
+                self._order[self._count] = best
+                self._scores[self._count] = value
+                self._count += 1
+
+    def _values(self, rows: NDArray[np.int64] | slice) -> NDArray[np.floating[Any]]:
+        """The MMR scores of ``rows`` against the redundancy each has counted."""
+        lam = self._lambda
+        return lam * self._to_query[rows] - (1 - lam) * self._redundancy[rows]
+
+    @staticmethod
+    def _cosines(
+        dots: NDArray[np.floating[Any]],
+        row_norms: NDArray[np.floating[Any]],
+        col_norms: NDArray[np.floating[Any]],
+    ) -> NDArray[np.floating[Any]]:
+        """Dot products as cosines, given the norms (0 next to a zero or non-finite vector)."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            sims = dots / (row_norms * col_norms)
+        sims[~np.isfinite(sims)] = 0.0
+        return sims
+
+    def _similarities(
+        self, rows: NDArray[np.int64] | slice, cols: NDArray[np.int64]
+    ) -> NDArray[np.floating[Any]]:
+        """Cosines of ``rows`` with the items ``cols``."""
+        x, norms = self._x, self._norms
+        dots = np.dot(x[rows], x[cols].T)
+        return self._cosines(dots, norms[rows][:, None], norms[cols][None, :])
+
+    def _gram_step(self) -> tuple[int, float]:
+        """The next pick from the rows of all pairwise dot products (computed on first use)."""
+        if self._gram is None:
+            self._gram = np.dot(self._x, self._x.T)
+            self._redundancy.fill(-np.inf)
+            self._applied = 0
+        for last in self._order[self._applied : self._count].tolist():
+            sims = self._cosines(self._gram[last], self._norms, self._norms[last])
+            np.maximum(self._redundancy, sims, out=self._redundancy)
+        self._applied = self._count
+        value = self._values(slice(None))
+        value[self._taken] = -np.inf
+        best = int(np.argmax(value))
+        return best, float(value[best])
+
+    def _apply(self) -> None:
+        """Count every pick in every redundancy and order the open candidates by their bound."""
+        picks = self._order[self._applied : self._count]
+        n = self._taken.shape[0]
+        step = max(1, _MMR_ROWS_BYTES // max(1, self._x.itemsize * self._x.shape[1]))
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            rows: NDArray[np.int64] | slice = slice(start, stop)
+            open_rows = np.flatnonzero(~self._taken[rows]) + start
+            if 2 * open_rows.size < stop - start:  # mostly taken: only the open rows
+                rows = open_rows
+            sims = self._similarities(rows, picks)
+            self._redundancy[rows] = np.maximum(self._redundancy[rows], sims.max(axis=1))
+        self._applied = self._count
+        self._fresh[:] = self._count
+        open_rows = np.flatnonzero(~self._taken)
+        self._bound[open_rows] = self._values(open_rows)
+        self._key = self._bound.copy()
+        # highest first, lowest index on ties
+        self._queue = open_rows[np.argsort(-self._bound[open_rows], kind="stable")]
+        self._head = 0
+
+    def _best(self) -> tuple[int, float]:
+        """The open candidate with the highest score (lowest index on ties), and its score."""
+        queue, taken, key = self._queue, self._taken, self._key
+        while taken[queue[self._head]]:
+            self._head += 1
+        if self._applied == self._count:  # every bound is the exact score
+            best = int(queue[self._head])
+            return best, float(self._bound[best])
+        best, top = -1, -np.inf
+        pos = self._head
+        while pos < queue.shape[0] and (best < 0 or key[queue[pos]] >= top):
+            chunk = queue[pos : pos + _MMR_CHUNK]
+            pos += _MMR_CHUNK
+            chunk = chunk[~taken[chunk] & (self._bound[chunk] >= top)]
+            if not chunk.size:
+                continue
+            self._refresh(chunk)
+            values = self._values(chunk)
+            self._bound[chunk] = values
+            high = values.max()
+            first = int(chunk[values == high].min())
+            if high > top or (high == top and first < best):
+                best, top = first, high
+        return best, float(top)
+
+    def _refresh(self, rows: NDArray[np.int64]) -> None:
+        """Count in the redundancy of ``rows`` the picks they have not counted yet."""
+        since = int(self._fresh[rows].min())
+        if since < self._count:
+            sims = self._similarities(rows, self._order[since : self._count])
+            self._redundancy[rows] = np.maximum(self._redundancy[rows], sims.max(axis=1))
+            self._fresh[rows] = self._count
 
 
 def mmr_ranking(
@@ -205,67 +425,25 @@ def mmr_ranking(
     *,
     relevance: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Full maximal-marginal-relevance ranking, computed incrementally.
-
-    Follows LangChain's ``maximal_marginal_relevance`` with ``k = n``: start from the most
-    query-similar item, then repeatedly take the item maximising
-    ``lambda_mult * sim(q, i) - (1 - lambda_mult) * max_{s in S} sim(i, s)`` (raw cosines, zero
-    vectors scoring 0, first index on ties), with the same formulas evaluated in the same dtype
-    as LangChain. Instead of recomputing similarities to the whole selected set each step, it
-    keeps a running maximum, so the cost is ``O(n^2 d)`` rather than ``O(n^3 d)``.
-
-    The rankings are identical except where two scores agree to within floating-point rounding
-    (for example exact duplicate vectors): BLAS rounds a dot product differently depending on the
-    shape of the product it is part of, so which of two such near-equal items LangChain takes
-    first depends on how many items it has already selected. Exact duplicates are then
-    interchangeable. A zero (or non-finite) query gives zero relevance everywhere here, where
-    LangChain raises.
+    """Full maximal-marginal-relevance ranking (:class:`MmrRanking` of every item).
 
     Args:
         vectors: ``(n, d)`` candidate embeddings.
         query: ``(d,)`` query embedding.
         lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
-        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query (a
-            problem's given :attr:`~langchain_pacms.core.Problem.scores`), so that ``mmr``
-            ranks by the same relevance as the other strategies; the redundancy term still
-            comes from the vectors.
+        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query.
 
     Returns:
         The ranking and the MMR score of each item at the step it was taken.
+
+    Example:
+        >>> order, scores = mmr_ranking(np.eye(3), np.array([1.0, 0.5, 0.0]))
+        >>> order.tolist()
+        [0, 1, 2]
     """
-    x = np.asarray(vectors)
-    n = x.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    q = np.asarray(query)[None, :]
-    norms = np.linalg.norm(x, axis=1)
-    if relevance is not None:
-        to_query = np.asarray(relevance, dtype=np.result_type(x.dtype, q.dtype))
-    else:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            to_query = (np.dot(q, x.T) / np.outer(np.linalg.norm(q, axis=1), norms))[0]
-        to_query[~np.isfinite(to_query)] = 0.0
-    first = int(np.argmax(to_query))
-    order = [first]
-    scores = [float(to_query[first])]
-    redundancy = np.full(n, -np.inf, dtype=to_query.dtype)
-    taken = np.zeros(n, dtype=bool)
-    taken[first] = True
-    last = first
-    gram = np.dot(x, x.T) if n <= MMR_GRAM_LIMIT else None
-    for _ in range(n - 1):
-        dots = gram[last] if gram is not None else np.dot(x, x[last])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            sim = dots / (norms * norms[last])
-        sim[~np.isfinite(sim)] = 0.0
-        np.maximum(redundancy, sim, out=redundancy)
-        value = lambda_mult * to_query - (1 - lambda_mult) * redundancy
-        value[taken] = -np.inf
-        last = int(np.argmax(value))
-        taken[last] = True
-        order.append(last)
-        scores.append(float(value[last]))
-    return np.asarray(order, dtype=np.int64), np.asarray(scores, dtype=np.float64)
+    ranking = MmrRanking(vectors, query, lambda_mult, relevance=relevance)
+    ranking.extend(len(vectors))
+    return ranking.order.copy(), ranking.scores.copy()
 
 
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
@@ -274,9 +452,11 @@ def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
     A problem built with its own relevance (:attr:`~langchain_pacms.core.Problem.scores`)
     ranks by that relevance in place of the cosines to the query.
 
-    The ranking does not depend on the budget, so problems linked by
-    :meth:`~langchain_pacms.core.Problem.with_budget` compute it once (a budget sweep walks one
-    ranking under each budget).
+    The walk takes every ranked candidate that still fits and stops ranking once no candidate
+    left to rank could fit (the rest of the ranking would add nothing), so a small budget
+    ranks a small part of a large pool. The ranking does not depend on the budget, so problems
+    linked by :meth:`~langchain_pacms.core.Problem.with_budget` share one
+    :class:`MmrRanking` (a budget sweep extends it as far as its largest budget needs).
 
     Example:
         >>> import numpy as np
@@ -286,14 +466,34 @@ def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
     """
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
-    start, remaining, taken = _mandatory_state(problem)
-    ranking, step_scores = problem.shared(
+    start, remaining, passed = _mandatory_state(problem)
+    ranking = problem.shared(
         ("mmr", float(lambda_mult)),
-        lambda: mmr_ranking(problem.vectors, problem.query, lambda_mult, relevance=problem.scores),
+        lambda: MmrRanking(
+            problem.vectors, problem.query, float(lambda_mult), relevance=problem.scores
+        ),
     )
-    picked = _walk(problem, ranking.tolist(), remaining, taken)
+    tokens = problem.tokens
+    by_cost = np.argsort(tokens, kind="stable")
+    cheapest = 0  # into by_cost: the cheapest candidate the walk has not passed yet
+    picked: list[int] = []
     values = np.zeros(problem.n)
-    values[ranking] = step_scores
+    step = 0
+    while True:
+        while cheapest < problem.n and passed[by_cost[cheapest]]:
+            cheapest += 1
+        if cheapest == problem.n or tokens[by_cost[cheapest]] > remaining:
+            break  # nothing left to rank could fit
+        ranking.extend(step + 1)
+        j = int(ranking.order[step])
+        values[j] = ranking.scores[step]
+        step += 1
+        if passed[j]:
+            continue
+        passed[j] = True  # kept, or too large for what is left (which only shrinks)
+        if tokens[j] <= remaining:
+            remaining -= int(tokens[j])
+            picked.append(j)
     return _scored(problem, [*start.tolist(), *picked], values)
 
 
@@ -621,14 +821,61 @@ def pacms_paper(problem: Problem, **options: Any) -> Pick:
     return pacms(problem, **{**PAPER_OPTIONS, **options})
 
 
-def check_options(strategy: str | Strategy, **options: Any) -> None:
-    """Run ``strategy`` with ``options`` on a two-item problem, so bad option values fail now.
+def _keyword_options(fn: Callable[..., Any]) -> list[str] | None:
+    """The keyword options ``fn`` takes after the problem; ``None`` when it takes any."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):  # no signature to read
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
-    (On a real pool whose mandatory part exceeds the budget the strategy never runs, so a bad
-    value would only show up later.)
+
+def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | None:
+    """Why ``strategy`` rejects ``options``, or ``None`` when it takes them.
+
+    An option the strategy's signature does not name is rejected with the options it takes;
+    the others are tried on a two-item problem, so bad values show up now. (On a real pool whose
+    mandatory part exceeds the budget the strategy never runs, so a bad value would only show
+    up later.)
+
+    Args:
+        strategy: A registered name or a strategy callable.
+        options: Keyword options for it.
+
+    Returns:
+        The reason, or ``None``.
 
     Raises:
-        ValueError: Naming the strategy and what it rejected.
+        ValueError: For a name that is not registered (listing the registered ones).
+
+    Example:
+        >>> rejection("rag", {"k": 2}) is None
+        True
+        >>> rejection("rag", {"k": -1})
+        'rag needs k >= 1, got -1'
+        >>> rejection("rag", {"lambda_mult": 0.5})
+        "unknown option 'lambda_mult'; it accepts: k"
+    """
+    fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    accepted = _keyword_options(fn)
+    unknown = [] if accepted is None else sorted(set(options) - set(accepted))
+    if unknown:
+        return f"unknown option {unknown[0]!r}; it accepts: {', '.join(accepted or ['nothing'])}"
+    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    try:
+        solve(probe, strategy, **options)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def check_options(strategy: str | Strategy, **options: Any) -> None:
+    """Raise when ``strategy`` rejects ``options`` (see :func:`rejection`).
+
+    Raises:
+        ValueError: Naming the strategy and what it rejected, or for an unknown strategy name.
 
     Example:
         >>> check_options("rag", k=2)
@@ -637,12 +884,10 @@ def check_options(strategy: str | Strategy, **options: Any) -> None:
         ...
         ValueError: strategy 'rag' rejects its options {'k': -1}: rag needs k >= 1, got -1
     """
-    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
-    try:
-        solve(probe, strategy, **options)
-    except (TypeError, ValueError) as err:
+    reason = rejection(strategy, options)
+    if reason is not None:
         label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
-        raise ValueError(f"strategy {label!r} rejects its options {dict(options)}: {err}") from err
+        raise ValueError(f"strategy {label!r} rejects its options {dict(options)}: {reason}")
 
 
 _BUILTINS: dict[str, Callable[..., Pick]] = {

@@ -8,7 +8,11 @@ LangChain ``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis stor
 workers). Calls that miss the same text at the same time send it to the model once: the later
 call waits for the earlier one's vector, and embeds the text itself if that call fails or has
 outlived its own ``timeout`` (a call that gave up on a stalled model does not hold others up).
-A call given a ``timeout`` never waits longer than that for another call's vectors.
+A call given a ``timeout`` never waits longer than that for another call's vectors, and a
+synchronous call never waits for an async one (it embeds the text itself): it may be holding the
+very executor thread the async call needs. The async methods run blocking model calls (the
+``embed_matrix`` fast path, and a model without async methods of its own) on a daemon thread of
+their own, never on the event loop's default executor, which synchronous callers may fill.
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -38,6 +42,8 @@ from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
 from langchain_pacms._lru import LruMemo
+from langchain_pacms._timeout import call_in_thread
+from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
 
@@ -121,12 +127,42 @@ class _Flight:
     it, other calls stop waiting and embed the text themselves.
     """
 
-    __slots__ = ("expires", "future", "thread")
+    __slots__ = ("asynchronous", "expires", "future", "thread")
 
-    def __init__(self, thread: int, expires: float) -> None:
+    def __init__(self, thread: int, expires: float, *, asynchronous: bool) -> None:
         self.thread = thread  # the embedding call's thread
+        self.asynchronous = asynchronous  # whether the embedding call is a coroutine
         self.expires = expires  # time.monotonic() deadline of the owning call
         self.future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
+
+
+_ASYNC_METHODS = {"document": "aembed_documents", "query": "aembed_query"}
+
+
+def _blocks(model: Embeddings, kind: str) -> bool:
+    """Whether ``model``'s async method for ``kind`` texts is LangChain's default one.
+
+    That default runs the sync method on the event loop's default executor. Wrappers (see
+    :data:`~langchain_pacms.embeddings.profile.WRAPPED_MODEL_ATTRIBUTES`) are followed to the
+    model they pass the call on to; a ``CachedEmbeddings`` is not (its async path is safe).
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> _blocks(DeterministicFakeEmbedding(size=2), "query")
+        True
+    """
+    method = _ASYNC_METHODS[kind]
+    seen: set[int] = set()
+    inner: Any = model
+    while isinstance(inner, Embeddings) and not isinstance(inner, CachedEmbeddings):
+        if getattr(type(inner), method) is getattr(Embeddings, method):
+            return True
+        if id(inner) in seen:
+            return False
+        seen.add(id(inner))
+        wrapped = (getattr(inner, name, None) for name in WRAPPED_MODEL_ATTRIBUTES)
+        inner = next((m for m in wrapped if isinstance(m, Embeddings)), None)
+    return False
 
 
 def _deadline(timeout: float | None) -> float:
@@ -254,15 +290,16 @@ class CachedEmbeddings(Embeddings):
         return keys, found, todo
 
     def _claim(
-        self, todo: dict[str, str], *, waits_on_own_thread: bool, expires: float
+        self, todo: dict[str, str], *, asynchronous: bool, expires: float
     ) -> tuple[dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]]:
         """Split the misses into those this call embeds and those another call is embedding.
 
         Returns the texts this call claimed and their flights by key (it must
-        :meth:`_release` them), the texts it
-        embeds without a claim, and the flights it waits for. A synchronous call does not wait
-        for a flight of its own thread: that is an async call on the loop it would block. A
-        flight whose owner has given up (past its ``expires``) is taken over.
+        :meth:`_release` them), the texts it embeds without a claim, and the flights it waits
+        for. A synchronous call waits neither for a flight of its own thread nor for one of an
+        async call: blocking, it may hold up what that call needs (the event loop it runs on,
+        or an executor thread, such as one of the loop's default executor it occupies itself).
+        A flight whose owner has given up (past its ``expires``) is taken over.
         """
         mine: dict[str, str] = {}
         flights: dict[str, _Flight] = {}
@@ -274,9 +311,11 @@ class CachedEmbeddings(Embeddings):
             for text, key in todo.items():
                 flight = self._flights.get(key)
                 if flight is None or flight.expires <= now:
-                    self._flights[key] = flights[key] = _Flight(me, expires)
+                    self._flights[key] = flights[key] = _Flight(
+                        me, expires, asynchronous=asynchronous
+                    )
                     mine[text] = key
-                elif waits_on_own_thread or flight.thread != me:
+                elif asynchronous or not (flight.asynchronous or flight.thread == me):
                     waits[text] = (key, flight)
                 else:
                     unclaimed[text] = key
@@ -315,10 +354,13 @@ class CachedEmbeddings(Embeddings):
                 flight.future.set_result(fresh[key])
             else:
                 flight.future.cancel()
+                # A bare cancel() does not wake concurrent.futures.wait(); executors follow it
+                # with this call, which does (its waiters then embed the text themselves).
+                flight.future.set_running_or_notify_cancel()
 
     @contextlib.contextmanager
     def _claimed(
-        self, todo: dict[str, str], deadline: float, *, waits_on_own_thread: bool
+        self, todo: dict[str, str], deadline: float, *, asynchronous: bool
     ) -> Iterator[
         tuple[dict[str, str], dict[str, NDArray[np.float32]], dict[str, tuple[str, _Flight]]]
     ]:
@@ -330,7 +372,7 @@ class CachedEmbeddings(Embeddings):
         by an exception, releases the claims with the vectors the map holds by then.
         """
         mine, flights, unclaimed, waits = self._claim(
-            todo, waits_on_own_thread=waits_on_own_thread, expires=deadline
+            todo, asynchronous=asynchronous, expires=deadline
         )
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
@@ -406,11 +448,11 @@ class CachedEmbeddings(Embeddings):
         return list(fast(batch)) if callable(fast) else self.embeddings.embed_documents(batch)
 
     async def _embed_async(self, batch: list[str], kind: str) -> list[Any]:
+        fast = kind == "document" and callable(getattr(self.embeddings, "embed_matrix", None))
+        if fast or _blocks(self.embeddings, kind):
+            return await call_in_thread(lambda: self._embed_sync(batch, kind), what="embedding")
         if kind == "query":
             return [await self.embeddings.aembed_query(t) for t in batch]
-        fast = getattr(self.embeddings, "embed_matrix", None)
-        if callable(fast):
-            return list(await asyncio.to_thread(fast, batch))
         return await self.embeddings.aembed_documents(batch)
 
     def _count_misses(self, texts: list[str]) -> list[list[str]]:
@@ -435,8 +477,9 @@ class CachedEmbeddings(Embeddings):
     ) -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
 
-        A text that another call is embedding at the same moment is not sent again: this call
-        waits for that vector (and embeds the text itself if that call fails or gives up).
+        A text that another synchronous call is embedding at the same moment is not sent
+        again: this call waits for that vector (and embeds the text itself if that call fails
+        or gives up). A text an async call is embedding, this call embeds itself.
 
         Args:
             texts: The texts.
@@ -459,7 +502,7 @@ class CachedEmbeddings(Embeddings):
         """
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        with self._claimed(todo, deadline, waits_on_own_thread=False) as (batch, fresh, waits):
+        with self._claimed(todo, deadline, asynchronous=False) as (batch, fresh, waits):
             fresh.update(self._embed_now(batch, kind))
         if waits:
             concurrent.futures.wait(
@@ -472,10 +515,13 @@ class CachedEmbeddings(Embeddings):
     async def aembed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
-        """Async twin of :meth:`embed_matrix`."""
+        """Async twin of :meth:`embed_matrix`; it waits for texts any other call is embedding.
+
+        Blocking model calls run on a daemon thread of their own (see the module docstring).
+        """
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
-        with self._claimed(todo, deadline, waits_on_own_thread=True) as (batch, fresh, waits):
+        with self._claimed(todo, deadline, asynchronous=True) as (batch, fresh, waits):
             fresh.update(await self._aembed_now(batch, kind))
         if waits:
             await asyncio.wait(

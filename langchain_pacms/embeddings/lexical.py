@@ -44,8 +44,8 @@ from langchain_pacms.embeddings.sparse import (
 __all__ = ["SPARSE_ROWS_BYTES", "HashedTfidfEmbeddings"]
 
 SPARSE_ROWS_BYTES = 32 * 2**20
-"""Most bytes of sparse rows one embedder keeps in memory (least recently used go first); a
-LongMemEval round of about 300 features takes about 5 KB."""
+"""Default most bytes of sparse rows one embedder keeps in memory (least recently used go
+first); a LongMemEval round of about 300 features takes about 5 KB."""
 
 _ROW_OVERHEAD_BYTES = 300  # two array headers, the tuple and the map slot, beyond the data
 
@@ -63,6 +63,9 @@ class HashedTfidfEmbeddings(Embeddings):
         relevance_buckets: Buckets of the sparse rows that :meth:`pool_relevance` scores
             with (a power of two; default ``2^18``), or ``None`` to offer no pool relevance
             (the selector then takes relevance from the dense vectors).
+        rows_bytes: Most bytes of sparse rows kept in memory for :meth:`pool_relevance`
+            (default :data:`SPARSE_ROWS_BYTES`; ``0`` keeps none). A selector that builds
+            its own embedder gives it a share of its ``memory_ceiling_bytes``.
 
     Attributes:
         pacms_profile: What :class:`~langchain_pacms.ContextSelector` uses with this embedder
@@ -105,6 +108,7 @@ class HashedTfidfEmbeddings(Embeddings):
         *,
         bigrams: bool = True,
         relevance_buckets: int | None = RELEVANCE_BUCKETS,
+        rows_bytes: int = SPARSE_ROWS_BYTES,
     ) -> None:
         for name, value in (("dim", dim), ("relevance_buckets", relevance_buckets)):
             if value is not None and (
@@ -119,7 +123,7 @@ class HashedTfidfEmbeddings(Embeddings):
         self.relevance_buckets = relevance_buckets
         self._mask = dim - 1
         self._rows: LruMemo[str, SparseRow] = LruMemo(
-            max_bytes=SPARSE_ROWS_BYTES, weigh=_row_bytes
+            max_bytes=rows_bytes, weigh=_row_bytes
         )  # a copy or a pickle starts it empty
 
     @property
@@ -169,7 +173,7 @@ class HashedTfidfEmbeddings(Embeddings):
         The same features as the dense vectors (words and word pairs, sublinear tf, signed
         hashes) kept in :attr:`relevance_buckets` buckets, weighted by inverse document
         frequency over ``texts`` (:func:`~langchain_pacms.embeddings.sparse.idf_cosines`).
-        The rows of recent texts are kept (up to :data:`SPARSE_ROWS_BYTES`), so an agent's
+        The rows of recent texts are kept (up to ``rows_bytes``), so an agent's
         growing history costs one new row per new message. Safe to call from several threads.
 
         Args:

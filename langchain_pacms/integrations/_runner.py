@@ -26,6 +26,7 @@ from langchain_pacms.integrations.messages import (
     MessageMemo,
     Span,
     agent_query,
+    apply_removals,
     apply_selection,
     content_text,
     messages_to_candidates,
@@ -196,6 +197,9 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
     Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
     converted with LangChain's ``convert_to_messages``; message objects pass through as they
     are. This call builds its own context message from the memories and documents it keeps.
+    ``RemoveMessage`` entries are applied (see
+    :func:`~langchain_pacms.integrations.messages.apply_removals`): neither they nor the
+    messages they delete are sent.
 
     Raises:
         TypeError: For a ``messages`` that is not a sequence of messages, or an item that
@@ -207,7 +211,7 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
         converted = convert_to_messages(messages)
     except (NotImplementedError, ValueError) as err:
         raise TypeError(f"messages: {str(err).splitlines()[0]}") from err
-    return [m for m in converted if m.id != CONTEXT_MESSAGE_ID]
+    return [m for m in apply_removals(converted) if m.id != CONTEXT_MESSAGE_ID]
 
 
 class SelectionRunner:
@@ -246,6 +250,7 @@ class SelectionRunner:
             selector = ContextSelector(
                 embeddings,
                 strict=config.strict,
+                embed_timeout=config.embed_timeout,
                 memory_ceiling_bytes=DEFAULT_MEMORY_CEILING if ceiling is None else ceiling,
             )
         self.config = config
@@ -626,7 +631,11 @@ class SelectionRunner:
         )
 
     def _store_folds(
-        self, selection: Selection, folds: Mapping[int, Any], config: RunnableConfig | None
+        self,
+        messages: Sequence[BaseMessage],
+        selection: Selection,
+        folds: Mapping[int, Any],
+        config: RunnableConfig | None,
     ) -> Steps[list[str]]:
         """Write the payload of every fold stub that is sent to the sidecar store.
 
@@ -644,7 +653,7 @@ class SelectionRunner:
         from langchain_pacms.lifecycle.sidecar import SidecarStore
 
         assert self.config.sidecar_store is not None  # checked by SelectionConfig
-        sidecars = SidecarStore(self.config.sidecar_store, thread_of(config))
+        sidecars = SidecarStore(self.config.sidecar_store, thread_of(config, messages))
         records = [folds[i].record for i in sent]
         yield Call(sidecars.put_many, sidecars.aput_many, (records,))
         return [r.object_id for r in records]
@@ -673,7 +682,7 @@ class SelectionRunner:
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
-            folded = yield from self._store_folds(selection, folds, config)
+            folded = yield from self._store_folds(messages, selection, folds, config)
         except Exception as err:
             if self.config.strict:
                 raise

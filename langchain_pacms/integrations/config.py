@@ -38,10 +38,12 @@ from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.base import BaseStore
 
+from langchain_pacms._timeout import check_embed_timeout
 from langchain_pacms.core import check_options, get_strategy
 
 __all__ = [
     "DEFAULT_ANSWER_RESERVE",
+    "DEFAULT_EMBED_TIMEOUT",
     "Budget",
     "Namespace",
     "QueryFn",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 DEFAULT_ANSWER_RESERVE = 4096
+
+DEFAULT_EMBED_TIMEOUT = 10.0
+"""Default ``embed_timeout`` (seconds) of the selector the hook or middleware builds itself."""
 
 QueryFn = Callable[[Any], str]
 Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
@@ -228,6 +233,11 @@ class SelectionConfig:
         memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
             itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
             cache and token memo may hold); ``None``: the selector's default, 256 MiB.
+        embed_timeout: Seconds the selector the hook or middleware builds itself waits for
+            embeddings before the call falls back to recency (``ContextSelector(embed_timeout=
+            ...)``), so a stalled embedding backend delays a model call by at most this much
+            instead of stalling the agent. Default :data:`DEFAULT_EMBED_TIMEOUT` (10 s);
+            ``None``: no limit. A ``selector`` passed in keeps its own.
 
     Example:
         >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
@@ -256,6 +266,7 @@ class SelectionConfig:
     prompt: str | SystemMessage | None = None
     reserve_tokens: int = 0
     memory_ceiling_bytes: int | None = None
+    embed_timeout: float | None = DEFAULT_EMBED_TIMEOUT
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
@@ -280,6 +291,7 @@ class SelectionConfig:
             raise ValueError(f"context_role must be 'system' or 'human', got {self.context_role!r}")
         if self.memory_ceiling_bytes is not None:
             _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
+        check_embed_timeout(self.embed_timeout)
         object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
         object.__setattr__(self, "strategy_options", dict(self.strategy_options))
         if self.strategy is not None:

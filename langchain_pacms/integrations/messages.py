@@ -8,8 +8,8 @@ How a conversation is cut:
 
 * every ``SystemMessage`` is its own mandatory ``system`` span;
 * an ``AIMessage`` with ``tool_calls`` and all ``ToolMessage`` results that answer it (matched by
-  ``tool_call_id``, however many parallel calls) form one ``tool`` span, kept or dropped whole;
-  each round of calls is its own span;
+  ``tool_call_id``, however many parallel calls; calls that share an id take one result each)
+  form one ``tool`` span, kept or dropped whole; each round of calls is its own span;
 * a ``HumanMessage`` and the plain ``AIMessage`` replies that directly follow it form one
   ``turn`` span (a question travels with its answer); a plain AI message that follows a tool
   span (the answer built from tool results) is a ``turn`` span of its own;
@@ -53,6 +53,7 @@ import copy
 import json
 import logging
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,9 +64,11 @@ from langchain_core.messages import (
     BaseMessage,
     ChatMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_pacms._lru import LruMemo
 from langchain_pacms.selector import Candidate, Selection
@@ -78,6 +81,7 @@ __all__ = [
     "MessageMemo",
     "Span",
     "agent_query",
+    "apply_removals",
     "apply_selection",
     "build_context_message",
     "content_text",
@@ -120,7 +124,8 @@ class Span:
         stub: A variant of a tool span: call-only (results replaced by placeholders) or
             fold stub (results replaced by the messages in ``sends``). A variant and its
             whole span are alternatives: at most one of them is sent.
-        missing: Tool call ids of this span with no result in the input.
+        missing: Tool call ids of this span with no result in the input (an id shows once
+            per unanswered call when calls share it).
         item: The memory item or ``Document`` (memories and documents only).
         sends: For a fold-stub variant, the messages it sends instead of the span's own.
 
@@ -146,13 +151,48 @@ class Span:
 
 
 # -- text extraction ----------------------------------------------------------------------------
+def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
+    """A content's text parts (a ``[type]`` marker for each other block) and its other blocks.
+
+    The other blocks are sent as they are, so they are charged by their serialised size (see
+    :func:`_block_dumps`); tool-call blocks are neither (rendered from ``tool_calls``).
+    """
+    if isinstance(content, str):
+        return [content], []
+    parts: list[str] = []
+    whole: list[Any] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif not isinstance(block, Mapping):
+            whole.append(block)
+        else:
+            kind = block.get("type")
+            text = block.get("text")
+            inner = block.get("content")
+            if kind in ("text", "text-plain", None) and isinstance(text, str):
+                parts.append(text)
+            elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
+                parts.append(block[kind])  # sent with the message, so it counts against the budget
+            elif kind == "tool_result" and isinstance(inner, (str, list)):
+                texts, blocks = _content_parts(inner)
+                parts += texts
+                whole += blocks
+            elif kind not in _CALL_BLOCKS:
+                parts.append(f"[{kind or 'block'}]")
+                whole.append(block)
+    return parts, whole
+
+
 def content_text(content: str | list[Any]) -> str:
     r"""The text of a message's content, for scoring and counting.
 
-    Text blocks, and the text of reasoning blocks (``{"type": "thinking", "thinking": ...}``,
-    ``{"type": "reasoning", "reasoning": ...}``), are joined by newlines; every other block
-    (image, audio, file, ...) is represented by a short ``[type]`` marker so it still has a
-    footprint. The content itself is never changed.
+    Text blocks, the text of reasoning blocks (``{"type": "thinking", "thinking": ...}``,
+    ``{"type": "reasoning", "reasoning": ...}``) and the content of ``tool_result`` blocks are
+    joined by newlines; every other block (image, audio, file, JSON, a provider's own
+    block, ...) is represented by a short ``[type]`` marker so the text stays readable. Those
+    blocks are charged by their serialised size on top of the text (see :func:`sent_tokens`).
+    The content itself is never changed.
 
     Args:
         content: A message's ``content`` (a string or a list of blocks).
@@ -166,22 +206,31 @@ def content_text(content: str | list[Any]) -> str:
     """
     if isinstance(content, str):
         return content
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping):
-            kind = block.get("type")
-            text = block.get("text")
-            if kind in ("text", "text-plain", None) and isinstance(text, str):
-                parts.append(text)
-            elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
-                parts.append(block[kind])  # sent with the message, so it counts against the budget
-            elif kind in _CALL_BLOCKS:
-                continue  # rendered from ``tool_calls`` instead
-            else:
-                parts.append(f"[{kind or 'block'}]")
-    return "\n".join(parts)
+    return "\n".join(_content_parts(content)[0])
+
+
+def _block_dumps(content: str | list[Any]) -> list[str]:
+    """The blocks of ``content`` that are not text, each serialised as it is charged.
+
+    Example:
+        >>> _block_dumps(["hi", {"type": "json", "json": {"b": 1, "a": "é"}}])
+        ['{"json": {"a": "é", "b": 1}, "type": "json"}']
+    """
+    if isinstance(content, str):
+        return []
+    return [
+        json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
+        for block in _content_parts(content)[1]
+    ]
+
+
+def _cost(text: str, content: str | list[Any], token_counter: Callable[[str], int]) -> int:
+    """What a message costs: its ``text``, plus each other block of its ``content`` serialised."""
+    return token_counter(text) + sum(token_counter(d) for d in _block_dumps(content))
+
+
+def _message_tokens(message: BaseMessage, token_counter: Callable[[str], int]) -> int:
+    return _cost(_message_text(message), message.content, token_counter)
 
 
 def _tool_call_text(call: Mapping[str, Any]) -> str:
@@ -252,7 +301,7 @@ class MessageMemo:
         return self._entry(message).text
 
     def tokens(self, message: BaseMessage, token_counter: Callable[[str], int]) -> int:
-        """``token_counter`` of the message's text, counted once per message and counter."""
+        """The message's cost (see :func:`sent_tokens`), counted once per message and counter."""
         return self._entry(message).tokens(token_counter)
 
     def values(self, message: BaseMessage) -> frozenset[str]:
@@ -294,7 +343,7 @@ class _MemoEntry:
 
     def tokens(self, token_counter: Callable[[str], int]) -> int:
         if self.counter is not token_counter:
-            self.cost = token_counter(self.text)
+            self.cost = _cost(self.text, self.content, token_counter)
             self.counter = token_counter
         return self.cost
 
@@ -321,18 +370,24 @@ def sent_tokens(
     """The tokens of the messages a model receives, counted as the selection budget counts them.
 
     Each message is counted on its own: its text (see :func:`content_text`), an AI message's
-    tool calls as ``name({json args})`` and a tool result as ``name: text``. The candidates of
+    tool calls as ``name({json args})`` and a tool result as ``name: text``; each content block
+    that is not text (an image, a JSON block, a provider's own block, ...) is sent whole, so it
+    adds the tokens of its JSON (sorted keys) to its ``[type]`` marker's. The candidates of
     :func:`messages_to_candidates` (given a ``token_counter``) cost the sum of these counts over
     the messages they send, so the budget is a bound on this number. With a ``memo``, messages
     it has seen are not rendered or counted again.
 
     Example:
-        >>> sent_tokens([HumanMessage("one two"), AIMessage("three")], lambda t: len(t.split()))
+        >>> words = lambda t: len(t.split())
+        >>> sent_tokens([HumanMessage("one two"), AIMessage("three")], words)
         3
+        >>> block = {"type": "json", "json": {"two": 3}}  # "one [json]", then 5 words of JSON
+        >>> sent_tokens([HumanMessage(["one", block])], words)
+        7
     """
     if memo is not None:
         return sum(memo.tokens(m, token_counter) for m in messages)
-    return sum(token_counter(_message_text(m)) for m in messages)
+    return sum(_message_tokens(m, token_counter) for m in messages)
 
 
 def _without_unanswerable_calls(message: AIMessage) -> AIMessage | None:
@@ -400,6 +455,44 @@ def document_text(document: Any) -> str:
     return document if isinstance(document, str) else memory_text(document)
 
 
+def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with each ``RemoveMessage`` applied, as LangGraph's ``add_messages`` does.
+
+    A ``RemoveMessage(id=X)`` deletes the messages before it whose id is ``X``;
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` deletes everything before it. No
+    ``RemoveMessage`` is left, one whose id matches nothing is dropped, and unlike
+    ``add_messages`` no message gains an id and nothing is modified. Apply it before
+    :func:`messages_to_candidates` (the hook and the middleware do).
+
+    Args:
+        messages: A history, oldest first.
+
+    Returns:
+        The messages still there, in their order (the same objects).
+
+    Example:
+        >>> msgs = [HumanMessage("a", id="1"), AIMessage("b", id="2"), RemoveMessage(id="2"),
+        ...         HumanMessage("c")]
+        >>> [m.content for m in apply_removals(msgs)]
+        ['a', 'c']
+        >>> [m.content for m in apply_removals([*msgs, RemoveMessage(id=REMOVE_ALL_MESSAGES)])]
+        []
+    """
+    if not any(isinstance(m, RemoveMessage) for m in messages):
+        return list(messages)
+    removed: set[str] = set()  # ids a later RemoveMessage deletes
+    kept: list[BaseMessage] = []
+    for message in reversed(messages):
+        if isinstance(message, RemoveMessage):
+            if message.id == REMOVE_ALL_MESSAGES:
+                break
+            removed.add(str(message.id))
+        elif message.id is None or message.id not in removed:
+            kept.append(message)
+    kept.reverse()
+    return kept
+
+
 def _is_human(message: BaseMessage) -> bool:
     """A user's message: a ``HumanMessage``, or a ``ChatMessage`` with role user/human."""
     if isinstance(message, HumanMessage):
@@ -465,12 +558,32 @@ def _placeholder_result(call: Mapping[str, Any], *, missing: bool) -> ToolMessag
     )
 
 
+def _unanswered(
+    calls: Sequence[Mapping[str, Any]], results: Sequence[BaseMessage]
+) -> list[Mapping[str, Any]]:
+    """The calls no result answers: each result answers the first call left with its id.
+
+    Example:
+        >>> calls = [{"name": "a", "id": "x"}, {"name": "b", "id": "x"}]
+        >>> _unanswered(calls, [ToolMessage("ra", tool_call_id="x")])
+        [{'name': 'b', 'id': 'x'}]
+    """
+    left = Counter(str(m.tool_call_id) for m in results if isinstance(m, ToolMessage))
+    out = []
+    for call in calls:
+        if left[str(call["id"])]:
+            left[str(call["id"])] -= 1
+        else:
+            out.append(call)
+    return out
+
+
 def _cut(
     messages: Sequence[BaseMessage], pair_turns: bool
 ) -> tuple[list[tuple[str, list[int]]], list[int]]:
     """Group message indices into (kind, indices) units; also return orphan ToolMessage indices."""
     units: list[tuple[str, list[int]]] = []
-    owner: dict[str, int] = {}
+    owner: dict[str, list[int]] = {}  # call id -> [its unit, results it still takes]
     orphans: list[int] = []
     open_turn: int | None = None
     for i, message in enumerate(messages):
@@ -481,14 +594,21 @@ def _cut(
             units.append(("tool", [i]))
             for call in message.tool_calls:
                 if call.get("id"):
-                    owner[str(call["id"])] = len(units) - 1
+                    entry = owner.get(str(call["id"]))
+                    if entry is not None and entry[0] == len(units) - 1:
+                        entry[1] += 1  # calls sharing an id take one result each
+                    else:
+                        owner[str(call["id"])] = [len(units) - 1, 1]
             open_turn = None
         elif isinstance(message, ToolMessage):
-            unit = owner.pop(str(message.tool_call_id), None)
-            if unit is None:
+            entry = owner.get(str(message.tool_call_id))
+            if entry is None:
                 orphans.append(i)
             else:
-                units[unit][1].append(i)
+                units[entry[0]][1].append(i)
+                entry[1] -= 1
+                if not entry[1]:
+                    del owner[str(message.tool_call_id)]
             open_turn = None
         elif _is_human(message):
             units.append(("turn", [i]))
@@ -584,8 +704,7 @@ def messages_to_candidates(
         if sendable is not messages[first]:  # a copy without the id-less calls, or nothing
             texts[0] = "" if sendable is None else _message_text(sendable)
         calls = [] if sendable is None else sendable.tool_calls
-        answered = {str(messages[i].tool_call_id) for i in indices[1:]}  # type: ignore[attr-defined]
-        missing_calls = [c for c in calls if str(c["id"]) not in answered]
+        missing_calls = _unanswered(calls, [messages[i] for i in indices[1:]])
         texts += [content_text(_placeholder_result(c, missing=True).content) for c in missing_calls]
         missing = tuple(str(c["id"]) for c in missing_calls)
         if tool_placeholders and not mandatory and len(indices) > 1:
@@ -648,7 +767,7 @@ def _sent_cost(
     # for fold stubs (the same objects from call to call when the runner keeps a FoldMemo).
     own = {id(m) for m in span.sends} or {id(messages[i]) for i in span.indices}
     return sum(
-        memo.tokens(m, token_counter) if id(m) in own else token_counter(_message_text(m))
+        memo.tokens(m, token_counter) if id(m) in own else _message_tokens(m, token_counter)
         for m in _span_messages(messages, span)
     )
 
@@ -662,11 +781,12 @@ def _span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMess
     call_msg = _without_unanswerable_calls(messages[span.indices[0]])  # type: ignore[arg-type]
     if call_msg is None:
         return []
-    calls = {str(c["id"]): c for c in call_msg.tool_calls}
+    calls = call_msg.tool_calls
     if span.stub:
-        return [call_msg, *(_placeholder_result(c, missing=False) for c in calls.values())]
-    out = [call_msg, *(messages[i] for i in span.indices[1:])]
-    return out + [_placeholder_result(calls[cid], missing=True) for cid in span.missing]
+        return [call_msg, *(_placeholder_result(c, missing=False) for c in calls)]
+    results = [messages[i] for i in span.indices[1:]]
+    missing = _unanswered(calls, results)
+    return [call_msg, *results, *(_placeholder_result(c, missing=True) for c in missing)]
 
 
 # -- selection -> messages ---------------------------------------------------------------------

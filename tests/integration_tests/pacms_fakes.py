@@ -7,6 +7,7 @@ on ``sys.path`` for the unit tests too.
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -164,14 +165,18 @@ def read_module(index: int) -> AIMessage:
 
 # -- checks --------------------------------------------------------------------------------------
 def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
-    """Every ToolMessage directly follows its call group; every tool call has a result."""
-    open_calls: set[str] = set()
+    """Every ToolMessage directly follows its call group; every tool call has a result.
+
+    Calls that share an id take one result each.
+    """
+    open_calls: Counter[str] = Counter()
     for i, m in enumerate(messages):
         if isinstance(m, ToolMessage):
-            assert m.tool_call_id in open_calls, f"orphan ToolMessage at {i}: {m.tool_call_id}"
-            open_calls.discard(m.tool_call_id)
+            assert open_calls[m.tool_call_id], f"orphan ToolMessage at {i}: {m.tool_call_id}"
+            open_calls[m.tool_call_id] -= 1
+            open_calls = +open_calls  # only the calls still open
             continue
         assert not open_calls, f"tool calls {open_calls} lack results before message {i}"
         if isinstance(m, AIMessage) and m.tool_calls:
-            open_calls = {c["id"] for c in m.tool_calls}
+            open_calls = Counter(c["id"] for c in m.tool_calls)
     assert not open_calls, f"tool calls {open_calls} lack results at the end"

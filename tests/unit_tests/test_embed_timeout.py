@@ -134,9 +134,18 @@ async def test_async_timeout_error_names_the_timeout():
     assert sel.fell_back and "embed_timeout=0.05" in (sel.error or "")
 
 
-def test_a_stalled_embedding_does_not_hold_the_interpreter_at_exit():
+@pytest.mark.parametrize(
+    "call",
+    [
+        's.select(["a", "b"], "a", budget_tokens=5)',
+        'asyncio.run(s.aselect(["a", "b"], "a", budget_tokens=5))',  # a sync-only model
+    ],
+    ids=["sync", "async"],
+)
+def test_a_stalled_embedding_does_not_hold_the_interpreter_at_exit(call: str):
     script = textwrap.dedent(
         """
+        import asyncio
         import time
         from langchain_core.embeddings import Embeddings
         from langchain_pacms import ContextSelector
@@ -149,9 +158,9 @@ def test_a_stalled_embedding_does_not_hold_the_interpreter_at_exit():
                 return [1.0]
 
         s = ContextSelector(Stuck(), token_counter=len, embed_timeout=0.2)
-        print(s.select(["a", "b"], "a", budget_tokens=5).fell_back, flush=True)
+        print(CALL.fell_back, flush=True)
         """
-    )
+    ).replace("CALL", call)
     started = time.perf_counter()
     printed = run_python("-c", script, env={"PATH": "/usr/bin:/bin"}, timeout=30)
     elapsed = time.perf_counter() - started

@@ -9,7 +9,8 @@ import pytest
 from langchain_pacms import ContextSelector, TokenCounter
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.embeddings.cache import ENTRY_OVERHEAD_BYTES
-from langchain_pacms.selector import DEFAULT_MEMORY_CEILING, EMBEDDING_SHARE
+from langchain_pacms.embeddings.lexical import SPARSE_ROWS_BYTES
+from langchain_pacms.selector import DEFAULT_MEMORY_CEILING, EMBEDDING_SHARE, SPARSE_ROWS_SHARE
 from langchain_pacms.tokens import MEMO_OVERHEAD_BYTES
 
 
@@ -40,7 +41,9 @@ def test_the_default_ceiling_is_well_under_a_gigabyte():
     assert selector.memory_ceiling_bytes == DEFAULT_MEMORY_CEILING == 256 * 2**20
     assert selector.embeddings.max_bytes == 192 * 2**20
     assert selector.embeddings.capacity(4096) == 11_995
-    assert selector.token_counter.max_bytes == 64 * 2**20
+    # the built-in embedder's sparse rows take an eighth, out of the token memo's quarter
+    assert selector.embeddings.embeddings._rows.max_bytes == 32 * 2**20
+    assert selector.token_counter.max_bytes == 32 * 2**20
 
 
 def test_token_memo_forgets_the_oldest_texts_beyond_its_bytes():
@@ -78,3 +81,26 @@ def test_the_hook_and_the_middleware_pass_their_ceiling_to_the_selector_they_bui
         ).selector.memory_ceiling_bytes
         == 3 * 2**20
     )
+
+
+def test_the_built_in_embedders_sparse_rows_count_inside_the_ceiling():
+    ceiling = 2**20
+    selector = ContextSelector(memory_ceiling_bytes=ceiling)
+    rows = selector.embeddings.embeddings._rows
+    assert rows.max_bytes == ceiling * SPARSE_ROWS_SHARE
+    texts = [
+        f"note {i}: the build {i * 7} failed on step {i % 13} of stage {i}" for i in range(900)
+    ]
+    for start in range(0, len(texts), 100):
+        selector.select(texts[start : start + 100], "which build failed?", budget_tokens=100)
+    assert 0 < rows.nbytes <= rows.max_bytes and 0 < len(rows) < len(texts)  # some forgotten
+    held = selector.embeddings.nbytes + rows.nbytes + selector.token_counter.nbytes
+    assert held <= ceiling
+    assert (
+        selector.token_counter.max_bytes
+        == ceiling - int(ceiling * EMBEDDING_SHARE) - rows.max_bytes
+    )
+    # An embedder passed in keeps its own cap, and the token memo gets the rest of the ceiling.
+    own = ContextSelector(HashedTfidfEmbeddings(), memory_ceiling_bytes=ceiling)
+    assert own.embeddings.embeddings._rows.max_bytes == SPARSE_ROWS_BYTES
+    assert own.token_counter.max_bytes == ceiling - int(ceiling * EMBEDDING_SHARE)

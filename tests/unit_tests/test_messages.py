@@ -99,10 +99,11 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
             for _round in range(draw(st.integers(1, 3))):  # several rounds in a row
                 calls = []
                 for _ in range(draw(st.integers(1, 3))):  # parallel calls
+                    # now and then a call gets the id of the one before (some models do that)
+                    shared = calls and draw(st.integers(0, 5)) == 0
+                    call_id = calls[-1]["id"] if shared else f"c{n_calls}"
                     calls.append(
-                        call(
-                            draw(st.sampled_from(["search", "fetch"])), f"c{n_calls}", q=draw(text)
-                        )
+                        call(draw(st.sampled_from(["search", "fetch"])), call_id, q=draw(text))
                     )
                     n_calls += 1
                 ai_text = draw(st.one_of(st.just(""), text))

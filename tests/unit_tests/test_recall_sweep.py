@@ -387,13 +387,13 @@ def test_linked_budgets_rank_mmr_once_with_the_same_picks(
     from langchain_pacms.core import strategies
 
     calls: list[float] = []
-    real = strategies.mmr_ranking
+    real = strategies.MmrRanking
 
     def counting(vectors: Any, query: Any, lambda_mult: float = 0.5, **kw: Any) -> Any:
         calls.append(lambda_mult)
         return real(vectors, query, lambda_mult, **kw)
 
-    monkeypatch.setattr(strategies, "mmr_ranking", counting)
+    monkeypatch.setattr(strategies, "MmrRanking", counting)
     rng = np.random.default_rng(3)
     vectors = rng.random((40, 12)).astype(np.float32)
     query = rng.random(12).astype(np.float32)

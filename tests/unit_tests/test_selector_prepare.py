@@ -49,4 +49,5 @@ def test_prepare_has_no_fallback() -> None:
         selector.prepare([], QUERY, budget_tokens=5)
     with pytest.raises(EmbeddingError, match="all zero"):
         selector.prepare(POOL, "!!!", budget_tokens=5)  # no feature: an all-zero query
-    assert selector.select(POOL, "!!!", budget_tokens=5).fell_back
+    wordless = selector.select(POOL, "!!!", budget_tokens=5)  # select: recency, not a failure
+    assert wordless.info["query_has_no_words"] and not wordless.fell_back
