@@ -4,11 +4,15 @@ It is a ``ContextSelector`` (so the compressor, the hook and the middleware take
 ``selector=``) whose selections are made by ``pacms serve`` over HTTP (``POST /select_debug``).
 Token counts and the budget are resolved locally (:meth:`ContextSelector.resolve`, with the same
 counter the integrations use) and sent with the candidates, so client and service agree on every
-number. When the service is unreachable, slower than ``timeout`` or answers an error, the
-selection falls back to recency within the budget (:meth:`ContextSelector.recency`, one warning
-per outage) and says ``fell_back=True`` (or raises under ``strict=True``). It uses only the
-selector's public API, and the drivers that run one body of steps sync or async
-(:mod:`langchain_pacms._steps`).
+number. Every answer is checked against what was sent (:func:`check_answer`): kept ids that
+were not sent, a mandatory id dropped, kept tokens over the budget (unless only the mandatory
+part is kept), nothing kept while something fits, malformed fields or an answer larger than
+:func:`answer_limit` are refused. When the service is unreachable, does not answer in full
+within ``timeout`` (a total deadline, sync and async), answers an error or gives an answer that
+fails the checks, the selection falls back to recency within the budget
+(:meth:`ContextSelector.recency`, one warning per outage) and says ``fell_back=True`` with the
+reason in ``error`` (or raises under ``strict=True``). It uses only the selector's public API,
+and the drivers that run one body of steps sync or async (:mod:`langchain_pacms._steps`).
 
 Example:
     >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
@@ -20,10 +24,13 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import threading
 import time
 import weakref
 from collections.abc import Collection, Generator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -41,7 +48,194 @@ from langchain_pacms.selector import (
 )
 from langchain_pacms.tokens import TokenCounter
 
-__all__ = ["RemoteSelector"]
+__all__ = ["RemoteAnswerError", "RemoteSelector", "answer_limit", "check_answer"]
+
+ANSWER_BASE_BYTES = 64 * 1024
+"""Bytes an answer may take whatever its pool (totals, timings, the strategy's ``info``)."""
+ANSWER_BYTES_PER_CANDIDATE = 1024
+"""Bytes an answer may take per candidate sent, besides its id (a verdict takes about 170)."""
+
+
+class RemoteAnswerError(ValueError):
+    """The service's answer does not fit the request it answers (see :func:`check_answer`)."""
+
+
+def answer_limit(payload: Mapping[str, Any]) -> int:
+    """The most bytes an answer to ``payload`` may take.
+
+    :data:`ANSWER_BASE_BYTES`, plus :data:`ANSWER_BYTES_PER_CANDIDATE` and 20 bytes per
+    character of its id for each candidate (an id appears three times, escaped at worst to six
+    bytes per character).
+
+    Example:
+        >>> answer_limit({"candidates": [{"id": "a"}, {"id": "bb"}]})
+        67644
+    """
+    return ANSWER_BASE_BYTES + sum(
+        ANSWER_BYTES_PER_CANDIDATE + 20 * len(c["id"]) for c in payload["candidates"]
+    )
+
+
+def _ids(value: Any, name: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RemoteAnswerError(f"{name} is not a list of ids")
+    if len(set(value)) != len(value):
+        raise RemoteAnswerError(f"{name} repeats an id")
+    return value
+
+
+def _number(value: Any, name: str) -> float:
+    try:
+        ok = not isinstance(value, bool) and isinstance(value, (int, float))
+        number = float(value) if ok else math.nan
+    except OverflowError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise RemoteAnswerError(f"{name} is not a finite number")
+    return number
+
+
+def _scores(
+    body: Mapping[str, Any], ids: Sequence[str]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Relevance and gains from the answer's verdicts, which must cover exactly ``ids``."""
+    verdicts = body.get("candidates")
+    if not isinstance(verdicts, list) or not all(isinstance(v, dict) for v in verdicts):
+        raise RemoteAnswerError("candidates is not a list of verdicts")
+    if sorted(str(v.get("id")) for v in verdicts) != sorted(ids) or len(verdicts) != len(ids):
+        raise RemoteAnswerError("the service answered for other candidates than were sent")
+    relevance = {v["id"]: _number(v.get("relevance"), "a relevance") for v in verdicts}
+    gains = {v["id"]: _number(v["gain"], "a gain") for v in verdicts if v.get("gain") is not None}
+    return relevance, gains
+
+
+def check_answer(
+    cands: Sequence[Candidate],
+    tokens: Sequence[int],
+    budget: int,
+    body: Any,
+    timings: Mapping[str, float] | None = None,
+) -> Selection:
+    """The :class:`Selection` that a service's answer to a request gives, once checked.
+
+    The answer must be a ``/select_debug`` body about exactly the candidates sent: kept ids
+    and pick order name only sent ids, each once, and the same ones; every mandatory id is
+    kept; the kept tokens, counted with the sender's ``tokens``, fit ``budget`` unless exactly
+    the mandatory part is kept (then ``over_budget``); nothing kept while some candidate fits
+    the budget is refused; scores are finite numbers. The token totals, the budget and
+    ``over_budget`` of the result are the sender's, never the service's.
+
+    Args:
+        cands: The candidates sent (with their ids).
+        tokens: Their token costs as sent.
+        budget: The budget sent.
+        body: The decoded answer.
+        timings: The client's own timings, to which the service's are added as ``server_*``.
+
+    Returns:
+        The selection.
+
+    Raises:
+        RemoteAnswerError: Saying what does not fit.
+
+    Example:
+        >>> cands = [Candidate("old", "a"), Candidate("new", "b", mandatory=True)]
+        >>> check_answer(cands, [5, 5], 6, {"kept_ids": ["a"], "pick_order": ["a"]})
+        Traceback (most recent call last):
+        ...
+        langchain_pacms.remote.RemoteAnswerError: the answer drops mandatory id 'b'
+    """
+    if not isinstance(body, dict):
+        raise RemoteAnswerError("the answer is not a JSON object")
+    ids = [str(c.id) for c in cands]
+    cost = dict(zip(ids, (int(t) for t in tokens)))
+    kept = set(_ids(body.get("kept_ids"), "kept_ids"))
+    unknown = sorted(kept - set(ids))
+    if unknown:
+        raise RemoteAnswerError(
+            f"kept_ids names {len(unknown)} id(s) not sent, e.g. {unknown[0]!r}"
+        )
+    order = _ids(body.get("pick_order"), "pick_order")
+    if set(order) != kept:
+        raise RemoteAnswerError("pick_order does not list the kept ids")
+    mandatory = [cid for cid, c in zip(ids, cands) if c.mandatory]
+    dropped = [cid for cid in mandatory if cid not in kept]
+    if dropped:
+        raise RemoteAnswerError(f"the answer drops mandatory id {dropped[0]!r}")
+    kept_tokens = sum(cost[cid] for cid in kept)
+    over = sum(cost[cid] for cid in mandatory) > budget
+    if kept_tokens > budget and not (over and kept == set(mandatory)):
+        raise RemoteAnswerError(f"the answer keeps {kept_tokens} tokens over a budget of {budget}")
+    if not kept and min(cost.values(), default=budget + 1) <= budget:
+        raise RemoteAnswerError("the answer keeps nothing although candidates fit the budget")
+    relevance, gains = _scores(body, ids)
+    server = body.get("timings")
+    info, error = body.get("info") or {}, body.get("error")
+    if not isinstance(server, dict) or not isinstance(info, dict):
+        raise RemoteAnswerError("timings or info is not an object")
+    if not isinstance(body.get("strategy"), str) or not isinstance(body.get("fell_back"), bool):
+        raise RemoteAnswerError("strategy or fell_back is missing")
+    if error is not None and not isinstance(error, str):
+        raise RemoteAnswerError("error is not a string")
+    seconds = {f"server_{k}": _number(v, "a timing") for k, v in server.items()}
+    total = sum(cost.values())
+    return Selection(
+        candidates=tuple(cands),
+        kept_ids=tuple(cid for cid in ids if cid in kept),
+        pick_order=tuple(order),
+        relevance=MappingProxyType(relevance),
+        gains=MappingProxyType({k: g for k, g in gains.items() if k in kept}),
+        tokens=MappingProxyType(cost),
+        tokens_total=total,
+        tokens_kept=kept_tokens,
+        tokens_dropped=total - kept_tokens,
+        budget=budget,
+        strategy=body["strategy"],
+        over_budget=over,
+        fell_back=body["fell_back"],
+        error=error,
+        timings=MappingProxyType({**(timings or {}), **seconds}),
+        info=MappingProxyType(info),
+    )
+
+
+class _Reader:
+    """Takes in one answer's bytes; refuses one larger than ``limit`` or later than ``deadline``.
+
+    The answer is read raw (``Accept-Encoding: identity`` is asked for; an encoded one is
+    refused), so the limit counts the bytes that will be decoded as JSON.
+    """
+
+    def __init__(self, response: httpx.Response, limit: int, deadline: float, timeout: float):
+        self.response, self.limit, self.deadline, self.timeout = response, limit, deadline, timeout
+        self.chunks: list[bytes] = []
+        self.size = 0
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise RemoteAnswerError(f"the answer declares {declared} bytes, over {limit}")
+        if response.headers.get("content-encoding", "identity") != "identity":
+            raise RemoteAnswerError("the answer is content-encoded; identity was asked for")
+
+    def feed(self, chunk: bytes) -> None:
+        """Take one chunk, or raise once the answer is too large or too late."""
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise RemoteAnswerError(f"the answer exceeds {self.limit} bytes")
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(f"no complete answer within {self.timeout}s")
+        self.chunks.append(chunk)
+
+    def answer(self) -> Any:
+        """The decoded answer, or the service's error as ``RuntimeError``."""
+        data = b"".join(self.chunks)
+        status = self.response.status_code
+        if status != 200:
+            try:
+                detail = json.loads(data)["detail"]
+            except (ValueError, TypeError, KeyError):
+                detail = data[:200].decode(errors="replace")
+            raise RuntimeError(f"service answered {status}: {detail}")
+        return json.loads(data)
 
 
 class RemoteSelector(ContextSelector):
@@ -49,12 +243,14 @@ class RemoteSelector(ContextSelector):
 
     Args:
         url: The service's base URL.
-        timeout: Seconds to wait for an answer before falling back (connect and read).
+        timeout: Seconds to wait for a whole answer before falling back (a total deadline:
+            connecting, sending and reading, however the answer is sliced).
         token_counter: Counter for the local token counts (default: tiktoken ``o200k_base``,
             as the service counts).
         strategy: Strategy sent with each request (``None``: the service's default).
         strategy_options: Options sent with that strategy.
         strict: Raise instead of falling back.
+        token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``).
 
     Example:
         >>> RemoteSelector("http://127.0.0.1:8077/").url
@@ -70,6 +266,7 @@ class RemoteSelector(ContextSelector):
         strategy: str | None = None,
         strategy_options: Mapping[str, Any] | None = None,
         strict: bool = False,
+        token: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -90,11 +287,17 @@ class RemoteSelector(ContextSelector):
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self._remote_strategy = strategy
+        self._headers = {"Accept-Encoding": "identity"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._aclients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+
+    def _check_strategy(self) -> None:
+        """Nothing to check here: the service checks the strategy and options it is sent."""
 
     # -- the steps shared by select and aselect -----------------------------------------------
     def _request(
@@ -133,46 +336,6 @@ class RemoteSelector(ContextSelector):
             "relevant_ids": [str(i) for i in relevant_ids],
         }
 
-    @staticmethod
-    def _selection(
-        cands: tuple[Candidate, ...], body: Mapping[str, Any], timings: dict[str, float]
-    ) -> Selection:
-        verdicts = {v["id"]: v for v in body["candidates"]}
-        if set(verdicts) != {str(c.id) for c in cands}:
-            raise ValueError("the service answered for other candidates than were sent")
-        timings.update({f"server_{k}": float(v) for k, v in body["timings"].items()})
-        return Selection(
-            candidates=cands,
-            kept_ids=tuple(body["kept_ids"]),
-            pick_order=tuple(body["pick_order"]),
-            relevance=MappingProxyType({k: float(v["relevance"]) for k, v in verdicts.items()}),
-            gains=MappingProxyType(
-                {k: float(v["gain"]) for k, v in verdicts.items() if v["gain"] is not None}
-            ),
-            tokens=MappingProxyType({k: int(v["tokens"]) for k, v in verdicts.items()}),
-            tokens_total=int(body["tokens_total"]),
-            tokens_kept=int(body["tokens_kept"]),
-            tokens_dropped=int(body["tokens_dropped"]),
-            budget=int(body["budget"]),
-            strategy=str(body["strategy"]),
-            over_budget=bool(body["over_budget"]),
-            fell_back=bool(body["fell_back"]),
-            error=body.get("error"),
-            timings=MappingProxyType(timings),
-            info=MappingProxyType(dict(body.get("info") or {})),
-        )
-
-    @staticmethod
-    def _checked(response: httpx.Response) -> dict[str, Any]:
-        if response.status_code != 200:
-            try:
-                detail = response.json().get("detail")
-            except ValueError:
-                detail = response.text[:200]
-            raise RuntimeError(f"service answered {response.status_code}: {detail}")
-        body: dict[str, Any] = response.json()
-        return body
-
     def _fallback(
         self,
         err: Exception,
@@ -202,9 +365,9 @@ class RemoteSelector(ContextSelector):
     ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
         """The steps of :meth:`select` and :meth:`aselect`: all but the request itself.
 
-        They yield the payload to post and take back the service's checked answer
-        (:meth:`_post` or :meth:`_apost` gives it); a failed request or an answer that does not
-        fit falls back to recency, or is raised under ``strict``.
+        They yield the payload to post and take back the service's decoded answer
+        (:meth:`_post` or :meth:`_apost` gives it); a failed request or an answer that fails
+        :func:`check_answer` falls back to recency, or is raised under ``strict``.
         """
         started = time.perf_counter()
         cands, tokens, budget = self.resolve(
@@ -217,31 +380,72 @@ class RemoteSelector(ContextSelector):
         try:
             body = yield payload
             timings["remote"] = time.perf_counter() - started
-            selection = self._selection(cands, body, timings)
+            selection = check_answer(cands, tokens.tolist(), budget, body, timings)
         except Exception as err:
             return self._fallback(err, cands, query, budget, timings, started)
         self.note_recovery()
         return selection
 
     # -- sync and async ----------------------------------------------------------------------
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST ``payload`` with the shared sync client; the checked answer."""
+    def _reader(
+        self, response: httpx.Response, payload: dict[str, Any], deadline: float
+    ) -> _Reader:
+        return _Reader(response, answer_limit(payload), deadline, self.timeout)
+
+    def _read(self, payload: dict[str, Any], deadline: float) -> Any:
+        """POST ``payload`` with the shared sync client and read the answer in slices."""
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout)
+                self._client = httpx.Client(timeout=self.timeout, headers=self._headers)
             client = self._client
-        return self._checked(client.post(f"{self.url}/select_debug", json=payload))
+        with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
+            reader = self._reader(response, payload, deadline)
+            for chunk in response.iter_raw():
+                reader.feed(chunk)
+        return reader.answer()
 
-    async def _apost(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST ``payload`` with this event loop's async client; the checked answer."""
+    def _post(self, payload: dict[str, Any]) -> Any:
+        """:meth:`_read` on a daemon thread, given up on at the deadline: the decoded answer.
+
+        httpx's timeouts bound each step (connect, each read), not the whole answer; the
+        thread's join bounds that. A request given up on stops at its next slice (or read
+        timeout) and holds nothing but its connection until then.
+        """
+        deadline = time.monotonic() + self.timeout
+        answer: Future[Any] = Future()
+
+        def work() -> None:
+            try:
+                answer.set_result(self._read(payload, deadline))
+            except BaseException as err:  # handed to the caller
+                answer.set_exception(err)
+
+        threading.Thread(target=work, name="pacms-remote-select", daemon=True).start()
+        try:
+            return answer.result(timeout=self.timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no complete answer within {self.timeout}s") from None
+
+    async def _apost(self, payload: dict[str, Any]) -> Any:
+        """POST ``payload`` with this event loop's async client; the decoded answer."""
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
-            client = self._aclients[loop] = httpx.AsyncClient(timeout=self.timeout)
-        response = await asyncio.wait_for(
-            client.post(f"{self.url}/select_debug", json=payload), self.timeout
-        )
-        return self._checked(response)
+            client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
+            self._aclients[loop] = client
+        deadline = time.monotonic() + self.timeout
+
+        async def read() -> Any:
+            async with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
+                reader = self._reader(response, payload, deadline)
+                async for chunk in response.aiter_raw():
+                    reader.feed(chunk)
+            return reader.answer()
+
+        try:
+            return await asyncio.wait_for(read(), self.timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no complete answer within {self.timeout}s") from None
 
     def select(
         self,

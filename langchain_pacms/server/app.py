@@ -6,7 +6,11 @@ POST is one call on a worker thread, off the event loop, with at most ``selectio
 work at once (more wait their turn in arrival order): the body is validated by pydantic
 straight from its bytes, and the answer is written as JSON without a second validation pass
 (``/select`` builds no per-candidate verdicts). Bad input is answered with a 4xx whose
-``detail`` names the field.
+``detail`` names the field. Every request must name an allowed ``Host`` (loopback names by
+default: a guard against DNS rebinding) and, when the app has a token, carry it as
+``Authorization: Bearer <token>``; a body must be sent as ``application/json``. Runs of more
+than :data:`WORD_CAP` characters without whitespace are split before they are counted or
+embedded, so no text costs the tokenizer more than ordinary prose of its length.
 
 Example:
     >>> app = create_app(max_candidates=10)
@@ -18,11 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hmac
 import inspect
 import json
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
 from importlib import resources
 from typing import Any
 
@@ -39,7 +45,7 @@ from langchain_pacms.demo import load_demo_session
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 from langchain_pacms.server.schemas import SelectDebugResponse, SelectRequest, SelectResponse
 
-__all__ = ["create_app"]
+__all__ = ["LOOPBACK_HOSTS", "WORD_CAP", "capped_words", "create_app"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
@@ -54,14 +60,85 @@ BODY = {
 }
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The ``Host`` names a service accepts by default (with the host it is bound to)."""
+WORD_CAP = 256
+"""Longest run of non-whitespace characters counted or embedded as one word."""
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CAP + 1},}}")
+
+
+def _split_run(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return " ".join(run[i : i + WORD_CAP] for i in range(0, len(run), WORD_CAP))
+
+
+def capped_words(text: str) -> str:
+    """``text`` with each run of more than :data:`WORD_CAP` non-space characters split by spaces.
+
+    A tokenizer's cost on one long word grows faster than its length (byte-pair merges over the
+    whole run); split into pieces of :data:`WORD_CAP` characters it costs what prose of that
+    length costs, and counts within a fraction of a percent of the whole run. The service
+    counts and embeds texts so split (it never sends texts back). Linear in ``len(text)``.
+
+    Example:
+        >>> [len(w) for w in capped_words("ok " + "x" * 600).split()]
+        [2, 256, 256, 88]
+    """
+    if len(text) <= WORD_CAP:
+        return text
+    return _LONG_RUN.sub(_split_run, text)
+
+
 def _problem(status: int, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=status)
 
 
-class _Front:
-    """The ASGI front of the service: body limits, then the selection routes or FastAPI.
+def _host_name(value: bytes) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` gives ``[::1]``)."""
+    host = value.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
-    Bodies over ``limit`` bytes are answered 413, bodies slower than ``timeout`` 408. A POST
+
+class _Guard:
+    """Who may call: an allowed ``Host`` (400 otherwise) and the bearer token if set (401)."""
+
+    def __init__(self, hosts: Iterable[str] | None, token: str | None) -> None:
+        names = LOOPBACK_HOSTS if hosts is None else tuple(hosts)
+        self.any_host = "*" in names
+        self.hosts = frozenset(
+            f"[{n}]" if n.count(":") > 1 and not n.startswith("[") else n.lower() for n in names
+        )
+        self.expected = None if token is None else f"Bearer {token}".encode()
+
+    def refusal(self, headers: Mapping[bytes, bytes]) -> Response | None:
+        """The answer that refuses a request with these headers, or ``None`` to let it in."""
+        host = headers.get(b"host")
+        if not self.any_host and (host is None or _host_name(host) not in self.hosts):
+            return _problem(400, "Host: not an allowed host name (see --allow-host)")
+        if self.expected is not None and not hmac.compare_digest(
+            headers.get(b"authorization", b""), self.expected
+        ):
+            return JSONResponse(
+                {"detail": "Authorization: a bearer token is required"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return None
+
+
+def _is_json(headers: Mapping[bytes, bytes]) -> bool:
+    media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return media == b"application/json"
+
+
+class _Front:
+    """The ASGI front of the service: who may call, body limits, then the routes or FastAPI.
+
+    Requests the guard refuses are answered 400 or 401, bodies not sent as
+    ``application/json`` 415, bodies over ``limit`` bytes 413, bodies slower than ``timeout``
+    408. A POST
     to one of ``routes`` (``/select``, ``/select_debug``) is answered here with one call on a
     worker thread, without FastAPI's middleware, routing and request objects in between (the
     same call FastAPI's routes of those paths make, which remain for the OpenAPI schema and for
@@ -75,18 +152,32 @@ class _Front:
         timeout: float,
         routes: Mapping[str, Callable[[bytes], Response]],
         run: _Worker,
+        guard: _Guard,
     ) -> None:
         self.fastapi = app
         self.app: ASGIApp = app
         self.limit, self.timeout = limit, timeout
         self.routes = routes
         self.run = run
+        self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        refusal = self.guard.refusal(headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        if not _is_json(headers):
+            await _problem(415, "Content-Type: the body must be sent as application/json")(
+                scope, receive, send
+            )
+            return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await self._too_large(scope, receive, send)
@@ -191,14 +282,21 @@ def _field(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def _strategy_info(name: str) -> dict[str, Any]:
+def _strategy_info(name: str, selector: ContextSelector) -> dict[str, Any]:
+    """A strategy's keyword options with the values the service runs it with.
+
+    Each option's default, overridden by what the selector gives that strategy (its
+    ``strategy_options`` for its own strategy; for ``pacms`` its embedder profile's threshold,
+    gain floor and relevance feedback).
+    """
     params = list(inspect.signature(get_strategy(name)).parameters.values())[1:]
+    defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+    runs = {**defaults, **selector.resolve_options(name, {})[1]}
     options = {}
-    for p in params:
-        if p.kind is p.KEYWORD_ONLY:
-            default = p.default
-            ok = default is None or isinstance(default, (bool, int, float, str))
-            options[p.name] = default if ok and default is not inspect.Parameter.empty else None
+    for key in defaults:
+        value = runs[key]
+        ok = value is None or isinstance(value, (bool, int, float, str))
+        options[key] = value if ok and value is not inspect.Parameter.empty else None
     return {"name": name, "options": options}
 
 
@@ -229,10 +327,13 @@ class _OptionsProbe:
 
 
 def _candidates(req: SelectRequest) -> list[Candidate]:
-    """The request's candidates with their ids and positions resolved (default: the index)."""
+    """The request's candidates with their ids and positions resolved (default: the index).
+
+    Their texts have long runs split (:func:`capped_words`).
+    """
     return [
         Candidate(
-            c.text,
+            capped_words(c.text),
             str(i) if c.id is None else c.id,
             c.kind,
             i if c.position is None else c.position,
@@ -332,7 +433,7 @@ class _Service:
             self.probe.check(req.strategy, req.strategy_options)
             sel = self.selector.select(
                 cands,
-                req.query,
+                capped_words(req.query),
                 budget_tokens=req.budget_tokens,
                 budget_ratio=req.budget_ratio,
                 strategy=req.strategy,
@@ -388,6 +489,8 @@ def create_app(
     max_body_bytes: int = 8 * 1024 * 1024,
     body_timeout: float = 10.0,
     selection_threads: int | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    token: str | None = None,
 ) -> _Front:
     """Build the ASGI app around one warm selector.
 
@@ -399,13 +502,17 @@ def create_app(
         selection_threads: Most selection requests worked on at once, each on a worker
             thread (more wait their turn in arrival order); default: the number of CPUs and
             at least 2, so one slow request always leaves a thread for the others.
+        allowed_hosts: ``Host`` names accepted (the port aside); others get 400. Default:
+            :data:`LOOPBACK_HOSTS`. ``"*"`` accepts any.
+        token: When set, every request must carry ``Authorization: Bearer <token>`` (401
+            otherwise).
 
     Returns:
         The ASGI application (FastAPI behind a small front that checks bodies and answers
         the selection routes); ``.fastapi`` is the FastAPI app.
 
     Raises:
-        ValueError: For a non-positive limit.
+        ValueError: For a non-positive limit or an empty token.
 
     Example:
         >>> create_app(max_candidates=0)
@@ -425,12 +532,16 @@ def create_app(
         isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout) and body_timeout > 0
     ):
         raise ValueError(f"body_timeout must be a positive number, got {body_timeout!r}")
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise ValueError("token must be a non-empty string")
     warm = selector if selector is not None else ContextSelector()
     app = FastAPI(
         title="pacms selection service",
         version=__version__,
         description="Budgeted, query-aware context selection over HTTP, with a live inspector.",
         lifespan=_frozen_heap,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN; the schema is /openapi.json
+        redoc_url=None,
     )
     app.state.selector = warm
     service = _Service(warm, max_candidates)
@@ -463,8 +574,8 @@ def create_app(
 
     @app.get("/strategies")
     async def strategies() -> dict[str, Any]:
-        """Registered strategies with their keyword options and defaults."""
-        return {"strategies": [_strategy_info(n) for n in available_strategies()]}
+        """Registered strategies with the keyword options the service runs them with."""
+        return {"strategies": [_strategy_info(n, warm) for n in available_strategies()]}
 
     @app.get("/demo")
     async def demo() -> dict[str, Any]:
@@ -492,4 +603,5 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     routes = {"/select": service.select, "/select_debug": service.select_debug}
-    return _Front(app, max_body_bytes, float(body_timeout), routes, run)
+    guard = _Guard(allowed_hosts, token)
+    return _Front(app, max_body_bytes, float(body_timeout), routes, run, guard)

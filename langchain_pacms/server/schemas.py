@@ -8,13 +8,39 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["CandidateIn", "SelectDebugResponse", "SelectRequest", "SelectResponse", "VerdictOut"]
+__all__ = [
+    "MAX_INT",
+    "CandidateIn",
+    "OptionValue",
+    "SelectDebugResponse",
+    "SelectRequest",
+    "SelectResponse",
+    "VerdictOut",
+]
 
 KindName = Literal["system", "memory", "turn", "tool", "document"]
+
+MAX_INT = 2**53
+"""Largest integer a request may carry (JSON's exact integers); sums of them stay exact."""
+MAX_OPTION_FLOAT = 1e6
+"""Largest magnitude of a numeric strategy option (every built-in option is far inside it)."""
+
+OptionValue = (
+    Annotated[bool, Field(strict=True)]
+    | Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
+    | Annotated[float, Field(ge=-MAX_OPTION_FLOAT, le=MAX_OPTION_FLOAT, allow_inf_nan=False)]
+    | Annotated[str, Field(max_length=64)]
+    | None
+)
+"""A strategy option's value: a bool, a bounded int or finite float, a short string or null."""
+
+OPTION_RANGES: dict[str, tuple[float, float]] = {"cost_exponent": (-4.0, 4.0)}
+"""Ranges of the options whose strategies take any finite value but overflow on large ones
+(``cost_exponent`` raises token counts up to 2**53 to its power)."""
 
 
 class CandidateIn(BaseModel):
@@ -29,10 +55,16 @@ class CandidateIn(BaseModel):
     kind: KindName = Field(default="turn", description="What the candidate is.")
     mandatory: bool = Field(default=False, description="Always kept (system prompt, last turn).")
     tokens: int | None = Field(
-        default=None, ge=0, description="Token cost; counted with o200k_base when absent."
+        default=None,
+        ge=0,
+        le=MAX_INT,
+        description="Token cost, at most 2**53; counted with o200k_base when absent.",
     )
     position: int | None = Field(
-        default=None, description="Chronological position (larger is newer); default: index."
+        default=None,
+        ge=0,
+        le=MAX_INT,
+        description="Chronological position (larger is newer), in [0, 2**53]; default: index.",
     )
 
 
@@ -43,7 +75,9 @@ class SelectRequest(BaseModel):
 
     candidates: list[CandidateIn] = Field(description="The pool, in chronological order.")
     query: str = Field(min_length=1, description="What the kept context should serve.")
-    budget_tokens: int | None = Field(default=None, gt=0, description="Absolute token budget.")
+    budget_tokens: int | None = Field(
+        default=None, gt=0, le=MAX_INT, description="Absolute token budget, at most 2**53."
+    )
     budget_ratio: float | None = Field(
         default=None,
         gt=0,
@@ -54,8 +88,10 @@ class SelectRequest(BaseModel):
     strategy: str | None = Field(
         default=None, description="Strategy name (see GET /strategies); default: the server's."
     )
-    strategy_options: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword options of the strategy."
+    strategy_options: dict[str, OptionValue] = Field(
+        default_factory=dict,
+        description="Keyword options of the strategy: bools, ints within 2**53, finite numbers "
+        "within 1e6, strings of at most 64 characters or null.",
     )
     relevant_ids: list[str] = Field(
         default_factory=list,
@@ -63,12 +99,24 @@ class SelectRequest(BaseModel):
         "relevant candidate.",
     )
 
+    @field_validator("strategy_options")
+    @classmethod
+    def _in_range(cls, options: dict[str, Any]) -> dict[str, Any]:
+        for name, (low, high) in OPTION_RANGES.items():
+            value = options.get(name)
+            if isinstance(value, (int, float)) and not low <= value <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+        return options
+
     @model_validator(mode="after")
     def _one_budget(self) -> SelectRequest:
         if (self.budget_tokens is None) == (self.budget_ratio is None):
             raise ValueError("pass exactly one of budget_tokens or budget_ratio")
         if not self.query.strip():
             raise ValueError("query is blank")
+        given = sum(c.tokens or 0 for c in self.candidates)
+        if given > MAX_INT:
+            raise ValueError(f"candidates: the tokens given add up to {given}, over 2**53")
         return self
 
 

@@ -23,13 +23,30 @@ def test_defaults_bind_loopback_8077() -> None:
         build_parser().parse_args(["serve", "--max-candidates", "0"])
 
 
-@pytest.mark.parametrize(("host", "warned"), [("127.0.0.1", False), ("0.0.0.0", True)])
-def test_warns_beyond_loopback(monkeypatch, capsys, host: str, warned: bool) -> None:
+@pytest.mark.parametrize(
+    ("host", "extra", "code", "said"),
+    [
+        ("127.0.0.1", [], 0, None),
+        ("0.0.0.0", [], 2, "give a token"),
+        ("0.0.0.0", ["--insecure"], 0, "no authentication"),
+        ("0.0.0.0", ["--token", "s3cret"], 0, "bearer token required"),
+    ],
+)
+def test_beyond_loopback_needs_a_token_or_insecure(
+    monkeypatch, capsys, host: str, extra: list[str], code: int, said: str | None
+) -> None:
+    monkeypatch.delenv("PACMS_SERVE_TOKEN", raising=False)
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
-    assert main(["serve", "--host", host, "--port", "9999"]) == 0
-    assert seen["host"] == host and seen["port"] == 9999
-    assert ("warning: binding" in capsys.readouterr().out) is warned
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    assert main(["serve", "--host", host, "--port", "9999", *extra]) == code
+    out = capsys.readouterr().out
+    assert (said in out) if said else "warning" not in out
+    if code == 0:
+        assert seen["host"] == host and seen["port"] == 9999
+        assert seen["http"] == "h11" and seen["h11_max_incomplete_event_size"] == 16 * 1024
+        assert seen["timeout_keep_alive"] == 5 and seen["limit_concurrency"] == 1000
+    else:
+        assert not seen  # refused to start
 
 
 def test_serve_starts_and_answers() -> None:

@@ -215,7 +215,7 @@ def test_stalled_body_times_out_instead_of_hanging(url: str) -> None:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(
-            b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /select HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b'Content-Length: 100\r\n\r\n{"cand'
         )
         started = time.monotonic()
@@ -244,7 +244,7 @@ def test_serving_freezes_the_startup_heap_until_shutdown() -> None:
     from fastapi.testclient import TestClient
 
     before = gc.get_freeze_count()
-    with TestClient(create_app()) as client:  # runs the lifespan, as uvicorn does
+    with TestClient(create_app(), base_url="http://127.0.0.1") as client:  # runs the lifespan
         assert gc.get_freeze_count() > before + 10_000  # modules, tokenizer, warm selector
         assert client.get("/healthz").json()["status"] == "ok"
         r = client.post("/select", json={"candidates": POOL, "query": QUERY, "budget_tokens": 20})
