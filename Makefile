@@ -5,12 +5,17 @@ BIN := $(VENV)/bin
 
 .PHONY: install demo test test-postgres lint bench clean
 
+# every feature extra, for the tests that exercise them
+EXTRAS := middleware,lifecycle,server,eval,ollama,compare
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# the package with its extras, plus the dev tools of pyproject's [dependency-groups]
+# (pytest, hypothesis, langchain-tests, ruff, mypy); `--group` needs pip >= 25.1, hence the upgrade
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]" --group dev
 	touch $@
 
 install: $(VENV)/.installed

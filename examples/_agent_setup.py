@@ -71,7 +71,12 @@ def ollama_model() -> BaseChatModel | None:
             pass
     except OSError:
         return None
-    from langchain_ollama import ChatOllama
+    try:
+        from langchain_ollama import ChatOllama
+    except ImportError as err:  # shown to a user without the extra
+        raise SystemExit(
+            f'{err}: this example needs the "ollama" extra:\npip install "langchain-pacms[ollama]"'
+        ) from err
 
     return ChatOllama(model=os.environ.get("PACMS_OLLAMA_MODEL", "llama3.2"), base_url=base)
 

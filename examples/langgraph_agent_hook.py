@@ -4,7 +4,8 @@ Shows: tools with large outputs (hundreds of log lines) that would crowd the con
 in an InMemoryStore pooled with the conversation, and an early fact that is still found at the
 end under a 3,000-token budget. The checkpoint keeps the whole transcript; only what the model
 sees is selected. Runs offline with a deterministic fake model, or with Ollama when OLLAMA_HOST is
-set and reachable.
+set and reachable. Needs no extra (a base install runs it); the Ollama model needs the ``ollama``
+extra (``pip install "langchain-pacms[ollama]"``).
 
     python examples/langgraph_agent_hook.py
 """

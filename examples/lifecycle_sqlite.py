@@ -3,7 +3,8 @@
 The history keeps a short stub (pointer, one-line description, locators); the exact payload goes
 to LangGraph's ``SqliteStore`` under the namespace ``("pacms_sidecar", thread_id)``. The store is
 closed and reopened, as after a restart, and the ``recover_context`` tool returns the payload;
-``restore`` then puts it back into the history. Needs the ``lifecycle`` extra. Offline.
+``restore`` then puts it back into the history. Offline. Needs the ``lifecycle`` extra:
+``pip install "langchain-pacms[lifecycle]"``.
 
     python examples/lifecycle_sqlite.py [--db sidecars.sqlite]
 """
@@ -15,8 +16,14 @@ import json
 import tempfile
 from pathlib import Path
 
+try:
+    from langgraph.store.sqlite import SqliteStore
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "lifecycle" extra:\n'
+        'pip install "langchain-pacms[lifecycle]"'
+    ) from err
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.store.sqlite import SqliteStore
 
 from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,

@@ -6,7 +6,8 @@ proposes folds, masks and prunes, the harness checks them and commits once they 
 the history as a stub with a recovery pointer; its exact bytes are in the store, and the
 middleware's ``recover_context`` tool reads them back. ``PACMSMiddleware`` then picks each model
 call's context from that state under a token budget. Order: lifecycle first, selection second.
-Needs the ``middleware`` extra. Runs offline with a deterministic fake model.
+Runs offline with a deterministic fake model. Needs the ``middleware`` extra:
+``pip install "langchain-pacms[middleware]"``.
 
     python examples/lifecycle_with_selection.py
 """
@@ -15,8 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+try:
+    from langchain.agents import create_agent
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "middleware" extra:\n'
+        'pip install "langchain-pacms[middleware]"'
+    ) from err
 from _agent_setup import TOOLS, PrintSelections, chat_model, human
-from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore

@@ -2,8 +2,9 @@
 
 The middleware selects in ``wrap_model_call``: each model request carries only the selected
 messages (the system prompt always, memories as one context message after it), while the agent
-state keeps the whole transcript. Needs the ``middleware`` extra (``langchain>=1``). Runs offline
-with a deterministic fake model, or with Ollama when OLLAMA_HOST is set and reachable.
+state keeps the whole transcript. Runs offline with a deterministic fake model, or with Ollama
+when OLLAMA_HOST is set and reachable. Needs the ``middleware`` extra (``langchain>=1``):
+``pip install "langchain-pacms[middleware]"``.
 
     python examples/middleware_agent.py
 """
@@ -21,8 +22,15 @@ from _agent_setup import (
     memory_store,
     show_request,
 )
-from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
+
+try:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "middleware" extra:\n'
+        'pip install "langchain-pacms[middleware]"'
+    ) from err
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_pacms.integrations.middleware import PACMSMiddleware

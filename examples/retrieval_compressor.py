@@ -16,7 +16,7 @@ facts survived. No network, no model download, no LLM. MMR and top-k cannot take
 so their ``k`` is set to land near it; compare the tokens column too. The lexical embedder does no
 stemming, so facts worded unlike the question can be missed by every method.
 
-Needs ``langchain-classic`` (``pip install "langchain-pacms[compare]"``).
+Needs the ``compare`` extra (``langchain-classic``): ``pip install "langchain-pacms[compare]"``.
 
 Run:
     python examples/retrieval_compressor.py            # table
@@ -31,7 +31,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from langchain_classic.retrievers import ContextualCompressionRetriever
+try:
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "compare" extra:\npip install "langchain-pacms[compare]"'
+    ) from err
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore

@@ -8,7 +8,8 @@ sent whole goes as its fold stub, a one-line pointer with the names it holds (ab
 here; the path stays in view in the call), and its exact text is written to a SQLite sidecar
 store first. At the end the model asks for the first module it read back with
 ``recover_context`` and gets the original byte for byte.
-Runs offline with a scripted fake model.
+Runs offline with a scripted fake model. Needs the ``lifecycle`` extra (the SQLite store):
+``pip install "langchain-pacms[lifecycle]"``.
 
     python examples/tool_loop_fold_stubs.py
 """
@@ -22,10 +23,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+try:
+    from langgraph.store.sqlite import SqliteStore
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "lifecycle" extra:\n'
+        'pip install "langchain-pacms[lifecycle]"'
+    ) from err
 from _agent_setup import ScriptedChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
-from langgraph.store.sqlite import SqliteStore
 from pydantic import Field, PrivateAttr
 
 from langchain_pacms.integrations import create_pacms_hook

@@ -8,13 +8,20 @@ encoding's published definition (split pattern, special tokens). Nothing in tikt
 or replaced, and no network, environment variables or cache directories are involved.
 
 Any ``Callable[[str], int]`` can be used instead; :class:`TokenCounter` memoises it by text.
+LangChain's message-list counters (what ``token_counter`` means in ``trim_messages`` and the
+built-in middlewares: ``count_tokens_approximately``, a model's ``get_num_tokens_from_messages``,
+or a chat model itself) are accepted too: a text is counted as the content of one
+``HumanMessage``, the counter's per-message framing included.
 
 Example:
     >>> counter = TokenCounter()          # o200k_base, offline
     >>> counter("hello world")
     2
-    >>> TokenCounter(len)("abc")           # any callable works
+    >>> TokenCounter(len)("abc")           # any str -> int callable works
     3
+    >>> from langchain_core.messages.utils import count_tokens_approximately
+    >>> TokenCounter(count_tokens_approximately)("a b c")  # one message, framing included
+    6
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import inspect
 import logging
 import math
 import sys
@@ -31,13 +39,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "DEFAULT_ENCODING",
     "MEMO_OVERHEAD_BYTES",
+    "MessagesCounter",
     "TokenCounter",
     "approximate_token_count",
     "get_encoding",
@@ -47,6 +59,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENCODING = "o200k_base"
+
+MessagesCounter = Callable[[list[BaseMessage]], int]
+"""LangChain's kind of token counter: a function of a message list (``trim_messages``)."""
 
 
 @dataclass(frozen=True)
@@ -163,21 +178,33 @@ class TokenCounter:
     """A memoised ``str -> int`` token counter.
 
     Args:
-        counter: Any callable returning a token count, an encoding name (``"o200k_base"``,
-            ``"cl100k_base"``), or ``None`` for the default encoding. If the default tiktoken
-            encoding cannot be built, an approximate counter is used and one warning is logged.
+        counter: A ``str -> int`` callable; a LangChain message-list counter (a callable whose
+            first parameter is ``messages`` or is annotated with a message type, such as
+            ``count_tokens_approximately`` or a model's ``get_num_tokens_from_messages``) or a
+            LangChain model, which count a text as one ``HumanMessage`` with that content; an
+            encoding name (``"o200k_base"``, ``"cl100k_base"``); or ``None`` for the default
+            encoding. If the default tiktoken encoding cannot be built, an approximate counter
+            is used and one warning is logged.
         max_entries: Memo size; the least recently used texts are forgotten beyond it.
         max_bytes: Most bytes the memo holds, each entry counted as ``sys.getsizeof(text)``
             plus :data:`MEMO_OVERHEAD_BYTES` (``None``: only ``max_entries`` bounds it).
 
+    Raises:
+        TypeError: If ``counter`` is none of these, or a callable that cannot take one text
+            (no positional parameter, or more than one without a default).
+
     Example:
         >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
         [2, 1]
+        >>> TokenCounter(lambda text, encoding: 0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: token_counter <lambda> must take one text (str -> int) or ...
     """
 
     def __init__(
         self,
-        counter: Callable[[str], int] | str | None = None,
+        counter: Callable[[str], int] | MessagesCounter | BaseLanguageModel | str | None = None,
         *,
         max_entries: int = 200_000,
         max_bytes: int | None = None,
@@ -201,12 +228,19 @@ class TokenCounter:
             else:
                 self._fn = lambda text: len(encoding.encode(text, disallowed_special=()))
                 self.name = name
+        elif isinstance(counter, BaseLanguageModel):
+            self._fn = _one_message(counter.get_num_tokens_from_messages)
+            self.name = f"{type(counter).__name__}.get_num_tokens_from_messages"
         elif callable(counter):
-            self._fn = counter
             self.name = getattr(counter, "__name__", type(counter).__name__)
+            if _counts_messages(counter, self.name):
+                self._fn = _one_message(cast(MessagesCounter, counter))
+            else:
+                self._fn = cast(Callable[[str], int], counter)
         else:
             raise TypeError(
-                f"token_counter must be a callable or an encoding name, got {counter!r}"
+                "token_counter must be a callable or an encoding name (or a LangChain model), "
+                f"got {counter!r}"
             )
         self._memo: LruMemo[str, int] = LruMemo(max_entries, max_bytes=max_bytes, weigh=_weigh)
 
@@ -247,19 +281,58 @@ class TokenCounter:
         return [self(text) if hit is None else hit for text, hit in zip(texts, found)]
 
 
+def _counts_messages(counter: Callable[..., Any], name: str) -> bool:
+    """Whether ``counter`` counts a list of messages (LangChain's kind) rather than a text.
+
+    Raises:
+        TypeError: If it cannot be called with one argument.
+    """
+    try:
+        params = list(inspect.signature(counter).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: taken as str -> int
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    if len(required) > 1 or not (positional or variadic):
+        raise TypeError(
+            f"token_counter {name} must take one text (str -> int) or a list of messages "
+            f"(LangChain's counters); its signature is {inspect.signature(counter)}"
+        )
+    if not positional:
+        return False
+    first = positional[0]
+    hint = first.annotation if isinstance(first.annotation, str) else repr(first.annotation)
+    return first.name == "messages" or "Message" in hint
+
+
+def _one_message(counter: MessagesCounter) -> Callable[[str], int]:
+    """A ``str -> int`` counter from a message-list one: the text as one human message."""
+
+    def count(text: str) -> int:
+        return counter([HumanMessage(content=text)])
+
+    return count
+
+
 def _weigh(text: str, _count: int) -> int:
     return sys.getsizeof(text) + MEMO_OVERHEAD_BYTES
 
 
 def resolve_token_counter(
-    counter: TokenCounter | Callable[[str], int] | str | None,
+    counter: TokenCounter | Callable[[str], int] | MessagesCounter | BaseLanguageModel | str | None,
     *,
     max_bytes: int | None = None,
 ) -> TokenCounter:
-    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables and names).
+    """Return ``counter`` as a :class:`TokenCounter` (wrapping callables, models and names).
 
     A :class:`TokenCounter` is returned as it is (with its own caps); ``max_bytes`` bounds the
-    memo of one built here.
+    memo of one built here. LangChain's message-list counters are accepted and count a text as
+    one ``HumanMessage`` (see :class:`TokenCounter`); a callable of the wrong shape raises here.
 
     Example:
         >>> resolve_token_counter(len, max_bytes=4096).max_bytes

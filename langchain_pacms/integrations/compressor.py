@@ -27,7 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -45,6 +48,63 @@ __all__ = ["METADATA_PREFIX", "PACMSCompressor"]
 
 METADATA_PREFIX = "pacms_"
 """Prefix of the metadata keys the compressor writes (see :class:`PACMSCompressor`)."""
+
+_WORDS = re.compile(r"\w+")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """A document's words, case-folded: copies that differ in case, spacing or punctuation."""
+    return tuple(_WORDS.findall(text.casefold()))
+
+
+def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -> Selection:
+    """Swap each kept document for a dropped copy of it that the retriever ranked higher.
+
+    Two documents are copies when they have the same words (case, spacing and punctuation
+    aside): no strategy has a reason to prefer one, and the core breaks such ties towards the
+    older candidate, which for a ranked list is the lower-ranked one. The higher-ranked copy
+    (earlier in ``documents``) is kept instead, with its own metadata, whenever the swap keeps
+    the selection within its budget; it takes the replaced copy's place in ``pick_order`` and
+    its gain.
+
+    Args:
+        documents: The documents, best first (candidate ids are their indices as strings).
+        selection: The selection made over them.
+
+    Returns:
+        The selection with the swaps made (``selection`` itself when there are none).
+    """
+    kept = set(selection.kept_ids)
+    room = selection.budget - selection.tokens_kept
+    copies: dict[tuple[str, ...], list[int]] = {}
+    for index, doc in enumerate(documents):
+        copies.setdefault(_words(doc.page_content), []).append(index)
+    swaps: dict[str, str] = {}  # replaced id -> the higher-ranked copy kept in its place
+    for key, group in copies.items():
+        if not key or len(group) < 2:
+            continue
+        for j in group:
+            if str(j) in kept:
+                continue
+            for i in reversed(group):  # the lowest-ranked kept copy first
+                extra = selection.tokens[str(j)] - selection.tokens[str(i)]
+                if i > j and str(i) in kept and extra <= room:
+                    room -= extra
+                    kept.discard(str(i))
+                    kept.add(str(j))
+                    swaps[str(i)] = str(j)
+                    break
+    if not swaps:
+        return selection
+    tokens_kept = sum(selection.tokens[cid] for cid in kept)
+    return dataclasses.replace(
+        selection,
+        kept_ids=tuple(str(c.id) for c in selection.candidates if str(c.id) in kept),
+        pick_order=tuple(swaps.get(cid, cid) for cid in selection.pick_order),
+        gains=MappingProxyType({swaps.get(cid, cid): g for cid, g in selection.gains.items()}),
+        tokens_kept=tokens_kept,
+        tokens_dropped=selection.tokens_total - tokens_kept,
+    )
 
 
 class PACMSCompressor(BaseDocumentCompressor):
@@ -73,6 +133,8 @@ class PACMSCompressor(BaseDocumentCompressor):
     (the ``lastk`` strategy and the fail-soft fallback when embedding fails) then keep the head
     of the ranking, i.e. they truncate the retriever's list. Pass ``input_order="chronological"``
     when the documents are oldest first (a memory log) and recency should favour the tail.
+    Of ranked copies (documents with the same words, case, spacing and punctuation aside) the
+    compressor keeps the higher-ranked one, with its metadata, whenever it fits as well.
 
     Args:
         selector: A :class:`~langchain_pacms.selector.ContextSelector` to use (its embeddings,
@@ -264,6 +326,14 @@ class PACMSCompressor(BaseDocumentCompressor):
             **self.strategy_options,
         }
 
+    def _result(
+        self, documents: Sequence[Document], selection: Selection
+    ) -> tuple[list[Document], Selection]:
+        """The kept documents and the selection, copies kept at their higher rank (sync, async)."""
+        if self.input_order == "ranked":
+            selection = _prefer_higher_ranked(documents, selection)
+        return self._documents(documents, selection), selection
+
     @staticmethod
     def _documents(documents: Sequence[Document], selection: Selection) -> list[Document]:
         rank = {cid: r for r, cid in enumerate(selection.pick_order)}
@@ -297,7 +367,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         selection = self.selector.select(
             self._candidates(documents), query, **self._select_kwargs()
         )
-        return self._documents(documents, selection), selection
+        return self._result(documents, selection)
 
     async def acompress_with_selection(
         self, documents: Sequence[Document], query: str
@@ -307,7 +377,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         selection = await self.selector.aselect(
             self._candidates(documents), query, **self._select_kwargs()
         )
-        return self._documents(documents, selection), selection
+        return self._result(documents, selection)
 
     def compress_documents(
         self,
