@@ -4,8 +4,15 @@ A *future dependency* of a cut is an exact string that the rest of the session u
 arguments of a later tool call, or in a later assistant message) and that first appeared in a
 tool output before the cut: a path, a URL, an identifier mixing letters and digits, a number
 of four or more digits, or a quoted value (a quoted string followed by ``:``, a JSON key, is a
-field name and not a value). Strings the task or the system prompt already gave
-are not dependencies (the policy never removes those).
+field name and not a value). A path also matches by a suffix aligned on ``/``:
+``tests/test_x.py`` in a later command takes ``/testbed/tests/test_x.py`` from a listing.
+Strings the task or the system prompt already gave are not dependencies (the policy never
+removes those), nor are those a later user message states before their first use.
+
+That is the *strict* definition (:func:`cut_dependencies`), the headline. A value that a later
+tool output shows again before its first use still counts: the agent would need that call to
+see it again, and nothing guarantees it makes it. The earlier definition, kept as
+``"rederivable_excluded"``, drops such values and matches paths only whole.
 
 A cut is *strictly unaffected* when every dependency is still in the policy's active view, and
 *unaffected with recovery* when the missing ones are in payloads the policy folded into
@@ -24,11 +31,26 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Literal
 
-__all__ = ["Verdict", "extract", "future_dependencies", "minimal_cover", "verdict"]
+__all__ = [
+    "DEFINITIONS",
+    "Definition",
+    "Verdict",
+    "cut_dependencies",
+    "extract",
+    "future_dependencies",
+    "minimal_cover",
+    "restated",
+    "verdict",
+]
+
+Definition = Literal["strict", "rederivable_excluded"]
+DEFINITIONS: tuple[Definition, ...] = ("strict", "rederivable_excluded")
+"""The dependency definitions: the headline one first (see the module docs)."""
 
 _TOKEN = re.compile(
     r"https?://[^\s\"'<>)\]},]+"  # URLs
@@ -43,6 +65,7 @@ _TOKEN = re.compile(
 _QUOTED = re.compile(
     r"\"((?![\s:,\[\]{}])[^\"\n]{4,80})\"(?!\s*:)|'((?![\s:,\[\]{}])[^'\n]{4,80})'(?!\s*:)"
 )
+_FILE_NAME = re.compile(r"[\w-]+\.\w+")
 
 
 def extract(text: str) -> set[str]:
@@ -57,8 +80,26 @@ def extract(text: str) -> set[str]:
     return {t for t in found if len(t) >= 4}
 
 
+def _suffixes(token: str) -> set[str]:
+    """The ``/``-aligned suffixes of a path that are a path or a file name, four chars or more.
+
+    Example:
+        >>> sorted(_suffixes("/testbed/tests/test_x.py"))
+        ['test_x.py', 'testbed/tests/test_x.py', 'tests/test_x.py']
+    """
+    if "://" in token:
+        return set()
+    parts = token.split("/")
+    tails = ("/".join(parts[k:]) for k in range(1, len(parts)))
+    return {t for t in tails if len(t) >= 4 and ("/" in t or _FILE_NAME.fullmatch(t))}
+
+
 def future_dependencies(
-    tool_outputs: Iterable[str], continuation: Iterable[str], *, prompt: str = ""
+    tool_outputs: Iterable[str],
+    continuation: Iterable[str],
+    *,
+    prompt: str = "",
+    suffixes: bool = True,
 ) -> set[str]:
     """Strings the continuation uses that first came from a tool output before the cut.
 
@@ -67,18 +108,110 @@ def future_dependencies(
         continuation: What the rest of the session does: its tool-call arguments and
             assistant texts.
         prompt: The system prompt and user messages of the prefix (never dependencies).
+        suffixes: A used path also matches a longer path of an output that ends with it on a
+            ``/`` boundary (``tests/test_x.py`` and ``/testbed/tests/test_x.py``); ``False``:
+            whole matches only.
 
     Returns:
-        The dependencies.
+        The dependencies (as the continuation writes them).
+
+    Example:
+        >>> sorted(future_dependencies(["/testbed/tests/test_x.py"], ["pytest tests/test_x.py"]))
+        ['tests/test_x.py']
+        >>> future_dependencies(["/testbed/tests/test_x.py"], ["pytest tests/test_x.py"],
+        ...                     suffixes=False)
+        set()
     """
     given = extract(prompt)
     seen: set[str] = set()
     for output in tool_outputs:
         seen |= extract(output)
+    if suffixes:
+        seen |= {tail for token in seen if "/" in token for tail in _suffixes(token)}
     used: set[str] = set()
     for text in continuation:
         used |= extract(text)
     return {t for t in used & seen if t not in given and t not in prompt}
+
+
+def restated(
+    dependencies: Iterable[str],
+    rest: Sequence[tuple[str, str]],
+    by: Iterable[str] = ("user", "tool"),
+) -> set[str]:
+    """The dependencies that a later message of a role in ``by`` shows before their first use.
+
+    Args:
+        dependencies: The values to check.
+        rest: The continuation as ``(role, text)`` pairs, oldest first; a value is used by an
+            ``"assistant"`` text (its message text and tool-call arguments).
+        by: The roles whose messages count (``"user"``, ``"tool"``).
+
+    Returns:
+        The values shown again before they are used.
+
+    Example:
+        >>> rest = [("tool", "src/a.py"), ("assistant", "cat src/a.py src/b.py")]
+        >>> restated({"src/a.py", "src/b.py"}, rest), restated({"src/a.py"}, rest, by=("user",))
+        ({'src/a.py'}, set())
+    """
+    roles = frozenset(by)
+    out: set[str] = set()
+    for value in dependencies:
+        for role, text in rest:
+            if value not in text:
+                continue
+            if role in roles:
+                out.add(value)
+            if role in roles or role == "assistant":
+                break
+    return out
+
+
+def cut_dependencies(
+    prefix: Sequence[tuple[str, str]],
+    rest: Sequence[tuple[str, str]],
+    *,
+    definition: Definition = "strict",
+) -> set[str]:
+    r"""The dependencies of a cut between ``prefix`` and ``rest``, by one of :data:`DEFINITIONS`.
+
+    ``"strict"`` (the headline): what the continuation uses from a prefix tool output, paths
+    matched by ``/``-aligned suffix too, less what a later user message states before its
+    first use. ``"rederivable_excluded"``: whole matches only, and less what a later user
+    message or tool output shows before its first use.
+
+    Args:
+        prefix: The history up to the cut as ``(role, text)`` pairs: roles ``"system"``,
+            ``"user"``, ``"assistant"`` and ``"tool"``.
+        rest: The continuation, the same way (an assistant text holds its tool-call arguments).
+        definition: Which definition.
+
+    Returns:
+        The dependencies.
+
+    Raises:
+        ValueError: For another definition.
+
+    Example:
+        >>> prefix = [("user", "fix it"), ("tool", "/testbed/src/a.py\n/testbed/src/b.py")]
+        >>> rest = [("assistant", "grep -rn x /testbed/src"), ("tool", "/testbed/src/a.py:3: x"),
+        ...         ("assistant", "nl src/a.py; cat /testbed/src/a.py /testbed/src/b.py")]
+        >>> sorted(cut_dependencies(prefix, rest))
+        ['/testbed/src/a.py', '/testbed/src/b.py', 'src/a.py']
+        >>> sorted(cut_dependencies(prefix, rest, definition="rederivable_excluded"))
+        ['/testbed/src/b.py']
+    """
+    if definition not in DEFINITIONS:
+        raise ValueError(f"definition must be one of {DEFINITIONS}, got {definition!r}")
+    strict = definition == "strict"
+    deps = future_dependencies(
+        [text for role, text in prefix if role == "tool"],
+        [text for role, text in rest if role == "assistant"],
+        prompt="\n".join(text for role, text in prefix if role in ("system", "user")),
+        suffixes=strict,
+    )
+    return deps - restated(deps, rest, ("user",) if strict else ("user", "tool"))
 
 
 @dataclass(frozen=True)

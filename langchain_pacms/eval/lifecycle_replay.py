@@ -7,10 +7,14 @@ Protocol (after the Self-GC paper's offline evaluation):
   the task message and the newest tool span are always kept.
 * **Judge** (:mod:`langchain_pacms.eval.dependency_judge`, separate rules): the exact strings the
   rest of the session takes from earlier tool outputs must stay visible (strict), or be in a
-  folded sidecar (with recovery).
+  folded sidecar (with recovery). Dependencies follow the judge's strict definition (a value a
+  later tool output shows again still counts; a path matches by ``/``-aligned suffix too);
+  strict no-impact under the earlier definition, which leaves such re-derivable values out, is
+  reported beside it.
 * **Metrics** per data set and policy: pruning rate (share of prefix tokens removed from the
   view; also over non-system tokens), strict and with-recovery no-impact with Wilson 95%
-  intervals, recovery calls, rejected actions by reason.
+  intervals, strict no-impact with re-derivable values excluded, recovery calls, rejected
+  actions by reason.
 * **Cost**: each session replayed call by call with the harness in the loop; the input tokens of
   each model call are priced ``cached_price`` for the unchanged prefix since the previous call
   and ``1.0`` for the rest.
@@ -18,8 +22,9 @@ Protocol (after the Self-GC paper's offline evaluation):
   the last 3, tool mask then prune, a hybrid of turn fold and tool prune, and LangChain's
   ``ClearToolUsesEdit`` (its real class, ``keep=3``).
 
-The heuristic planner's settings are chosen on a seeded development split of the sessions and
-reported on the rest.
+The heuristic planner's settings are chosen on a seeded development split of the sessions (with
+every development-only session, :data:`~langchain_pacms.eval.traces.DEV_ONLY`) and reported on
+the rest.
 
 Example:
     >>> wilson(8, 10)
@@ -44,7 +49,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_pacms.eval.dependency_judge import future_dependencies, verdict
+from langchain_pacms.eval.dependency_judge import Definition, cut_dependencies, verdict
 from langchain_pacms.eval.progress import progress_bar
 from langchain_pacms.eval.replay_cache import ReplayCache, session_digest
 from langchain_pacms.eval.selection_replay import (
@@ -259,6 +264,7 @@ class PolicyResult:
     pruned: list[float] = field(default_factory=list)
     pruned_non_system: list[float] = field(default_factory=list)
     strict: int = 0
+    strict_rederivable_excluded: int = 0
     recovered: int = 0
     recovery_calls: int = 0
     cuts: int = 0
@@ -279,6 +285,10 @@ class PolicyResult:
             ),
             "strict_no_impact": round(self.strict / n, 4) if n else 0.0,
             "strict_ci": wilson(self.strict, n),
+            "strict_rederivable_excluded": (
+                round(self.strict_rederivable_excluded / n, 4) if n else 0.0
+            ),
+            "strict_rederivable_excluded_ci": wilson(self.strict_rederivable_excluded, n),
             "no_impact_with_recovery": round(self.recovered / n, 4) if n else 0.0,
             "recovery_ci": wilson(self.recovered, n),
             "recovery_calls": self.recovery_calls,
@@ -291,46 +301,57 @@ class PolicyResult:
         self.pruned.extend(cell["pruned"])
         self.pruned_non_system.extend(cell["pruned_non_system"])
         self.cuts += len(cell["pruned"])
-        for name in ("strict", "recovered", "recovery_calls", "with_dependencies"):
+        for name in (
+            "strict",
+            "strict_rederivable_excluded",
+            "recovered",
+            "recovery_calls",
+            "with_dependencies",
+        ):
             setattr(self, name, getattr(self, name) + cell[name])
         self.rejected.update(cell["rejected"])
         self.seconds += cell.get("seconds", 0.0)
 
 
-_DEPENDENCIES: dict[tuple[str, str, int, int], set[str]] = {}
+_DEPENDENCIES: dict[tuple[str, str, int, int], tuple[set[str], set[str]]] = {}
 
 
-def _dependencies(session: TraceSession, cut: int) -> set[str]:
-    """:func:`_judge_inputs` of a session's cut, computed once for every policy."""
+def _dependencies(session: TraceSession, cut: int) -> tuple[set[str], set[str]]:
+    """A session cut's dependencies, strict and re-derivable excluded, once for every policy."""
     key = (session.dataset, session.name, len(session.messages), cut)
     if key not in _DEPENDENCIES:
         if len(_DEPENDENCIES) > 20_000:
             _DEPENDENCIES.clear()
-        _DEPENDENCIES[key] = _judge_inputs(session.messages, cut)
+        _DEPENDENCIES[key] = (
+            _judge_inputs(session.messages, cut),
+            _judge_inputs(session.messages, cut, "rederivable_excluded"),
+        )
     return _DEPENDENCIES[key]
 
 
-def _judge_inputs(messages: Sequence[BaseMessage], cut: int) -> set[str]:
-    prefix, rest = messages[: cut + 1], messages[cut + 1 :]
-    outputs = [content_text(m.content) for m in prefix if isinstance(m, ToolMessage)]
-    prompt = "\n".join(
-        content_text(m.content) for m in prefix if isinstance(m, (SystemMessage, HumanMessage))
+_ROLES = {
+    SystemMessage: "system",
+    HumanMessage: "user",
+    AIMessage: "assistant",
+    ToolMessage: "tool",
+}
+
+
+def _judged_text(m: BaseMessage) -> tuple[str, str]:
+    """A message as the judge reads it: its role, and its text (with a call's arguments)."""
+    role = next((r for kind, r in _ROLES.items() if isinstance(m, kind)), "other")
+    return role, _message_text(m) if role == "assistant" else content_text(m.content)
+
+
+def _judge_inputs(
+    messages: Sequence[BaseMessage], cut: int, definition: Definition = "strict"
+) -> set[str]:
+    """The dependencies of the cut after ``messages[cut]``, by the judge's ``definition``."""
+    return cut_dependencies(
+        [_judged_text(m) for m in messages[: cut + 1]],
+        [_judged_text(m) for m in messages[cut + 1 :]],
+        definition=definition,
     )
-    used = [_message_text(m) for m in rest if isinstance(m, AIMessage)]
-    return {d for d in future_dependencies(outputs, used, prompt=prompt) if not _restated(d, rest)}
-
-
-def _restated(value: str, rest: Sequence[BaseMessage]) -> bool:
-    """Whether a user message or tool output after the cut shows ``value`` before its first use.
-
-    Such a value does not depend on the prefix: the agent reads it again where it needs it.
-    """
-    for m in rest:
-        if isinstance(m, AIMessage) and value in _message_text(m):
-            return False
-        if isinstance(m, (HumanMessage, ToolMessage)) and value in content_text(m.content):
-            return True
-    return False
 
 
 SELECTION = (
@@ -360,6 +381,7 @@ def _cut_cells(
         "pruned": [],
         "pruned_non_system": [],
         "strict": 0,
+        "strict_rederivable_excluded": 0,
         "recovered": 0,
         "recovery_calls": 0,
         "with_dependencies": 0,
@@ -390,10 +412,12 @@ def _cut_cells(
         before_ns, after_ns = _tokens(prefix, count, False), _tokens(view, count, False)
         cell["pruned"].append(1 - after / before if before else 0.0)
         cell["pruned_non_system"].append(1 - after_ns / before_ns if before_ns else 0.0)
-        deps = _dependencies(session, cut)
-        judged = verdict(deps, "\n".join(_message_text(m) for m in view), sidecars)
+        deps, lenient = _dependencies(session, cut)
+        seen = "\n".join(_message_text(m) for m in view)
+        judged = verdict(deps, seen, sidecars)
         cell["with_dependencies"] += bool(deps)
         cell["strict"] += judged.strict
+        cell["strict_rederivable_excluded"] += all(d in seen for d in lenient)
         cell["recovered"] += judged.with_recovery
         cell["recovery_calls"] += judged.recovery_calls
     cell["rejected"] = dict(cell["rejected"])
@@ -525,8 +549,15 @@ def cost_replay(
 
 
 # -- the whole evaluation ------------------------------------------------------------------------
-HEURISTIC_BASE: dict[str, Any] = {"keep_file_views": True}
-"""Planner settings every evaluated setting shares (not chosen on the development split)."""
+HEURISTIC_BASE: dict[str, Any] = {
+    "fold_min_tokens": 800,
+    "mask_min_tokens": 300,
+    "keep_recent": 2,
+    "keep_above": 0.6,
+    "keep_file_views": True,
+}
+"""Planner settings every evaluated setting starts from (stated in full, so the grid does not move
+when the planner's defaults do; the planner's defaults are the setting the grid chose)."""
 
 HEURISTIC_GRID: tuple[dict[str, Any], ...] = tuple(
     {**HEURISTIC_BASE, **g}
@@ -563,6 +594,7 @@ HORIZON_GRID: tuple[dict[str, Any], ...] = tuple(
         "mask_min_tokens": 60,
         "keep_above": 1.0,
         "keep_recent": 0,
+        "keep_file_views": False,
         "max_stubs": k,
     }
     for k in (3, 6, 12)
@@ -586,9 +618,17 @@ BASELINES = (
 
 
 def _split(sessions: Sequence[TraceSession], share: float, seed: int) -> tuple[list, list]:
-    names = sorted(s.name for s in sessions)
-    dev = set(random.Random(seed).sample(names, max(1, round(share * len(names)))))
-    return ([s for s in sessions if s.name in dev], [s for s in sessions if s.name not in dev])
+    """``(development, test)``: a seeded ``share`` of the sessions, plus every development-only one.
+
+    The seeded draw is over the other sessions alone, so adding development-only sessions
+    leaves the test split as it was.
+    """
+    pool = sorted(s.name for s in sessions if not s.dev_only)
+    dev = set(random.Random(seed).sample(pool, max(1, round(share * len(pool))))) if pool else set()
+    return (
+        [s for s in sessions if s.dev_only or s.name in dev],
+        [s for s in sessions if not s.dev_only and s.name not in dev],
+    )
 
 
 BASELINE_COST_THRESHOLDS = (0.0, 0.3)
@@ -1087,6 +1127,7 @@ def _totals_and_targets(
         ]
         entry: dict[str, Any] = {
             "strict": mine["strict_no_impact"],
+            "strict_rederivable_excluded": mine["strict_rederivable_excluded"],
             "pruning": mine["pruning_mean"],
             "not_dominated": not_dominated,
             "above_every_baseline": not not_dominated,
@@ -1125,7 +1166,8 @@ def _target_lines(report: Mapping[str, Any]) -> list[str]:
         if "pruning_goal" in t:
             lines.append(
                 f"| {dataset}: strict >= {DEV_STRICT:.0%} at pruning >= "
-                f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} | "
+                f"{t['pruning_goal']:.0%} | {t['strict']:.1%} at {t['pruning']:.1%} "
+                f"({t['strict_rederivable_excluded']:.1%} re-derivable excluded) | "
                 f"{'yes' if t['met'] else 'no'} |"
             )
         beaten = ", ".join(t["not_dominated"]) or "none"
@@ -1157,9 +1199,9 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
             f"heuristic settings {data['heuristic_settings'] or 'defaults'})",
             "",
             "| policy | cuts | pruning (mean / median) | non-system pruning "
-            "| strict no-impact [95% CI] | with recovery [95% CI] | recovery calls "
-            "| rejected actions |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            "| strict no-impact [95% CI] | strict, re-derivable excluded [95% CI] "
+            "| with recovery [95% CI] | recovery calls | rejected actions |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for name, r in data["policies"].items():
             rejected = "; ".join(f"{n} {why}" for why, n in r["rejected"].items()) or "-"
@@ -1167,6 +1209,9 @@ def write_report(report: Mapping[str, Any], out: Path) -> list[Path]:
                 f"| {name} | {r['cuts']} | {r['pruning_mean']:.1%} / {r['pruning_median']:.1%} | "
                 f"{r['pruning_non_system_mean']:.1%} | {r['strict_no_impact']:.1%} "
                 f"[{r['strict_ci'][0]:.1%}, {r['strict_ci'][1]:.1%}] | "
+                f"{r['strict_rederivable_excluded']:.1%} "
+                f"[{r['strict_rederivable_excluded_ci'][0]:.1%}, "
+                f"{r['strict_rederivable_excluded_ci'][1]:.1%}] | "
                 f"{r['no_impact_with_recovery']:.1%} [{r['recovery_ci'][0]:.1%}, "
                 f"{r['recovery_ci'][1]:.1%}] | {r['recovery_calls']} | {rejected} |"
             )

@@ -12,6 +12,12 @@ licence):
   and its observation) becomes a ``bash`` tool call with its result, after the task message (the
   first user message of ``history``, or the step's own messages).
 
+A data set may also have a development-only folder (:data:`DEV_ONLY`): ``mini-swe`` has
+``mini-swe-agent-deepseek-dev/**.traj.json`` (40 more sessions of the same agent, same schema).
+Its sessions are marked ``dev_only`` and named by their path under the folder (the same task
+appears in two runs), so they never take the name of another session; a replay puts them in its
+development split whatever its seed, and never in its test split.
+
 Every message gets an id (``<session>:<n>``), as the lifecycle requires. A file or session that
 cannot be read is reported with the reason, never skipped silently.
 
@@ -24,8 +30,9 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from langchain_core.messages import (
 
 __all__ = [
     "DATASETS",
+    "DEV_ONLY",
     "TraceSession",
     "default_traces_dir",
     "load_mini_swe",
@@ -59,11 +67,14 @@ class TraceSession:
         dataset: ``tau-bench``, ``mini-swe`` or ``swe-agent``.
         name: Session name (file stem, or task and trial).
         messages: The run as LangChain messages, every one with an id.
+        dev_only: The session is for development only (choosing settings and rules), never
+            for a reported test figure.
     """
 
     dataset: str
     name: str
     messages: tuple[BaseMessage, ...]
+    dev_only: bool = False
 
     @property
     def tool_calls(self) -> int:
@@ -161,19 +172,27 @@ def load_tau_bench(path: Path) -> tuple[list[TraceSession], list[Problem]]:
     return sessions, problems
 
 
-def load_mini_swe(folder: Path) -> tuple[list[TraceSession], list[Problem]]:
-    """The mini-swe-agent runs under ``folder`` (``*.traj.json``)."""
+def load_mini_swe(
+    folder: Path, *, dev_only: bool = False
+) -> tuple[list[TraceSession], list[Problem]]:
+    """The mini-swe-agent runs under ``folder`` (``*.traj.json``).
+
+    A session is named by its file (``django__django-11019``); with ``dev_only`` by its path
+    under ``folder`` (``deepseek_chat_dev__pvlib__pvlib-python-1072``), and marked
+    development-only.
+    """
     sessions: list[TraceSession] = []
     problems: list[Problem] = []
     for path in sorted(folder.rglob("*.traj.json")):
-        name = path.name.removesuffix(".traj.json")
+        relative = path.relative_to(folder) if dev_only else Path(path.name)
+        name = str(relative).removesuffix(".traj.json").replace("/", "__")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             messages = _unanswered_dropped(_openai_messages(name, data["messages"]))
         except (OSError, KeyError, TypeError, ValueError) as err:
             problems.append((str(path), f"unreadable: {err}"))
             continue
-        sessions.append(TraceSession("mini-swe", name, tuple(messages)))
+        sessions.append(TraceSession("mini-swe", name, tuple(messages), dev_only))
     return sessions, problems
 
 
@@ -223,18 +242,29 @@ def load_swe_agent(folder: Path) -> tuple[list[TraceSession], list[Problem]]:
     return sessions, problems
 
 
-DATASETS = {
+Loader = Callable[[Path], tuple[list[TraceSession], list[Problem]]]
+"""Reads the sessions of a file or folder, and what it could not read."""
+
+DATASETS: dict[str, tuple[str, Loader]] = {
     "tau-bench": ("tau-bench-airline-gpt4o/gpt-4o-airline.json", load_tau_bench),
     "mini-swe": ("mini-swe-agent-deepseek-swebench", load_mini_swe),
     "swe-agent": ("swe-agent-demos", load_swe_agent),
 }
 """``dataset -> (path under the traces folder, loader)``."""
 
+DEV_ONLY: dict[str, tuple[str, Loader]] = {
+    "mini-swe": ("mini-swe-agent-deepseek-dev", partial(load_mini_swe, dev_only=True)),
+}
+"""``dataset -> (path under the traces folder, loader)`` of development-only sessions."""
+
 
 def load_traces(
     root: Path | None = None, datasets: Iterable[str] = tuple(DATASETS)
 ) -> tuple[list[TraceSession], list[Problem]]:
     """Load the given data sets from ``root`` (default :func:`default_traces_dir`).
+
+    A data set's development-only folder (:data:`DEV_ONLY`) is loaded with it when present
+    (its absence is no problem: it only adds development sessions).
 
     Raises:
         ValueError: For an unknown data set name.
@@ -251,4 +281,10 @@ def load_traces(
             failed = [(str(base / relative), "no sessions found")]
         sessions.extend(found)
         problems.extend(failed)
+        if dataset in DEV_ONLY:
+            folder, load_dev = DEV_ONLY[dataset]
+            if (base / folder).is_dir():
+                extra, unread = load_dev(base / folder)
+                sessions.extend(extra)
+                problems.extend(unread)
     return sessions, problems

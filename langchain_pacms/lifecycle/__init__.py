@@ -6,8 +6,9 @@ first access.
 
 Example:
     >>> from langchain_pacms.lifecycle import LifecycleHarness, HeuristicPlanner
-    >>> LifecycleHarness(HeuristicPlanner()).threshold
-    0.3
+    >>> harness = LifecycleHarness(HeuristicPlanner())
+    >>> harness.threshold, harness.boundary
+    (0.0, 'auto')
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ r"""Fold, mask and prune context objects on a plain message list (pure data, no 
   short stub: the recovery pointer, a one-line description (for a tool result only its length in
   lines: its call stays in view just before it) and the locators found in the payload
   (:mod:`~langchain_pacms.lifecycle.locators`: paths, URLs, ids, quoted values, numbers, within
-  a budget that grows with the payload);
+  a budget that grows with the payload; paths that do not fit whole are grouped by directory,
+  and what still does not fit is counted, ``(+12 more)``);
 * **mask**: the head and tail of the content stay, the middle is replaced by a marker saying how
   many characters and lines were elided (no recovery promise);
 * **prune**: every message of the object goes (an ``AIMessage`` tool call with all its results).
@@ -42,6 +43,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_pacms.lifecycle.locators import (
     ShownBefore,
+    StubLocators,
     durable_locators,
     find_locators,
     locator_budget,
@@ -68,6 +70,7 @@ __all__ = [
     "apply_actions",
     "call_texts",
     "find_locators",
+    "fold_source",
     "mask_text",
     "provider_problems",
     "reshow_left_out",
@@ -291,7 +294,7 @@ def _fold(
     messages: list[BaseMessage],
     obj: ContextObject,
     record: SidecarRecord,
-    locators: list[str],
+    locators: StubLocators,
     span: bool,
     elsewhere: list[str],
     length: str,
@@ -301,7 +304,7 @@ def _fold(
     # results' ``length`` in lines (every token of a stub counts where many share a budget)
     shown = length if results else record.description
     stub = f'[folded: {shown}; recover_context("{obj.id}")' + (
-        f"; locators: {', '.join(locators)}]" if locators else "]"
+        f"; locators: {locators}]" if locators else "]"
     )
     mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
     targets = results or [obj.indices[0]]
@@ -482,11 +485,37 @@ def _rewrite_object(
     record = SidecarRecord.of(
         obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, results)
     )
-    # a span's locators come from its texts as written, not from their JSON-escaped payload
-    source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else payload
+    source = _source(messages, obj, span, results)
     locators = stub_locators(record.sha256, source, shown)
-    elsewhere = [t for t in stub_locators(record.sha256, source) if t in shown] if shown else []
+    every = stub_locators(record.sha256, source).locators if shown else ()
+    elsewhere = [t for t in every if t in shown]
     return _fold(out, obj, record, locators, span, elsewhere, _lines(results)), record
+
+
+def fold_source(
+    messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope = "output"
+) -> str:
+    r"""The text whose locators a fold stub of ``obj`` shows.
+
+    That is the payload, or for a span fold its call's texts and then its results as written
+    (not their JSON-escaped payload).
+
+    Example:
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
+        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> obj = index_messages(msgs).objects[0]
+        >>> fold_source(msgs, obj), fold_source(msgs, obj, "span")
+        ('a.py', 'look\na.py')
+    """
+    span = _is_span(messages, obj, scope)
+    return _source(messages, obj, span, payload_of(messages, obj.indices))
+
+
+def _source(messages: Sequence[BaseMessage], obj: ContextObject, span: bool, results: str) -> str:
+    # a span's locators come from its texts as written, not from their JSON-escaped payload
+    return "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
 
 
 def call_texts(head: BaseMessage) -> list[str]:

@@ -7,13 +7,14 @@ One :meth:`LifecycleHarness.step` per agent step (before a model call, for examp
    and check it (:func:`~langchain_pacms.lifecycle.validate.check_actions`); accepted actions
    are *staged*, rejected ones counted with their reasons;
 3. re-check everything staged against the current history and commit only when the expected
-   pruned share of the active view reaches ``threshold`` (default 0.3) or the view exceeds
-   ``max_active_tokens``; with ``cached_price`` also only when it pays under prompt caching
-   (see :meth:`LifecycleHarness.pays`). Every folded payload is written to the sidecar store
-   first, and every masked or pruned original, each of its messages whole (a call's text and
-   arguments included), to the audit namespace; a failed write means no commit. Records are
-   keyed by object id and content hash, so a mask and a later prune of one object keep both
-   originals, and two branches of a forked thread never overwrite each other.
+   pruned share of the active view reaches ``threshold`` (default 0: whenever the planner
+   acts) or the view exceeds ``max_active_tokens``; with ``cached_price`` also only when it
+   pays under prompt caching (see :meth:`LifecycleHarness.pays`). Every folded payload is
+   written to the sidecar store first, and every masked or pruned original, each of its
+   messages whole (a call's text and arguments included), to the audit namespace; a failed
+   write means no commit. Records are keyed by object id and content hash, so a mask and a
+   later prune of one object keep both originals, and two branches of a forked thread never
+   overwrite each other.
 
 A :class:`Commit` carries the new message list and ``updates``: the ``RemoveMessage`` and
 same-id replacements a LangGraph ``messages`` channel (``add_messages``) applies, so the edit
@@ -79,11 +80,13 @@ from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
     "COMMIT_EVENT",
+    "TOOL_LOOP_STEPS",
     "Boundary",
     "Commit",
     "HarnessStats",
     "LifecycleHarness",
     "at_boundary",
+    "tool_steps",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,15 +94,47 @@ logger = logging.getLogger(__name__)
 COMMIT_EVENT = "pacms_lifecycle_commit"
 """Name of the custom callback event dispatched for every commit."""
 
-Boundary = Literal["turn", "tool"]
+Boundary = Literal["auto", "turn", "tool"]
+
+TOOL_LOOP_STEPS = 4
+"""Tool-calling steps since the latest user message after which ``boundary="auto"`` treats the
+run as one long task and commits after tool results too."""
 
 
-def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "turn") -> bool:
+def tool_steps(messages: Sequence[BaseMessage]) -> int:
+    """Model calls that requested tools since the latest user message.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> call = {"name": "f", "args": {}, "id": "c"}
+        >>> tool_steps([HumanMessage("go"), AIMessage("", tool_calls=[call]),
+        ...             ToolMessage("1", tool_call_id="c")])
+        1
+    """
+    steps = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage) and message.tool_calls:
+            steps += 1
+    return steps
+
+
+def _resolved(messages: Sequence[BaseMessage], boundary: Boundary) -> Literal["turn", "tool"]:
+    """The boundary in force: ``"auto"`` is ``"tool"`` inside a long tool loop, else ``"turn"``."""
+    if boundary == "auto":
+        return "tool" if tool_steps(messages) >= TOOL_LOOP_STEPS else "turn"
+    return boundary
+
+
+def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") -> bool:
     """Whether the history ends at a point where a commit is safe.
 
     ``"turn"``: the last message is a user message (a turn starts) or an AI answer without tool
     calls (a turn ended). ``"tool"`` also allows the point after a tool call's results are all in,
-    for long single-task tool loops.
+    for long single-task tool loops. ``"auto"`` (default) is ``"turn"`` in a conversation and
+    ``"tool"`` once the run has made :data:`TOOL_LOOP_STEPS` tool-calling steps since the latest
+    user message (a coding agent's single task has one user turn and never ends it).
 
     Example:
         >>> from langchain_core.messages import ToolMessage
@@ -107,15 +142,17 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "turn") ->
         >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call])]
         >>> at_boundary(msgs), at_boundary([*msgs, ToolMessage("1", tool_call_id="c")], "tool")
         (False, True)
+        >>> at_boundary([*msgs, ToolMessage("1", tool_call_id="c")])  # one step: not a loop yet
+        False
     """
-    if boundary not in ("turn", "tool"):
-        raise ValueError(f"boundary must be 'turn' or 'tool', not {boundary!r}")
+    if boundary not in ("auto", "turn", "tool"):
+        raise ValueError(f"boundary must be 'auto', 'turn' or 'tool', not {boundary!r}")
     if not messages:
         return False
     last = messages[-1]
     if isinstance(last, HumanMessage) or (isinstance(last, AIMessage) and not last.tool_calls):
         return True
-    if boundary == "turn" or last.type != "tool":
+    if _resolved(messages, boundary) == "turn" or last.type != "tool":
         return False
     for message in reversed(messages):
         if isinstance(message, AIMessage):
@@ -230,10 +267,12 @@ class LifecycleHarness:
             keeps payloads recoverable for this process only; pass ``SqliteStore`` or
             ``PostgresStore`` to keep them across restarts and workers).
         threshold: Commit when the staged actions remove at least this share of the active view
-            (``0`` commits every accepted plan at the next boundary).
+            (``0``, the default, commits every accepted plan at the next boundary).
         max_active_tokens: Also commit, whatever the share, when the view exceeds this.
-        boundary: ``"turn"`` (default) or ``"tool"``, see :func:`at_boundary`. With ``"tool"``
-            only the latest user message and the newest object are protected (one long task).
+        boundary: ``"auto"`` (default), ``"turn"`` or ``"tool"``, see :func:`at_boundary`.
+            Where the tool boundary is in force, only the latest user message and the newest
+            object are protected (one long task); ``"auto"`` needs no choice between a chat and
+            a coding agent's loop.
         token_counter: Callable, encoding name, :class:`~langchain_pacms.tokens.TokenCounter` or
             ``None`` (offline ``o200k_base``); use the selector's so both count alike.
         mask_head: Characters a mask keeps at the start.
@@ -254,9 +293,9 @@ class LifecycleHarness:
         planner: Planner,
         *,
         store: BaseStore | None = None,
-        threshold: float = 0.3,
+        threshold: float = 0.0,
         max_active_tokens: int | None = None,
-        boundary: Boundary = "turn",
+        boundary: Boundary = "auto",
         token_counter: Any = None,
         mask_head: int = 400,
         mask_tail: int = 200,
@@ -314,14 +353,15 @@ class LifecycleHarness:
     ) -> ContextIndex:
         """Index ``messages`` with the harness's token counter.
 
-        With ``boundary="tool"`` the protected current work is the latest user message and the
-        newest object (``latest="step"``), so earlier tool spans of one long task are plannable.
+        Where the tool boundary is in force (``"tool"``, or ``"auto"`` in a long tool loop) the
+        protected current work is the latest user message and the newest object
+        (``latest="step"``), so earlier tool spans of one long task are plannable.
         """
         return index_messages(
             messages,
             token_counter=self.token_counter,
             known_ids=known_ids,
-            latest="step" if self.boundary == "tool" else "turn",
+            latest="step" if _resolved(messages, self.boundary) == "tool" else "turn",
         )
 
     def check(

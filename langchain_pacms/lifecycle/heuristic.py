@@ -15,8 +15,10 @@ selector), its recency, and a prior by kind. The actions then follow the Self-GC
   masked;
 * with ``keep_file_views`` the latest whole read of a file (``cat path``, an editor's view without
   a range) stays in view: later edits and rewrites quote its lines exactly, often long after;
-* prune only what a later object supersedes: the same call (same signature) repeated later, or a
-  later whole-file read of the same path;
+* prune only what a later object supersedes: the same call (same signature) repeated later when
+  nothing it shows can have changed (the later run gave the same output, or the call reads or
+  searches and no call between the two writes, runs or does anything else), or a later
+  whole-file read of the same path; a script run again shows a new output, not the old one;
 * fold large stable bodies (file reads, search results, API responses, long generated answers);
   mask mid-size noisy output (test runs, build and command logs), keeping its head and tail;
 * with ``fold_calls`` a tool span's fold also takes its call message's text and long arguments
@@ -51,6 +53,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -62,7 +65,14 @@ import numpy as np
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms._lru import LruMemo
-from langchain_pacms.lifecycle.actions import Action, action_gain, call_texts, visible_locators
+from langchain_pacms.lifecycle.actions import (
+    Action,
+    action_gain,
+    call_texts,
+    fold_source,
+    visible_locators,
+)
+from langchain_pacms.lifecycle.locators import ranked_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, by_message, payload_of
 from langchain_pacms.lifecycle.plan import Plan
 
@@ -114,15 +124,20 @@ _NAME_WORDS: dict[CallKind, frozenset[str]] = {
     "run": _vocab("run exec execute test tests pytest shell bash terminal python sh cmd"),
 }
 _SHELL_ARGS = ("command", "cmd", "script")
+_VERB_ARGS = ("command", "action", "operation", "op", "mode", "verb")
+_SHELL_NAMES = _vocab("bash sh zsh shell terminal console exec execute cmd command")
 _PATH_KEYS = re.compile(r"(?:^|_)(?:path|paths|file|files|filename|filepath|dir|directory)$")
-_RANGE_KEYS = _vocab("offset limit start end line lines start_line end_line view_range range page")
+_RANGE_KEYS = _vocab(
+    "offset limit start end line lines start_line end_line line_number view_range range page"
+)
 _EDITOR_VERBS: dict[str, CallKind] = {
-    "view": "read",
-    "create": "write",
-    "str_replace": "write",
-    "insert": "write",
-    "undo_edit": "write",
+    **dict.fromkeys(("view", "read", "open", "cat", "show"), "read"),
+    **dict.fromkeys(
+        ("create", "str_replace", "insert", "undo_edit", "write", "edit", "replace", "append"),
+        "write",
+    ),
 }
+_SHELL_EDITORS = _vocab("str_replace_editor str_replace_based_edit_tool editor edit_tool")
 _SHELL_READ = _vocab("cat nl less more head tail bat")
 _SHELL_SEARCH = _vocab("grep rg ag find ls tree fd locate git")
 _SHELL_RUN = _vocab(
@@ -153,6 +168,10 @@ class _Call:
     paths: frozenset[str]
     whole: bool  # a read of whole files (no line range, no filter)
     uses: frozenset[str]  # the values in its arguments
+
+
+_Gains = tuple[tuple[BaseMessage, ...], tuple[str, ...], dict[tuple[str, ...], int]]
+"""An object's messages, its stub's source locators, and its gain per set of those shown."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +287,13 @@ def _shell_kind(command: str) -> tuple[CallKind, bool, set[str]]:
     if any(f in _SHELL_RUN or f.startswith("./") for f in first):
         return "run", False, set()
     head = first[0]
+    if head in _SHELL_EDITORS and len(segments[0]) > 1 and segments[0][1] in _EDITOR_VERBS:
+        # an editor tool run from the shell: ``str_replace_editor view /testbed/a.py``
+        kind = _EDITOR_VERBS[segments[0][1]]
+        whole = kind == "read" and "--view_range" not in segments[0]
+        return kind, whole, _read_operands(segments[0][1:]) if kind == "read" else set()
+    if head == "open":  # an agent shell's file viewer (``open "a.py" 120``): a window of lines
+        return "read", False, _read_operands(segments[0])
     if head in _SHELL_READ or (head == "sed" and "-n" in segments[0]):
         whole = len(segments) == 1 and head in ("cat", "nl", "bat")
         return "read", whole, _read_operands(segments[0])
@@ -295,28 +321,72 @@ def _leaves(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _argv(value: Any) -> str | None:
+    """A string argument, or an argument vector (a list of strings) as one command line."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return " ".join(value)
+    return None
+
+
+def _ranged(args: Mapping[str, Any]) -> bool:
+    """Whether a call's arguments ask for part of a file (a line range, an offset, a page)."""
+    return any(args[k] not in (None, "", []) for k in _RANGE_KEYS & set(args))
+
+
+def _shell_of(args: Mapping[str, Any], words: set[str], paths: set[str]) -> str | None:
+    """The shell command a call runs, or ``None``.
+
+    That is the ``command``, ``cmd`` or ``script`` argument (unless the tool's name does not
+    say it runs things and it names files in other arguments); else, any argument that reads
+    files the shell way (``cat a.py``) for a tool whose name does not say it writes, or that is
+    a recognised command for a tool whose name says it is a shell.
+    """
+    texts = [(k, t) for k, v in args.items() if (t := _argv(v)) is not None]
+    standard = next((t for key in _SHELL_ARGS for k, t in texts if k == key), None)
+    if standard is not None:
+        return standard if words & _NAME_WORDS["run"] or not paths else None
+    if words & _NAME_WORDS["write"]:
+        return None
+    for _, text in texts:
+        kind, _, read = _shell_kind(text)
+        if kind == "read" and any(_PATH.fullmatch(r) for r in read):
+            return text
+        if kind != "other" and words & _SHELL_NAMES:
+            return text
+    return None
+
+
 def _classify(call: Mapping[str, Any]) -> _Call:
+    """Classify one tool call: its kind, the files it names, whether it reads them whole.
+
+    Recognised shapes: an editor verb (``command``, ``action``, ``operation``, ... set to
+    ``view``, ``read``, ``str_replace``, ...) with a path argument; a shell command (see
+    :func:`_shell_of`); else the tool's name (``read_file``, ``search``, ``book_flight``) with
+    its path-like arguments (``path``, ``file_path``, ``filename``, ...).
+    """
     name = str(call.get("name") or "")
     args = call.get("args") or {}
     args = args if isinstance(args, Mapping) else {}
     signature = f"{name}({json.dumps(args, sort_keys=True, default=str)})"
     uses = _handles_of("\n".join(_leaves(args)))
     paths = _arg_paths(args)
-    verb = args.get("command")
-    if isinstance(verb, str) and verb in _EDITOR_VERBS:
+    verbs = [v.lower() for k in _VERB_ARGS if isinstance(v := args.get(k), str)]
+    verb = next((v for v in verbs if v in _EDITOR_VERBS), None)
+    if verb is not None and paths:
         kind = _EDITOR_VERBS[verb]
-        whole = kind == "read" and not args.get("view_range")
-        return _Call(signature, kind, frozenset(paths), whole, uses)
-    shell = next((args[k] for k in _SHELL_ARGS if isinstance(args.get(k), str)), None)
+        return _Call(signature, kind, frozenset(paths), kind == "read" and not _ranged(args), uses)
     words = set(_name_words(name))
-    if shell is not None and (words & _NAME_WORDS["run"] or not paths):
+    shell = _shell_of(args, words, paths)
+    if shell is not None:
         kind, whole, read = _shell_kind(shell)
         paths |= read | {p.removeprefix("./") for p in _PATH.findall(shell)}
         return _Call(
             signature, kind, frozenset(paths), whole and bool(paths), _handles_of(signature)
         )
     kind = next((k for k, vocab in _NAME_WORDS.items() if words & vocab), "other")
-    whole = kind == "read" and bool(paths) and not (_RANGE_KEYS & set(args))
+    whole = kind == "read" and bool(paths) and not _ranged(args)
     return _Call(signature, kind, frozenset(paths), whole, uses)
 
 
@@ -374,6 +444,22 @@ class _Analysis:
     cutoff: int  # objects at or after this position are protected
 
 
+def _unchanged(
+    obj: ContextObject, later: ContextObject, call: _Call, changes: Sequence[int]
+) -> bool:
+    """Whether ``later``, a run of ``call`` again, shows what ``obj`` shows.
+
+    It does when its output is the same, or when ``call`` reads or searches and no object
+    between the two holds a call that may change state (``changes``: their positions, ascending).
+    """
+    if later.sha256 == obj.sha256:
+        return True
+    between = bisect.bisect_left(changes, later.position) - bisect.bisect_right(
+        changes, obj.position
+    )
+    return call.kind in ("read", "search") and between == 0
+
+
 def _check_int(name: str, value: Any, low: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -384,6 +470,12 @@ def _check_int(name: str, value: Any, low: int) -> int:
 
 class HeuristicPlanner:
     """Rule-based planner following the Self-GC safeguards (the offline default).
+
+    The defaults are the setting the lifecycle replay chose on its development sessions (the
+    same on a coding agent's shell loop, a customer-service chat and an editor-tool agent): fold
+    any low-value stable body from 60 tokens, mask noisy output from 60 tokens, protect only the
+    current work, and keep the latest whole read of each file in view. The results page reports
+    what these defaults keep and prune (``docs/results/lifecycle.md``).
 
     Args:
         selector: A :class:`~langchain_pacms.ContextSelector` whose embeddings (and their cache)
@@ -407,7 +499,7 @@ class HeuristicPlanner:
             what later steps can still see for pruning on long tool loops.
         recency_half_life: Number of objects after which recency halves.
         cache_size: Objects whose features (values, words, log markers) stay cached, by content
-            hash (``0``: no cache).
+            hash, and objects whose action gains stay cached, by message (``0``: no cache).
 
     Raises:
         TypeError: If a size option is not an int or ``selector`` has no ``embeddings``.
@@ -425,13 +517,13 @@ class HeuristicPlanner:
         self,
         selector: ContextSelector | None = None,
         *,
-        fold_min_tokens: int = 800,
-        mask_min_tokens: int = 300,
+        fold_min_tokens: int = 60,
+        mask_min_tokens: int = 60,
         user_fold_min_tokens: int = 4_000,
-        keep_recent: int = 2,
-        keep_above: float = 0.6,
+        keep_recent: int = 0,
+        keep_above: float = 1.0,
         fold_calls: bool = True,
-        keep_file_views: bool = False,
+        keep_file_views: bool = True,
         max_stubs: int | None = None,
         recency_half_life: float = 12.0,
         cache_size: int = 4_096,
@@ -457,6 +549,7 @@ class HeuristicPlanner:
         self.keep_file_views = keep_file_views
         self.recency_half_life = float(recency_half_life)
         self._cache: LruMemo[tuple[str, str], _Features] = LruMemo(self.cache_size)
+        self._gains: LruMemo[tuple[Any, ...], _Gains] = LruMemo(self.cache_size)
 
     # -- features -------------------------------------------------------------------------------
     def _features(self, obj: ContextObject, messages: Sequence[BaseMessage]) -> _Features:
@@ -495,7 +588,10 @@ class HeuristicPlanner:
         last_write: dict[str, int] = {}
         last_whole_read: dict[str, tuple[int, str]] = {}
         last_signature: dict[str, tuple[int, str]] = {}
+        changes: list[int] = []  # positions of objects with a call that may change state
         for o in objects:
+            if any(c.kind not in ("read", "search") for c in calls.get(o.id, ())):
+                changes.append(o.position)
             for call in calls.get(o.id, ()):
                 last_use.update(dict.fromkeys(call.uses, o.position))
                 last_signature[call.signature] = (o.position, o.id)
@@ -524,7 +620,9 @@ class HeuristicPlanner:
                 for p in c.paths
                 if last_write.get(p, -1) > o.position
             )
-            cover = self._cover(o, calls.get(o.id, ()), last_signature, last_whole_read)
+            cover = self._cover(
+                o, calls.get(o.id, ()), last_signature, last_whole_read, index, changes
+            )
             if cover is not None:
                 by, why = cover
                 superseded[o.id] = (by, why, features[by].handles)
@@ -560,15 +658,26 @@ class HeuristicPlanner:
         calls: Sequence[_Call],
         last_signature: Mapping[str, tuple[int, str]],
         last_whole_read: Mapping[str, tuple[int, str]],
+        index: ContextIndex,
+        changes: Sequence[int],
     ) -> tuple[str, str] | None:
-        """The later object that supersedes every call of ``obj``, with why (or ``None``)."""
+        """The later object that supersedes every call of ``obj``, with why (or ``None``).
+
+        A later run of the same call supersedes it only when what it shows is unchanged: the
+        same output, or a read or search with no call between them that may change state
+        (``changes``: the positions of such objects, ascending).
+        """
         if not calls:
             return None
         by: tuple[int, str] | None = None
         why = ""
         for call in calls:
             repeat = last_signature.get(call.signature)
-            if repeat is not None and repeat[0] > obj.position:
+            if (
+                repeat is not None
+                and repeat[0] > obj.position
+                and _unchanged(obj, index.by_id[repeat[1]], call, changes)
+            ):
                 found, reason = repeat, "the same call runs again later"
             elif call.kind == "read" and call.paths:
                 reads = [last_whole_read.get(p) for p in sorted(call.paths)]
@@ -620,6 +729,27 @@ class HeuristicPlanner:
             return self._lexical(a), f"{type(err).__name__}: {err}"
 
     # -- decisions (pure) -----------------------------------------------------------------------
+    def _gain(self, a: _Analysis, obj: ContextObject, action: Action) -> int:
+        """:func:`~langchain_pacms.lifecycle.actions.action_gain`, remembered.
+
+        The gain depends on the object's messages, id and kind, the action, and (for a fold)
+        which locators of its stub's source are shown elsewhere: the memo is keyed by those,
+        the messages by identity (an entry holds them, so an identity is not reused while
+        cached).
+        """
+        held = tuple(a.messages[i] for i in obj.indices)
+        key = (tuple(map(id, held)), obj.id, obj.kind, action.op, action.scope)
+        hit = self._gains.get(key)
+        if hit is None or any(x is not y for x, y in zip(hit[0], held, strict=True)):
+            source = fold_source(a.messages, obj, action.scope) if action.op == "fold" else ""
+            hit = (held, tuple(ranked_locators(source)), {})
+            self._gains.put(key, hit)
+        hidden = tuple(t for t in hit[1] if t in a.shown)
+        gains = hit[2]
+        if hidden not in gains:
+            gains[hidden] = action_gain(a.messages, obj, action, shown=a.shown)
+        return gains[hidden]
+
     def _value(self, a: _Analysis, obj: ContextObject, relevance: float) -> float:
         kinds = {c.kind for c in a.calls.get(obj.id, ())}
         prior = max((_KIND_PRIOR[k] for k in kinds), default=_KIND_PRIOR.get(obj.kind, 0.4))
@@ -723,11 +853,7 @@ class HeuristicPlanner:
         for obj in a.candidates:
             value = self._value(a, obj, max(relevance.get(obj.id, 0.0), 0.0) / scale)
             action = self._scoped(a, obj, self._action(a, obj, value))
-            if (
-                action is not None
-                and action.op != "prune"
-                and action_gain(a.messages, obj, action, shown=a.shown) <= 0
-            ):
+            if action is not None and action.op != "prune" and self._gain(a, obj, action) <= 0:
                 action, idle = None, idle + 1  # its stub or mask would not be smaller
             if action is not None:
                 actions.append(action)

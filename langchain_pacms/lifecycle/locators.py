@@ -12,16 +12,21 @@ Locators, by rank (a capped list fills from the first rank down, first seen firs
 1. URLs, paths with a slash, file names with a known extension, ``key=value`` pairs, uuids and
    ticket ids (``ABC-123``);
 2. identifiers that mix letters and digits (``HAT039``, ``b64encode``, ``E016``, ``0o027``);
-3. short quoted literals (2 to 64 characters on one line; a JSON key, a quoted string followed
-   by ``:``, is a field name and is skipped here, though a key that mixes letters and digits,
-   such as ``address1``, is still taken under rank 2);
-4. bare numbers of three or more digits, and decimals (shorter ones are mostly counts).
+3. short quoted literals (2 to 64 characters on one line, taken verbatim without the quotes;
+   a JSON key, a quoted string followed by ``:``, is a field name and is skipped here, though a
+   key that mixes letters and digits, such as ``address1``, is still taken under rank 2);
+4. bare numbers of three or more digits, decimals, and numbers in scientific notation
+   (``1e-12``; shorter integers are mostly counts).
 
 A closing markup tag (``</output>``) is no path.
 
 The list is deduplicated. A fold stub gets a character budget that grows with the payload
 (:func:`locator_budget`), so a large body keeps more of its handles than a small one while the
-stub stays a small share of what it replaces.
+stub stays a small share of what it replaces; a listing of paths, all locators, gets the most
+(:func:`stub_budget`). The locators that do not fit whole follow within
+half that budget again, each path's directory written once (``/srv/app/{a.py,b.py}``), and what
+still does not fit is counted (``(+12 more)``): the payload, in the sidecar, holds them all
+(:class:`StubLocators`). The whole ones come first because a later step copies a path exactly.
 
 Example:
     >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
@@ -32,24 +37,29 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "ShownBefore",
+    "StubLocators",
     "durable_locators",
     "find_locators",
     "locator_budget",
     "locator_lines",
+    "ranked_locators",
+    "stub_budget",
     "stub_locators",
 ]
 
 _EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
+_PATH = r"(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # a path with a slash (not </tag>)
 _STRONG = (
     r"https?://[^\s\"'<>)\]]+"  # URLs
-    r"|(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # paths with a slash (not </tag>)
+    rf"|{_PATH}"
     rf"|\b[\w-]+\.{_EXT}\b"  # file names
     r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
     r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
@@ -57,16 +67,22 @@ _STRONG = (
 )
 _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
-_NUMBER = r"\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
+_NUMBER = r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b|\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
 _LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
 _WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
 _RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
+_IS_PATH = re.compile(_PATH)
+# a traceback frame: Python's ``File "p", line 5`` and the ``path:line`` of most other tools
+_FRAME = re.compile(rf'File "([^"\n]+)", line (\d+)|((?:{_PATH})|\b[\w-]+\.\w+):(\d+)')
 _SCAN = 200_000  # characters of a payload scanned
+_ONE_PATH = re.compile(rf"{_PATH}|[\w.-]+\.{_EXT}")  # a line of a listing
+_LISTING_SHARE = 0.7  # of a payload's lines that are paths, for a listing
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
 _MEMO: LruMemo[tuple[str, str, int], list[str]] = LruMemo(8192)
 _UNIONS: LruMemo[tuple[str, ...], frozenset[str]] = LruMemo(16)
+_STUBS: LruMemo[tuple[str, int, tuple[str, ...]], StubLocators] = LruMemo(4096)
 
 
 def _rank(token: str) -> int:
@@ -74,13 +90,38 @@ def _rank(token: str) -> int:
     return next((rank for rank, pattern in _RANKS if pattern.fullmatch(token)), 3)
 
 
+def _tokens(text: str) -> Iterator[str]:
+    """The locators of ``text`` in order, repeats included.
+
+    A quoted literal comes without its quotes and otherwise verbatim (a later edit quotes a
+    docstring or a message exactly, its final period and spaces included); any other locator
+    without the punctuation that ends a sentence or a label (``.``, ``,``, ``:``).
+    """
+    for match in _LOCATOR.finditer(text):
+        group = match.lastindex  # only a quoted literal has a group
+        token = match.group(group) if group else match.group(0).strip().rstrip(".,:")
+        if len(token) >= 2:
+            yield token
+
+
+def ranked_locators(text: str) -> list[str]:
+    """Every locator of ``text`` once, best rank first, first seen first within a rank.
+
+    A fold stub of ``text`` leaves out those of them that are shown elsewhere
+    (:func:`stub_locators`), so they are all a stub's text can depend on.
+
+    Example:
+        >>> ranked_locators("1920 ms for HAT039 at https://x.io/a, then HAT039 again")
+        ['https://x.io/a', 'HAT039', '1920']
+    """
+    return _ranked(text)
+
+
 def _ranked(text: str) -> list[str]:
     """Unique locators of ``text``, by rank, first seen first within a rank."""
     found: dict[str, int] = {}
-    for match in _LOCATOR.finditer(text[:_SCAN]):
-        quoted = next((g for g in match.groups() if g), None)
-        token = (quoted or match.group(0)).strip().rstrip(".,:")
-        if len(token) >= 2 and token not in found:
+    for token in _tokens(text[:_SCAN]):
+        if token not in found:
             found[token] = _rank(token)
     return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
 
@@ -139,21 +180,143 @@ def locator_budget(payload_chars: int) -> int:
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
 
-def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> list[str]:
-    """:func:`find_locators` of a payload within :func:`locator_budget`, ranked once per hash.
+@dataclass(frozen=True)
+class StubLocators:
+    """The locators a fold stub shows: written whole, grouped by directory, and a count.
 
-    ``shown`` holds locators already visible elsewhere in the history (see
-    :func:`durable_locators`): they are left out, and the budget goes to the others.
+    Its text (``str``) lists ``whole`` first, then each group as its directory once with the
+    names in braces (``/srv/app/{a.py,b.py}``, a group of one as its path), then
+    ``(+N more)`` when ``left_out`` is not zero.
+
+    Attributes:
+        whole: Locators written out as they are.
+        grouped: ``(directory, names)`` pairs; a directory ends with ``/``.
+        left_out: Locators of the payload the stub does not show (those left out because
+            they are shown elsewhere are not counted).
 
     Example:
-        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)')
-        ['report.md', '/srv/out', 'RPT-7', '412']
-        >>> stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
-        ...               frozenset({"report.md", "RPT-7"}))
-        ['/srv/out', '412']
+        >>> stub = StubLocators(("HAT039",), (("/srv/app/", ("a.py", "b.py")),), 3)
+        >>> str(stub), stub.locators
+        ('HAT039, /srv/app/{a.py,b.py} (+3 more)', ('HAT039', '/srv/app/a.py', '/srv/app/b.py'))
+    """
+
+    whole: tuple[str, ...] = ()
+    grouped: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    left_out: int = 0
+
+    @property
+    def locators(self) -> tuple[str, ...]:
+        """Every locator the stub shows, each written out in full."""
+        return (*self.whole, *(d + n for d, names in self.grouped for n in names))
+
+    def __bool__(self) -> bool:
+        return bool(self.whole or self.grouped or self.left_out)
+
+    def __str__(self) -> str:
+        items = [*self.whole, *(_group_text(d, names) for d, names in self.grouped)]
+        more = f"(+{self.left_out} more)" if self.left_out else ""
+        return " ".join(filter(None, (", ".join(items), more)))
+
+
+def _group_text(directory: str, names: tuple[str, ...]) -> str:
+    """A group as a stub writes it: ``dir/{a,b}``, or the path of its one name."""
+    return directory + names[0] if len(names) == 1 else f"{directory}{{{','.join(names)}}}"
+
+
+def _group_cost(directory: str, names: list[str]) -> int:
+    """Characters of a group in a stub, with its separator (``0`` for no names)."""
+    return len(_group_text(directory, tuple(names))) + 2 if names else 0
+
+
+def _split(token: str) -> tuple[str, str] | None:
+    """``(directory, name)`` of a path (the directory ends with ``/``), ``None`` for no path."""
+    if "://" in token or not _IS_PATH.fullmatch(token):
+        return None
+    directory, _, name = token.rpartition("/")
+    return directory + "/", name
+
+
+def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> StubLocators:
+    r"""The locators a fold stub of ``payload`` shows, within :func:`stub_budget`.
+
+    Locators are taken by rank as in :func:`find_locators` (ranked once per hash); ``shown``
+    holds those already visible elsewhere in the history (see :func:`durable_locators`): they
+    are left out, and the budget goes to the others. The first ones are written whole within
+    the budget; those after them follow within half the budget again, paths grouped under
+    their directory; the rest are counted. Every locator of the payload is thus in the stub,
+    shown elsewhere, or counted. The stub is remembered per hash and left-out set.
+
+    Example:
+        >>> str(stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)'))
+        'report.md, /srv/out, RPT-7, 412'
+        >>> str(stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
+        ...                   frozenset({"report.md", "RPT-7"})))
+        '/srv/out, 412'
+        >>> paths = " ".join(f"/srv/app/module_{n}.py" for n in range(40))
+        >>> stub = stub_locators("sha-of-paths", paths)
+        >>> stub.whole[-1], stub.grouped[0][0], len(stub.grouped[0][1]), stub.left_out
+        ('/srv/app/module_21.py', '/srv/app/', 18, 0)
+        >>> listing = paths.replace(" ", "\n")  # one path a line: every one is written whole
+        >>> len(stub_locators("sha-of-listing", listing).whole)
+        40
+        >>> str(stub_locators("sha-of-ids", " ".join(f"ID{n:04}X" for n in range(400))))[-11:]
+        '(+187 more)'
     """
     ranked = _memo(("stub", sha256, len(payload)), lambda: _ranked(payload))
-    return _fill(ranked, 10**6, locator_budget(len(payload)), shown)
+    hidden = tuple(t for t in ranked if t in shown)
+    key = (sha256, len(payload), hidden)
+    found = _STUBS.get(key)
+    if found is None:
+        found = _layout(ranked, frozenset(hidden), stub_budget(payload))
+        _STUBS.put(key, found)
+    return found
+
+
+def stub_budget(payload: str) -> int:
+    r"""Characters a fold stub of ``payload`` spends on its locators written whole.
+
+    That is :func:`locator_budget` of its length, except for a *listing* (most lines a path
+    or a file name, as ``find`` or ``ls -1`` print them): a listing is all locators, and a
+    later command copies one of its paths exactly, so its stub may spend the ceiling (4,000
+    characters) and writes a short listing out whole (then a fold saves nothing, and a
+    planner that checks the gain does not fold it).
+
+    Example:
+        >>> stub_budget("x = 1\n" * 40), stub_budget("src/a.py\nsrc/b.py\n" * 20)
+        (500, 4000)
+    """
+    lines = [line.strip() for line in payload[:_SCAN].splitlines() if line.strip()]
+    paths = sum(1 for line in lines if _ONE_PATH.fullmatch(line))
+    listing = bool(lines) and paths >= _LISTING_SHARE * len(lines)
+    return _CEILING if listing else locator_budget(len(payload))
+
+
+def _layout(ranked: list[str], hidden: frozenset[str], budget: int) -> StubLocators:
+    """The :class:`StubLocators` of ``ranked`` without ``hidden`` (see :func:`stub_locators`)."""
+    whole = _fill(ranked, 10**6, budget, hidden)
+    text = ", ".join(whole)  # every locator shown, each written out
+    groups: dict[str, list[str]] = {}
+    loose: list[str] = []
+    room = budget // 2  # for those that do not fit whole, paths grouped by directory
+    for token in ranked:
+        if token in hidden or token in text:
+            continue
+        parts = _split(token)
+        if parts is None:
+            step = len(token) + 2
+        else:
+            names = groups.get(parts[0], [])
+            step = _group_cost(parts[0], [*names, parts[1]]) - _group_cost(parts[0], names)
+        if step > room:
+            break
+        room -= step
+        if parts is None:
+            loose.append(token)
+        else:
+            groups.setdefault(parts[0], []).append(parts[1])
+        text += f", {token}"
+    left = sum(1 for t in ranked if t not in hidden and t not in text)
+    return StubLocators((*whole, *loose), tuple((d, tuple(n)) for d, n in groups.items()), left)
 
 
 def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[str]:
@@ -236,19 +399,31 @@ class ShownBefore:
 def locator_lines(text: str, budget: int) -> list[str]:
     r"""Lines of ``text`` that hold a locator of rank 1 or 2 not seen on an earlier kept line.
 
-    A mask keeps them from the part it elides, in order, until ``budget`` characters are spent
-    (a line longer than the budget is skipped).
+    A traceback frame counts as the locator ``path:line`` (Python's ``File "p", line 5``, and
+    the ``p:5`` of pytest, compilers, Node, Go, Rust and Ruby), so every frame of a traceback
+    is kept, even when an earlier frame named the same file. A mask keeps these lines from the
+    part it elides, in order, until ``budget`` characters are spent (a line longer than the
+    budget is skipped).
 
     Example:
         >>> locator_lines("ok\nFAILED tests/test_a.py::t1\nok\nFAILED tests/test_a.py::t1", 100)
         ['FAILED tests/test_a.py::t1']
+        >>> locator_lines('  File "/srv/a.py", line 5, in f\n  File "/srv/a.py", line 9, in g', 99)
+        ['  File "/srv/a.py", line 5, in f', '  File "/srv/a.py", line 9, in g']
     """
     kept: list[str] = []
     seen: set[str] = set()
     spent = 0
     for line in text.splitlines():
-        tokens = {t for m in _LOCATOR.finditer(line) if _rank(t := m.group(0)) <= 2}
-        if not tokens or tokens <= seen or spent + len(line) + 1 > budget:
+        if spent + len(line) + 1 > budget:
+            continue
+        tokens = {t for t in _tokens(line) if _rank(t) <= 2}
+        if not tokens:  # a frame names its file: no locator, no frame
+            continue
+        tokens.update(
+            f"{m.group(1) or m.group(3)}:{m.group(2) or m.group(4)}" for m in _FRAME.finditer(line)
+        )
+        if tokens <= seen:
             continue
         kept.append(line)
         seen |= tokens

@@ -4,7 +4,7 @@ Needs LangChain v1 (the ``middleware`` extra): ``pip install "langchain-pacms[mi
 
 Before each model call the middleware hands the agent's messages to the
 :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`. At a safe boundary (a new user turn
-or a finished answer; with ``boundary="tool"`` also after a tool result) it plans, stages, and
+or a finished answer; in a long tool loop also after a tool result) it plans, stages, and
 when the saving is worth the cache break, commits: the folds, masks and prunes land in the
 agent *state* as a ``messages`` update, so later calls reuse the shorter, stable prefix. The
 middleware adds the ``recover_context`` tool itself, so the model can read any folded payload
@@ -97,11 +97,7 @@ class LifecycleMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.harness = build_harness(harness, options)
-        self.tools = (
-            [make_recover_tool(self.harness.store)]
-            if recover_tool
-            else []
-        )
+        self.tools = [make_recover_tool(self.harness.store)] if recover_tool else []
         self.reactivate = reactivate
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -81,9 +81,7 @@ def _messages(state: Any) -> tuple[Sequence[BaseMessage], Mapping[str, str] | No
         messages, known = state.get("messages"), state.get(IDS_KEY)
     else:
         messages, known = getattr(state, "messages", None), getattr(state, IDS_KEY, None)
-    if not isinstance(messages, Sequence) or not all(
-        isinstance(m, BaseMessage) for m in messages
-    ):
+    if not isinstance(messages, Sequence) or not all(isinstance(m, BaseMessage) for m in messages):
         return [], None
     return messages, known if isinstance(known, Mapping) else None
 

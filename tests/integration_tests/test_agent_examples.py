@@ -64,3 +64,11 @@ def test_tool_loop_example_keeps_the_budget_and_recovers_a_stubbed_read():
     assert largest <= 6000
     assert "stub floor True" in out
     assert "module 0 recovered byte for byte: True" in out
+
+
+def test_coding_agent_example_commits_with_the_defaults_and_recovers_exactly():
+    out = run_example("coding_agent_defaults.py")
+    commits = int(out.split("commits: ")[1].split(";")[0])
+    assert commits >= 1  # the no-argument middleware commits inside a single-task tool loop
+    assert "folded: none" not in out
+    assert "byte-exact" in out and "NOT exact" not in out

@@ -34,6 +34,23 @@ PAYLOAD = json.dumps(
     {"rows": [{"id": f"k{i}", "value": f"v-{i}-é✓", "note": "x" * 40} for i in range(300)]},
     ensure_ascii=False,
 )
+
+
+CLASSIC = {
+    "fold_min_tokens": 800,
+    "mask_min_tokens": 300,
+    "keep_recent": 2,
+    "keep_above": 0.6,
+    "keep_file_views": False,
+}
+"""The planner's settings before its defaults became the replay's choice: these tests check
+rules at fixed thresholds, not the defaults."""
+
+
+def classic(*args, **options) -> HeuristicPlanner:
+    return HeuristicPlanner(*args, **{**CLASSIC, **options})
+
+
 STUB = re.compile(r'recover_context\("([^"]+)"\)')
 
 
@@ -94,7 +111,7 @@ def test_create_agent_folds_at_the_turn_boundary_and_recovers_exactly():
 
     model = RecordingChatModel(script=respond)
     store = InMemoryStore()
-    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), store=store)
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0), store=store)
     agent = create_agent(model, [read_file], middleware=[lifecycle], checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "job-1"}}
     events = EventCollector()
@@ -121,7 +138,7 @@ def test_create_agent_async_with_selection_in_the_same_agent():
     from langchain_pacms.lifecycle import LifecycleMiddleware
 
     model = RecordingChatModel(script=respond)
-    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0))
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
     agent = create_agent(
         model,
         [read_file],
@@ -144,7 +161,7 @@ def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
         llm_input_messages: list[AnyMessage]
 
     store = InMemoryStore()
-    node = create_lifecycle_node(planner=HeuristicPlanner(keep_recent=0), store=store)
+    node = create_lifecycle_node(planner=classic(keep_recent=0), store=store)
     recover = make_recover_tool(store)
     model = RecordingChatModel(script=respond)
     model.bind_tools([read_file, recover])
@@ -176,7 +193,7 @@ def test_recovery_can_reactivate_the_object_in_the_state():
     from langchain_pacms.lifecycle import LifecycleMiddleware
 
     model = RecordingChatModel(script=respond)
-    lifecycle = LifecycleMiddleware(planner=HeuristicPlanner(keep_recent=0), reactivate=True)
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0), reactivate=True)
     agent = create_agent(model, [read_file], middleware=[lifecycle], checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "job-2"}}
     agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
@@ -198,5 +215,5 @@ def test_unknown_or_conflicting_options_fail_at_construction():
     with pytest.raises(ValueError, match="threshold"):
         create_lifecycle_node(threshold=3)
     with pytest.raises(ValueError, match="not both"):
-        LifecycleMiddleware(LifecycleHarness(HeuristicPlanner()), store=InMemoryStore())
+        LifecycleMiddleware(LifecycleHarness(classic()), store=InMemoryStore())
     assert LifecycleMiddleware(boundary="tool").harness.boundary == "tool"

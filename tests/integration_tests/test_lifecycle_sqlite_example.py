@@ -19,7 +19,7 @@ def test_example_folds_to_a_file_and_recovers_byte_exact(tmp_path):
     before, after = (
         int(n) for n in out.split("folded function:tool:1: ")[1].split(" tokens")[0].split(" -> ")
     )
-    assert after * 50 < before  # the stub is a small fraction of the payload
+    assert after * 40 < before  # the stub (its locators, grouped past its budget) is a small part
     assert 'recover_context("function:tool:1")' in out
     stub = out.split("stub: ", 1)[1].split("\n", 1)[0]
     assert "locators: /srv/billing/job_0.py" in stub  # paths rank first

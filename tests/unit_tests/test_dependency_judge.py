@@ -102,7 +102,7 @@ def _call(n: str, command: str) -> AIMessage:
     )
 
 
-def test_a_value_shown_again_before_its_use_does_not_depend_on_the_prefix() -> None:
+def test_a_value_shown_again_before_its_use_is_excluded_only_as_rederivable() -> None:
     messages = [
         HumanMessage("fix the bug", id="u"),
         _call("1", "grep -rl foo ."),
@@ -112,10 +112,12 @@ def test_a_value_shown_again_before_its_use_does_not_depend_on_the_prefix() -> N
         _call("3", "cat src/pkg/core.py && cat src/pkg/util.py"),
     ]
     # cut after t1: core.py is shown again by t2 before call 3 uses it; util.py is not
-    assert _judge_inputs(messages, 2) == {"src/pkg/util.py"}
-    # a use before the restatement still depends on the prefix
+    assert _judge_inputs(messages, 2, "rederivable_excluded") == {"src/pkg/util.py"}
+    # strictly, re-deriving core.py took the agent a call: it still depends on the prefix
+    assert _judge_inputs(messages, 2) == {"src/pkg/core.py", "src/pkg/util.py"}
+    # a use before the restatement depends on the prefix by either definition
     early = [*messages[:3], _call("9", "head src/pkg/core.py"), *messages[3:]]
-    assert "src/pkg/core.py" in _judge_inputs(early, 2)
+    assert "src/pkg/core.py" in _judge_inputs(early, 2, "rederivable_excluded")
 
 
 def test_json_punctuation_between_quoted_strings_is_no_value() -> None:

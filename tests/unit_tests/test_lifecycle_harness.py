@@ -29,7 +29,7 @@ from langchain_pacms.lifecycle import (
     payload_of,
     provider_problems,
 )
-from langchain_pacms.lifecycle.harness import COMMIT_EVENT
+from langchain_pacms.lifecycle.harness import COMMIT_EVENT, TOOL_LOOP_STEPS, tool_steps
 
 
 class ScriptedPlanner:
@@ -340,3 +340,35 @@ def test_tool_boundary_plans_inside_one_long_task():
     commit = tool.step(msgs, thread_id="t")
     assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
     assert provider_problems(commit.messages) == []
+
+
+def _loop(steps: int) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [HumanMessage("fix the bug", id="h")]
+    for n in range(steps):
+        call = {"name": "bash", "args": {"command": f"grep -rn name_{n} src"}, "id": f"c{n}"}
+        hits = "\n".join(f"src/pkg/mod_{k}.py:{k + 3}: name_{n} = {k}" for k in range(40))
+        msgs += [
+            AIMessage("", tool_calls=[call], id=f"a{n}"),
+            ToolMessage(hits, tool_call_id=f"c{n}", id=f"t{n}"),
+        ]
+    return msgs
+
+
+def test_auto_boundary_is_the_turn_in_a_chat_and_the_tool_in_a_long_loop():
+    short, long = _loop(TOOL_LOOP_STEPS - 1), _loop(TOOL_LOOP_STEPS)
+    assert tool_steps(long) == TOOL_LOOP_STEPS
+    assert not at_boundary(short) and at_boundary(short, "tool")
+    assert at_boundary(long) and not at_boundary(long, "turn")
+    # a new user turn resets the count: a chat with a few tools per turn stays on the turn
+    assert tool_steps([*long, AIMessage("done", id="x"), HumanMessage("next", id="h2")]) == 0
+
+
+def test_the_default_harness_commits_inside_a_single_task_tool_loop():
+    from langchain_pacms.lifecycle import HeuristicPlanner
+
+    harness = LifecycleHarness(HeuristicPlanner())  # every default
+    commits = [harness.step(_loop(n), thread_id="t") for n in range(1, 9)]
+    assert commits[: TOOL_LOOP_STEPS - 1] == [None] * (TOOL_LOOP_STEPS - 1)
+    assert any(c is not None for c in commits[TOOL_LOOP_STEPS - 1 :])
+    turn = LifecycleHarness(HeuristicPlanner(), boundary="turn")
+    assert all(turn.step(_loop(n), thread_id="t") is None for n in range(1, 9))

@@ -40,6 +40,21 @@ from langchain_pacms.lifecycle import (
 from langchain_pacms.lifecycle.objects import payload_of
 from langchain_pacms.lifecycle.sidecar import run_thread
 
+CLASSIC = {
+    "fold_min_tokens": 800,
+    "mask_min_tokens": 300,
+    "keep_recent": 2,
+    "keep_above": 0.6,
+    "keep_file_views": False,
+}
+"""The planner's settings before its defaults became the replay's choice: these tests check
+rules at fixed thresholds, not the defaults."""
+
+
+def classic(*args, **options) -> HeuristicPlanner:
+    return HeuristicPlanner(*args, **{**CLASSIC, **options})
+
+
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
 
 
@@ -105,7 +120,7 @@ def tool_id_of(messages: list[BaseMessage], call_id: str) -> str:
 
 
 def plan_of(messages: list[BaseMessage], **options: Any) -> Plan:
-    planner = HeuristicPlanner(**{"keep_recent": 0, **options})
+    planner = classic(**{"keep_recent": 0, **options})
     return planner.plan(index_messages(messages), messages)
 
 
@@ -291,7 +306,7 @@ def test_max_stubs_keeps_the_newest_stubs_and_prunes_the_older_ones():
     # on a later round the stubs already in view count too: the older ones are pruned
     index = index_messages(h.messages)
     folded = apply_actions(h.messages, index, plan_of(h.messages, keep_above=1.0).actions)
-    later = HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=1).plan(
+    later = classic(keep_recent=0, keep_above=1.0, max_stubs=1).plan(
         index_messages(folded.messages), folded.messages
     )
     assert ops(later) == {r: "prune" for r in reads[:4]}
@@ -309,7 +324,7 @@ def audit_keys(audit, object_id):
 
 def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload():
     harness = LifecycleHarness(
-        HeuristicPlanner(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0, boundary="tool"
+        classic(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0, boundary="tool"
     )
     h = History().user("Review every module")
     history: list[BaseMessage] = list(h.messages)
@@ -377,15 +392,13 @@ def test_latest_turn_system_prompt_and_recent_objects_are_never_targeted():
     index = index_messages(h.messages)
     latest = {o.id for o in index.objects if o.latest}
     for keep_recent in (0, 1, 2):
-        plan = HeuristicPlanner(keep_recent=keep_recent).plan(index, h.messages)
+        plan = classic(keep_recent=keep_recent).plan(index, h.messages)
         targets = set(ops(plan))
         assert not targets & latest
         assert "system:1" not in targets
         assert ("function:tool:2" in targets) == (keep_recent == 0)
     # the old read of a.py is superseded by the one in the latest turn
-    assert ops(HeuristicPlanner(keep_recent=1).plan(index, h.messages)) == {
-        "function:tool:1": "prune"
-    }
+    assert ops(classic(keep_recent=1).plan(index, h.messages)) == {"function:tool:1": "prune"}
 
 
 def test_without_a_user_message_the_last_object_is_still_protected():
@@ -396,7 +409,7 @@ def test_without_a_user_message_the_last_object_is_still_protected():
     msgs = h.messages[:1] + h.messages[2:]  # no user message at all
     index = index_messages(msgs)
     assert not any(o.latest for o in index.objects)
-    plan = HeuristicPlanner(keep_recent=0).plan(index, msgs)
+    plan = classic(keep_recent=0).plan(index, msgs)
     assert index.objects[-1].id not in ops(plan)
 
 
@@ -433,19 +446,19 @@ def test_relevance_from_the_selector_keeps_what_the_recent_turns_are_about():
     h = relevance_history()
     index = index_messages(h.messages)
     selector = ContextSelector(KeywordEmbeddings())
-    plan = HeuristicPlanner(selector, keep_recent=0).plan(index, h.messages)
+    plan = classic(selector, keep_recent=0).plan(index, h.messages)
     billing, network = (tool_id_of(h.messages, c) for c in ("c2", "c3"))
     assert ops(plan) == {network: "fold"}
     assert billing not in ops(plan)
     # the word-overlap fallback (no selector) reaches the same verdict here
-    assert ops(HeuristicPlanner(keep_recent=0).plan(index, h.messages)) == {network: "fold"}
+    assert ops(classic(keep_recent=0).plan(index, h.messages)) == {network: "fold"}
 
 
 def test_embedding_failure_falls_back_to_word_overlap_and_says_so():
     h = relevance_history()
     index = index_messages(h.messages)
     selector = ContextSelector(BrokenEmbeddings())
-    plan = HeuristicPlanner(selector, keep_recent=0).plan(index, h.messages)
+    plan = classic(selector, keep_recent=0).plan(index, h.messages)
     assert plan.ok and "embedding failed, RuntimeError: embedding server down" in plan.summary
     assert ops(plan) == {tool_id_of(h.messages, "c3"): "fold"}
 
@@ -453,13 +466,11 @@ def test_embedding_failure_falls_back_to_word_overlap_and_says_so():
 def test_aplan_equals_plan_and_planning_is_deterministic():
     h = relevance_history()
     index = index_messages(h.messages)
-    planner = HeuristicPlanner(ContextSelector(KeywordEmbeddings()), keep_recent=0)
+    planner = classic(ContextSelector(KeywordEmbeddings()), keep_recent=0)
     first = planner.plan(index, h.messages)
     assert planner.plan(index, h.messages) == first  # warm cache, same answer
     assert (
-        HeuristicPlanner(ContextSelector(KeywordEmbeddings()), keep_recent=0).plan(
-            index, h.messages
-        )
+        classic(ContextSelector(KeywordEmbeddings()), keep_recent=0).plan(index, h.messages)
         == first
     )
     assert asyncio.run(planner.aplan(index, h.messages)) == first
@@ -495,7 +506,7 @@ def test_summary_is_one_line_with_counts():
 )
 def test_bad_options_are_named(options: dict[str, Any], error: type[Exception]):
     with pytest.raises(error, match=next(iter(options))):
-        HeuristicPlanner(**options)
+        classic(**options)
 
 
 ACTIONS = st.sampled_from(["read", "reread", "log", "small", "say", "user", "edit"])
@@ -523,7 +534,7 @@ def test_any_history_gives_a_safe_plan_that_applies_cleanly(
         else:
             h.call("edit_file", "ok", path=path, old="x", new="y")
     index = index_messages(h.messages)
-    plan = HeuristicPlanner(keep_recent=keep, max_stubs=max_stubs).plan(index, h.messages)
+    plan = classic(keep_recent=keep, max_stubs=max_stubs).plan(index, h.messages)
     assert plan.ok and len({a.target for a in plan.actions}) == len(plan.actions)
     for action in plan.actions:
         obj = index.by_id[action.target]
@@ -583,7 +594,7 @@ def test_real_tau_bench_trace_gives_a_valid_non_empty_plan():
     )
     history = messages[: cut + 1]
     index = index_messages(history)
-    planner = HeuristicPlanner(fold_min_tokens=250, mask_min_tokens=250)
+    planner = classic(fold_min_tokens=250, mask_min_tokens=250)
     plan = planner.plan(index, history)
     assert plan.ok and plan.actions, plan.summary
     assert all(a.reason for a in plan.actions)

@@ -75,7 +75,9 @@ def test_unknown_id_is_an_error_result_naming_known_ids():
 
 
 def _key(payload=PAYLOAD):
-    return record_key("function:tool:1", SidecarRecord.of("function:tool:1", payload, "tool").sha256)
+    return record_key(
+        "function:tool:1", SidecarRecord.of("function:tool:1", payload, "tool").sha256
+    )
 
 
 def test_integrity_mismatch_is_an_error_never_the_wrong_payload():

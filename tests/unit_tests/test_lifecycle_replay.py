@@ -182,14 +182,15 @@ def test_loaders_report_what_they_cannot_read(tmp_path):
 def test_all_three_sets_load_as_valid_histories_with_ids():
     sessions, problems = load_traces(TRACES)
     counts = {
-        d: sum(s.dataset == d for s in sessions) for d in ("tau-bench", "mini-swe", "swe-agent")
+        d: sum(s.dataset == d and not s.dev_only for s in sessions)
+        for d in ("tau-bench", "mini-swe", "swe-agent")
     }
     assert counts == {"tau-bench": 200, "mini-swe": 31, "swe-agent": 21}
     assert [reason for _, reason in problems] == ["no trajectory steps"]  # the history-only file
     for s in sessions:
         assert all(m.id for m in s.messages)
         assert provider_problems(list(s.messages)) == []
-    assert sum(s.tool_calls for s in sessions if s.dataset == "mini-swe") == 2312
+    assert sum(s.tool_calls for s in sessions if s.dataset == "mini-swe" and not s.dev_only) == 2312
 
 
 def test_per_call_selection_policies_keep_about_their_share():

@@ -79,7 +79,13 @@ def test_a_stub_keeps_an_old_path_visible_where_plain_selection_drops_it():
     assert plain["strict_no_impact"] < stubs["strict_no_impact"] == 1.0
 
 
-FOLDING = {"fold_min_tokens": 60, "mask_min_tokens": 60, "keep_above": 1.0, "keep_recent": 0}
+FOLDING = {
+    "fold_min_tokens": 60,
+    "mask_min_tokens": 60,
+    "keep_above": 1.0,
+    "keep_recent": 0,
+    "keep_file_views": False,
+}
 
 
 def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the_folds():
