@@ -1,18 +1,19 @@
 """Time of ``mmr`` against ``topk`` as the pool grows, through ``ContextSelector``.
 
 ``mmr`` ranks the pool by maximal marginal relevance and walks the ranking under the budget. It
-ranks only until no candidate left could fit, so with a budget that holds about a hundred
-candidates its time should follow ``topk``'s as ``n`` grows, with no jump anywhere (an earlier
-version ranked every candidate, and past 12,000 candidates each step cost a product with the
-whole pool: 16 s at n = 12,000, 392 s at 12,001).
+ranks only until no candidate left to rank could fit, so its time follows ``topk``'s as ``n``
+grows when the budget fills up early (an earlier version ranked every candidate, and past
+12,000 candidates each step multiplied the whole pool by one vector). The walk goes deep when
+the budget's last few tokens still fit some short candidate that ranks late: ``ranked`` shows
+how far it went.
 
 For each ``--sizes`` it builds a pool of seeded synthetic texts (words drawn from a Zipf
 vocabulary, log-normal lengths), warms a fresh selector with the built-in embedder on it, then
-times ``select`` with ``topk`` and with ``mmr`` (``--repeats`` calls each, interleaved, median)
-and, on the prepared problem, ``solve`` alone (``--repeats`` fresh copies). It prints one row
-per size: the ``select`` times and their ratio, the ``solve`` times, how many items ``mmr``
-ranked and how many it kept. ``--check`` also ranks every candidate and walks that ranking
-under the budget, and fails when the picks differ.
+times ``select`` with ``topk`` and with ``mmr`` (``--repeats`` calls each, in turn, median wall
+and process-CPU seconds: the machine may be shared) and, on the prepared problem, ``solve``
+alone on fresh copies. It prints one row per size: the ``select`` times and their ratio, the
+``solve`` times, how many items ``mmr`` ranked and how many it kept. ``--check`` also ranks
+every candidate and walks that whole ranking under the budget, and fails when the picks differ.
 
 Usage::
 

@@ -16,7 +16,8 @@ Built-in strategies:
   ``contiguous=False`` skips what does not fit and goes on, as the fail-soft fallback does).
 * ``mmr``: the maximal-marginal-relevance ranking of LangChain's
   ``maximal_marginal_relevance`` over all candidates, walked under the budget, skipping what does
-  not fit. This is an incremental twin of that function (identical picks, proven by a test).
+  not fit. This is an incremental twin of that function (identical picks, proven by a test)
+  that ranks only until no candidate left could fit (:class:`MmrRanking`).
 * ``rag``: the ``k`` most relevant candidates (a classic retriever), then capped by the budget.
 
 Example:
