@@ -8,6 +8,7 @@ There is no selection logic here: budgets are resolved, candidates come from
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
@@ -17,8 +18,10 @@ from typing import Any, NamedTuple
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.store.base import BaseStore
 
+from langchain_pacms._lru import LruMemo
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.messages import (
@@ -33,7 +36,13 @@ from langchain_pacms.integrations.messages import (
     query_from_messages,
     sent_tokens,
 )
-from langchain_pacms.integrations.report import SelectionLog, areport_selection, report_selection
+from langchain_pacms.integrations.report import (
+    SelectionLog,
+    areport_selection,
+    report_selection,
+    selection_event,
+    traced_selection,
+)
 from langchain_pacms.selector import (
     DEFAULT_MEMORY_CEILING,
     Candidate,
@@ -41,7 +50,7 @@ from langchain_pacms.selector import (
     Selection,
 )
 
-__all__ = ["RunnerViews", "SelectionRunner"]
+__all__ = ["RunnerViews", "SelectionRunner", "tool_schema_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +180,24 @@ class _Pool:
     in_turn: bool = False  # only the newest step is mandatory (a tool loop)
 
 
+class _Request(NamedTuple):
+    """What one model call's request adds to the budget: the model it goes to, its tools."""
+
+    budget: int | None  # the call's budget, when the model's profile sets it
+    tools: int  # tokens of the bound tools' schemas
+
+
+def tool_schema_text(tool: Any) -> str:
+    """A bound tool's schema as the budget counts it: ``convert_to_openai_tool``, as JSON.
+
+    Example:
+        >>> tool_schema_text({"name": "ls", "description": "List.", "parameters": {}})
+        '{"function": {"description": "List.", "name": "ls", "parameters": {}}, "type": "function"}'
+    """
+    schema = convert_to_openai_tool(tool)
+    return json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
+
+
 class _Fit(NamedTuple):
     """A selection round whose messages fit the budget."""
 
@@ -259,6 +286,7 @@ class SelectionRunner:
         self.source = source
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
+        self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
         self._folds: Any = None  # the fold stubs of the spans seen (a FoldMemo), between calls
 
     # -- pure pieces -------------------------------------------------------------------------
@@ -279,6 +307,14 @@ class SelectionRunner:
             return budget.tokens
         if budget.context_window is not None:
             return budget.window_tokens()
+        if budget.fraction is not None:
+            if self.config.model is None:
+                raise ValueError(
+                    f'budget=("fraction", {budget.fraction}) takes the share of a chat model\'s '
+                    'profile["max_input_tokens"]: the pre-model hook does not see the model, so '
+                    "pass model=<the agent's chat model> (PACMSMiddleware reads request.model)"
+                )
+            return budget.model_tokens(self.config.model)
         assert budget.ratio is not None  # a Budget has exactly one kind
         conversation = [
             c
@@ -291,6 +327,8 @@ class SelectionRunner:
     def unseen_tokens(self) -> int:
         """Tokens the model receives besides the selection: ``prompt`` and ``reserve_tokens``.
 
+        The schemas of the bound tools come on top (see :meth:`request`).
+
         Example:
             >>> from langchain_pacms.integrations.config import Budget
             >>> config = SelectionConfig(budget=Budget(tokens=99), reserve_tokens=7)
@@ -301,7 +339,49 @@ class SelectionRunner:
         if prompt is None:
             return self.config.reserve_tokens
         message = SystemMessage(prompt) if isinstance(prompt, str) else prompt
-        return sent_tokens([message], self.selector.token_counter) + self.config.reserve_tokens
+        framing = self.config.message_framing
+        return (
+            sent_tokens([message], self.selector.token_counter)
+            + framing
+            + self.config.reserve_tokens
+        )
+
+    def tool_tokens(self, tools: Sequence[Any]) -> int:
+        """The tokens of the bound tools' schemas (:func:`tool_schema_text`), each counted once.
+
+        Example:
+            >>> from langchain_pacms.integrations.config import Budget
+            >>> runner = SelectionRunner(SelectionConfig(budget=Budget(tokens=99)))
+            >>> runner.tool_tokens([{"name": "ls", "description": "List.", "parameters": {}}]) > 0
+            True
+        """
+        counter = self.selector.token_counter
+        total = 0
+        for tool in tools:
+            known = self._tool_memo.get(id(tool))
+            if known is None or known[0] is not tool or known[1] is not counter:
+                known = (tool, counter, counter(tool_schema_text(tool)))
+                self._tool_memo.put(id(tool), known)
+            total += known[2]
+        return total
+
+    def request(self, model: Any = None, tools: Sequence[Any] | None = None) -> _Request:
+        """What a call's model and bound tools add: the budget a profile sets, the tool tokens.
+
+        ``model`` and ``tools`` default to the configured ones (the hook's); the middleware
+        passes the request's. A ``("fraction", x)`` budget needs the model's
+        ``profile["max_input_tokens"]``: without one this raises, whatever ``strict`` says.
+
+        Raises:
+            ValueError: For a fraction budget without a model, or a model without a profile.
+        """
+        budget = self.config.budget
+        tokens = self.tool_tokens(self.config.tools if tools is None else tools)
+        if budget.fraction is None:
+            return _Request(None, tokens)
+        if model is None:
+            return _Request(self.budget_tokens([]), tokens)
+        return _Request(budget.model_tokens(model), tokens)
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
         """The query: ``query(state)`` if configured, else by ``query_mode``.
@@ -321,7 +401,7 @@ class SelectionRunner:
         if query.strip():
             return query
         for message in reversed(messages):  # no human text: use the newest text there is
-            text = content_text(message.content)
+            text = content_text(message)
             if text.strip():
                 return text
         return ""
@@ -348,6 +428,7 @@ class SelectionRunner:
         *,
         placeholders: bool = True,
         folds: Mapping[int, Sequence[BaseMessage]] | None = None,
+        request: _Request | None = None,
     ) -> _Pool:
         """The candidates, their spans, which part is mandatory, the budget and unseen tokens.
 
@@ -356,9 +437,11 @@ class SelectionRunner:
         only the task message, the newest span and the system prompt stay mandatory. The
         budget and the unseen tokens are worked out once, from the first cut (the second one
         holds the same conversation). ``folds`` are the fold-stub variants of tool spans (see
-        :func:`~langchain_pacms.lifecycle.variants.fold_variants`).
+        :func:`~langchain_pacms.lifecycle.variants.fold_variants`). ``request`` is what the
+        call's model and tools add (default: :meth:`request` of the configured ones).
         """
         keep = self.config.keep_latest_turn
+        request = self.request() if request is None else request
 
         def cut(latest: bool) -> tuple[list[Candidate], list[Span]]:
             return messages_to_candidates(
@@ -374,11 +457,15 @@ class SelectionRunner:
 
         latest = keep is not False
         cands, spans = cut(latest)
-        budget, unseen = self.budget_tokens(cands), self.unseen_tokens()
+        budget = self.budget_tokens(cands) if request.budget is None else request.budget
+        unseen = self.unseen_tokens() + request.tools
         mandatory = _LATEST_TURN if latest else _NEWEST_STEP
         if keep == "auto":
             fixed = sum(self.selector.count_tokens([c for c in cands if c.mandatory]))
-            if fixed + unseen > budget:
+            framing = self.config.message_framing * sum(
+                len(c.source.indices) for c in cands if c.mandatory and isinstance(c.source, Span)
+            )
+            if fixed + framing + unseen > budget:
                 latest = False
                 cands, spans = cut(latest)
                 mandatory = _NEWEST_STEP + _OVER
@@ -538,7 +625,11 @@ class SelectionRunner:
             if floored is not None:
                 selection = _settle_floor(selection, cands, shadowed)
             out = self._apply(messages, selection, spans)
-            sent = sent_tokens(out, self.selector.token_counter, memo=self._memo) + unseen
+            sent = (
+                sent_tokens(out, self.selector.token_counter, memo=self._memo)
+                + self.config.message_framing * len(out)
+                + unseen
+            )
             if sent <= budget:
                 if fitted is None or sent > fitted.sent:
                     fitted = _Fit(sent, selection, out, floor)
@@ -660,15 +751,16 @@ class SelectionRunner:
 
     def _steps(
         self,
-        messages: Sequence[Any],
+        messages: list[BaseMessage],
         state: Any,
         config: RunnableConfig | None,
         store: BaseStore | None,
         context: Any,
-    ) -> Steps[list[BaseMessage]]:
-        messages = _without_old_context(messages)
+        request: _Request,
+    ) -> Steps[tuple[list[BaseMessage], dict[str, Any] | None]]:
+        """One call's selection: the messages to send and the summary the trace records."""
         if not messages:
-            return []
+            return [], None
         try:
             query = self.query_for(state, messages)
             memories, documents, lookup_error = yield from self._lookups(
@@ -676,7 +768,11 @@ class SelectionRunner:
             )
             folds = self._fold_variants(messages)
             pool = self.candidates(
-                messages, memories, documents, folds={i: v.messages for i, v in folds.items()}
+                messages,
+                memories,
+                documents,
+                folds={i: v.messages for i, v in folds.items()},
+                request=request,
             )
             pool = self._reused(messages, pool)
             selection, out = yield from self.fit(messages, pool, query)
@@ -692,16 +788,18 @@ class SelectionRunner:
                 type(err).__name__,
                 err,
             )
+            failure = {"fell_back": True, "error": f"{type(err).__name__}: {err}"}
             try:
-                fallback = self.candidates(messages, (), (), placeholders=False)
-                return (yield from self.fit(messages, fallback, ""))[1]
+                fallback = self.candidates(messages, (), (), placeholders=False, request=request)
+                selection, out = yield from self.fit(messages, fallback, "")
+                return out, selection_event(selection, source=self.source, **failure)
             except Exception as again:  # last resort: never stall the agent
                 logger.warning(
                     "pacms %s: recency fallback failed too (%s); passing messages through",
                     self.source,
                     again,
                 )
-                return list(messages)
+                return list(messages), {"source": self.source, "kept": len(messages), **failure}
         self.last_selection = selection
         floor = _FLOOR if selection.info.get("stub_floor") else ""
         extra: dict[str, Any] = {"mandatory": pool.mandatory + floor}
@@ -709,13 +807,47 @@ class SelectionRunner:
             extra["folded"] = folded
         if lookup_error:
             extra["memory_error"] = lookup_error
-        yield Call(
+        event = yield Call(
             report_selection,
             areport_selection,
             (selection,),
             {"query": query, "source": self.source, "config": config, "log": self.log, **extra},
         )
-        return out
+        return out, event
+
+    def _traced(
+        self,
+        messages: Sequence[Any],
+        state: Any,
+        config: RunnableConfig | None,
+        store: BaseStore | None,
+        context: Any,
+        model: Any,
+        tools: Sequence[Any] | None,
+    ) -> Steps[list[BaseMessage]]:
+        """The call's steps inside a ``pacms_selection`` run (see ``traced_selection``)."""
+        converted = _without_old_context(messages)
+        request = self.request(model, tools)
+        budget = {
+            k: v
+            for k, v in dataclasses.asdict(self.config.budget).items()
+            if v is not None and k in ("tokens", "ratio", "context_window", "fraction")
+        }
+        inputs = {
+            "source": self.source,
+            "messages": len(converted),
+            "strategy": self.config.strategy or self.selector.strategy,
+            "budget": {**budget, **({"tokens": request.budget} if request.budget else {})},
+            "tool_tokens": request.tools,
+            "selector": type(self.selector).__name__,
+        }
+        return (
+            yield from traced_selection(
+                lambda child: self._steps(converted, state, child, store, context, request),
+                config,
+                inputs,
+            )
+        )
 
     def run(
         self,
@@ -725,20 +857,33 @@ class SelectionRunner:
         config: RunnableConfig | None = None,
         store: BaseStore | None = None,
         context: Any = None,
+        model: Any = None,
+        tools: Sequence[Any] | None = None,
     ) -> list[BaseMessage]:
         """Select the messages for one model call.
+
+        The selection is a ``pacms_selection`` child run of the run in ``config`` (see
+        :func:`~langchain_pacms.integrations.report.traced_selection`).
 
         Args:
             messages: The conversation (not modified); tuples and dicts are converted.
             state: The graph state (for a ``query`` callable and namespace callables).
-            config: The run config (callbacks for the custom event, namespace placeholders).
+            config: The run config (callbacks for the trace and the custom event, namespace
+                placeholders).
             store: The graph's store, used when none was configured.
             context: The runtime context (namespace placeholders).
+            model: The chat model the messages go to (default: the configured ``model``),
+                for a ``("fraction", x)`` budget.
+            tools: The tools bound to it (default: the configured ``tools``), charged to the
+                budget.
 
         Returns:
             The messages to send.
+
+        Raises:
+            ValueError: For a fraction budget without a model or a model without a profile.
         """
-        return drive_calls(self._steps(messages, state, config, store, context))
+        return drive_calls(self._traced(messages, state, config, store, context, model, tools))
 
     async def arun(
         self,
@@ -748,9 +893,12 @@ class SelectionRunner:
         config: RunnableConfig | None = None,
         store: BaseStore | None = None,
         context: Any = None,
+        model: Any = None,
+        tools: Sequence[Any] | None = None,
     ) -> list[BaseMessage]:
         """Async twin of :meth:`run` (the same steps, awaiting the store, retriever, selector)."""
-        return await adrive_calls(self._steps(messages, state, config, store, context))
+        steps = self._traced(messages, state, config, store, context, model, tools)
+        return await adrive_calls(steps)
 
 
 class RunnerViews:

@@ -7,7 +7,10 @@ of its own: documents become :class:`~langchain_pacms.selector.Candidate` object
 :class:`~langchain_pacms.selector.ContextSelector` decides.
 
 It plugs in wherever LangChain takes a compressor: as ``base_compressor`` of
-``ContextualCompressionRetriever`` or as a stage of ``DocumentCompressorPipeline``.
+``ContextualCompressionRetriever`` or as a stage of ``DocumentCompressorPipeline``. Each call is a
+``pacms_selection`` child run on the ``callbacks`` it is given (those of the run in context by
+default), carrying the selection's summary, and dispatches the ``pacms_selection`` custom event
+(see :mod:`langchain_pacms.integrations.report`).
 
 Example:
     >>> from langchain_core.documents import Document
@@ -36,9 +39,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.core import Problem, solve
+from langchain_pacms.integrations.report import (
+    areport_selection,
+    report_selection,
+    traced_selection,
+)
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
 
 if TYPE_CHECKING:
@@ -349,35 +359,65 @@ class PACMSCompressor(BaseDocumentCompressor):
             out.append(doc.model_copy(update={"metadata": {**doc.metadata, **extra}}))
         return out
 
+    def _steps(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None
+    ) -> Steps[tuple[list[Document], Selection]]:
+        """One compression as a ``pacms_selection`` run on ``callbacks`` (sync and async)."""
+        selector = self.selector
+        assert selector is not None
+        candidates = self._candidates(documents)
+        strategy = self.strategy if isinstance(self.strategy, str) else None
+        budget: dict[str, float | None] = (
+            {"tokens": self.budget_tokens} if self.budget_tokens else {"ratio": self.budget_ratio}
+        )
+        inputs = {
+            "source": "compressor",
+            "documents": len(candidates),
+            "query": query,
+            "strategy": strategy or selector.strategy,
+            "budget": budget,
+            "selector": type(selector).__name__,
+        }
+
+        def body(child: RunnableConfig) -> Steps[tuple[Any, dict[str, Any]]]:
+            selection = yield Call(
+                selector.select, selector.aselect, (candidates, query), self._select_kwargs()
+            )
+            result = self._result(documents, selection)
+            event = yield Call(
+                report_selection,
+                areport_selection,
+                (result[1],),
+                {"query": query, "source": "compressor", "config": child},
+            )
+            return result, event
+
+        config: RunnableConfig | None = None if callbacks is None else {"callbacks": callbacks}
+        return (yield from traced_selection(body, config, inputs))
+
     # -- public API -------------------------------------------------------------------------
     def compress_with_selection(
-        self, documents: Sequence[Document], query: str
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> tuple[list[Document], Selection]:
         """Compress and also return the full :class:`~langchain_pacms.selector.Selection`.
 
         Args:
             documents: The retrieved documents.
             query: The query the kept documents should serve.
+            callbacks: The callbacks the ``pacms_selection`` run and event go to (default:
+                those of the run in context, if any).
 
         Returns:
             The kept documents (new objects, original order) and the selection (candidate ids
             are the documents' indices as strings).
         """
-        assert self.selector is not None
-        selection = self.selector.select(
-            self._candidates(documents), query, **self._select_kwargs()
-        )
-        return self._result(documents, selection)
+        return drive_calls(self._steps(documents, query, callbacks))
 
     async def acompress_with_selection(
-        self, documents: Sequence[Document], query: str
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> tuple[list[Document], Selection]:
         """Async twin of :meth:`compress_with_selection` (embeds with the async API)."""
-        assert self.selector is not None
-        selection = await self.selector.aselect(
-            self._candidates(documents), query, **self._select_kwargs()
-        )
-        return self._result(documents, selection)
+        return await adrive_calls(self._steps(documents, query, callbacks))
 
     def compress_documents(
         self,
@@ -391,7 +431,10 @@ class PACMSCompressor(BaseDocumentCompressor):
             documents: The retrieved documents (best first unless ``input_order`` says
                 otherwise).
             query: The query the kept documents should serve.
-            callbacks: Accepted for interface compatibility; unused.
+            callbacks: The callbacks of the calling run (a retriever's child callbacks): the
+                selection is a ``pacms_selection`` child run on them, its outputs the
+                summary (strategy, budget, tokens, kept/dropped counts, ``fell_back``,
+                timings), and the ``pacms_selection`` custom event goes to them.
 
         Returns:
             New documents, in the original order, with ``pacms_*`` metadata.
@@ -402,7 +445,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         """
         if not documents:
             return []
-        return self.compress_with_selection(documents, query)[0]
+        return self.compress_with_selection(documents, query, callbacks)[0]
 
     async def acompress_documents(
         self,
@@ -413,4 +456,4 @@ class PACMSCompressor(BaseDocumentCompressor):
         """Async twin of :meth:`compress_documents`, using ``ContextSelector.aselect``."""
         if not documents:
             return []
-        return (await self.acompress_with_selection(documents, query))[0]
+        return (await self.acompress_with_selection(documents, query, callbacks))[0]

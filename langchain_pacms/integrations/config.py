@@ -7,13 +7,16 @@ their keyword arguments (or take ``config=SelectionConfig(...)``), so the option
 and checked in one place. An unknown option or a strategy option the strategy does not accept is
 a ``ValueError`` at construction, naming the option and listing the valid ones.
 
-:class:`Budget` says what the token budget is, in one of three ways:
+:class:`Budget` says what the token budget is, in one of four ways:
 
 * ``Budget(tokens=2000)``: an absolute number of tokens;
 * ``Budget(ratio=0.5)``: a share of the conversation's own tokens (looked-up memories and
   documents compete for it but do not raise it);
 * ``Budget(context_window=128_000, answer_reserve=4096, fill=0.25)``: a share ``fill`` of the
-  model's window minus the tokens left for the answer.
+  model's window minus the tokens left for the answer;
+* ``Budget(fraction=0.5)``: a share of the chat model's ``profile["max_input_tokens"]``, as
+  LangChain's ``SummarizationMiddleware`` takes ``("fraction", 0.5)``; the keyword form is
+  ``budget=("fraction", 0.5)`` (``budget=("tokens", 2000)`` is the absolute form).
 
 Example:
     >>> config = SelectionConfig(budget=Budget(tokens=500), strategy="topk")
@@ -44,6 +47,7 @@ from langchain_pacms.core import check_options, get_strategy
 __all__ = [
     "DEFAULT_ANSWER_RESERVE",
     "DEFAULT_EMBED_TIMEOUT",
+    "DEFAULT_TOKENS_PER_MESSAGE",
     "Budget",
     "Namespace",
     "QueryFn",
@@ -55,6 +59,12 @@ DEFAULT_ANSWER_RESERVE = 4096
 
 DEFAULT_EMBED_TIMEOUT = 10.0
 """Default ``embed_timeout`` (seconds) of the selector the hook or middleware builds itself."""
+
+DEFAULT_TOKENS_PER_MESSAGE = 3
+"""Framing tokens charged per sent message with a ``("fraction", x)`` budget (role, separators).
+
+The figure LangChain's ``count_tokens_approximately`` charges (``extra_tokens_per_message``).
+"""
 
 QueryFn = Callable[[Any], str]
 Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
@@ -70,11 +80,27 @@ def _share(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be in (0, 1], got {value!r}")
 
 
+def max_input_tokens(model: Any) -> int | None:
+    """A chat model's ``profile["max_input_tokens"]``, or ``None`` when it has none.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 8000})
+        >>> max_input_tokens(model), max_input_tokens(object())
+        (8000, None)
+    """
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return None
+    limit = profile.get("max_input_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
 @dataclass(frozen=True)
 class Budget:
     """The token budget of each selection: absolute, a share of the pool, or window based.
 
-    Give exactly one of ``tokens``, ``ratio`` or ``context_window``.
+    Give exactly one of ``tokens``, ``ratio``, ``context_window`` or ``fraction``.
 
     Attributes:
         tokens: An absolute number of tokens.
@@ -83,10 +109,14 @@ class Budget:
             ``floor((context_window - answer_reserve) * fill)``.
         answer_reserve: Tokens left for the answer (window budgets only; ``>= 0``).
         fill: Share in ``(0, 1]`` of ``context_window - answer_reserve`` to fill.
+        fraction: A share in ``(0, 1]`` of the chat model's ``profile["max_input_tokens"]``
+            (an input limit: no answer reserve); see :meth:`model_tokens`.
 
     Example:
         >>> Budget(context_window=5000, answer_reserve=4000, fill=0.5).window_tokens()
         500
+        >>> Budget.coerce(("fraction", 0.5)).fraction
+        0.5
     """
 
     tokens: int | None = None
@@ -94,17 +124,23 @@ class Budget:
     context_window: int | None = None
     answer_reserve: int = DEFAULT_ANSWER_RESERVE
     fill: float = 1.0
+    fraction: float | None = None
 
     def __post_init__(self) -> None:
-        given = [n for n in ("tokens", "ratio", "context_window") if getattr(self, n) is not None]
+        kinds = ("tokens", "ratio", "context_window", "fraction")
+        given = [n for n in kinds if getattr(self, n) is not None]
         if not given:
-            raise ValueError("pass budget_tokens, budget_ratio or context_window")
+            raise ValueError(
+                'pass budget_tokens, budget_ratio or context_window, or budget=("fraction", x)'
+            )
         if len(given) > 1:
             raise ValueError(f"pass one budget, not both {' and '.join(given)}")
         if self.tokens is not None:
             _positive_int("budget_tokens", self.tokens)
         if self.ratio is not None:
             _share("budget_ratio", self.ratio)
+        if self.fraction is not None:
+            _share("fraction", self.fraction)
         _share("fill", self.fill)
         if isinstance(self.answer_reserve, bool) or not isinstance(self.answer_reserve, int):
             raise ValueError(f"answer_reserve must be an int, got {self.answer_reserve!r}")
@@ -119,22 +155,50 @@ class Budget:
                 )
 
     @classmethod
+    def coerce(cls, budget: Any) -> Budget:
+        """A :class:`Budget`, or the one LangChain's ``("fraction", x)``/``("tokens", n)`` means.
+
+        Raises:
+            ValueError: For anything else, or a bad value.
+
+        Example:
+            >>> Budget.coerce(("tokens", 2000)).tokens
+            2000
+        """
+        if isinstance(budget, Budget):
+            return budget
+        if isinstance(budget, tuple) and len(budget) == 2 and budget[0] in ("fraction", "tokens"):
+            return cls(**{budget[0]: budget[1]})
+        raise ValueError(
+            f'budget must be ("fraction", x), ("tokens", n) or a Budget, got {budget!r}'
+        )
+
+    @classmethod
     def from_options(
         cls,
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         context_window: int | None = None,
         answer_reserve: int = DEFAULT_ANSWER_RESERVE,
+        budget: Any = None,
     ) -> Budget:
         """The budget the keyword arguments of the hook and the middleware describe.
 
         ``budget_ratio`` is the share of the conversation on its own, and ``fill`` together
-        with ``context_window``.
+        with ``context_window``; ``budget`` is LangChain's form (see :meth:`coerce`) and
+        takes none of the others.
 
         Example:
             >>> Budget.from_options(context_window=1200, answer_reserve=200).window_tokens()
             1000
         """
+        if budget is not None:
+            others = {"budget_tokens": budget_tokens, "budget_ratio": budget_ratio}
+            others["context_window"] = context_window
+            given = [name for name, value in others.items() if value is not None]
+            if given:
+                raise ValueError(f"pass one budget, not both budget and {' and '.join(given)}")
+            return cls.coerce(budget)
         if context_window is not None:
             if budget_tokens is not None:
                 raise ValueError("pass one budget, not both budget_tokens and context_window")
@@ -151,13 +215,40 @@ class Budget:
             raise ValueError("not a window budget")
         return max(1, int((self.context_window - self.answer_reserve) * self.fill))
 
+    def model_tokens(self, model: Any) -> int:
+        """The budget of a ``fraction`` budget for ``model``: that share of its input limit.
+
+        Args:
+            model: The chat model the messages go to (its ``profile["max_input_tokens"]``).
+
+        Raises:
+            ValueError: When this is not a fraction budget, or the model has no such profile.
+
+        Example:
+            >>> from langchain_core.language_models import GenericFakeChatModel
+            >>> model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 900})
+            >>> Budget(fraction=0.5).model_tokens(model)
+            450
+        """
+        if self.fraction is None:
+            raise ValueError("not a fraction budget")
+        limit = max_input_tokens(model)
+        if limit is None:
+            raise ValueError(
+                f'budget=("fraction", {self.fraction}) is a share of the chat model\'s '
+                f'profile["max_input_tokens"], and {type(model).__name__} has none: pass '
+                "budget_tokens=N or context_window=W instead, or give the model one "
+                '(ChatModel(..., profile={"max_input_tokens": ...}))'
+            )
+        return max(1, int(limit * self.fraction))
+
 
 @dataclass(frozen=True)
 class SelectionConfig:
     """The options of the hook and the middleware, checked once at construction.
 
     Attributes:
-        budget: The :class:`Budget`.
+        budget: The :class:`Budget` (or LangChain's ``("fraction", x)`` / ``("tokens", n)``).
         strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
             (``None``: the selector's default, ``pacms``).
         strategy_options: Keyword options of the strategy, checked against its parameters.
@@ -230,6 +321,17 @@ class SelectionConfig:
             charged to the budget (the middleware sees the system message: do not pass it there).
         reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
             callable prompt's output), charged to the budget.
+        model: The chat model a ``("fraction", x)`` budget is a share of (its
+            ``profile["max_input_tokens"]``, checked here). The hook's option: it does not see
+            the model; the middleware reads each request's ``request.model``.
+        tools: The tools bound to the model (LangChain tools, functions or tool dicts): each
+            one's schema (``convert_to_openai_tool``, as JSON) is counted with the selector's
+            counter and charged to the budget. The hook's option; the middleware charges the
+            request's ``request.tools``.
+        tokens_per_message: Framing tokens charged per sent message (role markers,
+            separators). ``None`` (default): :data:`DEFAULT_TOKENS_PER_MESSAGE` with a
+            ``("fraction", x)`` budget, whose tokens are the model's own, and ``0`` with the
+            other budgets, which count message contents alone.
         memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
             itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
             cache and token memo may hold); ``None``: the selector's default, 256 MiB.
@@ -265,12 +367,24 @@ class SelectionConfig:
     context_role: str = "system"
     prompt: str | SystemMessage | None = None
     reserve_tokens: int = 0
+    model: Any = None
+    tools: Sequence[Any] = ()
+    tokens_per_message: int | None = None
     memory_ceiling_bytes: int | None = None
     embed_timeout: float | None = DEFAULT_EMBED_TIMEOUT
 
     def __post_init__(self) -> None:
-        if not isinstance(self.budget, Budget):
-            raise ValueError(f"budget must be a Budget, got {type(self.budget).__name__}")
+        object.__setattr__(self, "budget", Budget.coerce(self.budget))
+        if self.model is not None:
+            if self.budget.fraction is None:
+                raise ValueError('model is only used with budget=("fraction", x)')
+            self.budget.model_tokens(self.model)  # a model without a profile fails now
+        if isinstance(self.tools, (str, bytes, Mapping)) or not isinstance(self.tools, Sequence):
+            raise ValueError(f"tools must be a list of tools, got {type(self.tools).__name__}")
+        object.__setattr__(self, "tools", tuple(self.tools))
+        per = self.tokens_per_message
+        if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 0):
+            raise ValueError(f"tokens_per_message must be an int >= 0, got {per!r}")
         _positive_int("memory_limit", self.memory_limit)
         _positive_int("memory_scan_limit", self.memory_scan_limit)
         reserve = self.reserve_tokens
@@ -299,10 +413,23 @@ class SelectionConfig:
         elif self.strategy_options:
             _check_strategy_options("pacms", self.strategy_options)
 
+    @property
+    def message_framing(self) -> int:
+        """Tokens charged per sent message (see ``tokens_per_message``).
+
+        Example:
+            >>> SelectionConfig(budget=("fraction", 0.5)).message_framing
+            3
+        """
+        if self.tokens_per_message is not None:
+            return self.tokens_per_message
+        return DEFAULT_TOKENS_PER_MESSAGE if self.budget.fraction is not None else 0
+
     @classmethod
     def from_options(
         cls,
         *,
+        budget: Any = None,
         budget_tokens: int | None = None,
         budget_ratio: float | None = None,
         context_window: int | None = None,
@@ -322,13 +449,15 @@ class SelectionConfig:
         strategy_options = {k: v for k, v in options.items() if k not in names}
         if "strategy_options" in options:
             raise ValueError("pass strategy options as keywords, or use config=SelectionConfig")
-        budget = Budget.from_options(budget_tokens, budget_ratio, context_window, answer_reserve)
+        resolved = Budget.from_options(
+            budget_tokens, budget_ratio, context_window, answer_reserve, budget
+        )
         try:
-            return cls(budget=budget, strategy_options=strategy_options, **fields)
+            return cls(budget=resolved, strategy_options=strategy_options, **fields)
         except _UnknownOption as err:
             valid = sorted(
                 names
-                | {"budget_tokens", "budget_ratio", "context_window", "answer_reserve"}
+                | {"budget", "budget_tokens", "budget_ratio", "context_window", "answer_reserve"}
                 | set(err.accepted)
             )
             raise ValueError(

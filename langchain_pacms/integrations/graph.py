@@ -137,15 +137,19 @@ def create_pacms_hook(
         output_key: State key to write (default ``llm_input_messages``: the model sees the
             selection and the stored history stays whole). ``"messages"`` replaces the stored
             history with the selection, so what was dropped is gone from the state.
-        **options: The options of :meth:`SelectionConfig.from_options`: ``budget_tokens``,
+        **options: The options of :meth:`SelectionConfig.from_options`: ``budget``
+            (``("fraction", x)`` with ``model=``, or ``("tokens", n)``), ``budget_tokens``,
             ``budget_ratio``, ``context_window``, ``answer_reserve``, every field of
-            :class:`SelectionConfig` and the strategy's own options (e.g. ``k=2`` for ``rag``).
+            :class:`SelectionConfig` (``tools=`` charges the bound tools' schemas) and the
+            strategy's own options (e.g. ``k=2`` for ``rag``).
 
     Returns:
         A :class:`PACMSHook` (a ``RunnableLambda`` with sync and async paths).
 
     Raises:
-        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option.
+        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option,
+            or ``budget=("fraction", x)`` without a ``model=`` that has a profile (the hook
+            does not see the model the agent calls).
 
     Example:
         >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
@@ -158,4 +162,5 @@ def create_pacms_hook(
     runner = SelectionRunner(
         resolve_config(config, options), selector, embeddings=embeddings, source="hook"
     )
+    runner.request()  # a fraction budget without the model's profile fails now
     return PACMSHook(runner, output_key=output_key)

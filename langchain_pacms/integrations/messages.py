@@ -105,7 +105,7 @@ CONTEXT_MEMORIES_HEADER = "Relevant memories:"
 CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
 OMISSION_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
 _MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
-_CALL_BLOCKS = ("tool_use", "tool_call", "function_call")
+_CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "tool_call_chunk", "invalid_tool_call")
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,8 @@ def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
                 parts.append(text)
             elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
                 parts.append(block[kind])  # sent with the message, so it counts against the budget
+            elif kind == "reasoning" and _summary_text(block):
+                parts.append(_summary_text(block))  # OpenAI's form: the text is in its summary
             elif kind == "tool_result" and isinstance(inner, (str, list)):
                 texts, blocks = _content_parts(inner)
                 parts += texts
@@ -184,29 +186,68 @@ def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
     return parts, whole
 
 
-def content_text(content: str | list[Any]) -> str:
-    r"""The text of a message's content, for scoring and counting.
+def _summary_text(block: Mapping[str, Any]) -> str:
+    """The text of a reasoning block's ``summary`` list (OpenAI's Responses form), or ``""``."""
+    summary = block.get("summary")
+    if not isinstance(summary, list):
+        return ""
+    texts = [i.get("text") for i in summary if isinstance(i, Mapping)]
+    return "\n".join(t for t in texts if isinstance(t, str))
 
-    Text blocks, the text of reasoning blocks (``{"type": "thinking", "thinking": ...}``,
-    ``{"type": "reasoning", "reasoning": ...}``) and the content of ``tool_result`` blocks are
-    joined by newlines; every other block (image, audio, file, JSON, a provider's own
-    block, ...) is represented by a short ``[type]`` marker so the text stays readable. Those
-    blocks are charged by their serialised size on top of the text (see :func:`sent_tokens`).
-    The content itself is never changed.
+
+def _standard_parts(blocks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The text of LangChain's standard content blocks (``BaseMessage.content_blocks``)."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "reasoning":
+            reasoning = block.get("reasoning")
+            text = reasoning if isinstance(reasoning, str) else _summary_text(block)
+            parts.append(text or "[reasoning]")
+        elif kind == "non_standard":  # a provider's own block: read as the package knows it
+            parts += _content_parts([block.get("value")])[0]
+        elif kind not in _CALL_BLOCKS:
+            parts.append(f"[{kind or 'block'}]")
+    return parts
+
+
+def content_text(content: str | list[Any] | BaseMessage) -> str:
+    r"""The text of a message (or of its content), for scoring and counting.
+
+    A list of blocks is read as LangChain's standard content blocks
+    (``BaseMessage.content_blocks``, so an AI message's provider translates its own blocks):
+    the text of text blocks and of reasoning blocks (an OpenAI reasoning block's summary
+    included), and, of a provider's own blocks, the text of ``thinking`` and the content of
+    ``tool_result`` blocks, joined by newlines; every other block (image, audio, file, JSON,
+    a server tool's result, ...) is represented by a short ``[type]`` marker so the text stays
+    readable. Those blocks are charged by their serialised size on top of the text (see
+    :func:`sent_tokens`). Tool-call blocks are left out (a message's tool calls are rendered
+    from ``tool_calls``). The content itself is never changed.
 
     Args:
-        content: A message's ``content`` (a string or a list of blocks).
+        content: A message, or its ``content`` (a string or a list of blocks).
 
     Returns:
         The text.
 
     Example:
-        >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "image_url"}])
-        'see\nthis\n[image_url]'
+        >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "audio"}])
+        'see\nthis\n[audio]'
+        >>> summary = [{"type": "summary_text", "text": "Port 6543 is staging."}]
+        >>> content_text(AIMessage([{"type": "reasoning", "summary": summary}]))
+        'Port 6543 is staging.'
     """
-    if isinstance(content, str):
-        return content
-    return "\n".join(_content_parts(content)[0])
+    message = content if isinstance(content, BaseMessage) else None
+    raw: str | list[Any] = content.content if isinstance(content, BaseMessage) else content
+    if isinstance(raw, str):
+        return raw
+    try:
+        blocks = (message or HumanMessage(raw)).content_blocks
+    except Exception:  # content LangChain cannot read as blocks: the package's own reading
+        return "\n".join(_content_parts(raw)[0])
+    return "\n".join(_standard_parts(blocks))
 
 
 def _block_dumps(content: str | list[Any]) -> list[str]:
@@ -243,7 +284,7 @@ def _tool_call_text(call: Mapping[str, Any]) -> str:
 
 
 def _message_text(message: BaseMessage) -> str:
-    text = content_text(message.content)
+    text = content_text(message)
     if isinstance(message, AIMessage) and message.tool_calls:
         calls = "\n".join(_tool_call_text(c) for c in message.tool_calls)
         return f"{text}\n{calls}" if text else calls
@@ -509,7 +550,7 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
     """
     for message in reversed(messages):
         if _is_human(message):
-            return content_text(message.content)
+            return content_text(message)
     return ""
 
 
@@ -537,7 +578,7 @@ def agent_query(messages: Sequence[BaseMessage]) -> str:
                 + json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
                 for c in message.tool_calls
             ]
-            return "\n".join(p for p in (task, content_text(message.content), *calls) if p.strip())
+            return "\n".join(p for p in (task, content_text(message), *calls) if p.strip())
     return task
 
 

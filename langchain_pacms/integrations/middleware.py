@@ -6,11 +6,13 @@ The middleware selects in ``wrap_model_call`` / ``awrap_model_call``: the outgoi
 the selected messages through ``request.override(messages=...)``; the agent state (the full
 transcript) is not changed. The request's system message is counted as mandatory context and
 stays where it is; kept memories and documents travel as one context message at the start of
-``request.messages``, so the system prompt itself stays byte-stable for prompt caching.
+``request.messages``, so the system prompt itself stays byte-stable for prompt caching. The
+schemas of the request's tools are charged to the budget, and ``budget=("fraction", x)`` is a
+share of ``request.model``'s ``profile["max_input_tokens"]``.
 
 Example:
     >>> from langchain.agents import create_agent  # doctest: +SKIP
-    >>> agent = create_agent(model, tools, middleware=[PACMSMiddleware(budget_tokens=4000)])
+    >>> agent = create_agent(model, tools, middleware=[PACMSMiddleware(budget=("fraction", 0.5))])
     ... # doctest: +SKIP
 """
 
@@ -51,7 +53,10 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
     """Select each model call's context under a token budget (request only, state untouched).
 
     Takes the same options as :func:`~langchain_pacms.integrations.create_pacms_hook`; the store
-    defaults to the agent's store (``create_agent(..., store=...)``).
+    defaults to the agent's store (``create_agent(..., store=...)``). The request's model and
+    tools are its own: ``budget=("fraction", x)`` is that share of ``request.model``'s
+    ``profile["max_input_tokens"]`` (a model without one is a ``ValueError`` at its first
+    call), and the schemas of ``request.tools`` are charged to the budget.
 
     Args:
         selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
@@ -61,10 +66,12 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
 
     Raises:
         ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option,
-            or ``prompt`` (the middleware sees and counts the request's system message).
+            or ``prompt``, ``model`` or ``tools`` (the middleware sees and counts the
+            request's system message, model and tools).
 
     Example:
-        >>> mw = PACMSMiddleware(budget_tokens=4000, memory_namespaces=[("memories", "{user_id}")])
+        >>> mw = PACMSMiddleware(budget=("fraction", 0.5),
+        ...                      memory_namespaces=[("memories", "{user_id}")])
         >>> mw.name
         'PACMSMiddleware'
     """
@@ -85,6 +92,11 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
                 "prompt is for the pre-model hook; the middleware counts the request's system "
                 "message itself (use reserve_tokens for anything else it cannot see)"
             )
+        if resolved.model is not None or resolved.tools:
+            raise ValueError(
+                "model and tools are for the pre-model hook; the middleware reads each "
+                "request's model and tools itself"
+            )
         self.runner = SelectionRunner(
             resolved, selector, embeddings=embeddings, source="middleware"
         )
@@ -98,6 +110,8 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
             "config": run_config(),
             "store": getattr(runtime, "store", None),
             "context": getattr(runtime, "context", None),
+            "model": request.model,
+            "tools": request.tools,
         }
 
     @staticmethod
@@ -112,7 +126,12 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> Any:
-        """Replace the request's messages by the selected ones, then call the model."""
+        """Replace the request's messages by the selected ones, then call the model.
+
+        Raises:
+            ValueError: For ``budget=("fraction", x)`` when the request's model has no
+                ``profile["max_input_tokens"]``.
+        """
         messages, inputs = self._inputs(request)
         return handler(self._rejoin(request, self.runner.run(messages, **inputs)))
 

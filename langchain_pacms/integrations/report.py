@@ -1,10 +1,15 @@
-"""Make each selection visible: a LangChain custom event, a log line and an optional JSONL log.
+"""Make each selection visible: a traced run, a custom event, a log line and a JSONL log.
 
-Every integration calls :func:`report_selection` (or :func:`areport_selection`) once per model
-call. It
+Every selection of an integration (the hook, the middleware, the compressor, and so a
+:class:`~langchain_pacms.remote.RemoteSelector` used through them) runs inside
+:func:`traced_selection`: a child run named ``pacms_selection`` of the current LangChain run
+(``on_chain_start``/``on_chain_end`` on its callbacks), whose inputs are a compact summary of
+the request and whose outputs are the selection's summary (:func:`selection_event`). LangChain's
+tracers (LangSmith's included) record it like any other run. Inside that run the hook and the
+middleware call :func:`report_selection` (or :func:`areport_selection`) once per model call. It
 
 * dispatches a ``pacms_selection`` custom event to the callbacks of the current run (seen by
-  ``astream_events``, LangSmith and any ``on_custom_event`` handler) when there is a run;
+  ``astream_events`` and any ``on_custom_event`` handler) when there is a run;
 * logs one ``DEBUG`` line on the ``langchain_pacms.integrations.report`` logger (``WARNING``
   when the selector fell back to recency);
 * appends one JSON record to ``log_path`` when given: :meth:`Selection.to_dict` (every
@@ -26,14 +31,21 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    patch_config,
+)
 
+from langchain_pacms._steps import Call, Steps
 from langchain_pacms.selector import Selection
 
 __all__ = [
@@ -42,7 +54,10 @@ __all__ = [
     "areport_selection",
     "report_selection",
     "selection_event",
+    "traced_selection",
 ]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +104,58 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
         "dropped_by_kind": dict(dropped_kinds),
         "kept_ids": list(selection.kept_ids),
         "seconds": selection.timings.get("total"),
+        "timings": dict(selection.timings),
         **extra,
     }
+
+
+def _start_run(config: RunnableConfig | None, inputs: dict[str, Any]) -> Any:
+    manager = get_callback_manager_for_config(ensure_config(config))
+    return manager.on_chain_start(None, inputs, name=EVENT_NAME)
+
+
+async def _astart_run(config: RunnableConfig | None, inputs: dict[str, Any]) -> Any:
+    manager = get_async_callback_manager_for_config(ensure_config(config))
+    return await manager.on_chain_start(None, inputs, name=EVENT_NAME)
+
+
+def traced_selection(
+    body: Callable[[RunnableConfig], Steps[tuple[T, Mapping[str, Any] | None]]],
+    config: RunnableConfig | None,
+    inputs: dict[str, Any],
+) -> Steps[T]:
+    """Run a selection's steps as a ``pacms_selection`` child run of the current run.
+
+    The run starts with ``inputs`` (a compact summary of the request) on the callbacks of
+    ``config`` (default: those of the run in context, if any) and ends with the summary
+    ``body`` returns, or with its error. ``body`` gets the config of the child run, so what
+    it reports (the custom event, a retriever's run) is nested under it. Sync and async
+    drivers run the same steps (:func:`~langchain_pacms._steps.drive_calls`).
+
+    Args:
+        body: ``child_config -> steps`` returning ``(result, summary)``.
+        config: The current run's config (``{"callbacks": callbacks}`` for a compressor).
+        inputs: The run's inputs.
+
+    Returns:
+        Steps whose value is the result.
+
+    Example:
+        >>> from langchain_pacms._steps import drive_calls
+        >>> def body(child):
+        ...     return "result", {"kept": 1}
+        ...     yield  # a generator of steps
+        >>> drive_calls(traced_selection(body, None, {"messages": 2}))
+        'result'
+    """
+    run = yield Call(_start_run, _astart_run, (config, inputs))
+    try:
+        result, summary = yield from body(patch_config(config, callbacks=run.get_child()))
+    except Exception as err:
+        yield Call(run.on_chain_error, run.on_chain_error, (err,))
+        raise
+    yield Call(run.on_chain_end, run.on_chain_end, (dict(summary or {}),))
+    return result
 
 
 class SelectionLog:

@@ -45,9 +45,9 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field
 
-from langchain_pacms.integrations.messages import content_text
 from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.heuristic import recent_turns
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
@@ -140,18 +140,18 @@ def _preview(obj: ContextObject) -> str:
 
 
 def _json_in(text: str) -> Any:
-    """The JSON value in a reply: the whole text, a fenced block, or the outermost object."""
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.strip("`").removeprefix("json").strip()
+    """The JSON value in a reply: the whole text or a fenced block, else the outermost object.
+
+    LangChain's ``parse_json_markdown`` reads the first two (strictly: a truncated object is
+    no plan); the object a reply wraps in prose is cut out for it.
+    """
     try:
-        return json.loads(stripped)
+        return parse_json_markdown(text, parser=json.loads)
     except ValueError:
-        pass
-    start, end = stripped.find("{"), stripped.rfind("}")
-    if start < 0 or end <= start:
-        raise ValueError("no JSON object in the reply")
-    return json.loads(stripped[start : end + 1])
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end <= start:
+            raise ValueError("no JSON object in the reply") from None
+        return parse_json_markdown(text[start : end + 1], parser=json.loads)
 
 
 class LLMPlanner:
@@ -250,7 +250,7 @@ class LLMPlanner:
                 return calls[0].get("args")
             output = raw
         if isinstance(output, BaseMessage):
-            return _json_in(content_text(output.content))
+            return _json_in(output.text)  # the reply's text blocks, not its reasoning
         raise ValueError(f"unexpected model output of type {type(output).__name__}")
 
     def _interpret(self, output: Any, index: ContextIndex) -> Plan:

@@ -130,8 +130,9 @@ async def test_store_memories_from_agent_store(use_async):
         store.put(("memories", "u1"), key, {"content": value})
     store.put(("memories", "u2"), "x", {"content": "Someone else's staging port is 1111."})
     model = RecordingChatModel(script=[AIMessage("6543")])
+    schema = PACMSMiddleware(budget_tokens=1).runner.tool_tokens([search])  # charged too
     mw = PACMSMiddleware(
-        budget_tokens=30, strategy="topk", memory_namespaces=[("memories", "{user_id}")]
+        budget_tokens=30 + schema, strategy="topk", memory_namespaces=[("memories", "{user_id}")]
     )
     agent = create_agent(
         model,

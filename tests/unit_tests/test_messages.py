@@ -318,7 +318,7 @@ def test_multimodal_content_scored_as_text_and_passed_through():
     human = HumanMessage([{"type": "text", "text": "the staging port is 6543"}, image])
     msgs = [human, HumanMessage("lunch was nice"), HumanMessage("which staging port?")]
     cands, spans = messages_to_candidates(msgs)
-    assert cands[0].text == "the staging port is 6543\n[image_url]"
+    assert cands[0].text == "the staging port is 6543\n[image]"  # LangChain's standard type
     sel = SELECTOR.select(cands, "which staging port?", budget_tokens=20)
     out = apply_selection(msgs, sel, spans)
     assert out[0] is human and out[0].content[1] == image
