@@ -66,6 +66,7 @@ from langchain_pacms.lifecycle import (
     HeuristicPlanner,
     LifecycleHarness,
     Plan,
+    boundary_in_force,
     check_actions,
     index_messages,
 )
@@ -392,7 +393,12 @@ def _cut_cells(
         prefix = messages[: cut + 1]
         sidecars: dict[str, str] = {}
         if plan_fn is not None:
-            index = index_messages(prefix, token_counter=count, latest="step")
+            # what the shipped harness protects here (boundary="auto"): the newest object in a
+            # long tool loop, the latest turn in a conversation
+            tool_loop = boundary_in_force(prefix, "auto") == "tool"
+            index = index_messages(
+                prefix, token_counter=count, latest="step" if tool_loop else "turn"
+            )
             checked = check_actions(
                 prefix, index, plan_fn(prefix, index, count), token_counter=count
             )
@@ -1029,7 +1035,7 @@ def run_lifecycle_eval(
             name = matched_name(baseline)
             rows[name] = on_test("heuristic", settings=m["settings"])
             say(f"{dataset} {name} {m['settings']}: {_figures(rows[name])}")
-        boundary = "tool"  # as the cuts: every tool span but the newest is plannable
+        boundary = "auto"  # the harness's default, as the cuts
         costs: dict[str, Any] = {}
         seconds = 0.0
         for run in _cost_runs(best, thresholds, llm):

@@ -32,6 +32,7 @@ from langchain_pacms.lifecycle.harness import (
     HarnessStats,
     LifecycleHarness,
     at_boundary,
+    boundary_in_force,
 )
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
 from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
@@ -88,6 +89,7 @@ __all__ = [
     "SidecarStore",
     "apply_actions",
     "at_boundary",
+    "boundary_in_force",
     "check_actions",
     "create_lifecycle_node",
     "find_locators",

@@ -86,6 +86,7 @@ __all__ = [
     "HarnessStats",
     "LifecycleHarness",
     "at_boundary",
+    "boundary_in_force",
     "tool_steps",
 ]
 
@@ -120,8 +121,15 @@ def tool_steps(messages: Sequence[BaseMessage]) -> int:
     return steps
 
 
-def _resolved(messages: Sequence[BaseMessage], boundary: Boundary) -> Literal["turn", "tool"]:
-    """The boundary in force: ``"auto"`` is ``"tool"`` inside a long tool loop, else ``"turn"``."""
+def boundary_in_force(
+    messages: Sequence[BaseMessage], boundary: Boundary
+) -> Literal["turn", "tool"]:
+    """The boundary in force: ``"auto"`` is ``"tool"`` inside a long tool loop, else ``"turn"``.
+
+    Example:
+        >>> boundary_in_force([HumanMessage("hi")], "auto"), boundary_in_force([], "tool")
+        ('turn', 'tool')
+    """
     if boundary == "auto":
         return "tool" if tool_steps(messages) >= TOOL_LOOP_STEPS else "turn"
     return boundary
@@ -152,7 +160,7 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") ->
     last = messages[-1]
     if isinstance(last, HumanMessage) or (isinstance(last, AIMessage) and not last.tool_calls):
         return True
-    if _resolved(messages, boundary) == "turn" or last.type != "tool":
+    if boundary_in_force(messages, boundary) == "turn" or last.type != "tool":
         return False
     for message in reversed(messages):
         if isinstance(message, AIMessage):
@@ -361,7 +369,7 @@ class LifecycleHarness:
             messages,
             token_counter=self.token_counter,
             known_ids=known_ids,
-            latest="step" if _resolved(messages, self.boundary) == "tool" else "turn",
+            latest="step" if boundary_in_force(messages, self.boundary) == "tool" else "turn",
         )
 
     def check(
