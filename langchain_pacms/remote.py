@@ -251,6 +251,9 @@ class RemoteSelector(ContextSelector):
         strategy_options: Options sent with that strategy.
         strict: Raise instead of falling back.
         token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``).
+        session: Session id sent as ``X-Pacms-Session`` (1-64 letters, digits or ``._:-``): the
+            service keeps this client's recent selections under it, and the inspector page can
+            follow them live.
 
     Example:
         >>> RemoteSelector("http://127.0.0.1:8077/").url
@@ -267,6 +270,7 @@ class RemoteSelector(ContextSelector):
         strategy_options: Mapping[str, Any] | None = None,
         strict: bool = False,
         token: str | None = None,
+        session: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
@@ -290,6 +294,8 @@ class RemoteSelector(ContextSelector):
         self._headers = {"Accept-Encoding": "identity"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
+        if session is not None:
+            self._headers["X-Pacms-Session"] = session
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._aclients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (

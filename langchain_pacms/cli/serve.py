@@ -19,6 +19,7 @@ TOKEN_ENV = "PACMS_SERVE_TOKEN"
 MAX_HEADER_BYTES = 16 * 1024  # a request's line and headers, buffered before they are parsed
 KEEP_ALIVE_SECONDS = 5  # an idle kept-alive connection is closed after this
 MAX_CONNECTIONS = 1000  # connections and requests in flight; more are answered 503
+SHUTDOWN_SECONDS = 3  # on exit, open event streams are closed after this
 
 
 def is_loopback(host: str) -> bool:
@@ -64,8 +65,11 @@ def _run(args: argparse.Namespace) -> int:
         selection_threads=args.selection_threads,
         allowed_hosts=["127.0.0.1", "localhost", "[::1]", args.host, *args.allow_host],
         token=token,
+        watch=args.watch,
     )
     print(f"pacms service and inspector on http://{args.host}:{args.port}/")
+    if args.watch is not None:
+        print(f"following {args.watch}: http://{args.host}:{args.port}/?follow=watch")
     uvicorn.run(app, log_level=args.log_level, **uvicorn_options(args.host, args.port))
     return 0
 
@@ -76,7 +80,8 @@ def uvicorn_options(host: str, port: int) -> dict[str, Any]:
     The pure-Python ``h11`` parser is used because it bounds a request's line and headers
     (:data:`MAX_HEADER_BYTES`; larger is answered 400); idle kept-alive connections close after
     :data:`KEEP_ALIVE_SECONDS`, and beyond :data:`MAX_CONNECTIONS` connections or requests in
-    flight new requests are answered 503.
+    flight new requests are answered 503. On exit, requests still open after
+    :data:`SHUTDOWN_SECONDS` (the page's event streams never end by themselves) are closed.
 
     Example:
         >>> uvicorn_options("127.0.0.1", 8077)["h11_max_incomplete_event_size"]
@@ -89,6 +94,7 @@ def uvicorn_options(host: str, port: int) -> dict[str, Any]:
         "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
         "limit_concurrency": MAX_CONNECTIONS,
+        "timeout_graceful_shutdown": SHUTDOWN_SECONDS,
     }
 
 
@@ -140,6 +146,13 @@ def register(subparsers: Any) -> None:
         metavar="NAME",
         help="also accept requests whose Host header names NAME (repeatable; '*' accepts any); "
         "loopback names and --host are always accepted",
+    )
+    parser.add_argument(
+        "--watch",
+        default=None,
+        metavar="PATH",
+        help="follow a hook's JSONL selection log (its log_path): the page shows each new "
+        "record live (session 'watch')",
     )
     parser.add_argument(
         "--insecure",

@@ -10,17 +10,22 @@ straight from its bytes, and the answer is written as JSON without a second vali
 default: a guard against DNS rebinding) and, when the app has a token, carry it as
 ``Authorization: Bearer <token>``; a body must be sent as ``application/json``. Runs of more
 than :data:`WORD_CAP` characters without whitespace are split before they are counted or
-embedded, so no text costs the tokenizer more than ordinary prose of its length.
+embedded, so no text costs the tokenizer more than ordinary prose of its length. A selection
+whose request names a session (the :data:`~langchain_pacms.server.live.SESSION_HEADER` header)
+is kept among that session's recent selections, which ``GET /sessions/{id}/events`` streams to
+the page as server-sent events (:mod:`langchain_pacms.server.live`); with ``watch=``, so are the
+records a hook appends to a JSONL selection log.
 
 Example:
     >>> app = create_app(max_candidates=10)
-    >>> sorted(r.path for r in app.fastapi.routes if r.path.startswith("/s"))[:3]
-    ['/select', '/select_debug', '/static']
+    >>> sorted(r.path for r in app.fastapi.routes if r.path.startswith("/s"))
+    ['/select', '/select_debug', '/sessions', '/sessions/{sid}/events', '/static', '/strategies']
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hmac
 import inspect
@@ -29,12 +34,14 @@ import math
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, MutableMapping
+from datetime import datetime, timezone
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
@@ -43,12 +50,21 @@ from langchain_pacms.core import available_strategies, check_options
 from langchain_pacms.core.strategies import get_strategy
 from langchain_pacms.demo import load_demo_session
 from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.server.live import (
+    SESSION_HEADER,
+    WATCH_SESSION,
+    JsonlTail,
+    LiveSessions,
+    event_stream,
+    session_id,
+)
 from langchain_pacms.server.schemas import SelectDebugResponse, SelectRequest, SelectResponse
 
 __all__ = ["LOOPBACK_HOSTS", "WORD_CAP", "capped_words", "create_app"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+Route = Callable[[bytes, str | None], Response]
 
 STATIC = resources.files("langchain_pacms") / "server" / "static"
 REF = "#/components/schemas/"
@@ -150,7 +166,7 @@ class _Front:
         app: FastAPI,
         limit: int,
         timeout: float,
-        routes: Mapping[str, Callable[[bytes], Response]],
+        routes: Mapping[str, Route],
         run: _Worker,
         guard: _Guard,
     ) -> None:
@@ -206,7 +222,9 @@ class _Front:
         body = b"".join(chunks)
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is not None and not scope.get("root_path"):
-            response = await self.run.unless_gone(route, body, receive)
+            session = headers.get(SESSION_HEADER.lower().encode())
+            work = functools.partial(route, body, None if session is None else session.decode())
+            response = await self.run.unless_gone(work, receive)
             if response is not None:  # None: the client left before its turn came
                 await response(scope, receive, send)
             return
@@ -248,13 +266,11 @@ class _Worker:
             self._limiter = anyio.CapacityLimiter(self.threads)
         return self._limiter
 
-    async def __call__(self, fn: Callable[[bytes], Response], body: bytes) -> Response:
-        """``fn(body)`` on a worker thread, in turn."""
-        return await anyio.to_thread.run_sync(fn, body, limiter=self.limiter)
+    async def __call__(self, fn: Callable[[], Response]) -> Response:
+        """``fn()`` on a worker thread, in turn."""
+        return await anyio.to_thread.run_sync(fn, limiter=self.limiter)
 
-    async def unless_gone(
-        self, fn: Callable[[bytes], Response], body: bytes, receive: Any
-    ) -> Response | None:
+    async def unless_gone(self, fn: Callable[[], Response], receive: Any) -> Response | None:
         """As a call, but ``None`` without working if the client leaves while it waits."""
         result: Response | None = None
         async with anyio.create_task_group() as group:
@@ -262,7 +278,7 @@ class _Worker:
             async with self.limiter:  # leaves the queue here if the client goes
                 with anyio.CancelScope(shield=True):
                     # The limit's token is held: any idle thread of anyio's pool will do.
-                    result = await anyio.to_thread.run_sync(fn, body)
+                    result = await anyio.to_thread.run_sync(fn)
             group.cancel_scope.cancel()  # the watcher's job is done
         return result
 
@@ -378,6 +394,22 @@ def _debug(sel: Selection) -> dict[str, Any]:
     }
 
 
+TEXT_PREVIEW = 200
+"""Characters of each candidate's text kept with a session's record (for the page's detail)."""
+
+
+def _live_record(req: SelectRequest, sel: Selection) -> dict[str, Any]:
+    """What a session keeps of one selection: a hook log record's fields, with text previews."""
+    ids = [str(i) if c.id is None else c.id for i, c in enumerate(req.candidates)]
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "source": "service",
+        "query": req.query[:TEXT_PREVIEW],
+        **sel.to_dict(),
+        "texts": {i: c.text[:TEXT_PREVIEW] for i, c in zip(ids, req.candidates)},
+    }
+
+
 def _json(body: dict[str, Any]) -> Response:
     data = json.dumps(body, separators=(",", ":"), default=str).encode()
     return Response(data, media_type="application/json")
@@ -391,19 +423,24 @@ class _Service:
     large or slow request holds a worker thread, not the loop.
     """
 
-    def __init__(self, selector: ContextSelector, max_candidates: int) -> None:
-        self.selector, self.max_candidates = selector, max_candidates
+    def __init__(self, selector: ContextSelector, max_candidates: int, live: LiveSessions) -> None:
+        self.selector, self.max_candidates, self.live = selector, max_candidates, live
         self.probe = _OptionsProbe(selector)
 
-    def select(self, raw: bytes) -> Response:
+    def select(self, raw: bytes, session: str | None = None) -> Response:
         """``POST /select``: the verdict in brief."""
-        return self._answer(raw, debug=False)
+        return self._answer(raw, session, debug=False)
 
-    def select_debug(self, raw: bytes) -> Response:
+    def select_debug(self, raw: bytes, session: str | None = None) -> Response:
         """``POST /select_debug``: the verdict with every candidate's scores."""
-        return self._answer(raw, debug=True)
+        return self._answer(raw, session, debug=True)
 
-    def _answer(self, raw: bytes, *, debug: bool) -> Response:
+    def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
+        try:
+            if session is not None:
+                session_id(session)
+        except ValueError as err:
+            return _problem(400, str(err))
         try:
             req = SelectRequest.model_validate_json(raw)
         except ValidationError as err:
@@ -444,7 +481,27 @@ class _Service:
             return _problem(422, f"strategy_options: {err}")
         except ValueError as err:  # the messages name the field or option
             return _problem(422, str(err))
+        if session is not None:
+            self.live.add(session, _live_record(req, sel))
         return _json(_debug(sel) if debug else _summary(sel))
+
+
+def _session(request: Request) -> str | None:
+    return request.headers.get(SESSION_HEADER)
+
+
+class _EventStream(StreamingResponse):
+    """A streamed response that calls ``on_close`` when it ends, however it ends."""
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None], **kw: Any):
+        super().__init__(content, **kw)
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_close()
 
 
 def _documented(app: FastAPI) -> None:
@@ -491,6 +548,8 @@ def create_app(
     selection_threads: int | None = None,
     allowed_hosts: Iterable[str] | None = None,
     token: str | None = None,
+    live: LiveSessions | None = None,
+    watch: str | os.PathLike[str] | None = None,
 ) -> _Front:
     """Build the ASGI app around one warm selector.
 
@@ -506,6 +565,10 @@ def create_app(
             :data:`LOOPBACK_HOSTS`. ``"*"`` accepts any.
         token: When set, every request must carry ``Authorization: Bearer <token>`` (401
             otherwise).
+        live: Where the recent selections of each session are kept for ``GET /sessions``
+            and its event streams (default: :class:`LiveSessions` with its default bounds).
+        watch: A hook's JSONL selection log (its ``log_path``) to follow: each record appended
+            to it is shown as the newest of session ``"watch"``.
 
     Returns:
         The ASGI application (FastAPI behind a small front that checks bodies and answers
@@ -535,6 +598,8 @@ def create_app(
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise ValueError("token must be a non-empty string")
     warm = selector if selector is not None else ContextSelector()
+    sessions = live if live is not None else LiveSessions()
+    tail = None if watch is None else JsonlTail(Path(watch), sessions)
     app = FastAPI(
         title="pacms selection service",
         version=__version__,
@@ -544,19 +609,21 @@ def create_app(
         redoc_url=None,
     )
     app.state.selector = warm
-    service = _Service(warm, max_candidates)
+    service = _Service(warm, max_candidates, sessions)
     run = _Worker(threads)
     _documented(app)
 
     @app.post("/select", response_model=SelectResponse, openapi_extra=BODY)
     async def select(request: Request) -> Response:
         """Select under the budget; kept ids in order, token totals and flags."""
-        return await run(service.select, await request.body())
+        work = functools.partial(service.select, await request.body(), _session(request))
+        return await run(work)
 
     @app.post("/select_debug", response_model=SelectDebugResponse, openapi_extra=BODY)
     async def select_debug(request: Request) -> Response:
         """As ``/select``, plus every candidate's verdict (relevance, gain, pick rank)."""
-        return await run(service.select_debug, await request.body())
+        work = functools.partial(service.select_debug, await request.body(), _session(request))
+        return await run(work)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -597,9 +664,39 @@ def create_app(
             "facts": [{"name": f.name, "ids": list(s.fact_ids(f))} for f in s.facts],
         }
 
+    @app.get("/sessions")
+    async def list_sessions() -> dict[str, Any]:
+        """Sessions with recent selections: id, records kept, newest record's number."""
+        if tail is not None:
+            await anyio.to_thread.run_sync(tail.poll)
+        return {"sessions": sessions.summary(), "watching": None if tail is None else str(watch)}
+
+    @app.get("/sessions/{sid}/events", response_model=None)
+    async def session_events(sid: str, request: Request) -> Response:
+        """A session's recent selections, then each new one, as server-sent events."""
+        try:
+            session_id(sid)
+        except ValueError as err:
+            return _problem(422, str(err).replace(SESSION_HEADER, "session"))
+        if not sessions.open_stream():
+            return _problem(503, f"live: {sessions.max_clients} streams are open already")
+        last = request.headers.get("last-event-id", "0")
+        after = int(last) if last.isdigit() and len(last) < 19 else 0
+        poll = tail.poll if tail is not None and sid == WATCH_SESSION else None
+        return _EventStream(
+            event_stream(sessions, sid, after, poll),
+            on_close=sessions.close_stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(str(STATIC / "index.html"))
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(str(STATIC / "favicon.svg"), media_type="image/svg+xml")
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     routes = {"/select": service.select, "/select_debug": service.select_debug}

@@ -212,11 +212,12 @@ def check(sel: Any, cands: list[Candidate], mode: str) -> None:
     if mode == "honest":
         assert not sel.fell_back, sel.error
     elif mode in BROKEN and {
-        "all ids": sum(cost.values()) > sel.budget,
+        # keeping every id over the budget is right when every id is mandatory
+        "all ids": sum(cost.values()) > sel.budget and set(ids) != mandatory,
         "mandatory missing": bool(mandatory),
     }.get(mode, True):
-        # Each of these breaks a check whatever the pool (all ids: when they exceed the budget;
-        # mandatory missing: when there is one).
+        # Each of these breaks a check whatever the pool (all ids: when they exceed the budget
+        # and are not all mandatory; mandatory missing: when there is one).
         assert sel.fell_back and sel.error and sel.strategy == "lastk", (mode, sel.error)
     if sel.fell_back:
         assert sel.error

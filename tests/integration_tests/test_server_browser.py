@@ -8,127 +8,29 @@ to refresh the screenshot in the docs.
 from __future__ import annotations
 
 import base64
-import itertools
-import json
 import os
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
-websocket = pytest.importorskip("websocket", reason="needs websocket-client (the 'test' extra)")
+pytest.importorskip("websocket", reason="needs websocket-client (the 'test' extra)")
 
-import httpx  # noqa: E402
-from pacms_server import running  # noqa: E402
+import httpx
+from chromium_page import CHROMIUM, NO_CHROMIUM, Page, chromium
+from pacms_server import running
 
-from langchain_pacms.server import create_app  # noqa: E402
+from langchain_pacms.server import create_app
 
-CHROMIUM = os.environ.get("PACMS_CHROMIUM") or next(
-    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
-)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium binary (apt-get install chromium, or set PACMS_CHROMIUM)"
-)
-
-
-class Page:
-    """A minimal DevTools-protocol client for one page."""
-
-    def __init__(self, ws_url: str) -> None:
-        self.ws = websocket.create_connection(ws_url, timeout=20, suppress_origin=True)
-        self.ids = itertools.count(1)
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        msg_id = next(self.ids)
-        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == msg_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-
-    def js(self, expression: str) -> Any:
-        result = self.call(
-            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
-        )
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"page error: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def wait(self, expression: str, timeout: float = 15) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = self.js(expression)
-            if value:
-                return value
-            time.sleep(0.05)
-        status = self.js("document.getElementById('status').textContent")
-        raise AssertionError(f"timed out waiting for {expression}; status: {status}")
-
-    def rendered(self, action: str) -> None:
-        """Run ``action`` and wait until the page drew the answer to it."""
-        before = int(self.js("Number(document.getElementById('status').dataset.generation||0)"))
-        self.js(action)
-        self.wait(
-            f"Number(document.getElementById('status').dataset.generation||0) > {before}"
-            " && document.getElementById('status').dataset.state === 'ready'"
-        )
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Page, str]]:
-    profile = tmp_path_factory.mktemp("chromium")
-    with running(create_app()) as url:
-        proc = subprocess.Popen(
-            [
-                str(CHROMIUM),
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--disable-extensions",
-                "--disable-sync",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--remote-allow-origins=*",
-                "--window-size=1300,900",
-                f"--user-data-dir={profile}",
-                "--remote-debugging-port=0",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            port_file = profile / "DevToolsActivePort"
-            deadline = time.monotonic() + 30
-            while not (port_file.exists() and port_file.read_text().strip()):
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("chromium did not open its DevTools port")
-                time.sleep(0.05)
-            port = int(port_file.read_text().split()[0])
-            targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
-            target = next(t for t in targets if t["type"] == "page")
-            client = Page(target["webSocketDebuggerUrl"])
-            client.call("Page.enable")
-            client.call("Runtime.enable")
-            client.call("Page.navigate", url=f"{url}/")
-            client.wait(
-                "document.getElementById('strategy') && "
-                "document.getElementById('strategy').options.length >= 5"
-            )
-            yield client, url
-            client.ws.close()
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    with running(create_app()) as url, chromium(tmp_path_factory.mktemp("chromium")) as client:
+        client.open(f"{url}/")
+        yield client, url
 
 
 KEPT_A = "[...document.querySelectorAll('#pane-a .cell[data-kept=\"1\"]')].map(c => c.dataset.id)"

@@ -1,0 +1,260 @@
+"""Live mode: the recent selections of each session, kept in memory and streamed to the page.
+
+The service keeps the selections it served to each client that names a session
+(:data:`SESSION_HEADER`), and ``pacms serve --watch PATH`` adds each record a hook appends to its
+JSONL selection log (:class:`JsonlTail`, session :data:`WATCH_SESSION`). Everything is bounded:
+the number of sessions (least recently updated dropped first), the records per session (oldest
+dropped first), the bytes of all records together, and the clients streaming at once. A
+session's records are streamed as server-sent events (:func:`event_stream`), each with its
+sequence number as the event id, so a reconnecting ``EventSource`` resumes where it stopped.
+
+Example:
+    >>> live = LiveSessions(max_records=2)
+    >>> for n in range(3):
+    ...     _ = live.add("run-1", {"n": n})
+    >>> [data for _, data in live.since("run-1", 0)]
+    ['{"n":1}', '{"n":2}']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+__all__ = [
+    "SESSION_HEADER",
+    "WATCH_SESSION",
+    "JsonlTail",
+    "LiveSessions",
+    "event_stream",
+    "session_id",
+]
+
+SESSION_HEADER = "X-Pacms-Session"
+"""Request header naming the session a selection belongs to (``RemoteSelector(session=...)``)."""
+WATCH_SESSION = "watch"
+"""The session under which ``--watch`` shows the records of the followed log."""
+_SESSION = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+POLL_SECONDS = 0.2
+"""How often a stream looks for new records (and a followed log for new lines)."""
+KEEPALIVE_SECONDS = 10.0
+"""Longest silence on a stream: a comment line is sent after it (it also finds gone clients)."""
+
+
+def session_id(value: str) -> str:
+    """``value`` if it is a valid session id: 1-64 letters, digits, ``.``, ``_``, ``:`` or ``-``.
+
+    Raises:
+        ValueError: Naming the header, for anything else.
+
+    Example:
+        >>> session_id("agent-7:thread.1")
+        'agent-7:thread.1'
+    """
+    if not _SESSION.fullmatch(value):
+        raise ValueError(
+            f"{SESSION_HEADER}: a session id is 1-64 letters, digits or '._:-', got {value[:80]!r}"
+        )
+    return value
+
+
+class LiveSessions:
+    """The recent records of each session, bounded, safe to add to from any thread.
+
+    Args:
+        max_sessions: Sessions kept; adding to a new one beyond this drops the session least
+            recently added to.
+        max_records: Records kept per session (the oldest go first).
+        max_bytes: Bytes of all records' JSON together; beyond it the oldest records of the
+            least recently updated sessions go first (the newest record always stays).
+        max_clients: Streams open at once (see :meth:`open_stream`).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_sessions: int = 64,
+        max_records: int = 64,
+        max_bytes: int = 32 * 1024 * 1024,
+        max_clients: int = 16,
+    ) -> None:
+        self.max_sessions, self.max_records = max_sessions, max_records
+        self.max_bytes, self.max_clients = max_bytes, max_clients
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[str, deque[tuple[int, str]]] = OrderedDict()
+        self._bytes = 0
+        self._seq = 0
+        self.clients = 0
+
+    def add(self, session: str, record: dict[str, Any]) -> int:
+        """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number."""
+        data = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+        with self._lock:
+            self._seq += 1
+            records = self._sessions.pop(session, None) or deque()
+            self._sessions[session] = records  # the most recently updated comes last
+            records.append((self._seq, data))
+            self._bytes += len(data)
+            if len(records) > self.max_records:
+                self._bytes -= len(records.popleft()[1])
+            while len(self._sessions) > self.max_sessions:
+                _, dropped = self._sessions.popitem(last=False)
+                self._bytes -= sum(len(d) for _, d in dropped)
+            while self._bytes > self.max_bytes and self._bytes > len(data):
+                oldest_name, oldest = next(iter(self._sessions.items()))
+                self._bytes -= len(oldest.popleft()[1])
+                if not oldest:
+                    del self._sessions[oldest_name]
+            return self._seq
+
+    def since(self, session: str, after: int) -> list[tuple[int, str]]:
+        """The kept records of ``session`` numbered above ``after``, oldest first."""
+        with self._lock:
+            return [(seq, data) for seq, data in self._sessions.get(session, ()) if seq > after]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Each session's id, number of records kept and newest sequence number, newest first."""
+        with self._lock:
+            items = list(self._sessions.items())
+        return [
+            {"id": name, "records": len(records), "last": records[-1][0]}
+            for name, records in reversed(items)
+            if records
+        ]
+
+    def open_stream(self) -> bool:
+        """Count one more stream, unless :attr:`max_clients` are open already (``False``)."""
+        with self._lock:
+            if self.clients >= self.max_clients:
+                return False
+            self.clients += 1
+            return True
+
+    def close_stream(self) -> None:
+        """Count one stream fewer."""
+        with self._lock:
+            self.clients -= 1
+
+
+def _is_record(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("candidates"), list)
+
+
+class JsonlTail:
+    r"""Follow a JSONL selection log: each complete new line that is a record goes to ``live``.
+
+    The log is read from where the last call stopped, at most ``chunk`` bytes a call; when it is
+    first read, only its last ``live.max_bytes`` bytes are. A line longer than ``max_line``
+    bytes, a line that is not JSON, or JSON that is not a selection record (no ``candidates``
+    list) is skipped. A log that shrinks or is replaced is read again from its start; one that
+    does not exist yet is waited for.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
+        >>> live = LiveSessions()
+        >>> tail = JsonlTail(path, live)
+        >>> _ = path.write_text('{"candidates": [], "query": "q"}\nnot json\n{"cand')
+        >>> tail.poll()
+        1
+        >>> [data for _, data in live.since(WATCH_SESSION, 0)]
+        ['{"candidates":[],"query":"q"}']
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        live: LiveSessions,
+        *,
+        session: str = WATCH_SESSION,
+        chunk: int = 4 * 1024 * 1024,
+        max_line: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.path, self.live, self.session = Path(path), live, session
+        self.chunk, self.max_line = chunk, max_line
+        self._lock = threading.Lock()
+        self._file: tuple[int, int] | None = None  # (device, inode) being followed
+        self._offset = 0
+        self._partial = b""
+        self._skipping = False  # inside a line longer than max_line
+
+    def poll(self) -> int:
+        """Read what was appended since the last call; the number of records added."""
+        with self._lock:
+            try:
+                with self.path.open("rb") as handle:
+                    stat = os.fstat(handle.fileno())
+                    self._start(stat, handle)
+                    handle.seek(self._offset)
+                    data = handle.read(self.chunk)
+            except OSError:
+                return 0
+            self._offset += len(data)
+            return self._lines(data)
+
+    def _start(self, stat: os.stat_result, handle: Any) -> None:
+        """Begin (again) when the file is new, replaced or shorter than what was read."""
+        ident = (stat.st_dev, stat.st_ino)
+        if ident == self._file and stat.st_size >= self._offset:
+            return
+        self._file, self._partial, self._skipping = ident, b"", False
+        self._offset = max(0, stat.st_size - self.live.max_bytes)
+        if self._offset:  # start at the first whole line of the tail
+            handle.seek(self._offset - 1)
+            self._skipping = handle.read(1) != b"\n"
+
+    def _lines(self, data: bytes) -> int:
+        *lines, rest = (self._partial + data).split(b"\n")
+        added = 0
+        for line in lines:
+            if self._skipping:
+                self._skipping = False
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if _is_record(record):
+                self.live.add(self.session, record)
+                added += 1
+        if len(rest) > self.max_line:
+            rest, self._skipping = b"", True
+        self._partial = b"" if self._skipping else rest
+        return added
+
+
+async def event_stream(
+    live: LiveSessions,
+    session: str,
+    after: int,
+    poll: Callable[[], int] | None = None,
+) -> AsyncIterator[bytes]:
+    """Server-sent events: ``session``'s records numbered above ``after``, then each new one.
+
+    Each record is one ``selection`` event whose ``id`` is its sequence number and whose
+    ``data`` is the record's JSON; a comment line is sent after :data:`KEEPALIVE_SECONDS` of
+    silence. ``poll`` (a followed log's :meth:`JsonlTail.poll`) runs before each look. Runs
+    until the client leaves.
+    """
+    yield b"retry: 1000\n\n"
+    quiet = 0.0
+    while True:
+        if poll is not None:
+            await anyio.to_thread.run_sync(poll)
+        fresh = live.since(session, after)
+        for seq, data in fresh:
+            yield f"id: {seq}\nevent: selection\ndata: {data}\n\n".encode()
+            after = seq
+        quiet = 0.0 if fresh else quiet + POLL_SECONDS
+        if quiet >= KEEPALIVE_SECONDS:
+            quiet = 0.0
+            yield b": keep-alive\n\n"
+        await anyio.sleep(POLL_SECONDS)
