@@ -254,14 +254,13 @@ class SelectionConfig:
         strategy_options: Keyword options of the strategy, checked against its parameters.
             ``pacms`` selects messages without the embedder's relevance feedback unless
             these set ``relevance_feedback`` (the built-in embedder's profile turns it on for
-            retrieval): on the recorded agent runs' development split it kept fewer of the
-            outputs later tool calls reused (mini-swe, 50% kept: 56.4% of 360 cuts
-            unaffected against 59.2% without it). When only the newest step is mandatory (a
-            tool loop that outgrew the budget, or ``keep_latest_turn=False``: see below) its
-            kernel threshold is the profile's ``tool_loop_similarity_threshold`` where the
-            profile sets one, unless these set ``similarity_threshold``: 0.3 for the built-in
-            embedder, whose retrieval value is 0.85 (development split, 50% kept: mini-swe
-            76.9% of 360 cuts unaffected against 74.2%, tau-bench 51.7% of 203 against 50.2%).
+            retrieval): on the recorded agent runs it kept fewer of the outputs later tool
+            calls reused (``docs/results/lifecycle-notes.md``). When only the newest step is
+            mandatory (a tool loop that outgrew the budget, or ``keep_latest_turn=False``: see
+            below) its kernel threshold is the profile's ``tool_loop_similarity_threshold``
+            where the profile sets one, unless these set ``similarity_threshold``: 0.3 for the
+            built-in embedder, whose retrieval value is 0.85 (chosen on the replay's
+            development split: ``docs/results/lifecycle-notes.md``).
         query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
         query_mode: The default query when ``query`` is not given: ``"agent"`` (default) is
             the latest human message plus what the agent is doing now (the text and tool calls
