@@ -146,6 +146,11 @@ def test_the_examples_of_a_page_run(
         assert "1" in selection.kept_ids  # the pgbouncer port answers the query
     if page.name == "compressor.md":  # its retriever embeds with OllamaEmbeddings
         assert ollama.embedded and names["docs"]
+    if page.name == "selection.md":  # the Ollama selector embeds with nomic's task prefixes
+        texts = ["staging port 6543", "billing job"]
+        names["selector"].select(texts, query="port", budget_tokens=9)
+        assert "search_query: port" in ollama.embedded
+        assert "search_document: staging port 6543" in ollama.embedded
     if page.name == "integrations.md":  # the hook logged a selection per model call
         assert (tmp_path / "selections.jsonl").read_text(encoding="utf-8").count("\n") >= 2
     if page.name == "lifecycle.md":  # the folded payload comes back byte for byte
