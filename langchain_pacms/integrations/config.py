@@ -312,8 +312,8 @@ class SelectionConfig:
             returns it byte for byte. Needs ``sidecar_store``; not with ``tool_placeholders``
             (the stub is the richer variant).
         sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
-            the run's ``configurable.thread_id`` (:data:`~langchain_pacms.lifecycle.node.
-            DEFAULT_THREAD` when the run has none).
+            the run's ``configurable.thread_id`` (a run without one has its own thread, named
+            after its first message: :func:`~langchain_pacms.lifecycle.sidecar.run_thread`).
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
         prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
             of ``create_react_agent``, which is added after the pre-model hook. Its tokens are

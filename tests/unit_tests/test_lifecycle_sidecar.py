@@ -191,3 +191,18 @@ async def test_async_twins():
 def test_bad_arguments(store, thread, error, match):
     with pytest.raises(error, match=match):
         SidecarStore(store, thread)
+
+
+def test_a_record_stored_under_its_bare_id_is_still_read_by_hash():
+    # stores written before keys carried the payload's hash hold "function:tool:1" itself
+    store = InMemoryStore()
+    record = _record("written by an earlier version")
+    scratch = SidecarStore(InMemoryStore(), "t")
+    scratch.put(record)
+    (item,) = scratch.store.search(scratch.namespace)
+    store.put((SIDECAR_NAMESPACE, "t"), "function:tool:1", dict(item.value), index=False)
+    sidecars = SidecarStore(store, "t")
+    assert sidecars.get("function:tool:1").payload == record.payload
+    assert sidecars.get("function:tool:1", record.sha256).payload == record.payload
+    with pytest.raises(SidecarIntegrityError, match="matches the sha256"):
+        sidecars.get("function:tool:1", "0" * 64)
