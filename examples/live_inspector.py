@@ -34,7 +34,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.graph import PACMSHook
-from langchain_pacms.remote import RemoteSelector
+
+try:
+    import uvicorn
+
+    from langchain_pacms.remote import RemoteSelector
+except ImportError as err:  # shown to a user without the extra
+    raise SystemExit(
+        f'{err}: this example needs the "server" extra:\npip install "langchain-pacms[server]"'
+    ) from err
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -82,14 +90,7 @@ TOOLS = [read_service_log, list_orders]
 @contextlib.contextmanager
 def serving() -> Iterator[str]:
     """Run ``pacms serve``'s app on a free loopback port until the block ends; its base URL."""
-    try:
-        import uvicorn
-
-        from langchain_pacms.server import create_app
-    except ImportError as err:
-        raise SystemExit(
-            f'{err}: this example needs the "server" extra:\npip install "langchain-pacms[server]"'
-        ) from err
+    from langchain_pacms.server import create_app  # the server extra, checked at the top
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -621,6 +621,71 @@ def _with_feedback(problem: Problem, weight: float, items: int) -> Problem:
     )
 
 
+POOL_MEAN_COSINE_LIMIT = 0.95
+"""Mean cosine between a pool's candidates from which ``pacms`` with ``calibrate=True`` treats
+coverage as meaningless (every candidate near every other) and keeps relevance order."""
+
+
+def pool_mean_cosine(problem: Problem) -> float:
+    """The mean cosine over all pairs of distinct candidates (0 for fewer than two).
+
+    Computed from the sum of the unit rows, in ``O(n d)``.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [1.0, 0.0],
+        ...                   tokens=[1, 1, 1], budget=1)
+        >>> round(pool_mean_cosine(p), 3)
+        0.333
+    """
+    n = problem.n
+    if n < 2:
+        return 0.0
+    vectors = problem.vectors.astype(np.float64)
+    total = vectors.sum(axis=0)
+    pairs = float(total @ total) - float(np.einsum("ij,ij->", vectors, vectors))
+    return pairs / (n * (n - 1))
+
+
+def centered(problem: Problem) -> Problem:
+    """The problem with its candidates' vectors centred on the pool's mean and re-normalised.
+
+    What the candidates share with every other one (an embedder's common direction, which
+    puts all cosines high) is removed, so cosines among candidates read on the scale the
+    dense defaults assume: near 0 for unrelated texts. Relevance is kept as it was. Built once
+    per pool (budgets share it).
+
+    Example:
+        >>> import numpy as np
+        >>> p = Problem.build([[0.9, 0.1], [0.9, -0.1]], [1.0, 0.0], tokens=[1, 1], budget=1)
+        >>> c = centered(p)
+        >>> round(float(c.vectors[0] @ c.vectors[1]), 3), c.relevance.tolist() == p.relevance.tolist()
+        (-1.0, True)
+    """
+
+    def build() -> Problem:
+        vectors = problem.vectors.astype(np.float64)
+        shifted = vectors - vectors.mean(axis=0)
+        norms = np.linalg.norm(shifted, axis=1, keepdims=True)
+        unit = np.divide(shifted, norms, out=np.zeros_like(shifted), where=norms > 1e-12)
+        return Problem.build(
+            unit.astype(np.float32),
+            problem.query,
+            tokens=problem.tokens,
+            budget=problem.budget,
+            relevance=problem.relevance,
+            similarity_ceiling=problem.similarity_ceiling,
+        )
+
+    base = problem.shared(("centered",), build)
+    return base.with_costs(
+        tokens=problem.tokens,
+        budget=problem.budget,
+        mandatory=problem.mandatory,
+        positions=problem.positions,
+    )
+
+
 def pacms(
     problem: Problem,
     *,
@@ -635,6 +700,7 @@ def pacms(
     fill_threshold: float | None = None,
     relevance_feedback: float = 0.0,
     feedback_items: int = 10,
+    calibrate: bool | str = False,
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
@@ -683,6 +749,13 @@ def pacms(
             reaches evidence phrased unlike the query but like the best matches; a candidate's
             relevance is never lowered.
         feedback_items: How many of the most relevant candidates make the centroid.
+        calibrate: Read the pool's own cosine scale first (``ContextSelector`` sets it for
+            an embedder that declares no profile): when the mean cosine between candidates
+            is at least :data:`POOL_MEAN_COSINE_LIMIT`, coverage cannot tell them apart, so
+            the picks are in relevance order (as ``topk``) and ``info["coverage"]`` says
+            ``"meaningless"``; otherwise the candidates' vectors are centred on the pool's
+            mean (:func:`centered`) before the kernel, the fill and the feedback read them.
+            ``info["pool_mean_cosine"]`` gives the mean cosine either way.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.
@@ -715,6 +788,25 @@ def pacms(
     walk = _fill_walk(fill, similarity_threshold if fill_threshold is None else fill_threshold)
     start = np.flatnonzero(problem.mandatory).astype(np.int64)
     scores = np.full(problem.n, np.nan)
+    calibration: dict[str, Any] = {}
+    if calibrate:
+        mean = problem.shared(("pool_mean_cosine",), lambda: pool_mean_cosine(problem))
+        calibration = {"pool_mean_cosine": mean, "coverage": "meaningful"}
+        if mean >= POOL_MEAN_COSINE_LIMIT:
+            room = problem.budget - int(problem.tokens[start].sum())
+            order = [*start.tolist(), *relevance_fill(problem, start.tolist(), room)]
+            scores[order] = 0.0
+            info = {"relevance_weight": lam, "evaluations": 0, **calibration}
+            info["coverage"] = "meaningless"
+            return Pick(np.asarray(order, dtype=np.int64), scores, info=info)
+        if calibrate == "rescale":
+            shift = max(mean, 0.0)
+            similarity_threshold = shift + similarity_threshold * (1.0 - shift)
+            if fill_threshold is None:
+                walk = _fill_walk(fill, similarity_threshold)
+            calibration["similarity_threshold"] = similarity_threshold
+        else:
+            problem = centered(problem)
     if problem.n == int(start.size):
         return Pick(start, scores, info={"relevance_weight": lam, "evaluations": 0})
     if walk is not None and walk is not relevance_fill:
@@ -751,6 +843,7 @@ def pacms(
         "relevance_weight": lam,
         "evaluations": result.evaluations,
         "filled": result.completed,
+        **calibration,
     }
     return Pick(np.asarray([*start.tolist(), *result.picks], dtype=np.int64), scores, info=info)
 
@@ -837,9 +930,10 @@ def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | Non
     """Why ``strategy`` rejects ``options``, or ``None`` when it takes them.
 
     An option the strategy's signature does not name is rejected with the options it takes;
-    the others are tried on a two-item problem, so bad values show up now. (On a real pool whose
-    mandatory part exceeds the budget the strategy never runs, so a bad value would only show
-    up later.)
+    for a built-in strategy the others are tried on a two-item problem, so bad values show up
+    now. (On a real pool whose mandatory part exceeds the budget the strategy never runs, so a
+    bad value would only show up later.) A strategy of the user's own is never called here: it
+    may be costly or keep state.
 
     Args:
         strategy: A registered name or a strategy callable.
@@ -864,6 +958,8 @@ def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | Non
     unknown = [] if accepted is None else sorted(set(options) - set(accepted))
     if unknown:
         return f"unknown option {unknown[0]!r}; it accepts: {', '.join(accepted or ['nothing'])}"
+    if fn not in _BUILTINS.values():
+        return None
     probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
     try:
         solve(probe, strategy, **options)

@@ -21,6 +21,7 @@ EXTRA_OF = {
     "langgraph_agent_hook": None,
     "lifecycle_sqlite": "lifecycle",
     "lifecycle_with_selection": "middleware",
+    "live_inspector": "server",
     "middleware_agent": "middleware",
     "retrieval_compressor": "compare",
     "tool_loop_fold_stubs": "lifecycle",
