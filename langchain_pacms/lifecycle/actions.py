@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +56,7 @@ from langchain_pacms.lifecycle.objects import (
     ContextObject,
     _content_payload,
     by_message,
+    by_messages,
     payload_of,
 )
 
@@ -85,6 +86,11 @@ Scope = Literal["output", "span"]
 
 LONG_ARGUMENT = 200
 """Characters from which a span fold replaces a tool call's string argument with a pointer."""
+
+# a history is rehearsed again at every step and by every check: what a fold or mask of a
+# message object computes is remembered (payloads by object, rewritten copies by message)
+_FOLDS: by_messages[tuple[str, str, str, str, str]] = by_messages(1_024)
+_REWRITES: by_messages[Any] = by_messages(8_192)
 
 
 @dataclass(frozen=True)
@@ -239,9 +245,30 @@ def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str)
     return f"{obj.kind} message ({size}): {first[:80]}"
 
 
-def _rewrite(message: BaseMessage, content: str, mark: Mapping[str, Any]) -> BaseMessage:
-    kwargs = {**message.additional_kwargs, LIFECYCLE_KEY: dict(mark)}
-    return message.model_copy(update={"content": content, "additional_kwargs": kwargs})
+def _rewrite(
+    message: BaseMessage, content: str, mark: Mapping[str, Any], pointer: str | None = None
+) -> BaseMessage:
+    """A copy of ``message`` with ``content`` and the lifecycle ``mark``.
+
+    With ``pointer``, its calls' long string arguments are replaced by it (a span fold). The
+    copy is remembered per message object and edit, so rehearsing a history again makes no new
+    copies (not for a message without an id, which a LangGraph channel would give one in place).
+    """
+
+    def compute() -> BaseMessage:
+        kwargs = {**message.additional_kwargs, LIFECYCLE_KEY: dict(mark)}
+        update: dict[str, Any] = {"content": content, "additional_kwargs": kwargs}
+        if pointer is not None:
+            update["tool_calls"] = [
+                {**c, "args": _short_args(c.get("args") or {}, pointer)}
+                for c in getattr(message, "tool_calls", None) or []
+            ]
+        return message.model_copy(update=update)
+
+    if not message.id:
+        return compute()
+    edit = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in mark.items())
+    return _REWRITES((message,), ("rewrite", content, edit, pointer), compute)
 
 
 def span_payload(messages: Sequence[BaseMessage], obj: ContextObject) -> str:
@@ -318,21 +345,31 @@ def _fold(
         return targets
     head = messages[obj.indices[0]]
     assert isinstance(head, AIMessage)
-    pointer = f"[folded with {obj.id}]"
-    calls = [{**c, "args": _short_args(c.get("args") or {}, pointer)} for c in head.tool_calls]
     listed = {"list_content": True} if isinstance(head.content, list) else {}
-    rewritten = _rewrite(head, "", {**mark, **listed, "span": True})
-    messages[obj.indices[0]] = rewritten.model_copy(update={"tool_calls": calls})
+    pointer = f"[folded with {obj.id}]"
+    messages[obj.indices[0]] = _rewrite(head, "", {**mark, **listed, "span": True}, pointer)
     return [*targets, obj.indices[0]]  # the stub first
 
 
-def _size(message: BaseMessage, count: Callable[[str], int]) -> int:
-    """Tokens of a message's content and, for a call message, of its calls' arguments."""
+def _sized_texts(message: BaseMessage) -> tuple[str, ...]:
+    """What :func:`_size` counts: a message's content and each of its calls' arguments."""
     calls = getattr(message, "tool_calls", None) or []
-    args = sum(
-        count(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)) for c in calls
+    return (
+        str(message.content),
+        *(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str) for c in calls),
     )
-    return count(str(message.content)) + args
+
+
+_held_texts = by_message(_sized_texts)
+
+
+def _size(message: BaseMessage, count: Callable[[str], int], *, held: bool = False) -> int:
+    """Tokens of a message's content and, for a call message, of its calls' arguments.
+
+    ``held``: the message is one of the history's own or a remembered rewrite of one, so its
+    texts are remembered.
+    """
+    return sum(count(t) for t in (_held_texts if held else _sized_texts)(message))
 
 
 def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
@@ -458,11 +495,19 @@ def _mask(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int)
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
     targets = results or [obj.indices[0]]
     for i in targets:
-        content = messages[i].content
-        text = content if isinstance(content, str) else payload_of(messages, (i,))
-        masked = mask_text(text, head, tail, locator_budget(len(text) - head - tail))
-        messages[i] = _rewrite(messages[i], masked, mark)
+        messages[i] = _rewrite(messages[i], _masked(messages[i], head, tail), mark)
     return targets
+
+
+def _masked(message: BaseMessage, head: int, tail: int) -> str:
+    """The masked content of ``message`` (remembered per message object)."""
+
+    def compute() -> str:
+        content = message.content
+        text = content if isinstance(content, str) else payload_of((message,), (0,))
+        return mask_text(text, head, tail, locator_budget(len(text) - head - tail))
+
+    return _REWRITES((message,), ("mask", head, tail), compute)
 
 
 def _rewrite_object(
@@ -470,7 +515,7 @@ def _rewrite_object(
     out: list[BaseMessage],
     obj: ContextObject,
     action: Action,
-    shown: frozenset[str] | ShownBefore,
+    shown: Container[str],
     mask_head: int,
     mask_tail: int,
 ) -> tuple[list[int], SidecarRecord | None]:
@@ -480,16 +525,50 @@ def _rewrite_object(
     if action.op != "fold":
         raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
     span = _is_span(messages, obj, action.scope)
-    results = payload_of(messages, obj.indices)
-    payload = span_payload(messages, obj) if span else results
-    record = SidecarRecord.of(
-        obj.id, payload, obj.kind, obj.lineage, _describe(messages, obj, results)
-    )
-    source = _source(messages, obj, span, results)
-    locators = stub_locators(record.sha256, source, shown)
-    every = stub_locators(record.sha256, source).locators if shown else ()
-    elsewhere = [t for t in every if t in shown]
-    return _fold(out, obj, record, locators, span, elsewhere, _lines(results)), record
+    payload, sha256, description, source, length = _fold_material(messages, obj, span)
+    locators = stub_locators(sha256, source, shown)
+    every = stub_locators(sha256, source).locators if shown else ()
+    elsewhere = tuple(t for t in every if t in shown)
+
+    record = SidecarRecord(obj.id, payload, sha256, obj.kind, obj.lineage, description)
+
+    def fold() -> list[tuple[int, BaseMessage]]:
+        indices = _fold(out, obj, record, locators, span, list(elsewhere), length)
+        return [(obj.indices.index(i), out[i]) for i in indices]
+
+    # the stubs depend on the object's messages and what they leave out, not on the rest
+    # (and a message without an id is never shared: a messages channel gives it one in place)
+    held = tuple(messages[i] for i in obj.indices)
+    key = ("fold", obj.id, obj.kind, span, locators, elsewhere)
+    rewritten = _REWRITES(held, key, fold) if all(m.id for m in held) else fold()
+    for k, message in rewritten:
+        out[obj.indices[k]] = message
+    return [obj.indices[k] for k, _ in rewritten], record
+
+
+@by_message
+def _stub_shows(stub: BaseMessage) -> frozenset[str]:
+    """What a fold stub shows (:func:`durable_locators` of its text)."""
+    return durable_locators([str(stub.content)])
+
+
+def _fold_material(
+    messages: Sequence[BaseMessage], obj: ContextObject, span: bool
+) -> tuple[str, str, str, str, str]:
+    """A fold's payload, its sha256, description, locator source and length in lines.
+
+    Remembered per message objects: a history is rehearsed again and again while it grows.
+    """
+
+    def compute() -> tuple[str, str, str, str, str]:
+        results = payload_of(messages, obj.indices)
+        payload = span_payload(messages, obj) if span else results
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        description = _describe(messages, obj, results)
+        return payload, digest, description, _source(messages, obj, span, results), _lines(results)
+
+    held = tuple(messages[i] for i in obj.indices)
+    return _FOLDS(held, (span, obj.kind), compute)
 
 
 def fold_source(
@@ -616,6 +695,7 @@ def apply_actions(
     saved: dict[str, int] = {}
     before = after = 0
     shown = shown if dedupe else None
+    grown: set[str] | None = None  # ``shown`` and the locators of this call's stubs so far
     for action in actions:
         obj = index.by_id[action.target]
         if obj.kind == "system":
@@ -636,21 +716,25 @@ def apply_actions(
                     for i in index.by_id[a.target].indices
                 }
                 shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
-            seen = shown.upto(obj.indices[0] + 1) if isinstance(shown, ShownBefore) else shown
+            seen: Container[str]
+            if isinstance(shown, ShownBefore):
+                seen = shown.upto(obj.indices[0] + 1)
+            else:
+                seen = grown if grown is not None else shown or frozenset()
             indices, record = _rewrite_object(
-                messages, out, obj, action, seen or frozenset(), mask_head, mask_tail
+                messages, out, obj, action, seen, mask_head, mask_tail
             )
             touched.update(dict.fromkeys(indices))
             if record is not None:
                 sidecars.append(record)
                 if isinstance(shown, frozenset):  # a later stub need not repeat its locators
-                    shown = shown | durable_locators([str(out[indices[0]].content)])
+                    grown = set(shown) if grown is None else grown
+                    grown.update(_stub_shows(out[indices[0]]))
         now = 0
-        if action.op != "prune":
-            now = (
-                sum(_size(out[i], count) for i in obj.indices)
-                - sum(_size(messages[i], count) for i in obj.indices)
-                + obj.tokens
+        if action.op != "prune":  # the messages it left alone count the same before and after
+            now = obj.tokens + sum(
+                _size(out[i], count, held=True) - _size(messages[i], count, held=True)
+                for i in dict.fromkeys(indices)
             )
         after += now
         saved[obj.id] = obj.tokens - now

@@ -257,6 +257,7 @@ class Commit:
 @dataclass
 class _Thread:
     staged: list[Action] = field(default_factory=list)
+    checked: tuple[ContextIndex, Checked] | None = None  # this step's plan, checked on its index
 
 
 @dataclass(frozen=True)
@@ -373,9 +374,13 @@ class LifecycleHarness:
         )
 
     def check(
-        self, messages: Sequence[BaseMessage], index: ContextIndex, actions: Sequence[Action]
+        self,
+        messages: Sequence[BaseMessage],
+        index: ContextIndex,
+        actions: Sequence[Action],
+        prior: Checked | None = None,
     ) -> Checked:
-        """Validate and rehearse ``actions`` (see :func:`check_actions`)."""
+        """Validate and rehearse ``actions`` (see :func:`check_actions`, ``prior`` included)."""
         return check_actions(
             messages,
             index,
@@ -383,6 +388,7 @@ class LifecycleHarness:
             token_counter=self.token_counter,
             mask_head=self.mask_head,
             mask_tail=self.mask_tail,
+            prior=prior,
         )
 
     # -- the pure steps shared by step() and astep() -------------------------------------------
@@ -402,11 +408,15 @@ class LifecycleHarness:
         for rejection in checked.rejected:
             self.stats.rejections[rejection.reason] += 1
         thread.staged, _ = merge_actions(thread.staged, checked.accepted)
+        thread.checked = (index, checked)
 
     def _decide(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex
     ) -> _Decision:
-        checked = self.check(messages, index, thread.staged)
+        staged, thread.checked = thread.checked, None
+        # when nothing else is staged, this step's check of the plan rehearsed what is staged
+        prior = staged[1] if staged is not None and staged[0] is index else None
+        checked = self.check(messages, index, thread.staged, prior)
         thread.staged = list(checked.accepted)  # staged actions that no longer apply go
         if not checked.accepted:
             return _Decision(index, checked, None)

@@ -213,6 +213,41 @@ class by_message(Generic[T]):
         return value
 
 
+class by_messages(Generic[T]):
+    """Memoise values computed from a few messages, by the messages' identity and a key.
+
+    The multi-message sibling of :class:`by_message`, for a value of an object (its messages)
+    or of one message under some options: ``memo(messages, key, compute)`` returns what
+    ``compute()`` returned for the same message objects and ``key``, else calls it. Each entry
+    holds its messages, so their ids are not reused while it is cached.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> memo = by_messages()
+        >>> a, b = HumanMessage("ab"), HumanMessage("cd")
+        >>> memo((a, b), "joined", lambda: a.content + b.content), memo.hits
+        ('abcd', 0)
+        >>> memo((a, b), "joined", lambda: "not called"), memo.hits
+        ('abcd', 1)
+        >>> memo((HumanMessage("ab"), b), "joined", lambda: "another a"), memo.hits
+        ('another a', 1)
+    """
+
+    def __init__(self, size: int = 8_192) -> None:
+        self.size, self.hits = size, 0
+        self._memo: LruMemo[tuple[Any, ...], tuple[tuple[BaseMessage, ...], T]] = LruMemo(size)
+
+    def __call__(self, messages: tuple[BaseMessage, ...], key: Any, compute: Callable[[], T]) -> T:
+        slot = (key, *map(id, messages))
+        hit = self._memo.get(slot)
+        if hit is not None and all(a is b for a, b in zip(hit[0], messages, strict=True)):
+            self.hits += 1
+            return hit[1]
+        value = compute()
+        self._memo.put(slot, (messages, value))
+        return value
+
+
 @by_message
 def _signature(message: BaseMessage) -> str:
     calls = getattr(message, "tool_calls", None) or []

@@ -131,30 +131,14 @@ def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action
     return None
 
 
-def check_actions(
+def _valid(
     messages: Sequence[BaseMessage],
     index: ContextIndex,
     actions: Sequence[Action],
-    *,
-    token_counter: TokenCounter | None = None,
-    mask_head: int = 400,
-    mask_tail: int = 200,
-) -> Checked:
-    """Validate, normalise and rehearse ``actions`` on a copy of ``messages``.
-
-    Args:
-        messages: The history ``index`` was built from (not modified).
-        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
-        actions: The proposed actions (one plan, or staged plans merged).
-        token_counter: Counter for the rehearsal's token figures.
-        mask_head: Characters a mask keeps at the start.
-        mask_tail: Characters a mask keeps at the end.
-
-    Returns:
-        The :class:`Checked` actions with the rehearsal.
-    """
+    rejected: list[Rejection],
+) -> list[Action]:
+    """The actions that pass every check before the savings one; the others go to ``rejected``."""
     valid: list[Action] = []
-    rejected: list[Rejection] = []
     for action in actions:
         reason = _reason(index, messages, action)
         if reason is None:
@@ -163,6 +147,71 @@ def check_actions(
             rejected.append(Rejection(action, reason))
     merged, overlaps = merge_actions(valid)
     rejected.extend(overlaps)
+    before = set(provider_problems(messages))
+    if not _problems(messages, index, merged) - before:
+        return merged
+    accepted: list[Action] = []
+    for action in merged:
+        new = sorted(_problems(messages, index, [*accepted, action]) - before)
+        if new:
+            rejected.append(Rejection(action, f"would leave an invalid history: {new[0]}"))
+        else:
+            accepted.append(action)
+    return accepted
+
+
+def _problems(
+    messages: Sequence[BaseMessage], index: ContextIndex, actions: Sequence[Action]
+) -> set[str]:
+    """What a provider would reject once ``actions`` are applied.
+
+    Only prunes change which messages there are; a fold or mask rewrites content and keeps
+    types, ids, calls and call ids, all that :func:`provider_problems` looks at.
+    """
+    gone = {i for a in actions if a.op == "prune" for i in index.by_id[a.target].indices}
+    return set(provider_problems([m for i, m in enumerate(messages) if i not in gone]))
+
+
+def check_actions(
+    messages: Sequence[BaseMessage],
+    index: ContextIndex,
+    actions: Sequence[Action],
+    *,
+    token_counter: TokenCounter | None = None,
+    mask_head: int = 400,
+    mask_tail: int = 200,
+    prior: Checked | None = None,
+) -> Checked:
+    r"""Validate, normalise and rehearse ``actions`` on a copy of ``messages``.
+
+    Args:
+        messages: The history ``index`` was built from (not modified).
+        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        actions: The proposed actions (one plan, or staged plans merged).
+        token_counter: Counter for the rehearsal's token figures.
+        mask_head: Characters a mask keeps at the start.
+        mask_tail: Characters a mask keeps at the end.
+        prior: A check of the same ``messages`` and ``index`` with the same counter and mask
+            sizes. When ``actions`` are its accepted actions, they are valid and leave a valid
+            history, and its rehearsal is theirs: only the last check (that each fold or mask
+            still saves something) is made again.
+
+    Returns:
+        The :class:`Checked` actions with the rehearsal.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "ls", "args": {}, "id": "c1"}
+        >>> msgs = [HumanMessage("list", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py\n" * 90, tool_call_id="c1", id="t1"),
+        ...         HumanMessage("ok", id="h2")]
+        >>> index = index_messages(msgs)
+        >>> first = check_actions(msgs, index, [Action("fold", "function:tool:1")])
+        >>> again = check_actions(msgs, index, first.accepted, prior=first)
+        >>> again == check_actions(msgs, index, first.accepted), again.result is first.result
+        (True, True)
+    """
 
     def rehearse(chosen: Sequence[Action]) -> ActionResult:
         return apply_actions(
@@ -174,19 +223,12 @@ def check_actions(
             mask_tail=mask_tail,
         )
 
-    before = set(provider_problems(messages))
-    result = rehearse(merged)
-    if set(provider_problems(result.messages)) - before:
-        accepted: list[Action] = []
-        for action in merged:
-            trial = rehearse([*accepted, action])
-            new = sorted(set(provider_problems(trial.messages)) - before)
-            if new:
-                rejected.append(Rejection(action, f"would leave an invalid history: {new[0]}"))
-            else:
-                accepted.append(action)
-        result = rehearse(accepted)
-        merged = accepted
+    rejected: list[Rejection] = []
+    if prior is not None and tuple(actions) == prior.accepted:
+        merged, result = list(actions), prior.result
+    else:
+        merged = _valid(messages, index, actions, rejected)
+        result = rehearse(merged)
     idle = [a for a in merged if a.op != "prune" and result.saved.get(a.target, 0) <= 0]
     if idle:
         rejected.extend(

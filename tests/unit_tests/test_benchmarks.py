@@ -66,6 +66,14 @@ def test_bench_lifecycle_prints_the_step_rows_and_the_target() -> None:
         assert row in out
 
 
+def test_bench_lifecycle_step_prints_each_part_against_the_bound() -> None:
+    out = run_script("bench_lifecycle_step.py", "--calls", "2", "--objects", "12", "--synthetic")
+    assert "history: synthetic, 22 messages, 12 objects" in out
+    for row in ("lower bound (copy + sha256)", "check_actions", "step, new message objects"):
+        assert row in out
+    assert "target: step <= 10 ms warm: " in out
+
+
 def test_bench_contended_times_idle_and_beside_hogs_and_stops_them() -> None:
     out = run_script(
         "bench_contended.py",
