@@ -310,7 +310,8 @@ class SelectionConfig:
             that is sent is written to ``sidecar_store`` first, so the ``recover_context``
             tool (:func:`~langchain_pacms.lifecycle.make_recover_tool` over the same store)
             returns it byte for byte. Needs ``sidecar_store``; not with ``tool_placeholders``
-            (the stub is the richer variant).
+            (the stub is the richer variant). Default (``None``): on when a
+            ``sidecar_store`` is given (and ``tool_placeholders`` is not), off otherwise.
         sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
             the run's ``configurable.thread_id`` (a run without one has its own thread, named
             after its first message: :func:`~langchain_pacms.lifecycle.sidecar.run_thread`).
@@ -361,7 +362,7 @@ class SelectionConfig:
     keep_latest_turn: bool | Literal["auto"] = "auto"
     lift_reused: bool = True
     tool_placeholders: bool = False
-    fold_stubs: bool = False
+    fold_stubs: bool | None = None
     sidecar_store: BaseStore | None = None
     context_role: str = "system"
     prompt: str | SystemMessage | None = None
@@ -482,6 +483,9 @@ def resolve_config(config: SelectionConfig | None, options: Mapping[str, Any]) -
 
 
 def _check_fold_stubs(config: SelectionConfig) -> None:
+    if config.fold_stubs is None:  # the default: stubs wherever their payloads can be stored
+        wanted = config.sidecar_store is not None and not config.tool_placeholders
+        object.__setattr__(config, "fold_stubs", wanted)
     if config.fold_stubs not in (True, False):
         raise ValueError(f"fold_stubs must be True or False, got {config.fold_stubs!r}")
     store = config.sidecar_store
@@ -490,7 +494,7 @@ def _check_fold_stubs(config: SelectionConfig) -> None:
     if config.fold_stubs and store is None:
         raise ValueError("fold_stubs=True needs sidecar_store=<a BaseStore> for the folded outputs")
     if store is not None and not config.fold_stubs:
-        raise ValueError("sidecar_store is only used with fold_stubs=True")
+        raise ValueError("sidecar_store is only used with fold_stubs (pass fold_stubs=True)")
     if config.fold_stubs and config.tool_placeholders:
         raise ValueError(
             "pass fold_stubs or tool_placeholders, not both (each is a variant of "

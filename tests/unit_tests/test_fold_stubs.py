@@ -58,7 +58,11 @@ def is_stub(message: BaseMessage) -> bool:
     ("options", "error"),
     [
         ({"fold_stubs": True}, "needs sidecar_store"),
-        ({"sidecar_store": InMemoryStore()}, "only used with fold_stubs=True"),
+        ({"sidecar_store": InMemoryStore(), "fold_stubs": False}, "only used with fold_stubs"),
+        (
+            {"sidecar_store": InMemoryStore(), "tool_placeholders": True},
+            "only used with fold_stubs",
+        ),
         ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
         (
             {"fold_stubs": True, "sidecar_store": InMemoryStore(), "tool_placeholders": True},
@@ -528,3 +532,11 @@ def test_a_growing_loop_selects_as_a_fresh_hook_does():
         )
         alone = fresh.invoke({"messages": LOOP[:end]})["llm_input_messages"]
         assert [(type(m), m.content) for m in grown] == [(type(m), m.content) for m in alone]
+
+
+def test_a_sidecar_store_turns_fold_stubs_on_by_default():
+    from langchain_pacms.integrations.config import SelectionConfig
+
+    store = InMemoryStore()
+    assert SelectionConfig.from_options(budget_tokens=100, sidecar_store=store).fold_stubs is True
+    assert SelectionConfig.from_options(budget_tokens=100).fold_stubs is False
