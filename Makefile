@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: install demo test test-postgres lint bench clean
 
 # every feature extra, for the tests that exercise them
-EXTRAS := middleware,lifecycle,server,eval,ollama,compare
+EXTRAS := middleware,lifecycle,server,eval,ollama,compare,redis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

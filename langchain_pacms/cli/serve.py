@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["is_loopback", "register", "uvicorn_options"]
@@ -16,6 +19,8 @@ logger = logging.getLogger(__name__)
 SERVER_INSTALL = 'pip install "langchain-pacms[server]"'
 """The line ``pacms serve`` prints when the ``server`` extra (FastAPI, uvicorn) is missing."""
 TOKEN_ENV = "PACMS_SERVE_TOKEN"
+APP_FACTORY = "langchain_pacms.server.app:app_from_env"
+"""What uvicorn calls in each worker process to build the app (settings: ``PACMS_SERVE_CONFIG``)."""
 MAX_HEADER_BYTES = 16 * 1024  # a request's line and headers, buffered before they are parsed
 KEEP_ALIVE_SECONDS = 5  # an idle kept-alive connection is closed after this
 MAX_CONNECTIONS = 1000  # connections and requests in flight; more are answered 503
@@ -37,11 +42,40 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _cache_problem(url: str) -> str | None:
+    """Why the embedding cache at ``url`` cannot be used (``None``: it answers)."""
+    try:
+        from langchain_pacms.embeddings.redis_store import RedisByteStore
+    except ImportError as err:
+        return f"{err}"
+    try:
+        store = RedisByteStore(url, socket_connect_timeout=5)
+        store.client.ping()
+        store.close()
+    except Exception as err:  # any connection or URL error is reported the same way
+        return f"cannot use the cache at {url!r}: {err}"
+    return None
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """Set an environment variable for the block (worker processes inherit it), then undo."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from langchain_pacms.server import create_app
+        from langchain_pacms.server.app import CONFIG_ENV
     except ImportError as err:
         print(f"pacms serve needs the 'server' extra ({err}); install it with:", file=sys.stderr)
         print(SERVER_INSTALL, file=sys.stderr)
@@ -59,18 +93,34 @@ def _run(args: argparse.Namespace) -> int:
             f"warning: binding {args.host} exposes the service beyond this machine "
             f"({'bearer token required' if token else 'no authentication'}; plain HTTP)"
         )
-    app = create_app(
-        max_candidates=args.max_candidates,
-        max_body_bytes=args.max_body_bytes,
-        selection_threads=args.selection_threads,
-        allowed_hosts=["127.0.0.1", "localhost", "[::1]", args.host, *args.allow_host],
-        token=token,
-        watch=args.watch,
-    )
+    if args.cache_url is not None:
+        problem = _cache_problem(args.cache_url)
+        if problem is not None:
+            print(f"pacms serve: {problem}", file=sys.stderr)
+            return 2
+    config = {
+        "max_candidates": args.max_candidates,
+        "max_body_bytes": args.max_body_bytes,
+        "selection_threads": args.selection_threads,
+        "allowed_hosts": ["127.0.0.1", "localhost", "[::1]", args.host, *args.allow_host],
+        "token": token,
+        "watch": args.watch,
+        "cache_url": args.cache_url,
+    }
     print(f"pacms service and inspector on http://{args.host}:{args.port}/")
+    if args.workers > 1:
+        cache = "one shared cache" if args.cache_url else "a cache each (no --cache-url)"
+        print(f"{args.workers} worker processes, {cache}")
     if args.watch is not None:
         print(f"following {args.watch}: http://{args.host}:{args.port}/?follow=watch")
-    uvicorn.run(app, log_level=args.log_level, **uvicorn_options(args.host, args.port))
+    with _environment(CONFIG_ENV, json.dumps(config)):
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            workers=args.workers,
+            log_level=args.log_level,
+            **uvicorn_options(args.host, args.port),
+        )
     return 0
 
 
@@ -133,6 +183,20 @@ def register(subparsers: Any) -> None:
         default=None,
         help="most selections worked on at once; more wait their turn "
         "(default: the number of CPUs, at least 2)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="worker processes, each with its own selector; give them one embedding cache "
+        "with --cache-url (default 1)",
+    )
+    parser.add_argument(
+        "--cache-url",
+        default=None,
+        metavar="URL",
+        help="keep the embedding cache in Redis at URL (redis://host:port/db), shared by "
+        "every worker and host that names it (needs the 'redis' extra)",
     )
     parser.add_argument(
         "--token",

@@ -49,7 +49,13 @@ from langchain_pacms import __version__
 from langchain_pacms.core import available_strategies, check_options
 from langchain_pacms.core.strategies import get_strategy
 from langchain_pacms.demo import load_demo_session
-from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.selector import (
+    DEFAULT_MEMORY_CEILING,
+    EMBEDDING_SHARE,
+    Candidate,
+    ContextSelector,
+    Selection,
+)
 from langchain_pacms.server.live import (
     SESSION_HEADER,
     WATCH_SESSION,
@@ -60,7 +66,7 @@ from langchain_pacms.server.live import (
 )
 from langchain_pacms.server.schemas import SelectDebugResponse, SelectRequest, SelectResponse
 
-__all__ = ["LOOPBACK_HOSTS", "WORD_CAP", "capped_words", "create_app"]
+__all__ = ["CONFIG_ENV", "LOOPBACK_HOSTS", "WORD_CAP", "app_from_env", "capped_words", "create_app"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
@@ -76,6 +82,8 @@ BODY = {
 }
 
 
+CONFIG_ENV = "PACMS_SERVE_CONFIG"
+"""The environment variable :func:`app_from_env` reads its settings from (a JSON object)."""
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 """The ``Host`` names a service accepts by default (with the host it is bound to)."""
 WORD_CAP = 256
@@ -637,6 +645,12 @@ def create_app(
             "max_candidates": max_candidates,
             "max_body_bytes": max_body_bytes,
             "selection_threads": threads,
+            "process": os.getpid(),
+            "embedding_cache": {
+                "store": None if warm.embeddings.store is None else repr(warm.embeddings.store),
+                "hits": warm.embeddings.hits,
+                "misses": warm.embeddings.misses,
+            },
         }
 
     @app.get("/strategies")
@@ -702,3 +716,32 @@ def create_app(
     routes = {"/select": service.select, "/select_debug": service.select_debug}
     guard = _Guard(allowed_hosts, token)
     return _Front(app, max_body_bytes, float(body_timeout), routes, run, guard)
+
+
+def app_from_env() -> _Front:
+    """Build the app from the settings in the :data:`CONFIG_ENV` environment variable.
+
+    The variable holds a JSON object of :func:`create_app`'s keyword arguments, plus
+    ``cache_url``: a Redis URL whose :class:`~langchain_pacms.embeddings.redis_store.RedisByteStore`
+    backs the selector's embedding cache (the ``redis`` extra), holding the vectors this process
+    reads in as much memory as the selector's own cache would take. ``pacms serve`` sets it and
+    hands this factory to uvicorn, which calls it in each worker process, so every worker has
+    its own selector and, given a ``cache_url``, all of them share one cache.
+
+    Example:
+        >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'
+        >>> app_from_env().fastapi.title
+        'pacms selection service'
+        >>> del os.environ[CONFIG_ENV]
+    """
+    options = json.loads(os.environ.get(CONFIG_ENV) or "{}")
+    cache_url = options.pop("cache_url", None)
+    selector = None
+    if cache_url is not None:
+        from langchain_pacms.embeddings.redis_store import RedisByteStore
+
+        # The vectors this process reads are also held here, in the share of memory the
+        # selector gives its in-memory cache when it has no store.
+        local = int(DEFAULT_MEMORY_CEILING * EMBEDDING_SHARE)
+        selector = ContextSelector(cache_store=RedisByteStore(cache_url, local_bytes=local))
+    return create_app(selector, **options)

@@ -44,6 +44,7 @@ OPTIONAL = (
     "uvicorn",
     "matplotlib",
     "tqdm",
+    "redis",
 )
 
 HIDE = f"""
@@ -86,6 +87,27 @@ def test_pacms_serve_names_the_server_extra(tmp_path: Path) -> None:
     lines = done.stderr.splitlines()
     assert install_line("server") in lines
     assert "'server' extra" in done.stderr and "uvicorn" in done.stderr
+
+
+def test_the_redis_store_and_serve_cache_url_name_the_redis_extra(tmp_path: Path) -> None:
+    done = run_without_extras("import langchain_pacms.embeddings.redis_store", tmp_path)
+    assert done.returncode == 1 and install_line("redis") in done.stderr
+    assert '"redis" extra' in done.stderr
+    only_redis = HIDE.replace(repr(OPTIONAL), repr(("redis",)))  # the server extra is there
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            only_redis + "from langchain_pacms.cli.main import main\n"
+            "sys.exit(main(['serve', '--cache-url', 'redis://127.0.0.1:1/0']))",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert install_line("redis") in done.stderr
 
 
 def test_every_example_is_listed() -> None:
