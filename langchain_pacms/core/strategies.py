@@ -659,7 +659,8 @@ def centered(problem: Problem) -> Problem:
         >>> import numpy as np
         >>> p = Problem.build([[0.9, 0.1], [0.9, -0.1]], [1.0, 0.0], tokens=[1, 1], budget=1)
         >>> c = centered(p)
-        >>> round(float(c.vectors[0] @ c.vectors[1]), 3), c.relevance.tolist() == p.relevance.tolist()
+        >>> same = c.relevance.tolist() == p.relevance.tolist()
+        >>> round(float(c.vectors[0] @ c.vectors[1]), 3), same
         (-1.0, True)
     """
 
