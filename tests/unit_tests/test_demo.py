@@ -88,3 +88,16 @@ def test_format_table_aligns_columns():
     lines = lines.splitlines()
     assert lines[0].startswith("strategy") and "login role" in lines[0]
     assert lines[2].startswith("topk") and lines[2].index("DROPPED") == lines[0].index("login role")
+
+
+def test_the_readme_table_is_what_the_demo_prints(capsys):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```\nstrategy  kept")[1].split("```")[0]
+    quoted = [line.split()[:9] for line in ("strategy  kept" + block).splitlines()[2:] if line]
+    assert main(["demo"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    rows = [line.split()[:9] for line in printed if line.split()[:1] in ([q[0]] for q in quoted)]
+    # every column but the warm time (machine-dependent) is the run's own
+    assert rows == quoted
