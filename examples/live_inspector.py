@@ -91,6 +91,7 @@ TOOLS = [read_service_log, list_orders]
 def serving() -> Iterator[str]:
     """Run ``pacms serve``'s app on a free loopback port until the block ends; its base URL."""
     from langchain_pacms.server import create_app  # the server extra, checked at the top
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
