@@ -169,9 +169,15 @@ def test_pacms_serve_takes_watch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     import uvicorn
 
     from langchain_pacms.cli.main import main
+    from langchain_pacms.server.app import app_from_env
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+
+    def run(app: Any, **kw: Any) -> None:
+        # `pacms serve` hands uvicorn a factory; build the app while its options are set
+        seen.update(kw, app=app_from_env() if kw.get("factory") else app)
+
+    monkeypatch.setattr(uvicorn, "run", run)
     log = tmp_path / "sel.jsonl"
     assert build_parser().parse_args(["serve", "--watch", str(log)]).watch == str(log)
     assert main(["serve", "--watch", str(log), "--port", "9999"]) == 0
