@@ -180,3 +180,21 @@ def assert_provider_valid(messages: Sequence[BaseMessage]) -> None:
         if isinstance(m, AIMessage) and m.tool_calls:
             open_calls = Counter(c["id"] for c in m.tool_calls)
     assert not open_calls, f"tool calls {open_calls} lack results at the end"
+
+
+CLASSIC = {
+    "fold_min_tokens": 800,
+    "mask_min_tokens": 300,
+    "keep_recent": 2,
+    "keep_above": 0.6,
+    "keep_file_views": False,
+}
+"""The heuristic planner's settings before its defaults became the replay's choice (for tests
+that check rules at fixed thresholds, not the defaults)."""
+
+
+def classic(*args: Any, **options: Any) -> Any:
+    """A ``HeuristicPlanner`` with :data:`CLASSIC` settings (``options`` override them)."""
+    from langchain_pacms.lifecycle import HeuristicPlanner
+
+    return HeuristicPlanner(*args, **{**CLASSIC, **options})

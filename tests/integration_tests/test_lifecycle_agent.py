@@ -17,12 +17,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
-from pacms_fakes import EventCollector, RecordingChatModel, call
+from pacms_fakes import EventCollector, RecordingChatModel, call, classic
 
 from langchain_pacms.lifecycle import (
     COMMIT_EVENT,
     RECOVER_TOOL_NAME,
-    HeuristicPlanner,
     create_lifecycle_node,
     make_recover_tool,
     provider_problems,
@@ -34,22 +33,6 @@ PAYLOAD = json.dumps(
     {"rows": [{"id": f"k{i}", "value": f"v-{i}-é✓", "note": "x" * 40} for i in range(300)]},
     ensure_ascii=False,
 )
-
-
-CLASSIC = {
-    "fold_min_tokens": 800,
-    "mask_min_tokens": 300,
-    "keep_recent": 2,
-    "keep_above": 0.6,
-    "keep_file_views": False,
-}
-"""The planner's settings before its defaults became the replay's choice: these tests check
-rules at fixed thresholds, not the defaults."""
-
-
-def classic(*args, **options) -> HeuristicPlanner:
-    return HeuristicPlanner(*args, **{**CLASSIC, **options})
-
 
 STUB = re.compile(r'recover_context\("([^"]+)"\)')
 

@@ -24,11 +24,11 @@ from langchain_core.messages import (
     ToolMessage,
     messages_from_dict,
 )
+from pacms_fakes import classic
 from pydantic import Field
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.lifecycle import (
-    HeuristicPlanner,
     LifecycleHarness,
     LLMPlanner,
     Plan,
@@ -39,21 +39,6 @@ from langchain_pacms.lifecycle import (
 )
 from langchain_pacms.lifecycle.objects import payload_of
 from langchain_pacms.lifecycle.sidecar import run_thread
-
-CLASSIC = {
-    "fold_min_tokens": 800,
-    "mask_min_tokens": 300,
-    "keep_recent": 2,
-    "keep_above": 0.6,
-    "keep_file_views": False,
-}
-"""The planner's settings before its defaults became the replay's choice: these tests check
-rules at fixed thresholds, not the defaults."""
-
-
-def classic(*args, **options) -> HeuristicPlanner:
-    return HeuristicPlanner(*args, **{**CLASSIC, **options})
-
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
 
