@@ -623,7 +623,8 @@ class ContextSelector:
             threshold, gain floor, pool IDF reweighting). Default: the one the embedder
             declares (``pacms_profile``), found once through the common wrappers
             (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
-            ``CacheBackedEmbeddings``), else the dense profile. :attr:`profile` shows it.
+            ``CacheBackedEmbeddings``), else the calibrated profile (``pacms`` reads each
+            pool on its own cosine scale). :attr:`profile` shows it.
         memory_ceiling_bytes: Most bytes the selector keeps for its caches: a share
             :data:`EMBEDDING_SHARE` for the in-memory vectors (each counted as ``4 * dim``
             plus :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
@@ -985,8 +986,9 @@ class ContextSelector:
 
         Call options are merged over the selector's ``strategy_options`` when the strategy is
         the selector's own. ``pacms`` gets the embedder's :attr:`similarity_threshold`,
-        :attr:`min_gain` and :attr:`relevance_feedback` unless they are given; every other
-        strategy is left as given.
+        :attr:`min_gain` and :attr:`relevance_feedback` unless they are given, and
+        ``calibrate=True`` when :attr:`profile` is calibrated (an embedder that declares no
+        profile); every other strategy is left as given.
 
         Args:
             strategy: A strategy override, or ``None`` for the selector's default.
@@ -1008,6 +1010,8 @@ class ContextSelector:
             opts.setdefault("similarity_threshold", self.similarity_threshold)
             opts.setdefault("min_gain", self.min_gain)
             opts.setdefault("relevance_feedback", self.relevance_feedback)
+            if self._profile.calibration is not None:
+                opts.setdefault("calibrate", True)
         return name, opts
 
     def _check_strategy(self) -> None:

@@ -6,8 +6,9 @@ then filled by one of these walks. Each returns the candidates to add, in order,
 
 * :func:`relevance_fill`: most relevant first.
 * :func:`distinct_fill`: most relevant first, passing over near-copies (cosine at least the
-  kernel's threshold) of what is kept: a relevance walk that does not spend the budget on
-  restatements of kept rounds, and leaves everything else in relevance order.
+  kernel's threshold) of what is kept while anything else fits: a relevance walk that does not
+  spend the budget on restatements of kept rounds before everything else, and leaves no room
+  that a candidate other than an exact copy could fill.
 * :func:`diverse_fill`: maximal marginal relevance *continued from the members*: the next item
   maximises ``lambda_mult * rel(j) - (1 - lambda_mult) * max_{s in S} cos(j, s)`` over the
   members and the items added so far. Where the objective no longer tells items apart, this
@@ -33,7 +34,11 @@ from numpy.typing import NDArray
 
 from langchain_pacms.core.problem import Problem
 
-__all__ = ["distinct_fill", "diverse_fill", "relevance_fill"]
+__all__ = ["EXACT_COPY_COSINE", "distinct_fill", "diverse_fill", "relevance_fill"]
+
+EXACT_COPY_COSINE = 1.0 - 1e-5
+"""Cosine from which :func:`distinct_fill` treats a candidate as an exact copy of one kept
+(identical texts embed to identical vectors; rounding moves their cosine by about 1e-7)."""
 
 # Members per block when measuring redundancy against the members.
 _BLOCK = 256
@@ -81,6 +86,13 @@ def distinct_fill(
     its copies from one row; without it, the candidates are compared in blocks, each with what
     is kept in one product and with each other in another.
 
+    A near-copy is passed over only while something else fits: once no other candidate does,
+    the near-copies passed over are added in relevance order while they fit, so the budget is
+    not left empty while candidates that fit remain (with an embedder whose cosines are high
+    across the board, most of a pool can be near-copies of what is kept). Exact copies
+    (cosine at least :data:`EXACT_COPY_COSINE` with something kept) are never added: a
+    duplicate says nothing its original does not.
+
     Args:
         problem: The selection instance.
         members: Indices already selected.
@@ -94,9 +106,21 @@ def distinct_fill(
         >>> import numpy as np
         >>> vectors = [[1.0, 0.0], [1.0, 0.05], [0.6, 0.8]]
         >>> p = Problem.build(vectors, [1.0, 0.0], tokens=[1, 1, 1], budget=3)
-        >>> distinct_fill(p, [0], room=2, threshold=0.9), relevance_fill(p, [0], room=2)
-        ([2], [1, 2])
+        >>> distinct_fill(p, [0], room=1, threshold=0.9), relevance_fill(p, [0], room=1)
+        ([2], [1])
+        >>> distinct_fill(p, [0], room=2, threshold=0.9)  # room for the copy too
+        [2, 1]
     """
+    added = _distinct_walk(problem, members, room, threshold)
+    left = room - int(problem.tokens[np.asarray(added, dtype=np.int64)].sum())
+    exact = max(threshold, EXACT_COPY_COSINE)
+    return added + _distinct_walk(problem, [*members, *added], left, exact)
+
+
+def _distinct_walk(
+    problem: Problem, members: Sequence[int], room: int, threshold: float
+) -> list[int]:
+    """The relevance walk of :func:`distinct_fill` that passes over every near-copy."""
     open_ = _open(problem, members, room)
     if not open_.size:
         return []

@@ -625,6 +625,10 @@ POOL_MEAN_COSINE_LIMIT = 0.95
 """Mean cosine between a pool's candidates from which ``pacms`` with ``calibrate=True`` treats
 coverage as meaningless (every candidate near every other) and keeps relevance order."""
 
+RELEVANCE_TIE_WEIGHT = 1e-3
+"""Weight of the raw relevance in relevance on a pool's own scale (:func:`on_pool_scale`): it
+keeps candidates below the pool's mean relevance in their raw order instead of tied at 0."""
+
 
 def pool_mean_cosine(problem: Problem) -> float:
     """The mean cosine over all pairs of distinct candidates (0 for fewer than two).
@@ -647,38 +651,46 @@ def pool_mean_cosine(problem: Problem) -> float:
     return pairs / (n * (n - 1))
 
 
-def centered(problem: Problem) -> Problem:
-    """The problem with its candidates' vectors centred on the pool's mean and re-normalised.
+def pool_threshold(threshold: float, mean_cosine: float) -> float:
+    """A threshold chosen on the dense scale (unrelated texts near 0), read on a pool's scale.
 
-    What the candidates share with every other one (an embedder's common direction, which
-    puts all cosines high) is removed, so cosines among candidates read on the scale the
-    dense defaults assume: near 0 for unrelated texts. Relevance is kept as it was. Built once
-    per pool (budgets share it).
+    ``m + threshold * (1 - m)`` with ``m = max(0, mean_cosine)``: the threshold keeps its
+    place between the pool's typical pair and an exact copy.
+
+    Example:
+        >>> pool_threshold(0.85, 0.0), round(pool_threshold(0.85, 0.8), 3)
+        (0.85, 0.97)
+    """
+    shift = max(float(mean_cosine), 0.0)
+    return shift + float(threshold) * (1.0 - shift)
+
+
+def on_pool_scale(problem: Problem) -> Problem:
+    """The problem with relevance read on the pool's own scale, built once per pool.
+
+    ``rel' = (max(0, rel - m) + w * rel) / (1 - m + w)``, ``m`` the pool's mean relevance
+    (at most 0.999) and ``w`` :data:`RELEVANCE_TIE_WEIGHT`: the order of the candidates is
+    kept, and only how far each stands above a typical one counts. With an embedder whose
+    cosines are high across the board every relevance is close to the best one, and coverage
+    of neighbours would otherwise outweigh the differences that relevance order rests on.
 
     Example:
         >>> import numpy as np
-        >>> p = Problem.build([[0.9, 0.1], [0.9, -0.1]], [1.0, 0.0], tokens=[1, 1], budget=1)
-        >>> c = centered(p)
-        >>> same = c.relevance.tolist() == p.relevance.tolist()
-        >>> round(float(c.vectors[0] @ c.vectors[1]), 3), same
-        (-1.0, True)
+        >>> p = Problem.build(np.eye(3), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=1,
+        ...                   relevance=[0.9, 0.8, 0.7])
+        >>> [round(float(r), 3) for r in on_pool_scale(p).relevance]
+        [0.502, 0.004, 0.003]
     """
 
     def build() -> Problem:
-        vectors = problem.vectors.astype(np.float64)
-        shifted = vectors - vectors.mean(axis=0)
-        norms = np.linalg.norm(shifted, axis=1, keepdims=True)
-        unit = np.divide(shifted, norms, out=np.zeros_like(shifted), where=norms > 1e-12)
-        return Problem.build(
-            unit.astype(np.float32),
-            problem.query,
-            tokens=problem.tokens,
-            budget=problem.budget,
-            relevance=problem.relevance,
-            similarity_ceiling=problem.similarity_ceiling,
+        rel = problem.relevance.astype(np.float64)
+        shift = min(max(float(rel.mean()), 0.0), 0.999)
+        scaled = (np.maximum(0.0, rel - shift) + RELEVANCE_TIE_WEIGHT * rel) / (
+            1.0 - shift + RELEVANCE_TIE_WEIGHT
         )
+        return problem.with_relevance(scaled)
 
-    base = problem.shared(("centered",), build)
+    base = problem.shared(("pool_scale",), build)
     return base.with_costs(
         tokens=problem.tokens,
         budget=problem.budget,
@@ -701,7 +713,7 @@ def pacms(
     fill_threshold: float | None = None,
     relevance_feedback: float = 0.0,
     feedback_items: int = 10,
-    calibrate: bool | str = False,
+    calibrate: bool = False,
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
@@ -750,13 +762,16 @@ def pacms(
             reaches evidence phrased unlike the query but like the best matches; a candidate's
             relevance is never lowered.
         feedback_items: How many of the most relevant candidates make the centroid.
-        calibrate: Read the pool's own cosine scale first (``ContextSelector`` sets it for
-            an embedder that declares no profile): when the mean cosine between candidates
-            is at least :data:`POOL_MEAN_COSINE_LIMIT`, coverage cannot tell them apart, so
-            the picks are in relevance order (as ``topk``) and ``info["coverage"]`` says
-            ``"meaningless"``; otherwise the candidates' vectors are centred on the pool's
-            mean (:func:`centered`) before the kernel, the fill and the feedback read them.
-            ``info["pool_mean_cosine"]`` gives the mean cosine either way.
+        calibrate: Read every setting on the pool's own cosine scale (``ContextSelector``
+            sets it for an embedder that declares no profile). When the mean cosine between
+            candidates is at least :data:`POOL_MEAN_COSINE_LIMIT`, coverage cannot tell them
+            apart: the picks are in relevance order (as ``topk``) and ``info["coverage"]``
+            says ``"meaningless"``. Otherwise ``similarity_threshold`` and the fill's
+            near-copy threshold (``fill_threshold``, by default halfway between
+            ``similarity_threshold`` and 1) are moved onto the pool's scale
+            (:func:`pool_threshold`), and relevance is read above the pool's mean relevance
+            (:func:`on_pool_scale`). ``info`` gives ``pool_mean_cosine``, ``coverage`` and
+            the thresholds used.
         experimental_auto_relevance_weight: Experimental, tried and not shipped: replace
             ``relevance_weight`` by :func:`auto_relevance_weight` (it lowered recall on the
             development questions). Warns when enabled.
@@ -796,24 +811,25 @@ def pacms(
         if mean >= POOL_MEAN_COSINE_LIMIT:
             room = problem.budget - int(problem.tokens[start].sum())
             order = [*start.tolist(), *relevance_fill(problem, start.tolist(), room)]
-            scores[order] = 0.0
+            scores[order[start.size :]] = 0.0
+            calibration["coverage"] = "meaningless"
             info = {"relevance_weight": lam, "evaluations": 0, **calibration}
-            info["coverage"] = "meaningless"
             return Pick(np.asarray(order, dtype=np.int64), scores, info=info)
-        if calibrate == "rescale":
-            shift = max(mean, 0.0)
-            similarity_threshold = shift + similarity_threshold * (1.0 - shift)
-            if fill_threshold is None:
-                walk = _fill_walk(fill, similarity_threshold)
-            calibration["similarity_threshold"] = similarity_threshold
-        else:
-            problem = centered(problem)
+        near_copy = (1.0 + similarity_threshold) / 2 if fill_threshold is None else fill_threshold
+        similarity_threshold = pool_threshold(similarity_threshold, mean)
+        fill_threshold = pool_threshold(near_copy, mean)
+        walk = _fill_walk(fill, fill_threshold)
+        calibration["similarity_threshold"] = similarity_threshold
+        calibration["fill_threshold"] = fill_threshold
     if problem.n == int(start.size):
-        return Pick(start, scores, info={"relevance_weight": lam, "evaluations": 0})
+        info = {"relevance_weight": lam, "evaluations": 0, **calibration}
+        return Pick(start, scores, info=info)
     if walk is not None and walk is not relevance_fill:
         # The diversity and distinct fills read cosines among most candidates: one product
         # serves them and the objective's kernel.
         problem.precompute_cosines()
+    if calibrate:
+        problem = on_pool_scale(problem)  # shares the cosines (they do not read relevance)
     if relevance_feedback:
         problem = _with_feedback(problem, relevance_feedback, feedback_items)
     objective = CoverageObjective(

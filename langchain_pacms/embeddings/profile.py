@@ -5,14 +5,15 @@ those cosines depends on the embedder; a lexical embedder also wants its vectors
 inverse document frequency over each pool. An embeddings class states this as a class attribute
 ``pacms_profile``; :func:`resolve_profile` finds it through the wrappers users commonly put
 around a model (this package's cache and prefixer, LangChain's ``CacheBackedEmbeddings``), and
-gives every other model the dense profile. When a model holds another model under a name it does
-not know, it cannot tell which profile applies: it logs a warning and uses the dense one, and
-``ContextSelector(profile=...)`` settles it.
+gives every other model the calibrated profile: the dense defaults, read on each pool's own
+cosine scale (``calibration="pool"``). When a model holds another model under a name it does
+not know, it cannot tell which profile applies: it logs a warning and uses the calibrated one,
+and ``ContextSelector(profile=...)`` settles it.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> resolve_profile(DeterministicFakeEmbedding(size=4)).similarity_threshold
-    0.85
+    >>> resolve_profile(DeterministicFakeEmbedding(size=4)).calibration
+    'pool'
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from langchain_core.embeddings import Embeddings
 from numpy.typing import NDArray
 
 __all__ = [
+    "CALIBRATED_PROFILE",
     "DENSE_PROFILE",
     "DENSE_SIMILARITY_THRESHOLD",
     "WRAPPED_MODEL_ATTRIBUTES",
@@ -48,6 +50,10 @@ embedders on LongMemEval development questions with all-MiniLM-L6-v2 (see
 WRAPPED_MODEL_ATTRIBUTES = ("embeddings", "underlying_embeddings")
 """Attributes under which known wrappers hold the model they wrap (this package's
 ``CachedEmbeddings`` and ``PrefixedEmbeddings``; LangChain's ``CacheBackedEmbeddings``)."""
+
+
+CALIBRATIONS = (None, "pool")
+"""The values :attr:`EmbedderProfile.calibration` takes."""
 
 
 def _unit(name: str, value: object) -> float:
@@ -77,10 +83,17 @@ class EmbedderProfile:
             ``None`` (the default): ``similarity_threshold``. The outputs of one run share
             its vocabulary (the same files, the same commands), so a looser threshold than
             retrieval's near-copies can suit them.
+        calibration: ``None`` (a declared scale) or ``"pool"``: the profile was not declared
+            by the embedder, and ``pacms`` calibrates it on each pool from the pool's own
+            cosines (it reads the thresholds between the pool's mean cosine and 1 and
+            relevance above the pool's mean relevance, so they keep the meaning they were
+            chosen with, and keeps relevance order when every candidate is near every other;
+            see ``pacms``'s ``calibrate`` option). Each ``Selection.info`` gives the pool's
+            mean cosine and whether coverage was used.
 
     Example:
         >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
-        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, relevance_feedback=0.0, idf_reweighting=False, tool_loop_similarity_threshold=None)
+        EmbedderProfile(name='my-model', similarity_threshold=0.7, min_gain=0.0, relevance_feedback=0.0, idf_reweighting=False, tool_loop_similarity_threshold=None, calibration=None)
     """  # noqa: E501
 
     name: str = "dense"
@@ -89,6 +102,7 @@ class EmbedderProfile:
     relevance_feedback: float = 0.0
     idf_reweighting: bool = False
     tool_loop_similarity_threshold: float | None = None
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -108,11 +122,17 @@ class EmbedderProfile:
                 "tool_loop_similarity_threshold",
                 _unit("tool_loop_similarity_threshold", self.tool_loop_similarity_threshold),
             )
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
 
 
 DENSE_PROFILE = EmbedderProfile()
-"""The profile of every model that declares none: dense cosines, no gain floor, no relevance
-feedback, no reweighting."""
+"""Dense cosines taken as they come, no gain floor, no relevance feedback, no reweighting (the
+profile of every model that declared none before the calibrated one)."""
+
+CALIBRATED_PROFILE = EmbedderProfile(name="calibrated", calibration="pool")
+"""The profile of every model that declares none: :data:`DENSE_PROFILE` calibrated on each
+pool's own cosines (``calibration="pool"``)."""
 
 
 def unwrap_embeddings(embeddings: Embeddings) -> Embeddings:
@@ -149,8 +169,9 @@ def _holds_a_model(embeddings: Embeddings) -> bool:
 def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     """The profile an embedder declares (``pacms_profile``), under any known wrappers.
 
-    A model that declares none gets :data:`DENSE_PROFILE`; if it holds another model under an
-    unknown attribute (a wrapper this function cannot see through), a warning says so.
+    A model that declares none gets :data:`CALIBRATED_PROFILE`; if it holds another model
+    under an unknown attribute (a wrapper this function cannot see through), a warning says
+    so.
 
     Args:
         embeddings: The embeddings, wrapped or not.
@@ -170,13 +191,13 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     if _holds_a_model(model):
         logger.warning(
             "%s wraps another embeddings model that the selector cannot see through; using "
-            "the dense profile (similarity_threshold=%s, no gain floor, no relevance feedback, "
-            "no IDF reweighting). "
+            "the calibrated profile (similarity_threshold=%s on each pool's own cosine scale, "
+            "no gain floor, no relevance feedback, no IDF reweighting). "
             "Pass ContextSelector(profile=...) to state the right one.",
             type(model).__name__,
             DENSE_SIMILARITY_THRESHOLD,
         )
-    return DENSE_PROFILE
+    return CALIBRATED_PROFILE
 
 
 def idf_reweight(

@@ -75,10 +75,10 @@ def test_an_explicit_profile_wins_and_is_shown():
     )
 
 
-def test_a_dense_model_gets_the_dense_profile_without_a_warning(caplog):
+def test_a_dense_model_gets_the_calibrated_profile_without_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         selector = ContextSelector(DeterministicFakeEmbedding(size=8))
-    assert selector.profile == EmbedderProfile()
+    assert selector.profile == EmbedderProfile(name="calibrated", calibration="pool")
     assert selector.profile.similarity_threshold == 0.85 and not selector.profile.idf_reweighting
     assert selector.profile.relevance_feedback == 0.0
     assert not caplog.records
@@ -100,7 +100,7 @@ class OpaqueWrapper(Embeddings):
 def test_a_wrapper_it_cannot_see_through_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         selector = ContextSelector(OpaqueWrapper(HashedTfidfEmbeddings()))
-    assert selector.profile == EmbedderProfile()
+    assert selector.profile == EmbedderProfile(name="calibrated", calibration="pool")
     assert any("profile=" in r.getMessage() for r in caplog.records)
     quiet = ContextSelector(
         OpaqueWrapper(HashedTfidfEmbeddings()), profile=HashedTfidfEmbeddings.pacms_profile

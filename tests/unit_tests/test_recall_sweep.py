@@ -352,7 +352,7 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
     cfg = RecallConfig.create(
         levels=(0, 3),
         budgets=(0.05, 0.2, 0.45),
-        strategies=["pacms", "pacms:similarity_threshold=0.6"],
+        strategies=["pacms", "pacms:similarity_threshold=0.3"],
         style="full",
     )
     rows = []
@@ -360,9 +360,9 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
         result = sweep_question(q, selector, cfg)
         _assert_rows_match_select(q, result.rows, cfg, selector)
         rows += result.rows
-    picks = {(r.question_id, r.R, r.budget, r.strategy): r.n_kept for r in rows}
+    picks = {(r.question_id, r.R, r.budget, r.strategy): (r.n_kept, r.kept_tokens) for r in rows}
     assert any(
-        n != picks[(qid, level, budget, "pacms:similarity_threshold=0.6")]
+        n != picks[(qid, level, budget, "pacms:similarity_threshold=0.3")]
         for (qid, level, budget, label), n in picks.items()
         if label == "pacms"
     ), "the two thresholds should differ somewhere, or this test proves nothing"
@@ -372,11 +372,13 @@ def test_rows_use_the_embedders_threshold_like_select() -> None:
             "similarity_threshold": DENSE_SIMILARITY_THRESHOLD,
             "min_gain": 0.0,
             "relevance_feedback": 0.0,
+            "calibrate": True,
         },
-        "pacms:similarity_threshold=0.6": {
-            "similarity_threshold": 0.6,
+        "pacms:similarity_threshold=0.3": {
+            "similarity_threshold": 0.3,
             "min_gain": 0.0,
             "relevance_feedback": 0.0,
+            "calibrate": True,
         },
     }
 

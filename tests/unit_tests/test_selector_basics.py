@@ -98,7 +98,7 @@ def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> N
     loose = _TableEmbeddings(table)
     loose.similarity_threshold = 0.5  # type: ignore[attr-defined]
     loose.min_gain = 0.3  # type: ignore[attr-defined]
-    assert ContextSelector(loose).profile == EmbedderProfile()
+    assert ContextSelector(loose).profile == EmbedderProfile(name="calibrated", calibration="pool")
 
 
 def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
@@ -132,7 +132,8 @@ def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
 
 def test_dense_embedder_selects_with_its_threshold() -> None:
     table, pool = _related_pool()
-    selector = ContextSelector(_TableEmbeddings(table))
+    # the dense scale as declared (an undeclared embedder is calibrated on each pool)
+    selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
     chosen = selector.select(pool, "query", budget_tokens=20)
     assert set(chosen.kept_ids) == {"A", "B"}
     assert (
@@ -147,7 +148,7 @@ def test_dense_embedder_selects_with_its_threshold() -> None:
 
 async def test_aselect_uses_the_same_threshold() -> None:
     table, pool = _related_pool()
-    selector = ContextSelector(_TableEmbeddings(table))
+    selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
     chosen = await selector.aselect(pool, "query", budget_tokens=20)
     assert set(chosen.kept_ids) == {"A", "B"}
 
