@@ -9,6 +9,7 @@ import re
 import urllib.request
 from typing import Any
 
+from _extras import needs_extra
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -71,12 +72,8 @@ def ollama_model() -> BaseChatModel | None:
             pass
     except OSError:
         return None
-    try:
+    with needs_extra("ollama"):
         from langchain_ollama import ChatOllama
-    except ImportError as err:  # shown to a user without the extra
-        raise SystemExit(
-            f'{err}: this example needs the "ollama" extra:\npip install "langchain-pacms[ollama]"'
-        ) from err
 
     return ChatOllama(model=os.environ.get("PACMS_OLLAMA_MODEL", "llama3.2"), base_url=base)
 

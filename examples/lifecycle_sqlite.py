@@ -16,13 +16,10 @@ import json
 import tempfile
 from pathlib import Path
 
-try:
+from _extras import needs_extra
+
+with needs_extra("lifecycle"):
     from langgraph.store.sqlite import SqliteStore
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "lifecycle" extra:\n'
-        'pip install "langchain-pacms[lifecycle]"'
-    ) from err
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.lifecycle import (

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
+from _extras import needs_extra
+
+with needs_extra("middleware"):
     from langchain.agents import create_agent
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "middleware" extra:\n'
-        'pip install "langchain-pacms[middleware]"'
-    ) from err
 from _agent_setup import TOOLS, PrintSelections, chat_model, human
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _agent_setup import OfflineAgentModel, PrintSelections, human
+from _extras import needs_extra
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -35,14 +36,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.integrations.graph import PACMSHook
 
-try:
+with needs_extra("server"):
     import uvicorn
 
     from langchain_pacms.remote import RemoteSelector
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "server" extra:\npip install "langchain-pacms[server]"'
-    ) from err
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -22,15 +22,11 @@ from _agent_setup import (
     memory_store,
     show_request,
 )
+from _extras import needs_extra
 
-try:
+with needs_extra("middleware"):
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "middleware" extra:\n'
-        'pip install "langchain-pacms[middleware]"'
-    ) from err
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_pacms.integrations.middleware import PACMSMiddleware

@@ -31,12 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-try:
+from _extras import needs_extra
+
+with needs_extra("compare"):
     from langchain_classic.retrievers import ContextualCompressionRetriever
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "compare" extra:\npip install "langchain-pacms[compare]"'
-    ) from err
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore

@@ -23,13 +23,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-try:
+from _extras import needs_extra
+
+with needs_extra("lifecycle"):
     from langgraph.store.sqlite import SqliteStore
-except ImportError as err:  # shown to a user without the extra
-    raise SystemExit(
-        f'{err}: this example needs the "lifecycle" extra:\n'
-        'pip install "langchain-pacms[lifecycle]"'
-    ) from err
 from _agent_setup import ScriptedChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
