@@ -202,7 +202,8 @@ def test_a_thread_id_with_dots_and_unicode_commits():
         commit = harness.step(history, thread_id=thread)
         assert commit is not None, thread
         assert harness.sidecars(thread).get("function:tool:1").payload == body("A", 1)
-        assert recover(make_recover_tool(store), commit.messages, "function:tool:1", _cfg(thread))
+        back = recover(make_recover_tool(store), commit.messages, "function:tool:1", _cfg(thread))
+        assert back.status == "success" and back.content == body("A", 1), thread
     assert harness.stats.commit_failures == 0
 
 
