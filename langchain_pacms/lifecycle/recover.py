@@ -162,30 +162,24 @@ def _recovering(
         raise ToolException(f"recover_context failed: {exc}") from exc
     hashes, folded = expected_sha256(messages, object_id, known)
     try:
-        for n, digest in enumerate(hashes):
+        for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
             try:
-                record = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
-            except SidecarNotFoundError:
-                if n + 1 < len(hashes):
-                    continue
-                raise
-            except SidecarIntegrityError:
-                if not folded and n + 1 < len(hashes):
-                    continue
-                raise
-            return str(record.payload)
-        record = yield Call(sidecars.get, sidecars.aget, (object_id,))
+                return str((yield Call(sidecars.get, sidecars.aget, (object_id, digest))).payload)
+            except (SidecarNotFoundError, SidecarIntegrityError):
+                continue
+        last = hashes[-1] if hashes else None
+        record = yield Call(sidecars.get, sidecars.aget, (object_id, last))
         return str(record.payload)
     except SidecarNotFoundError as exc:
-        try:
-            ids = yield Call(sidecars.list_ids, sidecars.alist_ids)
-        except Exception:  # the listing is only a hint
-            ids = []
         if hashes and not folded:
             raise ToolException(
                 f"recover_context failed: {object_id!r} is not folded in this conversation "
                 "(its content is in the history)"
             ) from exc
+        try:
+            ids = yield Call(sidecars.list_ids, sidecars.alist_ids)
+        except Exception:  # the listing is only a hint
+            ids = []
         raise _failure(exc, ids) from exc
     except SidecarError as exc:
         raise _failure(exc, []) from exc
