@@ -5,7 +5,7 @@ budget 45% of the pool's tokens). The script times the selection alone, then sta
 ``--hogs`` child processes that each multiply float32 matrices in a loop with BLAS's default
 threads (the kind of neighbour an agent server has: tests, another evaluation) and times the
 selection again. It does both with BLAS limited to each of ``--blas-threads`` for the
-selection's own products (``blas_threads`` of :mod:`langchain_pacms._blas`; ``0`` leaves
+selection's own products (``blas_threads`` of :mod:`langchain_pacms.blas`; ``0`` leaves
 numpy's default) and prints the medians and the contended/idle ratio (issue 23's target: <= 3).
 The hogs are this script's children and are stopped when it ends.
 
@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import fresh, make_problem
 
-from langchain_pacms._blas import blas_setup, blas_threads
+from langchain_pacms.blas import blas_setup, blas_threads
 from langchain_pacms.core import Problem, solve
 
 

@@ -38,7 +38,7 @@ from langchain_core.embeddings import Embeddings
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langchain_pacms import Candidate, ContextSelector
-from langchain_pacms._blas import blas_threads
+from langchain_pacms.blas import blas_threads
 from langchain_pacms.embeddings import CachedEmbeddings
 
 

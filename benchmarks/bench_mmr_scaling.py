@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from langchain_pacms import ContextSelector
-from langchain_pacms._blas import blas_threads
+from langchain_pacms.blas import blas_threads
 from langchain_pacms.core import Problem, mmr_ranking, solve
 
 QUERY = "w5 w17 w230 w999 w3000"

@@ -5,7 +5,7 @@ at each ``--sizes`` and ``--budgets`` share. Every selection runs in its own chi
 (``spawn``), so its peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) is
 its own: the interpreter, numpy, the instance and the selection together. The child also
 reports its resident size right after building the instance, so the selection's own share
-shows. BLAS runs with one thread (:func:`langchain_pacms._blas.blas_threads`). The floor,
+shows. BLAS runs with one thread (:func:`langchain_pacms.blas.blas_threads`). The floor,
 one float32 ``E @ E.T``, does not fit in memory at these sizes: the child times a block of its
 rows (256 MiB) after the peak was read and scales its CPU time to all rows. CPU times are
 reported beside wall times because the machine may be shared. Issue 23's target: n = 50,000
@@ -45,7 +45,7 @@ def one_selection(n: int, d: int, share: float, ceiling: int, out: Any) -> None:
 
     from bench_core import make_problem
 
-    from langchain_pacms._blas import blas_threads
+    from langchain_pacms.blas import blas_threads
     from langchain_pacms.core import solve
 
     problem = make_problem(n, d, n + d)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_pacms.core import Pick, Problem, Strategy, available_strategies, register_strategy
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.errors import PACMSError
 from langchain_pacms.selector import (
     Candidate,
     ContextSelector,
@@ -46,6 +47,7 @@ __all__ = [
     "EmbeddingError",
     "HashedTfidfEmbeddings",
     "PACMSCompressor",
+    "PACMSError",
     "PACMSMiddleware",
     "Pick",
     "Problem",

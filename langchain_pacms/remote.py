@@ -39,6 +39,7 @@ import httpx
 import numpy as np
 
 from langchain_pacms._steps import adrive, drive
+from langchain_pacms.errors import PACMSError
 from langchain_pacms.selector import (
     Candidate,
     CandidateInput,
@@ -56,7 +57,7 @@ ANSWER_BYTES_PER_CANDIDATE = 1024
 """Bytes an answer may take per candidate sent, besides its id (a verdict takes about 170)."""
 
 
-class RemoteAnswerError(ValueError):
+class RemoteAnswerError(PACMSError, ValueError):
     """The service's answer does not fit the request it answers (see :func:`check_answer`)."""
 
 

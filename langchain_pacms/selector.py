@@ -33,9 +33,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
-from langchain_pacms._blas import blas_threads as limit_blas_threads
 from langchain_pacms._steps import adrive, drive
 from langchain_pacms._timeout import call_with_timeout, check_embed_timeout, timeout_error
+from langchain_pacms.blas import blas_threads as limit_blas_threads
 from langchain_pacms.core import (
     COSINE_MATRIX_LIMIT,
     Pick,
@@ -54,6 +54,7 @@ from langchain_pacms.embeddings.profile import (
     unwrap_embeddings,
 )
 from langchain_pacms.embeddings.sparse import WORDS, PoolRelevance
+from langchain_pacms.errors import PACMSError
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = [
@@ -360,7 +361,7 @@ def _resolve_budget(total: int, budget_tokens: int | None, budget_ratio: float |
     return max(1, math.floor(total * ratio))
 
 
-class EmbeddingError(ValueError):
+class EmbeddingError(PACMSError, ValueError):
     """An embedder returned vectors that cannot be scored (wrong shape, NaN, inf or all zero).
 
     The selector treats it as an embedding failure: it falls back to recency and flags the

@@ -45,6 +45,7 @@ from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fil
 from langchain_pacms.core.greedy import budgeted_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem
+from langchain_pacms.errors import PACMSError
 
 __all__ = [
     "PAPER_OPTIONS",
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-class StrategyError(RuntimeError):
+class StrategyError(PACMSError, RuntimeError):
     """A strategy returned a pick that breaks the selection invariants."""
 
 

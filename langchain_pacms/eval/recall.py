@@ -75,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from langchain_pacms._blas import blas_setup, blas_threads, set_blas_threads
+from langchain_pacms.blas import blas_setup, blas_threads, set_blas_threads
 from langchain_pacms.core import Problem, solve
 from langchain_pacms.eval.longmemeval import Question, iter_questions, sample_questions
 from langchain_pacms.eval.progress import progress_bar

@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_pacms.integrations._runner import SelectionRunner
+from langchain_pacms.integrations import SelectionRunner
 from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.lifecycle.sidecar import SidecarStore
 from langchain_pacms.selector import ContextSelector

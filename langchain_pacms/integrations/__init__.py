@@ -23,6 +23,7 @@ from langchain_pacms.integrations.messages import (
     query_from_messages,
 )
 from langchain_pacms.integrations.report import EVENT_NAME, SelectionLog
+from langchain_pacms.integrations.runner import SelectionRunner
 
 if TYPE_CHECKING:
     from langchain_pacms.integrations.compressor import PACMSCompressor
@@ -36,6 +37,7 @@ __all__ = [
     "PACMSMiddleware",
     "SelectionConfig",
     "SelectionLog",
+    "SelectionRunner",
     "Span",
     "apply_selection",
     "build_context_message",

@@ -24,8 +24,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
 from langchain_pacms.integrations.config import SelectionConfig, resolve_config
+from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
 from langchain_pacms.selector import ContextSelector
 
 __all__ = ["PACMSHook", "create_pacms_hook"]

@@ -32,8 +32,8 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AnyMessage, BaseMessage
 
-from langchain_pacms.integrations._runner import RunnerViews, SelectionRunner
 from langchain_pacms.integrations.config import SelectionConfig, resolve_config
+from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
 from langchain_pacms.selector import ContextSelector
 
 __all__ = ["PACMSMiddleware"]

@@ -40,6 +40,7 @@ from langchain_core.runnables.config import run_in_executor
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
 from langchain_pacms._steps import adrive, drive
+from langchain_pacms.errors import PACMSError
 from langchain_pacms.lifecycle.actions import SidecarRecord
 
 __all__ = [
@@ -68,7 +69,7 @@ _KEY_HEX = 16  # hex digits of the sha256 in a key: 64 bits, no accidental colli
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9_\-:@+=,]+")
 
 
-class SidecarError(Exception):
+class SidecarError(PACMSError):
     """Base class of the sidecar errors (catch this to handle both).
 
     Example:

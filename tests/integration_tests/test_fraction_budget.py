@@ -11,10 +11,10 @@ from langchain_core.tools import tool
 from pacms_fakes import RecordingChatModel, call
 
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations._runner import tool_schema_text
 from langchain_pacms.integrations.config import DEFAULT_TOKENS_PER_MESSAGE
 from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.integrations.middleware import PACMSMiddleware
+from langchain_pacms.integrations.runner import tool_schema_text
 
 SYSTEM = "You are the archive assistant. Answer from the archive."
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from langchain_pacms import ContextSelector
-from langchain_pacms._blas import blas_setup, blas_threads, set_blas_threads
+from langchain_pacms.blas import blas_setup, blas_threads, set_blas_threads
 from langchain_pacms.core import Pick, Problem
 
 if blas_setup() is None:  # pragma: no cover - numpy without a reachable OpenBLAS

@@ -18,9 +18,9 @@ from test_messages import SELECTOR, STRATEGIES, call, conversations, text
 from langchain_pacms import ContextSelector
 from langchain_pacms.eval.traces import load_tau_bench
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations._runner import SelectionRunner
 from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import messages_to_candidates, sent_tokens
+from langchain_pacms.integrations.runner import SelectionRunner
 from langchain_pacms.lifecycle import Action, SidecarStore, apply_actions, index_messages
 from langchain_pacms.lifecycle.actions import call_texts
 from langchain_pacms.lifecycle.node import thread_of

@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_pacms import ContextSelector
-from langchain_pacms.integrations._runner import SelectionRunner
 from langchain_pacms.integrations.config import Budget, SelectionConfig
+from langchain_pacms.integrations.runner import SelectionRunner
 
 
 class RecordingSelector(ContextSelector):

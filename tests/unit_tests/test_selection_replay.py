@@ -19,9 +19,9 @@ from langchain_pacms.eval.selection_replay import (
     is_selection,
     selection_policy,
 )
-from langchain_pacms.integrations._runner import SelectionRunner
 from langchain_pacms.integrations.config import Budget, SelectionConfig
 from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.integrations.runner import SelectionRunner
 from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
 from langchain_pacms.tokens import TokenCounter
