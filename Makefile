@@ -6,16 +6,17 @@ BIN := $(VENV)/bin
 .PHONY: install demo test test-postgres lint bench clean
 
 # every feature extra, for the tests that exercise them
-EXTRAS := middleware,lifecycle,server,eval,ollama,compare,redis
+EXTRAS := middleware,lifecycle,server,ollama,compare,redis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# the package with its extras, plus the dev tools of pyproject's [dependency-groups]
-# (pytest, hypothesis, langchain-tests, ruff, mypy); `--group` needs pip >= 25.1, hence the upgrade
-$(VENV)/.installed: $(BIN)/python pyproject.toml
+# the package with its extras and the evaluation package beside it (bench/, `pacms-bench`), plus
+# the dev tools of pyproject's [dependency-groups] (pytest, hypothesis, langchain-tests, ruff,
+# mypy); `--group` needs pip >= 25.1, hence the upgrade
+$(VENV)/.installed: $(BIN)/python pyproject.toml bench/pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]" -e ./bench --group dev
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,8 +25,8 @@ demo: install
 	$(BIN)/pacms demo
 
 lint: install
-	$(BIN)/ruff check langchain_pacms tests benchmarks examples
-	$(BIN)/ruff format --check langchain_pacms tests benchmarks examples
+	$(BIN)/ruff check langchain_pacms tests bench benchmarks examples
+	$(BIN)/ruff format --check langchain_pacms tests bench benchmarks examples
 	$(BIN)/mypy
 
 test: install lint

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     cached.embed_matrix(queries, kind="query")
     growing = ContextSelector(cached)
     size = args.n
-    growing.select(cands[: size - args.grow], queries[-1], budget_ratio=args.budget)
+    growing.select(cands[: size - args.grow], queries[-1], budget=("ratio", args.budget))
     cold: list[tuple[float, float]] = []
     grown: list[tuple[float, float]] = []
     same = True
@@ -113,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             pool = cands[:size]
             query = queries[step % len(queries)]
             cpu, start = time.process_time(), time.perf_counter()
-            fresh = ContextSelector(cached).select(pool, query, budget_ratio=args.budget)
+            fresh = ContextSelector(cached).select(pool, query, budget=("ratio", args.budget))
             cold.append((time.perf_counter() - start, time.process_time() - cpu))
             # The growing selector's last pool is this one minus its newest --grow candidates.
             cpu, start = time.process_time(), time.perf_counter()
-            again = growing.select(pool, query, budget_ratio=args.budget)
+            again = growing.select(pool, query, budget=("ratio", args.budget))
             grown.append((time.perf_counter() - start, time.process_time() - cpu))
             same &= again.kept_ids == fresh.kept_ids
             size += args.grow

@@ -28,6 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.integrations import (
+    StrategyOptions,
+    ToolLoopOptions,
     apply_selection,
     create_pacms_hook,
     messages_to_candidates,
@@ -69,14 +71,15 @@ def main() -> None:
         help="pacms min_gain override (default: the embedder's)",
     )
     parser.add_argument(
-        "--fold-stubs", action="store_true", help="fold_stubs=True with an in-memory sidecar store"
+        "--fold-stubs", action="store_true", help="fold stubs with an in-memory sidecar store"
     )
     args = parser.parse_args()
 
     messages = conversation(75)
     options = {} if args.min_gain is None else {"min_gain": args.min_gain}
-    stubs = {"fold_stubs": True, "sidecar_store": InMemoryStore()} if args.fold_stubs else {}
-    hook = create_pacms_hook(budget_tokens=args.budget, strategy=args.strategy, **options, **stubs)
+    stubs = ToolLoopOptions(sidecar_store=InMemoryStore()) if args.fold_stubs else None
+    strategy = StrategyOptions(args.strategy, **options)
+    hook = create_pacms_hook(args.budget, strategy=strategy, tool_loop=stubs)
     state = {"messages": [*messages, HumanMessage("Which service had the highest latency?")]}
     hook.invoke(state)  # warm the caches
     selection = hook.last_selection

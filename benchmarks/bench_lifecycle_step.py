@@ -38,14 +38,11 @@ from typing import TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_pacms.eval.traces import default_traces_dir, load_mini_swe
-from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleHarness, at_boundary
-from langchain_pacms.lifecycle.objects import payload_of
+from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleHarness, at_boundary, payload_of
 from langchain_pacms.tokens import TokenCounter
 
 T = TypeVar("T")
 TARGET_MS = 10.0
-DEV = default_traces_dir() / "mini-swe-agent-deepseek-dev"
 
 
 def synthetic(spans: int, seed: int = 0) -> list[BaseMessage]:
@@ -87,10 +84,16 @@ def synthetic(spans: int, seed: int = 0) -> list[BaseMessage]:
 
 
 def recorded(objects: int) -> tuple[str, list[BaseMessage]] | None:
-    """The longest boundary cut with at most ``objects`` objects of the longest dev session."""
-    if not DEV.is_dir():
+    """The longest boundary cut with at most ``objects`` objects of the longest dev session.
+
+    The sessions are read with the evaluation's trace loader (``pacms_bench``, in ``bench/``).
+    """
+    from pacms_bench.traces import default_traces_dir, load_mini_swe
+
+    dev = default_traces_dir() / "mini-swe-agent-deepseek-dev"
+    if not dev.is_dir():
         return None
-    sessions, _ = load_mini_swe(DEV, dev_only=True)
+    sessions, _ = load_mini_swe(dev, dev_only=True)
     if not sessions:
         return None
     session = max(sessions, key=lambda s: (s.tool_calls, s.name))

@@ -85,11 +85,11 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
     def select(strategy: str) -> Any:
         options = {"lambda_mult": args.lambda_mult} if strategy == "mmr" else {}
-        return selector.select(texts, QUERY, budget_tokens=budget, strategy=strategy, **options)
+        return selector.select(texts, QUERY, budget=budget, strategy=strategy, **options)
 
     select("topk")  # warm-up: the embedding cache and the token memo
     topk, mmr = timed([lambda: select("topk"), lambda: select("mmr")], args.repeats)
-    problem = selector.prepare(texts, QUERY, budget_tokens=budget)
+    problem = selector.prepare(texts, QUERY, budget=budget)
     with blas_threads(1):
         solve_topk, solve_mmr = timed(
             [

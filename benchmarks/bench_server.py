@@ -142,7 +142,7 @@ def one_at_a_time(load: Load, bodies: list[dict[str, Any]], selector: ContextSel
             i = load.next()
             cands, query = local[i]
             t0 = time.perf_counter()
-            selector.select(cands, query, budget_ratio=bodies[i]["budget_ratio"])
+            selector.select(cands, query, budget=("ratio", bodies[i]["budget_ratio"]))
             t1 = time.perf_counter()
             sock.sendall(load.requests[i])
             head = b""
@@ -239,7 +239,7 @@ def main() -> None:
     selector = ContextSelector()
     local = [[Candidate(**c) for c in p] for p in all_pools]
     expected = [
-        list(selector.select(c, query, budget_ratio=args.budget_ratio).kept_ids) for c in local
+        list(selector.select(c, query, budget=("ratio", args.budget_ratio)).kept_ids) for c in local
     ]
     load_before = os.getloadavg()
     lines: list[str] = []

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 
 from langchain_pacms.lifecycle import LifecycleMiddleware
-from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY
+from langchain_pacms.messages import LIFECYCLE_KEY
 
 REPO = {
     f"src/app/module_{n}.py": "\n".join(

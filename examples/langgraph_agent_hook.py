@@ -20,7 +20,7 @@ from _agent_setup import SCRIPT, TOOLS, PrintSelections, chat_model, human, memo
 from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations import MemoryOptions, create_pacms_hook
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -32,10 +32,9 @@ def main() -> None:
     print(f"model: {label}")
     log_path = Path(tempfile.mkdtemp()) / "selections.jsonl"
     hook = create_pacms_hook(
-        budget_tokens=3000,  # what the model may see per call
-        memory_namespaces=[("memories", "{user_id}")],  # filled from config["configurable"]
-        memory_limit=5,
-        log_path=log_path,
+        3000,  # what the model may see per call
+        memory=MemoryOptions([("memories", "{user_id}")], limit=5),  # from config["configurable"]
+        log=log_path,
     )
     with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent
         warnings.simplefilter("ignore")

@@ -31,6 +31,7 @@ from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,
     HeuristicPlanner,
     LifecycleMiddleware,
+    PlannerTuning,
 )
 from langchain_pacms.tokens import TokenCounter
 
@@ -59,13 +60,15 @@ def main() -> None:
     print(f"model: {label}")
     counter = TokenCounter()  # one counter for both layers, so they count alike
     lifecycle = LifecycleMiddleware(
-        planner=HeuristicPlanner(keep_recent=1), store=InMemoryStore(), token_counter=counter
+        planner=HeuristicPlanner(tuning=PlannerTuning(keep_recent=1)),
+        store=InMemoryStore(),
+        token_counter=counter,
     )
     agent = create_agent(
         model,
         TOOLS,
         system_prompt="You are Ada's ops assistant.",
-        middleware=[lifecycle, PACMSMiddleware(budget_tokens=3000)],
+        middleware=[lifecycle, PACMSMiddleware(3000)],
         checkpointer=InMemorySaver(),
     )
     config: Any = {"configurable": {"thread_id": "ops-1"}, "callbacks": [PrintCommits()]}

@@ -33,7 +33,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
 from langchain_pacms.integrations.graph import PACMSHook
 
 with needs_extra("server"):
@@ -111,11 +111,9 @@ def serving() -> Iterator[str]:
 
 def build_agent(url: str, session: str, log_path: Path | None = None) -> tuple[Any, PACMSHook]:
     """The agent and its hook: each model call selects through the service under ``session``."""
+    selector = RemoteSelector(url, session=session, timeout=10.0)
     hook = create_pacms_hook(
-        selector=RemoteSelector(url, session=session, timeout=10.0),
-        budget_tokens=BUDGET,
-        prompt=PROMPT,
-        log_path=log_path,
+        config=SelectionConfig(budget=BUDGET, selector=selector, prompt=PROMPT, log=log_path)
     )
     with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent
         warnings.simplefilter("ignore")

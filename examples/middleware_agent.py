@@ -29,6 +29,7 @@ with needs_extra("middleware"):
     from langchain.agents.middleware import AgentMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
+from langchain_pacms.integrations import MemoryOptions
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 
 
@@ -47,11 +48,7 @@ class ShowLastRequest(AgentMiddleware):
 async def main() -> None:
     model, label = chat_model()
     print(f"model: {label}")
-    pacms = PACMSMiddleware(
-        budget_tokens=3000,
-        memory_namespaces=[("memories", "{user_id}")],
-        memory_limit=5,
-    )
+    pacms = PACMSMiddleware(3000, memory=MemoryOptions([("memories", "{user_id}")], limit=5))
     spy = ShowLastRequest()
     agent = create_agent(
         model,

@@ -63,7 +63,7 @@ def build_retrievers(
     store.add_documents(docs)
     selector = ContextSelector(embeddings)
     pacms = ContextualCompressionRetriever(
-        base_compressor=PACMSCompressor.from_selector(selector, budget_tokens=budget),
+        base_compressor=PACMSCompressor(budget, selector=selector),
         base_retriever=store.as_retriever(search_kwargs={"k": fetch_k}),
     )
     retrievers: dict[str, BaseRetriever] = {

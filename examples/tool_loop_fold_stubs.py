@@ -3,8 +3,8 @@
 A coding-style agent gets one task and then reads ``src/module_0.py`` ... ``module_59.py``, one
 tool call per step, all after the single human message. The pre-model hook keeps each call
 under 6,000 tokens (the whole run reaches 43,000) by selecting inside the run: the task, the
-newest step and the system prompt stay. With ``fold_stubs=True`` an earlier read that is not
-sent whole goes as its fold stub, a one-line pointer with the names it holds (about 60 tokens
+newest step and the system prompt stay. With fold stubs (a sidecar store) an earlier read that is
+not sent whole goes as its fold stub, a one-line pointer with the names it holds (about 60 tokens
 here; the path stays in view in the call), and its exact text is written to a SQLite sidecar
 store first. At the end the model asks for the first module it read back with
 ``recover_context`` and gets the original byte for byte.
@@ -32,9 +32,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from pydantic import Field, PrivateAttr
 
-from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.integrations import SelectionConfig, ToolLoopOptions, create_pacms_hook
 from langchain_pacms.lifecycle import make_recover_tool
+from langchain_pacms.messages import sent_tokens
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -99,7 +99,9 @@ def main() -> None:
         store.setup()
         prompt = SystemMessage("You are a careful coder.")  # added after the hook: charged
         hook = create_pacms_hook(
-            budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store, prompt=prompt
+            config=SelectionConfig(
+                budget=BUDGET, tool_loop=ToolLoopOptions(sidecar_store=store), prompt=prompt
+            )
         )
         counter = hook.selector.token_counter
         model = ScriptedReader(counter=counter)

@@ -2,7 +2,7 @@
 
 Example:
     >>> from langchain_pacms import ContextSelector
-    >>> selection = ContextSelector().select(["a", "b"], "a", budget_ratio=0.5)
+    >>> selection = ContextSelector().select(["a", "b"], "a", budget=1)
     >>> selection.kept_ids
     ('0',)
 """
@@ -13,6 +13,7 @@ import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from langchain_pacms.budget import Budget
 from langchain_pacms.core import Pick, Problem, Strategy, available_strategies, register_strategy
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.errors import PACMSError
@@ -22,14 +23,20 @@ from langchain_pacms.selector import (
     EmbedderProfile,
     EmbeddingError,
     Selection,
+    Selector,
     Verdict,
 )
 from langchain_pacms.tokens import TokenCounter, get_encoding
 
 if TYPE_CHECKING:
     from langchain_pacms.integrations import (
+        MemoryOptions,
+        Pacms,
         PACMSCompressor,
         PACMSMiddleware,
+        SelectionConfig,
+        StrategyOptions,
+        ToolLoopOptions,
         create_pacms_hook,
     )
     from langchain_pacms.remote import RemoteSelector
@@ -40,21 +47,28 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from a sourc
     __version__ = "0.0.0"
 
 __all__ = [
+    "Budget",
     "CachedEmbeddings",
     "Candidate",
     "ContextSelector",
     "EmbedderProfile",
     "EmbeddingError",
     "HashedTfidfEmbeddings",
+    "MemoryOptions",
     "PACMSCompressor",
     "PACMSError",
     "PACMSMiddleware",
+    "Pacms",
     "Pick",
     "Problem",
     "RemoteSelector",
     "Selection",
+    "SelectionConfig",
+    "Selector",
     "Strategy",
+    "StrategyOptions",
     "TokenCounter",
+    "ToolLoopOptions",
     "Verdict",
     "__version__",
     "available_strategies",
@@ -69,6 +83,11 @@ _LAZY = {
     "PACMSCompressor": "langchain_pacms.integrations.compressor",
     "PACMSMiddleware": "langchain_pacms.integrations.middleware",
     "create_pacms_hook": "langchain_pacms.integrations.graph",
+    "MemoryOptions": "langchain_pacms.integrations.options",
+    "Pacms": "langchain_pacms.integrations.options",
+    "SelectionConfig": "langchain_pacms.integrations.config",
+    "StrategyOptions": "langchain_pacms.integrations.options",
+    "ToolLoopOptions": "langchain_pacms.integrations.options",
     "RemoteSelector": "langchain_pacms.remote",
 }
 

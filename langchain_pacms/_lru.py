@@ -1,10 +1,4 @@
-"""A bounded, thread-safe memo that forgets its least recently used entries.
-
-Token counts, sparse rows, embedding vectors, fold variants, locator lists and per-message
-values are all remembered the same way: a map in use order, capped by an entry count, by a size
-in bytes, or both, that drops the entries used longest ago when a cap is passed. :class:`LruMemo`
-is that map, once, for every one of them. It imports nothing from the package.
-"""
+"""A bounded, thread-safe memo that forgets its least recently used entries."""
 
 from __future__ import annotations
 
@@ -30,8 +24,7 @@ class LruMemo(Generic[K, V]):
     Args:
         max_entries: Most entries held (``None``: no count cap; ``0``: nothing is held).
         max_bytes: Most bytes held, each entry weighed by ``weigh`` (``None``: no size cap).
-        weigh: An entry's size in bytes, from its key and value (needed for ``max_bytes`` to
-            bound anything; without it every entry weighs nothing).
+        weigh: An entry's size in bytes from its key and value (without it, entries weigh 0).
 
     Attributes:
         nbytes: The weight of the entries held now.

@@ -1,11 +1,8 @@
 """One body for a method and its async twin: a generator of steps, run by a sync or async driver.
 
-Logic that a blocking method and its ``a``-prefixed twin share is written once, as a generator
-that yields each outside call it needs (texts to embed, a payload to post, a store write) and
-takes back the answer. :func:`drive` answers with blocking calls, :func:`adrive` awaits async
-ones; an error of a call is raised inside the generator at its ``yield``, so the shared body
-handles it as it would an error of its own. :class:`Call` is the request for bodies that make
-several kinds of calls: a function and its async twin with the arguments.
+The generator yields each outside call it needs and takes back the answer; :func:`drive`
+answers with blocking calls, :func:`adrive` awaits async ones, and a call's error is raised at
+its ``yield``. :class:`Call` pairs a sync function with its async twin.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Run a blocking call on a daemon thread of its own: with a time limit, or awaited.
 
-Each call gets a fresh daemon thread, so calls never queue behind one another (nor behind the
-event loop's default executor, which other work, even the callers waiting for these calls, may
-fill), a call that overruns costs only its own caller, and a thread still blocked in a stalled
-backend does not keep the interpreter from exiting. Threads whose caller gave up on them (a
-timeout, a cancelled task) and that are still running are counted; past :data:`MAX_STALLED` of
-them a new call fails at once instead of starting yet another thread, so a backend that hangs
-on every call cannot pile threads up without bound.
+Each call gets a fresh daemon thread, so calls never queue behind one another or the loop's
+default executor. Abandoned calls still running are counted; past :data:`MAX_STALLED` of them
+new calls fail at once.
 
 Example:
     >>> call_with_timeout(lambda: 6 * 7, 1.0, what="answer")
@@ -114,8 +110,7 @@ def _abandon(future: concurrent.futures.Future[T]) -> None:
 def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
     """``fn()``, or :class:`TimeoutError` once ``timeout`` seconds have passed.
 
-    ``fn`` runs on a new daemon thread; when it overruns, it is left to finish in the background
-    and its result is dropped.
+    An overrunning ``fn`` is left to finish in the background; its result is dropped.
 
     Args:
         fn: The call, without arguments.
@@ -139,8 +134,7 @@ def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
 async def call_in_thread(fn: Callable[[], T], *, what: str) -> T:
     """Await ``fn()`` run on a new daemon thread, never on the event loop's default executor.
 
-    Cancelling the awaiting task (``asyncio.wait_for`` past its timeout, say) leaves ``fn`` to
-    finish in the background, counted as stalled until it does, and drops its result.
+    Cancelling the awaiting task leaves ``fn`` to finish in the background, counted as stalled.
 
     Args:
         fn: The blocking call, without arguments.

@@ -1,16 +1,9 @@
 """How many threads BLAS may use, set from Python (``threadpoolctl``, else OpenBLAS's own setter).
 
-The selector's matrix products are small (a few hundred rows): on a shared machine BLAS's
-threads then cost more in contention than they gain, so :class:`~langchain_pacms.ContextSelector`
-runs its own products under :func:`blas_threads`. The limit is process-wide (OpenBLAS has one
-thread pool per process), so concurrent and nested blocks share one: the first block in sets it,
-the last one out restores what was there before, and a block that asks for another limit while
-one is in force runs under the one in force.
-
-``threadpoolctl`` finds the loaded BLAS libraries (on any platform); the setting itself goes
-through each library's own setter, because ``threadpoolctl``'s limits, entered and left by
-overlapping blocks on different threads, can leave OpenBLAS at the inner limit for good. Without
-``threadpoolctl``, OpenBLAS libraries are found in ``/proc/self/maps`` (Linux).
+:class:`~langchain_pacms.ContextSelector` runs its small products under :func:`blas_threads`
+(measured: docs/benchmarks.md). The limit is process-wide: concurrent and nested blocks share
+the first block's limit, and the last one out restores the previous setting. Libraries are found
+with ``threadpoolctl`` (else in ``/proc/self/maps`` on Linux) and set through their own setters.
 
 Example:
     >>> with blas_threads(1):
@@ -60,10 +53,7 @@ def _openblas_handles() -> list[tuple[Any, Any]]:
 
 @functools.lru_cache(maxsize=1)
 def _handles() -> tuple[tuple[Any, Any], ...]:
-    """``(set, get)`` thread functions of the loaded BLAS libraries, looked up once.
-
-    numpy loads its BLAS at import, so the libraries do not change afterwards.
-    """
+    """``(set, get)`` thread functions of the loaded BLAS libraries, looked up once."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
@@ -90,8 +80,7 @@ def _setter_pair(lib: Any) -> list[tuple[Any, Any]]:
 def blas_setup() -> str | None:
     """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"`` (Linux).
 
-    None when no OpenBLAS is loaded (or it cannot be asked); ``"? x1"`` when it does not
-    name its kernel.
+    None without a reachable OpenBLAS; ``"? x1"`` when it does not name its kernel.
 
     Example:
         >>> blas_setup() is None or " x" in blas_setup()
@@ -152,8 +141,7 @@ _restore: Callable[[], None] | None = None
 def blas_threads(limit: int | None) -> Iterator[None]:
     """Limit BLAS threads inside the block (best effort; no-op when ``limit`` is None).
 
-    Each loaded BLAS library (found as the module says) is set through its own setter. The
-    previous thread counts are restored when the last concurrent or nested block ends.
+    The previous thread counts are restored when the last concurrent or nested block ends.
 
     Args:
         limit: Most BLAS threads, or ``None`` to leave BLAS as it is.

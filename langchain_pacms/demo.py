@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from langchain_pacms.budget import Budget
 from langchain_pacms.core import available_strategies
-from langchain_pacms.selector import Candidate, ContextSelector
+from langchain_pacms.selector import Candidate, ContextSelector, Selector
 
 __all__ = ["DemoFact", "DemoRow", "DemoSession", "format_table", "load_demo_session", "run_demo"]
 
@@ -98,7 +99,7 @@ def run_demo(
     *,
     budget_ratio: float = DEFAULT_BUDGET_RATIO,
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
-    selector: ContextSelector | None = None,
+    selector: Selector | None = None,
 ) -> list[DemoRow]:
     """Select from the demo session with each strategy.
 
@@ -116,12 +117,11 @@ def run_demo(
     session = load_demo_session()
     selector = selector or ContextSelector()
     # Untimed warm-up: fills the embedding cache so no strategy is charged the cold embedding.
-    selector.select(session.candidates, session.query, budget_ratio=budget_ratio)
+    budget = Budget(ratio=budget_ratio)
+    selector.select(session.candidates, session.query, budget)
     rows = []
     for name in strategies:
-        sel = selector.select(
-            session.candidates, session.query, budget_ratio=budget_ratio, strategy=name
-        )
+        sel = selector.select(session.candidates, session.query, budget, strategy=name)
         kept_ids = set(sel.kept_ids)
         kept_texts = [c.text for c in sel.candidates if str(c.id) in kept_ids]
         rows.append(

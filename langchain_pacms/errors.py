@@ -1,8 +1,6 @@
 """The base class of every exception the package defines.
 
-Each error also derives from the built-in exception a caller would catch without knowing the
-package (``ValueError`` for a bad input or answer, ``KeyError`` for a missing payload), so
-``except PACMSError`` catches all of them and existing ``except ValueError`` blocks still work.
+Each error also derives from the matching built-in exception (``ValueError``, ``KeyError``, ...).
 
 Example:
     >>> from langchain_pacms.errors import PACMSError

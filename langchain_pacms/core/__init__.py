@@ -1,28 +1,18 @@
 """Numeric core: arrays in, indices out. Imports numpy only (no LangChain)."""
 
+from langchain_pacms.core.cosines import NearPairs, rows_stable, unit_rows
 from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
+from langchain_pacms.core.mmr import MmrRanking, mmr_ranking
 from langchain_pacms.core.objective import CoverageObjective
-from langchain_pacms.core.problem import (
-    COSINE_MATRIX_LIMIT,
-    SIMILARITY_CEILING,
-    NearPairs,
-    Problem,
-    rows_stable,
-    unit_rows,
-)
-from langchain_pacms.core.strategies import (
-    PAPER_OPTIONS,
-    MmrRanking,
-    Pick,
-    Strategy,
+from langchain_pacms.core.pacms import PAPER_OPTIONS, auto_relevance_weight, feedback_relevance
+from langchain_pacms.core.pick import Pick, Strategy
+from langchain_pacms.core.problem import COSINE_MATRIX_LIMIT, SIMILARITY_CEILING, Problem
+from langchain_pacms.core.registry import (
     StrategyError,
-    auto_relevance_weight,
     available_strategies,
     check_options,
-    feedback_relevance,
     get_strategy,
-    mmr_ranking,
     register_strategy,
     rejection,
     solve,

@@ -1,19 +1,9 @@
 """Ways to spend the budget that a selection leaves over.
 
-A coverage greedy stops once no candidate adds enough coverage; what is left of the budget is
-then filled by one of these walks. Each returns the candidates to add, in order, never more than
-``room`` tokens and never a member.
-
-* :func:`relevance_fill`: most relevant first.
-* :func:`distinct_fill`: most relevant first, passing over near-copies (cosine at least the
-  kernel's threshold) of what is kept while anything else fits: a relevance walk that does not
-  spend the budget on restatements of kept rounds before everything else, and leaves no room
-  that a candidate other than an exact copy could fill.
-* :func:`diverse_fill`: maximal marginal relevance *continued from the members*: the next item
-  maximises ``lambda_mult * rel(j) - (1 - lambda_mult) * max_{s in S} cos(j, s)`` over the
-  members and the items added so far. Where the objective no longer tells items apart, this
-  prefers what the context does not already say (an original over a restatement of a kept
-  round), where a relevance walk would keep adding copies of the best-matching rounds.
+Each walk returns the candidates to add, in order, within ``room`` tokens and never a member:
+:func:`relevance_fill` (most relevant first), :func:`distinct_fill` (the same, passing over
+near-copies of what is kept) and :func:`diverse_fill` (maximal marginal relevance continued
+from the members).
 
 Example:
     >>> import numpy as np
@@ -37,8 +27,7 @@ from langchain_pacms.core.problem import Problem
 __all__ = ["EXACT_COPY_COSINE", "distinct_fill", "diverse_fill", "relevance_fill"]
 
 EXACT_COPY_COSINE = 1.0 - 1e-5
-"""Cosine from which :func:`distinct_fill` treats a candidate as an exact copy of one kept
-(identical texts embed to identical vectors; rounding moves their cosine by about 1e-7)."""
+"""Cosine from which :func:`distinct_fill` treats a candidate as an exact copy of one kept."""
 
 # Members per block when measuring redundancy against the members.
 _BLOCK = 256
@@ -80,18 +69,10 @@ def distinct_fill(
 ) -> list[int]:
     """Add non-members by relevance while they fit, passing over near-copies of what is kept.
 
-    An item is a near-copy when its cosine with a member or an item added before it is at least
-    ``threshold`` (``pacms`` passes its kernel threshold, so the fill treats as copies exactly
-    the pairs its objective joins). With the problem's kept cosine matrix each added item marks
-    its copies from one row; without it, the candidates are compared in blocks, each with what
-    is kept in one product and with each other in another.
-
-    A near-copy is passed over only while something else fits: once no other candidate does,
-    the near-copies passed over are added in relevance order while they fit, so the budget is
-    not left empty while candidates that fit remain (with an embedder whose cosines are high
-    across the board, most of a pool can be near-copies of what is kept). Exact copies
-    (cosine at least :data:`EXACT_COPY_COSINE` with something kept) are never added: a
-    duplicate says nothing its original does not.
+    An item is a near-copy when its cosine with a member or an earlier added item is at least
+    ``threshold``. Near-copies are passed over only while something else fits; then they are
+    added in relevance order. Exact copies (cosine at least :data:`EXACT_COPY_COSINE`) are
+    never added.
 
     Args:
         problem: The selection instance.
@@ -152,12 +133,7 @@ def _distinct_from_vectors(
     threshold: float,
     allowed: NDArray[np.bool_],
 ) -> list[int]:
-    """:func:`distinct_fill` without a kept cosine matrix, a block of candidates at a time.
-
-    The next ``_BLOCK`` candidates in relevance order that still fit are compared with
-    everything kept so far in one product (in row blocks within the problem's similarity
-    ceiling) and with each other in another; the walk through the block then reads both.
-    """
+    """:func:`distinct_fill` without a kept cosine matrix, ``_BLOCK`` candidates at a time."""
     vectors = problem.vectors
     tokens = problem.tokens
     kept = np.asarray(members, dtype=np.int64)
@@ -197,10 +173,9 @@ def diverse_fill(
 ) -> list[int]:
     """Add non-members by maximal marginal relevance against the members, while they fit.
 
-    The picks are those of re-scoring every open item at every step (ties: lower index).
-    Items that do not fit are skipped and do not count as redundancy. With the problem's kept
-    cosine matrix (``pacms`` computes it), every step updates all scores from one row of it;
-    without it, scores are re-scored lazily from the vectors (see :func:`_lazy_walk`).
+    The next item maximises ``lambda_mult * rel(j) - (1 - lambda_mult) * max_s cos(j, s)``
+    over the members and items added so far (ties: lower index); items that do not fit are
+    skipped.
 
     Args:
         problem: The selection instance.
@@ -253,12 +228,8 @@ def _row_walk(
 ) -> list[int]:
     """The walk over the kept cosine matrix: each step re-scores every live item from one row.
 
-    Scores live in slots over the candidates ``ids`` (at first all ``n``, closed ones at
-    ``-inf``), so a step reads the added item's row of ``sub`` (the matrix restricted to
-    ``ids``) as it is stored: no gather, four vector operations. Once half the slots are
-    closed (added, or larger than what is left), the slots are compacted to the live items and
-    ``sub`` to their rows and columns. ``ids`` stays ascending, so ties still go to the lower
-    index and the picks are those of the full-width walk.
+    Slots are compacted to the live items once half are closed; ties still go to the lower
+    index.
     """
     n = problem.n
     ids = np.arange(n)
@@ -302,13 +273,7 @@ def _lazy_walk(
     room: int,
     lambda_mult: float,
 ) -> list[int]:
-    """The walk from the vectors, for pools without a kept cosine matrix.
-
-    Redundancy ``max_{s in S} cos(j, s)`` only grows as items are added, so every score is
-    non-increasing and a stale score is an upper bound: an item is re-scored only when it
-    reaches the top of a heap (lazy evaluation, as in CELF), against the items added since it
-    was last scored.
-    """
+    """The walk from the vectors: lazy re-scoring from a heap, as scores only fall (CELF)."""
     vectors = problem.vectors
     relevance = (lambda_mult * problem.relevance[open_].astype(np.float64)).tolist()
     rest = 1.0 - lambda_mult

@@ -1,28 +1,10 @@
 """Budgeted greedy maximisation of the coverage objective.
 
-:func:`lazy_greedy` is cost-aware lazy greedy (CELF): every candidate sits in a heap keyed by a
-stale upper bound of its gain per token; the top is re-evaluated and accepted only when it stays on
-top. Submodularity makes stale gains valid upper bounds, so it picks exactly what
-:func:`plain_greedy` (re-evaluate everything every round) picks, with far fewer evaluations.
-
-:func:`budgeted_greedy` adds the worst-case guarantee. The better of the cost-benefit greedy
-(gain per token) and the best single item, each on top of the mandatory set, is within
-``(1 - 1/e) / 2`` of the optimum for monotone submodular maximisation under a knapsack
-constraint. Gain per token, however, favours short items: under redundancy it fills the budget
-with short restatements. So the greedy may rank by ``gain / tokens ** cost_exponent`` instead
-(``cost_exponent = 0``: plain gain) and keep that *preferred* solution as long as it reaches a
-fraction ``guarantee`` of the guaranteed one; otherwise the guaranteed one is returned. The result
-is always within ``guarantee * (1 - 1/e) / 2`` of the optimum.
-
-Two further knobs shape the preferred solution without touching the guarantee, because the
-comparison above is made on the finished preferred set, against a guaranteed set that carries
-the bound on its own. A ``gain_floor`` stops the preferred greedy once the best remaining score
-falls below that fraction of the best single score, and a ``min_gain`` once it falls below that
-absolute value (never above the best single score, so the first pick is always made): from
-there on, the objective only separates items by crumbs of coverage. A ``complete`` callback then
-spends the rest of the budget (for example a relevance or a diversity walk); its picks are
-scored by the objective like any other before the comparison, and the guaranteed set is
-completed the same way if it is returned.
+:func:`lazy_greedy` is cost-aware lazy greedy (CELF); it picks exactly what
+:func:`plain_greedy` picks with far fewer evaluations. :func:`budgeted_greedy` ranks by
+``gain / tokens ** cost_exponent`` and keeps that solution while it reaches a fraction
+``guarantee`` of the classic knapsack greedy (best of gain-per-token greedy and best single
+item), so the result is within ``guarantee * (1 - 1/e) / 2`` of the optimum.
 """
 
 from __future__ import annotations
@@ -97,10 +79,7 @@ def _lazy(
     initial: NDArray[np.float64] | None,
     floor: float,
 ) -> GreedyResult:
-    """CELF loop; ``coverage`` (of ``start``) is updated in place, ``initial`` may be reused.
-
-    Stops when the best score that fits is not positive or is below ``floor``.
-    """
+    """CELF loop; stops when the best fitting score is not positive or is below ``floor``."""
     remaining = budget - int(costs[start].sum())
     in_set = np.zeros(costs.shape[0], dtype=bool)
     in_set[start] = True
@@ -205,11 +184,7 @@ def plain_greedy(
 
 
 def _knapsack_bound(gains: NDArray[np.float64], costs: NDArray[np.int64], room: int) -> float:
-    """Fractional-knapsack value of single-item gains: an upper bound on the optimal gain.
-
-    By submodularity the optimum's gain is at most the sum of its items' single gains, and
-    that sum is at most the best fractional packing of single gains into ``room`` tokens.
-    """
+    """Fractional-knapsack value of single-item gains: an upper bound on the optimal gain."""
     positive = gains > 0
     gains, costs = gains[positive], costs[positive]
     free = costs == 0
@@ -264,13 +239,9 @@ def budgeted_greedy(
 ) -> GreedyResult:
     """Greedy with the best-single-item check and a worst-case guarantee.
 
-    The *guaranteed* solution is the better of the cost-benefit greedy and the best single item
-    (continued greedily from that item). The *preferred* solution is the greedy on
-    ``gain / cost ** cost_exponent``, stopped early by ``gain_floor`` and ``min_gain`` and
-    finished by ``complete``. The preferred one is returned unless its value is below
-    ``guarantee`` times the guaranteed one's (which is finished by ``complete`` only then).
-    With ``cost_exponent = 1``, ``guarantee = 1``, no floors and no completion this is the classic
-    algorithm.
+    The preferred solution (greedy on ``gain / cost ** cost_exponent``, stopped by the floors,
+    finished by ``complete``) is returned unless it is below ``guarantee`` times the classic
+    guaranteed solution, which is then returned (finished by ``complete``).
 
     Args:
         objective: The objective to maximise.
@@ -279,14 +250,12 @@ def budgeted_greedy(
         start: Indices already in the set (mandatory items).
         rank: Tie-break rank of every candidate (lower wins ties).
         cost_exponent: Ranking exponent of the preferred greedy.
-        guarantee: Fraction in ``[0, 1]`` of the guaranteed solution's value that the preferred
-            solution must reach; 0 skips the guaranteed solution entirely (no guarantee).
-        gain_floor: Fraction in ``[0, 1]``: the preferred greedy stops once the best remaining
-            score is below this fraction of the best single score.
-        min_gain: Absolute score ``>= 0`` below which the preferred greedy stops as well, capped
-            at the best single score. Scores are on the relevance scale of the embeddings.
-        complete: Called as ``complete(members, room)`` on the returned solution; returns
-            candidates to add within ``room`` tokens (see :data:`Completion`).
+        guarantee: Fraction in ``[0, 1]`` of the guaranteed value the preferred solution must
+            reach; 0 skips the guaranteed solution (no guarantee).
+        gain_floor: Stop the preferred greedy below this fraction in ``[0, 1]`` of the best
+            single score.
+        min_gain: Stop it below this absolute score ``>= 0`` (capped at the best single score).
+        complete: Fills the returned solution (see :data:`Completion`).
 
     Returns:
         The chosen picks after ``start``, in pick order, with their marginal gains.

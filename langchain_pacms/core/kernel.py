@@ -1,19 +1,10 @@
 """The rows of the coverage kernel ``w_ij``, dense or sparse, and what the greedy asks of them.
 
-:class:`~langchain_pacms.core.objective.CoverageObjective` stores its weights transposed: row
-``j`` holds ``w_ij`` for every target ``i``. Coverage needs only near-duplicates (cosines above
-the threshold ``tau``), so with the default threshold almost every weight is zero. The rows are
-then kept as their non-zero weights only (:class:`SparseRows`, built by :func:`sparse_rows`):
-read from the problem's kept cosine matrix when at most one weight in eight is non-zero, or from
-row blocks of cosines when a dense matrix would not fit in the problem's
-``similarity_ceiling``, so memory and the greedy's work grow with the number of near-duplicate
-pairs instead of ``n * m``. Otherwise (a low threshold, or no kept matrix) they are one dense
-matrix (:class:`DenseRows`).
-
-Both answer the same three questions about a coverage vector ``c`` (``c_i = max_{j in S} w_ij``):
-the *lift* ``sum_i max(w_ij, c_i) - sum_i c_i`` of one row, the lifts of every row, and ``c``
-after adding a row. The values agree up to rounding: dense rows sum over every target, sparse
-rows over their non-zeros only.
+Row ``j`` holds ``w_ij`` for every target ``i``: one dense matrix (:class:`DenseRows`) or only
+the non-zero weights (:class:`SparseRows`, built by :func:`sparse_rows`) when most are zero or a
+dense matrix would not fit the problem's ``similarity_ceiling``. Both give the *lift*
+``sum_i max(w_ij, c_i) - sum_i c_i`` of a row against a coverage vector ``c`` and raise ``c``
+by a row; their values agree up to rounding.
 
 Example:
     >>> import numpy as np
@@ -48,7 +39,7 @@ def covered(coverage: NDArray[np.float32]) -> float:
 
 
 class DenseRows:
-    """Kernel rows as one read-only ``(n, m)`` float32 matrix (see the module docstring).
+    """Kernel rows as one read-only ``(n, m)`` float32 matrix.
 
     Args:
         matrix: Row ``j`` holds ``w_ij`` for every target ``i``; C-contiguous.
@@ -106,12 +97,7 @@ class DenseRows:
     def lifts_along(
         self, picks: list[int], coverage: NDArray[np.float32], total: float
     ) -> list[float]:
-        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place).
-
-        Each lift is that of :meth:`lift` at its turn. The raised coverages are a running
-        maximum over the picks' rows (a block of them at a time), and each one's sum is the
-        next lift's total, so a walk of additions costs a few array operations per block.
-        """
+        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place)."""
         lifts: list[float] = []
         step = max(1, _ALONG_BYTES // (4 * max(1, self.shape[1])))
         for at in range(0, len(picks), step):
@@ -169,11 +155,7 @@ class SparseRows:
         return cls(indptr, cols.astype(np.int64), data, int(matrix.shape[1]))
 
     def lift(self, j: int, coverage: NDArray[np.float32], total: float) -> float:
-        """``sum_i max(w_ij, c_i) - sum_i c_i``, summed over row ``j``'s non-zeros only.
-
-        ``total`` is not needed here (zero weights lift nothing); it keeps the dense rows'
-        signature.
-        """
+        """``sum_i max(w_ij, c_i) - sum_i c_i`` over row ``j``'s non-zeros (``total`` unused)."""
         a, b = self._ptr[j], self._ptr[j + 1]
         if a == b:
             return 0.0
@@ -183,13 +165,7 @@ class SparseRows:
         )
 
     def steady(self) -> NDArray[np.bool_]:
-        """Rows whose lift no other row's addition can change.
-
-        A row's lift falls only when another row raises the coverage of one of its targets,
-        so it stays as it is when each of its targets is in no other row (an item without
-        near-copies: its only target is itself). A lazy greedy can take such a row's stale
-        gain as fresh.
-        """
+        """Rows whose lift no other row's addition can change (no target shared with another)."""
         if self._steady is None:  # the rows' pattern does not change: computed once
             alone = np.bincount(self.indices, minlength=self.shape[1])[self.indices] == 1
             shared = np.zeros(self.shape[0], dtype=np.int64)
@@ -230,11 +206,8 @@ class SparseRows:
     ) -> list[float]:
         """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place).
 
-        All at once: the picks' entries are grouped by target in pick order, and each entry's
-        coverage at its turn is the running maximum of the entries before it in its group
-        (and the coverage it started from). The running maximum is exact: non-negative
-        float32 values order as their bit patterns, so each group's patterns, offset by the
-        group's number, are raised with one integer ``maximum.accumulate``.
+        Computed at once with a running maximum per target over the float32 bit patterns
+        (exact, as non-negative floats order like their bits).
         """
         if not picks:
             return []
@@ -279,21 +252,16 @@ def sparse_rows(
 ) -> tuple[SparseRows, NDArray[np.float32]] | None:
     """The non-zeros of ``kernel(cosines to targets)``, built a row block at a time.
 
-    With the problem's kept cosine matrix, the entries are read at its near-duplicate pairs
-    (:meth:`~langchain_pacms.core.Problem.near_pairs`, listed once per threshold) and those
-    above ``threshold`` in target columns kept; without it, blocks come from
-    :meth:`~langchain_pacms.core.Problem.cosine_blocks` (each within the problem's
-    ``similarity_ceiling``). ``kernel`` maps cosines to kernel values in place and
-    must be positive exactly where the cosine is above ``threshold`` (as
-    ``max(0, (cos - tau) / (1 - tau))`` is, in float32 too), so only those entries are mapped.
-    The column sums are accumulated in float32 in row order, as a dense matrix's
-    ``sum(axis=0)`` adds its rows (zeros add nothing).
+    Read at the kept matrix's near pairs when there is one, else from
+    :meth:`~langchain_pacms.core.Problem.cosine_blocks`. Column sums are accumulated in float32
+    in row order, as a dense ``sum(axis=0)`` would.
 
     Args:
         problem: The selection instance.
         targets: Column candidates, ascending.
         threshold: Cosines at or below it give zero.
-        kernel: Maps an array of cosines to kernel values in place and returns it.
+        kernel: Maps cosines to kernel values in place and returns them; it must be positive
+            exactly where the cosine is above ``threshold``.
         max_nonzeros: Give up (return ``None``) once the kept matrix has more cosines above
             ``threshold`` than this, counted over all its columns; ``None``: no limit.
 
@@ -339,10 +307,7 @@ def _compressed(
     *,
     counted: bool = False,
 ) -> tuple[SparseRows, NDArray[np.float32]]:
-    """Compressed rows from row-major entries, and the float32 column sums in row order.
-
-    ``rows`` is the row of every entry, or with ``counted`` the number of entries per row.
-    """
+    """Compressed rows and float32 column sums; ``rows`` are per entry, or per-row counts."""
     counts = rows if counted else np.bincount(rows, minlength=n)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])

@@ -9,16 +9,10 @@ For candidates with unit embeddings ``e_i`` and query ``e_q``::
     F(S)    = sum_i max_{j in S} w_ij
     G(S)    = lam * sum_{j in S} rel(j) + (1 - lam) * F(S)
 
-With ``tau = 0`` and ``density = 1`` this is the published PACMS objective
-(``w_ij = rel(i) * max(0, cos(e_i, e_j))``). A threshold ``tau > 0`` keeps coverage for
-near-duplicates only, so two merely related items (two evidence rounds on one topic) no longer
-count as covering each other. With density normalisation, ``density(i) = sum_k k(i, k)`` (at
-least 1): a cluster of ``m`` near-copies carries about the weight of one item instead of ``m``,
-so restatements neither pull the selection towards them nor crowd out unique items.
-
-``G`` is monotone submodular for any ``lam`` in ``[0, 1]``, any ``tau`` in ``[0, 1)`` and any
-non-negative target weights (facility location over a non-negative similarity), so the greedy
-guarantees hold for every setting.
+With ``tau = 0`` and ``density = 1`` this is the published PACMS objective. ``tau > 0`` keeps
+coverage for near-duplicates only; with density normalisation (``density(i) = sum_k k(i, k)``,
+at least 1) a cluster of near-copies weighs about as much as one item. ``G`` is monotone
+submodular for every setting, so the greedy guarantees hold.
 """
 
 from __future__ import annotations
@@ -40,28 +34,17 @@ _SPARSE_SHARE = 8
 class CoverageObjective:
     """Marginal gains and values of ``G`` over one :class:`Problem`.
 
-    The weights are stored transposed (row ``j`` holds ``w_ij`` for all ``i``) so that
-    evaluating one candidate reads one row (see :mod:`.kernel`): as the rows' non-zero weights
-    only (the kernel is zero wherever the cosine is at or below ``tau``) when the problem keeps
-    its cosine matrix and few weights are non-zero, or when a dense matrix would not fit in the
-    problem's ``similarity_ceiling`` (then built in row blocks); as one dense matrix otherwise.
-    The two agree up to float64 rounding of the gains (a sparse row's sums skip the zeros; rows
-    built in blocks come from smaller products and may differ in float32 too), so they pick the
-    same except where two gains are that close. Only the columns of
-    targets ``i`` with a positive weight ``t(i)`` are kept (:attr:`targets`): a target with
-    ``rel(i) = 0`` has ``w_ij = 0`` for every ``j`` and can never contribute to ``F``, so
-    dropping it changes no value and saves its share of the work. Coverage vectors are indexed
-    like those columns.
+    Row ``j`` of the kernel holds ``w_ij`` over the targets with positive weight
+    (:attr:`targets`), dense or sparse (see :mod:`.kernel`); the two agree up to float64
+    rounding of the gains. Coverage vectors are indexed like the targets.
 
     Args:
         problem: The selection instance.
         relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
         similarity_threshold: ``tau`` in ``[0, 1)``: cosines at or below it give no coverage.
         density: Divide each target's weight by its kernel density ``sum_k k(i, k)``.
-        coverage_prior: Experimental (tried and not shipped; ``pacms`` passes it only as
-            ``experimental_coverage_prior``): ``eps >= 0`` added to every target's relevance,
-            ``t(i) = (rel(i) + eps) / density(i)``, a query-independent term that rewards
-            covering the rest of the pool once the relevant part is covered.
+        coverage_prior: Experimental, not shipped: ``eps >= 0`` added to every target's
+            relevance, ``t(i) = (rel(i) + eps) / density(i)``.
 
     Attributes:
         rows: The kernel rows: ``w_{targets[k], j}`` at row ``j``, column ``k`` (an ``(n, m)``
@@ -150,11 +133,7 @@ class CoverageObjective:
         return targets, rows
 
     def _kernel(self, cosines: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to cosines, in place.
-
-        In float32 too, ``k > 0`` exactly where ``cos > tau``: a difference of two floats has
-        the sign of their order.
-        """
+        """Apply ``k = max(0, (cos - tau) / (1 - tau))`` to cosines, in place."""
         tau = np.float32(self.similarity_threshold)
         if tau:
             cosines -= tau
@@ -174,10 +153,8 @@ class CoverageObjective:
     def gain(self, j: int, coverage: NDArray[np.float32], covered: float | None = None) -> float:
         """Marginal gain of adding candidate ``j`` to a set with coverage ``coverage``.
 
-        Computed as ``sum_i max(w_ij, c_i) - sum_i c_i`` (one pass over row ``j``); pass
-        ``covered`` (:meth:`covered` of ``coverage``) to reuse it across many evaluations. Uses a
-        scratch buffer owned by this objective, so one objective must not be evaluated from
-        several threads at once.
+        Pass ``covered`` (:meth:`covered` of ``coverage``) to reuse it across evaluations. Not
+        thread-safe: it uses a scratch buffer owned by the objective.
         """
         if covered is None:
             covered = self.covered(coverage)
@@ -196,8 +173,7 @@ class CoverageObjective:
     ) -> list[float]:
         """Marginal gains of adding ``picks`` one after another; ``coverage`` is raised in place.
 
-        Each gain is :meth:`gain` at its turn (after the picks before it were added), computed
-        with fewer passes over the rows than alternating :meth:`gain` and :meth:`add`.
+        Each gain equals :meth:`gain` at its turn, after the picks before it were added.
 
         Args:
             picks: Candidates to add, in order.

@@ -1,11 +1,8 @@
 """The selection problem as arrays: what every strategy receives.
 
-A :class:`Problem` holds unit-normalised candidate vectors, the query vector, token costs, the
-budget, the mandatory mask and chronological positions. It is built once per selection and is
-immutable afterwards; derived arrays (relevance, similarity) are computed lazily and cached.
-:meth:`Problem.with_budget` gives the same candidates under another budget and lets strategies
-share the work that does not depend on the budget (the cosine matrix and the coverage kernel of
-``pacms``) between the two, so a sweep over budgets builds it once.
+A :class:`Problem` holds unit-normalised candidate vectors, the query, token costs, the budget,
+the mandatory mask and chronological positions. It is immutable; derived arrays are computed
+lazily, and budget-independent work is shared with the problems derived from it.
 
 Example:
     >>> import numpy as np
@@ -17,71 +14,31 @@ Example:
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = [
-    "COSINE_MATRIX_LIMIT",
-    "SIMILARITY_CEILING",
-    "NearPairs",
-    "Problem",
-    "rows_stable",
-    "unit_rows",
-]
+from langchain_pacms.core.cosines import (
+    NearPairs,
+    extended_cosines,
+    grown_pairs,
+    rows_stable,
+    unit_rows,
+)
+
+__all__ = ["COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "Problem"]
 
 COSINE_MATRIX_LIMIT = 4096
-"""Largest pool for which :meth:`Problem.precompute_cosines` keeps the matrix of all pairwise
-cosines (64 MiB at this size); larger pools compute each block from the vectors."""
+"""Largest pool whose matrix of all pairwise cosines :meth:`Problem.precompute_cosines` keeps."""
 
 SIMILARITY_CEILING = 64 * 2**20
-"""Default :attr:`Problem.similarity_ceiling`: 64 MiB, the size of the largest cosine matrix kept
-(:data:`COSINE_MATRIX_LIMIT` rows)."""
+"""Default :attr:`Problem.similarity_ceiling` in bytes (64 MiB)."""
 
 _T = TypeVar("_T")
-
-
-def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
-    """Return ``matrix`` as float32 rows of unit length.
-
-    Rows that are all zero or contain a non-finite value become zero rows, so they have zero
-    similarity to everything (treated as irrelevant) instead of producing NaN. Each row is
-    divided by its norm in float64 and rounded to float32 once; a float32 input is read as it
-    is (no float64 copy of the matrix).
-
-    Args:
-        matrix: A 1-D vector or a 2-D array of row vectors.
-
-    Returns:
-        A new float32 array of the same shape.
-
-    Example:
-        >>> unit_rows([[3.0, 4.0], [0.0, 0.0], [float("nan"), 1.0]]).tolist()
-        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0], [0.0, 0.0]]
-    """
-    arr = np.asarray(matrix)
-    if arr.dtype != np.float32:
-        arr = arr.astype(np.float64, copy=False)
-    one_d = arr.ndim == 1
-    if one_d:
-        arr = arr[None, :]
-    if arr.ndim != 2:
-        raise ValueError(f"expected a 1-D or 2-D array of vectors, got shape {arr.shape}")
-    with np.errstate(invalid="ignore", over="ignore"):
-        # A non-finite entry makes the row's norm non-finite (NaN or inf): that flags the row.
-        norms = np.sqrt(np.einsum("ij,ij->i", arr, arr, dtype=np.float64))
-        bad = ~np.isfinite(norms)
-        out = np.empty(arr.shape, dtype=np.float32)
-        np.divide(
-            arr, np.where(bad | (norms == 0), 1.0, norms)[:, None], out=out, casting="same_kind"
-        )
-    out[bad] = 0.0
-    return out[0] if one_d else out
 
 
 def _costs(
@@ -123,38 +80,6 @@ def _scores(relevance: ArrayLike | None, n: int) -> NDArray[np.float32] | None:
     return scores
 
 
-# Rows of the stability probe, and how many of them are appended (both off any kernel's unroll).
-_PROBE_ROWS, _PROBE_GROWN = 517, 11
-
-
-@cache
-def rows_stable(dim: int) -> bool:
-    """Whether this BLAS gives a cosine the same bits whatever product it is computed in.
-
-    A grown pool's cosines can be carried over from the last call (old rows) and a product of
-    the new rows with every row only when each entry comes out as a fresh ``E @ E.T`` of the
-    whole pool would give it. Some kernels accumulate a dot product in an order that depends
-    on the shape of the product (OpenBLAS's Haswell kernel: about 1% of the entries of a
-    2,000-row ``E @ E.T`` change in their last bit when 5 rows are appended), others do not
-    (its SkylakeX kernel). This checks it once per dimension on seeded unit rows: the product
-    of the first rows, the product of the appended rows with all of them, and the product of
-    all, compared bit for bit.
-
-    Args:
-        dim: The vectors' dimension.
-
-    Returns:
-        ``True`` when the pieces equal the whole product exactly.
-    """
-    rows = unit_rows(np.random.default_rng(0).standard_normal((_PROBE_ROWS, dim)))
-    head = _PROBE_ROWS - _PROBE_GROWN
-    whole = rows @ rows.T
-    return bool(
-        np.array_equal(rows[:head] @ rows[:head].T, whole[:head, :head])
-        and np.array_equal(rows[head:] @ rows.T, whole[head:])
-    )
-
-
 @dataclass(frozen=True, eq=False)
 class Problem:
     """One budgeted selection instance.
@@ -166,15 +91,10 @@ class Problem:
         budget: Token budget (> 0).
         mandatory: ``(n,)`` bool mask of items that are always kept.
         positions: ``(n,)`` int64 chronological positions (larger is newer).
-        similarity_ceiling: Most bytes of pairwise similarities held at once: the cosine
-            matrix is kept, and the coverage kernel of ``pacms`` may be stored dense, only
-            within it; otherwise similarities are computed in row blocks of at most this size
-            and the kernel keeps only its non-zero entries (cosines above the near-duplicate
-            threshold). It changes how much memory a selection takes, not its picks (up to
-            rounding: see :class:`~langchain_pacms.core.objective.CoverageObjective`).
-        scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem (an
-            embedder's exact pool relevance), or ``None`` to derive it from the vectors (see
-            :attr:`relevance`).
+        similarity_ceiling: Most bytes of pairwise similarities held at once; larger work is
+            done in row blocks. It bounds memory, not the picks.
+        scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem, or ``None``
+            to derive it from the vectors (see :attr:`relevance`).
     """
 
     vectors: NDArray[np.float32]
@@ -211,11 +131,9 @@ class Problem:
             budget: Token budget; must be positive.
             mandatory: Optional boolean mask of always-kept candidates.
             positions: Optional chronological positions; defaults to ``0..n-1``.
-            similarity_ceiling: Most bytes of pairwise similarities held at once (see the
-                class attributes); default :data:`SIMILARITY_CEILING`.
-            relevance: Optional relevance of each candidate to the query, used instead of
-                the cosines of the vectors (values are clipped to ``[0, 1]``); the vectors
-                still give every similarity between candidates.
+            similarity_ceiling: Most bytes of pairwise similarities held at once.
+            relevance: Optional relevance per candidate, used instead of the query cosines
+                (clipped to ``[0, 1]``).
 
         Returns:
             The validated problem.
@@ -275,16 +193,9 @@ class Problem:
     ) -> Problem:
         """This problem's candidates followed by ``vectors``, under another query and costs.
 
-        The problem of an agent's next call, whose pool is the last one plus a few new items:
-        equal to :meth:`build` on all the vectors (the old rows are already unit rows, and a
-        row is normalised on its own), but the kept cosine matrix is carried over, and only
-        the new rows' cosines are computed, when they come out with the bits a product of the
-        whole pool would give: :func:`rows_stable` says so for this BLAS, and the same product
-        computes a few old rows again, which must equal the kept ones. Otherwise the new
-        problem computes its cosines afresh, as a built one does. The near-duplicate pairs
-        listed by :meth:`near_pairs` are extended with the matrix. The query, costs, budget,
-        mandatory mask, positions and relevance are the new call's own (validated as
-        :meth:`build` validates them); nothing that depends on them is carried over.
+        Equal to :meth:`build` on all the vectors, but the kept cosine matrix (and its near
+        pairs) is extended instead of recomputed when that gives bit-identical cosines
+        (:func:`rows_stable`). Nothing that depends on the query or costs is carried over.
 
         Args:
             vectors: ``(k, d)`` embeddings of the new candidates (``k >= 0``), any scale.
@@ -334,13 +245,14 @@ class Problem:
         old = self.cosine_matrix
         extended = None
         if old is not None and problem.fits_cosine_matrix() and rows_stable(dim):
-            extended = _extended(old, unit, self._memo.get("cosine_store"), self.similarity_ceiling)
+            limit = min(COSINE_MATRIX_LIMIT, math.isqrt(self.similarity_ceiling // 4))
+            extended = extended_cosines(old, unit, self._memo.get("cosine_store"), limit)
         if extended is not None:
             matrix, store = extended
             problem._memo.update(cosines=matrix, cosine_store=store)
             for key, pairs in self._memo.items():
                 if isinstance(key, tuple) and key[0] == "near":
-                    problem._memo[key] = _grown_pairs(pairs, matrix, self.n, key[1])
+                    problem._memo[key] = grown_pairs(pairs, matrix, self.n, key[1])
         return problem
 
     def with_costs(
@@ -353,10 +265,7 @@ class Problem:
     ) -> Problem:
         """The same vectors and query with other costs, budget, mandatory mask and positions.
 
-        Like :meth:`with_budget`, the problems share their memo (see :meth:`shared`): a later
-        selection over the same texts and query (an agent's repeated call) reuses the cosines
-        and the coverage kernel instead of computing them again. The arguments are validated
-        as :meth:`build` validates them.
+        The problems share their memo (see :meth:`shared`), as with :meth:`with_budget`.
 
         Args:
             tokens: Token cost per candidate (one per row of :attr:`vectors`).
@@ -388,10 +297,6 @@ class Problem:
     def with_budget(self, budget: int) -> Problem:
         """The same candidates under another budget, sharing budget-independent work.
 
-        The two problems, and every further problem made this way from either, share one memo:
-        what a strategy derives from the candidates alone (see :meth:`shared`) is computed once
-        for all of them.
-
         Args:
             budget: The new token budget; must be positive.
 
@@ -417,8 +322,7 @@ class Problem:
     def with_relevance(self, relevance: ArrayLike) -> Problem:
         """The same candidates, costs and budget with other relevance scores.
 
-        The kept cosine matrix (which does not depend on relevance) is shared; other shared
-        results, such as a coverage kernel weighted by relevance, are not.
+        Only the kept cosine matrix is shared.
 
         Args:
             relevance: ``(n,)`` scores in ``[0, 1]``, as :attr:`scores`.
@@ -447,9 +351,8 @@ class Problem:
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``build()``, computed once for this problem and those linked by :meth:`with_budget`.
 
-        Only for results that depend on the candidates and the query, never on the budget, the
-        mandatory mask or the positions; ``key`` must name everything else they depend on. The
-        result is kept as long as one of the linked problems is alive.
+        Only for results independent of the budget, mandatory mask and positions; ``key`` must
+        name everything else they depend on.
 
         Args:
             key: Identifies the result among the problems' shared results.
@@ -481,12 +384,7 @@ class Problem:
     def precompute_cosines(self) -> bool:
         """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
 
-        Worth it when most pairs will be needed anyway: ``pacms`` with the distinct or the
-        diversity fill calls it, so its objective and its fill share one product (see
-        :attr:`cosine_matrix` and :meth:`near_pairs`).
-        The matrix is kept with the problem (and shared by the problems :meth:`with_budget`
-        links); pools larger than :data:`COSINE_MATRIX_LIMIT`, or whose matrix would not fit in
-        :attr:`similarity_ceiling`, are left alone.
+        Skipped for pools above :data:`COSINE_MATRIX_LIMIT` or :attr:`similarity_ceiling`.
 
         Returns:
             Whether the matrix is now available.
@@ -510,9 +408,7 @@ class Problem:
     def near_pairs(self, threshold: float) -> NearPairs | None:
         """The pairs of the kept cosine matrix at or above ``threshold``, row by row.
 
-        ``None`` without a kept matrix (see :meth:`precompute_cosines`). Computed once per
-        threshold (compared in float32, as the matrix is) and shared like the matrix; a
-        :meth:`grown` problem extends them with its new rows and columns.
+        ``None`` without a kept matrix (see :meth:`precompute_cosines`); shared like it.
 
         Args:
             threshold: The cosine at or above which a pair is listed.
@@ -538,9 +434,7 @@ class Problem:
     def cosine_columns(self, cols: NDArray[np.int64]) -> NDArray[np.float32]:
         """Cosines of every candidate to candidates ``cols``, as a new ``(n, len(cols))`` array.
 
-        Read from :attr:`cosine_matrix` when it exists, computed from the vectors otherwise;
-        the values are those of ``vectors @ vectors[cols].T``. Both ways give a C-contiguous
-        array, so a row is one contiguous block and sums over the array add in the same order.
+        Read from :attr:`cosine_matrix` when kept, else ``vectors @ vectors[cols].T``.
 
         Args:
             cols: Column candidates.
@@ -561,10 +455,6 @@ class Problem:
 
     def cosine_blocks(self, cols: NDArray[np.int64]) -> Iterator[tuple[int, NDArray[np.float32]]]:
         """Row blocks of :meth:`cosine_columns`, each within :attr:`similarity_ceiling`.
-
-        Yields ``(start, block)`` where ``block`` holds the cosines of candidates
-        ``start, start + 1, ...`` to candidates ``cols``: a new, writable, C-contiguous float32
-        array of at most :attr:`similarity_ceiling` bytes (at least one row).
 
         Args:
             cols: Column candidates.
@@ -596,104 +486,3 @@ class Problem:
     def relevance_order(self) -> NDArray[np.int64]:
         """Indices by decreasing relevance; ties break by earlier position, then index."""
         return np.lexsort((np.arange(self.n), self.positions, -self.relevance)).astype(np.int64)
-
-
-@dataclass(eq=False)
-class _CosineStore:
-    """A buffer that holds a cosine matrix in its top-left ``used`` rows and columns.
-
-    Problems grown one from another share it: each one's matrix is a read-only view of its
-    first rows and columns, and a problem grown from the newest one writes its new rows and
-    columns into the free part, so the old rows are never copied again.
-    """
-
-    buffer: NDArray[np.float32]
-    used: int
-
-
-_STORE_LOCK = threading.Lock()
-# Old rows computed again with a grown pool's new rows, to check the product's bits.
-_CHECK_ROWS = 32
-
-
-def _extended(
-    old: NDArray[np.float32],
-    unit: NDArray[np.float32],
-    store: _CosineStore | None,
-    ceiling: int,
-) -> tuple[NDArray[np.float32], _CosineStore] | None:
-    """The cosine matrix of ``unit`` from the one of its first rows: only new rows computed.
-
-    The new rows are computed in one product together with the last :data:`_CHECK_ROWS` old
-    rows, whose cosines must come out exactly as ``old`` holds them; otherwise (the BLAS took
-    another path for this shape, such as a small-matrix kernel) this gives ``None`` and the
-    matrix is computed afresh. The new rows and columns go into ``store`` when ``old`` is its
-    newest matrix and they fit; otherwise into a new buffer with room for about an eighth more
-    rows (within ``ceiling`` and :data:`COSINE_MATRIX_LIMIT`), where ``old`` is copied once.
-    """
-    n0, n = old.shape[0], unit.shape[0]
-    rows = None
-    if n > n0:
-        lo = max(0, n0 - _CHECK_ROWS)
-        rows = unit[lo:] @ unit.T
-        if not np.array_equal(rows[: n0 - lo, :n0], old[lo:]):
-            return None
-        rows = rows[n0 - lo :]
-    with _STORE_LOCK:  # a store is extended by one problem only: the others copy
-        if store is None or store.used != n0 or store.buffer.shape[0] < n:
-            room = max(64, n // 8)
-            cap = max(n, min(n + room, COSINE_MATRIX_LIMIT, math.isqrt(ceiling // 4)))
-            store = _CosineStore(np.empty((cap, cap), dtype=np.float32), n0)
-            store.buffer[:n0, :n0] = old
-        store.used = n
-    buffer = store.buffer
-    if rows is not None:
-        buffer[n0:n, :n] = rows
-        buffer[:n0, n0:n] = rows[:, :n0].T
-    matrix = buffer[:n, :n]
-    matrix.flags.writeable = False
-    return matrix, store
-
-
-@dataclass(frozen=True, eq=False)
-class NearPairs:
-    """The pairs ``(i, j)`` of a cosine matrix at or above a threshold, in row-major order.
-
-    Attributes:
-        indptr: ``(n + 1,)`` row ``i``'s pairs are ``cols[indptr[i]:indptr[i + 1]]``.
-        rows: ``(nnz,)`` the row of every pair (kept: the kernel and the fill read it).
-        cols: ``(nnz,)`` the column of every pair, ascending within a row.
-    """
-
-    indptr: NDArray[np.int64]
-    rows: NDArray[np.int64]
-    cols: NDArray[np.int64]
-
-    @classmethod
-    def of(cls, mask: NDArray[np.bool_]) -> NearPairs:
-        """The pairs where ``mask`` (an ``(n, n)`` boolean matrix) is true."""
-        n = mask.shape[0]
-        rows, cols = np.divmod(np.flatnonzero(mask), max(n, 1))
-        return cls.from_rows(rows, cols, n)
-
-    @classmethod
-    def from_rows(cls, rows: NDArray[np.int64], cols: NDArray[np.int64], n: int) -> NearPairs:
-        """Pairs given row-major as their rows and columns."""
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return cls(indptr, rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False))
-
-
-def _grown_pairs(
-    pairs: NearPairs, matrix: NDArray[np.float32], n0: int, threshold: float
-) -> NearPairs:
-    """``pairs`` of the first ``n0`` rows and columns, with the grown matrix's new ones."""
-    n = matrix.shape[0]
-    tau = np.float32(threshold)
-    new_rows, new_cols = np.divmod(np.flatnonzero(matrix[n0:] >= tau), max(n, 1))
-    new_rows += n0
-    old = new_cols < n0  # (new row, old column): also (old column, new row) by symmetry
-    rows = np.concatenate([pairs.rows, new_cols[old], new_rows])
-    cols = np.concatenate([pairs.cols, new_rows[old], new_cols])
-    order = np.argsort(rows * n + cols, kind="stable")
-    return NearPairs.from_rows(rows[order], cols[order], n)

@@ -1,18 +1,10 @@
 """A content-hash embedding cache around any LangChain ``Embeddings``.
 
-Vectors are keyed by (model identity, kind, sha256 of the text), as store-safe keys such as
-``pacms-hashed-tfidf-v1_dim_4096_bigrams_1.<hash>/document/<sha256>``: only misses reach the
-wrapped model, in batches. The cache lives as long as the wrapper (keep one selector per process
-so it stays warm), is safe to share between threads and tasks, and can be backed by any
-LangChain ``ByteStore`` (for example ``LocalFileStore`` on disk, or a Redis store shared by many
-workers). Calls that miss the same text at the same time send it to the model once: the later
-call waits for the earlier one's vector, and embeds the text itself if that call fails or has
-outlived its own ``timeout`` (a call that gave up on a stalled model does not hold others up).
-A call given a ``timeout`` never waits longer than that for another call's vectors, and a
-synchronous call never waits for an async one (it embeds the text itself): it may be holding the
-very executor thread the async call needs. The async methods run blocking model calls (the
-``embed_matrix`` fast path, and a model without async methods of its own) on a daemon thread of
-their own, never on the event loop's default executor, which synchronous callers may fill.
+Vectors are keyed by (model identity, kind, sha256 of the text); only misses reach the wrapped
+model, in batches. The cache is thread- and task-safe and can be backed by any LangChain
+``ByteStore``. Concurrent calls that miss the same text send it to the model once; a waiting
+call embeds the text itself if the other call fails or outlives its ``timeout``. Async methods
+run blocking model calls on a daemon thread of their own, never on the loop's default executor.
 
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -48,8 +40,7 @@ from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
 
 ENTRY_OVERHEAD_BYTES = 400
-"""Bytes one in-memory cache entry costs beyond its vector's data (key string, array header,
-map slot; measured with ``tracemalloc``)."""
+"""Bytes one in-memory cache entry costs beyond its vector's data."""
 
 
 def _entry_bytes(_key: str, vector: NDArray[np.float32]) -> int:
@@ -61,13 +52,7 @@ _SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re
 
 
 def _key_prefix(namespace: str) -> str:
-    """A store-safe key prefix for ``namespace``.
-
-    Stores restrict key characters (LangChain's ``LocalFileStore`` accepts only
-    ``[a-zA-Z0-9_.-/]``), while model identities contain ``:``, ``=`` or URLs. The prefix keeps
-    a readable, sanitised start of the namespace plus a hash of all of it, so distinct
-    namespaces never share keys.
-    """
+    """A store-safe key prefix for ``namespace``: a sanitised start plus a hash of all of it."""
     readable = _UNSAFE.sub("_", namespace)[:48].strip("._-") or "ns"
     digest = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{readable}.{digest}"
@@ -87,13 +72,9 @@ def _plain(value: Any) -> bool:
 def model_identity(embeddings: Embeddings) -> str:
     """A string that names an embedding model well enough to key a cache.
 
-    Uses ``embeddings.cache_identity`` when the object defines it. Otherwise it is the class
-    path and the model's settings: every declared field of a pydantic model (most LangChain
-    embeddings) whose value is plain data (numbers, strings, lists and dicts of them), or
-    the public scalar attributes of another object. Fields whose names suggest a secret (key,
-    token, password, ...) are left out, as are unset (None) ones. So two models of one class
-    that differ in a setting (``model``, ``size``, ``encode_kwargs``, ...) never share
-    vectors.
+    Uses ``embeddings.cache_identity`` when defined. Otherwise the class path and the plain-data
+    settings (pydantic fields, or public scalar attributes); unset fields and names that
+    suggest a secret (key, token, password, ...) are left out.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -121,11 +102,7 @@ def model_identity(embeddings: Embeddings) -> str:
 
 
 class _Flight:
-    """A text being embedded by one call, which others wait for instead of embedding it again.
-
-    ``expires`` is when the owning call gives up (its ``timeout``; ``inf`` without one): past
-    it, other calls stop waiting and embed the text themselves.
-    """
+    """A text being embedded by one call, which others wait for until ``expires``."""
 
     __slots__ = ("asynchronous", "expires", "future", "thread")
 
@@ -142,9 +119,9 @@ _ASYNC_METHODS = {"document": "aembed_documents", "query": "aembed_query"}
 def _blocks(model: Embeddings, kind: str) -> bool:
     """Whether ``model``'s async method for ``kind`` texts is LangChain's default one.
 
-    That default runs the sync method on the event loop's default executor. Wrappers (see
-    :data:`~langchain_pacms.embeddings.profile.WRAPPED_MODEL_ATTRIBUTES`) are followed to the
-    model they pass the call on to; a ``CachedEmbeddings`` is not (its async path is safe).
+    That default runs the sync method on the loop's default executor. Wrappers are followed
+    (:data:`~langchain_pacms.embeddings.profile.WRAPPED_MODEL_ATTRIBUTES`), except a
+    ``CachedEmbeddings``.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -184,8 +161,8 @@ class CachedEmbeddings(Embeddings):
         batch_size: Most texts sent to the model in one call.
         max_entries: Most vectors in the in-memory map (ignored when ``store`` is given).
         max_bytes: Most bytes the in-memory map holds, each entry counted as its vector's
-            ``nbytes`` plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: only ``max_entries``
-            bounds it). The least recently used vectors are forgotten beyond either cap.
+            ``nbytes`` plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: no byte cap). The least
+            recently used vectors are forgotten beyond either cap.
 
     Attributes:
         hits: Texts answered from the cache so far.
@@ -294,12 +271,9 @@ class CachedEmbeddings(Embeddings):
     ) -> tuple[dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]]:
         """Split the misses into those this call embeds and those another call is embedding.
 
-        Returns the texts this call claimed and their flights by key (it must
-        :meth:`_release` them), the texts it embeds without a claim, and the flights it waits
-        for. A synchronous call waits neither for a flight of its own thread nor for one of an
-        async call: blocking, it may hold up what that call needs (the event loop it runs on,
-        or an executor thread, such as one of the loop's default executor it occupies itself).
-        A flight whose owner has given up (past its ``expires``) is taken over.
+        Returns the claimed texts and their flights (to :meth:`_release`), the texts embedded
+        without a claim, and the flights to wait for. A synchronous call never waits for its
+        own thread's or an async call's flight; expired flights are taken over.
         """
         mine: dict[str, str] = {}
         flights: dict[str, _Flight] = {}
@@ -324,11 +298,9 @@ class CachedEmbeddings(Embeddings):
     def _stored_since(
         self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
     ) -> dict[str, str]:
-        """Look the claimed misses up again; return those still missing (text -> key).
+        """Look the claimed misses up again (another call may have stored them); return the rest.
 
-        Another call may have stored a text and ended its flight between this call's lookup
-        and its claim. A flight ends only after its vectors are stored, so a second lookup
-        after the claim finds them; they go to ``fresh`` and count as hits.
+        Found vectors go to ``fresh`` and count as hits.
         """
         if not mine:
             return mine
@@ -366,10 +338,8 @@ class CachedEmbeddings(Embeddings):
     ]:
         """Hold this call's claim on the misses ``todo`` (see :meth:`_claim`) for a block.
 
-        Yields the texts the block is to embed (text -> key), the map the block puts their
-        vectors in by key (it already holds the claimed texts that another call stored in the
-        meantime), and the flights to wait for after the block. Leaving the block, normally or
-        by an exception, releases the claims with the vectors the map holds by then.
+        Yields the texts to embed, the map of vectors by key, and the flights to wait for;
+        leaving the block releases the claims with the vectors the map holds.
         """
         mine, flights, unclaimed, waits = self._claim(
             todo, asynchronous=asynchronous, expires=deadline
@@ -393,12 +363,9 @@ class CachedEmbeddings(Embeddings):
         deadline: float,
         timeout: float | None,
     ) -> dict[str, str]:
-        """Copy the vectors of finished flights into ``fresh``; return the rest (text -> key).
+        """Copy the vectors of finished flights into ``fresh``; return the texts to embed here.
 
-        Called once the wait for ``waits`` is over. If this call's own time ran out with
-        vectors still pending, it raises :class:`TimeoutError`. Otherwise the rest are flights
-        that were cancelled (their owner failed) or whose owner gave up while its model call
-        is still running: this call embeds those texts itself.
+        Raises :class:`TimeoutError` if this call's time ran out with vectors still pending.
         """
         pending = sum(not flight.future.done() for _, flight in waits.values())
         if pending and time.monotonic() >= deadline:
@@ -477,17 +444,14 @@ class CachedEmbeddings(Embeddings):
     ) -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
 
-        A text that another synchronous call is embedding at the same moment is not sent
-        again: this call waits for that vector (and embeds the text itself if that call fails
-        or gives up). A text an async call is embedding, this call embeds itself.
+        A text another synchronous call is embedding is waited for, not sent again.
 
         Args:
             texts: The texts.
-            kind: ``"document"`` or ``"query"`` (models may embed the two differently).
-            timeout: Most seconds this call waits for vectors that another call is embedding;
-                also how long other calls wait for the texts this call embeds. It does not
-                interrupt this call's own model request (run the call on a thread of its own
-                for that, as the selector's ``embed_timeout`` does). ``None``: no limit.
+            kind: ``"document"`` or ``"query"``.
+            timeout: Most seconds to wait for vectors another call is embedding (and how long
+                others wait for this call's). It does not interrupt this call's own model
+                request. ``None``: no limit.
 
         Returns:
             One row per input text, in input order.
@@ -515,10 +479,7 @@ class CachedEmbeddings(Embeddings):
     async def aembed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
-        """Async twin of :meth:`embed_matrix`; it waits for texts any other call is embedding.
-
-        Blocking model calls run on a daemon thread of their own (see the module docstring).
-        """
+        """Async twin of :meth:`embed_matrix`; it waits for texts any other call is embedding."""
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
         with self._claimed(todo, deadline, asynchronous=True) as (batch, fresh, waits):

@@ -1,13 +1,8 @@
 """A LangChain ``ByteStore`` on the local filesystem, for embedding caches that outlive a run.
 
-Each key is stored in its own file named by the sha256 of the key, fanned out over 256
-sub-folders (``root/ab/cdef...``), so any string is a valid key and no file name gets long.
-The file holds a small header with the key itself (so :meth:`LocalByteStore.yield_keys` can
-list keys and a lookup can verify it found the right one) followed by the value bytes.
-
-Writes are atomic: the file is written under a temporary name in the same folder and moved
-into place with :func:`os.replace`, so a reader never sees a half-written value and parallel
-writers of one key leave one complete value. Unreadable or foreign files read as missing.
+One file per key, named by the key's sha256 under 256 sub-folders, holding a header with the
+key and then the value. Writes are atomic (:func:`os.replace`); unreadable or foreign files read
+as missing.
 
 Example:
     >>> import tempfile
@@ -39,12 +34,12 @@ _TMP_SUFFIX = ".tmp"
 
 
 class LocalByteStore(ByteStore):
-    """Bytes values on disk, one file per key (see the module docstring for the layout).
+    """Bytes values on disk, one file per key.
 
     Args:
         root: Folder of the store; created if missing.
-        fsync: Flush every file to disk before it is moved into place (slower; only needed
-            when values must survive a power loss, not for a cache).
+        fsync: Flush every file to disk before it is moved into place (survives power loss;
+            slower).
 
     Attributes:
         root: The store folder.

@@ -1,20 +1,9 @@
 """A built-in, offline lexical embedder: hashed word and bigram term frequencies.
 
-It needs no model, no server and no download, embeds tens of thousands of short texts per second,
-and is the package default. Each text becomes a dense vector of ``dim`` hashed features (unigrams
-and bigrams of lower-cased word tokens, sublinear term frequency, a hash-derived sign to cancel
-collisions on average), scaled to unit length.
-
-Term frequencies alone over-weight common words, so the embedder's profile
-(:attr:`HashedTfidfEmbeddings.pacms_profile`) asks the selector to apply inverse document
-frequency computed over each selection pool (``idf_reweight`` in
-:mod:`langchain_pacms.embeddings.profile`), which keeps the cached per-text vectors independent
-of the pool they appear in.
-
-The dense vectors serve similarities between candidates. Relevance to the query comes from the
-same features kept sparse over ``2^18`` buckets (:meth:`HashedTfidfEmbeddings.pool_relevance`,
-see :mod:`langchain_pacms.embeddings.sparse`): in ``dim`` buckets the few rare words a question
-shares with its answer drown in the collisions of a long text's other words.
+The package default: no model, server or download. Each text becomes ``dim`` signed hashed
+features (lower-cased words and bigrams, sublinear term frequency) of unit length; the selector
+applies IDF over each pool. Relevance to the query comes from the same features kept sparse
+(:meth:`HashedTfidfEmbeddings.pool_relevance`).
 
 Example:
     >>> emb = HashedTfidfEmbeddings(dim=256)
@@ -44,8 +33,7 @@ from langchain_pacms.embeddings.sparse import (
 __all__ = ["SPARSE_ROWS_BYTES", "HashedTfidfEmbeddings"]
 
 SPARSE_ROWS_BYTES = 32 * 2**20
-"""Default most bytes of sparse rows one embedder keeps in memory (least recently used go
-first); a LongMemEval round of about 300 features takes about 5 KB."""
+"""Default most bytes of sparse rows one embedder keeps in memory (least recently used go)."""
 
 _ROW_OVERHEAD_BYTES = 300  # two array headers, the tuple and the map slot, beyond the data
 
@@ -60,31 +48,15 @@ class HashedTfidfEmbeddings(Embeddings):
     Args:
         dim: Number of hashed features (a power of two).
         bigrams: Include adjacent word pairs as features.
-        relevance_buckets: Buckets of the sparse rows that :meth:`pool_relevance` scores
-            with (a power of two; default ``2^18``), or ``None`` to offer no pool relevance
-            (the selector then takes relevance from the dense vectors).
+        relevance_buckets: Buckets of the sparse rows :meth:`pool_relevance` scores with (a
+            power of two), or ``None`` to offer no pool relevance.
         rows_bytes: Most bytes of sparse rows kept in memory for :meth:`pool_relevance`
-            (default :data:`SPARSE_ROWS_BYTES`; ``0`` keeps none). A selector that builds
-            its own embedder gives it a share of its ``memory_ceiling_bytes``.
+            (``0`` keeps none).
 
     Attributes:
         pacms_profile: What :class:`~langchain_pacms.ContextSelector` uses with this embedder
-            unless told otherwise. ``similarity_threshold=0.85``: on LongMemEval rounds,
-            unrelated ones sit near cosine 0.05 (99th percentile 0.18), a restatement with a
-            hedge and light synonym swaps near 0.975 (10th percentile 0.94), the same round
-            with a short note added near 0.99, and the rounds of one replayed long document
-            (a game record restated move by move) near 0.83-0.89, so
-            0.85 (chosen on LongMemEval development questions once relevance came from
-            :meth:`pool_relevance`; 0.6 before) joins copies and light edits, not look-alikes.
-            ``min_gain=0.01``: once no candidate would add 0.01, the greedy hands the rest of
-            the budget to the fill (the distinct fill by default); on LongMemEval development
-            questions a round with relevance below 0.01 was no likelier to be evidence than one
-            with relevance 0 (a text that shares one common
-            word with the query scores about 0.01-0.03 here). ``relevance_feedback=0.6``: on
-            the 80 LongMemEval development questions it kept at least as much evidence as
-            ``topk`` and as ``pacms`` without it in every cell, and more than ``topk`` on the
-            questions with several evidence rounds (those rounds share words with each other
-            that the query lacks). ``idf_reweighting=True``: pool IDF, as above.
+            unless told otherwise: a near-copy threshold of 0.85, a gain floor of 0.01,
+            relevance feedback 0.6 and pool IDF (measured: docs/results/longmemeval.md).
 
     Example:
         >>> emb = HashedTfidfEmbeddings()
@@ -153,10 +125,7 @@ class HashedTfidfEmbeddings(Embeddings):
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """Apply :func:`idf_reweight` to one pool of ``(n, dim)`` vectors and its query.
-
-        Takes the same arguments and returns the same as :func:`idf_reweight`.
-        """
+        """Apply :func:`idf_reweight` to one pool of ``(n, dim)`` vectors and its query."""
         return idf_reweight(vectors, query)
 
     def _sparse_rows(self, texts: Sequence[str], buckets: int) -> list[SparseRow]:
@@ -170,11 +139,8 @@ class HashedTfidfEmbeddings(Embeddings):
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
         """Relevance of every text of a pool to ``query``: sparse TF-IDF cosines, pool IDF.
 
-        The same features as the dense vectors (words and word pairs, sublinear tf, signed
-        hashes) kept in :attr:`relevance_buckets` buckets, weighted by inverse document
-        frequency over ``texts`` (:func:`~langchain_pacms.embeddings.sparse.idf_cosines`).
-        The rows of recent texts are kept (up to ``rows_bytes``), so an agent's
-        growing history costs one new row per new message. Safe to call from several threads.
+        The dense vectors' features in :attr:`relevance_buckets` buckets, weighted by IDF over
+        ``texts``. Recent texts' rows are kept (up to ``rows_bytes``). Thread-safe.
 
         Args:
             texts: The pool, which also gives the document frequencies.

@@ -1,14 +1,8 @@
 """Task prefixes for embedding models trained with them.
 
-Some retrieval embedders are trained to read a task instruction in front of every text:
-``nomic-embed-text`` expects ``search_query: `` before a query and ``search_document: ``
-before a passage, and ``mxbai-embed-large`` expects an instruction before queries only.
-Without them such a model still returns vectors, but query-to-passage similarity is weaker
-than the model can give. :class:`PrefixedEmbeddings` adds the prefixes around any LangChain
-``Embeddings``; :func:`task_prefixes` knows the documented ones by model name.
-
-The selector embeds the query with ``embed_query`` and every candidate with
-``embed_documents``, so both sides get the prefix that fits them.
+:class:`PrefixedEmbeddings` puts a task instruction before queries and documents (as
+``nomic-embed-text`` and ``mxbai-embed-large`` expect); :func:`task_prefixes` knows the
+documented ones by model name.
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -44,8 +38,7 @@ TASK_PREFIXES: dict[str, tuple[str, str]] = {
 def task_prefixes(model: str) -> tuple[str, str] | None:
     """The ``(query, document)`` prefixes a model expects, or None if it needs none we know.
 
-    The model is matched by its base name: a tag (``:latest``, ``:v1.5``) and a namespace
-    (``library/``) are ignored.
+    A tag (``:latest``) and a namespace (``library/``) are ignored.
 
     Args:
         model: A model name such as ``nomic-embed-text:latest``.
@@ -60,9 +53,8 @@ def task_prefixes(model: str) -> tuple[str, str] | None:
 class PrefixedEmbeddings(Embeddings):
     """Wraps an ``Embeddings`` and puts a task prefix in front of every query and document.
 
-    What the wrapped model declares for the selector (``pacms_profile``, and its
-    ``reweight_pool``) is read through the wrapper, so ``pacms`` runs with the same settings
-    as without it. Anything else, a fast path that would skip the prefixes included, is not.
+    The wrapped model's ``pacms_profile`` and ``reweight_pool`` are read through the wrapper;
+    nothing else is (no fast path skips the prefixes).
 
     Args:
         embeddings: The model to wrap.

@@ -1,14 +1,8 @@
 """What the selector must know about an embedder, declared once: :class:`EmbedderProfile`.
 
-``pacms`` compares cosines against a near-duplicate threshold and a gain floor, and the scale of
-those cosines depends on the embedder; a lexical embedder also wants its vectors reweighted by
-inverse document frequency over each pool. An embeddings class states this as a class attribute
-``pacms_profile``; :func:`resolve_profile` finds it through the wrappers users commonly put
-around a model (this package's cache and prefixer, LangChain's ``CacheBackedEmbeddings``), and
-gives every other model the calibrated profile: the dense defaults, read on each pool's own
-cosine scale (``calibration="pool"``). When a model holds another model under a name it does
-not know, it cannot tell which profile applies: it logs a warning and uses the calibrated one,
-and ``ContextSelector(profile=...)`` settles it.
+An embeddings class declares its cosine scale and options as a class attribute
+``pacms_profile``; :func:`resolve_profile` finds it through known wrappers and gives every
+other model :data:`CALIBRATED_PROFILE` (dense defaults read on each pool's own scale).
 
 Example:
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -39,17 +33,11 @@ __all__ = [
 logger = logging.getLogger("langchain_pacms.embeddings")
 
 DENSE_SIMILARITY_THRESHOLD = 0.85
-"""``pacms`` kernel threshold for dense neural embedders (the dense profile's).
-
-The near-duplicate kernel should join copies and light edits, not merely related texts, and
-where that line falls depends on the embedder's cosine scale. 0.85 was chosen for dense neural
-embedders on LongMemEval development questions with all-MiniLM-L6-v2 (see
-``docs/results/longmemeval.md``, *Another embedder*).
-"""
+"""``pacms`` kernel threshold for dense neural embedders (measured:
+docs/results/longmemeval.md)."""
 
 WRAPPED_MODEL_ATTRIBUTES = ("embeddings", "underlying_embeddings")
-"""Attributes under which known wrappers hold the model they wrap (this package's
-``CachedEmbeddings`` and ``PrefixedEmbeddings``; LangChain's ``CacheBackedEmbeddings``)."""
+"""Attributes under which known wrappers hold the model they wrap."""
 
 
 CALIBRATIONS = (None, "pool")
@@ -68,28 +56,18 @@ class EmbedderProfile:
 
     Attributes:
         name: A short name shown by the selector (``dense``, ``hashed-tfidf``, ...).
-        similarity_threshold: The near-duplicate kernel threshold on this embedder's cosine
-            scale, in ``[0, 1)``: pairs below it do not cover each other.
-        min_gain: Absolute gain floor in ``[0, 1)``: once no candidate would add this much,
-            the greedy hands the rest of the budget to the fill (0: none).
-        relevance_feedback: ``pacms``'s pseudo-relevance feedback weight in ``[0, 1)`` (0:
-            none): candidates that resemble the most relevant ones have their relevance
-            raised (see :func:`~langchain_pacms.core.feedback_relevance`).
+        similarity_threshold: Near-duplicate kernel threshold on this embedder's cosine
+            scale, in ``[0, 1)``.
+        min_gain: Absolute gain floor in ``[0, 1)`` below which the greedy hands the rest of
+            the budget to the fill (0: none).
+        relevance_feedback: Pseudo-relevance feedback weight in ``[0, 1)`` (0: none; see
+            :func:`~langchain_pacms.core.feedback_relevance`).
         idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
-            pool before solving (:func:`idf_reweight`; meant for sparse lexical vectors).
-        tool_loop_similarity_threshold: The kernel threshold when ``pacms`` selects messages
-            with only the newest step mandatory (the hook and the middleware in a tool loop
-            that outgrew the budget, or with ``keep_latest_turn=False``), in ``[0, 1)``;
-            ``None`` (the default): ``similarity_threshold``. The outputs of one run share
-            its vocabulary (the same files, the same commands), so a looser threshold than
-            retrieval's near-copies can suit them.
-        calibration: ``None`` (a declared scale) or ``"pool"``: the profile was not declared
-            by the embedder, and ``pacms`` calibrates it on each pool from the pool's own
-            cosines (it reads the thresholds between the pool's mean cosine and 1 and
-            relevance above the pool's mean relevance, so they keep the meaning they were
-            chosen with, and keeps relevance order when every candidate is near every other;
-            see ``pacms``'s ``calibrate`` option). Each ``Selection.info`` gives the pool's
-            mean cosine and whether coverage was used.
+            pool (:func:`idf_reweight`; for sparse lexical vectors).
+        tool_loop_similarity_threshold: Kernel threshold in ``[0, 1)`` when only the newest
+            step is mandatory (a tool loop); ``None``: ``similarity_threshold``.
+        calibration: ``None`` (a declared scale) or ``"pool"``: ``pacms`` reads the settings
+            on each pool's own cosine scale (its ``calibrate`` option).
 
     Example:
         >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
@@ -127,12 +105,10 @@ class EmbedderProfile:
 
 
 DENSE_PROFILE = EmbedderProfile()
-"""Dense cosines taken as they come, no gain floor, no relevance feedback, no reweighting (the
-profile of every model that declared none before the calibrated one)."""
+"""Dense cosines as they come: no gain floor, feedback or reweighting."""
 
 CALIBRATED_PROFILE = EmbedderProfile(name="calibrated", calibration="pool")
-"""The profile of every model that declares none: :data:`DENSE_PROFILE` calibrated on each
-pool's own cosines (``calibration="pool"``)."""
+"""The profile of every model that declares none: :data:`DENSE_PROFILE` read on each pool."""
 
 
 def unwrap_embeddings(embeddings: Embeddings) -> Embeddings:
@@ -169,9 +145,8 @@ def _holds_a_model(embeddings: Embeddings) -> bool:
 def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     """The profile an embedder declares (``pacms_profile``), under any known wrappers.
 
-    A model that declares none gets :data:`CALIBRATED_PROFILE`; if it holds another model
-    under an unknown attribute (a wrapper this function cannot see through), a warning says
-    so.
+    A model that declares none gets :data:`CALIBRATED_PROFILE`, with a warning if it wraps
+    another model under an unknown attribute.
 
     Args:
         embeddings: The embeddings, wrapped or not.

@@ -1,13 +1,8 @@
 """A LangChain ``ByteStore`` on Redis, so several processes or hosts share one embedding cache.
 
-Needs the ``redis`` extra (``pip install "langchain-pacms[redis]"``: the ``redis`` client).
-Every key is stored under a prefix (default ``pacms:``), so the store can share a database with
-other data, and :meth:`RedisByteStore.yield_keys` lists only its own keys. Values are bytes,
-written as they are. A cache whose entries never change (``CachedEmbeddings`` keys vectors by
-the hash of their text) is the use it is made for: give the Redis server a ``maxmemory`` and
-the ``allkeys-lru`` policy, or give the store a ``ttl_seconds``, to bound it. Such a cache may
-also keep the values it reads and writes in the process (``local_bytes``), so each process
-fetches a value from Redis once rather than on every lookup.
+Needs the ``redis`` extra (``pip install "langchain-pacms[redis]"``). Keys live under a prefix
+(default ``pacms:``). Bound it with the server's ``maxmemory`` and ``allkeys-lru`` policy or the
+store's ``ttl_seconds``; ``local_bytes`` keeps values in the process too.
 
 Example:
     >>> store = RedisByteStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -47,7 +42,7 @@ REDIS_SCHEMES = ("redis", "rediss", "unix")
 _GLOB = re.compile(r"([*?\[\]\\])")
 _SCAN_COUNT = 1000  # keys Redis looks at per SCAN round trip
 LOCAL_ENTRY_OVERHEAD = 120
-"""Bytes one value held in this process costs beyond its own length (key string, map slot)."""
+"""Bytes one value held in this process costs beyond its own length."""
 
 
 def _weigh(key: str, value: bytes) -> int:
@@ -65,18 +60,16 @@ def _shown(url: str) -> str:
 
 
 class RedisByteStore(ByteStore):
-    """Bytes values in Redis under a key prefix (see the module docstring).
+    """Bytes values in Redis under a key prefix.
 
     Args:
         url: Where Redis is: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...``
             (TLS) or ``unix:///path/to/socket``.
         prefix: Put before every key in Redis (and taken off the keys listed).
         ttl_seconds: When set, each value written expires after this many seconds.
-        local_bytes: Also keep up to this many bytes of the values read and written in this
-            process (each weighed as its key and value plus :data:`LOCAL_ENTRY_OVERHEAD`; the
-            least recently used go first), and answer from them without asking Redis. Only
-            for keys whose value never changes, as a content-hash cache's: another process's
-            writes and deletes are not seen by the values held here. ``0``: hold none.
+        local_bytes: Also keep up to this many bytes of values in this process (least
+            recently used go first) and answer from them. Only for values that never change:
+            other processes' writes are not seen. ``0``: hold none.
         **client_options: Passed to ``redis.Redis.from_url`` and ``redis.asyncio.Redis.from_url``
             (for example ``socket_timeout``).
 
@@ -149,10 +142,7 @@ class RedisByteStore(ByteStore):
         return raw.decode("utf-8")[len(self.prefix) :]
 
     def _writes(self, pipe: Any, pairs: Sequence[tuple[str, bytes]]) -> Any:
-        """Queue ``pairs`` on a pipeline (sync or async: queuing does no I/O); return it.
-
-        The values held in this process are updated first.
-        """
+        """Queue ``pairs`` on a pipeline (sync or async) and the local values; return it."""
         if self.local is not None:
             self.local.put_many(pairs)
         for key, value in pairs:

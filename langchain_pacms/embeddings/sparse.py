@@ -1,17 +1,9 @@
 """Exact query relevance from sparse hashed term vectors, with inverse document frequency per pool.
 
-A dense lexical embedding folds every word and word pair of a text into a few thousand buckets,
-where the handful of rare words that a question shares with its answer collide with hundreds of
-others. Relevance does not need the dense form: it is one dot product per candidate with a
-query of a few words. This module keeps each text as a sparse row over ``2^18`` hashed buckets
-and scores a pool against a query by the cosine of their TF-IDF rows, the inverse document
-frequency counted over the pool (``ln((1 + n) / (1 + df)) + 1``, with ``df`` the number of the
-pool's texts that use a bucket), clipped at zero. Everything runs over the rows' non-zero
-entries; nothing of size ``n x 2^18`` is ever built.
-
-An embedder that offers this (:class:`PoolRelevance`) lets
-:class:`~langchain_pacms.ContextSelector` rank by it while its dense vectors still serve the
-pairwise similarities (the near-duplicate kernel, MMR's redundancy term).
+Each text is a sparse row over ``2^18`` hashed buckets; a pool is scored against a query by the
+cosine of their TF-IDF rows, IDF ``ln((1 + n) / (1 + df)) + 1`` counted over the pool, clipped
+at zero. An embedder offering this (:class:`PoolRelevance`) gives the selector its relevance,
+while its dense vectors still give the pairwise similarities.
 
 Example:
     >>> rows = [sparse_row(t) for t in ["the cat sat on the mat", "dogs bark", "a cat"]]
@@ -51,11 +43,7 @@ WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 
 @runtime_checkable
 class PoolRelevance(Protocol):
-    """An embedder that scores a whole pool against a query itself.
-
-    :class:`~langchain_pacms.ContextSelector` uses :meth:`pool_relevance` as every strategy's
-    relevance when the embedder it wraps offers it.
-    """
+    """An embedder that scores a whole pool against a query itself (used as relevance)."""
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
         """Relevance of each text to ``query`` in ``[0, 1]``, in the order of ``texts``.
@@ -89,8 +77,7 @@ def text_features(text: str, *, bigrams: bool = True) -> Counter[str]:
 def sparse_row(text: str, *, buckets: int = RELEVANCE_BUCKETS, bigrams: bool = True) -> SparseRow:
     """The sparse row of one text: sublinear tf (``1 + ln tf``), signed by hash, per bucket.
 
-    Features are hashed with CRC-32, as the built-in embedder hashes them; the top bit of the
-    hash gives the sign (so colliding features cancel on average) and the low bits the bucket.
+    Features are hashed with CRC-32: the top bit gives the sign, the low bits the bucket.
 
     Args:
         text: The text.
@@ -122,11 +109,7 @@ _SCRATCH = threading.local()
 
 
 def _scratch(buckets: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """This thread's all-zero count and value tables over ``buckets`` (left all-zero after use).
-
-    Allocating two tables of ``2^18`` entries afresh on every call costs more than the scoring
-    itself (the memory comes back from the system page by page), so each thread keeps its own.
-    """
+    """This thread's all-zero count and value tables over ``buckets`` (left all-zero after use)."""
     tables: dict[int, tuple[NDArray[np.int64], NDArray[np.float64]]] = getattr(
         _SCRATCH, "tables", {}
     )
@@ -141,8 +124,7 @@ def idf_cosines(
 ) -> NDArray[np.float64]:
     """Cosine of each row with the query after pool IDF weighting, clipped at zero.
 
-    The document frequency of a bucket is the number of ``rows`` that hold it; the query is
-    weighted with the pool's frequencies and does not count towards them.
+    Document frequencies count ``rows`` only, not the query.
 
     Args:
         rows: The pool's rows (from :func:`sparse_row` with the same ``buckets``).

@@ -5,25 +5,33 @@ dependencies. ``PACMSMiddleware`` needs LangChain v1 (``pip install "langchain-p
 and ``PACMSCompressor`` is a document compressor; both are imported on first access.
 
 Example:
-    >>> from langchain_pacms.integrations import create_pacms_hook
-    >>> hook = create_pacms_hook(budget_tokens=2000)
+    >>> from langchain_pacms.integrations import Pacms, create_pacms_hook
+    >>> hook = create_pacms_hook(2000, strategy=Pacms(similarity_threshold=0.3))
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_pacms.integrations.config import Budget, SelectionConfig, resolve_config
+from langchain_pacms.budget import Budget
+from langchain_pacms.integrations.config import SelectionConfig, resolve_config
 from langchain_pacms.integrations.graph import PACMSHook, create_pacms_hook
-from langchain_pacms.integrations.messages import (
+from langchain_pacms.integrations.options import (
+    MemoryOptions,
+    Pacms,
+    StrategyOptions,
+    ToolLoopOptions,
+)
+from langchain_pacms.integrations.runner import SelectionRunner
+from langchain_pacms.messages import (
+    EVENT_NAME,
+    SelectionLog,
     Span,
     apply_selection,
     build_context_message,
     messages_to_candidates,
     query_from_messages,
 )
-from langchain_pacms.integrations.report import EVENT_NAME, SelectionLog
-from langchain_pacms.integrations.runner import SelectionRunner
 
 if TYPE_CHECKING:
     from langchain_pacms.integrations.compressor import PACMSCompressor
@@ -32,13 +40,17 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_NAME",
     "Budget",
+    "MemoryOptions",
     "PACMSCompressor",
     "PACMSHook",
     "PACMSMiddleware",
+    "Pacms",
     "SelectionConfig",
     "SelectionLog",
     "SelectionRunner",
     "Span",
+    "StrategyOptions",
+    "ToolLoopOptions",
     "apply_selection",
     "build_context_message",
     "create_pacms_hook",

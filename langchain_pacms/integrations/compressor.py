@@ -4,18 +4,18 @@ A :class:`~langchain_core.documents.BaseDocumentCompressor` that keeps the retri
 which best cover the query within a token budget, and drops the rest. It holds no selection logic
 of its own: documents become :class:`~langchain_pacms.selector.Candidate` objects
 (``kind="document"``, ``source=<the Document>``) and one long-lived
-:class:`~langchain_pacms.selector.ContextSelector` decides.
+:class:`~langchain_pacms.selector.Selector` decides.
 
 It plugs in wherever LangChain takes a compressor: as ``base_compressor`` of
 ``ContextualCompressionRetriever`` or as a stage of ``DocumentCompressorPipeline``. Each call is a
 ``pacms_selection`` child run on the ``callbacks`` it is given (those of the run in context by
 default), carrying the selection's summary, and dispatches the ``pacms_selection`` custom event
-(see :mod:`langchain_pacms.integrations.report`).
+(see :mod:`langchain_pacms.messages.report`).
 
 Example:
     >>> from langchain_core.documents import Document
     >>> from langchain_pacms.integrations.compressor import PACMSCompressor
-    >>> compressor = PACMSCompressor(budget_tokens=12)
+    >>> compressor = PACMSCompressor(12)
     >>> docs = [
     ...     Document("The staging DB listens on port 6543."),
     ...     Document("Lunch was great."),
@@ -32,24 +32,25 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, InstanceOf
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
-from langchain_pacms.core import Problem, solve
-from langchain_pacms.integrations.report import (
+from langchain_pacms.budget import Budget, BudgetInput
+from langchain_pacms.core import Strategy
+from langchain_pacms.integrations.options import StrategyOptions
+from langchain_pacms.messages.report import (
     areport_selection,
     report_selection,
     traced_selection,
 )
-from langchain_pacms.selector import Candidate, ContextSelector, Selection
+from langchain_pacms.selector import Candidate, ContextSelector, Selection, Selector
 
 if TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
@@ -117,6 +118,17 @@ def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -
     )
 
 
+def _selector(selector: Selector | Embeddings | None) -> Selector:
+    """``selector`` itself, or a ``ContextSelector`` built with it as its embeddings."""
+    if isinstance(selector, Selector):
+        return selector
+    if selector is None or isinstance(selector, Embeddings):
+        return ContextSelector(selector)
+    raise ValueError(
+        f"selector must be a Selector or LangChain Embeddings, got {type(selector).__name__}"
+    )
+
+
 class PACMSCompressor(BaseDocumentCompressor):
     """Keep the documents that best cover a query within a token budget.
 
@@ -135,9 +147,6 @@ class PACMSCompressor(BaseDocumentCompressor):
     ``relevance_score``); a document passing through two PACMS stages carries the latest values.
     Metadata dicts are copied shallowly: nested values are shared with the inputs.
 
-    Give exactly one of ``budget_tokens`` (absolute, counted with the selector's token counter)
-    or ``budget_ratio`` (a fraction of the tokens of the documents passed in, in ``(0, 1]``).
-
     Input order: by default (``input_order="ranked"``) the documents are taken as a retriever
     returns them, best first, so the first document counts as the newest; recency-based choices
     (the ``lastk`` strategy and the fail-soft fallback when embedding fails) then keep the head
@@ -147,25 +156,26 @@ class PACMSCompressor(BaseDocumentCompressor):
     compressor keeps the higher-ranked one, with its metadata, whenever it fits as well.
 
     Args:
-        selector: A :class:`~langchain_pacms.selector.ContextSelector` to use (its embeddings,
-            cache, token counter, ``strict`` and ``embed_timeout``). Built from ``embeddings``
-            and ``token_counter`` when omitted.
-        embeddings: LangChain ``Embeddings`` for the selector built here (default: the offline
-            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`). Not with ``selector``.
-        token_counter: Token counter for the selector built here. Not with ``selector``.
-        budget_tokens: Token budget per call.
-        budget_ratio: Budget as a fraction of the documents' total tokens.
+        budget: The token budget per call, counted with the selector's token counter: a
+            number of tokens, ``("tokens", n)``, ``("ratio", x)`` (a share of the tokens of
+            the documents passed in) or a :class:`~langchain_pacms.budget.Budget`.
         strategy: ``pacms`` (default), ``topk``, ``lastk``, ``mmr``, ``rag``, a registered name
-            or a strategy callable; ``None`` with a ``selector`` uses the selector's default.
-        strategy_options: Keyword options for the strategy (e.g. ``{"relevance_weight": 0.3}``
-            for ``pacms``, ``{"lambda_mult": 0.7}`` for ``mmr``); checked at construction.
+            or a strategy callable, or its options (``StrategyOptions("mmr", lambda_mult=0.7)``,
+            ``Pacms(relevance_weight=0.3)``); ``None`` uses the selector's default strategy
+            with its options.
+        selector: A :class:`~langchain_pacms.selector.Selector` to use (its embeddings,
+            cache, token counter, ``strict`` and timeouts; one shared with other components
+            shares its warm cache), or LangChain ``Embeddings`` for a ``ContextSelector`` built
+            here (default: one with the offline
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`).
         input_order: ``"ranked"`` (best first, the default) or ``"chronological"`` (oldest
             first); see above.
 
     Raises:
-        ValueError: At construction, for a missing or doubled budget, a bad budget value, both
-            ``selector`` and ``embeddings``/``token_counter``, an unknown strategy or options it
-            does not accept.
+        TypeError: At construction, for an unknown keyword (the valid ones are listed).
+        ValueError: At construction, for a missing or bad budget, a selector that is neither
+            a ``Selector`` nor ``Embeddings``, an unknown strategy or options it does not
+            accept.
 
     Example:
         With a retriever (``langchain-classic``)::
@@ -173,10 +183,7 @@ class PACMSCompressor(BaseDocumentCompressor):
             from langchain_classic.retrievers import ContextualCompressionRetriever
             from langchain_ollama import OllamaEmbeddings
 
-            compressor = PACMSCompressor(
-                embeddings=OllamaEmbeddings(model="nomic-embed-text"),
-                budget_tokens=800,
-            )
+            compressor = PACMSCompressor(800, selector=OllamaEmbeddings(model="nomic-embed-text"))
             retriever = ContextualCompressionRetriever(
                 base_compressor=compressor,
                 base_retriever=vector_store.as_retriever(search_kwargs={"k": 20}),
@@ -187,125 +194,42 @@ class PACMSCompressor(BaseDocumentCompressor):
 
         >>> from langchain_pacms import ContextSelector
         >>> selector = ContextSelector(strategy="topk")
-        >>> compressor = PACMSCompressor.from_selector(selector, budget_ratio=0.5)
+        >>> compressor = PACMSCompressor(("ratio", 0.5), selector=selector)
         >>> compressor.selector is selector
         True
     """
 
-    selector: ContextSelector | None = None
-    embeddings: Embeddings | None = Field(default=None, exclude=True)
-    token_counter: Any = Field(default=None, exclude=True)
-    budget_tokens: int | None = None
-    budget_ratio: float | None = None
-    strategy: str | Callable[..., Any] | None = None
-    strategy_options: dict[str, Any] = Field(default_factory=dict)
+    budget: InstanceOf[Budget]
+    strategy: InstanceOf[StrategyOptions] | None = None
+    selector: InstanceOf[Selector]
     input_order: Literal["ranked", "chronological"] = "ranked"
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    # -- validation -------------------------------------------------------------------------
-    @field_validator("budget_tokens", mode="before")
-    @classmethod
-    def _check_budget_tokens(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"budget_tokens must be a positive int, got {value!r}")
-        if value <= 0:
-            raise ValueError(f"budget_tokens must be > 0, got {value}")
-        return int(value)
-
-    @field_validator("budget_ratio", mode="before")
-    @classmethod
-    def _check_budget_ratio(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float, np.floating))
-            or not 0 < value <= 1
-        ):
-            raise ValueError(f"budget_ratio must be a number in (0, 1], got {value!r}")
-        return float(value)
-
-    @model_validator(mode="after")
-    def _build_selector(self) -> PACMSCompressor:
-        if (self.budget_tokens is None) == (self.budget_ratio is None):
-            raise ValueError(
-                "pass exactly one of budget_tokens or budget_ratio "
-                f"(got budget_tokens={self.budget_tokens!r}, budget_ratio={self.budget_ratio!r})"
-            )
-        if self.selector is not None:
-            if not isinstance(self.selector, ContextSelector):
-                raise ValueError(
-                    f"selector must be a ContextSelector, got {type(self.selector).__name__}"
-                )
-            if self.embeddings is not None or self.token_counter is not None:
-                raise ValueError(
-                    "pass either selector or embeddings/token_counter, not both "
-                    "(the selector already owns its embeddings and token counter)"
-                )
-        else:
-            self.selector = ContextSelector(
-                self.embeddings,
-                token_counter=self.token_counter,
-                strategy=self.strategy if self.strategy is not None else "pacms",
-                strategy_options=self.strategy_options,
-            )
-        self._check_strategy()
-        return self
-
-    def _check_strategy(self) -> None:
-        """Run the effective strategy and options on a two-item problem to fail early."""
-        assert self.selector is not None
-        if self.strategy is not None and not (
-            isinstance(self.strategy, str) or callable(self.strategy)
-        ):
-            raise ValueError(f"strategy must be a name or a callable, got {self.strategy!r}")
-        if not isinstance(self.strategy_options, Mapping):
-            raise ValueError("strategy_options must be a mapping of keyword options")
-        name, options = self.selector.resolve_options(self.strategy, self.strategy_options)
-        probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
-        try:
-            solve(probe, name, **options)
-        except (TypeError, ValueError) as err:
-            raise ValueError(
-                f"strategy {name!r} rejected strategy_options {dict(options)!r}: {err}"
-            ) from err
-
-    @classmethod
-    def from_selector(
-        cls,
-        selector: ContextSelector,
+    def __init__(
+        self,
+        budget: BudgetInput | None = None,
         *,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
-        strategy: str | Callable[..., Any] | None = None,
-        strategy_options: Mapping[str, Any] | None = None,
+        strategy: str | Strategy | StrategyOptions | None = None,
+        selector: Selector | Embeddings | None = None,
         input_order: Literal["ranked", "chronological"] = "ranked",
-    ) -> PACMSCompressor:
-        """Build a compressor around an existing selector (sharing its embedding cache).
-
-        Args:
-            selector: The selector to use.
-            budget_tokens: Token budget per call.
-            budget_ratio: Budget as a fraction of the documents' total tokens.
-            strategy: Strategy override; ``None`` uses the selector's default.
-            strategy_options: Strategy options, merged over the selector's own when
-                ``strategy`` is ``None`` or equals the selector's default.
-            input_order: ``"ranked"`` or ``"chronological"``.
-
-        Returns:
-            The compressor.
-        """
-        return cls(
-            selector=selector,
-            budget_tokens=budget_tokens,
-            budget_ratio=budget_ratio,
-            strategy=strategy,
-            strategy_options=dict(strategy_options or {}),
-            input_order=input_order,
-        )
+        **unknown: Any,
+    ) -> None:
+        if unknown:
+            raise TypeError(
+                f"PACMSCompressor() got an unknown keyword: {', '.join(sorted(unknown))}. Its "
+                "keywords are budget, strategy, selector, input_order (strategy options go in "
+                "strategy=StrategyOptions(name, ...) or Pacms(...))"
+            )
+        if budget is None:
+            raise ValueError('PACMSCompressor needs a budget: 800, ("ratio", 0.5) or a Budget')
+        fields: dict[str, Any] = {
+            "budget": Budget.coerce(budget),
+            "strategy": None if strategy is None else StrategyOptions.coerce(strategy),
+            "selector": _selector(selector),
+            "input_order": input_order,
+        }
+        super().__init__(**fields)
 
     # -- documents <-> candidates -----------------------------------------------------------
     def _candidates(self, documents: Sequence[Document]) -> list[Candidate]:
@@ -329,12 +253,10 @@ class PACMSCompressor(BaseDocumentCompressor):
 
     def _select_kwargs(self) -> dict[str, Any]:
         """The selector's keyword arguments besides candidates and query (sync and async)."""
-        return {
-            "strategy": self.strategy,
-            "budget_tokens": self.budget_tokens,
-            "budget_ratio": self.budget_ratio,
-            **self.strategy_options,
-        }
+        chosen = self.strategy
+        if chosen is None:
+            return {"budget": self.budget}
+        return {"budget": self.budget, "strategy": chosen.strategy, **chosen.options}
 
     def _result(
         self, documents: Sequence[Document], selection: Selection
@@ -363,19 +285,15 @@ class PACMSCompressor(BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None
     ) -> Steps[tuple[list[Document], Selection]]:
         """One compression as a ``pacms_selection`` run on ``callbacks`` (sync and async)."""
-        selector = self.selector
-        assert selector is not None
+        selector, budget = self.selector, self.budget
         candidates = self._candidates(documents)
-        strategy = self.strategy if isinstance(self.strategy, str) else None
-        budget: dict[str, float | None] = (
-            {"tokens": self.budget_tokens} if self.budget_tokens else {"ratio": self.budget_ratio}
-        )
+        strategy = self.strategy
         inputs = {
             "source": "compressor",
             "documents": len(candidates),
             "query": query,
-            "strategy": strategy or selector.strategy,
-            "budget": budget,
+            "strategy": selector.strategy if strategy is None else strategy.name,
+            "budget": {budget.kind: getattr(budget, budget.kind)},
             "selector": type(selector).__name__,
         }
 
@@ -453,7 +371,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """Async twin of :meth:`compress_documents`, using ``ContextSelector.aselect``."""
+        """Async twin of :meth:`compress_documents`, using the selector's ``aselect``."""
         if not documents:
             return []
         return (await self.acompress_with_selection(documents, query, callbacks))[0]

@@ -1,64 +1,59 @@
-"""One validated configuration for the pre-model hook and the agent middleware.
+"""One frozen, validated configuration for the pre-model hook and the agent middleware.
 
-:class:`SelectionConfig` holds every option that
 :func:`~langchain_pacms.integrations.create_pacms_hook` and
-:class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` share; both build it from
-their keyword arguments (or take ``config=SelectionConfig(...)``), so the options are documented
-and checked in one place. An unknown option or a strategy option the strategy does not accept is
-a ``ValueError`` at construction, naming the option and listing the valid ones.
-
-:class:`Budget` says what the token budget is, in one of four ways:
-
-* ``Budget(tokens=2000)``: an absolute number of tokens;
-* ``Budget(ratio=0.5)``: a share of the conversation's own tokens (looked-up memories and
-  documents compete for it but do not raise it);
-* ``Budget(context_window=128_000, answer_reserve=4096, fill=0.25)``: a share ``fill`` of the
-  model's window minus the tokens left for the answer;
-* ``Budget(fraction=0.5)``: a share of the chat model's ``profile["max_input_tokens"]``, as
-  LangChain's ``SummarizationMiddleware`` takes ``("fraction", 0.5)``; the keyword form is
-  ``budget=("fraction", 0.5)`` (``budget=("tokens", 2000)`` is the absolute form).
+:class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` take a few keywords
+(:data:`AGENT_KEYWORDS`: the budget, the strategy, memory, a retriever, tool-loop options, the
+selector and a log) or one :class:`SelectionConfig` with those and the advanced fields; either
+way the options are checked once, here, at construction. An unknown keyword is a ``TypeError``
+that lists the valid ones (:func:`resolve_config`).
 
 Example:
-    >>> config = SelectionConfig(budget=Budget(tokens=500), strategy="topk")
-    >>> config.budget.tokens
-    500
-    >>> SelectionConfig.from_options(budget_tokens=500, relevance_wieght=0.3)
+    >>> config = SelectionConfig(budget=500, strategy="topk")
+    >>> config.budget.tokens, config.strategy
+    (500, StrategyOptions('topk'))
+    >>> resolve_config(None, {"budget": 500}, {"relevance_wieght": 0.3}, "create_pacms_hook")
     Traceback (most recent call last):
     ...
-    ValueError: unknown option 'relevance_wieght' ...
+    TypeError: create_pacms_hook() got an unknown keyword: relevance_wieght. ...
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
-from langgraph.store.base import BaseStore
 
 from langchain_pacms._timeout import check_embed_timeout
-from langchain_pacms.core import check_options, get_strategy
+from langchain_pacms.budget import Budget
+from langchain_pacms.integrations.options import (
+    MemoryOptions,
+    StrategyOptions,
+    ToolLoopOptions,
+    positive_int,
+)
+from langchain_pacms.selector import Selector
 
 __all__ = [
-    "DEFAULT_ANSWER_RESERVE",
+    "AGENT_KEYWORDS",
     "DEFAULT_EMBED_TIMEOUT",
+    "DEFAULT_OUTPUT_KEY",
     "DEFAULT_TOKENS_PER_MESSAGE",
-    "Budget",
-    "Namespace",
     "QueryFn",
     "SelectionConfig",
     "resolve_config",
 ]
 
-DEFAULT_ANSWER_RESERVE = 4096
-
 DEFAULT_EMBED_TIMEOUT = 10.0
 """Default ``embed_timeout`` (seconds) of the selector the hook or middleware builds itself."""
+
+DEFAULT_OUTPUT_KEY = "llm_input_messages"
+"""The hook's default state key for the selected messages (the model reads it)."""
 
 DEFAULT_TOKENS_PER_MESSAGE = 3
 """Framing tokens charged per sent message with a ``("fraction", x)`` budget (role, separators).
@@ -66,259 +61,73 @@ DEFAULT_TOKENS_PER_MESSAGE = 3
 The figure LangChain's ``count_tokens_approximately`` charges (``extra_tokens_per_message``).
 """
 
+AGENT_KEYWORDS = (
+    "budget",
+    "strategy",
+    "memory",
+    "retriever",
+    "tool_loop",
+    "selector",
+    "log",
+    "config",
+)
+"""The keywords of ``create_pacms_hook`` and ``PACMSMiddleware``: fields of
+:class:`SelectionConfig` (all but ``config`` itself), or the whole configuration."""
+
 QueryFn = Callable[[Any], str]
-Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
 
 
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _non_negative(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
 
-def _share(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-
-def max_input_tokens(model: Any) -> int | None:
-    """A chat model's ``profile["max_input_tokens"]``, or ``None`` when it has none.
-
-    Example:
-        >>> from langchain_core.language_models import GenericFakeChatModel
-        >>> model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 8000})
-        >>> max_input_tokens(model), max_input_tokens(object())
-        (8000, None)
-    """
-    profile = getattr(model, "profile", None)
-    if not isinstance(profile, Mapping):
-        return None
-    limit = profile.get("max_input_tokens")
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The token budget of each selection: absolute, a share of the pool, or window based.
-
-    Give exactly one of ``tokens``, ``ratio``, ``context_window`` or ``fraction``.
-
-    Attributes:
-        tokens: An absolute number of tokens.
-        ratio: A share in ``(0, 1]`` of the conversation's own tokens.
-        context_window: The model's input window; the budget is
-            ``floor((context_window - answer_reserve) * fill)``.
-        answer_reserve: Tokens left for the answer (window budgets only; ``>= 0``).
-        fill: Share in ``(0, 1]`` of ``context_window - answer_reserve`` to fill.
-        fraction: A share in ``(0, 1]`` of the chat model's ``profile["max_input_tokens"]``
-            (an input limit: no answer reserve); see :meth:`model_tokens`.
-
-    Example:
-        >>> Budget(context_window=5000, answer_reserve=4000, fill=0.5).window_tokens()
-        500
-        >>> Budget.coerce(("fraction", 0.5)).fraction
-        0.5
-    """
-
-    tokens: int | None = None
-    ratio: float | None = None
-    context_window: int | None = None
-    answer_reserve: int = DEFAULT_ANSWER_RESERVE
-    fill: float = 1.0
-    fraction: float | None = None
-
-    def __post_init__(self) -> None:
-        kinds = ("tokens", "ratio", "context_window", "fraction")
-        given = [n for n in kinds if getattr(self, n) is not None]
-        if not given:
-            raise ValueError(
-                'pass budget_tokens, budget_ratio or context_window, or budget=("fraction", x)'
-            )
-        if len(given) > 1:
-            raise ValueError(f"pass one budget, not both {' and '.join(given)}")
-        if self.tokens is not None:
-            _positive_int("budget_tokens", self.tokens)
-        if self.ratio is not None:
-            _share("budget_ratio", self.ratio)
-        if self.fraction is not None:
-            _share("fraction", self.fraction)
-        _share("fill", self.fill)
-        if isinstance(self.answer_reserve, bool) or not isinstance(self.answer_reserve, int):
-            raise ValueError(f"answer_reserve must be an int, got {self.answer_reserve!r}")
-        if self.answer_reserve < 0:
-            raise ValueError(f"answer_reserve must be >= 0, got {self.answer_reserve}")
-        if self.context_window is not None:
-            _positive_int("context_window", self.context_window)
-            if self.context_window - self.answer_reserve <= 0:
-                raise ValueError(
-                    f"context_window ({self.context_window}) must exceed answer_reserve "
-                    f"({self.answer_reserve})"
-                )
-
-    @classmethod
-    def coerce(cls, budget: Any) -> Budget:
-        """A :class:`Budget`, or the one LangChain's ``("fraction", x)``/``("tokens", n)`` means.
-
-        Raises:
-            ValueError: For anything else, or a bad value.
-
-        Example:
-            >>> Budget.coerce(("tokens", 2000)).tokens
-            2000
-        """
-        if isinstance(budget, Budget):
-            return budget
-        if isinstance(budget, tuple) and len(budget) == 2 and budget[0] in ("fraction", "tokens"):
-            return cls(**{budget[0]: budget[1]})
-        raise ValueError(
-            f'budget must be ("fraction", x), ("tokens", n) or a Budget, got {budget!r}'
-        )
-
-    @classmethod
-    def from_options(
-        cls,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
-        context_window: int | None = None,
-        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
-        budget: Any = None,
-    ) -> Budget:
-        """The budget the keyword arguments of the hook and the middleware describe.
-
-        ``budget_ratio`` is the share of the conversation on its own, and ``fill`` together
-        with ``context_window``; ``budget`` is LangChain's form (see :meth:`coerce`) and
-        takes none of the others.
-
-        Example:
-            >>> Budget.from_options(context_window=1200, answer_reserve=200).window_tokens()
-            1000
-        """
-        if budget is not None:
-            others = {"budget_tokens": budget_tokens, "budget_ratio": budget_ratio}
-            others["context_window"] = context_window
-            given = [name for name, value in others.items() if value is not None]
-            if given:
-                raise ValueError(f"pass one budget, not both budget and {' and '.join(given)}")
-            return cls.coerce(budget)
-        if context_window is not None:
-            if budget_tokens is not None:
-                raise ValueError("pass one budget, not both budget_tokens and context_window")
-            return cls(
-                context_window=context_window,
-                answer_reserve=answer_reserve,
-                fill=1.0 if budget_ratio is None else budget_ratio,
-            )
-        return cls(tokens=budget_tokens, ratio=budget_ratio, answer_reserve=answer_reserve)
-
-    def window_tokens(self) -> int:
-        """The budget of a window-based budget (``ValueError`` for the other kinds)."""
-        if self.context_window is None:
-            raise ValueError("not a window budget")
-        return max(1, int((self.context_window - self.answer_reserve) * self.fill))
-
-    def model_tokens(self, model: Any) -> int:
-        """The budget of a ``fraction`` budget for ``model``: that share of its input limit.
-
-        Args:
-            model: The chat model the messages go to (its ``profile["max_input_tokens"]``).
-
-        Raises:
-            ValueError: When this is not a fraction budget, or the model has no such profile.
-
-        Example:
-            >>> from langchain_core.language_models import GenericFakeChatModel
-            >>> model = GenericFakeChatModel(messages=iter([]), profile={"max_input_tokens": 900})
-            >>> Budget(fraction=0.5).model_tokens(model)
-            450
-        """
-        if self.fraction is None:
-            raise ValueError("not a fraction budget")
-        limit = max_input_tokens(model)
-        if limit is None:
-            raise ValueError(
-                f'budget=("fraction", {self.fraction}) is a share of the chat model\'s '
-                f'profile["max_input_tokens"], and {type(model).__name__} has none: pass '
-                "budget_tokens=N or context_window=W instead, or give the model one "
-                '(ChatModel(..., profile={"max_input_tokens": ...}))'
-            )
-        return max(1, int(limit * self.fraction))
+def _one_of(name: str, value: Any, allowed: Sequence[Any]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """The options of the hook and the middleware, checked once at construction.
+    """Every option of the hook and the middleware, checked once at construction.
+
+    The first seven fields are also keywords of
+    :func:`~langchain_pacms.integrations.create_pacms_hook` and
+    :class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` (:data:`AGENT_KEYWORDS`);
+    the others are the advanced options.
 
     Attributes:
-        budget: The :class:`Budget` (or LangChain's ``("fraction", x)`` / ``("tokens", n)``).
-        strategy: ``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a registered name
-            (``None``: the selector's default, ``pacms``).
-        strategy_options: Keyword options of the strategy, checked against its parameters.
-            ``pacms`` selects messages without the embedder's relevance feedback unless
-            these set ``relevance_feedback`` (the built-in embedder's profile turns it on for
-            retrieval): on the recorded agent runs it kept fewer of the outputs later tool
-            calls reused (``docs/results/lifecycle-notes.md``). When only the newest step is
-            mandatory (a tool loop that outgrew the budget, or ``keep_latest_turn=False``: see
-            below) its kernel threshold is the profile's ``tool_loop_similarity_threshold``
-            where the profile sets one, unless these set ``similarity_threshold``: 0.3 for the
-            built-in embedder, whose retrieval value is 0.85 (chosen on the replay's
-            development split: ``docs/results/lifecycle-notes.md``).
+        budget: The :class:`~langchain_pacms.budget.Budget` (or a number of tokens, or
+            ``("tokens", n)``, ``("ratio", x)``, ``("fraction", x)``). A ``ratio`` is a share
+            of the conversation's own tokens (memories and documents compete for the budget
+            but do not raise it); a ``fraction`` is a share of the chat model's
+            ``profile["max_input_tokens"]``.
+        strategy: A strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a
+            registered one) or its options (:class:`~.options.StrategyOptions`,
+            :class:`~.options.Pacms`); ``None``: the selector's own (``pacms`` by default).
+            ``pacms`` selects messages without the embedder's relevance feedback unless the
+            options set ``relevance_feedback``; when only the newest step is mandatory (a
+            tool loop that outgrew the budget, or ``keep_latest_turn=False``) its kernel
+            threshold is the profile's ``tool_loop_similarity_threshold`` where the profile
+            sets one, unless the options set ``similarity_threshold`` (docs/results/
+            lifecycle.md has the figures behind both).
+        memory: Where memories come from (:class:`~.options.MemoryOptions`); ``None``: none.
+        retriever: A retriever whose documents join the pool as ``document`` candidates.
+        tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
+        selector: A :class:`~langchain_pacms.selector.Selector` to use (a
+            ``ContextSelector``, a ``RemoteSelector``), or LangChain ``Embeddings`` for the
+            ``ContextSelector`` built here (default: the offline lexical embedder). A selector
+            passed in keeps its own ``strict``, ``embed_timeout`` and memory ceiling.
+        log: Append one JSONL record per model call to this path (every candidate's verdict
+            and scores).
         query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
         query_mode: The default query when ``query`` is not given: ``"agent"`` (default) is
             the latest human message plus what the agent is doing now (the text and tool calls
             of its latest message after it), which separates the outputs a long tool loop still
             needs; ``"task"`` is the latest human message alone.
-        store: A LangGraph ``BaseStore`` with memories (default: the graph's or agent's store).
-        memory_namespaces: Namespaces to search, e.g. ``[("memories", "{user_id}")]``;
-            ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
-            context. A callable ``(state, values) -> tuple`` works too.
-        memory_limit: Most items fetched per namespace from a store with a vector index
-            (``store.search(ns, query=..., limit=...)``: the store ranks them by the query).
-        memory_scan_limit: A store without a vector index (no ``index_config``) cannot rank by
-            the query, so each namespace is read in pages, up to this many items, and all of
-            them join the pool for the selector to rank; a warning says when the cap cut a
-            namespace short.
-        retriever: Optional retriever whose documents join the pool as ``document`` candidates.
-        log_path: Append one JSONL record per model call (every candidate's verdict and scores).
-        strict: Raise on selection failure (embedding errors included) instead of falling back
-            to recency.
-        keep_latest_turn: ``True``: everything from the latest human message on is mandatory.
-            ``False``: only that message, the system prompt and the newest span (the current
-            tool call with its results, or the last message) are. ``"auto"`` (default): as
-            ``True``, unless that part alone exceeds the budget (a long single-task tool loop):
-            then as ``False``, so the earlier tool spans of the turn compete for the budget
-            (whole, never split). The selection event's ``mandatory`` says which applied.
-        lift_reused: Treat a tool span whose results hold a value a later tool call already
-            took up (a path, an id, a long number: the run keeps coming back to such records),
-            and the newest read of each file (an edit quotes the file as the agent last saw
-            it), as relevant as the most relevant candidate of the pool, whatever its words say
-            (:meth:`~langchain_pacms.selector.ContextSelector.select`'s ``relevant_ids``), for
-            every strategy that reads relevance. On the recorded agent runs' development
-            split 41% of such spans held a value a later step copied, against 10% of the
-            others, and it kept more of what later steps needed (mini-swe, 50% kept: 70.6% of
-            360 cuts unaffected against 59.2% without it; 74.2% with the newest reads too).
-            Default ``True``.
-        tool_placeholders: Offer each optional tool span also as a call-only variant whose
-            results are replaced by a short placeholder ``ToolMessage``.
-        fold_stubs: Send optional tool spans that are not kept whole as their lifecycle fold
-            stubs (the object id, one line, the locators the output contains: paths, ids,
-            URLs; the call's own text is folded with the results, its tool calls stay). The
-            stubs are the floor: those that fit beside the mandatory part are always sent,
-            first the stubs of outputs whose values (ids, paths) later calls already used, then
-            newest first; a span the lifecycle already folded is its own floor. The selector
-            decides which of those spans to send whole instead, each costing what it adds to
-            its stub; a stub that does not fit is an alternative to its span (whole, stub or
-            neither). The exact payload of every stub
-            that is sent is written to ``sidecar_store`` first, so the ``recover_context``
-            tool (:func:`~langchain_pacms.lifecycle.make_recover_tool` over the same store)
-            returns it byte for byte. Needs ``sidecar_store``; not with ``tool_placeholders``
-            (the stub is the richer variant). Default (``None``): on when a
-            ``sidecar_store`` is given (and ``tool_placeholders`` is not), off otherwise.
-        sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
-            the run's ``configurable.thread_id`` (a run without one has its own thread, named
-            after its first message: :func:`~langchain_pacms.lifecycle.sidecar.run_thread`).
-        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
         prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
             of ``create_react_agent``, which is added after the pre-model hook. Its tokens are
-            charged to the budget (the middleware sees the system message: do not pass it there).
+            charged to the budget (the middleware sees the system message: not there).
         reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
             callable prompt's output), charged to the budget.
         model: The chat model a ``("fraction", x)`` budget is a share of (its
@@ -332,86 +141,88 @@ class SelectionConfig:
             separators). ``None`` (default): :data:`DEFAULT_TOKENS_PER_MESSAGE` with a
             ``("fraction", x)`` budget, whose tokens are the model's own, and ``0`` with the
             other budgets, which count message contents alone.
-        memory_ceiling_bytes: Memory ceiling of the selector the hook or middleware builds
-            itself (``ContextSelector(memory_ceiling_bytes=...)``: the bytes its embedding
-            cache and token memo may hold); ``None``: the selector's default, 256 MiB.
-        embed_timeout: Seconds the selector the hook or middleware builds itself waits for
-            embeddings before the call falls back to recency (``ContextSelector(embed_timeout=
-            ...)``), so a stalled embedding backend delays a model call by at most this much
-            instead of stalling the agent. Default :data:`DEFAULT_EMBED_TIMEOUT` (10 s);
-            ``None``: no limit. A ``selector`` passed in keeps its own.
+        strict: Raise on selection failure (embedding and lookup errors included) instead of
+            falling back to recency.
+        context_role: ``"system"`` or ``"human"``: role of the memory/document message.
+        embed_timeout: Seconds the selector built here waits for embeddings before the call
+            falls back to recency, so a stalled embedding backend delays a model call by at
+            most this much. Default :data:`DEFAULT_EMBED_TIMEOUT`; ``None``: no limit.
+        memory_ceiling_bytes: Memory ceiling of the selector built here (the bytes its
+            embedding cache and token memo may hold); ``None``: the selector's default.
+        output_key: The hook's state key for the selected messages (default
+            ``llm_input_messages``: the model sees the selection and the stored history stays
+            whole). ``"messages"`` replaces the stored history with the selection.
 
     Example:
-        >>> SelectionConfig(budget=Budget(ratio=0.5), strategy="rag",
-        ...                 strategy_options={"k": 2}).strategy_options
-        {'k': 2}
+        >>> from langchain_pacms.integrations.options import Pacms, ToolLoopOptions
+        >>> config = SelectionConfig(budget=("ratio", 0.5), strategy=Pacms(gain_floor=0.1),
+        ...                          tool_loop=ToolLoopOptions(keep_latest_turn=False))
+        >>> config.budget.ratio, dict(config.strategy.options)
+        (0.5, {'gain_floor': 0.1})
     """
 
     budget: Budget
-    strategy: str | None = None
-    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    strategy: StrategyOptions | None = None
+    memory: MemoryOptions | None = None
+    retriever: BaseRetriever | None = None
+    tool_loop: ToolLoopOptions = field(default_factory=ToolLoopOptions)
+    selector: Selector | Embeddings | None = None
+    log: str | Path | None = None
     query: QueryFn | None = None
     query_mode: Literal["agent", "task"] = "agent"
-    store: BaseStore | None = None
-    memory_namespaces: Sequence[Namespace] = ()
-    memory_limit: int = 10
-    memory_scan_limit: int = 1000
-    retriever: BaseRetriever | None = None
-    log_path: str | Path | None = None
-    strict: bool = False
-    keep_latest_turn: bool | Literal["auto"] = "auto"
-    lift_reused: bool = True
-    tool_placeholders: bool = False
-    fold_stubs: bool | None = None
-    sidecar_store: BaseStore | None = None
-    context_role: str = "system"
     prompt: str | SystemMessage | None = None
     reserve_tokens: int = 0
     model: Any = None
     tools: Sequence[Any] = ()
     tokens_per_message: int | None = None
-    memory_ceiling_bytes: int | None = None
+    strict: bool = False
+    context_role: str = "system"
     embed_timeout: float | None = DEFAULT_EMBED_TIMEOUT
+    memory_ceiling_bytes: int | None = None
+    output_key: str = DEFAULT_OUTPUT_KEY
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "budget", Budget.coerce(self.budget))
+        if self.strategy is not None:
+            object.__setattr__(self, "strategy", StrategyOptions.coerce(self.strategy))
+        self._check_parts()
         if self.model is not None:
             if self.budget.fraction is None:
                 raise ValueError('model is only used with budget=("fraction", x)')
-            self.budget.model_tokens(self.model)  # a model without a profile fails now
+            self.budget.resolve(model=self.model)  # a model without a profile fails now
         if isinstance(self.tools, (str, bytes, Mapping)) or not isinstance(self.tools, Sequence):
             raise ValueError(f"tools must be a list of tools, got {type(self.tools).__name__}")
         object.__setattr__(self, "tools", tuple(self.tools))
-        per = self.tokens_per_message
-        if per is not None and (isinstance(per, bool) or not isinstance(per, int) or per < 0):
-            raise ValueError(f"tokens_per_message must be an int >= 0, got {per!r}")
-        _positive_int("memory_limit", self.memory_limit)
-        _positive_int("memory_scan_limit", self.memory_scan_limit)
-        reserve = self.reserve_tokens
-        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
-            raise ValueError(f"reserve_tokens must be an int >= 0, got {self.reserve_tokens!r}")
+        if self.tokens_per_message is not None:
+            _non_negative("tokens_per_message", self.tokens_per_message)
+        _non_negative("reserve_tokens", self.reserve_tokens)
         if self.prompt is not None and not isinstance(self.prompt, (str, SystemMessage)):
             raise ValueError(f"prompt must be a str or SystemMessage, got {self.prompt!r}")
-        if self.keep_latest_turn not in (True, False, "auto"):
-            raise ValueError(
-                f"keep_latest_turn must be True, False or 'auto', got {self.keep_latest_turn!r}"
-            )
-        if self.lift_reused not in (True, False):
-            raise ValueError(f"lift_reused must be True or False, got {self.lift_reused!r}")
-        _check_fold_stubs(self)
-        if self.query_mode not in ("agent", "task"):
-            raise ValueError(f"query_mode must be 'agent' or 'task', got {self.query_mode!r}")
-        if self.context_role not in ("system", "human"):
-            raise ValueError(f"context_role must be 'system' or 'human', got {self.context_role!r}")
+        _one_of("query_mode", self.query_mode, ("agent", "task"))
+        _one_of("context_role", self.context_role, ("system", "human"))
+        _one_of("strict", self.strict, (True, False))
         if self.memory_ceiling_bytes is not None:
-            _positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
+            positive_int("memory_ceiling_bytes", self.memory_ceiling_bytes)
         check_embed_timeout(self.embed_timeout)
-        object.__setattr__(self, "memory_namespaces", tuple(self.memory_namespaces))
-        object.__setattr__(self, "strategy_options", dict(self.strategy_options))
-        if self.strategy is not None:
-            _check_strategy_options(self.strategy, self.strategy_options)
-        elif self.strategy_options:
-            _check_strategy_options("pacms", self.strategy_options)
+        if not isinstance(self.output_key, str) or not self.output_key:
+            raise ValueError(f"output_key must be a state key, got {self.output_key!r}")
+
+    def _check_parts(self) -> None:
+        """The option objects are of their types (an unknown one would be silently unused)."""
+        parts: tuple[tuple[str, Any, Any], ...] = (
+            ("memory", self.memory, MemoryOptions),
+            ("retriever", self.retriever, BaseRetriever),
+            ("tool_loop", self.tool_loop, ToolLoopOptions),
+            ("selector", self.selector, (Selector, Embeddings)),
+            ("log", self.log, (str, Path)),
+            ("query", self.query, Callable),
+        )
+        for name, value, kind in parts:
+            if value is not None and not isinstance(value, kind):
+                wanted = " or ".join(
+                    k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,))
+                )
+                raise ValueError(f"{name} must be a {wanted}, got {type(value).__name__}")
 
     @property
     def message_framing(self) -> int:
@@ -425,104 +236,48 @@ class SelectionConfig:
             return self.tokens_per_message
         return DEFAULT_TOKENS_PER_MESSAGE if self.budget.fraction is not None else 0
 
-    @classmethod
-    def from_options(
-        cls,
-        *,
-        budget: Any = None,
-        budget_tokens: int | None = None,
-        budget_ratio: float | None = None,
-        context_window: int | None = None,
-        answer_reserve: int = DEFAULT_ANSWER_RESERVE,
-        **options: Any,
-    ) -> SelectionConfig:
-        """Build the configuration from the keyword arguments of the hook or the middleware.
 
-        Keywords that are not fields of this class are taken as strategy options; an option
-        that is neither fails here, naming it and the valid ones.
+def resolve_config(
+    config: SelectionConfig | None,
+    keywords: Mapping[str, Any],
+    unknown: Mapping[str, Any],
+    owner: str,
+) -> SelectionConfig:
+    """The configuration of a hook or middleware: ``config``, or the one its keywords make.
 
-        Raises:
-            ValueError: For a missing, doubled or bad budget, an unknown option or strategy.
-        """
-        names = {f.name for f in dataclasses.fields(cls)} - {"budget", "strategy_options"}
-        fields = {k: v for k, v in options.items() if k in names}
-        strategy_options = {k: v for k, v in options.items() if k not in names}
-        if "strategy_options" in options:
-            raise ValueError("pass strategy options as keywords, or use config=SelectionConfig")
-        resolved = Budget.from_options(
-            budget_tokens, budget_ratio, context_window, answer_reserve, budget
-        )
-        try:
-            return cls(budget=resolved, strategy_options=strategy_options, **fields)
-        except _UnknownOption as err:
-            valid = sorted(
-                names
-                | {"budget", "budget_tokens", "budget_ratio", "context_window", "answer_reserve"}
-                | set(err.accepted)
-            )
-            raise ValueError(
-                f"unknown option {err.option!r} (strategy {err.strategy!r}); valid options: "
-                f"{', '.join(valid)}"
-            ) from None
+    Args:
+        config: The configuration passed as ``config=`` (then no other keyword).
+        keywords: The other keywords of :data:`AGENT_KEYWORDS`, by name (``None``: not given).
+        unknown: Any other keyword the call got.
+        owner: The call's name, for the errors.
 
-
-def resolve_config(config: SelectionConfig | None, options: Mapping[str, Any]) -> SelectionConfig:
-    """``config`` itself, or the configuration built from keyword ``options`` (not both).
+    Raises:
+        TypeError: For an unknown keyword (the valid ones are listed).
+        ValueError: For both ``config`` and keywords, no budget, or a bad option.
 
     Example:
-        >>> resolve_config(None, {"budget_tokens": 10}).budget.tokens
+        >>> resolve_config(None, {"budget": 10}, {}, "create_pacms_hook").budget.tokens
         10
     """
+    if unknown:
+        advanced = [f.name for f in dataclasses.fields(SelectionConfig)]
+        advanced = [name for name in advanced if name not in AGENT_KEYWORDS]
+        raise TypeError(
+            f"{owner}() got an unknown keyword: {', '.join(sorted(unknown))}. Its keywords are "
+            f"{', '.join(AGENT_KEYWORDS)}; the advanced options are fields of "
+            f"config=SelectionConfig(...): {', '.join(advanced)}; strategy options go in "
+            "strategy=StrategyOptions(name, ...) or Pacms(...)"
+        )
+    given = {name: value for name, value in keywords.items() if value is not None}
     if config is None:
-        return SelectionConfig.from_options(**options)
+        if "budget" not in given:
+            raise ValueError(
+                f'{owner}() needs a budget: budget=2000, budget=("fraction", 0.5), '
+                "budget=Budget(...), or config=SelectionConfig(budget=...)"
+            )
+        return SelectionConfig(**given)
     if not isinstance(config, SelectionConfig):
         raise ValueError(f"config must be a SelectionConfig, got {type(config).__name__}")
-    if options:
-        raise ValueError(f"pass config or keyword options, not both (got {sorted(options)})")
+    if given:
+        raise ValueError(f"pass config or keywords, not both (got {', '.join(sorted(given))})")
     return config
-
-
-def _check_fold_stubs(config: SelectionConfig) -> None:
-    if config.fold_stubs is None:  # the default: stubs wherever their payloads can be stored
-        wanted = config.sidecar_store is not None and not config.tool_placeholders
-        object.__setattr__(config, "fold_stubs", wanted)
-    if config.fold_stubs not in (True, False):
-        raise ValueError(f"fold_stubs must be True or False, got {config.fold_stubs!r}")
-    store = config.sidecar_store
-    if store is not None and not isinstance(store, BaseStore):
-        raise ValueError(f"sidecar_store must be a langgraph BaseStore, got {type(store).__name__}")
-    if config.fold_stubs and store is None:
-        raise ValueError("fold_stubs=True needs sidecar_store=<a BaseStore> for the folded outputs")
-    if store is not None and not config.fold_stubs:
-        raise ValueError("sidecar_store is only used with fold_stubs (pass fold_stubs=True)")
-    if config.fold_stubs and config.tool_placeholders:
-        raise ValueError(
-            "pass fold_stubs or tool_placeholders, not both (each is a variant of "
-            "a dropped tool span)"
-        )
-
-
-class _UnknownOption(ValueError):
-    def __init__(self, option: str, strategy: str, accepted: Sequence[str]) -> None:
-        self.option, self.strategy, self.accepted = option, strategy, tuple(accepted)
-        super().__init__(
-            f"unknown option {option!r} for strategy {strategy!r}; it accepts: "
-            f"{', '.join(accepted) or 'no options'}"
-        )
-
-
-def _strategy_parameters(fn: Callable[..., Any]) -> tuple[list[str], bool]:
-    """A strategy's keyword parameters after ``problem``, and whether it takes ``**options``."""
-    params = list(inspect.signature(fn).parameters.values())[1:]
-    names = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return names, any(p.kind is p.VAR_KEYWORD for p in params)
-
-
-def _check_strategy_options(strategy: str, options: Mapping[str, Any]) -> None:
-    fn = get_strategy(strategy)  # unknown names fail now, not on every model call
-    names, open_ended = _strategy_parameters(fn)
-    if not open_ended:  # e.g. pacms_paper(problem, **options): the signature cannot tell
-        for option in options:
-            if option not in names:
-                raise _UnknownOption(option, strategy, sorted(set(names)))
-    check_options(strategy, **options)  # bad values fail now too, not on every model call

@@ -12,13 +12,14 @@ share of ``request.model``'s ``profile["max_input_tokens"]``.
 
 Example:
     >>> from langchain.agents import create_agent  # doctest: +SKIP
-    >>> agent = create_agent(model, tools, middleware=[PACMSMiddleware(budget=("fraction", 0.5))])
+    >>> agent = create_agent(model, tools, middleware=[PACMSMiddleware(("fraction", 0.5))])
     ... # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 try:
@@ -31,62 +32,84 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.retrievers import BaseRetriever
 
-from langchain_pacms.integrations.config import SelectionConfig, resolve_config
+from langchain_pacms.budget import BudgetInput
+from langchain_pacms.integrations.config import (
+    DEFAULT_OUTPUT_KEY,
+    SelectionConfig,
+    resolve_config,
+)
+from langchain_pacms.integrations.options import MemoryOptions, StrategyOptions, ToolLoopOptions
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
-from langchain_pacms.selector import ContextSelector
+from langchain_pacms.messages.runs import run_config
+from langchain_pacms.selector import Selector
 
 __all__ = ["PACMSMiddleware"]
-
-
-def run_config() -> Any:
-    """The config of the run in context (``None`` outside a LangGraph run)."""
-    try:
-        from langgraph.config import get_config
-
-        return get_config()
-    except Exception:
-        return None
 
 
 class PACMSMiddleware(RunnerViews, AgentMiddleware):
     """Select each model call's context under a token budget (request only, state untouched).
 
-    Takes the same options as :func:`~langchain_pacms.integrations.create_pacms_hook`; the store
-    defaults to the agent's store (``create_agent(..., store=...)``). The request's model and
-    tools are its own: ``budget=("fraction", x)`` is that share of ``request.model``'s
-    ``profile["max_input_tokens"]`` (a model without one is a ``ValueError`` at its first
-    call), and the schemas of ``request.tools`` are charged to the budget.
+    Takes the keywords of :func:`~langchain_pacms.integrations.create_pacms_hook` (or one
+    ``config``); the store defaults to the agent's store (``create_agent(..., store=...)``).
+    The request's model and tools are its own: ``budget=("fraction", x)`` is that share of
+    ``request.model``'s ``profile["max_input_tokens"]`` (a model without one is a
+    ``ValueError`` at its first call), and the schemas of ``request.tools`` are charged to the
+    budget.
 
     Args:
-        selector: A :class:`ContextSelector` to reuse (default: a new one with ``embeddings``).
-        config: The options as one :class:`SelectionConfig` (then pass no ``**options``).
-        embeddings: Embeddings for a new selector (default: the offline lexical embedder).
-        **options: The options of :meth:`SelectionConfig.from_options`.
+        budget: The token budget (a number of tokens, ``("tokens", n)``, ``("ratio", x)``,
+            ``("fraction", x)`` or a :class:`~langchain_pacms.budget.Budget`).
+        strategy: A strategy name or its options (``StrategyOptions``, ``Pacms``).
+        memory: Where memories come from (:class:`~.options.MemoryOptions`).
+        retriever: A retriever whose documents join the pool.
+        tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
+        selector: A :class:`~langchain_pacms.selector.Selector` to use, or the ``Embeddings``
+            of the ``ContextSelector`` built here.
+        log: A JSONL path: one record per model call.
+        config: All of the above and the advanced options as one :class:`SelectionConfig`.
+        **unknown: Any other keyword is a ``TypeError`` listing the valid ones.
 
     Raises:
-        ValueError: For a missing/conflicting budget, an unknown strategy or an unknown option,
-            or ``prompt``, ``model`` or ``tools`` (the middleware sees and counts the
-            request's system message, model and tools).
+        TypeError: For an unknown keyword.
+        ValueError: For a missing or bad budget, both keywords and ``config``, an unknown
+            strategy or option, or a configuration with ``prompt``, ``model``, ``tools`` (the
+            middleware sees and counts the request's system message, model and tools) or an
+            ``output_key`` (the hook's).
 
     Example:
-        >>> mw = PACMSMiddleware(budget=("fraction", 0.5),
-        ...                      memory_namespaces=[("memories", "{user_id}")])
+        >>> mw = PACMSMiddleware(("fraction", 0.5),
+        ...                      memory=MemoryOptions([("memories", "{user_id}")]))
         >>> mw.name
         'PACMSMiddleware'
     """
 
     def __init__(
         self,
-        selector: ContextSelector | None = None,
+        budget: BudgetInput | None = None,
         *,
+        strategy: str | StrategyOptions | None = None,
+        memory: MemoryOptions | None = None,
+        retriever: BaseRetriever | None = None,
+        tool_loop: ToolLoopOptions | None = None,
+        selector: Selector | Embeddings | None = None,
+        log: str | Path | None = None,
         config: SelectionConfig | None = None,
-        embeddings: Embeddings | None = None,
-        **options: Any,
+        **unknown: Any,
     ) -> None:
         super().__init__()
         self.tools = []
-        resolved = resolve_config(config, options)
+        keywords = {
+            "budget": budget,
+            "strategy": strategy,
+            "memory": memory,
+            "retriever": retriever,
+            "tool_loop": tool_loop,
+            "selector": selector,
+            "log": log,
+        }
+        resolved = resolve_config(config, keywords, unknown, "PACMSMiddleware")
         if resolved.prompt is not None:
             raise ValueError(
                 "prompt is for the pre-model hook; the middleware counts the request's system "
@@ -97,9 +120,9 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
                 "model and tools are for the pre-model hook; the middleware reads each "
                 "request's model and tools itself"
             )
-        self.runner = SelectionRunner(
-            resolved, selector, embeddings=embeddings, source="middleware"
-        )
+        if resolved.output_key != DEFAULT_OUTPUT_KEY:
+            raise ValueError("output_key is for the pre-model hook; the middleware edits requests")
+        self.runner = SelectionRunner(resolved, source="middleware")
 
     def _inputs(self, request: ModelRequest) -> tuple[list[BaseMessage], dict[str, Any]]:
         """The messages to select from (system message first) and the runner's other inputs."""

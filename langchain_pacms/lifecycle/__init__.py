@@ -5,10 +5,10 @@ which needs LangChain v1 (``pip install "langchain-pacms[middleware]"``) and is 
 first access.
 
 Example:
-    >>> from langchain_pacms.lifecycle import LifecycleHarness, HeuristicPlanner
-    >>> harness = LifecycleHarness(HeuristicPlanner())
-    >>> harness.threshold, harness.boundary
-    (0.0, 'auto')
+    >>> from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
+    >>> harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(threshold=0.3))
+    >>> harness.commit.threshold, harness.commit.boundary
+    (0.3, 'auto')
 """
 
 from __future__ import annotations
@@ -18,31 +18,20 @@ from typing import TYPE_CHECKING, Any
 from langchain_pacms.lifecycle.actions import (
     Action,
     ActionResult,
-    SidecarRecord,
     apply_actions,
-    find_locators,
-    mask_text,
     provider_problems,
     restore,
-    span_payload,
 )
-from langchain_pacms.lifecycle.harness import (
-    COMMIT_EVENT,
-    Commit,
-    HarnessStats,
-    LifecycleHarness,
-    at_boundary,
-    boundary_in_force,
-)
-from langchain_pacms.lifecycle.heuristic import HeuristicPlanner, recent_turns
+from langchain_pacms.lifecycle.analysis import recent_turns
+from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
+from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats
+from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
+from langchain_pacms.lifecycle.harness import LifecycleHarness
+from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
-from langchain_pacms.lifecycle.node import IDS_KEY, create_lifecycle_node
-from langchain_pacms.lifecycle.objects import (
-    ContextIndex,
-    ContextObject,
-    index_messages,
-    payload_of,
-)
+from langchain_pacms.lifecycle.mask import mask_text
+from langchain_pacms.lifecycle.node import IDS_KEY, HarnessOptions, create_lifecycle_node
+from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverInput, make_recover_tool
 from langchain_pacms.lifecycle.sidecar import (
@@ -53,7 +42,11 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarNotFoundError,
     SidecarStore,
 )
+from langchain_pacms.lifecycle.tuning import CommitRule, Masking, PlannerTuning
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
+from langchain_pacms.lifecycle.variants import FoldMemo, FoldVariant, fold_variants
+from langchain_pacms.messages.locators import find_locators
+from langchain_pacms.messages.payload import payload_of
 
 if TYPE_CHECKING:
     from langchain_pacms.lifecycle.middleware import LifecycleMiddleware, LifecycleState
@@ -68,18 +61,24 @@ __all__ = [
     "ActionResult",
     "Checked",
     "Commit",
+    "CommitRule",
     "ContextIndex",
     "ContextObject",
+    "FoldMemo",
+    "FoldVariant",
+    "HarnessOptions",
     "HarnessStats",
     "HeuristicPlanner",
     "LLMPlanner",
     "LifecycleHarness",
     "LifecycleMiddleware",
     "LifecycleState",
+    "Masking",
     "Plan",
     "PlanAction",
     "PlanSchema",
     "Planner",
+    "PlannerTuning",
     "RecoverInput",
     "Rejection",
     "SidecarError",
@@ -93,6 +92,7 @@ __all__ = [
     "check_actions",
     "create_lifecycle_node",
     "find_locators",
+    "fold_variants",
     "index_messages",
     "make_recover_tool",
     "mask_text",

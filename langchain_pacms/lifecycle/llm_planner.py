@@ -1,24 +1,13 @@
 r"""The LLM planner: any LangChain chat model proposes fold / mask / prune on a compact view.
 
-The model sees its own two messages, never the agent's: a system prompt (the safeguards and the
-output schema) and a compact view of the history (one line per object: id, kind, tokens, state
-and a 120-character preview or the tool call's signature) plus the recent turns. It runs on the
-side: its call is tagged ``nostream`` (LangGraph's ``stream_mode="messages"`` leaves it out) and
-nothing it says is added to the agent's messages.
+The model sees only a system prompt and a compact view of the history (one line per object)
+with the recent turns; its call is tagged ``nostream`` and nothing it says reaches the agent's
+messages. It answers through :class:`PlanSchema` when the model supports structured output,
+else as JSON text.
 
-Output: with a model that supports ``with_structured_output``, the :class:`PlanSchema` tool;
-otherwise JSON text in the reply (a code fence or surrounding prose is tolerated).
-
-What happens to bad output (the choice made here):
-
-* the whole plan is **rejected** (:meth:`~langchain_pacms.lifecycle.plan.Plan.rejection`,
-  never an exception) when the model raises, when the reply holds no readable plan, or when it
-  proposes actions and *none* of them is usable (for example every id is unknown: a
-  hallucinated index);
-* otherwise single invalid actions (unknown id or op, the system prompt, the latest turn, a user
-  message pruned or masked, an object already folded or masked, a second action on one object)
-  are **dropped**, and the summary ends with what was dropped and why. The harness validates the
-  plan again before anything is applied, so a dropped action is never half-applied.
+Bad output never raises: the plan is rejected (:meth:`Plan.rejection`) when the model fails,
+the reply holds no readable plan, or no proposed action is usable; otherwise invalid actions
+are dropped and the summary says which and why.
 
 Example:
     >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -49,7 +38,7 @@ from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field
 
 from langchain_pacms.lifecycle.actions import Action
-from langchain_pacms.lifecycle.heuristic import recent_turns
+from langchain_pacms.lifecycle.analysis import recent_turns
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
 
@@ -140,11 +129,7 @@ def _preview(obj: ContextObject) -> str:
 
 
 def _json_in(text: str) -> Any:
-    """The JSON value in a reply: the whole text or a fenced block, else the outermost object.
-
-    LangChain's ``parse_json_markdown`` reads the first two (strictly: a truncated object is
-    no plan); the object a reply wraps in prose is cut out for it.
-    """
+    """The JSON value in a reply: the whole text or a fenced block, else the outermost object."""
     try:
         return parse_json_markdown(text, parser=json.loads)
     except ValueError:
@@ -160,8 +145,7 @@ class LLMPlanner:
     Args:
         model: The chat model. Structured output (:class:`PlanSchema`) is used when the model
             supports ``with_structured_output``; otherwise JSON is read from the reply text.
-        max_objects: At most this many objects are listed in the view (the largest ones, shown
-            in order; the view says how many smaller ones were left out).
+        max_objects: At most this many objects (the largest) are listed in the view.
         name: The planner's name (``Plan.planner``).
 
     Raises:
@@ -318,8 +302,7 @@ class LLMPlanner:
 
         Args:
             index: The indexed history.
-            messages: The messages it was built from (not sent, not modified; the view is
-                built from ``index``).
+            messages: The messages it was built from (not sent; the view is built from ``index``).
 
         Returns:
             The :class:`~langchain_pacms.lifecycle.plan.Plan`.

@@ -1,23 +1,15 @@
 """``LifecycleMiddleware``: the context lifecycle inside ``langchain.agents.create_agent``.
 
-Needs LangChain v1 (the ``middleware`` extra): ``pip install "langchain-pacms[middleware]"``.
-
-Before each model call the middleware hands the agent's messages to the
-:class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`. At a safe boundary (a new user turn
-or a finished answer; in a long tool loop also after a tool result) it plans, stages, and
-when the saving is worth the cache break, commits: the folds, masks and prunes land in the
-agent *state* as a ``messages`` update, so later calls reuse the shorter, stable prefix. The
-middleware adds the ``recover_context`` tool itself, so the model can read any folded payload
-back byte for byte.
-
-With :class:`~langchain_pacms.integrations.PACMSMiddleware` in the same agent, list the
-lifecycle first: it edits the state in ``before_model``; selection then picks each call's
-context from that state in ``wrap_model_call``.
+Needs LangChain v1: ``pip install "langchain-pacms[middleware]"``. Before each model call the
+middleware steps the :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`; a commit
+lands in the agent state as a ``messages`` update. It adds the ``recover_context`` tool. With
+:class:`~langchain_pacms.integrations.PACMSMiddleware` in the same agent, list the lifecycle
+first.
 
 Example:
     >>> from langchain.agents import create_agent  # doctest: +SKIP
     >>> agent = create_agent(model, tools, middleware=[LifecycleMiddleware(),
-    ...                      PACMSMiddleware(budget_tokens=8000)])  # doctest: +SKIP
+    ...                      PACMSMiddleware(8000)])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -38,17 +30,17 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, Unpack
 
-from langchain_pacms.integrations.middleware import run_config
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import (
+    HarnessOptions,
     build_harness,
     state_inputs,
     state_update,
-    thread_of,
 )
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
+from langchain_pacms.messages.runs import run_config, thread_of
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
 
@@ -69,20 +61,13 @@ class LifecycleMiddleware(AgentMiddleware):
             Otherwise one is built from ``options``.
         recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
         reactivate: When the model recovers a folded object, also put the exact payload back
-            into the history in place of its stub (the tool result then says so instead of
-            repeating the payload). Default ``False``: the payload arrives as the tool result
-            and the stub stays.
-        **options: The options of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
-            (see :func:`~langchain_pacms.lifecycle.node.build_harness`): ``planner`` (default:
-            the offline :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`),
-            ``store`` (default: an ``InMemoryStore`` in this process; ``SqliteStore`` or
-            ``PostgresStore`` keep payloads across restarts and workers), ``threshold``,
-            ``max_active_tokens``, ``boundary`` (``"tool"`` commits inside one long tool loop
-            too), ``token_counter`` (share the selector's), ``mask_head``, ``mask_tail``,
-            ``log_path``.
+            in place of its stub. Default ``False``: the payload arrives as the tool result.
+        **options: :class:`~langchain_pacms.lifecycle.node.HarnessOptions` (``planner``,
+            ``store``, ``commit``, ``masking``, ``token_counter``, ``log_path``).
 
     Raises:
-        ValueError: For an unknown or invalid option, or ``harness`` together with options.
+        TypeError: For an unknown keyword (the message lists the valid ones).
+        ValueError: For ``harness`` together with options.
     """
 
     state_schema = LifecycleState
@@ -93,10 +78,10 @@ class LifecycleMiddleware(AgentMiddleware):
         *,
         recover_tool: bool = True,
         reactivate: bool = False,
-        **options: Any,
+        **options: Unpack[HarnessOptions],
     ) -> None:
         super().__init__()
-        self.harness = build_harness(harness, options)
+        self.harness = build_harness(harness, options, LifecycleMiddleware)
         self.tools = [make_recover_tool(self.harness.store)] if recover_tool else []
         self.reactivate = reactivate
 

@@ -1,15 +1,9 @@
 """A LangGraph node that runs the lifecycle harness on a graph's ``messages`` channel.
 
-Put it before the model node of a hand-built ``StateGraph``. On each pass it gives the history
-to :meth:`~langchain_pacms.lifecycle.harness.LifecycleHarness.step`; when the harness commits,
-the node returns the commit as a state update (``RemoveMessage`` for pruned messages, same-id
-replacements for folded and masked ones, which ``add_messages`` applies in place) plus the
-object-id map under ``pacms_lifecycle_ids`` (add that key to your state to keep ids stable
-across prunes; without it ids are re-derived from the fold marks). Otherwise it returns no
-update, so the state, and the provider's prompt cache, stay as they are.
-
-Give the model the recovery tool of the same store (``make_recover_tool(harness.store)``) so it
-can read a folded payload back.
+Put it before the model node of a hand-built ``StateGraph``. When the harness commits, the node
+returns the commit as a state update, with the object-id map under ``pacms_lifecycle_ids`` (add
+that key to your state to keep ids stable across prunes); otherwise no update. Give the model
+``make_recover_tool(harness.store)`` so it can read folded payloads back.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -26,70 +20,84 @@ Example:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
-from typing import Any
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.store.base import BaseStore
 
-from langchain_pacms.lifecycle.harness import Commit, LifecycleHarness
+from langchain_pacms.lifecycle.commit import Commit
+from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
-from langchain_pacms.lifecycle.sidecar import run_thread
+from langchain_pacms.lifecycle.plan import Planner
+from langchain_pacms.lifecycle.tuning import CommitRule, Masking
+from langchain_pacms.messages.runs import thread_of
 
-__all__ = ["DEFAULT_THREAD", "IDS_KEY", "build_harness", "create_lifecycle_node", "thread_of"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["IDS_KEY", "HarnessOptions", "build_harness", "create_lifecycle_node"]
 
 IDS_KEY = "pacms_lifecycle_ids"
 """State key holding ``message id -> object id`` (so ids stay stable after prunes)."""
 
-DEFAULT_THREAD = "default"
-"""Thread id used when a run has neither a ``configurable.thread_id`` nor messages."""
 
+class HarnessOptions(TypedDict, total=False):
+    """Keyword options that build a :class:`~langchain_pacms.lifecycle.LifecycleHarness`.
 
-def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:
-    """The run's ``configurable.thread_id`` as a string, else the run's own thread.
-
-    A run without a thread id (no checkpointer) gets a thread named after its first message
-    (:func:`~langchain_pacms.lifecycle.sidecar.run_thread`), so two such conversations never
-    share sidecars; :data:`DEFAULT_THREAD` only when there are no messages either.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> thread_of({"configurable": {"thread_id": 7}}), thread_of(None)
-        ('7', 'default')
-        >>> thread_of({}, [HumanMessage("hi", id="m-1")])
-        'run:m-1'
+    Attributes:
+        planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default: the offline
+            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
+        store: The sidecar store (default: an ``InMemoryStore``; ``SqliteStore`` or
+            ``PostgresStore`` keep payloads across restarts and workers).
+        commit: When to commit (:class:`~langchain_pacms.lifecycle.tuning.CommitRule`).
+        masking: What a mask keeps (:class:`~langchain_pacms.lifecycle.tuning.Masking`).
+        token_counter: The token counter (share the selector's).
+        log_path: Append one JSONL record per commit to this file.
     """
-    found = ((config or {}).get("configurable") or {}).get("thread_id")
-    if found is not None:
-        return str(found)
-    return run_thread(messages) if messages else DEFAULT_THREAD
+
+    planner: Planner | None
+    store: BaseStore | None
+    commit: CommitRule | None
+    masking: Masking | None
+    token_counter: Any
+    log_path: str | os.PathLike[str] | None
 
 
-def build_harness(harness: LifecycleHarness | None, options: Mapping[str, Any]) -> LifecycleHarness:
+def build_harness(
+    harness: LifecycleHarness | None, options: Mapping[str, Any], owner: Callable[..., Any]
+) -> LifecycleHarness:
     """The given harness, or a new one from ``options`` (the heuristic planner by default).
 
     Args:
         harness: A ready harness, or ``None``.
-        options: Keyword arguments of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
-            (``planner``, ``store``, ``threshold``, ``max_active_tokens``, ``boundary``,
-            ``token_counter``, ``mask_head``, ``mask_tail``, ``log_path``).
+        options: :class:`HarnessOptions`.
+        owner: The function or class whose keywords ``options`` were, for the errors.
 
     Raises:
-        ValueError: For an unknown option (the message lists the valid ones), an invalid value,
-            or a harness together with options.
+        TypeError: For an unknown option (the message lists every keyword of ``owner``), or a
+            ``commit`` or ``masking`` of the wrong type.
+        ValueError: For a harness together with options.
 
     Example:
-        >>> build_harness(None, {"threshold": 0.5}).threshold
-        0.5
-        >>> build_harness(None, {"treshold": 0.5})  # doctest: +ELLIPSIS
+        >>> build_harness(None, {"threshold": 0.5}, create_lifecycle_node)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: unknown lifecycle option 'treshold'; valid: boundary, cached_price, ...
+        TypeError: create_lifecycle_node() got an unknown keyword: threshold. Its keywords are ...
     """
-    valid = sorted(_HARNESS_OPTIONS)
-    for name in options:
-        if name not in _HARNESS_OPTIONS:
-            raise ValueError(f"unknown lifecycle option {name!r}; valid: {', '.join(valid)}")
+    unknown = sorted(set(options) - HarnessOptions.__optional_keys__)
+    if unknown:
+        own = [
+            p.name
+            for p in inspect.signature(owner).parameters.values()
+            if p.kind is not p.VAR_KEYWORD
+        ]
+        raise TypeError(
+            f"{owner.__name__}() got an unknown keyword: {', '.join(unknown)}. Its keywords "
+            f"are {', '.join([*own, *HarnessOptions.__annotations__])}"
+        )
     if harness is not None:
         if options:
             raise ValueError(
@@ -99,11 +107,6 @@ def build_harness(harness: LifecycleHarness | None, options: Mapping[str, Any]) 
     chosen = dict(options)
     planner = chosen.pop("planner", None)
     return LifecycleHarness(planner if planner is not None else HeuristicPlanner(), **chosen)
-
-
-_HARNESS_OPTIONS = frozenset(
-    name for name in inspect.signature(LifecycleHarness.__init__).parameters if name != "self"
-)
 
 
 def state_update(commit: Commit | None) -> dict[str, Any] | None:
@@ -132,30 +135,24 @@ def create_lifecycle_node(
     harness: LifecycleHarness | None = None,
     *,
     messages_key: str = "messages",
-    **options: Any,
+    **options: Unpack[HarnessOptions],
 ) -> RunnableLambda[Any, dict[str, Any] | None]:
     """A graph node (sync and async) that commits lifecycle edits at safe boundaries.
 
     Args:
-        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` (its
-            store is where sidecars go). Otherwise one is built from ``options``.
+        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
+            Otherwise one is built from ``options``.
         messages_key: The state key of the messages channel.
-        **options: The options of :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
-            (see :func:`build_harness`): ``planner`` (default: the offline
-            :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`), ``store``
-            (default: an ``InMemoryStore``; ``SqliteStore`` or ``PostgresStore`` survive
-            restarts), ``threshold``, ``max_active_tokens``, ``boundary`` (``"tool"`` for long
-            single-task tool loops), ``token_counter``, ``mask_head``, ``mask_tail``,
-            ``log_path``.
+        **options: :class:`HarnessOptions`.
 
     Returns:
-        A ``RunnableLambda`` to pass to ``StateGraph.add_node``; its ``harness`` attribute is
-        the harness (stats, sidecars).
+        A ``RunnableLambda`` for ``StateGraph.add_node``; its ``harness`` attribute is the harness.
 
     Raises:
-        ValueError: For an unknown or invalid option.
+        TypeError: For an unknown keyword (the message lists the valid ones).
+        ValueError: For ``harness`` together with options.
     """
-    live = build_harness(harness, options)
+    live = build_harness(harness, options, create_lifecycle_node)
 
     def lifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)

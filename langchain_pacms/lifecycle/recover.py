@@ -1,23 +1,14 @@
 """The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
 
-A fold leaves a stub such as ``[folded: 40 lines;
-recover_context("function:tool:3"); locators: ...]`` in the history.
-:func:`make_recover_tool` builds the LangChain tool the model calls with that id; it reads the
-sidecar from the store (:class:`~langchain_pacms.lifecycle.sidecar.SidecarStore`), checks its
-sha256 and returns the exact payload.
+The model calls it with the object id a fold stub shows; it reads the sidecar, checks its
+sha256 and returns the exact payload. Inside a graph it also reads the (injected) state, so it
+returns exactly the payload the stub stands for. The thread is the given ``thread_id``, else
+the run's ``configurable.thread_id``, else the run's own namespace. Every failure comes back to
+the model as an error result, never as a wrong payload or an exception in the agent loop.
 
-Inside a graph (LangGraph's ``ToolNode``, ``create_agent``) the tool also reads the graph state
-(it is injected, never shown to the model): the stub there carries the sha256 of the payload it
-stands for, so the tool returns exactly that payload, never the payload another branch of a
-forked thread folded under the same id, and says so when the stored payload does not match.
-
-The thread is the ``thread_id`` given to :func:`make_recover_tool`, else the run's
-``configurable.thread_id`` (what LangGraph's checkpointers use), else, for a run without a
-checkpointer, the run's own namespace named after its first message
-(:func:`~langchain_pacms.lifecycle.sidecar.run_thread`), which is where the lifecycle and the
-hook put that run's folds. Every failure (unknown id, hash mismatch, no thread, a store error
-such as a lost database connection) comes back to the model as an error result, never as a
-wrong payload and never as an exception in the agent loop.
+Example:
+    >>> RECOVER_TOOL_NAME
+    'recover_context'
 """
 
 from __future__ import annotations
@@ -34,16 +25,17 @@ from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
-from langchain_pacms.lifecycle.actions import SidecarRecord, span_payload
+from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
 from langchain_pacms.lifecycle.node import IDS_KEY
-from langchain_pacms.lifecycle.objects import index_messages, payload_of
+from langchain_pacms.lifecycle.objects import index_messages
 from langchain_pacms.lifecycle.sidecar import (
     SidecarError,
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarStore,
-    run_thread,
 )
+from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.runs import run_thread
 
 __all__ = ["RECOVER_TOOL_NAME", "RecoverInput", "make_recover_tool"]
 
@@ -113,10 +105,9 @@ def expected_sha256(
     """What a conversation says the payload of ``object_id`` is: its sha256 candidates.
 
     Returns:
-        ``(hashes, folded)``: for an object the lifecycle folded, the one sha256 its stub
-        carries and ``True``; for an object still whole in the history (a stub the pre-model
-        hook sent without changing the state), the sha256 of its result payload and of its span
-        payload, and ``False``; ``((), False)`` when the history does not hold the object.
+        ``(hashes, folded)``: for a folded object, the sha256 its stub carries and ``True``; for
+        an object still whole in the history, the sha256 of its result and span payloads and
+        ``False``; ``((), False)`` when the history does not hold the object.
 
     Example:
         >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -202,14 +193,12 @@ def make_recover_tool(
         store: The ``BaseStore`` the folds wrote their sidecars to.
         thread_id: Read this thread's sidecars; ``None`` (default) reads the run's
             ``configurable.thread_id``, or, without one, the run's own namespace.
-        default_thread_id: The thread when the tool has neither a thread id nor a graph state
-            to find the run's namespace in (a direct call); ``None`` makes that an error
-            result. Do not share one default between conversations.
+        default_thread_id: The thread for a direct call with neither a thread id nor a graph
+            state; ``None`` makes that an error result. Do not share one between conversations.
 
     Returns:
-        A ``StructuredTool`` (sync and async) that returns the exact payload string; errors
-        (unknown id, hash mismatch, no thread id, store failures) are returned as the tool's
-        error result.
+        A ``StructuredTool`` (sync and async) that returns the exact payload string; failures
+        are returned as the tool's error result.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` is not a string.

@@ -1,26 +1,15 @@
 r"""Folded payloads in any LangGraph ``BaseStore``, keyed by object id and content, hash-checked.
 
-A :class:`SidecarStore` writes each :class:`~langchain_pacms.lifecycle.actions.SidecarRecord`
-under the namespace ``("pacms_sidecar", <thread label>)`` with the key
-``<object id>@<first 16 hex digits of its sha256>``. The thread label is the thread id itself
-when it is a plain label, else an encoding of it (:func:`thread_label`), so any thread id works.
-Keys carry the content hash, so two payloads folded under one object id (two branches of a
-forked thread, or a mask and then a prune of the same object) never overwrite each other, and a
-reader that knows the sha256 a stub carries gets exactly that payload. The payload is
-stored as base64 of its UTF-8 bytes (``surrogatepass``), so NUL bytes, lone surrogates and any
-other code point survive a JSON column or a PostgreSQL ``jsonb`` value unchanged. The stored value
-also holds the sha256 of those bytes, the kind, the lineage, the description and the creation
-time (UTC, ISO 8601). Reading verifies the hash: a changed value raises
-:class:`SidecarIntegrityError`, never returns a wrong payload. Items are written with
-``index=False``, so a store configured for semantic search does not embed payloads.
-
-The stores: ``InMemoryStore`` (tests, one process), LangGraph's ``SqliteStore`` (a file; needs no
-server) and ``PostgresStore`` (shared by many workers); the last two come with the ``lifecycle``
-extra.
+Each record is stored under ``("pacms_sidecar", thread_label(thread_id))`` with the key
+``<object id>@<first 16 hex digits of its sha256>``, so two payloads folded under one id never
+overwrite each other. Payloads are stored as base64 of their UTF-8 bytes (any code point
+survives) and verified on read: a changed value raises :class:`SidecarIntegrityError`. Items
+are written with ``index=False`` (never embedded). ``SqliteStore`` and ``PostgresStore`` come
+with the ``lifecycle`` extra.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
-    >>> from langchain_pacms.lifecycle.actions import SidecarRecord
+    >>> from langchain_pacms.lifecycle.fold import SidecarRecord
     >>> sidecars = SidecarStore(InMemoryStore(), "thread-1")
     >>> sidecars.put(SidecarRecord.of("function:tool:1", "a\x00b \ud800", "tool", ("t1",)))
     >>> sidecars.get("function:tool:1").payload == "a\x00b \ud800", sidecars.list_ids()
@@ -41,7 +30,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, Sear
 
 from langchain_pacms._steps import adrive, drive
 from langchain_pacms.errors import PACMSError
-from langchain_pacms.lifecycle.actions import SidecarRecord
+from langchain_pacms.lifecycle.fold import SidecarRecord
 
 __all__ = [
     "AUDIT_NAMESPACE",
@@ -52,16 +41,13 @@ __all__ = [
     "SidecarNotFoundError",
     "SidecarStore",
     "record_key",
-    "run_thread",
     "thread_label",
 ]
 
 SIDECAR_NAMESPACE = "pacms_sidecar"
 """First label of every sidecar namespace: ``("pacms_sidecar", thread_label(thread_id))``."""
 AUDIT_NAMESPACE = "pacms_audit"
-"""First label of the audit records: the originals of masked and pruned objects, every message of
-the object (calls with their arguments included) as LangChain message dicts. No recovery tool reads
-them; they keep the full transcript for audit."""
+"""First label of the audit records: the whole messages of masked and pruned objects."""
 
 _ENCODING = "base64:utf-8+surrogatepass"
 _PAGE = 500
@@ -103,8 +89,8 @@ class SidecarNotFoundError(SidecarError, KeyError):
 class SidecarAmbiguousError(SidecarError, LookupError):
     """Several different payloads were folded under one object id and nothing says which.
 
-    It happens when a thread forked (time travel, edit and resume) and both branches folded the
-    same object id; pass the sha256 the stub carries (or ``object_id@<hash>``) to choose.
+    It happens when a thread forked and both branches folded the same object id; pass the sha256
+    the stub carries (or ``object_id@<hash>``) to choose.
 
     Example:
         >>> issubclass(SidecarAmbiguousError, LookupError)
@@ -115,9 +101,8 @@ class SidecarAmbiguousError(SidecarError, LookupError):
 def thread_label(thread_id: str) -> str:
     r"""The namespace label for a thread id: the id itself when it is plain, else an encoding.
 
-    A plain id (letters, digits and ``_-:@+=,``, not starting with ``~``) is its own
-    label; any other (``.``, NUL, non-ASCII, ...) becomes ``~`` and the hex of its UTF-8 bytes,
-    so distinct ids always get distinct labels.
+    A plain id (letters, digits and ``_-:@+=,``, not starting with ``~``) is its own label; any
+    other becomes ``~`` and the hex of its UTF-8 bytes.
 
     Example:
         >>> thread_label("thread-1"), thread_label("alice@example.com")
@@ -126,27 +111,6 @@ def thread_label(thread_id: str) -> str:
     if _PLAIN_LABEL.fullmatch(thread_id) and not thread_id.startswith("~"):
         return thread_id
     return "~" + thread_id.encode("utf-8", "surrogatepass").hex()
-
-
-def run_thread(messages: Sequence[Any]) -> str:
-    """The thread of a run that has no thread id: named after its first message.
-
-    A LangGraph ``messages`` channel gives every message a unique id, so each conversation run
-    without a checkpointer gets a namespace of its own instead of one shared default (a message
-    without an id is named by a hash of its type and content).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> run_thread([HumanMessage("hi", id="m-1")]), run_thread([HumanMessage("hi")])[:8]
-        ('run:m-1', 'run:sha2')
-    """
-    if not messages:
-        raise ValueError("a run with no messages has no thread")
-    first = messages[0]
-    if getattr(first, "id", None):
-        return f"run:{first.id}"
-    text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"
-    return "run:sha256:" + _digest(text.encode("utf-8", "surrogatepass"))[:16]
 
 
 def record_key(object_id: str, sha256: str) -> str:
@@ -221,8 +185,7 @@ class SidecarStore:
 
     Args:
         store: Any ``BaseStore`` (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``, ...).
-        thread_id: The thread (conversation) the sidecars belong to: any non-empty string
-            (stored as :func:`thread_label` of it).
+        thread_id: The thread the sidecars belong to: any non-empty string.
         namespace: The first namespace label (:data:`AUDIT_NAMESPACE` for audit records).
 
     Raises:
@@ -231,14 +194,12 @@ class SidecarStore:
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
-        >>> from langchain_pacms.lifecycle.actions import SidecarRecord
+        >>> from langchain_pacms.lifecycle.fold import SidecarRecord
         >>> sidecars = SidecarStore(InMemoryStore(), "t")
         >>> sidecars.put_many([SidecarRecord.of(f"function:tool:{n}", "x" * n, "tool")
         ...                    for n in (10, 2)])
         >>> sidecars.namespace, sidecars.list_ids(), sidecars.get("function:tool:2").payload
         (('pacms_sidecar', 't'), ['function:tool:2', 'function:tool:10'], 'xx')
-        >>> SidecarStore(InMemoryStore(), "a.b@c").namespace
-        ('pacms_sidecar', '~612e624063')
     """
 
     def __init__(
@@ -336,10 +297,7 @@ class SidecarStore:
             return await run_in_executor(None, self.store.batch, ops)
 
     def put(self, record: SidecarRecord) -> None:
-        """Store one record under its object id and content hash.
-
-        A record never replaces a different payload: storing the same payload again rewrites
-        the same key, a different payload of the same object id gets a key of its own.
+        """Store one record under its object id and content hash (never replacing another payload).
 
         Raises:
             SidecarIntegrityError: If ``record.sha256`` does not match its payload.

@@ -189,12 +189,12 @@ CLASSIC = {
     "keep_above": 0.6,
     "keep_file_views": False,
 }
-"""The heuristic planner's settings before its defaults became the replay's choice (for tests
+"""The heuristic planner's tuning before its defaults became the replay's choice (for tests
 that check rules at fixed thresholds, not the defaults)."""
 
 
-def classic(*args: Any, **options: Any) -> Any:
-    """A ``HeuristicPlanner`` with :data:`CLASSIC` settings (``options`` override them)."""
-    from langchain_pacms.lifecycle import HeuristicPlanner
+def classic(selector: Any = None, **options: Any) -> Any:
+    """A ``HeuristicPlanner`` tuned with :data:`CLASSIC` (``options`` override its fields)."""
+    from langchain_pacms.lifecycle import HeuristicPlanner, PlannerTuning
 
-    return HeuristicPlanner(*args, **{**CLASSIC, **options})
+    return HeuristicPlanner(selector, tuning=PlannerTuning(**{**CLASSIC, **options}))

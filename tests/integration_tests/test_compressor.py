@@ -19,7 +19,7 @@ from langchain_core.language_models.llms import LLM
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from langchain_pacms import ContextSelector, HashedTfidfEmbeddings
+from langchain_pacms import Budget, ContextSelector, HashedTfidfEmbeddings, Pacms, StrategyOptions
 from langchain_pacms.integrations.compressor import PACMSCompressor
 
 KEYS = {"pacms_relevance", "pacms_gain", "pacms_pick_rank", "pacms_strategy"}
@@ -96,7 +96,7 @@ def _check_output(
 # -- ContextualCompressionRetriever --------------------------------------------------------
 def test_retriever_sync(store: InMemoryVectorStore) -> None:
     base = store.as_retriever(search_kwargs={"k": 8})
-    compressor = PACMSCompressor(embeddings=HashedTfidfEmbeddings(), budget_tokens=40)
+    compressor = PACMSCompressor(40, selector=HashedTfidfEmbeddings())
     retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=base)
     pool = base.invoke(QUERY)
     kept = retriever.invoke(QUERY)
@@ -111,7 +111,7 @@ async def test_retriever_async_matches_sync_and_uses_aselect(
     store: InMemoryVectorStore,
 ) -> None:
     base = store.as_retriever(search_kwargs={"k": 8})
-    compressor = PACMSCompressor(budget_tokens=40)
+    compressor = PACMSCompressor(budget=40)
     retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=base)
     expected = retriever.invoke(QUERY)
 
@@ -127,7 +127,7 @@ async def test_retriever_async_matches_sync_and_uses_aselect(
 
 def test_budget_ratio_respected(store: InMemoryVectorStore) -> None:
     base = store.as_retriever(search_kwargs={"k": 10})
-    compressor = PACMSCompressor(budget_ratio=0.3)
+    compressor = PACMSCompressor(budget=("ratio", 0.3))
     pool = base.invoke(QUERY)
     kept = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=base).invoke(
         QUERY
@@ -146,7 +146,7 @@ def test_pipeline_after_splitter_sync_and_async() -> None:
     splitter = RecursiveCharacterTextSplitter(
         chunk_size=120, chunk_overlap=0, separators=[". ", " "], keep_separator="end"
     )
-    compressor = PACMSCompressor(budget_tokens=45)
+    compressor = PACMSCompressor(budget=45)
     pipeline = DocumentCompressorPipeline(transformers=[splitter, compressor])
     chunks = splitter.transform_documents(LONG)
     assert len(chunks) > len(LONG)
@@ -180,7 +180,7 @@ class _KeywordJudge(LLM):
 
 async def test_pipeline_after_llm_filter(store: InMemoryVectorStore) -> None:
     judge = LLMChainFilter.from_llm(_KeywordJudge())
-    compressor = PACMSCompressor(budget_tokens=30)
+    compressor = PACMSCompressor(budget=30)
     pipeline = DocumentCompressorPipeline(transformers=[judge, compressor])
     pool = store.similarity_search(QUERY, k=len(CORPUS))
     filtered = list(judge.compress_documents(pool, QUERY))
@@ -201,7 +201,7 @@ def test_strategy_option_changes_outcome() -> None:
     docs = _docs(CRAFTED)
     kept = {}
     for strategy in ("pacms", "topk", "lastk"):
-        compressor = PACMSCompressor(budget_tokens=30, strategy=strategy)
+        compressor = PACMSCompressor(budget=30, strategy=strategy)
         out = compressor.compress_documents(docs, QUERY)
         assert _tokens(compressor, list(out)) <= 30
         assert {d.metadata["pacms_strategy"] for d in out} == {strategy}
@@ -214,21 +214,21 @@ def test_strategy_option_changes_outcome() -> None:
 
 def test_strategy_options_reach_the_strategy() -> None:
     docs = _docs(CRAFTED)
-    rag1 = PACMSCompressor(budget_tokens=200, strategy="rag", strategy_options={"k": 1})
-    rag3 = PACMSCompressor(budget_tokens=200, strategy="rag", strategy_options={"k": 3})
+    rag1 = PACMSCompressor(200, strategy=StrategyOptions("rag", k=1))
+    rag3 = PACMSCompressor(200, strategy=StrategyOptions("rag", k=3))
     assert len(rag1.compress_documents(docs, QUERY)) == 1
     assert len(rag3.compress_documents(docs, QUERY)) == 3
 
 
-def test_from_selector_uses_selector_defaults_and_merges_options() -> None:
+def test_a_selector_passed_in_gives_its_defaults_and_merges_options() -> None:
     selector = ContextSelector(strategy="rag", strategy_options={"k": 2})
     docs = _docs(CRAFTED)
-    default = PACMSCompressor.from_selector(selector, budget_tokens=200)
+    default = PACMSCompressor(200, selector=selector)
     assert default.selector is selector
     assert len(default.compress_documents(docs, QUERY)) == 2
-    merged = PACMSCompressor.from_selector(selector, budget_tokens=200, strategy_options={"k": 4})
+    merged = PACMSCompressor(200, selector=selector, strategy=StrategyOptions("rag", k=4))
     assert len(merged.compress_documents(docs, QUERY)) == 4
-    other = PACMSCompressor.from_selector(selector, budget_tokens=30, strategy="topk")
+    other = PACMSCompressor(30, selector=selector, strategy="topk")
     assert {d.metadata["pacms_strategy"] for d in other.compress_documents(docs, QUERY)} == {"topk"}
 
 
@@ -237,7 +237,7 @@ def test_inputs_untouched_and_outputs_new() -> None:
     docs = _docs(CRAFTED)
     before = copy.deepcopy(docs)
     meta_ids = [id(d.metadata) for d in docs]
-    kept = PACMSCompressor(budget_tokens=30).compress_documents(docs, QUERY)
+    kept = PACMSCompressor(budget=30).compress_documents(docs, QUERY)
     assert docs == before
     assert [id(d.metadata) for d in docs] == meta_ids
     assert all("pacms_relevance" not in d.metadata for d in docs)
@@ -254,14 +254,14 @@ def test_duplicate_and_missing_ids_are_mapped_by_index() -> None:
         Document(texts[3]),
     ]
     # Everything fits; the diversity fill then keeps every document, the exact copy included.
-    compressor = PACMSCompressor(budget_tokens=200, strategy_options={"fill": "diverse"})
+    compressor = PACMSCompressor(200, strategy=Pacms(fill="diverse"))
     kept = compressor.compress_documents(docs, QUERY)
     assert [(d.id, d.page_content) for d in kept] == [(d.id, d.page_content) for d in docs]
     _, selection = compressor.compress_with_selection(docs, QUERY)
     assert selection.kept_ids == ("0", "1", "2", "3")
     # The default distinct fill never keeps a near-copy of what it kept, even with room left:
     # one of the two "same" documents goes, and the others keep their own ids.
-    default = PACMSCompressor(budget_tokens=200)
+    default = PACMSCompressor(budget=200)
     kept, selection = default.compress_with_selection(docs, QUERY)
     assert [(d.id, d.page_content) for d in kept] == [
         (d.id, d.page_content) for d in (docs[0], docs[2], docs[3])
@@ -275,8 +275,8 @@ def test_subclass_and_pacms_keys_overwritten_on_second_pass() -> None:
         pass
 
     docs = [MyDoc(t, metadata={"pacms_strategy": "stale"}) for t in CRAFTED]
-    first = PACMSCompressor(budget_tokens=40, strategy="topk").compress_documents(docs, QUERY)
-    second = PACMSCompressor(budget_tokens=20).compress_documents(first, QUERY)
+    first = PACMSCompressor(budget=40, strategy="topk").compress_documents(docs, QUERY)
+    second = PACMSCompressor(budget=20).compress_documents(first, QUERY)
     assert all(type(d) is MyDoc for d in second)
     assert {d.metadata["pacms_strategy"] for d in first} == {"topk"}
     assert {d.metadata["pacms_strategy"] for d in second} == {"pacms"}
@@ -284,7 +284,7 @@ def test_subclass_and_pacms_keys_overwritten_on_second_pass() -> None:
 
 
 def test_empty_input_and_cache_stays_warm() -> None:
-    compressor = PACMSCompressor(budget_tokens=30)
+    compressor = PACMSCompressor(budget=30)
     assert compressor.compress_documents([], QUERY) == []
     assert await_(compressor.acompress_documents([], QUERY)) == []
     docs = _docs(CRAFTED)
@@ -313,7 +313,7 @@ class _Broken(Embeddings):
 def test_fallback_keeps_recent_end_within_budget(
     input_order: str, expected: set[int], caplog: pytest.LogCaptureFixture
 ) -> None:
-    compressor = PACMSCompressor(embeddings=_Broken(), budget_tokens=30, input_order=input_order)
+    compressor = PACMSCompressor(30, selector=_Broken(), input_order=input_order)
     docs = _docs(CRAFTED)
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         kept = compressor.compress_documents(docs, QUERY)
@@ -328,7 +328,7 @@ def test_fallback_keeps_recent_end_within_budget(
 
 
 def test_strict_selector_raises() -> None:
-    compressor = PACMSCompressor(selector=ContextSelector(_Broken(), strict=True), budget_tokens=30)
+    compressor = PACMSCompressor(30, selector=ContextSelector(_Broken(), strict=True))
     with pytest.raises(ConnectionError):
         compressor.compress_documents(_docs(CRAFTED), QUERY)
 
@@ -337,34 +337,36 @@ def test_strict_selector_raises() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "exactly one of budget_tokens or budget_ratio"),
-        ({"budget_tokens": 10, "budget_ratio": 0.5}, "exactly one of budget_tokens"),
-        ({"budget_tokens": 0}, "budget_tokens must be > 0"),
-        ({"budget_tokens": True}, "budget_tokens must be a positive int"),
-        ({"budget_tokens": "10"}, "budget_tokens must be a positive int"),
-        ({"budget_ratio": 0}, r"budget_ratio must be a number in \(0, 1\]"),
-        ({"budget_ratio": 1.5}, r"budget_ratio must be a number in \(0, 1\]"),
-        ({"budget_tokens": 10, "strategy": "nope"}, "unknown strategy 'nope'"),
+        ({}, "needs a budget"),
+        (lambda: {"budget": Budget(tokens=10, ratio=0.5)}, "not tokens and ratio"),
+        ({"budget": 0}, r"Budget\(tokens=...\) must be a positive int"),
+        ({"budget": True}, "budget must be a Budget"),
+        ({"budget": "10"}, "budget must be a Budget"),
+        ({"budget": ("ratio", 0)}, r"Budget\(ratio=...\) must be a number in \(0, 1\]"),
+        ({"budget": ("ratio", 1.5)}, r"Budget\(ratio=...\) must be a number in \(0, 1\]"),
+        ({"budget": 10, "strategy": "nope"}, "unknown strategy 'nope'"),
         (
-            {"budget_tokens": 10, "strategy_options": {"relevence_weight": 0.3}},
-            "rejected strategy_options.*relevence_weight",
+            lambda: {"budget": 10, "strategy": StrategyOptions("pacms", relevence_weight=0.3)},
+            "rejects its options.*relevence_weight",
         ),
-        ({"budget_tokens": 10, "strategy": "rag", "strategy_options": {"k": 0}}, "k >= 1"),
-        (
-            {"budget_tokens": 10, "selector": ContextSelector(), "embeddings": _Broken()},
-            "either selector or embeddings",
-        ),
-        ({"budget_tokens": 10, "input_order": "random"}, "input_order"),
-        ({"budget_tokens": 10, "budget": 5}, "budget"),
+        (lambda: {"budget": 10, "strategy": StrategyOptions("rag", k=0)}, "k >= 1"),
+        ({"budget": 10, "selector": "nomic-embed-text"}, "a Selector or LangChain Embeddings"),
+        ({"budget": 10, "input_order": "random"}, "input_order"),
     ],
 )
-def test_bad_arguments(kwargs: dict, message: str) -> None:
+def test_bad_arguments(kwargs: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        PACMSCompressor(**kwargs)
+        PACMSCompressor(**(kwargs() if callable(kwargs) else kwargs))
+
+
+@pytest.mark.parametrize("old", ["budget_tokens", "embeddings", "strategy_options", "k"])
+def test_an_unknown_keyword_lists_the_valid_ones(old: str) -> None:
+    with pytest.raises(TypeError, match=f"unknown keyword: {old}.*budget, strategy, selector"):
+        PACMSCompressor(10, **{old: 1})
 
 
 def test_bad_call_arguments() -> None:
-    compressor = PACMSCompressor(budget_tokens=10)
+    compressor = PACMSCompressor(budget=10)
     with pytest.raises(ValueError, match="query is empty"):
         compressor.compress_documents(_docs(CRAFTED), "  ")
     with pytest.raises(ValueError, match="expected Document"):
@@ -376,9 +378,9 @@ def test_a_longer_note_is_a_copy_only_at_a_lower_threshold() -> None:
     # line: below the built-in threshold 0.85, so both stay candidates; at 0.6 they are copies.
     noted = "Rotate the staging database password with: vault rotate staging-db (see the runbook)."
     docs = _docs([*CRAFTED[:A_DUP], noted, *CRAFTED[A_DUP + 1 :]])
-    default = PACMSCompressor(budget_tokens=30).compress_documents(docs, QUERY)
+    default = PACMSCompressor(budget=30).compress_documents(docs, QUERY)
     kept = {int(d.id.split("-")[1]) for d in default}  # type: ignore[union-attr]
     assert {A, A_DUP} <= kept and B not in kept
-    loose = PACMSCompressor(budget_tokens=30, strategy_options={"similarity_threshold": 0.6})
+    loose = PACMSCompressor(30, strategy=Pacms(similarity_threshold=0.6))
     kept = {int(d.id.split("-")[1]) for d in loose.compress_documents(docs, QUERY)}  # type: ignore[union-attr]
     assert {A, B} <= kept and A_DUP not in kept

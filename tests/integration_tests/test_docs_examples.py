@@ -7,8 +7,9 @@ defined here: LangChain's kind of fake chat model, LangGraph's in-memory store a
 small conversation with one tool call. ``ollama`` models reach a fake Ollama server on loopback
 through ``OLLAMA_HOST``, so an example that embeds or chats sends real HTTP requests. Two
 examples need what a checkout may lack and run in tests of their own: the PostgreSQL store
-(``PACMS_TEST_POSTGRES_URI``, which ``.ci/run`` sets) and the QA run (LongMemEval's oracle
-file under ``../shared/data``).
+(``PACMS_TEST_POSTGRES_URI``, which ``.ci/run`` sets) and the QA run (the evaluation package and
+LongMemEval's oracle file under ``../shared/data``), which the evaluation's tests run
+(``bench/tests/integration_tests/test_docs_qa_example.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from pacms_fakes import BIG, RecordingChatModel, call, search
 
 from langchain_pacms import Selection
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
-from langchain_pacms.eval.longmemeval import default_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -148,7 +148,7 @@ def test_the_examples_of_a_page_run(
         assert ollama.embedded and names["docs"]
     if page.name == "selection.md":  # the Ollama selector embeds with nomic's task prefixes
         texts = ["staging port 6543", "billing job"]
-        names["selector"].select(texts, query="port", budget_tokens=9)
+        names["selector"].select(texts, query="port", budget=9)
         assert "search_query: port" in ollama.embedded
         assert "search_document: staging port 6543" in ollama.embedded
     if page.name == "integrations.md":  # the hook logged a selection per model call
@@ -182,17 +182,3 @@ def test_the_postgres_example_runs(
     )
     graph = names["graph"]
     assert graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "pg"}})
-
-
-def test_the_qa_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ollama: FakeOllama, names: dict[str, Any]
-) -> None:
-    data = default_data_dir()
-    if data is None or not (data / "oracle").exists():
-        pytest.skip("LongMemEval's oracle file is not under ../shared/data/longmemeval")
-    (line, code), *_ = [(n, c) for p in PAGES for n, c in examples(p) if NEEDS_DATA in c]
-    monkeypatch.chdir(tmp_path)
-    run(ROOT / "docs" / "qa.md", line, code.replace(NEEDS_DATA, f"{data}/"), names)
-    report = names["report"]
-    assert len(report.records) == 30 * 4 and ollama.chats
-    assert (tmp_path / "results" / "qa" / "oracle-smoke").is_dir()

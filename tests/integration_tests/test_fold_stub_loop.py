@@ -30,10 +30,10 @@ from pacms_fakes import (
     read_module,
 )
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import ContextSelector, ToolLoopOptions
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
+from langchain_pacms.messages import sent_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -122,7 +122,7 @@ def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
     store, script, model, tools = _agent_inputs()
     selector = ContextSelector()
     hook = create_pacms_hook(
-        selector=selector, budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store
+        BUDGET, selector=selector, tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store)
     )
     agent = create_react_agent(model, tools, pre_model_hook=hook)
     collector = EventCollector()
@@ -142,7 +142,7 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
     store, script, model, tools = _agent_inputs()
     selector = ContextSelector()
     middleware = PACMSMiddleware(
-        selector=selector, budget_tokens=BUDGET, fold_stubs=True, sidecar_store=store
+        BUDGET, selector=selector, tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store)
     )
     agent = create_agent(
         model, tools, system_prompt="You are a careful coder.", middleware=[middleware]
@@ -163,7 +163,7 @@ def test_without_fold_stubs_dropped_outputs_leave_no_stub():
             else AIMessage("done")
         )
     )
-    hook = create_pacms_hook(budget_tokens=1_500)
+    hook = create_pacms_hook(budget=1_500)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 200})
     assert not any(STUB.search(str(m.content)) for m in model.received[-1])

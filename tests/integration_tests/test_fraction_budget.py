@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from pacms_fakes import RecordingChatModel, call
 
-from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
 from langchain_pacms.integrations.config import DEFAULT_TOKENS_PER_MESSAGE
-from langchain_pacms.integrations.messages import sent_tokens
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 from langchain_pacms.integrations.runner import tool_schema_text
+from langchain_pacms.messages import sent_tokens
 
 SYSTEM = "You are the archive assistant. Answer from the archive."
 
@@ -102,7 +102,9 @@ def test_the_tool_schemas_and_framing_are_what_is_charged():
 
 def test_the_hook_takes_the_model_and_tools_it_cannot_see():
     model = profiled(1000)
-    hook = create_pacms_hook(budget=("fraction", 0.25), model=model, tools=TOOLS)
+    hook = create_pacms_hook(
+        config=SelectionConfig(budget=("fraction", 0.25), model=model, tools=TOOLS)
+    )
     history = [HumanMessage("tell me about job " + "details " * 80, id=f"h{i}") for i in range(8)]
     out = hook.invoke({"messages": [*history, HumanMessage("which job?")]})["llm_input_messages"]
     selection = hook.last_selection
@@ -121,25 +123,24 @@ def test_budget_tokens_tuple_is_budget_tokens():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"budget": ("fraction", 0.5)}, "pass model=<the agent's chat model>"),
+        ({"budget": ("fraction", 0.5)}, "SelectionConfig\\(model=<the agent's chat model>\\)"),
         ({"budget": ("fraction", 0.5), "model": profiled(None)}, "has none"),
-        ({"budget": ("fraction", 1.5)}, r"fraction must be in \(0, 1\]"),
-        ({"budget": ("fraction", 0.5), "budget_tokens": 10}, "pass one budget"),
-        ({"budget": ("messages", 10)}, r'budget must be \("fraction", x\)'),
-        ({"budget_tokens": 10, "model": profiled(1000)}, "only used with"),
-        ({"budget_tokens": 10, "tools": lookup}, "tools must be a list"),
+        ({"budget": ("fraction", 1.5)}, r"fraction=...\) must be a number in \(0, 1\]"),
+        ({"budget": ("messages", 10)}, r"budget must be a Budget, a positive int"),
+        ({"budget": 10, "model": profiled(1000)}, "only used with"),
+        ({"budget": 10, "tools": lookup}, "tools must be a list"),
     ],
 )
 def test_the_hook_rejects_what_it_cannot_use(options, message):
     with pytest.raises(ValueError, match=message):
-        create_pacms_hook(**options)
+        create_pacms_hook(config=SelectionConfig(**options))
 
 
 def test_the_middleware_reads_the_model_and_tools_from_the_request():
     with pytest.raises(ValueError, match="reads each request's model and tools"):
-        PACMSMiddleware(budget=("fraction", 0.5), model=profiled(1000))
+        PACMSMiddleware(config=SelectionConfig(budget=("fraction", 0.5), model=profiled(1000)))
     with pytest.raises(ValueError, match="reads each request's model and tools"):
-        PACMSMiddleware(budget_tokens=100, tools=TOOLS)
+        PACMSMiddleware(config=SelectionConfig(budget=100, tools=TOOLS))
 
 
 def test_a_model_without_a_profile_is_a_clear_error_at_the_first_call():

@@ -36,9 +36,17 @@ from pacms_fakes import (
 )
 from typing_extensions import TypedDict
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import (
+    Budget,
+    ContextSelector,
+    MemoryOptions,
+    Pacms,
+    SelectionConfig,
+    StrategyOptions,
+    ToolLoopOptions,
+)
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
+from langchain_pacms.messages import CONTEXT_MEMORIES_HEADER
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -51,7 +59,7 @@ def texts(messages: list[BaseMessage]) -> list[str]:
 def test_react_agent_model_receives_selected_messages_and_state_is_untouched(tmp_path):
     model = RecordingChatModel(script=tool_calling_script("search", "invoices"))
     log = tmp_path / "selections.jsonl"
-    hook = create_pacms_hook(budget_tokens=2500, log_path=log)
+    hook = create_pacms_hook(2500, log=log)
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     history = long_conversation(30, fact=FACT)
     question = HumanMessage("Search the archive for invoices.")
@@ -92,7 +100,7 @@ def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
     answers = {}
     for strategy in ("pacms", "lastk"):
         model = RecordingChatModel(script=answer_from_context)
-        hook = create_pacms_hook(budget_tokens=600, strategy=strategy)
+        hook = create_pacms_hook(budget=600, strategy=strategy)
         agent = create_react_agent(model, [search], pre_model_hook=hook)
         result = agent.invoke({"messages": [*history, question]})
         (received,) = model.received
@@ -110,7 +118,7 @@ def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
 async def test_react_agent_async_path(tmp_path):
     model = RecordingChatModel(script=tool_calling_script("search", "x"))
     log = tmp_path / "a.jsonl"
-    hook = create_pacms_hook(budget_tokens=2500, log_path=log)
+    hook = create_pacms_hook(2500, log=log)
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     history = long_conversation(40, fact=FACT)
     collector = EventCollector()
@@ -128,10 +136,10 @@ async def test_react_agent_async_path(tmp_path):
 
 def test_custom_events_and_debug_log(caplog):
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=300)
+    hook = create_pacms_hook(budget=300)
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     collector = EventCollector()
-    with caplog.at_level(logging.DEBUG, logger="langchain_pacms.integrations.report"):
+    with caplog.at_level(logging.DEBUG, logger="langchain_pacms.messages.report"):
         agent.invoke(
             {"messages": [*long_conversation(20, fact=FACT), HumanMessage("hi")]},
             {"callbacks": [collector]},
@@ -146,7 +154,7 @@ def test_custom_events_and_debug_log(caplog):
 
 async def test_astream_events_carry_the_selection():
     model = RecordingChatModel(script=[AIMessage("ok")])
-    agent = create_react_agent(model, [search], pre_model_hook=create_pacms_hook(budget_tokens=200))
+    agent = create_react_agent(model, [search], pre_model_hook=create_pacms_hook(budget=200))
     names = [
         ev["name"]
         async for ev in agent.astream_events({"messages": [HumanMessage("hi")]}, version="v2")
@@ -182,10 +190,9 @@ def test_store_memories_pooled_and_delivered_as_one_message(explicit_store):
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("6543")])
     hook = create_pacms_hook(
-        budget_tokens=32,
+        32,
         strategy="topk",  # the context header is charged too
-        store=store if explicit_store else None,
-        memory_namespaces=[("memories", "{user_id}")],
+        memory=MemoryOptions([("memories", "{user_id}")], store=store if explicit_store else None),
     )
     agent = create_react_agent(
         model, [search], pre_model_hook=hook, store=None if explicit_store else store
@@ -227,7 +234,7 @@ def test_budget_ratio_is_a_fraction_of_the_conversation_not_of_memories():
         for i in range(extra):
             store.put(("memories", "u1"), f"x{i}", {"content": f"Unrelated note {i} " * 10})
         hook = create_pacms_hook(
-            budget_ratio=0.5, store=store, memory_namespaces=[("memories", "u1")], memory_limit=100
+            ("ratio", 0.5), memory=MemoryOptions([("memories", "u1")], store=store, limit=100)
         )
         hook.invoke({"messages": conversation})
         selection = hook.last_selection
@@ -244,9 +251,8 @@ def test_output_key_messages_replaces_the_stored_history():
     states = {}
     for key in ("llm_input_messages", "messages"):
         model = RecordingChatModel(script=[AIMessage(f"answer {i}") for i in range(3)])
-        hook = create_pacms_hook(
-            budget_tokens=60, store=store, output_key=key, memory_namespaces=[("memories", "u1")]
-        )
+        memory = MemoryOptions([("memories", "u1")], store=store)
+        hook = create_pacms_hook(config=SelectionConfig(budget=60, memory=memory, output_key=key))
         agent = create_react_agent(
             model, [search], pre_model_hook=hook, checkpointer=InMemorySaver()
         )
@@ -279,10 +285,7 @@ async def test_store_memories_async():
     store = memory_store()
     model = RecordingChatModel(script=[AIMessage("ok")])
     hook = create_pacms_hook(
-        budget_tokens=40,
-        strategy="topk",
-        memory_limit=3,
-        memory_namespaces=[("memories", "{user_id}")],
+        40, strategy="topk", memory=MemoryOptions([("memories", "{user_id}")], limit=3)
     )
     agent = create_react_agent(model, [search], pre_model_hook=hook, store=store)
     await agent.ainvoke(
@@ -302,13 +305,12 @@ def test_store_failure_is_soft():
             raise ConnectionError("store down")
 
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=100, store=Broken(), memory_namespaces=[("memories",)])
+    memory = MemoryOptions([("memories",)], store=Broken())
+    hook = create_pacms_hook(100, memory=memory)
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     agent.invoke({"messages": [HumanMessage("hi")]})
     assert [m.content for m in model.received[0]] == ["hi"]
-    strict = create_pacms_hook(
-        budget_tokens=100, store=Broken(), memory_namespaces=[("memories",)], strict=True
-    )
+    strict = create_pacms_hook(config=SelectionConfig(budget=100, memory=memory, strict=True))
     with pytest.raises(ConnectionError):
         strict.invoke({"messages": [HumanMessage("hi")]})
 
@@ -325,7 +327,7 @@ class FailingEmbeddings(Embeddings):
 def test_embedding_failure_falls_back_to_recency_and_agent_keeps_running(tmp_path):
     log = tmp_path / "f.jsonl"
     model = RecordingChatModel(script=tool_calling_script("search", "x"))
-    hook = create_pacms_hook(embeddings=FailingEmbeddings(), budget_tokens=2500, log_path=log)
+    hook = create_pacms_hook(2500, selector=FailingEmbeddings(), log=log)
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     history = long_conversation(30, fact=FACT)
     result = agent.invoke({"messages": [*history, HumanMessage("search x")]})
@@ -345,7 +347,7 @@ async def test_async_recovery_does_not_block_on_the_sync_selector():
             raise AssertionError("the blocking select ran on the event loop")
 
     hook = create_pacms_hook(
-        budget_tokens=30, selector=AsyncOnly(), query=lambda state: 123
+        config=SelectionConfig(budget=30, selector=AsyncOnly(), query=lambda state: 123)
     )  # not a str: the selection fails
     conversation = [HumanMessage("first question " * 40), AIMessage("ok"), HumanMessage("next?")]
     out = await hook.ainvoke({"messages": conversation})
@@ -354,12 +356,14 @@ async def test_async_recovery_does_not_block_on_the_sync_selector():
 
 
 def test_strict_raises_on_embedding_failure():
-    hook = create_pacms_hook(embeddings=FailingEmbeddings(), budget_tokens=100, strict=True)
+    hook = create_pacms_hook(
+        config=SelectionConfig(budget=100, selector=FailingEmbeddings(), strict=True)
+    )
     with pytest.raises(RuntimeError, match="unavailable"):
         hook.invoke({"messages": [HumanMessage("a"), HumanMessage("b")]})
     # a non-strict selector under a strict hook still raises (flagged fallback)
     lax = ContextSelector(FailingEmbeddings())
-    hook = create_pacms_hook(lax, budget_tokens=100, strict=True)
+    hook = create_pacms_hook(config=SelectionConfig(budget=100, selector=lax, strict=True))
     with pytest.raises(RuntimeError, match="fell back"):
         hook.invoke({"messages": [HumanMessage("a"), HumanMessage("b")]})
 
@@ -367,13 +371,13 @@ def test_strict_raises_on_embedding_failure():
 # -- budgets and options ------------------------------------------------------------------------
 def test_budget_from_context_window():
     msgs = {"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]}
-    hook = create_pacms_hook(context_window=5000, answer_reserve=4000, budget_ratio=0.5)
+    hook = create_pacms_hook(Budget(context_window=5000, answer_reserve=4000, fill=0.5))
     hook.invoke(msgs)
     assert hook.last_selection.budget == 500
-    hook = create_pacms_hook(context_window=1200, answer_reserve=200)
+    hook = create_pacms_hook(Budget(context_window=1200, answer_reserve=200))
     hook.invoke(msgs)
     assert hook.last_selection.budget == 1000
-    hook = create_pacms_hook(budget_ratio=0.25)
+    hook = create_pacms_hook(budget=("ratio", 0.25))
     hook.invoke(msgs)
     assert hook.last_selection.budget == hook.last_selection.tokens_total // 4
 
@@ -381,29 +385,33 @@ def test_budget_from_context_window():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({}, "budget_tokens, budget_ratio or context_window"),
-        ({"budget_tokens": 5, "budget_ratio": 0.5}, "not both"),
-        ({"context_window": 100, "answer_reserve": 100}, "must exceed"),
-        ({"budget_tokens": 5, "strategy": "nope"}, "unknown strategy"),
-        ({"budget_ratio": 1.5}, "budget_ratio"),
+        ({}, "needs a budget"),
+        ({"budget": ("ratio", 0.5), "config": SelectionConfig(budget=5)}, "not both"),
+        ({"budget": ("window", 100)}, "budget must be"),
+        ({"budget": 5, "strategy": "nope"}, "unknown strategy"),
+        ({"budget": ("ratio", 1.5)}, "ratio"),
     ],
 )
 def test_bad_options_fail_at_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
         create_pacms_hook(**kwargs)
+    with pytest.raises(ValueError, match="must exceed"):
+        Budget(context_window=100, answer_reserve=100)
 
 
 def test_strategy_options_reach_the_strategy():
-    hook = create_pacms_hook(budget_tokens=100, relevance_weight=0.3)
+    hook = create_pacms_hook(100, strategy=Pacms(relevance_weight=0.3))
     hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
     assert hook.last_selection.info["relevance_weight"] == 0.3
-    hook = create_pacms_hook(budget_tokens=100, strategy="rag", k=2)
+    hook = create_pacms_hook(100, strategy=StrategyOptions("rag", k=2))
     hook.invoke({"messages": [*long_conversation(10, fact=FACT), HumanMessage("q")]})
     assert len(hook.last_selection.kept_ids) <= 3  # 2 + the mandatory question
 
 
 def test_query_callable_used():
-    hook = create_pacms_hook(budget_tokens=40, strategy="topk", query=lambda state: state["topic"])
+    hook = create_pacms_hook(
+        config=SelectionConfig(budget=40, strategy="topk", query=lambda state: state["topic"])
+    )
     history = [
         HumanMessage("the cache latency is 12 ms"),
         HumanMessage("lunch is at noon"),
@@ -415,7 +423,7 @@ def test_query_callable_used():
 
 def test_tool_placeholders_keep_provider_valid_calls_in_agent():
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=300, strategy="topk", tool_placeholders=True)
+    hook = create_pacms_hook(300, strategy="topk", tool_loop=ToolLoopOptions(placeholders=True))
     agent = create_react_agent(model, [search], pre_model_hook=hook)
     messages = [
         HumanMessage("look up the invoices archive"),
@@ -459,7 +467,7 @@ def build_graph(model: RecordingChatModel, hook: Any, **compile_kwargs: Any):
 def test_hook_as_node_of_a_state_graph_with_checkpointer_and_store():
     model = RecordingChatModel(script=answer_from_context)
     store = memory_store()
-    hook = create_pacms_hook(budget_tokens=600, memory_namespaces=[("memories", "{user_id}")])
+    hook = create_pacms_hook(600, memory=MemoryOptions([("memories", "{user_id}")]))
     app = build_graph(model, hook, checkpointer=InMemorySaver(), store=store)
     config = {"configurable": {"thread_id": "t1", "user_id": "u1"}}
     history = long_conversation(120, fact=FACT, early_at=1)
@@ -474,7 +482,7 @@ def test_hook_as_node_of_a_state_graph_with_checkpointer_and_store():
 
 async def test_hook_as_node_async():
     model = RecordingChatModel(script=answer_from_context)
-    hook = create_pacms_hook(budget_tokens=600)
+    hook = create_pacms_hook(budget=600)
     app = build_graph(model, hook)
     history = long_conversation(120, fact=FACT, early_at=1)
     out = await app.ainvoke(
@@ -492,7 +500,7 @@ async def test_store_found_from_the_passed_config_when_get_runtime_fails(monkeyp
 
     monkeypatch.setattr(graph, "get_runtime", no_context)
     model = RecordingChatModel(script=[AIMessage("ok")])
-    hook = create_pacms_hook(budget_tokens=200, memory_namespaces=[("memories", "u1")])
+    hook = create_pacms_hook(200, memory=MemoryOptions([("memories", "u1")]))
     agent = create_react_agent(model, [search], pre_model_hook=hook, store=memory_store())
     await agent.ainvoke({"messages": [HumanMessage("What is my dog called?")]})
     (received,) = model.received

@@ -14,8 +14,8 @@ from pacms_fakes import (
     tool_calling_script,
 )
 
-from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
+from langchain_pacms.messages import sent_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -43,7 +43,7 @@ def run_agent(hook) -> tuple[RecordingChatModel, list[dict]]:
 
 
 def test_the_agent_prompt_is_charged_to_the_budget():
-    hook = create_pacms_hook(budget_tokens=BUDGET, prompt=PROMPT)
+    hook = create_pacms_hook(config=SelectionConfig(budget=BUDGET, prompt=PROMPT))
     model, events = run_agent(hook)
     counter = hook.selector.token_counter
     prompt_tokens = counter(PROMPT)
@@ -59,7 +59,7 @@ def test_the_agent_prompt_is_charged_to_the_budget():
 
 def test_without_the_prompt_option_the_hook_cannot_see_it():
     # What the docs warn about: the model then receives more than the budget.
-    hook = create_pacms_hook(budget_tokens=BUDGET)
+    hook = create_pacms_hook(budget=BUDGET)
     model, events = run_agent(hook)
     counter = hook.selector.token_counter
     assert any(sent_tokens(r, counter) > BUDGET for r in model.received)
@@ -67,7 +67,7 @@ def test_without_the_prompt_option_the_hook_cannot_see_it():
 
 
 def test_over_budget_when_the_prompt_and_the_mandatory_part_exceed_the_budget():
-    hook = create_pacms_hook(budget_tokens=200, prompt=PROMPT)
+    hook = create_pacms_hook(config=SelectionConfig(budget=200, prompt=PROMPT))
     model, events = run_agent(hook)
     assert all(e["over_budget"] for e in events)
     counter = hook.selector.token_counter
@@ -77,10 +77,10 @@ def test_over_budget_when_the_prompt_and_the_mandatory_part_exceed_the_budget():
 
 
 def test_reserve_tokens_are_charged_like_a_prompt():
-    counter = create_pacms_hook(budget_tokens=10).selector.token_counter
+    counter = create_pacms_hook(budget=10).selector.token_counter
     reserve = sent_tokens([SystemMessage(PROMPT)], counter)
-    by_prompt = create_pacms_hook(budget_tokens=BUDGET, prompt=PROMPT)
-    by_reserve = create_pacms_hook(budget_tokens=BUDGET, reserve_tokens=reserve)
+    by_prompt = create_pacms_hook(config=SelectionConfig(budget=BUDGET, prompt=PROMPT))
+    by_reserve = create_pacms_hook(config=SelectionConfig(budget=BUDGET, reserve_tokens=reserve))
     run_agent(by_prompt)
     run_agent(by_reserve)
     assert by_prompt.last_selection.kept_ids == by_reserve.last_selection.kept_ids
@@ -93,12 +93,13 @@ def test_reserve_tokens_are_charged_like_a_prompt():
 )
 def test_bad_unseen_options_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        create_pacms_hook(budget_tokens=100, **kwargs)
+        create_pacms_hook(config=SelectionConfig(budget=100, **kwargs))
 
 
 def test_the_middleware_refuses_prompt_it_counts_the_system_message_itself():
     from langchain_pacms.integrations.middleware import PACMSMiddleware
 
     with pytest.raises(ValueError, match="prompt is for the pre-model hook"):
-        PACMSMiddleware(budget_tokens=100, prompt=PROMPT)
-    assert PACMSMiddleware(budget_tokens=100, reserve_tokens=5).runner.unseen_tokens() == 5
+        PACMSMiddleware(config=SelectionConfig(budget=100, prompt=PROMPT))
+    mw = PACMSMiddleware(config=SelectionConfig(budget=100, reserve_tokens=5))
+    assert mw.runner.unseen_tokens() == 5

@@ -24,7 +24,7 @@ from chromium_page import CHROMIUM, NO_CHROMIUM, Page, chromium
 from pacms_server import running
 
 from langchain_pacms import ContextSelector
-from langchain_pacms.integrations.report import SelectionLog
+from langchain_pacms.messages import SelectionLog
 from langchain_pacms.server import create_app
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
@@ -157,7 +157,7 @@ def test_log_records_are_shown_with_read_only_controls(
     log, selector = SelectionLog(path), ContextSelector()
     texts = ["the port is 6543", "lunch was fine", "the role is orders_ro", "what port?"]
     for budget in (6, 14):
-        log.write(selector.select(texts, "port", budget_tokens=budget), query="port", source="doc")
+        log.write(selector.select(texts, "port", budget=budget), query="port", source="doc")
     records = [json.loads(line) for line in path.read_text().splitlines()]
     kept = [[v["id"] for v in r["candidates"] if v["kept"]] for r in records]
     assert kept[0] != kept[1]

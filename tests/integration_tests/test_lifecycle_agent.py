@@ -6,6 +6,7 @@ exact original payload.
 """
 
 import asyncio
+import inspect
 import json
 import re
 from typing import Any
@@ -125,7 +126,7 @@ def test_create_agent_async_with_selection_in_the_same_agent():
     agent = create_agent(
         model,
         [read_file],
-        middleware=[lifecycle, PACMSMiddleware(budget_tokens=30_000)],
+        middleware=[lifecycle, PACMSMiddleware(budget=30_000)],
     )
 
     async def run() -> dict[str, Any]:
@@ -154,7 +155,7 @@ def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
 
     graph = StateGraph(State)
     graph.add_node("lifecycle", node)  # 1. edits the state at boundaries
-    graph.add_node("select", create_pacms_hook(budget_tokens=30_000))  # 2. picks this call's view
+    graph.add_node("select", create_pacms_hook(budget=30_000))  # 2. picks this call's view
     graph.add_node("agent", agent)
     graph.add_node("tools", ToolNode([read_file, recover]))
     graph.add_edge(START, "lifecycle")
@@ -189,14 +190,30 @@ def test_recovery_can_reactivate_the_object_in_the_state():
 
 
 def test_unknown_or_conflicting_options_fail_at_construction():
-    from langchain_pacms.lifecycle import LifecycleHarness, LifecycleMiddleware
+    from langchain_pacms.lifecycle import (
+        CommitRule,
+        HarnessOptions,
+        LifecycleHarness,
+        LifecycleMiddleware,
+    )
 
-    with pytest.raises(ValueError, match=r"option 'treshold'; valid: .*threshold"):
-        LifecycleMiddleware(treshold=0.5)
-    with pytest.raises(ValueError, match="unknown lifecycle option 'memory_namespace'"):
-        create_lifecycle_node(memory_namespace=("x",))
-    with pytest.raises(ValueError, match="threshold"):
-        create_lifecycle_node(threshold=3)
+    options = "planner, store, commit, masking, token_counter, log_path"
+    with pytest.raises(
+        TypeError,
+        match=re.escape(
+            "LifecycleMiddleware() got an unknown keyword: treshold. Its keywords are harness, "
+            f"recover_tool, reactivate, {options}"
+        ),
+    ):
+        LifecycleMiddleware(treshold=0.5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unknown keyword: memory_namespace, threshold"):
+        create_lifecycle_node(memory_namespace=("x",), threshold=0.3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=re.escape(f"are harness, messages_key, {options}")):
+        create_lifecycle_node(boundary="tool")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="not both"):
         LifecycleMiddleware(LifecycleHarness(classic()), store=InMemoryStore())
-    assert LifecycleMiddleware(boundary="tool").harness.boundary == "tool"
+    node = create_lifecycle_node(commit=CommitRule(boundary="tool"))
+    assert node.harness.commit.boundary == "tool"  # type: ignore[attr-defined]
+    # every option is a keyword of the harness it builds
+    harness_keywords = set(inspect.signature(LifecycleHarness).parameters) - {"planner"}
+    assert set(HarnessOptions.__optional_keys__) - {"planner"} == harness_keywords

@@ -37,8 +37,9 @@ from langchain_pacms.lifecycle import (
     create_lifecycle_node,
     make_recover_tool,
 )
-from langchain_pacms.lifecycle.objects import index_messages, payload_of
-from langchain_pacms.lifecycle.sidecar import SidecarAmbiguousError, SidecarError, run_thread
+from langchain_pacms.lifecycle.objects import index_messages
+from langchain_pacms.lifecycle.sidecar import SidecarAmbiguousError, SidecarError
+from langchain_pacms.messages import payload_of, run_thread
 
 POSTGRES_URI = os.environ.get("PACMS_TEST_POSTGRES_URI")
 
@@ -109,7 +110,7 @@ def lifecycle_graph(store: BaseStore, checkpointer: Any = None) -> Any:
     graph = StateGraph(State)
     graph.add_node(
         "lifecycle",
-        create_lifecycle_node(store=store, planner=FoldEverything(), threshold=0.0),
+        create_lifecycle_node(store=store, planner=FoldEverything()),
     )
     graph.add_edge(START, "lifecycle")
     return graph.compile(checkpointer=checkpointer)
@@ -151,7 +152,7 @@ def test_a_forked_thread_keeps_both_branches_payloads_apart():
 async def test_a_stub_whose_payload_was_replaced_is_reported_not_returned():
     store = InMemoryStore()
     history = [HumanMessage("go", id="h"), *span(1, body("A", 1)), *span(2, "x"), HumanMessage("n")]
-    harness = LifecycleHarness(FoldEverything(), store=store, threshold=0.0)
+    harness = LifecycleHarness(FoldEverything(), store=store)
     commit = harness.step(history, thread_id="t")
     assert commit is not None
     (record,) = commit.sidecars
@@ -196,7 +197,7 @@ def test_runs_without_a_thread_id_never_share_payloads():
 
 def test_a_thread_id_with_dots_and_unicode_commits():
     store = InMemoryStore()
-    harness = LifecycleHarness(FoldEverything(), store=store, threshold=0.0)
+    harness = LifecycleHarness(FoldEverything(), store=store)
     history = [HumanMessage("go", id="h"), *span(1, body("A", 1)), *span(2, "x"), HumanMessage("n")]
     for thread in ("alice@example.com", "ü.ñ\x00", "~x", "a/b c"):
         commit = harness.step(history, thread_id=thread)
@@ -250,7 +251,6 @@ def _play(store, history, script, thread, originals):
         harness = LifecycleHarness(
             Scripted([Action(op, target, "test")] if op != "restore" else []),
             store=store,
-            threshold=0.0,
         )
         if op == "restore":
             try:

@@ -25,9 +25,9 @@ from pacms_fakes import (
     read_module,
 )
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import ContextSelector, ToolLoopOptions
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import sent_tokens
+from langchain_pacms.messages import sent_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -64,7 +64,7 @@ def _check(model: RecordingChatModel, events: list[dict[str, Any]], counter: Any
 def test_hook_keeps_its_budget_over_a_hundred_tool_calls():
     selector = ContextSelector()
     model = RecordingChatModel(script=loop_script)
-    hook = create_pacms_hook(selector=selector, budget_tokens=BUDGET)
+    hook = create_pacms_hook(selector=selector, budget=BUDGET)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
     agent.invoke(
@@ -86,7 +86,7 @@ def test_middleware_keeps_its_budget_over_a_hundred_tool_calls():
         model,
         [read_file],
         system_prompt="You are a careful coder.",
-        middleware=[PACMSMiddleware(selector=selector, budget_tokens=BUDGET)],
+        middleware=[PACMSMiddleware(selector=selector, budget=BUDGET)],
     )
     collector = EventCollector()
     agent.invoke(
@@ -99,7 +99,7 @@ def test_middleware_keeps_its_budget_over_a_hundred_tool_calls():
 
 def test_keep_latest_turn_true_still_keeps_the_whole_turn_and_flags_it():
     model = RecordingChatModel(script=loop_script)
-    hook = create_pacms_hook(budget_tokens=BUDGET, keep_latest_turn=True)
+    hook = create_pacms_hook(BUDGET, tool_loop=ToolLoopOptions(keep_latest_turn=True))
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
     agent.invoke(

@@ -9,7 +9,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import HumanMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.integrations import MemoryOptions, create_pacms_hook
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 
 FACT = "The staging database of project Heron listens on port 6543."
@@ -30,10 +30,7 @@ async def test_the_relevant_memory_is_found_far_past_memory_limit(use_async):
     store = InMemoryStore()  # no index: store.search cannot rank by the query
     fill(store)
     hook = create_pacms_hook(
-        budget_tokens=120,
-        store=store,
-        memory_limit=5,
-        memory_namespaces=[("memories", "{user_id}")],
+        120, memory=MemoryOptions([("memories", "{user_id}")], store=store, limit=5)
     )
     inputs = {"messages": [HumanMessage(QUESTION)]}
     config = {"configurable": {"user_id": "u1"}}
@@ -48,41 +45,33 @@ def test_the_scan_cap_is_announced_when_it_cuts_a_namespace_short(caplog):
     store = InMemoryStore()
     fill(store)
     hook = create_pacms_hook(
-        budget_tokens=120,
-        store=store,
-        memory_scan_limit=100,
-        memory_namespaces=[("memories", "u1")],
+        120, memory=MemoryOptions([("memories", "u1")], store=store, scan_limit=100)
     )
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         hook.invoke({"messages": [HumanMessage(QUESTION)]})
-    assert "memory_scan_limit=100" in caplog.text and "no vector index" in caplog.text
+    assert "scan_limit=100" in caplog.text and "no vector index" in caplog.text
     memories = [c for c in hook.last_selection.candidates if c.kind == "memory"]
     assert len(memories) == 100
     caplog.clear()
     exact = InMemoryStore()
     fill(exact, n=100, fact_at=50)
     hook = create_pacms_hook(
-        budget_tokens=120,
-        store=exact,
-        memory_scan_limit=100,
-        memory_namespaces=[("memories", "u1")],
+        120, memory=MemoryOptions([("memories", "u1")], store=exact, scan_limit=100)
     )
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         hook.invoke({"messages": [HumanMessage(QUESTION)]})
-    assert "memory_scan_limit" not in caplog.text  # exactly the cap: nothing was cut
+    assert "scan_limit" not in caplog.text  # exactly the cap: nothing was cut
 
 
 def test_a_store_with_a_vector_index_is_asked_for_memory_limit_nearest_items():
     store = InMemoryStore(index={"dims": 16, "embed": DeterministicFakeEmbedding(size=16)})
     fill(store, n=40, fact_at=20)
-    mw = PACMSMiddleware(
-        budget_tokens=120, store=store, memory_limit=5, memory_namespaces=[("memories", "u1")]
-    )
+    mw = PACMSMiddleware(120, memory=MemoryOptions([("memories", "u1")], store=store, limit=5))
     mw.runner.run([HumanMessage(QUESTION)])
     memories = [c for c in mw.last_selection.candidates if c.kind == "memory"]
     assert len(memories) == 5
 
 
 def test_bad_scan_limit_rejected():
-    with pytest.raises(ValueError, match="memory_scan_limit must be a positive int"):
-        create_pacms_hook(budget_tokens=10, memory_scan_limit=0)
+    with pytest.raises(ValueError, match="scan_limit must be a positive int"):
+        MemoryOptions([("memories", "u1")], scan_limit=0)

@@ -26,8 +26,9 @@ from pacms_fakes import (
     tool_calling_script,
 )
 
-from langchain_pacms.integrations.messages import CONTEXT_MEMORIES_HEADER
+from langchain_pacms import MemoryOptions, ToolLoopOptions
 from langchain_pacms.integrations.middleware import PACMSMiddleware
+from langchain_pacms.messages import CONTEXT_MEMORIES_HEADER
 
 SYSTEM = "You are a careful assistant."
 
@@ -35,7 +36,7 @@ SYSTEM = "You are a careful assistant."
 def test_model_receives_selection_state_untouched(tmp_path):
     log = tmp_path / "mw.jsonl"
     model = RecordingChatModel(script=tool_calling_script("search", "invoices"))
-    mw = PACMSMiddleware(budget_tokens=2500, log_path=log)
+    mw = PACMSMiddleware(2500, log=log)
     agent = create_agent(model, [search], system_prompt=SYSTEM, middleware=[mw])
     history = long_conversation(30, fact=FACT)
     question = HumanMessage("Search the archive for invoices.")
@@ -79,7 +80,7 @@ def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
             model,
             [search],
             system_prompt=SYSTEM,
-            middleware=[PACMSMiddleware(budget_tokens=600, strategy=strategy)],
+            middleware=[PACMSMiddleware(budget=600, strategy=strategy)],
         )
         result = agent.invoke({"messages": [*history, question]})
         (received,) = model.received
@@ -98,7 +99,7 @@ async def test_async_path(tmp_path):
         model,
         [search],
         system_prompt=SYSTEM,
-        middleware=[PACMSMiddleware(budget_tokens=2500, log_path=log)],
+        middleware=[PACMSMiddleware(2500, log=log)],
     )
     history = long_conversation(40, fact=FACT)
     result = await agent.ainvoke({"messages": [*history, HumanMessage("search x")]})
@@ -130,9 +131,9 @@ async def test_store_memories_from_agent_store(use_async):
         store.put(("memories", "u1"), key, {"content": value})
     store.put(("memories", "u2"), "x", {"content": "Someone else's staging port is 1111."})
     model = RecordingChatModel(script=[AIMessage("6543")])
-    schema = PACMSMiddleware(budget_tokens=1).runner.tool_tokens([search])  # charged too
+    schema = PACMSMiddleware(budget=1).runner.tool_tokens([search])  # charged too
     mw = PACMSMiddleware(
-        budget_tokens=30 + schema, strategy="topk", memory_namespaces=[("memories", "{user_id}")]
+        30 + schema, strategy="topk", memory=MemoryOptions([("memories", "{user_id}")])
     )
     agent = create_agent(
         model,
@@ -171,7 +172,7 @@ def test_tight_budget_with_huge_tool_outputs_stays_valid():
         model,
         [search],
         system_prompt=SYSTEM,
-        middleware=[PACMSMiddleware(budget_tokens=200, tool_placeholders=True)],
+        middleware=[PACMSMiddleware(200, tool_loop=ToolLoopOptions(placeholders=True))],
     )
     messages = []
     for t in range(6):

@@ -65,7 +65,7 @@ BUDGET = 60
 
 
 def _select(selector: ContextSelector, history: list[str], question: str):
-    return selector.select(history, question, budget_tokens=BUDGET)
+    return selector.select(history, question, budget=BUDGET)
 
 
 # -- the conversation ----------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_conversation_outage_and_recovery(
 
 
 async def test_async_outage_and_recovery(server: FakeOllama) -> None:
-    compressor = PACMSCompressor(embeddings=ollama(server), budget_tokens=BUDGET)
+    compressor = PACMSCompressor(BUDGET, selector=ollama(server))
     docs = [Document(t, metadata={"turn": i}) for i, t in enumerate(TURNS)]
     question = QUESTIONS[0][0]
     kept = await compressor.acompress_documents(docs, question)
@@ -211,7 +211,7 @@ async def test_async_embed_timeout_on_stalled_server() -> None:
     try:
         selector = ContextSelector(embeddings=ollama(fake), embed_timeout=0.3)
         t0 = time.perf_counter()
-        sel = await selector.aselect(TURNS, QUESTIONS[0][0], budget_tokens=BUDGET)
+        sel = await selector.aselect(TURNS, QUESTIONS[0][0], budget=BUDGET)
         assert time.perf_counter() - t0 < 3.0
         assert sel.fell_back and sel.strategy == "lastk" and sel.tokens_kept <= BUDGET
         assert sel.error is not None and sel.error.startswith("TimeoutError")
@@ -242,7 +242,7 @@ def test_async_client_across_event_loops(server: FakeOllama) -> None:
     """
 
     def run_turns(selector: ContextSelector) -> list[Any]:
-        return [asyncio.run(selector.aselect(TURNS, q, budget_tokens=BUDGET)) for q, _ in QUESTIONS]
+        return [asyncio.run(selector.aselect(TURNS, q, budget=BUDGET)) for q, _ in QUESTIONS]
 
     default = run_turns(ContextSelector(ollama(server)))
     assert all(s.tokens_kept <= BUDGET for s in default)

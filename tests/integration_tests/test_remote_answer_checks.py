@@ -237,8 +237,8 @@ def test_no_answer_breaks_the_selection_sync_and_async(
     server.plan = staticmethod(adversary(mode, seed))
     cands = [Candidate(text, id=f"c{i}", mandatory=m) for i, (text, m) in enumerate(pool)]
     remote = RemoteSelector(url, timeout=5)
-    check(remote.select(cands, "abc", budget_tokens=budget), cands, mode)
-    check(loop.run_until_complete(remote.aselect(cands, "abc", budget_tokens=budget)), cands, mode)
+    check(remote.select(cands, "abc", budget=budget), cands, mode)
+    check(loop.run_until_complete(remote.aselect(cands, "abc", budget=budget)), cands, mode)
 
 
 def conversation(turns: int) -> list[Any]:
@@ -265,7 +265,7 @@ def test_the_hook_never_sends_nothing_nor_drops_the_question(
 ) -> None:
     server, url = fake
     server.plan = staticmethod(adversary(mode, seed))
-    hook = create_pacms_hook(budget_tokens=budget, selector=RemoteSelector(url, timeout=5))
+    hook = create_pacms_hook(budget=budget, selector=RemoteSelector(url, timeout=5))
     state = {"messages": conversation(turns)}
     for out in (
         hook.invoke(state)["llm_input_messages"],
@@ -290,15 +290,15 @@ def test_a_trickling_service_cannot_hold_select_past_its_timeout(
         pool = [f"note {i} about the port" for i in range(20)]
         started = time.monotonic()
         if path == "sync":
-            sel = remote.select(pool, "port", budget_tokens=30)
+            sel = remote.select(pool, "port", budget=30)
         else:
-            sel = loop.run_until_complete(remote.aselect(pool, "port", budget_tokens=30))
+            sel = loop.run_until_complete(remote.aselect(pool, "port", budget=30))
         elapsed = time.monotonic() - started
     finally:
         server.trickle = 0.0
     assert sel.fell_back and "within 1.0s" in str(sel.error)
     assert 0.9 < elapsed < 1.1, elapsed
-    assert remote.select(pool, "port", budget_tokens=30).fell_back is False  # not trickling now
+    assert remote.select(pool, "port", budget=30).fell_back is False  # not trickling now
 
 
 def test_the_checks_name_what_does_not_fit(fake: tuple[FakeService, str]) -> None:
@@ -316,6 +316,6 @@ def test_the_checks_name_what_does_not_fit(fake: tuple[FakeService, str]) -> Non
     server, url = fake
     server.plan = staticmethod(adversary("mandatory missing", 0))
     with pytest.raises(RemoteAnswerError, match="drops mandatory id 'b'"):
-        RemoteSelector(url, strict=True).select(cands, "a", budget_tokens=4)
-    sel = RemoteSelector(url).select(cands, "a", budget_tokens=4)
+        RemoteSelector(url, strict=True).select(cands, "a", budget=4)
+    sel = RemoteSelector(url).select(cands, "a", budget=4)
     assert sel.fell_back and sel.error == "RemoteAnswerError: the answer drops mandatory id 'b'"

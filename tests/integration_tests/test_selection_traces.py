@@ -103,7 +103,7 @@ HISTORY = [*long_conversation(12, fact="My locker code is 31-07-42."), HumanMess
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_a_hook_call_in_a_graph_is_a_run_with_the_summary(use_async):
-    hook = create_pacms_hook(budget_tokens=300, strategy="topk")
+    hook = create_pacms_hook(budget=300, strategy="topk")
     app = hook_graph(hook, RecordingChatModel(script=[AIMessage("31-07-42")]))
     tracer, collector = RecordingTracer(), EventCollector()
     config = {"callbacks": [tracer, collector]}
@@ -126,7 +126,7 @@ def test_a_hook_call_in_a_graph_is_a_run_with_the_summary(use_async):
 
 def test_a_middleware_call_in_create_agent_is_a_run_with_the_summary():
     model = RecordingChatModel(script=tool_calling_script("search", "locker"))
-    mw = PACMSMiddleware(budget_tokens=3000)
+    mw = PACMSMiddleware(budget=3000)
     agent = create_agent(model, [search], system_prompt="Be brief.", middleware=[mw])
     tracer = RecordingTracer()
     agent.invoke({"messages": HISTORY}, {"callbacks": [tracer]})
@@ -141,7 +141,7 @@ def test_a_middleware_call_in_create_agent_is_a_run_with_the_summary():
 @pytest.mark.parametrize("use_async", [False, True])
 def test_a_compressor_honours_its_callbacks(use_async):
     docs = [Document(f"note {i}: the staging port is {6540 + i}") for i in range(6)]
-    compressor = PACMSCompressor(budget_tokens=20)
+    compressor = PACMSCompressor(budget=20)
     tracer = RecordingTracer()
     if use_async:
         asyncio.run(compressor.acompress_documents(docs, "staging port", callbacks=[tracer]))
@@ -157,7 +157,7 @@ def test_a_compressor_behind_a_retriever_is_a_child_of_the_retriever_run():
     store = InMemoryVectorStore(HashedTfidfEmbeddings())
     store.add_texts([f"the staging port is {6540 + i}" for i in range(8)])
     retriever = ContextualCompressionRetriever(
-        base_compressor=PACMSCompressor(budget_tokens=15),
+        base_compressor=PACMSCompressor(budget=15),
         base_retriever=store.as_retriever(search_kwargs={"k": 8}),
     )
     tracer = RecordingTracer()
@@ -169,7 +169,7 @@ def test_a_compressor_behind_a_retriever_is_a_child_of_the_retriever_run():
 
 def test_a_remote_selection_that_fell_back_says_so_in_the_trace():
     remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
-    hook = create_pacms_hook(remote, budget_tokens=300)
+    hook = create_pacms_hook(300, selector=remote)
     app = hook_graph(hook, RecordingChatModel(script=[AIMessage("?")]))
     tracer = RecordingTracer()
     app.invoke({"messages": HISTORY}, {"callbacks": [tracer]})
@@ -180,6 +180,6 @@ def test_a_remote_selection_that_fell_back_says_so_in_the_trace():
 
 
 def test_without_a_run_the_selection_still_works():
-    hook = create_pacms_hook(ContextSelector(), budget_tokens=50)
+    hook = create_pacms_hook(50, selector=ContextSelector())
     out = hook.invoke({"messages": [HumanMessage("hello")]})["llm_input_messages"]
     assert [m.content for m in out] == ["hello"]

@@ -84,11 +84,9 @@ def test_a_token_is_required_on_every_request() -> None:
         assert client.get("/healthz", headers=good).status_code == 200
         assert client.post("/select", json=BODY, headers=good).json()["kept_ids"]
     with running(app) as url:
-        sel = RemoteSelector(url, token="s3cret").select(
-            ["port 6543", "lunch"], "port", budget_tokens=9
-        )
+        sel = RemoteSelector(url, token="s3cret").select(["port 6543", "lunch"], "port", budget=9)
         assert not sel.fell_back and "0" in sel.kept_ids
-        sel = RemoteSelector(url).select(["port 6543", "lunch"], "port", budget_tokens=3)
+        sel = RemoteSelector(url).select(["port 6543", "lunch"], "port", budget=3)
         assert sel.fell_back and "401" in str(sel.error)
     with pytest.raises(ValueError, match="token"):
         create_app(token=" ")

@@ -41,7 +41,7 @@ def test_select_matches_in_process_selector(url: str) -> None:
     r = post(url, "/select", {"candidates": POOL, "query": QUERY, "budget_tokens": 20})
     assert r.status_code == 200
     local = ContextSelector().select(
-        [__import__("langchain_pacms").Candidate(**c) for c in POOL], QUERY, budget_tokens=20
+        [__import__("langchain_pacms").Candidate(**c) for c in POOL], QUERY, budget=20
     )
     body = r.json()
     assert body["kept_ids"] == list(local.kept_ids)

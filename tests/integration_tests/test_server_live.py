@@ -24,7 +24,7 @@ from script_runs import REPO, run_python
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.cli.main import build_parser
-from langchain_pacms.integrations.report import SelectionLog
+from langchain_pacms.messages import SelectionLog
 from langchain_pacms.remote import RemoteSelector
 from langchain_pacms.server import create_app
 from langchain_pacms.server.live import LiveSessions
@@ -93,9 +93,7 @@ def test_a_session_keeps_what_was_served_and_streams_it() -> None:
 def test_remote_selector_names_its_session() -> None:
     with running(create_app()) as url:
         remote = RemoteSelector(url, session="remote-7", timeout=10)
-        selection = remote.select(
-            ["old note", "the port is 6543", "port?"], "port?", budget_tokens=9
-        )
+        selection = remote.select(["old note", "the port is 6543", "port?"], "port?", budget=9)
         assert not selection.fell_back
         (event,) = events(f"{url}/sessions/remote-7/events", 1)
         assert [v["id"] for v in event["data"]["candidates"] if v["kept"]] == list(
@@ -151,10 +149,10 @@ def test_watch_follows_a_hook_log(tmp_path: Path) -> None:
     with running(create_app(watch=path)) as url:
         assert httpx.get(f"{url}/sessions").json()["watching"] == str(path)
         stream = events(f"{url}/sessions/watch/events", 2)
-        log.write(selector.select(texts, "port", budget_tokens=6), query="port", source="hook")
+        log.write(selector.select(texts, "port", budget=6), query="port", source="hook")
         first = next(stream)["data"]
         assert first["source"] == "hook" and first["budget"] == 6
-        record = log.record(selector.select(texts, "port", budget_tokens=9), query="p", source="h")
+        record = log.record(selector.select(texts, "port", budget=9), query="p", source="h")
         line = json.dumps(record) + "\n"
         with path.open("a") as handle:  # a line that is not a record, then half of one
             handle.write('{"not": "a record"}\n' + line[:40])
@@ -182,9 +180,7 @@ def test_pacms_serve_takes_watch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert build_parser().parse_args(["serve", "--watch", str(log)]).watch == str(log)
     assert main(["serve", "--watch", str(log), "--port", "9999"]) == 0
     assert seen["timeout_graceful_shutdown"] == 3  # open event streams do not hold up an exit
-    SelectionLog(log).write(
-        ContextSelector().select(["a"], "a", budget_tokens=3), query="a", source="x"
-    )
+    SelectionLog(log).write(ContextSelector().select(["a"], "a", budget=3), query="a", source="x")
     with running(seen["app"]) as url:
         assert [s["id"] for s in httpx.get(f"{url}/sessions").json()["sessions"]] == ["watch"]
 

@@ -53,7 +53,7 @@ def slow_url() -> Iterator[str]:
 
 def run_agent(selector: RemoteSelector) -> tuple[str, list[BaseMessage]]:
     model = RecordingChatModel(script=answer_from_context)
-    hook = create_pacms_hook(budget_tokens=600, selector=selector)
+    hook = create_pacms_hook(budget=600, selector=selector)
     agent = create_react_agent(model, [], pre_model_hook=hook)
     history = long_conversation(60, fact=FACT, early_at=2)
     result = agent.invoke({"messages": [*history, HumanMessage("What is my locker combination?")]})
@@ -67,11 +67,9 @@ def test_hook_with_service_up_keeps_the_early_fact(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     reply, _ = run_agent(remote)
     assert SECRET in reply
-    sel = remote.select(
-        ["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget_tokens=6
-    )
+    sel = remote.select(["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget=6)
     local = ContextSelector().select(
-        ["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget_tokens=6
+        ["old fact: port 6543", "lunch", "ci flaky"], "which port?", budget=6
     )
     assert sel.fell_back is False and sel.kept_ids == local.kept_ids
     assert sel.relevance == pytest.approx(dict(local.relevance))
@@ -86,57 +84,57 @@ def test_hook_falls_back_to_recency_when_down_or_slow(where: str, slow_url: str)
     reply, _ = run_agent(remote)
     assert time.monotonic() - started < 3  # no stall
     assert reply == "I do not know."  # recency lost the early fact
-    sel = remote.select(["a b c", "d e f", "g h i"], "x", budget_tokens=7)
+    sel = remote.select(["a b c", "d e f", "g h i"], "x", budget=7)
     assert sel.fell_back and sel.strategy == "lastk" and sel.kept_ids == ("1", "2")
     assert sel.tokens_kept <= 7 and sel.error
 
 
 def test_error_answer_falls_back_and_strict_raises(url: str) -> None:
     remote = RemoteSelector(url, timeout=5, strategy="nope")
-    sel = remote.select(["a", "b"], "a", budget_tokens=1)
+    sel = remote.select(["a", "b"], "a", budget=1)
     assert sel.fell_back and "422" in str(sel.error) and "strategy" in str(sel.error)
     with pytest.raises(RuntimeError, match="422"):
-        RemoteSelector(url, strict=True, strategy="nope").select(["a"], "a", budget_tokens=1)
+        RemoteSelector(url, strict=True, strategy="nope").select(["a"], "a", budget=1)
 
 
 async def test_async_select_up_and_down(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     local = ContextSelector().select(
-        ["red apple", "green pear", "red car"], "red", budget_tokens=4, strategy="topk"
+        ["red apple", "green pear", "red car"], "red", budget=4, strategy="topk"
     )
     sel = await remote.aselect(
-        ["red apple", "green pear", "red car"], "red", budget_tokens=4, strategy="topk"
+        ["red apple", "green pear", "red car"], "red", budget=4, strategy="topk"
     )
     assert sel.fell_back is False and sel.kept_ids == local.kept_ids
     down = RemoteSelector(f"http://127.0.0.1:{free_port()}", timeout=0.3)
-    sel = await down.aselect(["a", "b"], "a", budget_tokens=1)
+    sel = await down.aselect(["a", "b"], "a", budget=1)
     assert sel.fell_back and sel.kept_ids == ("1",)
 
 
 async def test_relevant_ids_reach_the_service(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     pool = ["blue plums", "red apples"]
-    local = ContextSelector().select(pool, "red", budget_tokens=3, relevant_ids=["0"])
-    sel = remote.select(pool, "red", budget_tokens=3, relevant_ids=["0"])
+    local = ContextSelector().select(pool, "red", budget=3, relevant_ids=["0"])
+    sel = remote.select(pool, "red", budget=3, relevant_ids=["0"])
     assert sel.fell_back is False and sel.kept_ids == local.kept_ids == ("0",)
-    sel = await remote.aselect(pool, "red", budget_tokens=3, relevant_ids=["0"])
+    sel = await remote.aselect(pool, "red", budget=3, relevant_ids=["0"])
     assert sel.fell_back is False and sel.kept_ids == ("0",)
-    assert remote.select(pool, "red", budget_tokens=3).kept_ids == ("1",)
+    assert remote.select(pool, "red", budget=3).kept_ids == ("1",)
     with pytest.raises(ValueError, match="names no candidate"):  # before any request
         RemoteSelector(f"http://127.0.0.1:{free_port()}").select(
-            pool, "red", budget_tokens=3, relevant_ids=["7"]
+            pool, "red", budget=3, relevant_ids=["7"]
         )
 
 
 async def test_compressor_and_middleware_take_it(url: str) -> None:
     remote = RemoteSelector(url, timeout=5)
     docs = [Document(page_content=t) for t in ["port 6543 staging", "lunch menu", "ci flaky"]]
-    compressor = PACMSCompressor(selector=remote, budget_tokens=5)
+    compressor = PACMSCompressor(selector=remote, budget=5)
     kept = await compressor.acompress_documents(docs, "staging port")
     assert [d.page_content for d in kept] == ["port 6543 staging"]
     assert kept[0].metadata["pacms_strategy"] == "pacms"
     middleware_mod = pytest.importorskip("langchain_pacms.integrations.middleware")
-    middleware = middleware_mod.PACMSMiddleware(budget_tokens=600, selector=remote)
+    middleware = middleware_mod.PACMSMiddleware(budget=600, selector=remote)
     assert middleware.selector is remote
 
 
@@ -146,7 +144,7 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="timeout"):
         RemoteSelector(timeout=0)
     with pytest.raises(ValueError, match="query"):
-        RemoteSelector().select(["a"], "", budget_tokens=1)
+        RemoteSelector().select(["a"], "", budget=1)
 
 
 def test_one_warning_per_outage_and_recovery_rearms(
@@ -160,17 +158,18 @@ def test_one_warning_per_outage_and_recovery_rearms(
 
     with caplog.at_level("WARNING", logger="langchain_pacms"):
         for _ in range(2):
-            sel = remote.select(["a b", "c"], "c", budget_tokens=1)
+            sel = remote.select(["a b", "c"], "c", budget=1)
             assert sel.fell_back and sel.kept_ids == ("1",) and "ConnectError" in str(sel.error)
             assert set(sel.timings) == {"tokens", "remote", "solve", "total"}
             assert sel.timings["total"] >= sel.timings["remote"]
         assert warned() == 1
         remote.url = url  # the service is back
-        assert not remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        assert not remote.select(["a b", "c"], "c", budget=1).fell_back
         remote.url = down
-        assert remote.select(["a b", "c"], "c", budget_tokens=1).fell_back
+        assert remote.select(["a b", "c"], "c", budget=1).fell_back
         assert warned() == 2
-    empty = remote.select([], "c", budget_ratio=0.5)  # nothing to send: no request, no fallback
+    # nothing to send: no request, no fallback
+    empty = remote.select([], "c", budget=("ratio", 0.5))
     assert empty.kept_ids == () and not empty.fell_back and empty.strategy == "lastk"
 
 

@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleHarness
+from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
 from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.validate import Checked
 
@@ -152,7 +152,9 @@ def stepped_summary(
     """Step a harness over every prefix of ``messages`` as an agent would; what each step gives."""
     store = InMemoryStore()
     harness = LifecycleHarness(
-        HeuristicPlanner(), store=store, threshold=threshold, cached_price=cached_price
+        HeuristicPlanner(),
+        store=store,
+        commit=CommitRule(threshold=threshold, cached_price=cached_price),
     )
     history: list[BaseMessage] = []
     known: dict[str, str] | None = None
@@ -184,7 +186,7 @@ def _checks(name: str, messages: list[BaseMessage], seed: int) -> dict[str, Any]
     """Check the planner's plan and seeded random actions, on both protections of the history."""
     out: dict[str, Any] = {}
     for boundary in ("turn", "tool"):
-        harness = LifecycleHarness(HeuristicPlanner(), boundary=boundary)
+        harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary=boundary))
         index = harness.index(messages)
         plan = harness.planner.plan(index, messages)
         ids = [o.id for o in index.objects]
@@ -208,7 +210,7 @@ def frozen_cases() -> dict[str, Any]:
         msgs = history(seed, spans, 0.3 if seed % 3 == 0 else 0.06)
         out.update(_checks(f"seed{seed}", msgs, seed))
         # a history that a commit already edited: folded, masked and pruned objects in it
-        harness = LifecycleHarness(HeuristicPlanner(), boundary="tool")
+        harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary="tool"))
         commit = harness.step(msgs, thread_id="x")
         if commit is not None:
             out.update(_checks(f"seed{seed}-committed", list(commit.messages), seed + 100))

@@ -39,10 +39,10 @@ def recording(seen: list[str]):
 
 def test_the_selector_solves_with_one_blas_thread_and_restores_the_setting(two_threads):
     seen: list[str] = []
-    ContextSelector(strategy=recording(seen)).select(["a b", "c d"], "a", budget_tokens=5)
+    ContextSelector(strategy=recording(seen)).select(["a b", "c d"], "a", budget=5)
     assert seen == ["1"] and threads() == "2"
     ContextSelector(strategy=recording(seen), blas_threads=None).select(
-        ["a b", "c d"], "a", budget_tokens=5
+        ["a b", "c d"], "a", budget=5
     )
     assert seen == ["1", "2"]
 

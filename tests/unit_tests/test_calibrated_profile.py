@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, solve
-from langchain_pacms.core.strategies import (
+from langchain_pacms.core.calibration import (
     POOL_MEAN_COSINE_LIMIT,
     pool_mean_cosine,
     pool_threshold,
@@ -116,7 +116,7 @@ def test_the_selector_shows_and_uses_the_calibrated_profile() -> None:
     assert selector.profile == CALIBRATED_PROFILE
     assert selector.profile.calibration == "pool"
     assert selector.resolve_options("pacms")[1]["calibrate"] is True
-    chosen = selector.select(list(table)[:-1], "q", budget_tokens=40)
+    chosen = selector.select(list(table)[:-1], "q", budget=40)
     assert chosen.info["coverage"] == "meaningful" and chosen.info["pool_mean_cosine"] > 0.6
     assert chosen.tokens_kept == 40
     assert {topic[int(i)] for i in chosen.kept_ids} >= {0, 25}
@@ -125,7 +125,7 @@ def test_the_selector_shows_and_uses_the_calibrated_profile() -> None:
         _Table(table), token_counter=lambda text: 10, profile=EmbedderProfile()
     )
     assert "calibrate" not in declared.resolve_options("pacms")[1]
-    assert "coverage" not in declared.select(list(table)[:-1], "q", budget_tokens=40).info
+    assert "coverage" not in declared.select(list(table)[:-1], "q", budget=40).info
 
 
 def test_a_declared_profile_is_not_calibrated() -> None:
@@ -134,7 +134,7 @@ def test_a_declared_profile_is_not_calibrated() -> None:
     assert selector.profile.calibration is None
     assert "calibrate" not in selector.resolve_options("pacms")[1]
     chosen = selector.select(
-        ["red apples", "green pears", "red apples again"], "red", budget_ratio=0.5
+        ["red apples", "green pears", "red apples again"], "red", budget=("ratio", 0.5)
     )
     assert "pool_mean_cosine" not in chosen.info
 

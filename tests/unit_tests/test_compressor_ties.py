@@ -26,7 +26,7 @@ def ranked_pool() -> list[Document]:
 
 @pytest.mark.parametrize("strategy", ["pacms", "topk", "rag", "mmr"])
 def test_the_higher_ranked_copy_is_kept_with_its_metadata(strategy: str) -> None:
-    compressor = PACMSCompressor(budget_tokens=14, strategy=strategy)
+    compressor = PACMSCompressor(budget=14, strategy=strategy)
     kept, selection = compressor.compress_with_selection(ranked_pool(), QUERY)
     facts = [d for d in kept if "6543" in d.page_content]
     assert [d.metadata["rank"] for d in facts] == [0]
@@ -40,13 +40,13 @@ def test_the_higher_ranked_copy_is_kept_with_its_metadata(strategy: str) -> None
 
 
 async def test_async_keeps_the_same_copy() -> None:
-    compressor = PACMSCompressor(budget_tokens=14)
+    compressor = PACMSCompressor(budget=14)
     kept = await compressor.acompress_documents(ranked_pool(), QUERY)
     assert [d.metadata["rank"] for d in kept if "6543" in d.page_content] == [0]
 
 
 def test_two_copies_kept_are_the_two_highest_ranked() -> None:
-    compressor = PACMSCompressor(budget_tokens=20, strategy="topk")
+    compressor = PACMSCompressor(budget=20, strategy="topk")
     docs = [Document(FACT, metadata={"rank": r}) for r in range(4)]
     kept = compressor.compress_documents(docs, QUERY)
     assert [d.metadata["rank"] for d in kept] == [0, 1]
@@ -55,7 +55,7 @@ def test_two_copies_kept_are_the_two_highest_ranked() -> None:
 def test_a_longer_copy_is_not_swapped_in_past_the_budget() -> None:
     # the higher-ranked copy costs more tokens and the budget has no room for the difference
     docs = [Document(FACT + " " + "!" * 40, metadata={"rank": 0}), Document(FACT)]
-    compressor = PACMSCompressor(budget_tokens=10, strategy="topk")
+    compressor = PACMSCompressor(budget=10, strategy="topk")
     kept, selection = compressor.compress_with_selection(docs, QUERY)
     assert [d.page_content for d in kept] == [FACT]
     assert selection.tokens_kept <= selection.budget
@@ -63,7 +63,7 @@ def test_a_longer_copy_is_not_swapped_in_past_the_budget() -> None:
 
 def test_chronological_order_is_left_to_the_strategy() -> None:
     docs = [Document(FACT, metadata={"rank": r}) for r in range(2)]
-    compressor = PACMSCompressor(budget_tokens=10, strategy="topk", input_order="chronological")
+    compressor = PACMSCompressor(budget=10, strategy="topk", input_order="chronological")
     kept = compressor.compress_documents(docs, QUERY)
     assert [d.metadata["rank"] for d in kept] == [0]  # the older copy, as for messages
 
@@ -88,7 +88,7 @@ def test_no_dropped_copy_outranks_a_kept_one(
         Document(" ".join(w).upper() + ("!" if bang else ""), metadata={"rank": r})
         for r, (w, bang) in enumerate(texts)
     ]
-    compressor = PACMSCompressor(budget_tokens=budget, strategy=strategy)
+    compressor = PACMSCompressor(budget=budget, strategy=strategy)
     kept, selection = compressor.compress_with_selection(docs, "staging db port")
     assert selection.tokens_kept <= selection.budget
     kept_ranks = {d.metadata["rank"] for d in kept}

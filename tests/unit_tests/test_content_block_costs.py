@@ -19,8 +19,12 @@ from langchain_core.messages import (
 from pacms_fakes import assert_provider_valid
 from test_messages import SELECTOR, STRATEGIES, text
 
-from langchain_pacms.integrations import create_pacms_hook, messages_to_candidates
-from langchain_pacms.integrations.messages import MessageMemo, content_text, sent_tokens
+from langchain_pacms.integrations import (
+    ToolLoopOptions,
+    create_pacms_hook,
+    messages_to_candidates,
+)
+from langchain_pacms.messages import MessageMemo, content_text, sent_tokens
 from langchain_pacms.tokens import TokenCounter
 
 COUNTER = SELECTOR.token_counter
@@ -158,7 +162,7 @@ def test_the_hook_does_not_send_a_web_search_block_past_the_budget():
         AIMessage([{"type": "text", "text": "The default port is 5432."}, block]),
         HumanMessage("thanks, and the staging port?"),
     ]
-    hook = create_pacms_hook(SELECTOR, budget_tokens=40)
+    hook = create_pacms_hook(40, selector=SELECTOR)
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert msgs[1] not in out
     selection = hook.last_selection
@@ -174,7 +178,7 @@ def test_a_mandatory_block_is_charged_and_reported_over_budget():
         AIMessage("", tool_calls=[call]),
         ToolMessage([block], tool_call_id="c1", name="query"),
     ]
-    hook = create_pacms_hook(SELECTOR, budget_tokens=40)
+    hook = create_pacms_hook(40, selector=SELECTOR)
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert out == msgs  # the fresh tool result is mandatory: sent, and said to be over
     selection = hook.last_selection
@@ -241,7 +245,10 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
 )
 def test_what_the_hook_sends_fits_counted_independently(messages, budget, strategy, placeholders):
     hook = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=placeholders
+        budget,
+        strategy=strategy,
+        selector=SELECTOR,
+        tool_loop=ToolLoopOptions(placeholders=placeholders),
     )
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert_provider_valid(out)

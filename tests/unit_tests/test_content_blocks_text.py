@@ -7,7 +7,7 @@ import json
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langchain_pacms.integrations.messages import content_text, sent_tokens
+from langchain_pacms.messages import content_text, sent_tokens
 from langchain_pacms.tokens import TokenCounter
 
 COUNTER = TokenCounter()

@@ -17,7 +17,7 @@ from langchain_pacms.core import (
     mmr_ranking,
     relevance_fill,
 )
-from langchain_pacms.core.strategies import pacms
+from langchain_pacms.core.pacms import pacms
 
 
 def random_problem(seed: int, n: int = 40, budget_share: float = 0.5) -> Problem:

@@ -260,14 +260,14 @@ def test_selector_invariants(inst: Instance):
             selector.select(
                 candidates,
                 "the query",
-                budget_tokens=inst.budget,
+                budget=inst.budget,
                 strategy=inst.strategy,
                 **inst.options,
             )
         sel = ContextSelector(embeddings).select(
             candidates,
             "the query",
-            budget_tokens=inst.budget,
+            budget=inst.budget,
             strategy=inst.strategy,
             **inst.options,
         )
@@ -277,7 +277,7 @@ def test_selector_invariants(inst: Instance):
         assert candidates == snapshot
         return
     sel = selector.select(
-        candidates, "the query", budget_tokens=inst.budget, strategy=inst.strategy, **inst.options
+        candidates, "the query", budget=inst.budget, strategy=inst.strategy, **inst.options
     )
     ids = [c.id for c in candidates]
     index = {cid: i for i, cid in enumerate(ids)}
@@ -298,14 +298,14 @@ def test_selector_invariants(inst: Instance):
         selector.select(
             candidates,
             "the query",
-            budget_tokens=inst.budget,
+            budget=inst.budget,
             strategy=inst.strategy,
             **inst.options,
         ),
         ContextSelector(embeddings).select(
             candidates,
             "the query",
-            budget_tokens=inst.budget,
+            budget=inst.budget,
             strategy=inst.strategy,
             **inst.options,
         ),

@@ -22,7 +22,7 @@ from langchain_pacms.core import (
     solve,
 )
 from langchain_pacms.core import problem as problem_module
-from langchain_pacms.core import strategies as strategies_module
+from langchain_pacms.core import registry as strategies_module
 
 
 def unit(*xs: float) -> np.ndarray:

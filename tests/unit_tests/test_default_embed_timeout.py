@@ -18,14 +18,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.stores import InMemoryByteStore
 from numpy.typing import NDArray
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import Budget, ContextSelector
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.config import (
-    DEFAULT_EMBED_TIMEOUT,
-    Budget,
-    SelectionConfig,
-)
+from langchain_pacms.integrations.config import DEFAULT_EMBED_TIMEOUT, SelectionConfig
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 
 BUILDERS = {"hook": create_pacms_hook, "middleware": PACMSMiddleware}
@@ -34,26 +30,25 @@ BUILDERS = {"hook": create_pacms_hook, "middleware": PACMSMiddleware}
 @pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
 def test_a_built_selector_has_the_default_embed_timeout(build):
     assert DEFAULT_EMBED_TIMEOUT == 10.0
-    assert build(budget_tokens=100).selector.embed_timeout == DEFAULT_EMBED_TIMEOUT
+    assert build(budget=100).selector.embed_timeout == DEFAULT_EMBED_TIMEOUT
 
 
 @pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
 @pytest.mark.parametrize("timeout", [None, 2.5, 1])
 def test_embed_timeout_is_overridable(build, timeout: float | None):
-    assert build(budget_tokens=100, embed_timeout=timeout).selector.embed_timeout == timeout
     config = SelectionConfig(budget=Budget(tokens=100), embed_timeout=timeout)
     assert build(config=config).selector.embed_timeout == timeout
 
 
 @pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
 def test_a_selector_passed_in_keeps_its_own(build):
-    assert build(ContextSelector(), budget_tokens=100).selector.embed_timeout is None
+    assert build(100, selector=ContextSelector()).selector.embed_timeout is None
 
 
 @pytest.mark.parametrize("bad", [0, -1.5, "10", True])
 def test_a_bad_embed_timeout_is_rejected(bad: object):
     with pytest.raises(ValueError, match="embed_timeout"):
-        create_pacms_hook(budget_tokens=100, embed_timeout=bad)
+        SelectionConfig(budget=100, embed_timeout=bad)
 
 
 class Stalled(Embeddings):
@@ -73,7 +68,7 @@ class Stalled(Embeddings):
 
 def test_a_stalled_embedder_delays_a_hook_call_by_the_timeout_only():
     model = Stalled()
-    hook = create_pacms_hook(embeddings=model, budget_tokens=12, embed_timeout=0.2)
+    hook = create_pacms_hook(config=SelectionConfig(budget=12, selector=model, embed_timeout=0.2))
     messages = [HumanMessage(f"question {i} about the deploy") for i in range(6)]
     messages += [AIMessage("the deploy is done"), HumanMessage("is the deploy done?")]
     try:
@@ -108,7 +103,7 @@ def test_the_built_in_embedder_is_timed_without_a_thread_of_its_own(store: bool)
         embed_timeout=DEFAULT_EMBED_TIMEOUT,
         cache_store=InMemoryByteStore() if store else None,
     )
-    selection = selector.select(["red apples", "green pears"], "red", budget_tokens=2)
+    selection = selector.select(["red apples", "green pears"], "red", budget=2)
     assert selection.kept_ids == ("0",) and not selection.fell_back
     on_caller = [thread is threading.current_thread() for thread in model.threads]
     assert on_caller and set(on_caller) == {not store}

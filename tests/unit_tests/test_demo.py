@@ -39,7 +39,10 @@ def test_topk_spends_the_budget_on_copies():
 
     def copies(strategy: str) -> int:
         sel = selector.select(
-            session.candidates, session.query, budget_ratio=DEFAULT_BUDGET_RATIO, strategy=strategy
+            session.candidates,
+            session.query,
+            budget=("ratio", DEFAULT_BUDGET_RATIO),
+            strategy=strategy,
         )
         counts = Counter(texts[i] for i in sel.kept_ids)
         return sum(n - 1 for n in counts.values())

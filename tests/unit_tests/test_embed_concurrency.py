@@ -60,10 +60,10 @@ async def test_sync_callers_in_the_default_executor_and_async_callers_share_a_se
         query = f"which port on host {round_ % 5}?"
 
         def select(pool: list[str] = pool, query: str = query) -> bool:
-            return selector.select(pool, query, budget_tokens=40).fell_back
+            return selector.select(pool, query, budget=40).fell_back
 
         async_calls = [
-            asyncio.ensure_future(selector.aselect(pool, query, budget_tokens=40)) for _ in range(3)
+            asyncio.ensure_future(selector.aselect(pool, query, budget=40)) for _ in range(3)
         ]
         sync_calls = [loop.run_in_executor(None, select) for _ in range(6)]
         try:
@@ -117,11 +117,11 @@ async def test_a_stalled_sync_only_embedder_does_not_starve_the_async_path(wrapp
     try:
         for i in range(3):  # more stalled calls than the default executor has threads
             pool = [f"{text} (call {i})" for text in POOL]
-            stalled = await selector.aselect(pool, QUERY, budget_tokens=12)
+            stalled = await selector.aselect(pool, QUERY, budget=12)
             assert stalled.fell_back and "embed_timeout=0.2" in (stalled.error or "")
-        recovered = await selector.aselect(POOL, QUERY, budget_tokens=12)
+        recovered = await selector.aselect(POOL, QUERY, budget=12)
         assert not recovered.fell_back and "0" in recovered.kept_ids
-        assert selector.select(POOL, "Lunch?", budget_tokens=12).fell_back is False
+        assert selector.select(POOL, "Lunch?", budget=12).fell_back is False
         assert default.submitted == 0
         assert model.on_daemon and all(model.on_daemon)
     finally:

@@ -68,7 +68,7 @@ def test_concurrent_calls_each_get_their_own_time():
 
     def one(i: int) -> bool:
         pool = [f"{text} (thread {i})" for text in POOL]
-        return selector.select(pool, QUERY, budget_tokens=12).fell_back
+        return selector.select(pool, QUERY, budget=12).fell_back
 
     with ThreadPoolExecutor(max_workers=20) as threads:
         fell_back = list(threads.map(one, range(20)))
@@ -81,12 +81,12 @@ def test_a_stalled_call_does_not_poison_the_next_calls():
     selector = ContextSelector(model, token_counter=words, embed_timeout=0.3)
     try:
         started = time.perf_counter()
-        first = selector.select(POOL, QUERY, budget_tokens=12)
+        first = selector.select(POOL, QUERY, budget=12)
         assert time.perf_counter() - started < 2
         assert first.fell_back and "embed_timeout=0.3" in (first.error or "")
         assert model.entered.is_set()  # the model call is still held
         # The same texts are still in flight in the stalled call, yet the next calls embed them.
-        later = [selector.select(POOL, QUERY, budget_tokens=12) for _ in range(3)]
+        later = [selector.select(POOL, QUERY, budget=12) for _ in range(3)]
         assert [s.fell_back for s in later] == [False, False, False]
         assert later[0].strategy == "pacms"
     finally:
@@ -128,17 +128,17 @@ async def test_async_timeout_error_names_the_timeout():
         Sleepy(delay=0.5), token_counter=words, embed_timeout=0.05, strict=True
     )
     with pytest.raises(TimeoutError, match=r"embed_timeout=0\.05"):
-        await selector.aselect(POOL, QUERY, budget_tokens=12)
+        await selector.aselect(POOL, QUERY, budget=12)
     soft = ContextSelector(Sleepy(delay=0.5), token_counter=words, embed_timeout=0.05)
-    sel = await soft.aselect(POOL, QUERY, budget_tokens=12)
+    sel = await soft.aselect(POOL, QUERY, budget=12)
     assert sel.fell_back and "embed_timeout=0.05" in (sel.error or "")
 
 
 @pytest.mark.parametrize(
     "call",
     [
-        's.select(["a", "b"], "a", budget_tokens=5)',
-        'asyncio.run(s.aselect(["a", "b"], "a", budget_tokens=5))',  # a sync-only model
+        's.select(["a", "b"], "a", budget=5)',
+        'asyncio.run(s.aselect(["a", "b"], "a", budget=5))',  # a sync-only model
     ],
     ids=["sync", "async"],
 )

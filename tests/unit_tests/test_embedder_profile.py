@@ -20,7 +20,7 @@ def demo_kept_ids(selector: ContextSelector) -> dict[str, tuple[str, ...]]:
     session = load_demo_session()
     return {
         name: selector.select(
-            session.candidates, session.query, budget_ratio=0.015, strategy=name
+            session.candidates, session.query, budget=("ratio", 0.015), strategy=name
         ).kept_ids
         for name in ("pacms", "topk", "mmr")
     }

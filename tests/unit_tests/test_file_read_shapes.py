@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_pacms.lifecycle import HeuristicPlanner, index_messages
-from langchain_pacms.lifecycle.heuristic import read_paths
+from langchain_pacms.lifecycle import HeuristicPlanner, PlannerTuning, index_messages
+from langchain_pacms.messages import read_paths
 
 PATH = "/testbed/pkg/parser.py"
 
@@ -84,13 +84,14 @@ def viewed(name: str, args: dict[str, Any]) -> list[BaseMessage]:
 
 
 def first_read_action(msgs: list[BaseMessage], keep_file_views: bool) -> str | None:
-    planner = HeuristicPlanner(
+    tuning = PlannerTuning(
         fold_min_tokens=60,
         mask_min_tokens=60,
         keep_above=1.0,
         keep_recent=0,
         keep_file_views=keep_file_views,
     )
+    planner = HeuristicPlanner(tuning=tuning)
     index = index_messages(msgs)
     plan = planner.plan(index, msgs)
     return next((a.op for a in plan.actions if a.target == "function:tool:1"), None)

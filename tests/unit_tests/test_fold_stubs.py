@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,19 +14,17 @@ from langgraph.store.memory import InMemoryStore
 from pacms_fakes import assert_provider_valid
 from test_messages import SELECTOR, STRATEGIES, call, conversations, text
 
-from langchain_pacms import ContextSelector
-from langchain_pacms.eval.traces import load_tau_bench
-from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.config import Budget, SelectionConfig
-from langchain_pacms.integrations.messages import messages_to_candidates, sent_tokens
-from langchain_pacms.integrations.runner import SelectionRunner
+from langchain_pacms.integrations import SelectionConfig, ToolLoopOptions, create_pacms_hook
 from langchain_pacms.lifecycle import Action, SidecarStore, apply_actions, index_messages
-from langchain_pacms.lifecycle.actions import call_texts
-from langchain_pacms.lifecycle.node import thread_of
-from langchain_pacms.lifecycle.objects import LIFECYCLE_KEY, payload_of
+from langchain_pacms.lifecycle.fold import call_texts
 from langchain_pacms.lifecycle.variants import FoldMemo, fold_variants
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "agent-traces"
+from langchain_pacms.messages import (
+    LIFECYCLE_KEY,
+    messages_to_candidates,
+    payload_of,
+    sent_tokens,
+    thread_of,
+)
 
 
 def tool_loop(outputs: list[list[str]]) -> list[BaseMessage]:
@@ -60,12 +57,12 @@ def is_stub(message: BaseMessage) -> bool:
         ({"fold_stubs": True}, "needs sidecar_store"),
         ({"sidecar_store": InMemoryStore(), "fold_stubs": False}, "only used with fold_stubs"),
         (
-            {"sidecar_store": InMemoryStore(), "tool_placeholders": True},
+            {"sidecar_store": InMemoryStore(), "placeholders": True},
             "only used with fold_stubs",
         ),
         ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
         (
-            {"fold_stubs": True, "sidecar_store": InMemoryStore(), "tool_placeholders": True},
+            {"fold_stubs": True, "sidecar_store": InMemoryStore(), "placeholders": True},
             "not both",
         ),
         ({"fold_stubs": "yes", "sidecar_store": InMemoryStore()}, "True or False"),
@@ -73,9 +70,7 @@ def is_stub(message: BaseMessage) -> bool:
 )
 def test_bad_fold_stub_options_fail_at_construction(options, error):
     with pytest.raises(ValueError, match=error):
-        SelectionConfig(budget=Budget(tokens=100), **options)
-    with pytest.raises(ValueError, match=error):
-        create_pacms_hook(budget_tokens=100, **options)
+        ToolLoopOptions(**options)
 
 
 # -- variants and candidates ---------------------------------------------------------------------
@@ -174,12 +169,10 @@ def _spans(out: list[BaseMessage]) -> list[tuple[AIMessage, list[ToolMessage]]]:
 def test_a_span_and_its_stub_are_alternatives(messages, budget, strategy, keep):
     store = InMemoryStore()
     hook = create_pacms_hook(
-        SELECTOR,
-        budget_tokens=budget,
+        budget,
         strategy=strategy,
-        keep_latest_turn=keep,
-        fold_stubs=True,
-        sidecar_store=store,
+        selector=SELECTOR,
+        tool_loop=ToolLoopOptions(keep_latest_turn=keep, fold_stubs=True, sidecar_store=store),
     )
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert_provider_valid(out)
@@ -269,14 +262,8 @@ def test_the_budget_holds_over_spans_the_lifecycle_folded(messages, data, budget
     folded = apply_actions(
         messages, index_messages(messages), [Action("fold", o.id) for o in folds]
     ).messages
-    hook = create_pacms_hook(
-        SELECTOR,
-        budget_tokens=budget,
-        strategy=strategy,
-        keep_latest_turn=keep,
-        fold_stubs=True,
-        sidecar_store=InMemoryStore(),
-    )
+    stubs = ToolLoopOptions(keep_latest_turn=keep, fold_stubs=True, sidecar_store=InMemoryStore())
+    hook = create_pacms_hook(budget, strategy=strategy, selector=SELECTOR, tool_loop=stubs)
     out = hook.invoke({"messages": folded})["llm_input_messages"]
     assert_provider_valid(out)
     selection = hook.last_selection
@@ -287,7 +274,7 @@ def test_the_budget_holds_over_spans_the_lifecycle_folded(messages, data, budget
 
 async def test_async_hook_writes_the_stub_payloads_before_returning():
     store = InMemoryStore()
-    hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
+    hook = create_pacms_hook(260, tool_loop=ToolLoopOptions(sidecar_store=store))
     out = (await hook.ainvoke({"messages": LOOP}, {"configurable": {"thread_id": "t-9"}}))[
         "llm_input_messages"
     ]
@@ -309,11 +296,12 @@ class BrokenStore(InMemoryStore):
 
 def test_a_failed_sidecar_write_sends_no_stub():
     store: BaseStore = BrokenStore()
-    hook = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store)
+    stubs = ToolLoopOptions(fold_stubs=True, sidecar_store=store)
+    hook = create_pacms_hook(260, tool_loop=stubs)
     out = hook.invoke({"messages": LOOP})["llm_input_messages"]
     assert not any(is_stub(m) for m in out)  # recency fallback, without variants
     assert_provider_valid(out)
-    strict = create_pacms_hook(budget_tokens=260, fold_stubs=True, sidecar_store=store, strict=True)
+    strict = create_pacms_hook(config=SelectionConfig(budget=260, tool_loop=stubs, strict=True))
     with pytest.raises(OSError, match="disk full"):
         strict.invoke({"messages": LOOP})
 
@@ -329,13 +317,8 @@ def _sent_rounds(out: list[BaseMessage]) -> dict[str, str]:
 
 
 def _floor_hook(budget: int) -> Any:
-    return create_pacms_hook(
-        SELECTOR,
-        budget_tokens=budget,
-        keep_latest_turn=False,
-        fold_stubs=True,
-        sidecar_store=InMemoryStore(),
-    )
+    stubs = ToolLoopOptions(keep_latest_turn=False, fold_stubs=True, sidecar_store=InMemoryStore())
+    return create_pacms_hook(budget, selector=SELECTOR, tool_loop=stubs)
 
 
 def test_when_every_stub_fits_no_tool_round_vanishes():
@@ -472,27 +455,10 @@ def test_a_folded_record_whose_ids_later_calls_show_goes_first_and_keeps_them_in
     assert sent_tokens(out, SELECTOR.token_counter) <= hook.last_selection.budget
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"agent traces not at {TRACES}")
-def test_a_round_that_left_room_unused_shrinks_below_what_it_kept():
-    # a recorded run where the sent messages kept exceeding the budget by a token: shrinking
-    # the room by the excess alone picked the same spans again until only the mandatory part
-    # was left (1,795 of 2,646 tokens)
-    sessions, _ = load_tau_bench(TRACES / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json")
-    session = next(s for s in sessions if s.name == "task26-trial1")
-    config = SelectionConfig(
-        budget=Budget(ratio=0.7), fold_stubs=True, sidecar_store=InMemoryStore()
-    )
-    runner = SelectionRunner(config, ContextSelector(), source="test")
-    out = runner.run(list(session.messages[:32]), config={"configurable": {"thread_id": "t"}})
-    selection = runner.last_selection
-    sent = selection.info["tokens_sent"]
-    assert sent == sent_tokens(out, SELECTOR.token_counter) and sent <= selection.budget
-    assert selection.info["rounds"] <= 3
-    assert not all(c.mandatory for c in selection.kept)
-
-
 def test_without_fold_stubs_there_is_no_floor():
-    hook = create_pacms_hook(SELECTOR, budget_tokens=400, keep_latest_turn=False)
+    hook = create_pacms_hook(
+        400, selector=SELECTOR, tool_loop=ToolLoopOptions(keep_latest_turn=False)
+    )
     hook.invoke({"messages": LOOP})
     assert hook.last_selection.info["stub_floor"] is False
 
@@ -524,19 +490,18 @@ def test_the_memo_forgets_the_least_recently_used():
 
 def test_a_growing_loop_selects_as_a_fresh_hook_does():
     store = InMemoryStore()
-    hook = create_pacms_hook(SELECTOR, budget_tokens=500, fold_stubs=True, sidecar_store=store)
+    hook = create_pacms_hook(500, selector=SELECTOR, tool_loop=ToolLoopOptions(sidecar_store=store))
     for end in range(4, len(LOOP) + 1, 2):
         grown = hook.invoke({"messages": LOOP[:end]})["llm_input_messages"]
         fresh = create_pacms_hook(
-            SELECTOR, budget_tokens=500, fold_stubs=True, sidecar_store=InMemoryStore()
+            500, selector=SELECTOR, tool_loop=ToolLoopOptions(sidecar_store=InMemoryStore())
         )
         alone = fresh.invoke({"messages": LOOP[:end]})["llm_input_messages"]
         assert [(type(m), m.content) for m in grown] == [(type(m), m.content) for m in alone]
 
 
 def test_a_sidecar_store_turns_fold_stubs_on_by_default():
-    from langchain_pacms.integrations.config import SelectionConfig
-
     store = InMemoryStore()
-    assert SelectionConfig.from_options(budget_tokens=100, sidecar_store=store).fold_stubs is True
-    assert SelectionConfig.from_options(budget_tokens=100).fold_stubs is False
+    assert ToolLoopOptions(sidecar_store=store).fold_stubs is True
+    assert ToolLoopOptions().fold_stubs is False
+    assert SelectionConfig(budget=100).tool_loop.fold_stubs is False

@@ -1,9 +1,11 @@
 """``pacms`` picks against a frozen copy of the picks made before blocked similarity.
 
 ``tests/fixtures/frozen_picks.json`` holds, for seeded random pools and for the recall
-fixture's pools (``tests/fixtures/lme_mini`` with the built-in embedder, redundancy levels 0, 2
-and 8), a digest of the order in which ``solve(problem, "pacms")`` picked, written by the code
-before the coverage kernel could be sparse and the diversity fill blocked, in its two ways:
+fixture's pools (``tests/fixtures/lme_mini_pools.json``: the LongMemEval fixture's questions at
+redundancy levels 0, 2 and 8, as the evaluation builds them, which
+``bench/tests/unit_tests/test_frozen_pools.py`` checks; with the built-in embedder), a digest of
+the order in which ``solve(problem, "pacms")`` picked, written by the code before the coverage
+kernel could be sparse and the diversity fill blocked, in its two ways:
 ``matrix``, as the pool came (small pools keep the matrix of all cosines, the fill walks its
 rows), and ``vectors``, with no cosine matrix kept (as for pools above
 ``COSINE_MATRIX_LIMIT``: the fill re-scores from the vectors). The two differ on some pools
@@ -48,6 +50,7 @@ from langchain_pacms.embeddings import HashedTfidfEmbeddings
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures"
 FROZEN = ROOT / "frozen_picks.json"
+POOLS = ROOT / "lme_mini_pools.json"
 FROZEN_KERNEL = "Haswell"
 BUDGETS = (0.05, 0.1, 0.45, 0.7)
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -86,21 +89,19 @@ def random_pools() -> Iterator[tuple[str, Problem]]:
 
 
 def fixture_pools() -> Iterator[tuple[str, Problem]]:
-    from langchain_pacms.eval.recall import load_questions
-    from langchain_pacms.eval.redundancy import inject_redundancy
     from langchain_pacms.selector import Candidate
 
     # Relevance from the dense vectors, as when the picks were frozen.
     selector = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None))
-    for question in load_questions(ROOT / "lme_mini", n=None):
-        for level in (0, 2, 8):
-            pool = inject_redundancy(question.rounds, level, style="full", seed=0)
-            cands = [Candidate(p.text, id=str(i), position=p.position) for i, p in enumerate(pool)]
+    questions = json.loads(POOLS.read_text(encoding="utf-8"))
+    for question_id, question in questions.items():
+        for level, pool in question["levels"].items():
+            cands = [Candidate(t, id=str(i), position=pos) for i, (t, pos) in enumerate(pool)]
             total = sum(selector.count_tokens(cands))
             for share in BUDGETS:
-                name = f"lme_mini {question.question_id} R={level} budget={share}"
+                name = f"lme_mini {question_id} R={level} budget={share}"
                 budget = max(1, int(share * total))
-                yield name, selector.prepare(cands, question.question, budget_tokens=budget)
+                yield name, selector.prepare(cands, question["question"], budget=budget)
 
 
 def digest(order: np.ndarray) -> str:

@@ -197,8 +197,8 @@ def test_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> N
         query = queries[step % len(queries)]
         budget = 0.3 if step % 2 else 0.6
         before = growing._last_pool
-        got = growing.select(cands[:end], query, budget_ratio=budget)
-        want = ContextSelector(model).select(cands[:end], query, budget_ratio=budget)
+        got = growing.select(cands[:end], query, budget=("ratio", budget))
+        want = ContextSelector(model).select(cands[:end], query, budget=("ratio", budget))
         _assert_same(got, want)
         now = growing._last_pool
         assert now is not None and now.problem is not None and now.problem.n == end
@@ -210,8 +210,8 @@ def test_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects() -> N
     assert carried == (9 if rows_stable(32) else 0)
     # The same texts under another query: nothing to embed but the query, no product at all.
     before = growing._last_pool
-    got = growing.select(cands[:460], "query 3", budget_ratio=0.5)
-    _assert_same(got, ContextSelector(model).select(cands[:460], "query 3", budget_ratio=0.5))
+    got = growing.select(cands[:460], "query 3", budget=("ratio", 0.5))
+    _assert_same(got, ContextSelector(model).select(cands[:460], "query 3", budget=("ratio", 0.5)))
     now = growing._last_pool
     assert before is not None and before.problem is not None and before.problem.n == 460
     assert now is not None and now.problem is not None
@@ -227,8 +227,8 @@ def test_async_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects(
     async def run() -> None:
         growing = ContextSelector(model)
         for end in (100, 101, 110, 110, 120):
-            got = await growing.aselect(cands[:end], queries[end % 4], budget_tokens=1_500)
-            want = ContextSelector(model).select(cands[:end], queries[end % 4], budget_tokens=1_500)
+            got = await growing.aselect(cands[:end], queries[end % 4], budget=1_500)
+            want = ContextSelector(model).select(cands[:end], queries[end % 4], budget=1_500)
             _assert_same(got, want)
 
     asyncio.run(run())
@@ -237,9 +237,9 @@ def test_async_selector_on_a_growing_pool_selects_what_a_fresh_selector_selects(
 def test_a_pool_that_is_not_the_last_one_plus_new_texts_is_embedded_afresh() -> None:
     cands, queries, model = _conversation(90)
     selector = ContextSelector(model)
-    selector.select(cands[:80], queries[0], budget_ratio=0.5)
+    selector.select(cands[:80], queries[0], budget=("ratio", 0.5))
     reordered = [cands[1], cands[0], *cands[2:85]]
-    got = selector.select(reordered, queries[0], budget_ratio=0.5)
-    _assert_same(got, ContextSelector(model).select(reordered, queries[0], budget_ratio=0.5))
+    got = selector.select(reordered, queries[0], budget=("ratio", 0.5))
+    _assert_same(got, ContextSelector(model).select(reordered, queries[0], budget=("ratio", 0.5)))
     last = selector._last_pool
     assert last is not None and last.base is None  # not grown from the last pool

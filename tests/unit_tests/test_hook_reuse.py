@@ -23,16 +23,12 @@ from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-import langchain_pacms.selector as selector_module
+import langchain_pacms.selector.pool as selector_module
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, unit_rows
 from langchain_pacms.embeddings import EmbedderProfile, HashedTfidfEmbeddings
-from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import (
-    MessageMemo,
-    messages_to_candidates,
-    sent_tokens,
-)
+from langchain_pacms.integrations import StrategyOptions, create_pacms_hook
+from langchain_pacms.messages import MessageMemo, messages_to_candidates, sent_tokens
 from langchain_pacms.selector import EmbeddingError
 
 BENCH_HOOK = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_hook.py"
@@ -163,7 +159,7 @@ def test_candidates_with_a_memo_equal_those_without(
 # -- the hook over a growing conversation --------------------------------------------------------
 def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> None:
     bench = _bench()
-    warm = create_pacms_hook(budget_tokens=3000)
+    warm = create_pacms_hook(budget=3000)
     stream = bench.conversation(24)
     for step in range(6):
         state = {
@@ -172,7 +168,7 @@ def test_hook_keeps_what_a_fresh_hook_keeps_over_a_growing_conversation() -> Non
                 HumanMessage(f"What changed in round {step}?"),
             ]
         }
-        fresh = create_pacms_hook(budget_tokens=3000)
+        fresh = create_pacms_hook(budget=3000)
         fresh.invoke(state)
         for _ in range(2):  # the second call reuses the memo and the last pool's problem
             warm.invoke(state)
@@ -199,7 +195,7 @@ def test_bench_conversation_picks_are_unchanged(strategy: str) -> None:
     )
     dense = ContextSelector(HashedTfidfEmbeddings(relevance_buckets=None), profile=then)
     options = {"fill": "diverse"} if strategy == "pacms" else {}
-    hook = create_pacms_hook(budget_tokens=8000, strategy=strategy, selector=dense, **options)
+    hook = create_pacms_hook(8000, strategy=StrategyOptions(strategy, **options), selector=dense)
     messages = [*bench.conversation(75), HumanMessage("Which service had the highest latency?")]
     hook.invoke({"messages": messages})
     assert hook.last_selection is not None
@@ -220,12 +216,14 @@ def test_same_pool_again_picks_as_a_fresh_selector(seed: int, strategy: str) -> 
     warm = ContextSelector()
     for ratio in (0.2, 0.5, 0.2):  # the same texts under other budgets and mandatory flags
         pool = [selector_module.Candidate(t, mandatory=rng.random() < 0.1) for t in texts]
-        got = warm.select(pool, query, budget_ratio=ratio, strategy=strategy)
-        want = ContextSelector().select(pool, query, budget_ratio=ratio, strategy=strategy)
+        got = warm.select(pool, query, budget=("ratio", ratio), strategy=strategy)
+        want = ContextSelector().select(pool, query, budget=("ratio", ratio), strategy=strategy)
         assert got.kept_ids == want.kept_ids and got.gains == want.gains
     assert warm._last_pool is not None and warm._last_pool.texts == tuple(texts)
-    other = warm.select(texts, query + " port", budget_ratio=0.3, strategy=strategy)
-    fresh = ContextSelector().select(texts, query + " port", budget_ratio=0.3, strategy=strategy)
+    other = warm.select(texts, query + " port", budget=("ratio", 0.3), strategy=strategy)
+    fresh = ContextSelector().select(
+        texts, query + " port", budget=("ratio", 0.3), strategy=strategy
+    )
     assert other.kept_ids == fresh.kept_ids
 
 
@@ -260,15 +258,15 @@ def test_rows_lent_by_the_last_pool_give_the_same_vectors(seed: int, dim: int) -
         kept = [t for t in texts if rng.random() < 0.8]
         texts = kept + [text() for _ in range(rng.randint(0 if kept else 1, 6))]
         try:
-            want = selector().prepare(texts, query, budget_ratio=0.3)
+            want = selector().prepare(texts, query, budget=("ratio", 0.3))
         except EmbeddingError:  # e.g. only empty texts: the warm selector refuses them too
             with pytest.raises(EmbeddingError):
-                warm.prepare(texts, query, budget_ratio=0.3)
+                warm.prepare(texts, query, budget=("ratio", 0.3))
             continue
-        got = warm.prepare(texts, query, budget_ratio=0.3)
+        got = warm.prepare(texts, query, budget=("ratio", 0.3))
         assert np.array_equal(got.vectors, want.vectors)
         assert np.array_equal(got.query, want.query)
-        warm.select(texts, query, budget_ratio=0.3)  # the pool the next one borrows from
+        warm.select(texts, query, budget=("ratio", 0.3))  # the pool the next one borrows from
 
 
 # -- compaction and unit rows --------------------------------------------------------------------
@@ -290,7 +288,7 @@ def test_compaction_keeps_the_picks(name: str, monkeypatch: pytest.MonkeyPatch) 
         embeddings = None if name == "lex" else DeterministicFakeEmbedding(size=64)
         selector = ContextSelector(embeddings)
         return [
-            selector.select(texts, query, budget_ratio=r, strategy=s).kept_ids
+            selector.select(texts, query, budget=("ratio", r), strategy=s).kept_ids
             for texts, query in pools
             for r in (0.1, 0.4)
             for s in ("pacms", "topk")

@@ -35,12 +35,12 @@ def select(cands: list[Any], **kwargs: Any) -> Any:
 def test_a_bad_candidate_field_is_named_with_the_candidate(field: str, value: Any, message: str):
     bad = Candidate("red", id="x", **{field: value})
     with pytest.raises(ValueError, match=message):
-        select(["blue", bad], budget_tokens=5)
+        select(["blue", bad], budget=5)
 
 
 def test_a_candidate_without_an_id_is_named_by_its_index():
     with pytest.raises(ValueError, match="candidate '1' has invalid position nan"):
-        select(["blue", Candidate("red", position=float("nan"))], budget_tokens=5)
+        select(["blue", Candidate("red", position=float("nan"))], budget=5)
 
 
 def test_numpy_scalars_are_accepted_as_the_python_values():
@@ -48,27 +48,28 @@ def test_numpy_scalars_are_accepted_as_the_python_values():
         Candidate("red apples", id="a", tokens=np.int64(2), position=np.int32(5)),
         Candidate("green pears", id="b", mandatory=np.True_, position=np.int64(1)),
     ]
-    sel = select(cands, budget_tokens=np.int64(9))
+    sel = select(cands, budget=np.int64(9))
     plain = select(
         [
             Candidate("red apples", id="a", tokens=2, position=5),
             Candidate("green pears", id="b", mandatory=True, position=1),
         ],
-        budget_tokens=9,
+        budget=9,
     )
     assert sel.kept_ids == plain.kept_ids == ("a", "b") and sel.tokens == plain.tokens
     for c in sel.candidates:
         assert type(c.position) is int and type(c.mandatory) is bool
     assert type(sel.candidates[0].tokens) is int
     assert (
-        select(POOL, budget_ratio=np.float32(0.5)).budget == select(POOL, budget_ratio=0.5).budget
+        select(POOL, budget=("ratio", np.float32(0.5))).budget
+        == select(POOL, budget=("ratio", 0.5)).budget
     )
 
 
 @pytest.mark.parametrize("ratio", [True, np.True_, "0.5", float("nan"), 0, 1.5])
 def test_a_budget_ratio_must_be_a_number_in_range(ratio: Any):
-    with pytest.raises(ValueError, match="budget_ratio must be in"):
-        select(POOL, budget_ratio=ratio)
+    with pytest.raises(ValueError, match=r"Budget\(ratio=...\) must be a number in"):
+        select(POOL, budget=("ratio", ratio))
 
 
 def test_numeric_settings_take_numpy_integers_and_refuse_bools():
@@ -148,8 +149,8 @@ def test_numpy_and_python_values_select_alike(
             for i, (tokens, position, mandatory, flag) in enumerate(rows)
         ]
 
-    numpy_sel = select(pool(True), budget_tokens=np.int64(budget))
-    python_sel = select(pool(False), budget_tokens=budget)
+    numpy_sel = select(pool(True), budget=np.int64(budget))
+    python_sel = select(pool(False), budget=budget)
     assert numpy_sel.kept_ids == python_sel.kept_ids
     assert numpy_sel.to_dict() == {
         **python_sel.to_dict(),

@@ -20,7 +20,9 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.lifecycle import (
     Action,
+    CommitRule,
     LifecycleHarness,
+    Masking,
     Plan,
     SidecarStore,
     at_boundary,
@@ -29,7 +31,8 @@ from langchain_pacms.lifecycle import (
     payload_of,
     provider_problems,
 )
-from langchain_pacms.lifecycle.harness import COMMIT_EVENT, TOOL_LOOP_STEPS, tool_steps
+from langchain_pacms.lifecycle.boundary import TOOL_LOOP_STEPS, tool_steps
+from langchain_pacms.lifecycle.commit import COMMIT_EVENT
 
 
 class ScriptedPlanner:
@@ -124,7 +127,7 @@ def test_check_rejects_what_would_break_the_first_user_message_rule():
 
 def test_check_refuses_double_fold_and_mask_of_a_folded_object():
     msgs = history()
-    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")))
     commit = harness.step(msgs, thread_id="t")
     again = index_messages(commit.messages, known_ids=commit.known_ids)
     checked = check_actions(
@@ -157,7 +160,7 @@ def test_small_plans_stage_until_the_threshold_then_commit_once():
         Plan("mask the log", (Action("mask", "function:tool:2", "noisy"),)),
         fold("function:tool:1"),
     )
-    harness = LifecycleHarness(planner, threshold=0.3)
+    harness = LifecycleHarness(planner, commit=CommitRule(threshold=0.3))
     assert harness.step(msgs, thread_id="t") is None  # 1% of the view: not worth a cache break
     assert [a.op for a in harness.staged("t")] == ["prune"]
     assert harness.step(msgs, thread_id="t") is None  # 22%: still staged
@@ -181,9 +184,11 @@ def test_a_fold_that_saves_nothing_is_rejected():
 def test_threshold_blocks_a_commit_that_does_not_pay_and_max_active_tokens_forces_it():
     msgs = history(size=20)
     plan = Plan("prune note", (Action("prune", "conversation:assistant:1", "obsolete"),))
-    lazy = LifecycleHarness(ScriptedPlanner(plan), threshold=0.9)
+    lazy = LifecycleHarness(ScriptedPlanner(plan), commit=CommitRule(threshold=0.9))
     assert lazy.step(msgs, thread_id="t") is None and len(lazy.staged("t")) == 1
-    forced = LifecycleHarness(ScriptedPlanner(plan), threshold=0.9, max_active_tokens=20)
+    forced = LifecycleHarness(
+        ScriptedPlanner(plan), commit=CommitRule(threshold=0.9, max_active_tokens=20)
+    )
     commit = forced.step(msgs, thread_id="t")
     assert commit is not None and commit.reason == "max_active_tokens"
     assert [m.id for m in commit.messages] == ["s", "h1", "a1", "t1", "a2", "t2", "h2"]
@@ -191,10 +196,10 @@ def test_threshold_blocks_a_commit_that_does_not_pay_and_max_active_tokens_force
 
 def test_no_commit_off_a_boundary_and_staged_actions_are_rechecked():
     msgs = history()
-    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")))
     assert harness.step(msgs, thread_id="t") is not None  # plans and commits at the boundary
     planner = ScriptedPlanner(fold("function:tool:1"))
-    harness = LifecycleHarness(planner, threshold=0.0, boundary="turn")
+    harness = LifecycleHarness(planner, commit=CommitRule(boundary="turn"))
     mid = history()[:5]  # a tool call in flight: not a boundary, no plan asked
     assert harness.step(mid, thread_id="t") is None and planner.calls == 0
     assert harness.step(msgs, thread_id="t") is not None and planner.calls == 1
@@ -219,7 +224,7 @@ class BrokenStore(InMemoryStore):
 
 def test_a_failed_sidecar_write_means_no_commit_and_nothing_lost():
     planner = ScriptedPlanner(fold("function:tool:1"))
-    harness = LifecycleHarness(planner, store=BrokenStore(), threshold=0.0)
+    harness = LifecycleHarness(planner, store=BrokenStore())
     assert harness.step(history(), thread_id="t") is None
     assert harness.stats.commit_failures == 1 and harness.stats.commits == 0
     assert [a.target for a in harness.staged("t")] == ["function:tool:1"]
@@ -237,7 +242,7 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
             Action("prune", "function:tool:2", "superseded"),
         ),
     )
-    harness = LifecycleHarness(ScriptedPlanner(plan), store=store, threshold=0.3)
+    harness = LifecycleHarness(ScriptedPlanner(plan), store=store, commit=CommitRule(threshold=0.3))
     commits = []
 
     def lifecycle(state: State) -> dict[str, Any]:
@@ -289,7 +294,7 @@ def test_commit_event_and_jsonl_log(tmp_path):
 def test_reactivate_brings_the_exact_payload_back():
     original = history()
     original[3] = original[3].model_copy(update={"content": "naïve ✓ \x00 end" * 300})
-    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")))
     commit = harness.step(original, thread_id="t")
     (restored,) = harness.reactivate(
         commit.messages, "function:tool:1", thread_id="t", known_ids=commit.known_ids
@@ -303,8 +308,8 @@ def test_reactivate_brings_the_exact_payload_back():
 
 def test_astep_matches_step():
     plan = Plan("fold", (Action("fold", "function:tool:1"), Action("mask", "function:tool:2")))
-    sync = LifecycleHarness(ScriptedPlanner(plan), threshold=0.0).step(history(), thread_id="t")
-    harness = LifecycleHarness(ScriptedPlanner(plan), threshold=0.0)
+    sync = LifecycleHarness(ScriptedPlanner(plan)).step(history(), thread_id="t")
+    harness = LifecycleHarness(ScriptedPlanner(plan))
     done = asyncio.run(harness.astep(history(), thread_id="t"))
     assert sync is not None and done is not None
     assert [m.content for m in done.messages] == [m.content for m in sync.messages]
@@ -317,11 +322,17 @@ def test_bad_options_fail_at_construction():
     with pytest.raises(TypeError, match="planner"):
         LifecycleHarness(object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="threshold"):
-        LifecycleHarness(planner, threshold=1.5)
+        CommitRule(threshold=1.5)
     with pytest.raises(ValueError, match="max_active_tokens"):
-        LifecycleHarness(planner, max_active_tokens=0)
+        CommitRule(max_active_tokens=0)
     with pytest.raises(ValueError, match="boundary"):
-        LifecycleHarness(planner, boundary="always")  # type: ignore[arg-type]
+        CommitRule(boundary="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="head"):
+        Masking(head=-1)
+    with pytest.raises(TypeError, match="commit must be a CommitRule"):
+        LifecycleHarness(planner, commit=0.3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="masking must be a Masking"):
+        LifecycleHarness(planner, masking=CommitRule())  # type: ignore[arg-type]
     assert "scripted" in repr(LifecycleHarness(planner))
 
 
@@ -332,10 +343,10 @@ def test_tool_boundary_plans_inside_one_long_task():
     assert [o.id for o in step.objects if o.latest] == ["conversation:user:1", "function:tool:2"]
     with pytest.raises(ValueError, match="latest"):
         index_messages(msgs, latest="call")  # type: ignore[arg-type]
-    turn = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), threshold=0.0)
+    turn = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")))
     assert turn.step(msgs, thread_id="t") is None  # not a turn boundary
     tool = LifecycleHarness(
-        ScriptedPlanner(fold("function:tool:1")), threshold=0.0, boundary="tool"
+        ScriptedPlanner(fold("function:tool:1")), commit=CommitRule(boundary="tool")
     )
     commit = tool.step(msgs, thread_id="t")
     assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
@@ -370,5 +381,5 @@ def test_the_default_harness_commits_inside_a_single_task_tool_loop():
     commits = [harness.step(_loop(n), thread_id="t") for n in range(1, 9)]
     assert commits[: TOOL_LOOP_STEPS - 1] == [None] * (TOOL_LOOP_STEPS - 1)
     assert any(c is not None for c in commits[TOOL_LOOP_STEPS - 1 :])
-    turn = LifecycleHarness(HeuristicPlanner(), boundary="turn")
+    turn = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary="turn"))
     assert all(turn.step(_loop(n), thread_id="t") is None for n in range(1, 9))

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.lifecycle import (
+    CommitRule,
     LifecycleHarness,
     LLMPlanner,
     Plan,
@@ -37,8 +38,7 @@ from langchain_pacms.lifecycle import (
     index_messages,
     provider_problems,
 )
-from langchain_pacms.lifecycle.objects import payload_of
-from langchain_pacms.lifecycle.sidecar import run_thread
+from langchain_pacms.messages import payload_of, run_thread
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "agent-traces"
 
@@ -309,7 +309,7 @@ def audit_keys(audit, object_id):
 
 def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload():
     harness = LifecycleHarness(
-        classic(keep_recent=0, keep_above=1.0, max_stubs=2), threshold=0.0, boundary="tool"
+        classic(keep_recent=0, keep_above=1.0, max_stubs=2), commit=CommitRule(boundary="tool")
     )
     h = History().user("Review every module")
     history: list[BaseMessage] = list(h.messages)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from lifecycle_check_cases import checked_summary, history, random_actions
 
-from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleHarness
+from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
 from langchain_pacms.lifecycle.actions import Action, apply_actions, provider_problems
 from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
 from langchain_pacms.lifecycle.validate import (
@@ -103,7 +103,9 @@ def test_a_harness_step_commits_what_checking_the_plan_twice_gives(
 ) -> None:
     seed, spans, turns = case
     msgs = history(seed, spans, turns)
-    harness = LifecycleHarness(HeuristicPlanner(), boundary="tool", threshold=threshold)
+    harness = LifecycleHarness(
+        HeuristicPlanner(), commit=CommitRule(threshold=threshold, boundary="tool")
+    )
     index = harness.index(msgs)
     staged = check_actions(msgs, index, harness.planner.plan(index, msgs).actions)
     decided = check_actions(msgs, index, staged.accepted)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -11,15 +12,19 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.lifecycle import (
     Action,
+    CommitRule,
     HeuristicPlanner,
     LifecycleHarness,
+    PlannerTuning,
     apply_actions,
     check_actions,
     index_messages,
     provider_problems,
     span_payload,
 )
-from langchain_pacms.lifecycle.actions import LONG_ARGUMENT, action_gain, visible_locators
+from langchain_pacms.lifecycle.actions import action_gain
+from langchain_pacms.lifecycle.fold import visible_locators
+from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT
 
 SCRIPT = (
     "cat > repro.py << 'EOF'\n"
@@ -85,7 +90,9 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
         async def aplan(self, index, messages):  # type: ignore[no-untyped-def]
             return self.plan(index, messages)
 
-    harness = LifecycleHarness(FoldSpan(), store=InMemoryStore(), threshold=0.0, boundary="tool")
+    harness = LifecycleHarness(
+        FoldSpan(), store=InMemoryStore(), commit=CommitRule(boundary="tool")
+    )
     commit = harness.step(msgs, thread_id="t")
     assert commit is not None and {m.id for m in commit.updates} == {"a1", "t1"}
     restored = harness.reactivate(
@@ -202,28 +209,25 @@ def _loop(steps: int) -> list[BaseMessage]:
 def test_the_heuristic_folds_whole_spans_and_proposes_nothing_that_saves_nothing() -> None:
     msgs = _loop(9)
     index = index_messages(msgs, latest="step")
-    planner = HeuristicPlanner(
-        fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0, keep_recent=0
-    )
+    tuning = PlannerTuning(fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0, keep_recent=0)
+    planner = HeuristicPlanner(tuning=tuning)
     plan = planner.plan(index, msgs)
     folds = [a for a in plan.actions if a.op == "fold"]
     assert folds and all(a.scope == "span" for a in folds)
     checked = check_actions(msgs, index, plan.actions)
     assert not [r for r in checked.rejected if r.reason.startswith("saves nothing")]
     assert re.search(r"; [1-9]\d* left out as saving nothing", plan.summary)
-    narrow = HeuristicPlanner(
-        fold_min_tokens=20, mask_min_tokens=20, keep_above=1.0, keep_recent=0, fold_calls=False
-    ).plan(index, msgs)
+    narrow = HeuristicPlanner(tuning=replace(tuning, fold_calls=False)).plan(index, msgs)
     assert {a.scope for a in narrow.actions} == {"output"}
     assert checked.tokens_saved > check_actions(msgs, index, narrow.actions).tokens_saved
 
 
 def test_fold_calls_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="fold_calls"):
-        HeuristicPlanner(fold_calls="yes")  # type: ignore[arg-type]
+        PlannerTuning(fold_calls="yes")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("price", [-0.1, 1.0])
 def test_the_cached_price_must_be_a_share_below_one(price: float) -> None:
     with pytest.raises(ValueError, match="cached_price"):
-        LifecycleHarness(HeuristicPlanner(), cached_price=price)
+        CommitRule(cached_price=price)

@@ -13,19 +13,20 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from test_messages import SELECTOR, call
 
 from langchain_pacms import Candidate, ContextSelector
-from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.config import Budget, SelectionConfig
-from langchain_pacms.integrations.messages import MessageMemo, sent_tokens
+from langchain_pacms.integrations import ToolLoopOptions, create_pacms_hook
+from langchain_pacms.messages import MessageMemo, sent_tokens
 
 POOL = ["blue plums", "red apples"]
+IN_TURN = ToolLoopOptions(keep_latest_turn=False)
+NOT_LIFTED = ToolLoopOptions(keep_latest_turn=False, lift_reused=False)
 
 
 # -- the selector --------------------------------------------------------------------------------
 @pytest.mark.parametrize("strategy", ["pacms", "topk", "mmr"])
 def test_a_named_candidate_is_as_relevant_as_the_best_one(strategy):
     selector = ContextSelector()
-    plain = selector.select(POOL, "red", budget_tokens=3, strategy=strategy)
-    lifted = selector.select(POOL, "red", budget_tokens=3, strategy=strategy, relevant_ids=["0"])
+    plain = selector.select(POOL, "red", budget=3, strategy=strategy)
+    lifted = selector.select(POOL, "red", budget=3, strategy=strategy, relevant_ids=["0"])
     assert plain.kept_ids == ("1",) and plain.relevance["0"] == 0.0
     # a tie with the best one, broken by position: the named candidate goes first
     assert lifted.relevance["0"] == pytest.approx(lifted.relevance["1"])
@@ -35,16 +36,16 @@ def test_a_named_candidate_is_as_relevant_as_the_best_one(strategy):
 
 def test_relevant_ids_in_the_async_twin_and_without_effect_on_recency():
     selector = ContextSelector()
-    picked = asyncio.run(selector.aselect(POOL, "red", budget_tokens=3, relevant_ids=["0"]))
+    picked = asyncio.run(selector.aselect(POOL, "red", budget=3, relevant_ids=["0"]))
     assert picked.kept_ids == ("0",)
-    newest = selector.select(POOL, "red", budget_tokens=3, strategy="lastk", relevant_ids=["0"])
+    newest = selector.select(POOL, "red", budget=3, strategy="lastk", relevant_ids=["0"])
     assert newest.kept_ids == ("1",)
 
 
 @pytest.mark.parametrize(("ids", "error"), [(["9"], "names no candidate"), ("0", "not one string")])
 def test_bad_relevant_ids_fail(ids, error):
     with pytest.raises(ValueError, match=error):
-        ContextSelector().select(POOL, "red", budget_tokens=3, relevant_ids=ids)
+        ContextSelector().select(POOL, "red", budget=3, relevant_ids=ids)
 
 
 # -- the hook ------------------------------------------------------------------------------------
@@ -80,12 +81,8 @@ def test_the_hook_keeps_a_record_a_later_call_used_over_one_that_matches_the_tas
     mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
     room = sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4  # one earlier span fits
     budget = mandatory + room
-    lifted = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, keep_latest_turn=False, strategy=strategy
-    )
-    plain = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, keep_latest_turn=False, strategy=strategy, lift_reused=False
-    )
+    lifted = create_pacms_hook(budget, strategy=strategy, selector=SELECTOR, tool_loop=IN_TURN)
+    plain = create_pacms_hook(budget, strategy=strategy, selector=SELECTOR, tool_loop=NOT_LIFTED)
     out = lifted.invoke({"messages": msgs})["llm_input_messages"]
     assert _kept_calls(out) == ["c0", "c4"]
     assert lifted.last_selection.info["lifted"] == 1
@@ -98,7 +95,7 @@ def test_the_hook_keeps_a_record_a_later_call_used_over_one_that_matches_the_tas
 def test_an_id_the_task_states_is_no_sign_of_reuse():
     msgs = _loop()
     msgs[1] = HumanMessage("fix src/app.py for ticket TCK4821")
-    hook = create_pacms_hook(SELECTOR, budget_tokens=10_000, keep_latest_turn=False)
+    hook = create_pacms_hook(10_000, selector=SELECTOR, tool_loop=IN_TURN)
     hook.invoke({"messages": msgs})
     assert hook.last_selection.info["lifted"] == 0
 
@@ -121,28 +118,26 @@ def test_the_hook_keeps_the_newest_read_of_a_file_over_a_search_that_matches_the
     msgs = _reads(["sed -n 1,40p src/util.py", "grep -rn port src"])
     mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
     budget = mandatory + sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4
-    lifted = create_pacms_hook(SELECTOR, budget_tokens=budget, keep_latest_turn=False)
-    plain = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, keep_latest_turn=False, lift_reused=False
-    )
+    lifted = create_pacms_hook(budget, selector=SELECTOR, tool_loop=IN_TURN)
+    plain = create_pacms_hook(budget, selector=SELECTOR, tool_loop=NOT_LIFTED)
     assert _kept_calls(lifted.invoke({"messages": msgs})["llm_input_messages"]) == ["c0", "c2"]
     assert lifted.last_selection.info["lifted"] == 1
     assert _kept_calls(plain.invoke({"messages": msgs})["llm_input_messages"]) == ["c1", "c2"]
 
 
 def test_a_read_the_agent_made_again_is_not_the_newest():
-    from langchain_pacms.lifecycle.variants import latest_reads
+    from langchain_pacms.messages import latest_reads
 
     msgs = _reads(["cat src/util.py", "nl src/app.py", "sed -n 5,9p src/util.py"])
     assert sorted(latest_reads(msgs, [2, 4, 6])) == [4, 6]
     assert sorted(latest_reads(msgs, [2, 4])) == [4]  # the newest read of util.py is elsewhere
-    hook = create_pacms_hook(SELECTOR, budget_tokens=10_000, keep_latest_turn=False)
+    hook = create_pacms_hook(10_000, selector=SELECTOR, tool_loop=IN_TURN)
     hook.invoke({"messages": msgs})
     assert hook.last_selection.info["lifted"] == 2
 
 
 def test_read_paths_names_the_files_a_call_reads_and_nothing_else():
-    from langchain_pacms.lifecycle.heuristic import read_paths
+    from langchain_pacms.messages import read_paths
 
     def paths(cmd: str) -> frozenset[str]:
         return read_paths(AIMessage("", tool_calls=[call("bash", "c1", cmd=cmd)]))
@@ -157,7 +152,7 @@ def test_read_paths_names_the_files_a_call_reads_and_nothing_else():
 
 def test_lift_reused_must_be_a_bool():
     with pytest.raises(ValueError, match="lift_reused must be True or False"):
-        SelectionConfig(budget=Budget(tokens=10), lift_reused="yes")  # type: ignore[arg-type]
+        ToolLoopOptions(lift_reused="yes")  # type: ignore[arg-type]
 
 
 def test_the_memo_finds_a_message_values_once_and_again_after_an_edit():
@@ -191,7 +186,7 @@ def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
     sel = SELECTOR.select(
         pool,
         "red port",
-        budget_tokens=budget,
+        budget=budget,
         strategy=strategy,
         relevant_ids=[str(i) for i in lifted],
     )
@@ -204,9 +199,9 @@ def test_lifting_keeps_the_budget_and_the_mandatory_part(texts, data):
 
 
 def test_a_repeated_call_over_the_same_pool_reuses_the_lifted_problem():
-    from langchain_pacms.selector import _lift
+    from langchain_pacms.selector.pool import lift as _lift
 
-    problem = ContextSelector().prepare(POOL, "red", budget_tokens=3)
+    problem = ContextSelector().prepare(POOL, "red", budget=3)
     mask = np.array([True, False])
     first, again = _lift(problem, mask), _lift(problem.with_budget(5), mask)
     assert first.relevance[0] == first.relevance[1] == problem.relevance.max()

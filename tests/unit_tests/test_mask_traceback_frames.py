@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from langchain_pacms.lifecycle.actions import mask_text
-from langchain_pacms.lifecycle.locators import locator_lines
+from langchain_pacms.lifecycle.mask import mask_text
+from langchain_pacms.messages.locators import locator_lines
 
 
 def test_a_python_frame_is_a_locator_line() -> None:

@@ -19,7 +19,7 @@ def test_a_one_mib_ceiling_bounds_the_vectors_and_the_token_memo():
     selector = ContextSelector(memory_ceiling_bytes=ceiling)
     texts = [f"note {i}: the build {i * 7} failed on step {i % 13}" for i in range(400)]
     for start in range(0, len(texts), 50):
-        selector.select(texts[start : start + 50], "which build failed?", budget_tokens=100)
+        selector.select(texts[start : start + 50], "which build failed?", budget=100)
     dim = 4096
     most = int(ceiling * EMBEDDING_SHARE) // (4 * dim + ENTRY_OVERHEAD_BYTES)
     assert most == 46
@@ -70,17 +70,13 @@ def test_a_bad_ceiling_is_rejected(bad: object):
 
 
 def test_the_hook_and_the_middleware_pass_their_ceiling_to_the_selector_they_build():
-    from langchain_pacms.integrations import create_pacms_hook
+    from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
     from langchain_pacms.integrations.middleware import PACMSMiddleware
 
-    hook = create_pacms_hook(budget_tokens=100, memory_ceiling_bytes=2**20)
+    hook = create_pacms_hook(config=SelectionConfig(budget=100, memory_ceiling_bytes=2**20))
     assert hook.selector.memory_ceiling_bytes == 2**20
-    assert (
-        PACMSMiddleware(
-            budget_tokens=100, memory_ceiling_bytes=3 * 2**20
-        ).selector.memory_ceiling_bytes
-        == 3 * 2**20
-    )
+    mw = PACMSMiddleware(config=SelectionConfig(budget=100, memory_ceiling_bytes=3 * 2**20))
+    assert mw.selector.memory_ceiling_bytes == 3 * 2**20
 
 
 def test_the_built_in_embedders_sparse_rows_count_inside_the_ceiling():
@@ -92,7 +88,7 @@ def test_the_built_in_embedders_sparse_rows_count_inside_the_ceiling():
         f"note {i}: the build {i * 7} failed on step {i % 13} of stage {i}" for i in range(900)
     ]
     for start in range(0, len(texts), 100):
-        selector.select(texts[start : start + 100], "which build failed?", budget_tokens=100)
+        selector.select(texts[start : start + 100], "which build failed?", budget=100)
     assert 0 < rows.nbytes <= rows.max_bytes and 0 < len(rows) < len(texts)  # some forgotten
     held = selector.embeddings.nbytes + rows.nbytes + selector.token_counter.nbytes
     assert held <= ceiling

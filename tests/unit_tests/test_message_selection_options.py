@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from langchain_pacms import ContextSelector
-from langchain_pacms.integrations.config import Budget, SelectionConfig
+from langchain_pacms import Budget, ContextSelector, Pacms, ToolLoopOptions
+from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.runner import SelectionRunner
+
+IN_TURN = ToolLoopOptions(keep_latest_turn=False)
 
 
 class RecordingSelector(ContextSelector):
@@ -19,15 +21,11 @@ class RecordingSelector(ContextSelector):
         super().__init__(**kwargs)
         self.calls: list[tuple[Any, dict[str, Any]]] = []
 
-    def select(self, candidates, query, *, strategy=None, **options):  # type: ignore[override]
-        # the budget and relevant_ids are select's own arguments, not strategy options
-        given = {
-            k: v
-            for k, v in options.items()
-            if k not in ("budget_tokens", "budget_ratio", "relevant_ids")
-        }
+    def select(self, candidates, query, budget, *, strategy=None, **options):  # type: ignore[override]
+        # relevant_ids is select's own argument, not a strategy option
+        given = {k: v for k, v in options.items() if k != "relevant_ids"}
         self.calls.append(self.resolve_options(strategy, given))
-        return super().select(candidates, query, strategy=strategy, **options)
+        return super().select(candidates, query, budget, strategy=strategy, **options)
 
 
 def conversation() -> list[Any]:
@@ -43,7 +41,7 @@ def resolved(
     selector: RecordingSelector, messages: list[Any] | None = None, **config: Any
 ) -> dict[str, Any]:
     runner = SelectionRunner(
-        SelectionConfig(budget=Budget(ratio=0.4), **config), selector, source="test"
+        SelectionConfig(budget=Budget(ratio=0.4), selector=selector, **config), source="test"
     )
     out = runner.run(messages or conversation())
     assert runner.last_selection is not None and len(out) < len(messages or conversation())
@@ -64,7 +62,7 @@ def test_message_selection_leaves_the_profiles_relevance_feedback_off():
 
 def test_inside_the_latest_turn_the_profiles_tool_loop_threshold_applies():
     selector = RecordingSelector()
-    options = resolved(selector, keep_latest_turn=False)
+    options = resolved(selector, tool_loop=IN_TURN)
     assert options["similarity_threshold"] == selector.profile.tool_loop_similarity_threshold
     assert options["similarity_threshold"] == 0.3
     # the fill still passes over near-copies only, at the profile's own threshold
@@ -92,14 +90,11 @@ def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_def
 def test_a_similarity_threshold_set_by_the_user_is_kept(where: str):
     if where == "config":
         options = resolved(
-            RecordingSelector(),
-            keep_latest_turn=False,
-            strategy_options={"similarity_threshold": 0.5},
+            RecordingSelector(), tool_loop=IN_TURN, strategy=Pacms(similarity_threshold=0.5)
         )
     else:
         options = resolved(
-            RecordingSelector(strategy_options={"similarity_threshold": 0.7}),
-            keep_latest_turn=False,
+            RecordingSelector(strategy_options={"similarity_threshold": 0.7}), tool_loop=IN_TURN
         )
     assert options["similarity_threshold"] == (0.5 if where == "config" else 0.7)
     assert "fill_threshold" not in options
@@ -111,7 +106,7 @@ def test_a_profile_without_a_tool_loop_threshold_keeps_its_own():
 
     profile = EmbedderProfile(name="mine", similarity_threshold=0.6, idf_reweighting=True)
     selector = RecordingSelector(embeddings=HashedTfidfEmbeddings(), profile=profile)
-    options = resolved(selector, keep_latest_turn=False)
+    options = resolved(selector, tool_loop=IN_TURN)
     assert options["similarity_threshold"] == 0.6 and "fill_threshold" not in options
 
 
@@ -127,7 +122,7 @@ def test_a_bad_history_threshold_fails(bad: Any):
 def test_relevance_feedback_set_by_the_user_is_kept(where: str):
     if where == "config":
         selector = RecordingSelector()
-        options = resolved(selector, strategy_options={"relevance_feedback": 0.6})
+        options = resolved(selector, strategy=Pacms(relevance_feedback=0.6))
     else:
         selector = RecordingSelector(strategy_options={"relevance_feedback": 0.4})
         options = resolved(selector)
@@ -137,7 +132,8 @@ def test_relevance_feedback_set_by_the_user_is_kept(where: str):
 def test_other_strategies_get_no_feedback_option():
     selector = RecordingSelector()
     runner = SelectionRunner(
-        SelectionConfig(budget=Budget(ratio=0.4), strategy="topk"), selector, source="test"
+        SelectionConfig(budget=Budget(ratio=0.4), strategy="topk", selector=selector),
+        source="test",
     )
     runner.run(conversation())
     assert selector.calls[-1] == ("topk", {})

@@ -19,12 +19,13 @@ from pacms_fakes import assert_provider_valid
 
 from langchain_pacms import ContextSelector, available_strategies
 from langchain_pacms.integrations import (
+    ToolLoopOptions,
     apply_selection,
     create_pacms_hook,
     messages_to_candidates,
     query_from_messages,
 )
-from langchain_pacms.integrations.messages import (
+from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
     OMISSION_NOTE,
@@ -148,7 +149,7 @@ def test_selection_output_is_always_valid(
     query = query_from_messages(messages) or "anything"
     if not query.strip():
         query = "anything"
-    sel = SELECTOR.select(cands, query, budget_tokens=budget, strategy=strategy)
+    sel = SELECTOR.select(cands, query, budget=budget, strategy=strategy)
     out = apply_selection(messages, sel, spans)
 
     # inputs unmutated
@@ -211,7 +212,7 @@ def test_selection_output_is_always_valid(
 
     # deterministic
     again = apply_selection(
-        messages, SELECTOR.select(cands, query, budget_tokens=budget, strategy=strategy), spans
+        messages, SELECTOR.select(cands, query, budget=budget, strategy=strategy), spans
     )
     assert [m.model_dump() for m in again] == [m.model_dump() for m in out]
 
@@ -220,7 +221,7 @@ def test_selection_output_is_always_valid(
 @given(messages=conversations(), budget=st.integers(1, 800), strategy=st.sampled_from(STRATEGIES))
 def test_hook_output_is_valid_for_random_conversations(messages, budget, strategy):
     hook = create_pacms_hook(
-        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=True
+        budget, strategy=strategy, selector=SELECTOR, tool_loop=ToolLoopOptions(placeholders=True)
     )
     before = snapshot(messages)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
@@ -266,7 +267,7 @@ def test_orphan_tool_messages_dropped_and_missing_results_filled():
         HumanMessage("latest"),
     ]
     cands, spans = messages_to_candidates(msgs)
-    sel = SELECTOR.select(cands, "q", budget_tokens=10_000)
+    sel = SELECTOR.select(cands, "q", budget=10_000)
     out = apply_selection(msgs, sel, spans)
     assert_provider_valid(out)
     assert all(m.content != "orphan" for m in out)
@@ -284,7 +285,7 @@ def test_results_moved_next_to_their_call():
         HumanMessage("latest"),
     ]
     cands, spans = messages_to_candidates(msgs)
-    out = apply_selection(msgs, SELECTOR.select(cands, "q", budget_tokens=10_000), spans)
+    out = apply_selection(msgs, SELECTOR.select(cands, "q", budget=10_000), spans)
     assert_provider_valid(out)
     assert [m.content for m in out] == ["q", "", "ra", "interjection", "latest"]
 
@@ -300,7 +301,7 @@ def test_placeholder_mode_keeps_call_with_placeholder_result():
     ]
     cands, spans = messages_to_candidates(msgs, tool_placeholders=True)
     assert [c.id for c in cands] == ["m0", "t1:call", "t1", "m3", "m4"]
-    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=80, strategy="topk")
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget=80, strategy="topk")
     out = apply_selection(msgs, sel, spans)
     assert_provider_valid(out)
     assert "t1:call" in sel.kept_ids and "t1" not in sel.kept_ids
@@ -308,7 +309,7 @@ def test_placeholder_mode_keeps_call_with_placeholder_result():
     assert len(results) == 1 and "omitted" in results[0].content
     assert results[0].tool_call_id == "1"
     # with room for everything, the full span wins and no placeholder is sent
-    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=100_000)
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget=100_000)
     out = apply_selection(msgs, sel, spans)
     assert [m.content for m in out if isinstance(m, ToolMessage)] == [big]
 
@@ -319,7 +320,7 @@ def test_multimodal_content_scored_as_text_and_passed_through():
     msgs = [human, HumanMessage("lunch was nice"), HumanMessage("which staging port?")]
     cands, spans = messages_to_candidates(msgs)
     assert cands[0].text == "the staging port is 6543\n[image]"  # LangChain's standard type
-    sel = SELECTOR.select(cands, "which staging port?", budget_tokens=20)
+    sel = SELECTOR.select(cands, "which staging port?", budget=20)
     out = apply_selection(msgs, sel, spans)
     assert out[0] is human and out[0].content[1] == image
 
@@ -331,7 +332,7 @@ def test_reasoning_blocks_count_against_the_budget():
         msgs = [HumanMessage("the staging port is 6543"), ai, HumanMessage("which port?")]
         cands, spans = messages_to_candidates(msgs)
         assert any(thought in c.text for c in cands)  # scored and counted like text
-        sel = SELECTOR.select(cands, "which port?", budget_tokens=60)
+        sel = SELECTOR.select(cands, "which port?", budget=60)
         out = apply_selection(msgs, sel, spans)
         assert ai not in out and sel.tokens_kept <= 60  # too long to fit: left out
 
@@ -345,9 +346,7 @@ def test_chat_message_with_user_role_is_a_human_turn():
     cands, spans = messages_to_candidates(msgs)
     latest = next(c for c in cands if 2 in spans[[s.id for s in spans].index(c.id)].indices)
     assert latest.mandatory  # the latest turn is kept, as for a HumanMessage
-    out = apply_selection(
-        msgs, SELECTOR.select(cands, "which staging port?", budget_tokens=8), spans
-    )
+    out = apply_selection(msgs, SELECTOR.select(cands, "which staging port?", budget=8), spans)
     assert out[-1] is question
 
 
@@ -357,7 +356,7 @@ def test_memories_and_documents_become_one_context_message():
     docs = [Document("Staging runs Postgres 16 on port 6543.")]
     cands, spans = messages_to_candidates(msgs, memories=memories, documents=docs)
     assert [c.kind for c in cands] == ["memory", "memory", "document", "system", "turn"]
-    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=32, strategy="topk")
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget=32, strategy="topk")
     out = apply_selection(msgs, sel, spans)
     assert out[0].content == "You are helpful."
     assert isinstance(out[1], SystemMessage)
@@ -378,7 +377,7 @@ def test_omission_note_when_an_ai_message_would_come_first():
         HumanMessage("what is the secret code?"),
     ]
     cands, spans = messages_to_candidates(msgs, pair_turns=False)
-    sel = SELECTOR.select(cands, query_from_messages(msgs), budget_tokens=13, strategy="topk")
+    sel = SELECTOR.select(cands, query_from_messages(msgs), budget=13, strategy="topk")
     assert sel.kept_ids == ("m0", "m2", "m3")
     out = apply_selection(msgs, sel, spans)
     assert [type(m).__name__ for m in out] == [
@@ -394,9 +393,9 @@ def test_omission_note_when_an_ai_message_would_come_first():
 def test_spans_read_from_selection_when_not_passed():
     msgs = [HumanMessage("a"), HumanMessage("b")]
     cands, spans = messages_to_candidates(msgs)
-    sel = SELECTOR.select(cands, "b", budget_tokens=100)
+    sel = SELECTOR.select(cands, "b", budget=100)
     assert apply_selection(msgs, sel) == apply_selection(msgs, sel, spans)
-    plain = SELECTOR.select(["a", "b"], "b", budget_tokens=100)
+    plain = SELECTOR.select(["a", "b"], "b", budget=100)
     with pytest.raises(ValueError, match="carries no Span"):
         apply_selection(msgs, plain)
 
@@ -427,7 +426,7 @@ def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
     ]
     for budget in (30, 2000):
         cands, spans = messages_to_candidates(msgs, token_counter=SELECTOR.token_counter)
-        out = apply_selection(msgs, SELECTOR.select(cands, "z", budget_tokens=budget), spans)
+        out = apply_selection(msgs, SELECTOR.select(cands, "z", budget=budget), spans)
         assert_provider_valid(out)
         for m in out:
             if isinstance(m, AIMessage):
@@ -436,5 +435,5 @@ def test_a_tool_call_without_an_id_is_never_sent_without_a_result():
                 assert m.content or m.tool_calls
         assert msgs[1].tool_calls[0]["id"] is None  # the input is not modified
     assert any(m.content == "Looking once more." and not m.tool_calls for m in out)
-    hook = create_pacms_hook(SELECTOR, budget_tokens=2000)
+    hook = create_pacms_hook(2000, selector=SELECTOR)
     assert_provider_valid(hook.invoke({"messages": msgs})["llm_input_messages"])

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_pacms.lifecycle import HeuristicPlanner, index_messages
+from langchain_pacms.lifecycle import HeuristicPlanner, PlannerTuning, index_messages
 
 
 def _history(steps: list[tuple[str, int]], mention: str = "") -> list[BaseMessage]:
@@ -38,7 +38,9 @@ def test_a_warm_planner_plans_every_prefix_as_a_fresh_one(steps: list[tuple[str,
     msgs = _history(steps)
     for end in range(3, len(msgs) + 1):
         prefix = msgs[:end]
-        assert _plan(warm, prefix) == _plan(HeuristicPlanner(cache_size=0), prefix)
+        assert _plan(warm, prefix) == _plan(
+            HeuristicPlanner(tuning=PlannerTuning(cache_size=0)), prefix
+        )
 
 
 def test_a_value_shown_elsewhere_later_changes_the_remembered_gain() -> None:
@@ -49,4 +51,6 @@ def test_a_value_shown_elsewhere_later_changes_the_remembered_gain() -> None:
     # the same tool messages, now under a task that names the folded body's values: its stub
     # leaves them out, so its gain differs; the memo must not return the old one
     named = [HumanMessage("fix " + " ".join(f"ID00{j:03}X" for j in range(3)), id="h"), *plain[1:]]
-    assert _plan(planner, named) == _plan(HeuristicPlanner(cache_size=0), named)
+    assert _plan(planner, named) == _plan(
+        HeuristicPlanner(tuning=PlannerTuning(cache_size=0)), named
+    )

@@ -52,9 +52,7 @@ def test_prefixes_reach_the_model_by_kind_sync_and_async() -> None:
 def test_the_selector_sends_the_query_and_candidates_with_their_own_prefix() -> None:
     inner = Recording()
     selector = ContextSelector(PrefixedEmbeddings(inner, query_prefix="Q|", document_prefix="D|"))
-    selector.select(
-        [Candidate("alpha beta"), Candidate("gamma")], query="alpha?", budget_tokens=100
-    )
+    selector.select([Candidate("alpha beta"), Candidate("gamma")], query="alpha?", budget=100)
     assert sorted(inner.seen) == [
         ("document", "D|alpha beta"),
         ("document", "D|gamma"),

@@ -22,8 +22,8 @@ from pacms_fakes import assert_provider_valid
 from test_messages import SELECTOR
 
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.integrations.messages import apply_removals
 from langchain_pacms.integrations.middleware import PACMSMiddleware
+from langchain_pacms.messages import apply_removals
 
 
 def snapshot(messages: list[BaseMessage]) -> list[dict]:
@@ -69,7 +69,7 @@ def test_the_hook_sends_no_removal_and_no_removed_message():
         RemoveMessage(id="a2"),  # its result is left an orphan: dropped too
         HumanMessage("which port?", id="h2"),
     ]
-    hook = create_pacms_hook(SELECTOR, budget_tokens=2000)
+    hook = create_pacms_hook(2000, selector=SELECTOR)
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert [m.content for m in out] == ["Be brief.", "the staging port is 6543", "which port?"]
     convert_to_openai_messages(out)  # raised "Unknown BaseMessage type" before the fix
@@ -82,7 +82,7 @@ def test_the_middleware_sends_no_removal():
         RemoveMessage(id=REMOVE_ALL_MESSAGES),
         HumanMessage("fresh start"),
     ]
-    mw = PACMSMiddleware(SELECTOR, budget_tokens=2000)
+    mw = PACMSMiddleware(2000, selector=SELECTOR)
     seen: list[ModelRequest] = []
     request = ModelRequest(
         model=FakeMessagesListChatModel(responses=[AIMessage("ok")]), messages=msgs
@@ -131,7 +131,7 @@ def test_removals_match_langgraph_add_messages(messages):
 @given(messages=histories(), budget=st.integers(1, 300))
 def test_the_hook_never_sends_a_removal_or_a_removed_message(messages, budget):
     messages = [*messages, HumanMessage("what now?")]
-    hook = create_pacms_hook(SELECTOR, budget_tokens=budget)
+    hook = create_pacms_hook(budget, selector=SELECTOR)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert_provider_valid(out)
     assert not any(isinstance(m, RemoveMessage) for m in out)
@@ -141,6 +141,6 @@ def test_the_hook_never_sends_a_removal_or_a_removed_message(messages, budget):
 
 
 def test_a_history_emptied_by_removals_sends_nothing():
-    hook = create_pacms_hook(SELECTOR, budget_tokens=100)
+    hook = create_pacms_hook(100, selector=SELECTOR)
     msgs = [HumanMessage("x", id="x"), RemoveMessage(id="x")]
     assert hook.invoke({"messages": msgs})["llm_input_messages"] == []

@@ -81,8 +81,8 @@ class SlowEmbeddings(FlakyEmbeddings):
 
 
 def test_empty_pool_gives_a_defined_empty_selection():
-    for kwargs in ({"budget_tokens": 10}, {"budget_ratio": 0.5}):
-        sel = selector().select([], QUERY, **kwargs)
+    for budget in (10, ("ratio", 0.5)):
+        sel = selector().select([], QUERY, budget)
         assert isinstance(sel, Selection)
         assert sel.kept_ids == () and sel.pick_order == () and sel.candidates == ()
         assert sel.tokens_total == sel.tokens_kept == sel.tokens_dropped == 0
@@ -94,28 +94,28 @@ def test_empty_pool_gives_a_defined_empty_selection():
 @pytest.mark.parametrize("query", ["", "   ", "\n\t "])
 def test_empty_query_rejected(query: str):
     with pytest.raises(ValueError, match="query is empty"):
-        selector().select(POOL, query, budget_tokens=10)
+        selector().select(POOL, query, budget=10)
 
 
 def test_non_string_query_rejected():
     with pytest.raises(ValueError, match="query must be a str"):
-        selector().select(POOL, None, budget_tokens=10)  # type: ignore[arg-type]
+        selector().select(POOL, None, budget=10)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"budget_tokens": 0}, "budget_tokens must be > 0"),
-        ({"budget_tokens": -5}, "budget_tokens must be > 0"),
-        ({"budget_tokens": 2.5}, "must be an int"),
-        ({"budget_tokens": True}, "must be an int"),
-        ({}, "exactly one"),
-        ({"budget_tokens": 5, "budget_ratio": 0.5}, "exactly one"),
-        ({"budget_ratio": 0.0}, "budget_ratio"),
-        ({"budget_ratio": -0.2}, "budget_ratio"),
-        ({"budget_ratio": 1.5}, "budget_ratio"),
-        ({"budget_ratio": float("nan")}, "budget_ratio"),
-        ({"budget_ratio": "half"}, "budget_ratio"),
+        ({"budget": 0}, r"Budget\(tokens=...\) must be a positive int"),
+        ({"budget": -5}, r"Budget\(tokens=...\) must be a positive int"),
+        ({"budget": 2.5}, "budget must be a Budget"),
+        ({"budget": True}, "budget must be a Budget"),
+        ({"budget": ("tokens", 2.5)}, r"Budget\(tokens=...\) must be a positive int"),
+        ({"budget": ("ratio", 0.0)}, r"Budget\(ratio=...\)"),
+        ({"budget": ("ratio", -0.2)}, r"Budget\(ratio=...\)"),
+        ({"budget": ("ratio", 1.5)}, r"Budget\(ratio=...\)"),
+        ({"budget": ("ratio", float("nan"))}, r"Budget\(ratio=...\)"),
+        ({"budget": ("ratio", "half")}, r"Budget\(ratio=...\)"),
+        ({"budget": ("fraction", 0.5)}, "resolve it with the model"),
     ],
 )
 def test_bad_budgets_rejected(kwargs: dict[str, Any], match: str):
@@ -123,20 +123,25 @@ def test_bad_budgets_rejected(kwargs: dict[str, Any], match: str):
         selector().select(POOL, QUERY, **kwargs)
 
 
+def test_a_budget_is_required():
+    with pytest.raises(TypeError, match="budget"):
+        selector().select(POOL, QUERY)  # type: ignore[call-arg]
+
+
 def test_budget_ratio_is_a_fraction_of_pool_tokens():
-    sel = selector().select(POOL, QUERY, budget_ratio=0.5)
+    sel = selector().select(POOL, QUERY, budget=("ratio", 0.5))
     total = sum(words(t) for t in POOL)
     assert sel.tokens_total == total
     assert sel.budget == total // 2
     assert 0 < sel.tokens_kept <= sel.budget
-    assert selector().select(POOL, QUERY, budget_ratio=1.0).kept_ids == tuple(
+    assert selector().select(POOL, QUERY, budget=("ratio", 1.0)).kept_ids == tuple(
         str(i) for i in range(len(POOL))
     )
 
 
 def test_budget_smaller_than_mandatory_keeps_exactly_mandatory():
     pool = [Candidate(POOL[0], mandatory=True), POOL[1], Candidate(POOL[2], mandatory=True)]
-    sel = selector().select(pool, QUERY, budget_tokens=3)
+    sel = selector().select(pool, QUERY, budget=3)
     assert sel.over_budget
     assert sel.kept_ids == ("0", "2")
     assert sel.tokens_kept > sel.budget
@@ -144,15 +149,15 @@ def test_budget_smaller_than_mandatory_keeps_exactly_mandatory():
 
 def test_duplicate_ids_rejected():
     with pytest.raises(ValueError, match="duplicate candidate id 'x'"):
-        selector().select([Candidate("a", id="x"), Candidate("b", id="x")], QUERY, budget_tokens=5)
+        selector().select([Candidate("a", id="x"), Candidate("b", id="x")], QUERY, budget=5)
     # A default id (the index) can collide with an explicit one too.
     with pytest.raises(ValueError, match="duplicate candidate id '1'"):
-        selector().select([Candidate("a", id="1"), "b"], QUERY, budget_tokens=5)
+        selector().select([Candidate("a", id="1"), "b"], QUERY, budget=5)
 
 
 def test_candidate_larger_than_budget_is_dropped():
     big = " ".join(["database port"] * 50)
-    sel = selector().select([big, POOL[0]], QUERY, budget_tokens=20)
+    sel = selector().select([big, POOL[0]], QUERY, budget=20)
     assert sel.kept_ids == ("1",)
     assert sel.dropped_ids == ("0",)
     assert not sel.over_budget
@@ -163,34 +168,34 @@ def test_non_string_content_rejected_naming_it(content: Any):
     pool = [POOL[0], Candidate(content)]  # type: ignore[arg-type]
     name = type(content).__name__
     with pytest.raises(ValueError, match=f"candidate 1 has non-string text \\({name}\\)"):
-        selector().select(pool, QUERY, budget_tokens=10)
+        selector().select(pool, QUERY, budget=10)
 
 
 @pytest.mark.parametrize("item", [42, {"text": "a"}, None])
 def test_non_candidate_items_rejected(item: Any):
     with pytest.raises(ValueError, match=f"candidate 1 is {type(item).__name__}"):
-        selector().select([POOL[0], item], QUERY, budget_tokens=10)
+        selector().select([POOL[0], item], QUERY, budget=10)
 
 
 def test_candidates_must_be_a_sequence():
     with pytest.raises(ValueError, match="sequence"):
-        selector().select("just one string", QUERY, budget_tokens=10)  # type: ignore[arg-type]
+        selector().select("just one string", QUERY, budget=10)  # type: ignore[arg-type]
 
 
 def test_unknown_kind_rejected():
     with pytest.raises(ValueError, match="unknown kind 'note'"):
-        selector().select([Candidate("a", kind="note")], QUERY, budget_tokens=10)
+        selector().select([Candidate("a", kind="note")], QUERY, budget=10)
 
 
 @pytest.mark.parametrize("tokens", [-1, 1.5, True, "3"])
 def test_invalid_candidate_tokens_rejected(tokens: Any):
     with pytest.raises(ValueError, match="invalid tokens"):
-        selector().select([Candidate("a", tokens=tokens)], QUERY, budget_tokens=10)
+        selector().select([Candidate("a", tokens=tokens)], QUERY, budget=10)
 
 
 def test_unknown_strategy_rejected():
     with pytest.raises(ValueError, match="unknown strategy"):
-        selector().select(POOL, QUERY, budget_tokens=10, strategy="nope")
+        selector().select(POOL, QUERY, budget=10, strategy="nope")
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,7 +205,7 @@ def test_unknown_strategy_rejected():
 
 def test_selection_fields_and_helpers():
     pool = [Candidate(t, id=f"m{i}", kind="memory", metadata={"i": i}) for i, t in enumerate(POOL)]
-    sel = selector().select(pool, QUERY, budget_tokens=16)
+    sel = selector().select(pool, QUERY, budget=16)
     assert "m0" in sel.kept_ids
     assert sel.tokens_kept <= 16 and sel.tokens_dropped == sel.tokens_total - sel.tokens_kept
     assert [c.id for c in sel.kept] == list(sel.kept_ids)
@@ -227,7 +232,7 @@ def test_tokens_counted_once_with_selector_counter_unless_given():
     sel = ContextSelector(token_counter=count).select(
         [Candidate("a"), Candidate("b", tokens=7), Candidate("a", id="again")],
         QUERY,
-        budget_tokens=100,
+        budget=100,
     )
     assert dict(sel.tokens) == {"0": 3, "1": 7, "again": 3}
     assert calls == ["a"]
@@ -236,9 +241,9 @@ def test_tokens_counted_once_with_selector_counter_unless_given():
 
 def test_strategy_options_defaults_and_overrides():
     sel = selector(strategy="rag", strategy_options={"k": 1})
-    assert len(sel.select(POOL, QUERY, budget_tokens=100).kept_ids) == 1
-    assert len(sel.select(POOL, QUERY, budget_tokens=100, k=2).kept_ids) == 2
-    other = sel.select(POOL, QUERY, budget_tokens=100, strategy="topk")
+    assert len(sel.select(POOL, QUERY, budget=100).kept_ids) == 1
+    assert len(sel.select(POOL, QUERY, budget=100, k=2).kept_ids) == 2
+    other = sel.select(POOL, QUERY, budget=100, strategy="topk")
     assert other.strategy == "topk" and len(other.kept_ids) == len(POOL)
 
 
@@ -247,7 +252,7 @@ def test_custom_strategy_callable_and_its_name():
         j = int(np.argmax(problem.positions))
         return Pick(np.array([j]), np.zeros(problem.n))
 
-    sel = selector().select(POOL, QUERY, budget_tokens=100, strategy=newest_only)
+    sel = selector().select(POOL, QUERY, budget=100, strategy=newest_only)
     assert sel.kept_ids == (str(len(POOL) - 1),)
     assert sel.strategy == "newest_only"
 
@@ -261,7 +266,7 @@ def test_embedding_failure_falls_back_to_lastk(caplog: pytest.LogCaptureFixture)
     model = FlakyEmbeddings()
     s = selector(embeddings=model)
     with caplog.at_level(logging.WARNING, logger="langchain_pacms.selector"):
-        sel = s.select(POOL, QUERY, budget_tokens=16)
+        sel = s.select(POOL, QUERY, budget=16)
     assert sel.fell_back and sel.strategy == "lastk"
     assert "ConnectionError" in (sel.error or "")
     assert sel.kept_ids == ("3", "4")  # the newest window that fits 16 words
@@ -278,29 +283,29 @@ def test_one_warning_per_failure_streak_and_recovery_resets(caplog: pytest.LogCa
 
     with caplog.at_level(logging.WARNING, logger="langchain_pacms.selector"):
         for _ in range(3):
-            assert s.select(POOL, QUERY, budget_tokens=12).fell_back
+            assert s.select(POOL, QUERY, budget=12).fell_back
         assert warnings_logged() == 1
         model.failing = False
-        good = s.select(POOL, QUERY, budget_tokens=12)
+        good = s.select(POOL, QUERY, budget=12)
         assert not good.fell_back and good.strategy == "pacms" and good.error is None
         assert warnings_logged() == 1
         # Everything above is cached now; a cached selection needs no embedding call at all.
         model.failing = True
-        assert not s.select(POOL, QUERY, budget_tokens=12).fell_back
+        assert not s.select(POOL, QUERY, budget=12).fell_back
         # A new query needs the model again: a new failure streak, one new warning.
-        assert s.select(POOL, "Who deploys on Friday?", budget_tokens=12).fell_back
-        assert s.select(POOL, "Is CI flaky?", budget_tokens=12).fell_back
+        assert s.select(POOL, "Who deploys on Friday?", budget=12).fell_back
+        assert s.select(POOL, "Is CI flaky?", budget=12).fell_back
         assert warnings_logged() == 2
 
 
 def test_strict_raises_instead_of_falling_back():
     with pytest.raises(ConnectionError, match="unreachable"):
-        selector(embeddings=FlakyEmbeddings(), strict=True).select(POOL, QUERY, budget_tokens=12)
+        selector(embeddings=FlakyEmbeddings(), strict=True).select(POOL, QUERY, budget=12)
 
 
 def test_fallback_still_respects_budget_and_mandatory():
     pool = [Candidate(POOL[0], mandatory=True), *POOL[1:]]
-    sel = selector(embeddings=FlakyEmbeddings()).select(pool, QUERY, budget_tokens=16)
+    sel = selector(embeddings=FlakyEmbeddings()).select(pool, QUERY, budget=16)
     assert sel.fell_back
     assert "0" in sel.kept_ids
     assert sel.tokens_kept <= 16
@@ -309,7 +314,7 @@ def test_fallback_still_respects_budget_and_mandatory():
 def test_embed_timeout_falls_back_quickly():
     s = selector(embeddings=SlowEmbeddings(delay=0.5), embed_timeout=0.05)
     started = time.perf_counter()
-    sel = s.select(POOL, QUERY, budget_tokens=12)
+    sel = s.select(POOL, QUERY, budget=12)
     assert time.perf_counter() - started < 0.4
     assert sel.fell_back and "TimeoutError" in (sel.error or "")
     assert sel.strategy == "lastk"
@@ -317,25 +322,23 @@ def test_embed_timeout_falls_back_quickly():
 
 def test_embed_timeout_not_hit_by_fast_embedder():
     s = selector(embeddings=SlowEmbeddings(delay=0.0), embed_timeout=5.0)
-    sel = s.select(POOL, QUERY, budget_tokens=12)
+    sel = s.select(POOL, QUERY, budget=12)
     assert not sel.fell_back and sel.strategy == "pacms" and sel.error is None
 
 
 async def test_aselect_embed_timeout_falls_back():
     s = selector(embeddings=SlowEmbeddings(delay=0.5), embed_timeout=0.05)
     started = time.perf_counter()
-    sel = await s.aselect(POOL, QUERY, budget_tokens=12)
+    sel = await s.aselect(POOL, QUERY, budget=12)
     assert time.perf_counter() - started < 0.4
     assert sel.fell_back and sel.strategy == "lastk"
 
 
 async def test_aselect_failure_falls_back_and_strict_raises():
-    sel = await selector(embeddings=FlakyEmbeddings()).aselect(POOL, QUERY, budget_tokens=16)
+    sel = await selector(embeddings=FlakyEmbeddings()).aselect(POOL, QUERY, budget=16)
     assert sel.fell_back and sel.kept_ids == ("3", "4")
     with pytest.raises(ConnectionError):
-        await selector(embeddings=FlakyEmbeddings(), strict=True).aselect(
-            POOL, QUERY, budget_tokens=12
-        )
+        await selector(embeddings=FlakyEmbeddings(), strict=True).aselect(POOL, QUERY, budget=12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,8 +349,8 @@ async def test_aselect_failure_falls_back_and_strict_raises():
 @pytest.mark.parametrize("strategy", ["pacms", "topk", "lastk", "mmr", "rag"])
 async def test_aselect_matches_select(strategy: str):
     pool = [Candidate(t, mandatory=i == 0) for i, t in enumerate(POOL)]
-    sync = selector().select(pool, QUERY, budget_ratio=0.6, strategy=strategy)
-    fresh = await selector().aselect(pool, QUERY, budget_ratio=0.6, strategy=strategy)
+    sync = selector().select(pool, QUERY, budget=("ratio", 0.6), strategy=strategy)
+    fresh = await selector().aselect(pool, QUERY, budget=("ratio", 0.6), strategy=strategy)
     for other in (fresh,):
         assert other.kept_ids == sync.kept_ids
         assert other.pick_order == sync.pick_order
@@ -373,19 +376,19 @@ async def test_concurrent_aselect_on_a_cold_cache_embeds_each_text_once():
     model = CountingAsync()
     s = selector(embeddings=model)
     picks = await asyncio.gather(
-        *(s.aselect(POOL, QUERY, budget_tokens=16) for _ in range(4)),
-        s.aselect(POOL[:3], QUERY, budget_tokens=16),
+        *(s.aselect(POOL, QUERY, budget=16) for _ in range(4)),
+        s.aselect(POOL[:3], QUERY, budget=16),
     )
     assert sorted(model.sent) == sorted(POOL)
     assert len({p.kept_ids for p in picks[:4]}) == 1 and not any(p.fell_back for p in picks)
-    assert picks[0].kept_ids == s.select(POOL, QUERY, budget_tokens=16).kept_ids
+    assert picks[0].kept_ids == s.select(POOL, QUERY, budget=16).kept_ids
 
 
 async def test_aselect_empty_pool_and_bad_input():
-    sel = await selector().aselect([], QUERY, budget_tokens=4)
+    sel = await selector().aselect([], QUERY, budget=4)
     assert sel.kept_ids == () and not sel.fell_back
     with pytest.raises(ValueError, match="query is empty"):
-        await selector().aselect(POOL, " ", budget_tokens=4)
+        await selector().aselect(POOL, " ", budget=4)
 
 
 def test_cache_and_cache_store_together_keep_pool_reweighting():
@@ -393,10 +396,10 @@ def test_cache_and_cache_store_together_keep_pool_reweighting():
 
     from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 
-    plain = selector().select(POOL, QUERY, budget_tokens=12)
+    plain = selector().select(POOL, QUERY, budget=12)
     wrapped = selector(
         embeddings=CachedEmbeddings(HashedTfidfEmbeddings()), cache_store=InMemoryByteStore()
-    ).select(POOL, QUERY, budget_tokens=12)
+    ).select(POOL, QUERY, budget=12)
     assert dict(wrapped.relevance) == pytest.approx(dict(plain.relevance))
     assert wrapped.kept_ids == plain.kept_ids
 
@@ -404,7 +407,7 @@ def test_cache_and_cache_store_together_keep_pool_reweighting():
 def test_recency_fallback_skips_an_item_too_big_and_keeps_older_ones():
     # The newest item alone is over the budget: the fallback skips it and keeps what fits.
     pool = ["old fact one", "old fact two", "a very long newest message " * 10]
-    sel = selector(embeddings=FlakyEmbeddings()).select(pool, QUERY, budget_tokens=6)
+    sel = selector(embeddings=FlakyEmbeddings()).select(pool, QUERY, budget=6)
     assert sel.fell_back and sel.strategy == "lastk"
     assert sel.kept_ids == ("0", "1")
     assert sel.tokens_kept == 6 and not sel.over_budget
@@ -417,7 +420,7 @@ def placed(text: str, i: int, **kw: Any) -> Candidate:
 
 def test_placed_candidates_are_kept_as_they_are():
     pool = [placed(t, i) for i, t in enumerate(POOL)]
-    sel = selector().select(pool, QUERY, budget_tokens=40)
+    sel = selector().select(pool, QUERY, budget=40)
     assert all(a is b for a, b in zip(sel.candidates, pool))
     assert sel.candidates == tuple(pool)
 
@@ -436,4 +439,4 @@ def test_placed_candidates_are_checked_like_any(bad: dict, needle: str):
     # message that names it.
     pool = [placed(t, i) for i, t in enumerate(POOL[:2])] + [placed("x y", 2, **bad)]
     with pytest.raises(ValueError, match=re.escape(needle)):
-        selector().select(pool, QUERY, budget_tokens=40)
+        selector().select(pool, QUERY, budget=40)

@@ -17,7 +17,7 @@ def test_builtin_strategies_registered():
 
 def test_relevant_fact_kept_under_tight_budget():
     pool = ["The staging DB listens on port 6543.", "Lunch was great.", "CI is flaky again."]
-    sel = ContextSelector().select(pool, "Which port does the staging DB use?", budget_tokens=12)
+    sel = ContextSelector().select(pool, "Which port does the staging DB use?", budget=12)
     assert sel.kept_ids == ("0",)
     assert sel.tokens_kept <= sel.budget == 12
     assert sel.tokens_dropped == sel.tokens_total - sel.tokens_kept
@@ -25,9 +25,7 @@ def test_relevant_fact_kept_under_tight_budget():
 
 def test_duplicate_ids_rejected():
     with pytest.raises(ValueError, match="duplicate candidate id"):
-        ContextSelector().select(
-            [Candidate("a", id="x"), Candidate("b", id="x")], "q", budget_tokens=5
-        )
+        ContextSelector().select([Candidate("a", id="x"), Candidate("b", id="x")], "q", budget=5)
 
 
 def test_integrations_are_exported_lazily():
@@ -37,7 +35,7 @@ def test_integrations_are_exported_lazily():
     code = (
         "import sys, langchain_pacms as lp;"
         "assert 'langchain_pacms.integrations.graph' not in sys.modules;"
-        "hook = lp.create_pacms_hook(budget_tokens=100);"
+        "hook = lp.create_pacms_hook(100);"
         "assert callable(hook.invoke);"
         "assert lp.PACMSCompressor.__name__ == 'PACMSCompressor';"
         "assert 'PACMSMiddleware' in lp.__all__"
@@ -134,22 +132,22 @@ def test_dense_embedder_selects_with_its_threshold() -> None:
     table, pool = _related_pool()
     # the dense scale as declared (an undeclared embedder is calibrated on each pool)
     selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
-    chosen = selector.select(pool, "query", budget_tokens=20)
+    chosen = selector.select(pool, "query", budget=20)
     assert set(chosen.kept_ids) == {"A", "B"}
     assert (
         chosen.kept_ids
         == selector.select(
-            pool, "query", budget_tokens=20, similarity_threshold=DENSE_SIMILARITY_THRESHOLD
+            pool, "query", budget=20, similarity_threshold=DENSE_SIMILARITY_THRESHOLD
         ).kept_ids
     )
-    at_lexical_scale = selector.select(pool, "query", budget_tokens=20, similarity_threshold=0.6)
+    at_lexical_scale = selector.select(pool, "query", budget=20, similarity_threshold=0.6)
     assert set(at_lexical_scale.kept_ids) == {"A", "C"}
 
 
 async def test_aselect_uses_the_same_threshold() -> None:
     table, pool = _related_pool()
     selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
-    chosen = await selector.aselect(pool, "query", budget_tokens=20)
+    chosen = await selector.aselect(pool, "query", budget=20)
     assert set(chosen.kept_ids) == {"A", "B"}
 
 
@@ -158,7 +156,7 @@ def test_count_tokens_is_the_count_a_selection_uses() -> None:
     pool = ["one two three", Candidate("four five", tokens=9), Candidate("six", id="s")]
     counts = selector.count_tokens(pool)
     assert counts == [3, 9, 1]
-    selection = selector.select(pool, "two", budget_ratio=1.0)
+    selection = selector.select(pool, "two", budget=("ratio", 1.0))
     assert [selection.tokens[c.id] for c in selection.candidates] == counts
     with pytest.raises(ValueError, match="invalid tokens"):
         selector.count_tokens([Candidate("x", tokens=-1)])
@@ -185,11 +183,11 @@ async def test_unscorable_vectors_are_an_embedding_failure(value: list[float]) -
     texts = ["alpha one", "beta two", "gamma three"]
     selector = ContextSelector(_BadEmbeddings(value))
     for sel in (
-        selector.select(texts, "alpha", budget_tokens=4),
-        await selector.aselect(texts, "alpha", budget_tokens=4),
+        selector.select(texts, "alpha", budget=4),
+        await selector.aselect(texts, "alpha", budget=4),
     ):
         assert sel.fell_back and sel.strategy == "lastk"
         assert "EmbeddingError" in str(sel.error)
         assert sel.kept_ids == ("1", "2")  # recency within the budget
     with pytest.raises(EmbeddingError):
-        ContextSelector(_BadEmbeddings(value), strict=True).select(texts, "alpha", budget_tokens=4)
+        ContextSelector(_BadEmbeddings(value), strict=True).select(texts, "alpha", budget=4)

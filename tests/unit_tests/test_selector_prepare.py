@@ -25,8 +25,8 @@ QUERY = "why did the staging deploy fail"
 def test_prepared_problem_gives_select_picks(strategy: str) -> None:
     selector = ContextSelector()
     cands = [Candidate(t, mandatory=(i == 4)) for i, t in enumerate(POOL)]
-    selection = selector.select(cands, QUERY, budget_ratio=0.5, strategy=strategy)
-    problem = selector.prepare(cands, QUERY, budget_ratio=0.5)
+    selection = selector.select(cands, QUERY, budget=("ratio", 0.5), strategy=strategy)
+    problem = selector.prepare(cands, QUERY, budget=("ratio", 0.5))
     name, options = selector.resolve_options(strategy)
     pick = solve(problem, name, **options)
     assert tuple(str(j) for j in pick.order.tolist()) == selection.pick_order
@@ -36,8 +36,8 @@ def test_prepared_problem_gives_select_picks(strategy: str) -> None:
 
 def test_aprepare_equals_prepare() -> None:
     selector = ContextSelector()
-    sync = selector.prepare(POOL, QUERY, budget_tokens=20)
-    both = asyncio.run(selector.aprepare(POOL, QUERY, budget_tokens=20))
+    sync = selector.prepare(POOL, QUERY, budget=20)
+    both = asyncio.run(selector.aprepare(POOL, QUERY, budget=20))
     assert np.array_equal(sync.vectors, both.vectors)
     assert np.array_equal(sync.query, both.query)
     assert sync.tokens.tolist() == both.tokens.tolist() and sync.budget == both.budget == 20
@@ -46,8 +46,8 @@ def test_aprepare_equals_prepare() -> None:
 def test_prepare_has_no_fallback() -> None:
     selector = ContextSelector()
     with pytest.raises(ValueError, match="at least one candidate"):
-        selector.prepare([], QUERY, budget_tokens=5)
+        selector.prepare([], QUERY, budget=5)
     with pytest.raises(EmbeddingError, match="all zero"):
-        selector.prepare(POOL, "!!!", budget_tokens=5)  # no feature: an all-zero query
-    wordless = selector.select(POOL, "!!!", budget_tokens=5)  # select: recency, not a failure
+        selector.prepare(POOL, "!!!", budget=5)  # no feature: an all-zero query
+    wordless = selector.select(POOL, "!!!", budget=5)  # select: recency, not a failure
     assert wordless.info["query_has_no_words"] and not wordless.fell_back

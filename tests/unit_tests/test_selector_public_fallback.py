@@ -42,9 +42,9 @@ pools = st.lists(
 def test_recency_is_selects_own_fallback(pool: list[tuple[str, bool]], budget: int) -> None:
     cands = [Candidate(text=t, mandatory=m) for t, m in pool]
     down = ContextSelector(DownEmbeddings(), token_counter=words)
-    fallen = down.select(cands, "q", budget_tokens=budget)
+    fallen = down.select(cands, "q", budget=budget)
     mine = ContextSelector(token_counter=words).recency(
-        cands, "q", budget_tokens=budget, error=ConnectionError("embedding server unreachable")
+        cands, "q", budget=budget, error=ConnectionError("embedding server unreachable")
     )
     for field in (
         "kept_ids",
@@ -64,15 +64,15 @@ def test_recency_is_selects_own_fallback(pool: list[tuple[str, bool]], budget: i
 def test_resolve_is_what_select_counts() -> None:
     s = ContextSelector(token_counter=words)
     pool = ["a b c", Candidate("d e", id="x", tokens=9), Candidate("f", position=40)]
-    cands, tokens, budget = s.resolve(pool, "a", budget_ratio=0.5)
+    cands, tokens, budget = s.resolve(pool, "a", budget=("ratio", 0.5))
     assert [c.id for c in cands] == ["0", "x", "2"]
     assert [c.position for c in cands] == [0, 1, 40]
     assert tokens.tolist() == [3, 9, 1] == s.count_tokens(pool)
-    assert budget == 6 == s.select(pool, "a", budget_ratio=0.5).budget
-    with pytest.raises(ValueError, match="exactly one"):
-        s.resolve(pool, "a")
+    assert budget == 6 == s.select(pool, "a", budget=("ratio", 0.5)).budget
+    with pytest.raises(TypeError, match="budget"):
+        s.resolve(pool, "a")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="query"):
-        s.recency(pool, " ", budget_tokens=3)
+        s.recency(pool, " ", budget=3)
 
 
 def test_one_warning_per_streak_until_recovery(caplog: pytest.LogCaptureFixture) -> None:
@@ -83,11 +83,11 @@ def test_one_warning_per_streak_until_recovery(caplog: pytest.LogCaptureFixture)
 
     with caplog.at_level(logging.WARNING, logger="langchain_pacms.selector"):
         for _ in range(3):
-            sel = s.recency(["a b", "c"], "q", budget_tokens=1, error=TimeoutError("slow"))
+            sel = s.recency(["a b", "c"], "q", budget=1, error=TimeoutError("slow"))
             assert sel.error == "TimeoutError: slow" and sel.kept_ids == ("1",)
         assert warned() == 1
         s.note_recovery()
-        s.recency(["a b", "c"], "q", budget_tokens=1, error=TimeoutError("slow"))
+        s.recency(["a b", "c"], "q", budget=1, error=TimeoutError("slow"))
         assert warned() == 2
-        quiet = s.recency(["a b", "c"], "q", budget_tokens=1)  # no error: nothing logged
+        quiet = s.recency(["a b", "c"], "q", budget=1)  # no error: nothing logged
         assert quiet.fell_back and quiet.error is None and warned() == 2

@@ -21,8 +21,14 @@ from langgraph.store.memory import InMemoryStore
 from pacms_fakes import assert_provider_valid
 from test_messages import SELECTOR, STRATEGIES, conversations, text
 
-from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
-from langchain_pacms.integrations.messages import OMISSION_NOTE, sent_tokens
+from langchain_pacms.integrations import (
+    MemoryOptions,
+    PACMSCompressor,
+    SelectionConfig,
+    ToolLoopOptions,
+    create_pacms_hook,
+)
+from langchain_pacms.messages import OMISSION_NOTE, sent_tokens
 
 
 def plain_tokens(hook, messages: list[BaseMessage]) -> int:
@@ -42,7 +48,7 @@ def memory_store() -> InMemoryStore:
 def test_context_message_header_and_bullets_are_charged_to_the_budget():
     # before the fix: 46 tokens sent on a 40-token budget (the header and bullets were free)
     hook = create_pacms_hook(
-        budget_tokens=40, store=memory_store(), memory_namespaces=[("mem",)], strategy="topk"
+        40, strategy="topk", memory=MemoryOptions([("mem",)], store=memory_store())
     )
     msgs = [
         AIMessage("Earlier I answered a question about tea and cats."),
@@ -64,7 +70,7 @@ def test_omission_note_is_charged_to_the_budget():
         AIMessage("It is sunny and 25 degrees."),
         HumanMessage("And tomorrow?"),
     ]
-    hook = create_pacms_hook(budget_tokens=30, strategy="lastk")
+    hook = create_pacms_hook(budget=30, strategy="lastk")
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     assert out[0].content == OMISSION_NOTE  # the first turn was dropped: the note is needed
     assert sent_tokens(out, hook.selector.token_counter) <= 30
@@ -72,7 +78,7 @@ def test_omission_note_is_charged_to_the_budget():
 
 
 def test_over_budget_when_the_mandatory_part_and_its_framing_exceed_the_budget():
-    hook = create_pacms_hook(budget_tokens=5)
+    hook = create_pacms_hook(budget=5)
     msgs = [
         SystemMessage("You are a careful assistant who answers briefly."),
         HumanMessage("What is the capital of Portugal?"),
@@ -108,7 +114,7 @@ def tool_history() -> list[BaseMessage]:
 @pytest.mark.parametrize("budget", [120, 400, 5000])
 def test_a_tool_span_and_its_call_only_variant_are_alternatives(budget):
     # before the fix, with room for both, topk kept t1 and t1:call and paid for both
-    hook = create_pacms_hook(budget_tokens=budget, strategy="topk", tool_placeholders=True)
+    hook = create_pacms_hook(budget, strategy="topk", tool_loop=ToolLoopOptions(placeholders=True))
     msgs = tool_history()
     out = hook.invoke({"messages": msgs})["llm_input_messages"]
     selection = hook.last_selection
@@ -155,16 +161,16 @@ def test_hook_sends_within_the_budget(
     store = InMemoryStore()
     for i, memory in enumerate(memories):
         store.put(("mem",), f"k{i}", {"content": memory})
-    hook = create_pacms_hook(
-        SELECTOR,
-        budget_tokens=budget,
+    config = SelectionConfig(
+        budget=budget,
         strategy=strategy,
-        tool_placeholders=placeholders,
-        store=store,
-        memory_namespaces=[("mem",)],
+        selector=SELECTOR,
+        tool_loop=ToolLoopOptions(placeholders=placeholders),
+        memory=MemoryOptions([("mem",)], store=store),
         reserve_tokens=reserve,
         retriever=ListRetriever(documents=[Document(d) for d in documents]),
     )
+    hook = create_pacms_hook(config=config)
     out = hook.invoke({"messages": messages})["llm_input_messages"]
     assert_provider_valid(out)
     selection = hook.last_selection
@@ -187,7 +193,10 @@ def test_middleware_sends_within_the_budget(messages, budget, strategy, placehol
     system = next((m for m in messages if isinstance(m, SystemMessage)), None)
     rest = [m for m in messages if m is not system]
     mw = PACMSMiddleware(
-        SELECTOR, budget_tokens=budget, strategy=strategy, tool_placeholders=placeholders
+        budget,
+        strategy=strategy,
+        selector=SELECTOR,
+        tool_loop=ToolLoopOptions(placeholders=placeholders),
     )
     seen: list[ModelRequest] = []
     request = ModelRequest(
@@ -215,6 +224,6 @@ def test_middleware_sends_within_the_budget(messages, budget, strategy, placehol
     query=text,
 )
 def test_compressor_sends_within_the_budget(documents, budget, strategy, query):
-    compressor = PACMSCompressor.from_selector(SELECTOR, budget_tokens=budget, strategy=strategy)
+    compressor = PACMSCompressor(budget, selector=SELECTOR, strategy=strategy)
     kept = compressor.compress_documents([Document(d) for d in documents], query)
     assert sum(SELECTOR.token_counter(d.page_content) for d in kept) <= budget

@@ -41,7 +41,7 @@ def test_both_results_join_the_span_and_are_sent():
     assert [(s.id, s.indices, s.missing) for s in spans if s.kind == "tool"] == [
         ("t1", (1, 2, 3), ())
     ]
-    out = apply_selection(msgs, SELECTOR.select(cands, "ports", budget_tokens=10_000), spans)
+    out = apply_selection(msgs, SELECTOR.select(cands, "ports", budget=10_000), spans)
     assert out == msgs  # before the fix the second result was dropped as an orphan
     assert_provider_valid(out)
 
@@ -50,7 +50,7 @@ def test_a_missing_result_gets_a_placeholder_for_the_call_left():
     msgs = shared_history("6543")
     cands, spans = messages_to_candidates(msgs, token_counter=SELECTOR.token_counter)
     assert next(s for s in spans if s.id == "t1").missing == ("call_0",)
-    out = apply_selection(msgs, SELECTOR.select(cands, "ports", budget_tokens=10_000), spans)
+    out = apply_selection(msgs, SELECTOR.select(cands, "ports", budget=10_000), spans)
     assert_provider_valid(out)
     results = [m for m in out if isinstance(m, ToolMessage)]
     assert [(m.content, m.name, m.status) for m in results] == [
@@ -60,7 +60,7 @@ def test_a_missing_result_gets_a_placeholder_for_the_call_left():
 
 
 def test_a_third_result_with_the_id_is_an_orphan():
-    out = create_pacms_hook(SELECTOR, budget_tokens=10_000).invoke(
+    out = create_pacms_hook(10_000, selector=SELECTOR).invoke(
         {"messages": shared_history("6543", "5432", "9999")}
     )["llm_input_messages"]
     assert_provider_valid(out)
@@ -74,7 +74,7 @@ def test_the_call_only_variant_answers_every_call():
     )
     stub = next(c for c in cands if c.id == "t1:call")
     sel = SELECTOR.select(
-        cands, "ports", budget_tokens=stub.tokens + 60, strategy="topk", relevant_ids=["t1:call"]
+        cands, "ports", budget=stub.tokens + 60, strategy="topk", relevant_ids=["t1:call"]
     )
     assert "t1:call" in sel.kept_ids and "t1" not in sel.kept_ids
     out = apply_selection(msgs, sel, spans)
@@ -93,7 +93,7 @@ def test_an_id_used_again_by_a_later_message_answers_that_message():
     ]
     _, spans = messages_to_candidates(msgs)
     assert [s.indices for s in spans if s.kind == "tool"] == [(1, 2), (3, 4)]
-    out = create_pacms_hook(SELECTOR, budget_tokens=10_000).invoke({"messages": msgs})[
+    out = create_pacms_hook(10_000, selector=SELECTOR).invoke({"messages": msgs})[
         "llm_input_messages"
     ]
     assert out == msgs

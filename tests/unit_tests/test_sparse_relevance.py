@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 import langchain_pacms.embeddings.lexical as lexical
 from langchain_pacms import ContextSelector
-from langchain_pacms.core import Problem, solve
-from langchain_pacms.core.strategies import mmr_ranking
+from langchain_pacms.core import Problem, mmr_ranking, solve
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
 from langchain_pacms.embeddings.sparse import PoolRelevance, idf_cosines, sparse_row
 
@@ -92,8 +91,8 @@ def test_the_selector_finds_the_scorer_under_its_cache_wrapper() -> None:
     texts = ["red apples and pears", "green pears", "a red car"]
     assert wrapped.pool_relevance(texts, "red") is not None
     assert np.array_equal(
-        wrapped.select(texts, "red", budget_ratio=1.0).relevance["0"],
-        plain.select(texts, "red", budget_ratio=1.0).relevance["0"],
+        wrapped.select(texts, "red", budget=("ratio", 1.0)).relevance["0"],
+        plain.select(texts, "red", budget=("ratio", 1.0)).relevance["0"],
     )
 
 
@@ -103,10 +102,10 @@ def test_a_scorer_with_the_wrong_shape_is_an_embedding_error() -> None:
             return np.ones(len(texts) + 1, dtype=np.float32)
 
     selector = ContextSelector(Broken())
-    sel = selector.select(["a", "b"], "a", budget_tokens=1)
+    sel = selector.select(["a", "b"], "a", budget=1)
     assert sel.fell_back and "pool_relevance" in (sel.error or "")
     with pytest.raises(Exception, match="pool_relevance"):
-        ContextSelector(Broken(), strict=True).select(["a", "b"], "a", budget_tokens=1)
+        ContextSelector(Broken(), strict=True).select(["a", "b"], "a", budget=1)
 
 
 def test_given_relevance_is_validated_and_ranks_every_strategy() -> None:

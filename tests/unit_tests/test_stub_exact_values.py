@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_pacms.lifecycle import HeuristicPlanner, check_actions, index_messages
-from langchain_pacms.lifecycle.locators import find_locators, stub_locators
+from langchain_pacms.messages.locators import find_locators, stub_locators
 
 
 def test_a_quoted_sentence_keeps_its_final_period_and_spaces() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langchain_pacms.lifecycle import Action, apply_actions, index_messages
-from langchain_pacms.lifecycle.locators import find_locators, stub_budget, stub_locators
+from langchain_pacms.messages.locators import find_locators, stub_budget, stub_locators
 
 _GROUP = re.compile(r"([^\s,{}]*/)\{([^{}]*)\}")
 _MORE = re.compile(r" ?\(\+(\d+) more\)$")

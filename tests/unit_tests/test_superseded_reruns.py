@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_pacms.lifecycle import HeuristicPlanner, index_messages
+from langchain_pacms.lifecycle import HeuristicPlanner, PlannerTuning, index_messages
 
-SETTINGS = {
-    "fold_min_tokens": 60,
-    "mask_min_tokens": 60,
-    "keep_above": 1.0,
-    "keep_recent": 0,
-    "keep_file_views": False,
-}
+TUNING = PlannerTuning(
+    fold_min_tokens=60, mask_min_tokens=60, keep_above=1.0, keep_recent=0, keep_file_views=False
+)
 
 
 def traceback(path: str, line: int) -> str:
@@ -36,7 +32,7 @@ def first_run(msgs: list[BaseMessage]) -> tuple[str, str] | None:
     """The op and reason of the plan's action on the first tool call, if any."""
     index = index_messages(msgs)
     first = next(o.id for o in index.objects if o.kind == "tool")
-    plan = HeuristicPlanner(**SETTINGS).plan(index, msgs)
+    plan = HeuristicPlanner(tuning=TUNING).plan(index, msgs)
     return next(((a.op, a.reason) for a in plan.actions if a.target == first), None)
 
 

@@ -73,7 +73,7 @@ def test_the_wrapped_counter_reaches_the_budget() -> None:
     each = count_tokens_approximately([HumanMessage(pool[0])])
     assert each < 10  # counted per character (one message each) it would be 10 or more
     selection = ContextSelector(token_counter=count_tokens_approximately).select(
-        pool, "alpha", budget_tokens=2 * each
+        pool, "alpha", budget=2 * each
     )
     assert dict(selection.tokens) == {str(i): each for i in range(3)}
     assert selection.tokens_kept == 2 * each and "0" in selection.kept_ids
@@ -91,7 +91,7 @@ def test_a_callable_of_the_wrong_shape_fails_at_construction(bad: object) -> Non
     with pytest.raises(TypeError, match=r"must take one text \(str -> int\) or a list of messages"):
         ContextSelector(token_counter=bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="its signature is"):
-        PACMSCompressor(budget_tokens=10, token_counter=bad)
+        PACMSCompressor(10, selector=ContextSelector(token_counter=bad))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must take one text"):
         resolve_token_counter(bad)  # type: ignore[arg-type]
 

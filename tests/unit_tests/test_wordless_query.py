@@ -28,11 +28,11 @@ async def test_a_wordless_query_keeps_the_newest_and_says_why(
     query: str, strict: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     selector = ContextSelector(strict=strict)
-    recency = selector.recency(POOL, query, budget_tokens=20)
+    recency = selector.recency(POOL, query, budget=20)
     with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
         for sel in (
-            selector.select(POOL, query, budget_tokens=20),
-            await selector.aselect(POOL, query, budget_tokens=20),
+            selector.select(POOL, query, budget=20),
+            await selector.aselect(POOL, query, budget=20),
         ):
             assert sel.kept_ids == recency.kept_ids and sel.kept_ids[-1] == "4"
             assert sel.strategy == "lastk" and sel.info["query_has_no_words"] is True
@@ -42,12 +42,12 @@ async def test_a_wordless_query_keeps_the_newest_and_says_why(
 
 
 def test_a_pool_without_words_under_a_query_without_words_is_recency_too() -> None:
-    sel = ContextSelector(strict=True).select(["\N{THUMBS UP SIGN}", "!!!"], "?", budget_tokens=1)
+    sel = ContextSelector(strict=True).select(["\N{THUMBS UP SIGN}", "!!!"], "?", budget=1)
     assert sel.kept_ids == ("1",) and sel.info["query_has_no_words"] and not sel.fell_back
 
 
 def test_a_query_with_words_keeps_its_selection() -> None:
-    sel = ContextSelector().select(POOL, "which deploy failed?", budget_tokens=20)
+    sel = ContextSelector().select(POOL, "which deploy failed?", budget=20)
     assert "query_has_no_words" not in sel.info and sel.strategy == "pacms"
 
 
@@ -62,13 +62,13 @@ class _ZeroQuery(Embeddings):
 
 
 def test_a_zero_embedding_of_a_query_with_words_is_still_a_failure() -> None:
-    sel = ContextSelector(_ZeroQuery()).select(["a", "bb"], "alpha", budget_tokens=1)
+    sel = ContextSelector(_ZeroQuery()).select(["a", "bb"], "alpha", budget=1)
     assert sel.fell_back and "EmbeddingError" in str(sel.error)
     assert "query_has_no_words" not in sel.info
     with pytest.raises(EmbeddingError, match="all zero"):
-        ContextSelector(_ZeroQuery(), strict=True).select(["a", "bb"], "alpha", budget_tokens=1)
+        ContextSelector(_ZeroQuery(), strict=True).select(["a", "bb"], "alpha", budget=1)
     # Without words it is the normal recency case, whatever the model.
-    wordless = ContextSelector(_ZeroQuery(), strict=True).select(["a", "bb"], "?", budget_tokens=1)
+    wordless = ContextSelector(_ZeroQuery(), strict=True).select(["a", "bb"], "?", budget=1)
     assert wordless.kept_ids == ("1",) and not wordless.fell_back
 
 
@@ -87,8 +87,8 @@ def test_wordless_selection_is_the_recency_walk(
         for i, (c, m) in enumerate(zip(costs, mandatory))
     ]
     selector = ContextSelector(strict=True)
-    sel = selector.select(pool, query, budget_tokens=budget)
-    recency = selector.recency(pool, query, budget_tokens=budget)
+    sel = selector.select(pool, query, budget=budget)
+    recency = selector.recency(pool, query, budget=budget)
     assert sel.kept_ids == recency.kept_ids and sel.over_budget == recency.over_budget
     assert {c.id for c in pool if c.mandatory} <= set(sel.kept_ids)
     assert sel.over_budget or sel.tokens_kept <= budget

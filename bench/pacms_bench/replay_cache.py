@@ -1,0 +1,134 @@
+"""On-disk cache of lifecycle replay cells, so a rerun (or an interrupted run) resumes.
+
+One cell is one session under one policy: its per-cut outcomes, or its whole-session cost at
+one threshold. Cells live in ``<root>/lifecycle-cells/<namespace>/`` where the namespace hashes
+the code that decides a cell (the lifecycle, the judge, the replay, the trace loader, the
+tokenizer and the selection code), so a code change misses instead of returning stale numbers;
+:meth:`ReplayCache.prune` deletes the other namespaces. The key of a cell names its session by
+a hash of the session's messages and holds every setting the cell depends on.
+
+Example:
+    >>> import tempfile
+    >>> cache = ReplayCache.create(tempfile.mkdtemp())
+    >>> cache.get("cuts/s1/none") is None
+    True
+    >>> cache.put("cuts/s1/none", {"strict": [True]})
+    >>> cache.get("cuts/s1/none")
+    {'strict': [True]}
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+__all__ = ["ReplayCache", "replay_fingerprint", "session_digest"]
+
+# What decides a replay cell besides the selection code: parts of the library (folders or
+# modules) and the bench's replay, selection policies, judge, trace loader and this module.
+_LIBRARY_CODE = ("lifecycle", "messages", "integrations", "tokens.py")
+_REPLAY_CODE = (
+    "lifecycle_replay.py",
+    "selection_replay.py",
+    "dependency_judge.py",
+    "traces.py",
+    "replay_cache.py",
+)
+
+
+def replay_fingerprint() -> str:
+    """Short sha256 over the source of everything that decides a replay cell.
+
+    Covers the library's ``lifecycle/``, ``messages/`` and ``integrations/`` (message mapping
+    and per-call selection) and ``tokens.py``, the replay and its selection policies, judge,
+    trace loader and this module, and the selection code that
+    :func:`~pacms_bench.recall.code_fingerprint` covers.
+
+    Example:
+        >>> len(replay_fingerprint()), replay_fingerprint() == replay_fingerprint()
+        (16, True)
+    """
+    from pacms_bench.recall import BENCH_ROOT, LIBRARY_ROOT, code_fingerprint, hash_sources
+
+    digest = hashlib.sha256(code_fingerprint().encode())
+    hash_sources(digest, LIBRARY_ROOT, _LIBRARY_CODE)
+    hash_sources(digest, BENCH_ROOT, _REPLAY_CODE)
+    return digest.hexdigest()[:16]
+
+
+def session_digest(messages: tuple[BaseMessage, ...]) -> str:
+    """Hash of a session's messages (ids, types, contents, tool calls).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> a = session_digest((HumanMessage("fix it", id="h"),))
+        >>> a == session_digest((HumanMessage("fix it", id="h"),)), a == session_digest(
+        ...     (HumanMessage("fix that", id="h"),))
+        (True, False)
+    """
+    digest = hashlib.sha256()
+    for m in messages:
+        calls = json.dumps(getattr(m, "tool_calls", None) or [], sort_keys=True, default=str)
+        part = f"{m.id}\0{m.type}\0{json.dumps(m.content, default=str)}\0{calls}\0"
+        digest.update(part.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReplayCache:
+    """Replay cells in a :class:`~langchain_pacms.embeddings.filestore.LocalByteStore`.
+
+    Attributes:
+        root: Cache folder (the recall sweep's ``.pacms-cache`` by default in the CLI).
+        namespace: :func:`replay_fingerprint` of the code the cells come from.
+    """
+
+    root: str
+    namespace: str
+
+    @classmethod
+    def create(cls, root: str | os.PathLike[str]) -> ReplayCache:
+        """A cache under ``root`` for the code as it is now."""
+        return cls(str(Path(root).expanduser()), replay_fingerprint())
+
+    @property
+    def folder(self) -> Path:
+        """``<root>/lifecycle-cells/<namespace>``."""
+        return Path(self.root) / "lifecycle-cells" / self.namespace
+
+    @functools.cached_property
+    def store(self) -> Any:
+        """The underlying ``LocalByteStore`` (created on first use)."""
+        from langchain_pacms.embeddings.filestore import LocalByteStore
+
+        return LocalByteStore(self.folder)
+
+    def get(self, key: str) -> Any:
+        """The cell stored under ``key`` (``None`` when absent)."""
+        raw = self.store.mget([key])[0]
+        return None if raw is None else json.loads(raw)
+
+    def put(self, key: str, value: Mapping[str, Any] | list[Any]) -> None:
+        """Store a JSON-ready cell under ``key``."""
+        self.store.mset([(key, json.dumps(value).encode())])
+
+    def prune(self) -> int:
+        """Delete the cells of every other namespace; returns the files removed."""
+        base = self.folder.parent
+        removed = 0
+        if not base.is_dir():
+            return removed
+        for entry in base.iterdir():
+            if entry.is_dir() and entry.name != self.namespace:
+                removed += sum(1 for p in entry.rglob("*") if p.is_file())
+                shutil.rmtree(entry)
+        return removed

@@ -1,0 +1,57 @@
+"""The baseline strategies: ``topk``, ``lastk`` and ``rag``.
+
+Each ranks the candidates one simple way (relevance, recency, the ``k`` most relevant) and takes
+what fits the budget after the mandatory items.
+
+Example:
+    >>> import numpy as np
+    >>> from langchain_pacms.core import Problem
+    >>> p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
+    >>> topk(p).order.tolist(), rag(p, k=1).order.tolist()
+    ([0, 1], [0])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from langchain_pacms.core.fill import relevance_fill
+from langchain_pacms.core.pick import Pick, mandatory_state, scored, walk
+from langchain_pacms.core.problem import Problem
+
+__all__ = ["lastk", "rag", "topk"]
+
+
+def topk(problem: Problem) -> Pick:
+    """Rank by relevance (ties: earlier position) and add every candidate that fits."""
+    start, remaining, _ = mandatory_state(problem)
+    picked = relevance_fill(problem, start.tolist(), remaining)
+    return scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))
+
+
+def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
+    """Newest first, add while the next one fits (a contiguous window of recent items).
+
+    With ``contiguous=False`` an item larger than what is left is skipped and the walk goes on
+    to older ones, so the budget is never left empty just because the newest item is large
+    (the selector's fail-soft fallback walks this way).
+
+    Example:
+        >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)
+        >>> lastk(p).order.tolist(), lastk(p, contiguous=False).order.tolist()
+        ([], [1, 0])
+    """
+    start, remaining, taken = mandatory_state(problem)
+    order = problem.recency_order().tolist()
+    picked = walk(problem, order, remaining, taken, stop_at_first_misfit=contiguous)
+    return scored(problem, [*start.tolist(), *picked], np.zeros(problem.n))
+
+
+def rag(problem: Problem, *, k: int = 4) -> Pick:
+    """The ``k`` most relevant candidates, as a fixed-k retriever returns them, under the budget."""
+    if k < 1:
+        raise ValueError(f"rag needs k >= 1, got {k}")
+    start, remaining, taken = mandatory_state(problem)
+    ranked = [j for j in problem.relevance_order().tolist() if not taken[j]][:k]
+    picked = walk(problem, ranked, remaining, taken)
+    return scored(problem, [*start.tolist(), *picked], problem.relevance.astype(np.float64))

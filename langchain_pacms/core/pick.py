@@ -1,0 +1,92 @@
+"""What a strategy returns (:class:`Pick`), its signature, and the walks strategies share.
+
+A strategy is a callable ``(problem, **options) -> Pick`` (:class:`Strategy`). The helpers here
+charge the mandatory items, walk a ranking under what is left of the budget and give the scores
+of the picked items, so each built-in strategy states only its ranking.
+
+Example:
+    >>> import numpy as np
+    >>> from langchain_pacms.core import Problem
+    >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)
+    >>> start, remaining, taken = mandatory_state(p)
+    >>> walk(p, [2, 1, 0], remaining, taken)
+    [1, 0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from langchain_pacms.core.problem import Problem
+
+__all__ = ["Pick", "Strategy", "mandatory_state", "scored", "walk"]
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What a strategy chose.
+
+    Attributes:
+        order: Chosen candidate indices in pick order (mandatory items first in
+            :func:`~langchain_pacms.core.solve`).
+        scores: Per-candidate score at pick time (marginal gain for ``pacms``, relevance for
+            ``topk``/``rag``, MMR score for ``mmr``, 0 for ``lastk``); NaN where not picked.
+        over_budget: True when the mandatory items alone exceed the budget.
+        info: Strategy diagnostics (e.g. greedy evaluations, the relevance weight used).
+    """
+
+    order: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    over_budget: bool = False
+    info: dict[str, Any] | None = None
+
+
+class Strategy(Protocol):
+    """Signature shared by every strategy."""
+
+    def __call__(self, problem: Problem, **options: Any) -> Pick:
+        """Choose candidate indices for ``problem``."""
+        ...
+
+
+def walk(
+    problem: Problem,
+    ranking: Iterable[int],
+    remaining: int,
+    taken: NDArray[np.bool_],
+    *,
+    stop_at_first_misfit: bool = False,
+) -> list[int]:
+    """Add ranked candidates that still fit; ``taken`` is updated in place."""
+    added: list[int] = []
+    for j in ranking:
+        if taken[j]:
+            continue
+        cost = int(problem.tokens[j])
+        if cost > remaining:
+            if stop_at_first_misfit:
+                break
+            continue
+        taken[j] = True
+        remaining -= cost
+        added.append(int(j))
+    return added
+
+
+def scored(problem: Problem, picked: list[int], values: NDArray[np.float64]) -> Pick:
+    """The :class:`Pick` of ``picked``, scored by ``values`` (NaN for the others)."""
+    scores = np.full(problem.n, np.nan)
+    scores[picked] = values[picked]
+    return Pick(np.asarray(picked, dtype=np.int64), scores)
+
+
+def mandatory_state(problem: Problem) -> tuple[NDArray[np.int64], int, NDArray[np.bool_]]:
+    """The mandatory items, the budget they leave and the mask of items taken so far."""
+    start = np.flatnonzero(problem.mandatory).astype(np.int64)
+    remaining = problem.budget - int(problem.tokens[start].sum())
+    return start, remaining, problem.mandatory.copy()

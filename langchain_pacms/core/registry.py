@@ -1,0 +1,207 @@
+"""The strategy registry: one signature, one set of guarantees, names looked up in one place.
+
+A strategy is a callable ``(problem, **options) -> Pick``. :func:`solve` charges the mandatory
+items first and checks what a strategy returned, so user strategies get the same guarantees as
+the built-in ones: ``pacms``, ``pacms_paper``, ``topk``, ``lastk``, ``mmr`` and ``rag``.
+
+Example:
+    >>> import numpy as np
+    >>> from langchain_pacms.core import Problem, solve
+    >>> p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
+    >>> solve(p, "topk").order.tolist()
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from langchain_pacms.core.baselines import lastk, rag, topk
+from langchain_pacms.core.mmr import mmr
+from langchain_pacms.core.pacms import pacms, pacms_paper
+from langchain_pacms.core.pick import Pick, Strategy
+from langchain_pacms.core.problem import Problem
+from langchain_pacms.errors import PACMSError
+
+__all__ = [
+    "StrategyError",
+    "available_strategies",
+    "check_options",
+    "get_strategy",
+    "register_strategy",
+    "rejection",
+    "solve",
+]
+
+
+class StrategyError(PACMSError, RuntimeError):
+    """A strategy returned a pick that breaks the selection invariants."""
+
+
+_REGISTRY: dict[str, Strategy] = {}
+
+
+def register_strategy(name: str, strategy: Strategy, *, replace: bool = False) -> None:
+    """Register a strategy under ``name``.
+
+    Args:
+        name: Registry key, e.g. ``"mine"``.
+        strategy: Callable ``(problem, **options) -> Pick``.
+        replace: Allow replacing an existing name.
+
+    Raises:
+        ValueError: If the name is taken and ``replace`` is false, or the name is empty.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError("strategy name must be a non-empty string")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"strategy {name!r} is already registered (pass replace=True)")
+    _REGISTRY[name] = strategy
+
+
+def get_strategy(name: str) -> Strategy:
+    """Look up a registered strategy, with a clear error for unknown names."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(available_strategies())
+        raise ValueError(f"unknown strategy {name!r}; registered: {known}") from None
+
+
+def available_strategies() -> list[str]:
+    """Names of the registered strategies, sorted."""
+    return sorted(_REGISTRY)
+
+
+def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) -> Pick:
+    """Run a strategy with the shared guarantees.
+
+    If the mandatory items alone exceed the budget, exactly they are kept with
+    ``over_budget`` set. Otherwise the answer is checked: indices in range, no repeats,
+    mandatory items included, tokens within budget.
+
+    Args:
+        problem: The selection instance.
+        strategy: A registered name or a strategy callable.
+        **options: Passed to the strategy.
+
+    Returns:
+        The checked pick.
+
+    Raises:
+        ValueError: For an unknown strategy name or bad options.
+        StrategyError: If the strategy broke an invariant.
+    """
+    fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    mandatory = np.flatnonzero(problem.mandatory).astype(np.int64)
+    if int(problem.tokens[mandatory].sum()) > problem.budget:
+        return Pick(mandatory, np.full(problem.n, np.nan), over_budget=True)
+    pick = fn(problem, **options)
+    if not isinstance(pick, Pick):
+        raise StrategyError(f"strategy returned {type(pick).__name__}, expected a Pick")
+    raw = np.asarray(pick.order)
+    if raw.ndim != 1:
+        raise StrategyError(f"strategy returned order of shape {raw.shape}, expected 1-D")
+    if raw.size and not np.issubdtype(raw.dtype, np.integer):
+        raise StrategyError(f"strategy returned {raw.dtype} indices, expected integer indices")
+    order = raw.astype(np.int64)
+    scores = np.asarray(pick.scores, dtype=np.float64)
+    if scores.shape != (problem.n,):
+        raise StrategyError(
+            f"strategy returned scores of shape {scores.shape}, expected ({problem.n},)"
+        )
+    if order.size and (order.min() < 0 or order.max() >= problem.n):
+        raise StrategyError("strategy returned an index out of range")
+    if np.unique(order).size != order.size:
+        raise StrategyError("strategy returned an index twice")
+    if not np.isin(mandatory, order).all():
+        raise StrategyError("strategy dropped a mandatory item")
+    if int(problem.tokens[order].sum()) > problem.budget:
+        raise StrategyError("strategy exceeded the token budget")
+    rest = order[~np.isin(order, mandatory)]
+    return Pick(np.concatenate([mandatory, rest]), scores, False, pick.info)
+
+
+def _keyword_options(fn: Callable[..., Any]) -> list[str] | None:
+    """The keyword options ``fn`` takes after the problem; ``None`` when it takes any."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):  # no signature to read
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | None:
+    """Why ``strategy`` rejects ``options``, or ``None`` when it takes them.
+
+    Options the signature does not name are rejected; a built-in strategy is also run on a
+    two-item problem to check values. A user strategy is never called here.
+
+    Args:
+        strategy: A registered name or a strategy callable.
+        options: Keyword options for it.
+
+    Returns:
+        The reason, or ``None``.
+
+    Raises:
+        ValueError: For a name that is not registered (listing the registered ones).
+
+    Example:
+        >>> rejection("rag", {"k": 2}) is None
+        True
+        >>> rejection("rag", {"k": -1})
+        'rag needs k >= 1, got -1'
+        >>> rejection("rag", {"lambda_mult": 0.5})
+        "unknown option 'lambda_mult'; it accepts: k"
+    """
+    fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    accepted = _keyword_options(fn)
+    unknown = [] if accepted is None else sorted(set(options) - set(accepted))
+    if unknown:
+        return f"unknown option {unknown[0]!r}; it accepts: {', '.join(accepted or ['nothing'])}"
+    if fn not in _BUILTINS.values():
+        return None
+    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    try:
+        solve(probe, strategy, **options)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def check_options(strategy: str | Strategy, **options: Any) -> None:
+    """Raise when ``strategy`` rejects ``options`` (see :func:`rejection`).
+
+    Raises:
+        ValueError: Naming the strategy and what it rejected, or for an unknown strategy name.
+
+    Example:
+        >>> check_options("rag", k=2)
+        >>> check_options("rag", k=-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'rag' rejects its options {'k': -1}: rag needs k >= 1, got -1
+    """
+    reason = rejection(strategy, options)
+    if reason is not None:
+        label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
+        raise ValueError(f"strategy {label!r} rejects its options {dict(options)}: {reason}")
+
+
+_BUILTINS: dict[str, Callable[..., Pick]] = {
+    "pacms": pacms,
+    "pacms_paper": pacms_paper,
+    "topk": topk,
+    "lastk": lastk,
+    "mmr": mmr,
+    "rag": rag,
+}
+for _name, _fn in _BUILTINS.items():
+    register_strategy(_name, _fn)

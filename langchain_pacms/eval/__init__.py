@@ -1,1 +1,0 @@
-"""Evaluation utilities: benchmark loaders and recall-study helpers."""

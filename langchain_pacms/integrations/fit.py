@@ -1,0 +1,285 @@
+"""Select until what is sent fits the budget: the rounds, and the floor of fold stubs.
+
+A selection's candidates are priced by what they send (their messages with their framing), and
+what the context message adds is charged up front, so a round normally fits. What only the
+picks decide (an omission note before a first message that is not a human one, the locators a
+fold stub shows again) is known after a round: :func:`fit` then selects again with less room,
+and searches the room between a fitting round and one over it. With fold stubs, the stubs of
+earlier tool spans that fit are the *floor* (:func:`stub_floor`): each span goes at least as
+its stub, and the selector decides which to show whole.
+
+Example:
+    >>> from langchain_pacms.selector import Candidate
+    >>> cands = [Candidate("a", id="x", tokens=5), Candidate("b", id="y", tokens=3)]
+    >>> stub_floor(cands, room=10) is None  # no fold stub: no floor
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from langchain_core.messages import BaseMessage
+
+from langchain_pacms._steps import Call, Steps
+from langchain_pacms.messages.spans import Span
+from langchain_pacms.selector import Candidate, Selection, Selector
+
+__all__ = ["Pool", "fit", "settle_floor", "stub_floor"]
+
+_NO_QUERY = "the most recent conversation"
+_MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
+_GAP = 16  # tokens of room between a fitting round and one over budget not worth another round
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One call's candidates and what :func:`fit` needs to know about them."""
+
+    candidates: list[Candidate]
+    spans: list[Span]
+    mandatory: str  # which part of the conversation is mandatory, for the report
+    budget: int  # the call's token budget
+    unseen: int  # tokens the model receives besides the selection
+    charged: int = 0  # tokens of what is sent charged up front (the context message's headers)
+    reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
+    folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
+    in_turn: bool = False  # only the newest step is mandatory (a tool loop)
+
+
+class _Fit(NamedTuple):
+    """A selection round whose messages fit the budget."""
+
+    sent: int  # the tokens its messages send, unseen prompt included
+    selection: Selection
+    out: list[BaseMessage]
+    floor: bool  # whether the stub floor applied
+
+
+def stub_floor(
+    cands: Sequence[Candidate],
+    room: int,
+    first: Collection[int] = (),
+    folded: Collection[int] = (),
+) -> list[Candidate] | None:
+    """The pool with fold stubs as the least their spans send, in floor order where they fit.
+
+    Taken from the newest span back, each that still fits ``room`` with the mandatory part and
+    the floor so far (the spans in ``first``, by their call's index, come before the others:
+    those whose results later calls already used; one too large is passed over, so an older,
+    smaller one can go in), each span's floor becomes mandatory: its stub, or the span
+    itself when the stub costs no less or when the span is ``folded`` already (the lifecycle
+    left its stub in the history). A span whose floor is its stub then costs only what it adds
+    to the stub, so the selector decides which spans to show whole and the others go as their
+    stubs. Stubs that do not fit stay alternatives to their spans. ``None`` when there is
+    no fold stub, a cost is unknown, or no floor fits.
+    """
+    if any(c.tokens is None for c in cands):
+        return None
+    whole = {str(c.id): c for c in cands if isinstance(c.source, Span) and not c.source.stub}
+    least_of: list[tuple[Candidate, Candidate]] = []  # (span, what its floor sends)
+    for c in cands:
+        if isinstance(c.source, Span) and c.source.sends:
+            span = whole[c.source.full_id]
+            least_of.append((span, span if int(span.tokens or 0) <= int(c.tokens or 0) else c))
+        elif (
+            str(c.id) in whole
+            and not c.mandatory
+            and c.source.indices
+            and c.source.indices[0] in folded
+        ):
+            least_of.append((c, c))
+    least_of.sort(
+        key=lambda pair: (pair[0].source.indices[0] not in first, -int(pair[0].position or 0))
+    )
+    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
+    floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)
+    for span, least in least_of:
+        if used + int(least.tokens or 0) > room:
+            continue
+        used += int(least.tokens or 0)
+        floor[str(span.id)] = least
+    if not floor:
+        return None
+    floored = {str(c.id) for c in floor.values()}
+    out = []
+    for c in cands:
+        below = floor.get(str(c.id))
+        if (
+            isinstance(c.source, Span)
+            and c.source.stub
+            and c.source.full_id in floor
+            and str(c.id) not in floored
+        ):
+            continue  # the span itself is the floor: its stub is no alternative
+        if str(c.id) in floored:
+            c = dataclasses.replace(c, mandatory=True)
+        elif below is not None:  # a span over its stub: it costs what it adds
+            c = dataclasses.replace(c, tokens=max(1, int(c.tokens or 0) - int(below.tokens or 0)))
+        out.append(c)
+    return out
+
+
+def settle_floor(selection: Selection, cands: Sequence[Candidate], shadowed: set[Any]) -> Selection:
+    """A floored selection in the pool's own terms.
+
+    The stubs of spans kept whole leave it, and spans priced over their stubs carry their full
+    cost again.
+    """
+    cost = {c.id: c.tokens for c in cands if c.tokens is not None}
+    pool = tuple(
+        c
+        if c.mandatory or c.tokens == cost.get(c.id)
+        else dataclasses.replace(c, tokens=cost[c.id])
+        for c in selection.candidates
+    )
+    tokens = {
+        **selection.tokens,
+        **{str(c.id): int(c.tokens) for c in pool if c.tokens is not None},
+    }
+    kept = tuple(i for i in selection.kept_ids if i not in shadowed)
+    total = sum(tokens.values())
+    held = sum(tokens[i] for i in kept)
+    return dataclasses.replace(
+        selection,
+        candidates=pool,
+        kept_ids=kept,
+        pick_order=tuple(i for i in selection.pick_order if i not in shadowed),
+        gains={i: g for i, g in selection.gains.items() if i not in shadowed},
+        tokens=tokens,
+        tokens_total=total,
+        tokens_kept=held,
+        tokens_dropped=total - held,
+    )
+
+
+def fit(
+    selector: Selector,
+    pool: Pool,
+    query: str,
+    *,
+    options: Mapping[str, Any],
+    apply: Callable[[Selection], list[BaseMessage]],
+    sent_of: Callable[[list[BaseMessage]], int],
+    lift_reused: bool,
+) -> Steps[tuple[Selection, list[BaseMessage]]]:
+    """Select until what is sent, framing and unseen prompt included, fits the budget.
+
+    A round selects under the room left (the budget less the unseen and charged tokens); when
+    the messages it yields (context header, omission note and all, counted with
+    :func:`~langchain_pacms.messages.memo.sent_tokens`) exceed the budget, the room becomes
+    what that round kept less the excess, and it selects again. Once a round fits after one
+    that did not, the room between the two is halved while the gap is worth a round (more than
+    16 tokens and 2% of the budget), and the fitting round that sends the most is returned
+    (``info["rounds"]`` counts the selections). A tool span and its call-only variant are
+    alternatives (so are a span and its fold stub): when both are picked the variant leaves the
+    pool and it selects again. Fold stubs that fit are the floor (see
+    ``ToolLoopOptions.fold_stubs``): a span kept whole simply replaces its stub, and
+    ``info["stub_floor"]`` says whether the floor applied. With ``lift_reused`` the reused tool
+    spans go to the selector as ``relevant_ids`` (``info["lifted"]`` counts them). After a few
+    rounds with none that fits, only the mandatory part is kept. The returned selection carries
+    the requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget (then
+    exactly the mandatory part is kept).
+
+    Args:
+        selector: The selector (its ``select`` and ``aselect``).
+        pool: The call's candidates, budget, unseen and charged tokens.
+        query: The query (``""``: the selector is asked for the most recent conversation).
+        options: The selector's keyword options (strategy and its options).
+        apply: A selection -> the messages it sends.
+        sent_of: Messages -> the tokens they send, framing included (not the unseen part).
+        lift_reused: Pass the reused tool spans as ``relevant_ids``.
+
+    Returns:
+        Steps whose value is the selection and the messages to send.
+    """
+    budget, unseen = pool.budget, pool.unseen
+    cands = list(pool.candidates)
+    fixed = {c.id for c in cands if c.mandatory}
+    room = budget - unseen - pool.charged
+    floor = False
+    lifted = (
+        [
+            c.id
+            for c in cands
+            if isinstance(c.source, Span)
+            and c.source.kind == "tool"
+            and not (c.source.stub or c.mandatory)
+            and c.source.indices[0] in pool.reused
+        ]
+        if lift_reused
+        else []
+    )
+    fitted: _Fit | None = None  # the fitting round that sends the most
+    low = over = 0  # the most room known to fit, the least known not to (0: none yet)
+    rounds = 0
+    for attempt in range(_MAX_ROUNDS + 1):
+        if attempt == _MAX_ROUNDS:  # has not settled: keep only what must be kept
+            if fitted is not None:
+                break  # the best fitting round stands
+            room = 1
+        floored = stub_floor(cands, room, pool.reused, pool.folded)
+        floor = floored is not None
+        selection = yield Call(
+            selector.select,
+            selector.aselect,
+            (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
+            {**options, "budget": max(1, room), "relevant_ids": lifted},
+        )
+        rounds += 1
+        kept = set(selection.kept_ids)
+        shadowed = {
+            c.id
+            for c in selection.candidates
+            if c.id in kept
+            and isinstance(c.source, Span)
+            and c.source.stub
+            and c.source.full_id in kept
+        }
+        # A stub kept with its whole span: one of the floor gives way to the span; any other
+        # leaves the pool, and the selection runs again.
+        spare = {c.id for c in selection.candidates if c.id in shadowed and not c.mandatory}
+        if spare:
+            cands = [c for c in cands if c.id not in spare]
+            continue
+        if floored is not None:
+            selection = settle_floor(selection, cands, shadowed)
+        out = apply(selection)
+        sent = sent_of(out) + unseen
+        if sent <= budget:
+            if fitted is None or sent > fitted.sent:
+                fitted = _Fit(sent, selection, out, floor)
+            # after a round that sent too much, the room between the two is searched
+            # (halving) while the gap is worth a round: the best fitting round is sent
+            low = max(low, room)
+            if not over or over - low <= max(_GAP, budget // 50):
+                break
+            room = (low + over) // 2
+            continue
+        # the floor's stubs are mandatory in the pool only while they fit: past the
+        # budget (a stub shows left-out locators again), the next round has less room
+        if room <= 1 or all(c.id in fixed for c in selection.kept):
+            break
+        over = min(over or room, room)
+        if low:
+            room = (low + over) // 2
+            if room <= low:
+                break
+            continue
+        # below what this round kept (not just its room: a round that left slack would
+        # pick the same again), by what the sent messages exceed the budget
+        room = min(room, selection.tokens_kept) - (sent - budget)
+    if fitted is not None and selection is not fitted.selection:
+        sent, selection, out, floor = fitted
+    info = {
+        **selection.info,
+        "tokens_sent": sent,
+        "tokens_unseen": unseen,
+        "rounds": rounds,
+        "stub_floor": floor,
+        "lifted": len(lifted),
+    }
+    return dataclasses.replace(selection, budget=budget, over_budget=sent > budget, info=info), out

@@ -1,0 +1,125 @@
+"""What one commit of the lifecycle harness did, and the harness's counters over its life.
+
+Example:
+    >>> HarnessStats().to_dict()["commits"]
+    0
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, messages_to_dict
+
+from langchain_pacms.lifecycle.actions import Action
+from langchain_pacms.lifecycle.fold import SidecarRecord
+from langchain_pacms.lifecycle.plan import Plan
+from langchain_pacms.lifecycle.validate import Rejection
+
+__all__ = ["COMMIT_EVENT", "Commit", "HarnessStats", "transcript_of"]
+
+COMMIT_EVENT = "pacms_lifecycle_commit"
+"""Name of the custom callback event dispatched for every commit."""
+
+
+@dataclass
+class HarnessStats:
+    """Counters over the harness's life (all threads).
+
+    Attributes:
+        plans: Plans asked for.
+        plans_rejected: Plans the planner could not make (:meth:`Plan.rejection`).
+        actions_accepted: Actions that passed the checks and were staged.
+        actions_rejected: Actions dropped by the checks.
+        rejections: ``reason -> count``.
+        commits: Commits made.
+        commit_failures: Commits abandoned because the sidecar write failed.
+        tokens_removed: Active-view tokens removed by commits.
+        sidecars_written: Folded payloads persisted.
+    """
+
+    plans: int = 0
+    plans_rejected: int = 0
+    actions_accepted: int = 0
+    actions_rejected: int = 0
+    rejections: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    commit_failures: int = 0
+    tokens_removed: int = 0
+    sidecars_written: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counters as plain data."""
+        return {**self.__dict__, "rejections": dict(self.rejections)}
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One committed edit of a thread's history.
+
+    Attributes:
+        thread_id: The thread.
+        messages: The new history.
+        updates: What to return for a LangGraph ``messages`` channel: a ``RemoveMessage`` per
+            removed message and the rewritten messages (same ids, so they replace in place).
+        actions: The committed actions.
+        rejected: Actions dropped at this commit (re-checked staged ones included).
+        sidecars: The folded payloads written before the commit.
+        tokens_before: Active-view tokens before.
+        tokens_after: Active-view tokens after.
+        reason: ``"threshold"`` or ``"max_active_tokens"``.
+        known_ids: ``message id -> object id`` to pass to the next step (pruned objects
+            included, so their numbers are never reused).
+    """
+
+    thread_id: str
+    messages: list[BaseMessage]
+    updates: list[BaseMessage]
+    actions: tuple[Action, ...]
+    rejected: tuple[Rejection, ...]
+    sidecars: tuple[SidecarRecord, ...]
+    tokens_before: int
+    tokens_after: int
+    reason: str
+    known_ids: Mapping[str, str]
+
+    @property
+    def share(self) -> float:
+        """Share of the active view removed."""
+        return 1.0 - self.tokens_after / self.tokens_before if self.tokens_before else 0.0
+
+    def event(self) -> dict[str, Any]:
+        """The callback event / JSONL record for this commit."""
+        groups = Plan("", self.actions).groups()
+        return {
+            "thread_id": self.thread_id,
+            "reason": self.reason,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "share": round(self.share, 4),
+            "actions": groups,
+            "reasons": {a.target: a.reason for a in self.actions},
+            "rejected": [
+                {"op": r.action.op, "target": r.action.target, "reason": r.reason}
+                for r in self.rejected
+            ],
+            "sidecars": [s.object_id for s in self.sidecars],
+        }
+
+
+def transcript_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    """An object's messages, whole, as JSON (LangChain message dicts): what an audit keeps.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict
+        >>> msgs = [HumanMessage("hi", id="h1"), AIMessage("yes", id="a1")]
+        >>> [m.content for m in messages_from_dict(json.loads(transcript_of(msgs, [1])))]
+        ['yes']
+    """
+    return json.dumps(
+        messages_to_dict([messages[i] for i in indices]), ensure_ascii=False, default=str
+    )

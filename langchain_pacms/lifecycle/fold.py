@@ -1,0 +1,339 @@
+r"""Fold: a payload leaves the history for a sidecar; the messages keep a short stub.
+
+The stub holds the recovery pointer, a one-line description (for a tool result only its
+length in lines) and the payload's locators, except those the history shows elsewhere
+(:func:`visible_locators`), which its mark lists under ``"elsewhere"``.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, ToolMessage
+    >>> from langchain_pacms.lifecycle.objects import index_messages
+    >>> call = {"name": "read", "args": {"path": "src/main.py"}, "id": "c1"}
+    >>> msgs = [AIMessage("", tool_calls=[call], id="a1"),
+    ...         ToolMessage("def main():\n    port=8080", tool_call_id="c1", id="t1")]
+    >>> out = list(msgs)
+    >>> _, record = fold_object(msgs, out, index_messages(msgs).objects[0], "output", set())
+    >>> out[1].content, record.payload == msgs[1].content
+    ('[folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Container, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_pacms.lifecycle.objects import ContextObject
+from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT, REWRITES, rewrite
+from langchain_pacms.messages.identity import by_message, by_messages
+from langchain_pacms.messages.locators import (
+    ShownBefore,
+    StubLocators,
+    durable_locators,
+    stub_locators,
+)
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of
+
+__all__ = [
+    "Scope",
+    "SidecarRecord",
+    "call_texts",
+    "fold_object",
+    "fold_source",
+    "shown_before",
+    "span_payload",
+    "stub_shows",
+    "visible_locators",
+]
+
+Scope = Literal["output", "span"]
+
+# a history is rehearsed again at every step and by every check: a fold's payload, hash,
+# description, locator source and length are remembered per object's messages
+_FOLDS: by_messages[tuple[str, str, str, str, str]] = by_messages(1_024)
+
+
+@dataclass(frozen=True)
+class SidecarRecord:
+    """A folded payload, ready for a store.
+
+    Attributes:
+        object_id: The folded object.
+        payload: The exact payload.
+        sha256: Hex digest of ``payload`` encoded as UTF-8.
+        kind: The object's kind.
+        lineage: Ids of the original messages.
+        description: A one-line description (the calls and the size of a tool result).
+
+    Example:
+        >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).sha256[:8]
+        '2d711642'
+    """
+
+    object_id: str
+    payload: str
+    sha256: str
+    kind: str
+    lineage: tuple[str, ...] = ()
+    description: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        object_id: str,
+        payload: str,
+        kind: str,
+        lineage: Sequence[str] = (),
+        description: str = "",
+    ) -> SidecarRecord:
+        """Build a record, hashing the payload."""
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        return cls(object_id, payload, digest, kind, tuple(lineage), description)
+
+
+def _lines(text: str) -> str:
+    lines = text.count("\n") + 1
+    return f"{lines} line{'s' * (lines != 1)}"
+
+
+def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str) -> str:
+    size = f"{_lines(payload)}, {len(payload)} chars"
+    head = messages[obj.indices[0]]
+    if obj.kind == "tool" and isinstance(head, AIMessage):
+        calls = ", ".join(
+            f"{c.get('name')}("
+            + ", ".join(f"{k}={str(v)[:60]}" for k, v in (c.get("args") or {}).items())
+            + ")"
+            for c in head.tool_calls
+        )
+        return f"{calls} -> {size}"
+    first = next((ln.strip() for ln in payload.splitlines() if ln.strip()), "")
+    return f"{obj.kind} message ({size}): {first[:80]}"
+
+
+def span_payload(messages: Sequence[BaseMessage], obj: ContextObject) -> str:
+    r"""The payload of a span fold: the call message's text and calls, and the results.
+
+    A JSON object ``{"text", "tool_calls", "results"}`` (``results`` is the span's
+    :func:`~langchain_pacms.messages.payload.payload_of`).
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
+        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> payload = json.loads(span_payload(msgs, index_messages(msgs).objects[0]))
+        >>> payload["text"], payload["tool_calls"][0]["args"], payload["results"]
+        ('look', {'command': 'ls'}, 'a.py')
+    """
+    head = messages[obj.indices[0]]
+    calls = [
+        {"name": c.get("name"), "args": c.get("args") or {}, "id": c.get("id")}
+        for c in getattr(head, "tool_calls", None) or []
+    ]
+    text = content_payload(head.content)
+    return json.dumps(
+        {"text": text, "tool_calls": calls, "results": payload_of(messages, obj.indices)},
+        ensure_ascii=False,
+        default=str,
+    )
+
+
+def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) -> bool:
+    return (
+        scope == "span"
+        and obj.kind == "tool"
+        and len(obj.indices) > 1
+        and isinstance(messages[obj.indices[0]], AIMessage)
+    )
+
+
+def _fold(
+    messages: list[BaseMessage],
+    obj: ContextObject,
+    record: SidecarRecord,
+    locators: StubLocators,
+    span: bool,
+    elsewhere: list[str],
+    length: str,
+) -> list[int]:
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    # a tool result's stub follows its call: the call is in view, the stub gives only the
+    # results' ``length`` in lines (every token of a stub counts where many share a budget)
+    shown = length if results else record.description
+    stub = f'[folded: {shown}; recover_context("{obj.id}")' + (
+        f"; locators: {locators}]" if locators else "]"
+    )
+    mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
+    targets = results or [obj.indices[0]]
+    for n, i in enumerate(targets):
+        text = stub if n == 0 else f"[folded with {obj.id}]"
+        # list content is stored as JSON; the mark says so, for restore to parse it back
+        listed = {"list_content": True} if isinstance(messages[i].content, list) else {}
+        left_out = {"elsewhere": elsewhere} if n == 0 and elsewhere else {}
+        messages[i] = rewrite(messages[i], text, {**mark, **listed, **left_out})
+    if not span:
+        return targets
+    head = messages[obj.indices[0]]
+    assert isinstance(head, AIMessage)
+    listed = {"list_content": True} if isinstance(head.content, list) else {}
+    pointer = f"[folded with {obj.id}]"
+    messages[obj.indices[0]] = rewrite(head, "", {**mark, **listed, "span": True}, pointer)
+    return [*targets, obj.indices[0]]  # the stub first
+
+
+def fold_object(
+    messages: Sequence[BaseMessage],
+    out: list[BaseMessage],
+    obj: ContextObject,
+    scope: Scope,
+    shown: Container[str],
+) -> tuple[list[int], SidecarRecord]:
+    """Fold ``obj`` in ``out`` (a copy of ``messages``): the rewritten indices and its record.
+
+    The stub leaves out the locators in ``shown``; the rewritten indices come stub first.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> msgs = [HumanMessage("see /srv/app.py", id="h")]
+        >>> out = list(msgs)
+        >>> fold_object(msgs, out, index_messages(msgs).objects[0], "output", set())[0]
+        [0]
+        >>> out[0].content.split("; ")[1:]
+        ['recover_context("conversation:user:1")', 'locators: /srv/app.py]']
+    """
+    span = _is_span(messages, obj, scope)
+    payload, sha256, description, source, length = _fold_material(messages, obj, span)
+    locators = stub_locators(sha256, source, shown)
+    every = stub_locators(sha256, source).locators if shown else ()
+    elsewhere = tuple(t for t in every if t in shown)
+
+    record = SidecarRecord(obj.id, payload, sha256, obj.kind, obj.lineage, description)
+
+    def fold() -> list[tuple[int, BaseMessage]]:
+        indices = _fold(out, obj, record, locators, span, list(elsewhere), length)
+        return [(obj.indices.index(i), out[i]) for i in indices]
+
+    # the stubs depend on the object's messages and what they leave out, not on the rest
+    # (and a message without an id is never shared: a messages channel gives it one in place)
+    held = tuple(messages[i] for i in obj.indices)
+    key = ("fold", obj.id, obj.kind, span, locators, elsewhere)
+    rewritten = REWRITES(held, key, fold) if all(m.id for m in held) else fold()
+    for k, message in rewritten:
+        out[obj.indices[k]] = message
+    return [obj.indices[k] for k, _ in rewritten], record
+
+
+def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
+    """The locators (and words) a fold leaves in view, so a fold stub need not repeat them.
+
+    Those of the system prompt, the user messages, the short string arguments of tool calls and
+    the fold stubs already in the history.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> shown = visible_locators([HumanMessage("fix HAT039"), AIMessage("", tool_calls=[call])])
+        >>> {"HAT039", "src/app.py"} <= shown, "read" in shown
+        (True, False)
+    """
+    return durable_locators([t for m in messages for t in _visible_texts(m)])
+
+
+def shown_before(messages: Sequence[BaseMessage]) -> ShownBefore:
+    """What :func:`visible_locators` gives for every prefix of ``messages``, built in one pass.
+
+    ``shown_before(messages).upto(k)`` holds what ``visible_locators(messages[:k])`` holds.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> shown = shown_before([HumanMessage("fix HAT039"), HumanMessage("and HAT040")])
+        >>> "HAT039" in shown.upto(1), "HAT040" in shown.upto(1), "HAT040" in shown.upto(2)
+        (True, False, True)
+    """
+    return ShownBefore(_visible_texts(m) for m in messages)
+
+
+@by_message
+def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
+    """The texts of one message that a fold leaves in view (see :func:`visible_locators`)."""
+    mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    kept = m.type in ("system", "human") or mark.get("state") == "folded"
+    return (
+        *([content_payload(m.content)] if kept else []),
+        *(
+            v
+            for call in getattr(m, "tool_calls", None) or []
+            for v in (call.get("args") or {}).values()
+            if isinstance(v, str) and len(v) < LONG_ARGUMENT
+        ),
+    )
+
+
+@by_message
+def stub_shows(stub: BaseMessage) -> frozenset[str]:
+    """What a fold stub shows (:func:`durable_locators` of its text)."""
+    return durable_locators([str(stub.content)])
+
+
+def _fold_material(
+    messages: Sequence[BaseMessage], obj: ContextObject, span: bool
+) -> tuple[str, str, str, str, str]:
+    """A fold's payload, sha256, description, locator source and length (memoised)."""
+
+    def compute() -> tuple[str, str, str, str, str]:
+        results = payload_of(messages, obj.indices)
+        payload = span_payload(messages, obj) if span else results
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        description = _describe(messages, obj, results)
+        return payload, digest, description, _source(messages, obj, span, results), _lines(results)
+
+    held = tuple(messages[i] for i in obj.indices)
+    return _FOLDS(held, (span, obj.kind), compute)
+
+
+def fold_source(
+    messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope = "output"
+) -> str:
+    r"""The text whose locators a fold stub of ``obj`` shows.
+
+    The payload, or for a span fold the call's texts and then its results as written.
+
+    Example:
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
+        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> obj = index_messages(msgs).objects[0]
+        >>> fold_source(msgs, obj), fold_source(msgs, obj, "span")
+        ('a.py', 'look\na.py')
+    """
+    span = _is_span(messages, obj, scope)
+    return _source(messages, obj, span, payload_of(messages, obj.indices))
+
+
+def _source(messages: Sequence[BaseMessage], obj: ContextObject, span: bool, results: str) -> str:
+    # a span's locators come from its texts as written, not from their JSON-escaped payload
+    return "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
+
+
+def call_texts(head: BaseMessage) -> list[str]:
+    """What a span fold takes from a call message: its text and its long string arguments.
+
+    Example:
+        >>> call = {"name": "sh", "args": {"command": "x" * 300, "timeout": "9"}, "id": "c"}
+        >>> [len(t) for t in call_texts(AIMessage("why", tool_calls=[call]))]
+        [3, 300]
+    """
+    long = [
+        v
+        for c in getattr(head, "tool_calls", None) or []
+        for v in (c.get("args") or {}).values()
+        if isinstance(v, str) and len(v) >= LONG_ARGUMENT
+    ]
+    return [content_payload(head.content), *long]

@@ -1,0 +1,88 @@
+r"""Mask: keep the head and tail of a noisy output, replace its middle with a marker.
+
+A mask makes no recovery promise (the original goes to the audit namespace only); it keeps
+the elided lines that hold a locator, within a budget that grows with what it elides.
+
+Example:
+    >>> log = "\n".join(f"PASSED test_{n}" for n in range(50))
+    >>> print(mask_text(log, head=13, tail=14))
+    PASSED test_0
+    [... 712 chars, 50 lines elided by mask ...]
+    PASSED test_49
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from langchain_pacms.lifecycle.objects import ContextObject
+from langchain_pacms.lifecycle.rewrite import REWRITES, rewrite
+from langchain_pacms.messages.locators import locator_budget, locator_lines
+from langchain_pacms.messages.payload import payload_of
+
+__all__ = ["mask_object", "mask_text"]
+
+
+def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 0) -> str:
+    r"""Keep ``head`` and ``tail`` characters; replace the middle with a marker.
+
+    Args:
+        text: The content.
+        head: Characters kept at the start.
+        tail: Characters kept at the end.
+        locator_chars: Characters of elided lines holding a path, URL or identifier kept after
+            the marker (``0``: none).
+
+    Returns:
+        The masked text (``text`` itself when it is not longer than ``head + tail``).
+
+    Example:
+        >>> print(mask_text("ok\n" * 9 + "FAIL src/a.py\n" + "ok\n" * 9 + "end", 2, 3, 99))
+        ok
+        [... 66 chars, 20 lines elided by mask; kept 1 line with locators ...]
+        FAIL src/a.py
+        end
+    """
+    if len(text) <= head + tail:
+        return text
+    middle = text[head : len(text) - tail]
+    lines = middle.count("\n") + 1
+    end = text[len(text) - tail :] if tail else ""
+    kept = locator_lines(middle, locator_chars) if locator_chars > 0 else []
+    if not kept:
+        return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
+    shown = "\n".join(kept)
+    note = f"kept {len(kept)} line{'s' * (len(kept) > 1)} with locators"
+    return (
+        f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask; {note} ...]"
+        f"\n{shown}\n{end}"
+    )
+
+
+def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
+    r"""Mask ``obj`` in ``messages`` (rewritten in place, a copy per message): the indices.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle.objects import index_messages
+        >>> msgs = [HumanMessage("x" * 50, id="h")]
+        >>> mask_object(msgs, index_messages(msgs).objects[0], 5, 5), msgs[0].content[:9]
+        ([0], 'xxxxx\n[..')
+    """
+    mark = {"object": obj.id, "state": "masked", "sha256": obj.sha256}
+    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
+    targets = results or [obj.indices[0]]
+    for i in targets:
+        messages[i] = rewrite(messages[i], _masked(messages[i], head, tail), mark)
+    return targets
+
+
+def _masked(message: BaseMessage, head: int, tail: int) -> str:
+    """The masked content of ``message`` (memoised per message object)."""
+
+    def compute() -> str:
+        content = message.content
+        text = content if isinstance(content, str) else payload_of((message,), (0,))
+        return mask_text(text, head, tail, locator_budget(len(text) - head - tail))
+
+    return REWRITES((message,), ("mask", head, tail), compute)

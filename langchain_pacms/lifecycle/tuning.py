@@ -1,0 +1,158 @@
+"""The lifecycle's tuning objects: the heuristic planner's rules, the commit rule, the mask shape.
+
+Each is a frozen dataclass validated when it is made; every default is the shipped setting.
+
+Example:
+    >>> PlannerTuning(keep_recent=2).keep_recent, PlannerTuning().fold_min_tokens
+    (2, 60)
+    >>> CommitRule(threshold=0.3, boundary="turn")
+    CommitRule(threshold=0.3, max_active_tokens=None, boundary='turn', cached_price=None)
+    >>> CommitRule(threshold=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: threshold must be within [0, 1], got 1.5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_pacms.lifecycle.boundary import Boundary, at_boundary
+
+__all__ = ["CommitRule", "Masking", "PlannerTuning"]
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+
+
+@dataclass(frozen=True)
+class PlannerTuning:
+    """The rules of :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`.
+
+    The defaults were chosen on recorded agent runs (measured: docs/results/lifecycle.md).
+
+    Attributes:
+        fold_min_tokens: A low-value stable body of at least this many tokens is folded.
+        mask_min_tokens: Noisy output (test runs, logs) of at least this many tokens is masked.
+        user_fold_min_tokens: A user message (other than the first) is folded only from this
+            size on.
+        keep_recent: Objects just before the latest turn that are never touched.
+        keep_above: An object whose future value is at least this is kept, however large
+            (superseded objects are pruned whatever their value).
+        fold_calls: Fold a tool span with its call message's text and long arguments
+            (``scope="span"``) rather than its results alone.
+        keep_file_views: Keep the latest whole read of each file in view.
+        max_stubs: Fold stubs and masks kept in view, the newest; older folded or masked tool
+            spans and generated bodies are pruned (``None``: no limit).
+        recency_half_life: Number of objects after which recency halves.
+        cache_size: Entries of the planner's feature and gain caches (``0``: no cache).
+
+    Raises:
+        TypeError: If a size or a flag has the wrong type.
+        ValueError: If a value is out of range.
+
+    Example:
+        >>> PlannerTuning(keep_above=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: keep_above must be in (0, 1], got 0
+    """
+
+    fold_min_tokens: int = 60
+    mask_min_tokens: int = 60
+    user_fold_min_tokens: int = 4_000
+    keep_recent: int = 0
+    keep_above: float = 1.0
+    fold_calls: bool = True
+    keep_file_views: bool = True
+    max_stubs: int | None = None
+    recency_half_life: float = 12.0
+    cache_size: int = 4_096
+
+    def __post_init__(self) -> None:
+        for name, low in (
+            ("fold_min_tokens", 1),
+            ("mask_min_tokens", 1),
+            ("user_fold_min_tokens", 1),
+            ("keep_recent", 0),
+            ("cache_size", 0),
+        ):
+            _check_int(name, getattr(self, name), low)
+        if self.max_stubs is not None:
+            _check_int("max_stubs", self.max_stubs, 0)
+        if not isinstance(self.keep_above, (int, float)) or not 0.0 < self.keep_above <= 1.0:
+            raise ValueError(f"keep_above must be in (0, 1], got {self.keep_above!r}")
+        if not isinstance(self.recency_half_life, (int, float)) or self.recency_half_life <= 0:
+            raise ValueError(f"recency_half_life must be > 0, got {self.recency_half_life!r}")
+        for flag in ("fold_calls", "keep_file_views"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
+        object.__setattr__(self, "keep_above", float(self.keep_above))
+        object.__setattr__(self, "recency_half_life", float(self.recency_half_life))
+
+
+@dataclass(frozen=True)
+class CommitRule:
+    """When :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` commits staged actions.
+
+    Attributes:
+        threshold: Commit when the staged actions remove at least this share of the active view
+            (``0``, the default, commits every accepted plan at the next boundary).
+        max_active_tokens: Also commit, whatever the share, when the view exceeds this.
+        boundary: ``"auto"`` (default), ``"turn"`` or ``"tool"``, see
+            :func:`~langchain_pacms.lifecycle.boundary.at_boundary`.
+        cached_price: The price of a cached input token relative to an uncached one; when set,
+            a commit must also pay under prompt caching
+            (:meth:`~langchain_pacms.lifecycle.harness.LifecycleHarness.pays`).
+
+    Raises:
+        ValueError: If a value is out of range or ``boundary`` is unknown.
+
+    Example:
+        >>> CommitRule(boundary="tool").threshold
+        0.0
+    """
+
+    threshold: float = 0.0
+    max_active_tokens: int | None = None
+    boundary: Boundary = "auto"
+    cached_price: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be within [0, 1], got {self.threshold!r}")
+        if self.max_active_tokens is not None and self.max_active_tokens <= 0:
+            raise ValueError(f"max_active_tokens must be positive, got {self.max_active_tokens!r}")
+        at_boundary([], self.boundary)
+        if self.cached_price is not None and not 0.0 <= self.cached_price < 1.0:
+            raise ValueError(f"cached_price must be within [0, 1), got {self.cached_price!r}")
+
+
+@dataclass(frozen=True)
+class Masking:
+    """What a mask keeps of the output it replaces: its first and last characters.
+
+    Attributes:
+        head: Characters a mask keeps at the start.
+        tail: Characters a mask keeps at the end.
+
+    Raises:
+        ValueError: If ``head`` or ``tail`` is negative.
+
+    Example:
+        >>> Masking()
+        Masking(head=400, tail=200)
+    """
+
+    head: int = 400
+    tail: int = 200
+
+    def __post_init__(self) -> None:
+        for name in ("head", "tail"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")

@@ -1,0 +1,104 @@
+"""The message layer: what both the selection integrations and the lifecycle read in messages.
+
+Below :mod:`langchain_pacms.integrations` and :mod:`langchain_pacms.lifecycle`, above the
+selector; it imports neither half. One module per job:
+
+* :mod:`~langchain_pacms.messages.spans`: a conversation cut into spans (a tool call with all
+  its results is one), the selection candidates;
+* :mod:`~langchain_pacms.messages.selection`: a selection turned back into messages a provider
+  accepts;
+* :mod:`~langchain_pacms.messages.text`, :mod:`~langchain_pacms.messages.memo`: a message's
+  text and cost (content blocks included), remembered between calls;
+* :mod:`~langchain_pacms.messages.history`: removals applied, the latest human message, the
+  query;
+* :mod:`~langchain_pacms.messages.payload`: the exact payload a fold stores, and the mark a
+  lifecycle edit leaves;
+* :mod:`~langchain_pacms.messages.locators`: the values a fold stub or a mask keeps in view;
+* :mod:`~langchain_pacms.messages.handles`, :mod:`~langchain_pacms.messages.calls`,
+  :mod:`~langchain_pacms.messages.reuse`: the values later tool calls take up, what a call
+  does, and which spans a run keeps coming back to;
+* :mod:`~langchain_pacms.messages.report`: each selection as a traced run, an event and a
+  JSONL log;
+* :mod:`~langchain_pacms.messages.runs`: the run in context and the thread of its messages;
+* :mod:`~langchain_pacms.messages.identity`: values remembered by message identity.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
+    >>> msgs = [HumanMessage("read a.py"), AIMessage("", tool_calls=[call]),
+    ...         ToolMessage("x = 1", tool_call_id="c1")]
+    >>> [(s.id, s.kind, s.indices) for s in messages_to_candidates(msgs)[1]]
+    [('m0', 'turn', (0,)), ('t1', 'tool', (1, 2))]
+"""
+
+from langchain_pacms.messages.calls import read_paths
+from langchain_pacms.messages.handles import call_values, reusable_values
+from langchain_pacms.messages.history import agent_query, apply_removals, query_from_messages
+from langchain_pacms.messages.identity import by_message, by_messages
+from langchain_pacms.messages.locators import StubLocators, find_locators, stub_locators
+from langchain_pacms.messages.memo import MessageMemo, sent_tokens
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
+from langchain_pacms.messages.report import (
+    EVENT_NAME,
+    SelectionLog,
+    areport_selection,
+    report_selection,
+    selection_event,
+    traced_selection,
+)
+from langchain_pacms.messages.reuse import latest_reads, reused_spans
+from langchain_pacms.messages.runs import DEFAULT_THREAD, run_config, run_thread, thread_of
+from langchain_pacms.messages.selection import (
+    CONTEXT_DOCUMENTS_HEADER,
+    CONTEXT_MEMORIES_HEADER,
+    CONTEXT_MESSAGE_ID,
+    OMISSION_NOTE,
+    apply_selection,
+    build_context_message,
+    reshow_left_out,
+)
+from langchain_pacms.messages.spans import Span, messages_to_candidates, span_messages
+from langchain_pacms.messages.text import content_text, document_text, memory_text
+
+__all__ = [
+    "CONTEXT_DOCUMENTS_HEADER",
+    "CONTEXT_MEMORIES_HEADER",
+    "CONTEXT_MESSAGE_ID",
+    "DEFAULT_THREAD",
+    "EVENT_NAME",
+    "LIFECYCLE_KEY",
+    "OMISSION_NOTE",
+    "MessageMemo",
+    "SelectionLog",
+    "Span",
+    "StubLocators",
+    "agent_query",
+    "apply_removals",
+    "apply_selection",
+    "areport_selection",
+    "build_context_message",
+    "by_message",
+    "by_messages",
+    "call_values",
+    "content_text",
+    "document_text",
+    "find_locators",
+    "latest_reads",
+    "memory_text",
+    "messages_to_candidates",
+    "payload_of",
+    "query_from_messages",
+    "read_paths",
+    "report_selection",
+    "reshow_left_out",
+    "reusable_values",
+    "reused_spans",
+    "run_config",
+    "run_thread",
+    "selection_event",
+    "sent_tokens",
+    "span_messages",
+    "stub_locators",
+    "thread_of",
+    "traced_selection",
+]

@@ -1,0 +1,106 @@
+"""A conversation as the model reads it: what is still there, who spoke, what is asked now.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+    >>> msgs = [HumanMessage("a", id="1"), RemoveMessage(id="1"), HumanMessage("b"),
+    ...         AIMessage("c")]
+    >>> query_from_messages(apply_removals(msgs))
+    'b'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from langchain_pacms.messages.text import content_text
+
+__all__ = ["agent_query", "apply_removals", "is_human", "query_from_messages"]
+
+
+def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with each ``RemoveMessage`` applied, as LangGraph's ``add_messages`` does.
+
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` deletes everything before it. No ``RemoveMessage`` is
+    left, and unlike ``add_messages`` no message gains an id.
+
+    Args:
+        messages: A history, oldest first.
+
+    Returns:
+        The messages still there, in their order (the same objects).
+
+    Example:
+        >>> msgs = [HumanMessage("a", id="1"), AIMessage("b", id="2"), RemoveMessage(id="2"),
+        ...         HumanMessage("c")]
+        >>> [m.content for m in apply_removals(msgs)]
+        ['a', 'c']
+    """
+    if not any(isinstance(m, RemoveMessage) for m in messages):
+        return list(messages)
+    removed: set[str] = set()  # ids a later RemoveMessage deletes
+    kept: list[BaseMessage] = []
+    for message in reversed(messages):
+        if isinstance(message, RemoveMessage):
+            if message.id == REMOVE_ALL_MESSAGES:
+                break
+            removed.add(str(message.id))
+        elif message.id is None or message.id not in removed:
+            kept.append(message)
+    kept.reverse()
+    return kept
+
+
+def is_human(message: BaseMessage) -> bool:
+    """A user's message: a ``HumanMessage``, or a ``ChatMessage`` with role user/human.
+
+    Example:
+        >>> is_human(ChatMessage("hi", role="user")), is_human(AIMessage("hi"))
+        (True, False)
+    """
+    if isinstance(message, HumanMessage):
+        return True
+    return isinstance(message, ChatMessage) and message.role in ("user", "human")
+
+
+def query_from_messages(messages: Sequence[BaseMessage]) -> str:
+    """The text of the latest human message (``""`` when there is none).
+
+    Example:
+        >>> query_from_messages([HumanMessage("hi"), AIMessage("hello")])
+        'hi'
+    """
+    for message in reversed(messages):
+        if is_human(message):
+            return content_text(message)
+    return ""
+
+
+def agent_query(messages: Sequence[BaseMessage]) -> str:
+    """The task plus what the agent is doing now: the query for a call inside a tool loop.
+
+    The latest human message, then the text and tool calls of the latest AI message after it.
+
+    Example:
+        >>> call = {"name": "read_file", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> print(agent_query([HumanMessage("fix the crash"),
+        ...                    AIMessage("Reading the entry point.", tool_calls=[call])]))
+        fix the crash
+        Reading the entry point.
+        read_file {"path": "src/app.py"}
+    """
+    task = query_from_messages(messages)
+    for message in reversed(messages):
+        if is_human(message):
+            break
+        if isinstance(message, AIMessage):
+            calls = [
+                f"{c.get('name')} "
+                + json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+                for c in message.tool_calls
+            ]
+            return "\n".join(p for p in (task, content_text(message), *calls) if p.strip())
+    return task

@@ -1,0 +1,364 @@
+r"""Locators: the exact values in a payload that a fold stub or a mask keeps in view.
+
+Locators, by rank (a capped list fills from the first rank down, first seen first):
+
+1. URLs, paths, file names with a known extension, ``key=value`` pairs, uuids, ticket ids;
+2. identifiers that mix letters and digits (``HAT039``, ``E016``);
+3. short quoted literals (2 to 64 characters, not JSON keys);
+4. numbers of three or more digits, decimals, and numbers in scientific notation.
+
+A fold stub writes locators whole within a budget that grows with the payload, then groups
+paths by directory (``/srv/app/{a.py,b.py}``) and counts the rest (``(+12 more)``).
+
+Example:
+    >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
+    ['https://x.io/a', 'HAT039', 'Boston', '1920']
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from langchain_pacms._lru import LruMemo
+
+__all__ = [
+    "ShownBefore",
+    "StubLocators",
+    "durable_locators",
+    "find_locators",
+    "locator_budget",
+    "locator_lines",
+    "ranked_locators",
+    "stub_budget",
+    "stub_locators",
+]
+
+_EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
+_PATH = r"(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # a path with a slash (not </tag>)
+_STRONG = (
+    r"https?://[^\s\"'<>)\]]+"  # URLs
+    rf"|{_PATH}"
+    rf"|\b[\w-]+\.{_EXT}\b"  # file names
+    r"|\b[A-Za-z_][\w.-]*=[^\s,;\"'()]+"  # key=value
+    r"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"  # uuids
+    r"|\b[A-Z][A-Z0-9]*-\d+\b"  # ticket-like ids (ABC-123)
+)
+_MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
+_QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
+_NUMBER = r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b|\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
+_LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
+_WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
+_RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
+_IS_PATH = re.compile(_PATH)
+# a traceback frame: Python's ``File "p", line 5`` and the ``path:line`` of most other tools
+_FRAME = re.compile(rf'File "([^"\n]+)", line (\d+)|((?:{_PATH})|\b[\w-]+\.\w+):(\d+)')
+_SCAN = 200_000  # characters of a payload scanned
+_ONE_PATH = re.compile(rf"{_PATH}|[\w.-]+\.{_EXT}")  # a line of a listing
+_LISTING_SHARE = 0.7  # of a payload's lines that are paths, for a listing
+_SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
+_FLOOR = 500  # characters a stub may always spend
+_CEILING = 4_000  # characters a stub never exceeds
+_MEMO: LruMemo[tuple[str, str, int], list[str]] = LruMemo(8192)
+_UNIONS: LruMemo[tuple[str, ...], frozenset[str]] = LruMemo(16)
+_STUBS: LruMemo[tuple[str, int, tuple[str, ...]], StubLocators] = LruMemo(4096)
+
+
+def _rank(token: str) -> int:
+    """1 strong, 2 mixed, 3 other quoted literal, 4 number."""
+    return next((rank for rank, pattern in _RANKS if pattern.fullmatch(token)), 3)
+
+
+def _tokens(text: str) -> Iterator[str]:
+    """The locators of ``text`` in order, repeats included (quoted literals verbatim)."""
+    for match in _LOCATOR.finditer(text):
+        group = match.lastindex  # only a quoted literal has a group
+        token = match.group(group) if group else match.group(0).strip().rstrip(".,:")
+        if len(token) >= 2:
+            yield token
+
+
+def ranked_locators(text: str) -> list[str]:
+    """Every locator of ``text`` once, best rank first, first seen first within a rank.
+
+    Example:
+        >>> ranked_locators("1920 ms for HAT039 at https://x.io/a, then HAT039 again")
+        ['https://x.io/a', 'HAT039', '1920']
+    """
+    return _ranked(text)
+
+
+def _ranked(text: str) -> list[str]:
+    """Unique locators of ``text``, by rank, first seen first within a rank."""
+    found: dict[str, int] = {}
+    for token in _tokens(text[:_SCAN]):
+        if token not in found:
+            found[token] = _rank(token)
+    return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
+
+
+def find_locators(
+    text: str, limit: int = 12, *, budget: int | None = None, shown: Container[str] = frozenset()
+) -> list[str]:
+    """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
+
+    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated.
+
+    Args:
+        text: The payload (its first 200,000 characters are scanned).
+        limit: At most this many locators.
+        budget: At most this many characters in all (each locator counts its length plus two);
+            ``None``: no character cap.
+        shown: Locators to leave out because they are visible elsewhere.
+
+    Returns:
+        The locators.
+
+    Example:
+        >>> find_locators("GET https://x.io/a -> /tmp/out.json", shown=frozenset({"/tmp/out.json"}))
+        ['https://x.io/a']
+    """
+    return _fill(_ranked(text), limit, budget, shown)
+
+
+def _fill(ranked: list[str], limit: int, budget: int | None, shown: Container[str]) -> list[str]:
+    out: list[str] = []
+    taken = ""
+    for token in ranked:
+        if token in shown or token in taken:
+            continue
+        if len(out) >= limit or (budget is not None and len(taken) + len(token) + 2 > budget):
+            break
+        out.append(token)
+        taken += f"{token}, "
+    return out
+
+
+def locator_budget(payload_chars: int) -> int:
+    """Characters a fold stub spends on locators for a payload of ``payload_chars``.
+
+    Two fifths of the payload, at least 500 and at most 4,000 characters (measured:
+    docs/results/lifecycle.md).
+
+    Example:
+        >>> locator_budget(100), locator_budget(5_000), locator_budget(10**6)
+        (500, 2000, 4000)
+    """
+    return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
+
+
+@dataclass(frozen=True)
+class StubLocators:
+    """The locators a fold stub shows: written whole, grouped by directory, and a count.
+
+    Attributes:
+        whole: Locators written out as they are.
+        grouped: ``(directory, names)`` pairs; a directory ends with ``/``.
+        left_out: Locators of the payload the stub does not show (not counting those shown
+            elsewhere).
+
+    Example:
+        >>> stub = StubLocators(("HAT039",), (("/srv/app/", ("a.py", "b.py")),), 3)
+        >>> str(stub), stub.locators
+        ('HAT039, /srv/app/{a.py,b.py} (+3 more)', ('HAT039', '/srv/app/a.py', '/srv/app/b.py'))
+    """
+
+    whole: tuple[str, ...] = ()
+    grouped: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    left_out: int = 0
+
+    @property
+    def locators(self) -> tuple[str, ...]:
+        """Every locator the stub shows, each written out in full."""
+        return (*self.whole, *(d + n for d, names in self.grouped for n in names))
+
+    def __bool__(self) -> bool:
+        return bool(self.whole or self.grouped or self.left_out)
+
+    def __str__(self) -> str:
+        items = [*self.whole, *(_group_text(d, names) for d, names in self.grouped)]
+        more = f"(+{self.left_out} more)" if self.left_out else ""
+        return " ".join(filter(None, (", ".join(items), more)))
+
+
+def _group_text(directory: str, names: tuple[str, ...]) -> str:
+    """A group as a stub writes it: ``dir/{a,b}``, or the path of its one name."""
+    return directory + names[0] if len(names) == 1 else f"{directory}{{{','.join(names)}}}"
+
+
+def _group_cost(directory: str, names: list[str]) -> int:
+    """Characters of a group in a stub, with its separator (``0`` for no names)."""
+    return len(_group_text(directory, tuple(names))) + 2 if names else 0
+
+
+def _split(token: str) -> tuple[str, str] | None:
+    """``(directory, name)`` of a path (the directory ends with ``/``), ``None`` for no path."""
+    if "://" in token or not _IS_PATH.fullmatch(token):
+        return None
+    directory, _, name = token.rpartition("/")
+    return directory + "/", name
+
+
+def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> StubLocators:
+    r"""The locators a fold stub of ``payload`` shows, within :func:`stub_budget` (memoised).
+
+    Locators in ``shown`` (visible elsewhere) are left out. Every locator of the payload is in the
+    stub, shown elsewhere, or counted.
+
+    Example:
+        >>> str(stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
+        ...                   frozenset({"report.md", "RPT-7"})))
+        '/srv/out, 412'
+    """
+    ranked = _memo(("stub", sha256, len(payload)), lambda: _ranked(payload))
+    hidden = tuple(t for t in ranked if t in shown)
+    key = (sha256, len(payload), hidden)
+    found = _STUBS.get(key)
+    if found is None:
+        found = _layout(ranked, frozenset(hidden), stub_budget(payload))
+        _STUBS.put(key, found)
+    return found
+
+
+def stub_budget(payload: str) -> int:
+    r"""Characters a fold stub of ``payload`` spends on its locators written whole.
+
+    :func:`locator_budget` of its length, except for a listing (most lines a path), which gets the
+    ceiling (4,000 characters).
+
+    Example:
+        >>> stub_budget("x = 1\n" * 40), stub_budget("src/a.py\nsrc/b.py\n" * 20)
+        (500, 4000)
+    """
+    lines = [line.strip() for line in payload[:_SCAN].splitlines() if line.strip()]
+    paths = sum(1 for line in lines if _ONE_PATH.fullmatch(line))
+    listing = bool(lines) and paths >= _LISTING_SHARE * len(lines)
+    return _CEILING if listing else locator_budget(len(payload))
+
+
+def _layout(ranked: list[str], hidden: frozenset[str], budget: int) -> StubLocators:
+    """The :class:`StubLocators` of ``ranked`` without ``hidden``."""
+    whole = _fill(ranked, 10**6, budget, hidden)
+    text = ", ".join(whole)  # every locator shown, each written out
+    groups: dict[str, list[str]] = {}
+    loose: list[str] = []
+    room = budget // 2  # for those that do not fit whole, paths grouped by directory
+    for token in ranked:
+        if token in hidden or token in text:
+            continue
+        parts = _split(token)
+        if parts is None:
+            step = len(token) + 2
+        else:
+            names = groups.get(parts[0], [])
+            step = _group_cost(parts[0], [*names, parts[1]]) - _group_cost(parts[0], names)
+        if step > room:
+            break
+        room -= step
+        if parts is None:
+            loose.append(token)
+        else:
+            groups.setdefault(parts[0], []).append(parts[1])
+        text += f", {token}"
+    left = sum(1 for t in ranked if t not in hidden and t not in text)
+    return StubLocators((*whole, *loose), tuple((d, tuple(n)) for d, n in groups.items()), left)
+
+
+def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[str]:
+    found = _MEMO.get(key)
+    if found is None:
+        found = compute()
+        _MEMO.put(key, found)
+    return found
+
+
+def _words(text: str) -> list[str]:
+    return [*_ranked(text), *_WORDS.findall(text[:_SCAN])]
+
+
+def durable_locators(texts: Iterable[str]) -> frozenset[str]:
+    """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
+
+    Words count too, so a value the policy prompt names unquoted is not repeated either. Each text
+    is scanned once (memoised).
+
+    Example:
+        >>> shown = durable_locators(['user mia_li_3668 on HAT136, cabin "economy"'])
+        >>> {"mia_li_3668", "economy", "HAT136"} <= shown
+        True
+    """
+    key = tuple(texts)  # the texts are the history's own strings: their hashes are cached
+    hit = _UNIONS.get(key)
+    if hit is not None:
+        return hit
+    found: set[str] = set()
+    for text in key:
+        found.update(_memo(("text", text, 0), partial(_words, text)))
+    union = frozenset(found)
+    _UNIONS.put(key, union)
+    return union
+
+
+class ShownBefore:
+    """:func:`durable_locators` of the first ``end`` groups of texts, for any ``end``, built once.
+
+    Args:
+        groups: The texts of each message, in order (all of them count until :meth:`upto`).
+
+    Example:
+        >>> shown = ShownBefore([["user mia_li_3668"], ["booked HAT136"]])
+        >>> "HAT136" in shown, "HAT136" in shown.upto(1), "mia_li_3668" in shown.upto(1)
+        (True, False, True)
+    """
+
+    def __init__(self, groups: Iterable[Iterable[str]]) -> None:
+        first: dict[str, int] = {}
+        count = 0
+        for count, texts in enumerate(groups, 1):
+            for text in texts:
+                for token in _memo(("text", text, 0), partial(_words, text)):
+                    first.setdefault(token, count - 1)
+        self._first: Mapping[str, int] = first
+        self._end = count
+
+    def upto(self, end: int) -> ShownBefore:
+        """What the first ``end`` groups show (the lookup table is shared, not copied)."""
+        out = copy.copy(self)
+        out._end = end
+        return out
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and self._first.get(token, self._end) < self._end
+
+
+def locator_lines(text: str, budget: int) -> list[str]:
+    r"""Lines of ``text`` that hold a locator of rank 1 or 2 not seen on an earlier kept line.
+
+    A traceback frame counts as the locator ``path:line``, so every frame is kept. Lines are kept
+    in order until ``budget`` characters are spent (a longer line is skipped).
+
+    Example:
+        >>> locator_lines("ok\nFAILED tests/test_a.py::t1\nok\nFAILED tests/test_a.py::t1", 100)
+        ['FAILED tests/test_a.py::t1']
+    """
+    kept: list[str] = []
+    seen: set[str] = set()
+    spent = 0
+    for line in text.splitlines():
+        if spent + len(line) + 1 > budget:
+            continue
+        tokens = {t for t in _tokens(line) if _rank(t) <= 2}
+        if not tokens:  # a frame names its file: no locator, no frame
+            continue
+        tokens.update(
+            f"{m.group(1) or m.group(3)}:{m.group(2) or m.group(4)}" for m in _FRAME.finditer(line)
+        )
+        if tokens <= seen:
+            continue
+        kept.append(line)
+        seen |= tokens
+        spent += len(line) + 1
+    return kept

@@ -1,0 +1,68 @@
+r"""The exact payload of messages, and the mark a lifecycle edit leaves on a message it rewrote.
+
+A payload is what a fold stores and recovery returns, byte for byte. A rewritten message
+carries ``additional_kwargs[LIFECYCLE_KEY]``: its object id, state, payload sha256 and, on a
+fold stub, the locators it leaves out (``"elsewhere"``).
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> payload_of([HumanMessage("fix it"), HumanMessage("now")], (1,))
+    'now'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+__all__ = ["LIFECYCLE_KEY", "content_payload", "payload_of"]
+
+LIFECYCLE_KEY = "pacms_lifecycle"
+"""Key in ``additional_kwargs`` of a rewritten message: ``{"object": id, "state": ...}``."""
+
+
+def content_payload(content: str | list[Any]) -> str:
+    """A message content as payload text: a string as it is, list content as JSON.
+
+    Example:
+        >>> content_payload([{"type": "text", "text": "hi"}])
+        '[{"text": "hi", "type": "text"}]'
+    """
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def payload_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    r"""The exact payload of an object: what a fold stores and recovery returns.
+
+    For a tool object: its one result's content, or a JSON list of ``{"tool_call_id", "content"}``
+    for several results. For other objects: the message content (list content as JSON).
+
+    Args:
+        messages: The history.
+        indices: The object's message positions.
+
+    Returns:
+        The payload text.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage, AIMessage
+        >>> call = {"name": "f", "args": {}, "id": "c"}
+        >>> payload_of([AIMessage("", tool_calls=[call]), ToolMessage("x\0y", tool_call_id="c")],
+        ...            (0, 1))
+        'x\x00y'
+    """
+    results = [messages[i] for i in indices if isinstance(messages[i], ToolMessage)]
+    if not results:
+        return content_payload(messages[indices[0]].content)
+    if len(results) == 1:
+        return content_payload(results[0].content)
+    parts = [
+        {"tool_call_id": str(m.tool_call_id), "content": content_payload(m.content)}  # type: ignore[attr-defined]
+        for m in results
+    ]
+    return json.dumps(parts, ensure_ascii=False)

@@ -1,0 +1,314 @@
+"""Make each selection visible: a traced run, a custom event, a log line and a JSONL log.
+
+Every selection of an integration (the hook, the middleware, the compressor, and so a
+:class:`~langchain_pacms.remote.RemoteSelector` used through them) runs inside
+:func:`traced_selection`: a child run named ``pacms_selection`` of the current LangChain run
+(``on_chain_start``/``on_chain_end`` on its callbacks), whose inputs are a compact summary of
+the request and whose outputs are the selection's summary (:func:`selection_event`). LangChain's
+tracers (LangSmith's included) record it like any other run. Inside that run the hook and the
+middleware call :func:`report_selection` (or :func:`areport_selection`) once per model call. It
+
+* dispatches a ``pacms_selection`` custom event to the callbacks of the current run (seen by
+  ``astream_events`` and any ``on_custom_event`` handler) when there is a run;
+* logs one ``DEBUG`` line on the ``langchain_pacms.messages.report`` logger (``WARNING``
+  when the selector fell back to recency);
+* appends one JSON record to ``log_path`` when given: :meth:`Selection.to_dict` (every
+  candidate's verdict and scores) plus ``timestamp``, ``source`` and ``query``.
+
+Reporting never breaks the agent: a failing handler or an unwritable log is logged and ignored.
+
+Example:
+    >>> from langchain_pacms import ContextSelector
+    >>> sel = ContextSelector().select(["a", "b"], "a", budget=1)
+    >>> selection_event(sel, source="doc")["kept"]
+    1
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    patch_config,
+)
+
+from langchain_pacms._steps import Call, Steps
+from langchain_pacms.selector import Selection
+
+__all__ = [
+    "EVENT_NAME",
+    "SelectionLog",
+    "areport_selection",
+    "report_selection",
+    "selection_event",
+    "traced_selection",
+]
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+EVENT_NAME = "pacms_selection"
+
+
+def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[str, Any]:
+    """The compact summary sent as the ``pacms_selection`` custom event.
+
+    Args:
+        selection: The verdict.
+        source: Which integration selected (``"hook"``, ``"middleware"``, ...).
+        **extra: More fields (e.g. ``memory_error``).
+
+    Returns:
+        Counts, tokens, strategy, fallback flags, kept ids and kept/dropped counts per kind.
+        ``tokens_sent`` is what the model receives, framing and unseen prompt included (the
+        hook and the middleware record it; otherwise it is ``tokens_kept``), and
+        ``over_budget`` is true when that exceeds ``budget``.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["x y", "z"], "z", budget=1)
+        >>> selection_event(sel, source="doc")["kept_ids"]
+        ['1']
+    """
+    kept = set(selection.kept_ids)
+    kept_kinds = Counter(c.kind for c in selection.candidates if c.id in kept)
+    dropped_kinds = Counter(c.kind for c in selection.candidates if c.id not in kept)
+    return {
+        "source": source,
+        "strategy": selection.strategy,
+        "kept": len(selection.kept_ids),
+        "dropped": len(selection.candidates) - len(selection.kept_ids),
+        "tokens_total": selection.tokens_total,
+        "tokens_kept": selection.tokens_kept,
+        "tokens_dropped": selection.tokens_dropped,
+        "tokens_sent": selection.info.get("tokens_sent", selection.tokens_kept),
+        "budget": selection.budget,
+        "over_budget": selection.over_budget,
+        "fell_back": selection.fell_back,
+        "error": selection.error,
+        "kept_by_kind": dict(kept_kinds),
+        "dropped_by_kind": dict(dropped_kinds),
+        "kept_ids": list(selection.kept_ids),
+        "seconds": selection.timings.get("total"),
+        "timings": dict(selection.timings),
+        **extra,
+    }
+
+
+def _start_run(config: RunnableConfig | None, inputs: dict[str, Any]) -> Any:
+    manager = get_callback_manager_for_config(ensure_config(config))
+    return manager.on_chain_start(None, inputs, name=EVENT_NAME)
+
+
+async def _astart_run(config: RunnableConfig | None, inputs: dict[str, Any]) -> Any:
+    manager = get_async_callback_manager_for_config(ensure_config(config))
+    return await manager.on_chain_start(None, inputs, name=EVENT_NAME)
+
+
+def traced_selection(
+    body: Callable[[RunnableConfig], Steps[tuple[T, Mapping[str, Any] | None]]],
+    config: RunnableConfig | None,
+    inputs: dict[str, Any],
+) -> Steps[T]:
+    """Run a selection's steps as a ``pacms_selection`` child run of the current run.
+
+    The run starts with ``inputs`` (a compact summary of the request) on the callbacks of
+    ``config`` (default: those of the run in context, if any) and ends with the summary
+    ``body`` returns, or with its error. ``body`` gets the config of the child run, so what
+    it reports (the custom event, a retriever's run) is nested under it. Sync and async
+    drivers run the same steps (:func:`~langchain_pacms._steps.drive_calls`).
+
+    Args:
+        body: ``child_config -> steps`` returning ``(result, summary)``.
+        config: The current run's config (``{"callbacks": callbacks}`` for a compressor).
+        inputs: The run's inputs.
+
+    Returns:
+        Steps whose value is the result.
+
+    Example:
+        >>> from langchain_pacms._steps import drive_calls
+        >>> def body(child):
+        ...     return "result", {"kept": 1}
+        ...     yield  # a generator of steps
+        >>> drive_calls(traced_selection(body, None, {"messages": 2}))
+        'result'
+    """
+    run = yield Call(_start_run, _astart_run, (config, inputs))
+    try:
+        result, summary = yield from body(patch_config(config, callbacks=run.get_child()))
+    except Exception as err:
+        yield Call(run.on_chain_error, run.on_chain_error, (err,))
+        raise
+    yield Call(run.on_chain_end, run.on_chain_end, (dict(summary or {}),))
+    return result
+
+
+class SelectionLog:
+    """Append-only JSONL log of selections, one record per model call (thread-safe).
+
+    Args:
+        path: File to append to; parent folders are created.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from langchain_pacms import ContextSelector
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
+        >>> log = SelectionLog(path)
+        >>> sel = ContextSelector().select(["a"], "a", budget=5)
+        >>> log.write(sel, query="a", source="doc")
+        >>> len(path.read_text().splitlines())
+        1
+    """
+
+    _locks: ClassVar[dict[str, threading.Lock]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        key = str(self.path.resolve())
+        with SelectionLog._guard:
+            self._lock = SelectionLog._locks.setdefault(key, threading.Lock())
+
+    def record(
+        self, selection: Selection, *, query: str, source: str, **extra: Any
+    ) -> dict[str, Any]:
+        """The record written for one selection."""
+        return {
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "source": source,
+            "query": query,
+            **selection.to_dict(),
+            **extra,
+        }
+
+    def write(self, selection: Selection, *, query: str, source: str, **extra: Any) -> None:
+        """Append one record."""
+        self.append(self.record(selection, query=query, source=source, **extra))
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Append one JSON record as a line (thread-safe per file)."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+
+
+def _log_line(event: dict[str, Any]) -> None:
+    if event["fell_back"]:
+        logger.warning(
+            "pacms %s: selector fell back to recency (%s); kept %d/%d candidates",
+            event["source"],
+            event["error"],
+            event["kept"],
+            event["kept"] + event["dropped"],
+        )
+    elif logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "pacms %s: %s kept %d/%d candidates, %d/%d tokens, %d sent (budget %d)%s",
+            event["source"],
+            event["strategy"],
+            event["kept"],
+            event["kept"] + event["dropped"],
+            event["tokens_kept"],
+            event["tokens_total"],
+            event["tokens_sent"],
+            event["budget"],
+            " over budget (mandatory only)" if event["over_budget"] else "",
+        )
+
+
+def _write_log(
+    log: SelectionLog | None, selection: Selection, query: str, source: str, extra: dict[str, Any]
+) -> None:
+    if log is None:
+        return
+    try:
+        log.write(selection, query=query, source=source, **extra)
+    except OSError as err:
+        logger.warning("could not write the selection log %s: %s", log.path, err)
+
+
+def _logged_event(
+    selection: Selection, log: SelectionLog | None, query: str, source: str, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The event payload, after the log line and the JSONL record (the steps both twins share)."""
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    _write_log(log, selection, query, source, extra)
+    return event
+
+
+def _dispatch_failed(err: Exception) -> None:
+    if isinstance(err, RuntimeError):
+        return  # not inside a run: nobody to tell
+    logger.warning("pacms_selection event handler failed: %s", err)  # never break the agent
+
+
+def report_selection(
+    selection: Selection,
+    *,
+    query: str,
+    source: str,
+    config: RunnableConfig | None = None,
+    log: SelectionLog | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Report one selection (custom event, log line, JSONL record).
+
+    Args:
+        selection: The verdict.
+        query: The query it was made for.
+        source: Which integration selected.
+        config: The current run's config (default: the one in context, if any).
+        log: Optional JSONL log.
+        **extra: Extra fields for the event and the record.
+
+    Returns:
+        The event payload.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["a"], "a", budget=5)
+        >>> report_selection(sel, query="a", source="doc")["strategy"]
+        'pacms'
+    """
+    event = _logged_event(selection, log, query, source, extra)
+    try:
+        dispatch_custom_event(EVENT_NAME, event, config=config)
+    except Exception as err:
+        _dispatch_failed(err)
+    return event
+
+
+async def areport_selection(
+    selection: Selection,
+    *,
+    query: str,
+    source: str,
+    config: RunnableConfig | None = None,
+    log: SelectionLog | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Async twin of :func:`report_selection`."""
+    event = _logged_event(selection, log, query, source, extra)
+    try:
+        await adispatch_custom_event(EVENT_NAME, event, config=config)
+    except Exception as err:
+        _dispatch_failed(err)
+    return event

@@ -1,0 +1,254 @@
+"""Turn a selection back into a message list a provider accepts.
+
+What :func:`apply_selection` guarantees, whatever was selected:
+
+* every kept ``ToolMessage`` follows the ``AIMessage`` that called it, directly, with its sibling
+  results; every tool call of a kept ``AIMessage`` has a result (a short placeholder
+  ``ToolMessage`` with the same ``tool_call_id`` when the input had none, or, in placeholder mode,
+  when only the call was kept);
+* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped, and
+  tool calls without an id (no result can answer them) are left out of the copy that is sent;
+* if dropping would make an AI message the first non-system message (Anthropic rejects that), a
+  one-line ``HumanMessage`` note (:data:`OMISSION_NOTE`) is put before it;
+* kept memories and documents travel as one context message (:func:`build_context_message`)
+  placed after the leading system messages;
+* the order of the input is kept, messages are passed through unchanged (multimodal content
+  included) and the input list is never modified.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage, SystemMessage
+    >>> from langchain_pacms.messages.history import query_from_messages
+    >>> from langchain_pacms.messages.spans import messages_to_candidates
+    >>> from langchain_pacms.selector import ContextSelector
+    >>> msgs = [SystemMessage("Be brief."), HumanMessage("My code is 7-ALPHA."),
+    ...         HumanMessage("Lunch?"), HumanMessage("What is my code?")]
+    >>> cands, spans = messages_to_candidates(msgs)
+    >>> [c.kind for c in cands]
+    ['system', 'turn', 'turn', 'turn']
+    >>> sel = ContextSelector().select(cands, query_from_messages(msgs), budget=18)
+    >>> [m.text for m in apply_selection(msgs, sel, spans)]
+    ['Be brief.', 'My code is 7-ALPHA.', 'What is my code?']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from langchain_pacms.messages.history import is_human
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload
+from langchain_pacms.messages.spans import Span, span_messages
+from langchain_pacms.messages.text import bullet
+from langchain_pacms.selector import Selection
+
+__all__ = [
+    "CONTEXT_DOCUMENTS_HEADER",
+    "CONTEXT_MEMORIES_HEADER",
+    "CONTEXT_MESSAGE_ID",
+    "OMISSION_NOTE",
+    "apply_selection",
+    "build_context_message",
+    "reshow_left_out",
+]
+
+CONTEXT_MESSAGE_ID = "pacms-context"
+"""Id of the message that carries kept memories and documents (see :func:`build_context_message`).
+
+A history that holds such a message from an earlier call (a hook that writes its selection back
+to ``messages``) has it replaced, not kept, by the next selection.
+"""
+
+CONTEXT_MEMORIES_HEADER = "Relevant memories:"
+CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
+OMISSION_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
+
+
+def _bullets(texts: Iterable[str]) -> str:
+    return "\n".join(bullet(t) for t in texts)
+
+
+def build_context_message(
+    memories: Sequence[str] = (),
+    documents: Sequence[str] = (),
+    *,
+    role: str = "system",
+) -> BaseMessage | None:
+    """The one marked message that carries kept memories and documents to the model.
+
+    Args:
+        memories: Memory texts, in pool order.
+        documents: Document texts, in pool order.
+        role: ``"system"`` (a ``SystemMessage``) or ``"human"`` (a ``HumanMessage``, for
+            providers that accept a single leading system message only).
+
+    Returns:
+        The message, or ``None`` when there is nothing to carry.
+
+    Example:
+        >>> print(build_context_message(["Likes tea."]).content)
+        Relevant memories:
+        - Likes tea.
+    """
+    sections = []
+    if memories:
+        sections.append(f"{CONTEXT_MEMORIES_HEADER}\n{_bullets(memories)}")
+    if documents:
+        sections.append(f"{CONTEXT_DOCUMENTS_HEADER}\n{_bullets(documents)}")
+    if not sections:
+        return None
+    if role not in ("system", "human"):
+        raise ValueError(f"context message role must be 'system' or 'human', got {role!r}")
+    text = "\n\n".join(sections)
+    if role == "system":
+        return SystemMessage(text, id=CONTEXT_MESSAGE_ID)
+    return HumanMessage(text, id=CONTEXT_MESSAGE_ID)
+
+
+def _spans_of(selection: Selection, spans: Sequence[Span] | None) -> dict[str, Span]:
+    if spans is not None:
+        return {s.id: s for s in spans}
+    found = {}
+    for cand in selection.candidates:
+        if not isinstance(cand.source, Span):
+            raise ValueError(
+                f"candidate {cand.id!r} carries no Span; pass the spans from messages_to_candidates"
+            )
+        found[str(cand.id)] = cand.source
+    return found
+
+
+def apply_selection(
+    messages: Sequence[BaseMessage],
+    selection: Selection,
+    spans: Sequence[Span] | None = None,
+    *,
+    context_role: str = "system",
+    start_on_human: bool = True,
+) -> list[BaseMessage]:
+    """Turn a selection back into a provider-valid message list.
+
+    Args:
+        messages: The same messages given to
+            :func:`~langchain_pacms.messages.spans.messages_to_candidates`. Not modified.
+        selection: The verdict on those candidates.
+        spans: The spans from ``messages_to_candidates`` (default: read from the
+            candidates' ``source``).
+        context_role: Role of the memory/document message (see :func:`build_context_message`).
+        start_on_human: When dropping made an AI message the first non-system message (some
+            providers, Anthropic among them, reject that), insert :data:`OMISSION_NOTE` as a short
+            ``HumanMessage`` before it. Nothing is inserted if the input itself started that way.
+
+    Returns:
+        Kept messages in their original order (each tool span's results directly after its call,
+        with placeholders where a result is absent), and, when memories or documents were kept,
+        one context message right after the leading system messages. A kept fold stub whose
+        left-out locators (see :func:`reshow_left_out`) no
+        longer show in another kept message lists them again.
+
+    Example:
+        >>> from langchain_pacms.messages.spans import messages_to_candidates
+        >>> from langchain_pacms.selector import ContextSelector
+        >>> msgs = [HumanMessage("a b c d e f"), HumanMessage("g")]
+        >>> cands, spans = messages_to_candidates(msgs)
+        >>> sel = ContextSelector().select(cands, "g", budget=1)
+        >>> [m.content for m in apply_selection(msgs, sel, spans)]
+        ['g']
+    """
+    by_id = _spans_of(selection, spans)
+    kept = set(selection.kept_ids)
+    at: dict[int, list[BaseMessage]] = {}
+    memories: list[str] = []
+    documents: list[str] = []
+    for span in by_id.values():
+        if span.id not in kept:
+            continue
+        if span.kind == "memory":
+            memories.append(span.text)
+        elif span.kind == "document":
+            documents.append(span.text)
+        elif span.kind == "tool":
+            if span.stub and span.full_id in kept:
+                continue
+            at[span.indices[0]] = span_messages(messages, span)
+        else:
+            for i in span.indices:
+                at[i] = [messages[i]]
+    order = sorted(at)
+    result = [m for i in order for m in at[i]]
+    lead = 0
+    while lead < len(result) and isinstance(result[lead], SystemMessage):
+        lead += 1
+    if start_on_human and lead < len(result) and not is_human(result[lead]):
+        first = next(i for i in order if not isinstance(messages[i], SystemMessage))
+        if any(not isinstance(messages[i], SystemMessage) for i in range(first)):
+            result.insert(lead, HumanMessage(OMISSION_NOTE))
+    context = build_context_message(memories, documents, role=context_role)
+    if context is not None:
+        result.insert(lead, context)
+    return reshow_left_out(result)
+
+
+def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with every fold stub showing again the left-out locators no message shows.
+
+    A fold stub leaves out the locators that the history shows elsewhere (its mark's
+    ``"elsewhere"``), so it leans on the messages that show them. A selection that sends only
+    some of the history may drop those messages; the stub then lists the values it lost
+    again, in its locators, so they stay in view. Messages are copied, never modified, and a
+    list without such stubs comes back as it was.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> def call(i, arg):
+        ...     return AIMessage("", tool_calls=[{"name": "get", "args": {"id": arg},
+        ...                                       "id": f"c{i}"}])
+        >>> mark = {"object": "function:tool:1", "state": "folded", "elsewhere": ["HAT039"]}
+        >>> stub = ToolMessage('[folded: 1 line; recover_context("function:tool:1"); '
+        ...                    "locators: 4WQ150]", tool_call_id="c1",
+        ...                    additional_kwargs={LIFECYCLE_KEY: mark})
+        >>> msgs = [HumanMessage("go"), call(1, "me"), stub, call(2, "HAT039")]
+        >>> reshow_left_out(msgs)[2] is stub  # HAT039 shows in the second call
+        True
+        >>> reshow_left_out(msgs[:3])[2].content.rsplit("; ", 1)[-1]  # the second call is not sent
+        'locators: 4WQ150, HAT039]'
+    """
+    marked = [
+        i
+        for i, m in enumerate(messages)
+        if (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere")
+    ]
+    out = list(messages)
+    if not marked:
+        return out
+    texts = [
+        content_payload(m.content)
+        + "".join(
+            json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+            for c in getattr(m, "tool_calls", None) or []
+        )
+        for m in messages
+    ]
+    every = "\n".join(texts)
+    seen: dict[str, int] = {}  # value -> its occurrences in every text (stubs share values)
+
+    def occurrences(value: str) -> int:
+        if value not in seen:
+            seen[value] = every.count(value)
+        return seen[value]
+
+    for i in marked:
+        stub = str(messages[i].content)
+        # shown by another message: more occurrences in all the texts than in this one's
+        lost = [
+            v
+            for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
+            if v not in stub and occurrences(v) == texts[i].count(v)
+        ]
+        if lost and stub.endswith("]"):
+            joint = ", " if "; locators: " in stub else "; locators: "
+            out[i] = messages[i].model_copy(
+                update={"content": f"{stub[:-1]}{joint}{', '.join(lost)}]"}
+            )
+    return out

@@ -1,0 +1,249 @@
+r"""What a message says and what it costs: its text, as scored and counted, and its blocks.
+
+A message's *text* is what the selector scores and the budget counts: the text of its content
+(:func:`content_text`), an AI message's tool calls as ``name({json args})`` lines and a tool
+result as ``name: text`` (:func:`message_text`). Content blocks that are not text (an image, a
+JSON block, a provider's own block) are sent whole, so a message also costs each of them
+serialised (:func:`message_tokens`). Memories and documents have a text of their own
+(:func:`memory_text`, :func:`document_text`) and reach the model as bullet lines
+(:func:`bullet`).
+
+Example:
+    >>> from langchain_core.messages import AIMessage
+    >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
+    >>> message_text(AIMessage("Adding.", tool_calls=[call]))
+    'Adding.\nadd({"a": 1})'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+__all__ = [
+    "CALL_BLOCKS",
+    "bullet",
+    "content_cost",
+    "content_text",
+    "document_text",
+    "memory_text",
+    "message_text",
+    "message_tokens",
+]
+
+CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "tool_call_chunk", "invalid_tool_call")
+"""Content block types that hold a tool call (rendered from ``tool_calls``, never counted twice)."""
+
+_MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
+
+
+def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
+    """A content's text parts (a ``[type]`` marker for each other block) and its other blocks.
+
+    The other blocks are sent as they are, so they are charged by their serialised size (see
+    :func:`_block_dumps`); tool-call blocks are neither (rendered from ``tool_calls``).
+    """
+    if isinstance(content, str):
+        return [content], []
+    parts: list[str] = []
+    whole: list[Any] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif not isinstance(block, Mapping):
+            whole.append(block)
+        else:
+            kind = block.get("type")
+            text = block.get("text")
+            inner = block.get("content")
+            if kind in ("text", "text-plain", None) and isinstance(text, str):
+                parts.append(text)
+            elif kind in ("thinking", "reasoning") and isinstance(block.get(kind), str):
+                parts.append(block[kind])  # sent with the message, so it counts against the budget
+            elif kind == "reasoning" and _summary_text(block):
+                parts.append(_summary_text(block))  # OpenAI's form: the text is in its summary
+            elif kind == "tool_result" and isinstance(inner, (str, list)):
+                texts, blocks = _content_parts(inner)
+                parts += texts
+                whole += blocks
+            elif kind not in CALL_BLOCKS:
+                parts.append(f"[{kind or 'block'}]")
+                whole.append(block)
+    return parts, whole
+
+
+def _summary_text(block: Mapping[str, Any]) -> str:
+    """The text of a reasoning block's ``summary`` list (OpenAI's Responses form), or ``""``."""
+    summary = block.get("summary")
+    if not isinstance(summary, list):
+        return ""
+    texts = [i.get("text") for i in summary if isinstance(i, Mapping)]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _standard_parts(blocks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The text of LangChain's standard content blocks (``BaseMessage.content_blocks``)."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "reasoning":
+            reasoning = block.get("reasoning")
+            text = reasoning if isinstance(reasoning, str) else _summary_text(block)
+            parts.append(text or "[reasoning]")
+        elif kind == "non_standard":  # a provider's own block: read as the package knows it
+            parts += _content_parts([block.get("value")])[0]
+        elif kind not in CALL_BLOCKS:
+            parts.append(f"[{kind or 'block'}]")
+    return parts
+
+
+def content_text(content: str | list[Any] | BaseMessage) -> str:
+    r"""The text of a message (or of its content), for scoring and counting.
+
+    A list of blocks is read as LangChain's standard content blocks
+    (``BaseMessage.content_blocks``, so an AI message's provider translates its own blocks):
+    the text of text blocks and of reasoning blocks (an OpenAI reasoning block's summary
+    included), and, of a provider's own blocks, the text of ``thinking`` and the content of
+    ``tool_result`` blocks, joined by newlines; every other block (image, audio, file, JSON,
+    a server tool's result, ...) is represented by a short ``[type]`` marker so the text stays
+    readable. Those blocks are charged by their serialised size on top of the text (see
+    :func:`~langchain_pacms.messages.memo.sent_tokens`). Tool-call blocks are left out (a
+    message's tool calls are rendered from ``tool_calls``). The content itself is never changed.
+
+    Args:
+        content: A message, or its ``content`` (a string or a list of blocks).
+
+    Returns:
+        The text.
+
+    Example:
+        >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "audio"}])
+        'see\nthis\n[audio]'
+        >>> summary = [{"type": "summary_text", "text": "Port 6543 is staging."}]
+        >>> content_text(AIMessage([{"type": "reasoning", "summary": summary}]))
+        'Port 6543 is staging.'
+    """
+    message = content if isinstance(content, BaseMessage) else None
+    raw: str | list[Any] = content.content if isinstance(content, BaseMessage) else content
+    if isinstance(raw, str):
+        return raw
+    try:
+        blocks = (message or HumanMessage(raw)).content_blocks
+    except Exception:  # content LangChain cannot read as blocks: the package's own reading
+        return "\n".join(_content_parts(raw)[0])
+    return "\n".join(_standard_parts(blocks))
+
+
+def _block_dumps(content: str | list[Any]) -> list[str]:
+    """The blocks of ``content`` that are not text, each serialised as it is charged.
+
+    Example:
+        >>> _block_dumps(["hi", {"type": "json", "json": {"b": 1, "a": "é"}}])
+        ['{"json": {"a": "é", "b": 1}, "type": "json"}']
+    """
+    if isinstance(content, str):
+        return []
+    return [
+        json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
+        for block in _content_parts(content)[1]
+    ]
+
+
+def content_cost(text: str, content: str | list[Any], token_counter: Callable[[str], int]) -> int:
+    """What a message costs: its ``text``, plus each other block of its ``content`` serialised.
+
+    Example:
+        >>> words = lambda t: len(t.split())
+        >>> content_cost("one [json]", ["one", {"type": "json", "json": {"two": 3}}], words)
+        7
+    """
+    return token_counter(text) + sum(token_counter(d) for d in _block_dumps(content))
+
+
+def message_tokens(message: BaseMessage, token_counter: Callable[[str], int]) -> int:
+    """What one message costs as the budget counts it: :func:`message_text` and its blocks.
+
+    Example:
+        >>> message_tokens(HumanMessage("one two"), lambda t: len(t.split()))
+        2
+    """
+    return content_cost(message_text(message), message.content, token_counter)
+
+
+def _tool_call_text(call: Mapping[str, Any]) -> str:
+    args = call.get("args") or {}
+    try:
+        rendered = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        rendered = str(args)
+    return f"{call.get('name') or 'tool'}({rendered})"
+
+
+def message_text(message: BaseMessage) -> str:
+    """A message's text as it is scored and counted.
+
+    Its :func:`content_text`, with an AI message's tool calls as ``name({json args})`` lines
+    after it, and a tool result as ``name: text``.
+
+    Example:
+        >>> message_text(ToolMessage("42", tool_call_id="c1", name="add"))
+        'add: 42'
+    """
+    text = content_text(message)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "\n".join(_tool_call_text(c) for c in message.tool_calls)
+        return f"{text}\n{calls}" if text else calls
+    if isinstance(message, ToolMessage):
+        return f"{message.name or 'tool'}: {text}"
+    return text
+
+
+def memory_text(item: Any) -> str:
+    """The text of one memory: a LangGraph store ``Item``, a ``dict``, a ``Document`` or a str.
+
+    For a dict value the first string under ``content``, ``text``, ``memory``, ``fact`` or
+    ``summary`` is used, else the whole value as compact JSON.
+
+    Example:
+        >>> memory_text({"content": "Prefers metric units."})
+        'Prefers metric units.'
+    """
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Document):
+        return item.page_content
+    value = getattr(item, "value", item)
+    if isinstance(value, Mapping):
+        for key in _MEMORY_KEYS:
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)
+
+
+def document_text(document: Any) -> str:
+    """The text of one retrieved document (``Document.page_content``, or ``str(document)``).
+
+    Example:
+        >>> document_text(Document("Port 6543."))
+        'Port 6543.'
+    """
+    if isinstance(document, Document):
+        return document.page_content
+    return document if isinstance(document, str) else memory_text(document)
+
+
+def bullet(text: str) -> str:
+    r"""A memory or document as one bullet of the context message (continuation lines indented).
+
+    Example:
+        >>> bullet("Likes tea.\nAnd scones.")
+        '- Likes tea.\n  And scones.'
+    """
+    return "- " + text.strip().replace("\n", "\n  ")

@@ -1,0 +1,524 @@
+"""``ContextSelector``: candidates + query + budget -> :class:`Selection`, in process.
+
+Text becomes vectors through a cached LangChain ``Embeddings`` (:mod:`.pool`) and token counts
+through one :class:`~langchain_pacms.tokens.TokenCounter`; the numeric work is done by
+:mod:`langchain_pacms.core`. Every strategy sees the same vectors and the same counts, so
+differences between strategies are policy, not plumbing.
+
+Example:
+    >>> ContextSelector().select(["port 6543", "lunch"], "port", budget=4).kept_ids
+    ('0',)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Generator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import ByteStore
+from numpy.typing import NDArray
+
+from langchain_pacms._steps import adrive, drive
+from langchain_pacms._timeout import check_embed_timeout
+from langchain_pacms.blas import blas_threads as limit_blas_threads
+from langchain_pacms.budget import BudgetInput
+from langchain_pacms.core import COSINE_MATRIX_LIMIT, Problem, Strategy, solve
+from langchain_pacms.embeddings import CachedEmbeddings
+from langchain_pacms.embeddings.profile import EmbedderProfile, resolve_profile, unwrap_embeddings
+from langchain_pacms.embeddings.sparse import PoolRelevance
+from langchain_pacms.selector.caches import DEFAULT_MEMORY_CEILING, cache_ceiling, selector_caches
+from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
+from langchain_pacms.selector.inputs import (
+    as_int,
+    normalise,
+    relevant_mask,
+    resolve_inputs,
+    token_costs,
+)
+from langchain_pacms.selector.options import check_strategy, resolve_options
+from langchain_pacms.selector.pool import Pool, PoolEmbedder, lift, pool_problem, reused_problem
+from langchain_pacms.selector.selection import (
+    Candidate,
+    CandidateInput,
+    Selection,
+    selection_of,
+    strategy_label,
+)
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = ["ContextSelector"]
+
+
+class ContextSelector:
+    """Pick the context an LLM call keeps under a token budget.
+
+    Holds one warm embedding cache and one token counter for its whole life; create it once and
+    reuse it across turns. It also keeps its last pool: a call on the same texts reuses its
+    similarities, and with a dense embedder a call on the last texts plus new ones (an agent's
+    next turn, any query) embeds only the new texts and computes only their similarities
+    (:meth:`~langchain_pacms.core.Problem.grown`); the picks are those of a fresh selector.
+
+    Args:
+        embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
+            reproduces the original PACMS setup); default: the built-in offline
+            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
+        profile: The :class:`EmbedderProfile` that ``pacms`` runs with (near-duplicate
+            threshold, gain floor, pool IDF reweighting). Default: the one the embedder
+            declares (``pacms_profile``), found once through the common wrappers
+            (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
+            ``CacheBackedEmbeddings``), else the calibrated profile (``pacms`` reads each
+            pool on its own cosine scale). :attr:`profile` shows it.
+        memory_ceiling_bytes: Most bytes the selector keeps for its caches, shared as
+            :mod:`~langchain_pacms.selector.caches` says between the in-memory vectors (each
+            counted as ``4 * dim`` plus
+            :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
+            4096-d vectors at the default 256 MiB), the sparse rows of the built-in embedder
+            when the selector builds it, and the token memo (each text counted at its own size
+            plus :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
+            entries go first. An embedder, ``CachedEmbeddings`` or ``TokenCounter`` passed in
+            keeps its own caps.
+        blas_threads: Most BLAS threads for the selector's own matrix products (scoring and
+            solving; ``None``: leave BLAS as it is). Its products are small, so one thread is
+            faster on a busy machine than many competing for cores. Set with ``threadpoolctl``
+            (else OpenBLAS's own setter) for the duration of those products only, and restored
+            after them.
+        token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
+            ``o200k_base`` built offline.
+        strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
+            registered one) or a strategy callable.
+        strategy_options: Default keyword options for the strategy. The strategy and its
+            options are checked here (see :func:`~langchain_pacms.core.rejection`): an unknown
+            name, an option the strategy does not take or a bad value raises ``ValueError``
+            naming what it accepts.
+        cache_store: Optional ``ByteStore`` that backs the embedding cache (then vectors
+            live in the store, not in the selector's memory).
+        strict: Raise on embedding failure instead of falling back to recency.
+        embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
+            Each timed call embeds on a daemon thread of its own, so concurrent calls do not
+            queue, a stalled model costs only the call that met it (later calls embed the same
+            texts afresh), and a stalled thread does not hold the interpreter at exit. The
+            built-in embedder without a ``cache_store`` cannot stall: it embeds in the calling
+            thread, and the limit bounds its waits for texts other calls are embedding. Async
+            calls run blocking model calls on such daemon threads too, never on the event
+            loop's default executor.
+
+    Example:
+        >>> selector = ContextSelector(strategy="topk")
+        >>> selector.select(["alpha", "beta"], "alpha", ("ratio", 0.5)).kept_ids
+        ('0',)
+    """
+
+    def __init__(
+        self,
+        embeddings: Embeddings | None = None,
+        *,
+        token_counter: TokenCounter | Any = None,
+        strategy: str | Strategy = "pacms",
+        strategy_options: Mapping[str, Any] | None = None,
+        cache_store: ByteStore | None = None,
+        strict: bool = False,
+        embed_timeout: float | None = None,
+        profile: EmbedderProfile | None = None,
+        memory_ceiling_bytes: int = DEFAULT_MEMORY_CEILING,
+        blas_threads: int | None = 1,
+    ) -> None:
+        if profile is not None and not isinstance(profile, EmbedderProfile):
+            raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
+        ceiling = cache_ceiling(memory_ceiling_bytes)
+        threads = None if blas_threads is None else as_int(blas_threads)
+        if blas_threads is not None and (threads is None or threads < 1):
+            raise ValueError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
+        model, cache, self.token_counter = selector_caches(
+            embeddings, ceiling=ceiling, cache_store=cache_store, token_counter=token_counter
+        )
+        profile = profile if profile is not None else resolve_profile(model)
+        scorer = unwrap_embeddings(model)
+        self.memory_ceiling_bytes = ceiling
+        self.strategy = strategy
+        self.strategy_options = dict(strategy_options or {})
+        check_strategy(strategy, self.strategy_options, profile)
+        self.strict = strict
+        self._pools = PoolEmbedder(
+            cache,
+            profile,
+            scorer if isinstance(scorer, PoolRelevance) else None,
+            timeout=check_embed_timeout(embed_timeout),
+            blas_threads=threads,
+        )
+        self._streak = FailureStreak()
+        self._last_pool: Pool | None = None  # the newest pool solved, for the next to reuse
+
+    @property
+    def embeddings(self) -> CachedEmbeddings:
+        """The selector's embedding cache, around the model it embeds with."""
+        return self._pools.embeddings
+
+    @property
+    def profile(self) -> EmbedderProfile:
+        """The :class:`EmbedderProfile` this selector runs ``pacms`` with.
+
+        Its settings are also the selector's :attr:`similarity_threshold`, :attr:`min_gain`
+        and :attr:`relevance_feedback`.
+
+        Example:
+            >>> profile = ContextSelector().profile  # the built-in lexical embedder's
+            >>> profile.name, profile.similarity_threshold, profile.min_gain
+            ('hashed-tfidf', 0.85, 0.01)
+        """
+        return self._pools.profile
+
+    @property
+    def embed_timeout(self) -> float | None:
+        """Seconds to wait for embeddings before falling back (``None``: no limit)."""
+        return self._pools.timeout
+
+    @property
+    def blas_threads(self) -> int | None:
+        """Most BLAS threads for the selector's own matrix products (``None``: as BLAS is)."""
+        return self._pools.blas_threads
+
+    @property
+    def similarity_threshold(self) -> float:
+        """The ``pacms`` kernel threshold: :attr:`profile`'s ``similarity_threshold``."""
+        return self.profile.similarity_threshold
+
+    @property
+    def min_gain(self) -> float:
+        """The ``pacms`` absolute gain floor: :attr:`profile`'s ``min_gain``."""
+        return self.profile.min_gain
+
+    @property
+    def relevance_feedback(self) -> float:
+        """The ``pacms`` relevance feedback weight: :attr:`profile`'s ``relevance_feedback``."""
+        return self.profile.relevance_feedback
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextSelector(embeddings={self.embeddings.embeddings!r}, "
+            f"profile={self.profile!r}, strategy={strategy_label(self.strategy)!r}, "
+            f"strategy_options={self.strategy_options!r}, strict={self.strict!r}, "
+            f"embed_timeout={self.embed_timeout!r}, token_counter={self.token_counter.name!r}, "
+            f"memory_ceiling_bytes={self.memory_ceiling_bytes!r}, "
+            f"blas_threads={self.blas_threads!r})"
+        )
+
+    # -- inputs, options and the fallback -----------------------------------------------------
+    def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
+        """Each candidate's token cost, as budgets and selections count it.
+
+        A candidate's own ``tokens`` wins; otherwise its text is counted with
+        :attr:`token_counter`. One count per candidate, in order.
+
+        Raises:
+            ValueError: If a candidate is malformed (as in :meth:`select`).
+
+        Example:
+            >>> ContextSelector().count_tokens(["hello world", Candidate("x", tokens=7)])
+            [2, 7]
+        """
+        return token_costs(normalise(candidates), self.token_counter)
+
+    def resolve_options(
+        self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[str | Strategy, dict[str, Any]]:
+        """The strategy and keyword options a selection with these arguments would run.
+
+        Call ``options`` are merged over the selector's ``strategy_options`` when ``strategy``
+        (``None``: the default) is the selector's own. ``pacms`` gets the embedder's
+        :attr:`similarity_threshold`, :attr:`min_gain` and :attr:`relevance_feedback` unless
+        they are given, and ``calibrate=True`` when :attr:`profile` is calibrated (an embedder
+        that declares no profile); every other strategy is left as given. The result is ready
+        for :func:`~langchain_pacms.core.solve`.
+
+        Example:
+            >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
+            ('pacms', {'gain_floor': 0.1, 'similarity_threshold': 0.85, 'min_gain': 0.01, 'relevance_feedback': 0.6})
+        """  # noqa: E501
+        return resolve_options(
+            self.strategy, self.strategy_options, self.profile, strategy, options
+        )
+
+    def resolve(
+        self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
+    ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+        """The inputs :meth:`select` works on: candidates, their token costs and the budget.
+
+        Candidates are normalised (ids and positions filled in from the index), costs counted
+        as :meth:`count_tokens` does and the budget resolved to tokens, as
+        :func:`~langchain_pacms.selector.inputs.resolve_inputs` does for every selector; the
+        query is checked, not used.
+
+        Returns:
+            ``(candidates, tokens, budget)``, the budget in tokens.
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`.
+
+        Example:
+            >>> cands, tokens, budget = ContextSelector().resolve(
+            ...     ["hello world", "hi"], "hello", ("ratio", 0.5))
+            >>> [c.id for c in cands], tokens.tolist(), budget
+            (['0', '1'], [2, 1], 1)
+        """
+        return resolve_inputs(candidates, query, budget, self.token_counter)
+
+    def recency(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        *,
+        error: BaseException | None = None,
+    ) -> Selection:
+        """The selection :meth:`select` falls back to: the newest candidates that fit the budget.
+
+        Recency (``lastk``) that skips a newest item too large for what is left, with
+        ``fell_back=True`` for a non-empty pool. ``error`` is what went wrong: it becomes the
+        selection's ``error`` and is logged as a warning, once per streak of failures (the
+        streak :meth:`select` keeps for embedding failures; :meth:`note_recovery` ends it).
+        Under ``strict=True`` the caller should raise instead; this method never does for a
+        failure. The other arguments are :meth:`select`'s (the query is checked, not used).
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`.
+
+        Example:
+            >>> sel = ContextSelector().recency(["a b c", "d e f", "g h i"], "x", budget=7)
+            >>> sel.kept_ids, sel.fell_back, sel.strategy
+            (('1', '2'), True, 'lastk')
+        """
+        started = time.perf_counter()
+        cands, tokens, allowed = self.resolve(candidates, query, budget)
+        timings = {"tokens": time.perf_counter() - started}
+        message = None if error is None else self._streak.note(error)
+        return unscored_selection(
+            cands, tokens, allowed, "lastk", error=message, timings=timings, started=started
+        )
+
+    def note_recovery(self) -> None:
+        """End the failure streak: the next fallback logs its warning again.
+
+        :meth:`select` does this after every selection that did not fall back.
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> selector.recency(["a"], "q", budget=1, error=OSError("down")).error
+            'OSError: down'
+            >>> selector.note_recovery()  # a new outage warns again
+        """
+        self._streak.end()
+
+    # -- vectors ------------------------------------------------------------------------------
+    def reweight_pool(
+        self, vectors: NDArray[np.float32], query: NDArray[np.float32]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """The profile's reweighting of one pool, as :meth:`select` applies it before solving.
+
+        With :attr:`EmbedderProfile.idf_reweighting` (the built-in lexical embedder's profile),
+        the features of ``vectors`` (``(n, d)``, from :attr:`embeddings`) and ``query``
+        (``(d,)``) are weighted by their inverse document frequency in the pool; other
+        embedders' vectors pass through. Harnesses that build
+        :class:`~langchain_pacms.core.Problem` instances themselves call this to see the
+        vectors that :meth:`select` would solve over.
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> docs = selector.embeddings.embed_matrix(["red apples", "green apples"])
+            >>> query = selector.embeddings.embed_matrix(["red"], kind="query")[0]
+            >>> vectors, q = selector.reweight_pool(docs, query)
+            >>> vectors.shape == docs.shape
+            True
+        """
+        return self._pools.reweight(vectors, query)
+
+    def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
+        """The embedder's own relevance of a pool to the query, if it offers one.
+
+        The built-in embedder scores relevance from sparse rows
+        (:meth:`~langchain_pacms.embeddings.HashedTfidfEmbeddings.pool_relevance`); every
+        strategy then ranks by it, while the vectors give the similarities between candidates.
+        The embedder is found under the common wrappers, as :attr:`profile` is. For other
+        embedders (and a built-in one made with ``relevance_buckets=None``) this is
+        ``None`` and relevance is the cosine of the vectors with the query; otherwise it is
+        one relevance in ``[0, 1]`` per text.
+
+        Example:
+            >>> ContextSelector().pool_relevance(["red apples", "pears"], "red").round(3)
+            array([0.577, 0.   ], dtype=float32)
+        """
+        return self._pools.relevance(texts, query)
+
+    # -- selecting ----------------------------------------------------------------------------
+    def select(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        *,
+        strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
+        **options: Any,
+    ) -> Selection:
+        """Select candidates for ``query`` under a token budget.
+
+        Args:
+            candidates: Strings or :class:`Candidate` objects, in chronological order.
+            query: Text the kept context should serve (usually the latest user message).
+            budget: The token budget: a :class:`~langchain_pacms.budget.Budget`, a number of
+                tokens, or ``("tokens", n)`` / ``("ratio", x)`` (a share of the pool's tokens).
+            strategy: Override the selector's default strategy for this call.
+            relevant_ids: Ids of candidates known to matter whatever their words say (the hook
+                passes tool results whose values later tool calls took up): each one's
+                relevance is raised to the highest relevance in the pool before the strategy
+                runs, so every strategy that reads relevance sees it.
+            **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``,
+                ``lambda_mult=0.7`` for ``mmr``).
+
+        Returns:
+            The :class:`Selection`.
+
+        Raises:
+            ValueError: For bad input (empty query, bad budget, duplicate ids, non-text content,
+                an id in ``relevant_ids`` that no candidate has).
+
+        Example:
+            >>> selector = ContextSelector()
+            >>> pool = ["blue plums", "red apples"]
+            >>> selector.select(pool, "red", budget=3).kept_ids
+            ('1',)
+            >>> selector.select(pool, "red", budget=3, relevant_ids=["0"]).kept_ids
+            ('0',)
+        """
+        steps = self._selecting(candidates, query, budget, strategy, relevant_ids, options)
+        return drive(steps, lambda texts: self._pools.embed(texts, query, self._last_pool))
+
+    async def aselect(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        *,
+        strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
+        **options: Any,
+    ) -> Selection:
+        """Async twin of :meth:`select` (embeds with the model's async API)."""
+        steps = self._selecting(candidates, query, budget, strategy, relevant_ids, options)
+        return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))
+
+    def _selecting(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        strategy: str | Strategy | None,
+        relevant_ids: Collection[str],
+        options: Mapping[str, Any],
+    ) -> Generator[list[str], Pool, Selection]:
+        """The steps of :meth:`select` and :meth:`aselect` (see :mod:`langchain_pacms._steps`).
+
+        They yield the texts to embed (unless the last pool is this one) and take back their
+        pool; a failed embedding falls back to recency, or is raised under ``strict``.
+        """
+        started = time.perf_counter()
+        cands, tokens, allowed = self.resolve(candidates, query, budget)
+        lifted = relevant_mask(cands, relevant_ids)
+        timings = {"tokens": time.perf_counter() - started}
+        name, opts = self.resolve_options(strategy, options)
+        error = None
+        wordless = False
+        t0 = time.perf_counter()
+        texts = [c.text for c in cands]
+        pool = self._pools.same(self._last_pool, texts, query)
+        if cands and pool is None:
+            try:
+                pool = yield texts
+            except Exception as err:
+                error = self._streak.absorb(err, query, strict=self.strict)
+                wordless = error is None  # nothing to score by: recency, and nothing failed
+        timings["embed"] = time.perf_counter() - t0
+        if cands and (pool is not None or wordless):
+            self._streak.end()
+        if pool is None:
+            return unscored_selection(
+                cands,
+                tokens,
+                allowed,
+                name,
+                error=error,
+                timings=timings,
+                started=started,
+                wordless=wordless,
+            )
+        t0 = time.perf_counter()
+        with limit_blas_threads(self.blas_threads):
+            problem = reused_problem(cands, tokens, allowed, pool)
+            if pool.problem is None and len(cands) <= COSINE_MATRIX_LIMIT:
+                # the newest pool of at most COSINE_MATRIX_LIMIT candidates is kept
+                self._last_pool = replace(pool, problem=problem, base=None)
+            if lifted is not None:
+                problem = lift(problem, lifted)
+            pick = solve(problem, name, **opts)
+        timings["solve"] = time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - started
+        return selection_of(cands, tokens, allowed, pick, problem.relevance, name, timings=timings)
+
+    # -- preparing ----------------------------------------------------------------------------
+    def prepare(
+        self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
+    ) -> Problem:
+        """The :class:`~langchain_pacms.core.Problem` that :meth:`select` would solve.
+
+        The same steps as :meth:`select` up to the strategy: candidates normalised, token
+        costs counted, the budget resolved, texts and query embedded (with
+        :attr:`embed_timeout`), the vectors checked and reweighted by the profile. Solve it
+        with :func:`~langchain_pacms.core.solve` and the options of :meth:`resolve_options` to
+        get :meth:`select`'s picks; a harness that sweeps budgets links problems with
+        :meth:`~langchain_pacms.core.Problem.with_budget`. Unlike :meth:`select` there is no
+        recency fallback: an embedding failure raises. The arguments are :meth:`select`'s
+        (at least one candidate); the problem is indexed like ``candidates``.
+
+        Raises:
+            ValueError: For bad input, as in :meth:`select`, or no candidates.
+            EmbeddingError: If the embedder's vectors cannot be scored.
+
+        Example:
+            >>> from langchain_pacms.core import solve
+            >>> selector = ContextSelector()
+            >>> problem = selector.prepare(["red apples", "green pears"], "red", ("ratio", 0.5))
+            >>> name, options = selector.resolve_options("topk")
+            >>> solve(problem, name, **options).order.tolist()
+            [0]
+        """
+        steps = self._preparing(candidates, query, budget)
+        return drive(steps, lambda texts: self._pools.embed(texts, query, self._last_pool))
+
+    async def aprepare(
+        self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
+    ) -> Problem:
+        """Async twin of :meth:`prepare` (embeds with the model's async API).
+
+        Example:
+            >>> import asyncio
+            >>> selector = ContextSelector()
+            >>> problem = asyncio.run(selector.aprepare(["a b", "c"], "a", budget=2))
+            >>> (problem.n, problem.budget)
+            (2, 2)
+        """
+        steps = self._preparing(candidates, query, budget)
+        return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))
+
+    def _preparing(
+        self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
+    ) -> Generator[list[str], Pool, Problem]:
+        """The steps of :meth:`prepare` and :meth:`aprepare`: they yield the texts to embed."""
+        cands, tokens, allowed = self.resolve(candidates, query, budget)
+        if not cands:
+            raise ValueError("prepare needs at least one candidate")
+        pool = yield [c.text for c in cands]
+        with limit_blas_threads(self.blas_threads):
+            return pool_problem(cands, tokens, allowed, pool)

@@ -1,0 +1,136 @@
+"""Fail soft: the recency selection a selector falls back to, and one warning per outage.
+
+When a pool cannot be scored (the embedder failed or timed out, a service did not answer, the
+query has no words) a selector keeps the newest candidates that fit the budget
+(:func:`unscored_selection`: ``lastk`` that skips a newest item too large for what is left,
+mandatory ones first). :class:`FailureStreak` logs a warning at the first failure of a streak
+and stays quiet until a selection succeeds again.
+
+Example:
+    >>> import numpy as np
+    >>> cands = (Candidate("a b", id="0", position=0), Candidate("c", id="1", position=1))
+    >>> sel = unscored_selection(cands, np.array([2, 1]), 1, "pacms", error="down", timings={},
+    ...                          started=0.0)
+    >>> sel.kept_ids, sel.strategy, sel.fell_back
+    (('1',), 'lastk', True)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from langchain_pacms.core import Pick, Problem, Strategy, solve
+from langchain_pacms.selector.pool import has_words, pool_flags
+from langchain_pacms.selector.selection import Candidate, EmbeddingError, Selection, selection_of
+
+__all__ = ["FailureStreak", "unscored_selection"]
+
+logger = logging.getLogger(__name__)
+
+
+class FailureStreak:
+    """Logs a failure's warning once per streak of failures.
+
+    Example:
+        >>> streak = FailureStreak()
+        >>> streak.note(OSError("down"))  # logs a warning
+        'OSError: down'
+        >>> streak.note(OSError("down"))  # the same outage: no new warning
+        'OSError: down'
+        >>> streak.end()  # the next failure warns again
+    """
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    def note(self, err: BaseException) -> str:
+        """Record a failure (with a warning if it starts a streak); its message."""
+        message = f"{type(err).__name__}: {err}"
+        if not self.failing:
+            logger.warning("embedding failed (%s); falling back to recency (lastk)", message)
+        self.failing = True
+        return message
+
+    def absorb(self, err: Exception, query: str, *, strict: bool) -> str | None:
+        """What a selection keeps of the embedding failure ``err``: its message, noted.
+
+        ``None`` when it is no failure: the all-zero embedding of a query without words
+        (nothing to score by). Under ``strict`` a failure is raised instead.
+        """
+        if isinstance(err, EmbeddingError) and err.zero_query and not has_words(query):
+            return None
+        if strict:
+            raise err
+        return self.note(err)
+
+    def end(self) -> None:
+        """End the streak: the next failure logs its warning again."""
+        self.failing = False
+
+
+def unscored_selection(
+    cands: Sequence[Candidate],
+    tokens: NDArray[np.int64],
+    budget: int,
+    strategy: str | Strategy,
+    *,
+    error: str | None,
+    timings: dict[str, float],
+    started: float,
+    wordless: bool = False,
+) -> Selection:
+    """The selection made without scores: the newest candidates that fit the budget.
+
+    A non-empty pool is solved by ``lastk`` with ``contiguous=False`` over zero relevance and
+    says ``fell_back`` (unless the query had no words, which is not a failure); an empty pool
+    gives an empty selection under ``strategy``'s name.
+
+    Args:
+        cands: The pool, normalised.
+        tokens: Each candidate's token cost.
+        budget: The budget.
+        strategy: The strategy the selection would have run (named by an empty pool).
+        error: What failed, if anything.
+        timings: Seconds per phase so far; ``solve`` and ``total`` are added.
+        started: When the selection started (``time.perf_counter()``).
+        wordless: The query had no words.
+
+    Returns:
+        The selection.
+    """
+    n = len(cands)
+    t0 = time.perf_counter()
+    if n == 0:
+        pick = Pick(np.zeros(0, dtype=np.int64), np.zeros(0))
+    else:
+        mandatory, positions = pool_flags(cands)
+        problem = Problem.build(
+            np.zeros((n, 1), dtype=np.float32),
+            np.zeros(1, dtype=np.float32),
+            tokens=tokens,
+            budget=budget,
+            mandatory=mandatory,
+            positions=positions,
+        )
+        # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
+        pick = solve(problem, "lastk", contiguous=False)
+        strategy = "lastk"
+    timings["solve"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - started
+    return selection_of(
+        cands,
+        tokens,
+        budget,
+        pick,
+        np.zeros(n, dtype=np.float32),
+        strategy,
+        fell_back=n > 0 and not wordless,
+        error=error,
+        timings=timings,
+        wordless=wordless,
+    )

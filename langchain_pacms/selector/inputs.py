@@ -1,0 +1,237 @@
+"""What a selection is asked: candidates normalised, their token costs, the budget, the query.
+
+Every selector resolves its inputs here (:func:`resolve_inputs`), so a selector that scores
+elsewhere sends the very numbers a local one would solve with, and bad input raises the same
+``ValueError`` naming the same field whichever selector is used.
+
+Example:
+    >>> from langchain_pacms.tokens import TokenCounter
+    >>> cands, tokens, budget = resolve_inputs(
+    ...     ["hello world", "hi"], "hello", ("ratio", 0.5), TokenCounter())
+    >>> [c.id for c in cands], tokens.tolist(), budget
+    (['0', '1'], [2, 1], 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from langchain_pacms.budget import Budget, BudgetInput
+from langchain_pacms.selector.selection import KINDS, Candidate, CandidateInput
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = [
+    "as_int",
+    "check_query",
+    "normalise",
+    "relevant_mask",
+    "resolve_inputs",
+    "token_costs",
+]
+
+
+def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
+    """The candidates as :class:`Candidate` objects with ids, positions and flags checked.
+
+    A string becomes a candidate; a missing id or position is the candidate's index.
+
+    Args:
+        candidates: Strings or :class:`Candidate` objects, in chronological order.
+
+    Returns:
+        The candidates (the same objects when nothing needed filling in).
+
+    Raises:
+        ValueError: Naming the first bad candidate (wrong type, non-text content, unknown
+            kind, duplicate id, bad tokens, position or mandatory flag).
+
+    Example:
+        >>> [(c.id, c.position) for c in normalise(["a", Candidate("b", id="x")])]
+        [('0', 0), ('x', 1)]
+    """
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
+        raise ValueError("candidates must be a sequence of str or Candidate")
+    placed = _placed_all(candidates)
+    if placed is not None:
+        return placed
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for index, item in enumerate(candidates):
+        cand = Candidate(text=item) if isinstance(item, str) else item
+        if not isinstance(cand, Candidate):
+            raise ValueError(
+                f"candidate {index} is {type(item).__name__}; expected str or Candidate"
+            )
+        if not isinstance(cand.text, str):
+            raise ValueError(
+                f"candidate {index} has non-string text ({type(cand.text).__name__}); "
+                "reduce rich content to text before selecting"
+            )
+        if cand.kind not in KINDS:
+            raise ValueError(
+                f"candidate {index} has unknown kind {cand.kind!r}; use one of {sorted(KINDS)}"
+            )
+        cid = str(index) if cand.id is None else str(cand.id)
+        if cid in seen:
+            raise ValueError(f"duplicate candidate id {cid!r}")
+        seen.add(cid)
+        tokens = None if cand.tokens is None else as_int(cand.tokens)
+        if cand.tokens is not None and (tokens is None or tokens < 0):
+            raise ValueError(f"candidate {cid!r} has invalid tokens {cand.tokens!r}")
+        position = index if cand.position is None else as_int(cand.position)
+        if position is None:
+            raise ValueError(
+                f"candidate {cid!r} has invalid position {cand.position!r}; expected an int"
+            )
+        mandatory = _as_bool(cand.mandatory)
+        if mandatory is None:
+            raise ValueError(f"candidate {cid!r} has mandatory={cand.mandatory!r}; expected a bool")
+        if (
+            cand.id is not cid
+            or type(cand.position) is not int
+            or type(cand.mandatory) is not bool
+            or (cand.tokens is not None and type(cand.tokens) is not int)
+        ):
+            cand = _placed(cand, cid, position, mandatory, tokens)
+        out.append(cand)
+    return tuple(out)
+
+
+def as_int(value: object) -> int | None:
+    """``value`` as an ``int`` when it is an integer (Python's or numpy's, not a bool).
+
+    Example:
+        >>> as_int(np.int64(3)), as_int(True), as_int(2.0)
+        (3, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value)
+
+
+def _as_bool(value: object) -> bool | None:
+    """``value`` as a ``bool`` when it is one (Python's or numpy's), else ``None``.
+
+    Example:
+        >>> _as_bool(np.True_), _as_bool("no"), _as_bool(1)
+        (True, None, None)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return None
+
+
+def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] | None:
+    """The common case at once: plain candidates with ids and positions, all of them valid.
+
+    ``None`` when any candidate needs a default or may be invalid: :func:`normalise` then
+    walks them one by one (and names the first bad one).
+    """
+    if not all(type(c) is Candidate for c in candidates):
+        return None
+    cands: Sequence[Candidate] = candidates  # type: ignore[assignment]
+    ids = [c.id for c in cands]
+    if (
+        not all(type(i) is str for i in ids)
+        or len(set(ids)) != len(ids)
+        or not all(type(c.text) is str for c in cands)
+        or not {c.kind for c in cands} <= KINDS
+        or not all(type(c.position) is int for c in cands)
+        or not all(type(c.mandatory) is bool for c in cands)
+        or not all(c.tokens is None or (type(c.tokens) is int and c.tokens >= 0) for c in cands)
+    ):
+        return None
+    return tuple(cands)
+
+
+def _placed(
+    cand: Candidate, cid: str, position: int, mandatory: bool, tokens: int | None
+) -> Candidate:
+    """``cand`` with these fields set (a direct call for plain candidates: cheaper)."""
+    if type(cand) is not Candidate:
+        return replace(cand, id=cid, position=position, mandatory=mandatory, tokens=tokens)
+    return Candidate(
+        cand.text, cid, cand.kind, position, mandatory, tokens, cand.metadata, cand.source
+    )
+
+
+def check_query(query: object) -> None:
+    """Raise ``ValueError`` unless ``query`` is a string with some non-space text.
+
+    Example:
+        >>> check_query(" ")
+        Traceback (most recent call last):
+        ...
+        ValueError: query is empty; pass the text the selection should be relevant to
+    """
+    if not isinstance(query, str):
+        raise ValueError(f"query must be a str, got {type(query).__name__}")
+    if not query.strip():
+        raise ValueError("query is empty; pass the text the selection should be relevant to")
+
+
+def token_costs(cands: Sequence[Candidate], counter: TokenCounter) -> list[int]:
+    """Each candidate's token cost: its own ``tokens``, else its text counted with ``counter``.
+
+    Example:
+        >>> token_costs([Candidate("hello world"), Candidate("x", tokens=7)], TokenCounter())
+        [2, 7]
+    """
+    counted = iter(counter.count_many([c.text for c in cands if c.tokens is None]))
+    return [next(counted) if c.tokens is None else c.tokens for c in cands]
+
+
+def resolve_inputs(
+    candidates: Sequence[CandidateInput],
+    query: str,
+    budget: BudgetInput,
+    counter: TokenCounter,
+) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
+    """``(candidates, tokens, budget)``: the pool normalised, its costs and the budget in tokens.
+
+    The query is checked (:func:`check_query`), not used; ``counter`` counts the texts of the
+    candidates without their own ``tokens``; a ``ratio`` budget is a share of the pool's
+    tokens (see :meth:`~langchain_pacms.budget.Budget.resolve`).
+
+    Raises:
+        ValueError: For an empty query, a bad candidate or a bad budget (a ``fraction``
+            budget among them: the selector does not know the model).
+    """
+    check_query(query)
+    cands = normalise(candidates)
+    tokens = np.array(token_costs(cands, counter), dtype=np.int64)
+    return cands, tokens, Budget.coerce(budget).resolve(total=int(tokens.sum()))
+
+
+def relevant_mask(cands: Sequence[Candidate], ids: Collection[str]) -> NDArray[np.bool_] | None:
+    """Which candidates ``ids`` names, for a selection's ``relevant_ids``.
+
+    Args:
+        cands: The pool.
+        ids: Candidate ids (a collection, not one string).
+
+    Returns:
+        One flag per candidate, or ``None`` when ``ids`` is empty.
+
+    Raises:
+        ValueError: For a single string or an id no candidate has.
+
+    Example:
+        >>> relevant_mask([Candidate("a", id="x"), Candidate("b", id="y")], ["y"]).tolist()
+        [False, True]
+    """
+    if isinstance(ids, str):
+        raise ValueError("relevant_ids must be a collection of candidate ids, not one string")
+    wanted = {str(i) for i in ids}
+    if not wanted:
+        return None
+    have = [str(c.id) for c in cands]
+    mask = np.array([cid in wanted for cid in have], dtype=bool)
+    unknown = wanted.difference(have)
+    if unknown:
+        raise ValueError(f"relevant_ids names no candidate: {sorted(unknown)[:5]}")
+    return mask

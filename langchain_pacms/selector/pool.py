@@ -1,0 +1,480 @@
+"""A pool's vectors: embedded under a deadline, checked, reweighted, and reused from the last pool.
+
+:class:`PoolEmbedder` embeds one selector's pools. It checks the vectors (:func:`checked_vectors`),
+reweights them by the embedder profile and takes the embedder's own pool relevance when it
+offers one. It reuses what the last pool already embedded: sparse vectors lend the rows of every
+text the two pools share (compacted to the features the pool uses, :func:`_used_features`);
+dense vectors are taken over when the pool starts with the last pool's texts, and its problem
+grows from the last one (:func:`reused_problem`). Either way the vectors and the picks are those
+of a fresh selector.
+
+Example:
+    >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+    >>> model = HashedTfidfEmbeddings()
+    >>> embedder = PoolEmbedder(CachedEmbeddings(model), model.pacms_profile, model)
+    >>> pool = embedder.embed(["red apples", "pears"], "red", None)
+    >>> pool.texts, pool.relevance.round(3)
+    (('red apples', 'pears'), array([0.577, 0.   ], dtype=float32))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from numpy.typing import NDArray
+
+from langchain_pacms._timeout import call_with_timeout, timeout_error
+from langchain_pacms.blas import blas_threads as limit_blas_threads
+from langchain_pacms.core import Problem
+from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
+from langchain_pacms.embeddings.profile import EmbedderProfile, idf_reweight
+from langchain_pacms.embeddings.sparse import WORDS, PoolRelevance
+from langchain_pacms.selector.selection import Candidate, EmbeddingError
+
+__all__ = [
+    "Lent",
+    "Pool",
+    "PoolEmbedder",
+    "checked_vectors",
+    "has_words",
+    "lift",
+    "pool_flags",
+    "pool_problem",
+    "reused_problem",
+]
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool's embedded vectors (checked and reweighted), and its problem once built.
+
+    For sparse vectors it also keeps the pool's vectors as the embedder gave them on the
+    features the pool uses (``raw`` on ``features``, before reweighting), so that the next
+    pool takes the rows of the texts it shares with this one from here (see :func:`_grown`).
+    Dense vectors are taken over when the next pool starts with this one's texts: only the new
+    texts are embedded, and ``base`` (this pool's problem) gives the next problem its rows and
+    cosines (:meth:`~langchain_pacms.core.Problem.grown`).
+    ``relevance`` is the embedder's own pool relevance, when it offers one
+    (:class:`~langchain_pacms.embeddings.sparse.PoolRelevance`).
+    """
+
+    texts: tuple[str, ...]
+    query: str
+    embeddings: Embeddings | None  # the model that embedded them
+    vectors: NDArray[np.float32]
+    query_vec: NDArray[np.float32]
+    problem: Problem | None = None
+    raw: NDArray[np.float32] | None = None
+    features: NDArray[np.int64] | None = None
+    dim: int = 0  # the embedder's dimension
+    relevance: NDArray[np.float32] | None = None
+    base: Problem | None = None  # the last pool's problem, when this pool is it plus new rows
+
+
+Lent = tuple[Pool, NDArray[np.int64]]
+"""The last pool, and each text's row there (or -1)."""
+
+
+def has_words(query: str) -> bool:
+    """Whether ``query`` has a word: a run of letters or digits, as the built-in embedder reads.
+
+    Example:
+        >>> has_words("port 6543?"), has_words("\N{THUMBS UP SIGN} ???")
+        (True, False)
+    """
+    return WORDS.search(query) is not None
+
+
+def checked_vectors(
+    vectors: NDArray[np.float32], query_vec: NDArray[np.float32], *, others: bool = False
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
+
+    ``others``: the pool has other rows, already checked, so these may all be zero. An
+    all-zero query is flagged ``zero_query``, whatever the documents are.
+
+    Example:
+        >>> checked_vectors(np.ones((2, 3), np.float32), np.full(3, np.nan, np.float32))
+        Traceback (most recent call last):
+        ...
+        langchain_pacms.selector.selection.EmbeddingError: the query embedding holds NaN or inf
+    """
+    if vectors.size and vectors.shape[1] != query_vec.shape[0]:
+        raise EmbeddingError("query and document embeddings differ in dimension")
+    bad = ~np.isfinite(vectors).all(axis=1) if vectors.size else np.zeros(0, dtype=bool)
+    if bad.any():
+        raise EmbeddingError(
+            f"{int(bad.sum())} document embedding(s) hold NaN or inf "
+            f"(first: row {int(bad.argmax())})"
+        )
+    if not np.isfinite(query_vec).all():
+        raise EmbeddingError("the query embedding holds NaN or inf")
+    if not query_vec.any():
+        raise EmbeddingError("the query embedding is all zero", zero_query=True)
+    if vectors.size and not others:
+        zero = ~vectors.any(axis=1)
+        if zero.all():
+            raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
+    return vectors, query_vec
+
+
+def _used_features(
+    vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
+    """The vectors without the features that are zero in all of them and in the query.
+
+    Sparse lexical vectors (the built-in embedder's 4,096 hashed features) use a few hundred
+    features over a pool; dropping the rest leaves every dot product, norm and document
+    frequency of the pool as it was (up to rounding: sums skip zero terms) and makes every
+    later step cheaper. Dense vectors, and pools that use most features, pass through. The
+    third value is the kept features (``None`` when nothing was dropped).
+
+    Example:
+        >>> docs = np.array([[1, 0, 0, 2], [0, 0, 0, 3]], np.float32)
+        >>> vectors, q, kept = _used_features(docs, np.array([1, 0, 0, 0], np.float32))
+        >>> vectors.tolist(), q.tolist(), kept.tolist()
+        ([[1.0, 2.0], [0.0, 3.0]], [1.0, 0.0], [0, 3])
+    """
+    if not vectors.size or vectors.shape[1] != query_vec.shape[0]:
+        return vectors, query_vec, None
+    used = vectors.any(axis=0)
+    used |= query_vec != 0  # NaN and inf are not 0: checks after this still see them
+    return _kept(used, vectors, query_vec)
+
+
+def _kept(
+    used: NDArray[np.bool_], vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
+    """``vectors`` and ``query_vec`` on the ``used`` features, unless they are most of them."""
+    if 2 * int(used.sum()) > used.size:
+        return vectors, query_vec, None
+    return np.compress(used, vectors, axis=1), query_vec[used], np.flatnonzero(used)
+
+
+def _grown(
+    last: Pool,
+    where: NDArray[np.int64],
+    fresh: NDArray[np.float32],
+    query_vec: NDArray[np.float32],
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
+    """What :func:`_used_features` gives for a pool whose rows partly come from the last pool.
+
+    Row ``i`` of the pool is row ``where[i]`` of the last pool's compacted vectors when
+    ``where[i] >= 0``; the other rows are ``fresh``, in order. The last pool's rows are zero
+    outside its kept features, so the union of the features used is known without the full
+    matrix, and every value is copied as it is: the result is the same array as compacting the
+    whole pool stacked from the cache.
+    """
+    assert last.raw is not None and last.features is not None
+    dim = last.dim
+    if query_vec.shape[0] != dim or (fresh.size and fresh.shape[1] != dim):
+        raise EmbeddingError("query and document embeddings differ in dimension")
+    old = where >= 0
+    old_rows = last.raw[where[old]]
+    used = np.zeros(dim, dtype=bool)
+    used[last.features[old_rows.any(axis=0)]] = True
+    if fresh.size:
+        used |= fresh.any(axis=0)
+    used |= query_vec != 0
+    full = np.zeros((where.shape[0], dim), dtype=np.float32)
+    if 2 * int(used.sum()) <= dim:  # still sparse: build only the used columns
+        cols = np.flatnonzero(used)
+        full = full[:, : cols.shape[0]]
+        at = np.searchsorted(cols, last.features)  # every kept feature of the last pool ...
+        known = at < cols.shape[0]
+        known[known] = cols[at[known]] == last.features[known]  # ... that this pool uses
+        block = np.zeros((old_rows.shape[0], cols.shape[0]), dtype=np.float32)
+        block[:, at[known]] = old_rows[:, known]
+        full[old] = block
+        if fresh.size:
+            full[~old] = fresh[:, cols]
+        return full, query_vec[cols], cols
+    block = np.zeros((old_rows.shape[0], dim), dtype=np.float32)
+    block[:, last.features] = old_rows
+    full[old] = block
+    if fresh.size:
+        full[~old] = fresh
+    return full, query_vec, None
+
+
+def pool_flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """The mandatory mask and the positions of a normalised pool."""
+    return (
+        np.array([c.mandatory for c in cands], dtype=bool),
+        np.array([int(c.position or 0) for c in cands], dtype=np.int64),
+    )
+
+
+def pool_problem(
+    cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: Pool
+) -> Problem:
+    """The :class:`~langchain_pacms.core.Problem` of a normalised pool, built afresh."""
+    mandatory, positions = pool_flags(cands)
+    return Problem.build(
+        pool.vectors,
+        pool.query_vec,
+        tokens=tokens,
+        budget=budget,
+        mandatory=mandatory,
+        positions=positions,
+        relevance=pool.relevance,
+    )
+
+
+def reused_problem(
+    cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: Pool
+) -> Problem:
+    """The pool's problem under these costs, from the last pool's problem where it can be.
+
+    A pool that is the last one (the same texts and query) gives the last problem with these
+    costs: it shares the vectors and memo (the cosines and coverage kernel). A pool that is the
+    last one plus new texts (any query) grows the last problem (its cosines are carried over
+    where that gives the same bits). Either way the picks are exactly those of a new problem.
+    """
+    mandatory, positions = pool_flags(cands)
+    if pool.problem is not None:
+        return pool.problem.with_costs(
+            tokens=tokens, budget=budget, mandatory=mandatory, positions=positions
+        )
+    if pool.base is not None:
+        return pool.base.grown(
+            pool.vectors[pool.base.n :],
+            pool.query_vec,
+            tokens=tokens,
+            budget=budget,
+            mandatory=mandatory,
+            positions=positions,
+            relevance=pool.relevance,
+        )
+    return pool_problem(cands, tokens, budget, pool)
+
+
+def lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
+    """``problem`` with the ``lifted`` candidates raised to its highest relevance.
+
+    The lifted problem is kept in the pool's shared memo (as relevance feedback keeps its
+    own), so an agent's repeated call over the same pool reuses its coverage kernel.
+    """
+
+    def build() -> Problem:
+        rel = problem.relevance
+        return problem.with_relevance(np.where(lifted, rel.max(), rel))
+
+    base = problem.shared(("relevant_ids", lifted.tobytes()), build)
+    return base.with_costs(
+        tokens=problem.tokens,
+        budget=problem.budget,
+        mandatory=problem.mandatory,
+        positions=problem.positions,
+    )
+
+
+class PoolEmbedder:
+    """Embeds one selector's pools: under a deadline, reusing the rows of the last pool.
+
+    Args:
+        embeddings: The selector's embedding cache.
+        profile: The embedder profile (whether pools are reweighted by IDF).
+        scorer: The embedder's own pool relevance, if it offers one.
+        timeout: Seconds a pool's embedding may take (``None``: no limit); see
+            :class:`~langchain_pacms.selector.ContextSelector`'s ``embed_timeout``.
+        blas_threads: Most BLAS threads for the reweighting's products (``None``: as it is).
+    """
+
+    def __init__(
+        self,
+        embeddings: CachedEmbeddings,
+        profile: EmbedderProfile,
+        scorer: PoolRelevance | None = None,
+        *,
+        timeout: float | None = None,
+        blas_threads: int | None = None,
+    ) -> None:
+        self.embeddings = embeddings
+        self.profile = profile
+        self.scorer = scorer
+        self.timeout = timeout
+        self.blas_threads = blas_threads
+
+    def reweight(
+        self, vectors: NDArray[np.float32], query: NDArray[np.float32]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """The profile's reweighting of one pool (IDF over the pool, or none)."""
+        if self.profile.idf_reweighting and vectors.size:
+            with limit_blas_threads(self.blas_threads):
+                return idf_reweight(vectors, query)
+        return vectors, query
+
+    def relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
+        """The scorer's relevance of a pool to the query, or ``None`` without a scorer.
+
+        Raises:
+            EmbeddingError: If it gives the wrong number of values, or non-finite ones.
+        """
+        model = self.scorer
+        if model is None:
+            return None
+        scores = model.pool_relevance(texts, query)
+        if scores is None:
+            return None
+        scores = np.asarray(scores, dtype=np.float32)
+        if scores.shape != (len(texts),) or not np.isfinite(scores).all():
+            raise EmbeddingError(
+                f"{type(model).__name__}.pool_relevance gave {scores.shape} values for "
+                f"{len(texts)} texts, or non-finite ones"
+            )
+        return scores
+
+    def same(self, last: Pool | None, texts: Sequence[str], query: str) -> Pool | None:
+        """``last`` when ``texts`` and ``query`` are exactly its own (embedded by this cache)."""
+        if (
+            last is None
+            or last.embeddings is not self.embeddings
+            or last.query != query
+            or len(last.texts) != len(texts)
+            or last.texts != tuple(texts)
+        ):
+            return None
+        return last
+
+    def embed(self, texts: list[str], query: str, last: Pool | None) -> Pool:
+        """The pool of ``texts`` under ``query``, embedded within :attr:`timeout`.
+
+        Raises:
+            TimeoutError: When the embedding takes longer than :attr:`timeout`.
+            EmbeddingError: When the vectors cannot be scored.
+        """
+        deadline = self._deadline()
+        if self.timeout is None or self._cannot_stall:
+            return self._embed(texts, query, last, deadline)
+        return call_with_timeout(
+            lambda: self._embed(texts, query, last, deadline), self.timeout, what="embedding"
+        )
+
+    async def aembed(self, texts: list[str], query: str, last: Pool | None) -> Pool:
+        """Async twin of :meth:`embed` (embeds with the model's async API)."""
+        if self.timeout is None:
+            return await self._aembed(texts, query, last, None)
+        try:
+            return await asyncio.wait_for(
+                self._aembed(texts, query, last, self._deadline()), self.timeout
+            )
+        except asyncio.TimeoutError:  # empty message: say which limit passed
+            raise timeout_error("embedding", self.timeout) from None
+
+    @property
+    def _cannot_stall(self) -> bool:
+        """Whether embedding is the built-in model's in-process work, with no store to wait on.
+
+        Such a call needs no thread of its own to be timed out: it only waits (with the
+        deadline) for the texts other calls are embedding.
+        """
+        cache = self.embeddings
+        return cache.store is None and isinstance(cache.embeddings, HashedTfidfEmbeddings)
+
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
+
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        """Seconds left until ``deadline`` (``time.monotonic()``), or ``None`` without one."""
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _embed(
+        self, texts: list[str], query: str, last: Pool | None, deadline: float | None
+    ) -> Pool:
+        lent, todo = self._rows_from(last, texts)
+        fresh = self.embeddings.embed_matrix(todo, timeout=self._left(deadline))
+        query_vec = self.embeddings.embed_matrix(
+            [query], kind="query", timeout=self._left(deadline)
+        )[0]
+        return self._pooled(texts, query, lent, fresh, query_vec)
+
+    async def _aembed(
+        self, texts: list[str], query: str, last: Pool | None, deadline: float | None
+    ) -> Pool:
+        lent, todo = self._rows_from(last, texts)
+        fresh = await self.embeddings.aembed_matrix(todo, timeout=self._left(deadline))
+        query_vec = (
+            await self.embeddings.aembed_matrix([query], kind="query", timeout=self._left(deadline))
+        )[0]
+        return self._pooled(texts, query, lent, fresh, query_vec)
+
+    def _rows_from(self, last: Pool | None, texts: list[str]) -> tuple[Lent | None, list[str]]:
+        """What the last pool lends this one, and the texts to embed.
+
+        Sparse vectors: the rows of every text the two pools share. Dense vectors: the last
+        pool's rows when this pool starts with its texts (and no pool weighting changes them).
+        """
+        if last is None or last.embeddings is not self.embeddings:
+            return None, texts
+        if last.raw is None:
+            size = len(last.texts)
+            if (
+                last.problem is None
+                or len(texts) < size
+                or self.profile.idf_reweighting
+                or self.scorer is not None
+                or tuple(texts[:size]) != last.texts
+            ):
+                return None, texts
+            return (last, np.arange(size)), texts[size:]
+        index = {t: i for i, t in enumerate(last.texts)}
+        where = np.array([index.get(t, -1) for t in texts], dtype=np.int64)
+        return (last, where), [t for t, w in zip(texts, where.tolist()) if w < 0]
+
+    def _pooled(
+        self,
+        texts: list[str],
+        query: str,
+        lent: Lent | None,
+        fresh: NDArray[np.float32],
+        query_vec: NDArray[np.float32],
+    ) -> Pool:
+        """The pool's vectors: compacted, checked and reweighted (the sync and async path's)."""
+        if lent is not None and lent[0].raw is None:
+            return self._appended(texts, query, lent[0], fresh, query_vec)
+        if lent is None:
+            vectors, q, features = _used_features(fresh, query_vec)
+            dim = int(fresh.shape[1]) if fresh.ndim == 2 else 0
+        else:
+            vectors, q, features = _grown(*lent, fresh, query_vec)
+            dim = lent[0].dim
+        checked, q_checked = checked_vectors(vectors, q)
+        reweighted, q_reweighted = self.reweight(checked, q_checked)
+        return Pool(
+            tuple(texts),
+            query,
+            self.embeddings,
+            reweighted,
+            q_reweighted,
+            raw=None if features is None else vectors,
+            features=features,
+            dim=dim,
+            relevance=self.relevance(texts, query),
+        )
+
+    def _appended(
+        self,
+        texts: list[str],
+        query: str,
+        last: Pool,
+        fresh: NDArray[np.float32],
+        query_vec: NDArray[np.float32],
+    ) -> Pool:
+        """A dense pool that is ``last`` plus the texts embedded as ``fresh`` (checked here)."""
+        dim = last.vectors.shape[1]
+        if fresh.size:
+            fresh, query_vec = checked_vectors(fresh, query_vec, others=True)
+            vectors = np.concatenate([last.vectors, fresh])
+        else:  # the same texts under another query: its dimension is checked on one old row
+            checked_vectors(last.vectors[:1], query_vec, others=True)
+            vectors = last.vectors
+        return Pool(
+            tuple(texts), query, self.embeddings, vectors, query_vec, dim=dim, base=last.problem
+        )

@@ -1,0 +1,94 @@
+"""``Selector``: what the integrations, the lifecycle planners and the service call on a selector.
+
+:class:`~langchain_pacms.selector.ContextSelector` scores in process;
+:class:`~langchain_pacms.remote.RemoteSelector` asks a running ``pacms serve``. Both implement
+this protocol, and whatever takes a ``selector=`` accepts either (or one of the user's own).
+
+Example:
+    >>> from langchain_pacms import ContextSelector
+    >>> isinstance(ContextSelector(), Selector)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_pacms.budget import BudgetInput
+from langchain_pacms.core import Strategy
+from langchain_pacms.embeddings.profile import EmbedderProfile
+from langchain_pacms.selector.selection import CandidateInput, Selection
+from langchain_pacms.tokens import TokenCounter
+
+__all__ = ["Selector"]
+
+
+@runtime_checkable
+class Selector(Protocol):
+    """Selects candidates for a query under a token budget, sync or async.
+
+    A selector counts tokens with :attr:`token_counter` (so callers count what they send the
+    same way), names its default :attr:`strategy` with :attr:`strategy_options`, and says
+    which :attr:`profile` its strategies read the embedder's cosines with.
+    """
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter that gives every candidate without its own ``tokens`` its cost."""
+        ...
+
+    @property
+    def strategy(self) -> str | Strategy:
+        """The default strategy."""
+        ...
+
+    @property
+    def strategy_options(self) -> Mapping[str, Any]:
+        """The default strategy's options."""
+        ...
+
+    @property
+    def profile(self) -> EmbedderProfile:
+        """How ``pacms`` reads the embedder's cosines."""
+        ...
+
+    def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
+        """Each candidate's token cost, as budgets and selections count it."""
+        ...
+
+    def resolve_options(
+        self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[str | Strategy, dict[str, Any]]:
+        """The strategy and keyword options a selection with these arguments would run."""
+        ...
+
+    def select(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        *,
+        strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
+        **options: Any,
+    ) -> Selection:
+        """Select candidates for ``query`` under ``budget`` (a ``fraction`` budget resolved).
+
+        ``budget`` is a :class:`~langchain_pacms.budget.Budget`, a number of tokens or a tuple
+        (:meth:`~langchain_pacms.budget.Budget.coerce`); a ``ratio`` is a share of the pool.
+        """
+        ...
+
+    async def aselect(
+        self,
+        candidates: Sequence[CandidateInput],
+        query: str,
+        budget: BudgetInput,
+        *,
+        strategy: str | Strategy | None = None,
+        relevant_ids: Collection[str] = (),
+        **options: Any,
+    ) -> Selection:
+        """Async twin of :meth:`select`."""
+        ...

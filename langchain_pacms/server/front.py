@@ -1,0 +1,223 @@
+"""The ASGI front of the service: who may call, body limits, and a worker thread per request.
+
+:class:`Front` answers what FastAPI need not see: a request from a ``Host`` that is not allowed
+or without the bearer token (:class:`Guard`), a body that is not JSON, too large or too slow, and
+the selection routes, each worked on a thread of its own (:class:`Worker`). Everything else goes
+to FastAPI.
+
+Example:
+    >>> Guard(None, None).refusal({b"host": b"example.com"}).status_code
+    400
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from typing import Any
+
+import anyio
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+from langchain_pacms.server.live import SESSION_HEADER
+
+__all__ = ["LOOPBACK_HOSTS", "Front", "Guard", "Route", "Worker", "problem_response"]
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+Route = Callable[[bytes, str | None], Response]
+"""A selection route's work: the body's bytes and the session header in, the response out."""
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The ``Host`` names a service accepts by default (with the host it is bound to)."""
+
+
+def problem_response(status: int, detail: str, **extra: Any) -> JSONResponse:
+    """A JSON error answer: ``{"detail": ..., **extra}`` with ``status``."""
+    return JSONResponse({"detail": detail, **extra}, status_code=status)
+
+
+def _host_name(value: bytes) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` gives ``[::1]``)."""
+    host = value.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """Who may call: an allowed ``Host`` (400 otherwise) and the bearer token if set (401)."""
+
+    def __init__(self, hosts: Iterable[str] | None, token: str | None) -> None:
+        names = LOOPBACK_HOSTS if hosts is None else tuple(hosts)
+        self.any_host = "*" in names
+        self.hosts = frozenset(
+            f"[{n}]" if n.count(":") > 1 and not n.startswith("[") else n.lower() for n in names
+        )
+        self.expected = None if token is None else f"Bearer {token}".encode()
+
+    def refusal(self, headers: Mapping[bytes, bytes]) -> Response | None:
+        """The answer that refuses a request with these headers, or ``None`` to let it in."""
+        host = headers.get(b"host")
+        if not self.any_host and (host is None or _host_name(host) not in self.hosts):
+            return problem_response(400, "Host: not an allowed host name (see --allow-host)")
+        if self.expected is not None and not hmac.compare_digest(
+            headers.get(b"authorization", b""), self.expected
+        ):
+            return JSONResponse(
+                {"detail": "Authorization: a bearer token is required"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return None
+
+
+def _is_json(headers: Mapping[bytes, bytes]) -> bool:
+    media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return media == b"application/json"
+
+
+class Front:
+    """The ASGI front of the service: who may call, body limits, then the routes or FastAPI.
+
+    Requests the guard refuses are answered 400 or 401, bodies not sent as
+    ``application/json`` 415, bodies over ``limit`` bytes 413, bodies slower than ``timeout``
+    408. A POST
+    to one of ``routes`` (``/select``, ``/select_debug``) is answered here with one call on a
+    worker thread, without FastAPI's middleware, routing and request objects in between (the
+    same call FastAPI's routes of those paths make, which remain for the OpenAPI schema and for
+    ``.fastapi`` used on its own). Everything else goes to FastAPI.
+    """
+
+    def __init__(
+        self,
+        app: FastAPI,
+        limit: int,
+        timeout: float,
+        routes: Mapping[str, Route],
+        run: Worker,
+        guard: Guard,
+    ) -> None:
+        self.fastapi = app
+        self.app: ASGIApp = app
+        self.limit, self.timeout = limit, timeout
+        self.routes = routes
+        self.run = run
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Answer one ASGI event: refuse it, work a selection route, or pass it to FastAPI."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        refusal = self.guard.refusal(headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        if not _is_json(headers):
+            await problem_response(415, "Content-Type: the body must be sent as application/json")(
+                scope, receive, send
+            )
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with anyio.fail_after(self.timeout):
+                more = True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.limit:
+                        await self._too_large(scope, receive, send)
+                        return
+                    chunks.append(chunk)
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            await problem_response(408, f"request body not received within {self.timeout}s")(
+                scope, receive, send
+            )
+            return
+        body = b"".join(chunks)
+        route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
+        if route is not None and not scope.get("root_path"):
+            session = headers.get(SESSION_HEADER.lower().encode())
+            work = functools.partial(route, body, None if session is None else session.decode())
+            response = await self.run.unless_gone(work, receive)
+            if response is not None:  # None: the client left before its turn came
+                await response(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Any, send: Any) -> None:
+        response = problem_response(
+            413, f"body: request body exceeds {self.limit} bytes (max_body_bytes)"
+        )
+        await response(scope, receive, send)
+
+
+class Worker:
+    """Runs one request's work on a worker thread, at most ``threads`` at a time.
+
+    Requests beyond that wait their turn in arrival order, so a burst is served one after
+    another instead of every request sharing the interpreter at once (which stretches all of
+    them, and adds a thread switch every few milliseconds); the event loop keeps answering
+    other routes meanwhile. Given the request's ``receive``, a request whose client leaves
+    while it waits for a thread is dropped unworked (``None``), so requests that clients gave
+    up on do not hold up the queue; work already started runs to its end.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The thread limit (created inside the event loop that uses it)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.threads)
+        return self._limiter
+
+    async def __call__(self, fn: Callable[[], Response]) -> Response:
+        """``fn()`` on a worker thread, in turn."""
+        return await anyio.to_thread.run_sync(fn, limiter=self.limiter)
+
+    async def unless_gone(self, fn: Callable[[], Response], receive: Any) -> Response | None:
+        """As a call, but ``None`` without working if the client leaves while it waits."""
+        result: Response | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+            async with self.limiter:  # leaves the queue here if the client goes
+                with anyio.CancelScope(shield=True):
+                    # The limit's token is held: any idle thread of anyio's pool will do.
+                    result = await anyio.to_thread.run_sync(fn)
+            group.cancel_scope.cancel()  # the watcher's job is done
+        return result
+
+
+async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the client disconnects (the body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()

@@ -1,0 +1,253 @@
+"""One selection request's work, start to end: ``POST /select`` and ``POST /select_debug``.
+
+:class:`Service` parses and validates the body (pydantic straight from its bytes), checks the
+pool and the strategy options, selects with the warm selector and writes the JSON answer, all as
+one call on a worker thread. Bad input is answered with a 4xx whose ``detail`` names the field.
+Runs of more than :data:`WORD_CAP` characters without whitespace are split before they are
+counted or embedded (:func:`capped_words`).
+
+Example:
+    >>> capped_words("short words pass")
+    'short words pass'
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+
+from langchain_pacms.budget import Budget
+from langchain_pacms.core import available_strategies, check_options, get_strategy
+from langchain_pacms.selector import Candidate, Selection, Selector
+from langchain_pacms.server.front import problem_response
+from langchain_pacms.server.live import LiveSessions, session_id
+from langchain_pacms.server.schemas import SelectRequest
+
+__all__ = ["TEXT_PREVIEW", "WORD_CAP", "Service", "capped_words", "strategy_info"]
+
+WORD_CAP = 256
+"""Longest run of non-whitespace characters counted or embedded as one word."""
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CAP + 1},}}")
+
+
+def _split_run(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return " ".join(run[i : i + WORD_CAP] for i in range(0, len(run), WORD_CAP))
+
+
+def capped_words(text: str) -> str:
+    """``text`` with each run of more than :data:`WORD_CAP` non-space characters split by spaces.
+
+    A tokenizer's cost on one long word grows faster than its length (byte-pair merges over the
+    whole run); split into pieces of :data:`WORD_CAP` characters it costs what prose of that
+    length costs, and counts within a fraction of a percent of the whole run. The service
+    counts and embeds texts so split (it never sends texts back). Linear in ``len(text)``.
+
+    Example:
+        >>> [len(w) for w in capped_words("ok " + "x" * 600).split()]
+        [2, 256, 256, 88]
+    """
+    if len(text) <= WORD_CAP:
+        return text
+    return _LONG_RUN.sub(_split_run, text)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [p for p in loc if p != "body"]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def strategy_info(name: str, selector: Selector) -> dict[str, Any]:
+    """A strategy's keyword options with the values the service runs it with.
+
+    Each option's default, overridden by what the selector gives that strategy (its
+    ``strategy_options`` for its own strategy; for ``pacms`` its embedder profile's threshold,
+    gain floor and relevance feedback).
+    """
+    params = list(inspect.signature(get_strategy(name)).parameters.values())[1:]
+    defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+    runs = {**defaults, **selector.resolve_options(name, {})[1]}
+    options = {}
+    for key in defaults:
+        value = runs[key]
+        ok = value is None or isinstance(value, (bool, int, float, str))
+        options[key] = value if ok and value is not inspect.Parameter.empty else None
+    return {"name": name, "options": options}
+
+
+class _OptionsProbe:
+    """Run each strategy-and-options pair once on a two-item problem; remember the good ones.
+
+    A bad option then always fails (a real pool whose mandatory items exceed the budget never
+    runs the strategy), and a request that repeats accepted options pays a set lookup, not a
+    solve. At most ``size`` accepted pairs are kept (the set starts afresh when full).
+    """
+
+    def __init__(self, selector: Selector, size: int = 256) -> None:
+        self.selector, self.size = selector, size
+        self.accepted: set[tuple[str | None, str]] = set()
+
+    def check(self, strategy: str | None, options: dict[str, Any]) -> None:
+        key = (strategy, json.dumps(options, sort_keys=True))
+        if key in self.accepted:
+            return
+        name, opts = self.selector.resolve_options(strategy, options)
+        try:
+            check_options(name, **opts)
+        except ValueError as err:
+            raise ValueError(f"strategy_options: {err}") from err
+        if len(self.accepted) >= self.size:
+            self.accepted.clear()
+        self.accepted.add(key)
+
+
+def _candidates(req: SelectRequest) -> list[Candidate]:
+    """The request's candidates with their ids and positions resolved (default: the index).
+
+    Their texts have long runs split (:func:`capped_words`).
+    """
+    return [
+        Candidate(
+            capped_words(c.text),
+            str(i) if c.id is None else c.id,
+            c.kind,
+            i if c.position is None else c.position,
+            c.mandatory,
+            c.tokens,
+        )
+        for i, c in enumerate(req.candidates)
+    ]
+
+
+def _invalid(err: ValidationError) -> JSONResponse:
+    """The 4xx for a body that is not JSON (400) or not a valid request (422)."""
+    found = err.errors(include_url=False, include_context=False, include_input=False)
+    errors = [{"field": _field(tuple(e["loc"])), "message": e["msg"]} for e in found]
+    if any(e["type"] == "json_invalid" for e in found):
+        return problem_response(400, "body: malformed JSON", errors=errors)
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+    return problem_response(422, detail, errors=errors)
+
+
+def _summary(sel: Selection) -> dict[str, Any]:
+    return {
+        "kept_ids": list(sel.kept_ids),
+        "pick_order": list(sel.pick_order),
+        "strategy": sel.strategy,
+        "budget": sel.budget,
+        "tokens_total": sel.tokens_total,
+        "tokens_kept": sel.tokens_kept,
+        "tokens_dropped": sel.tokens_dropped,
+        "over_budget": sel.over_budget,
+        "fell_back": sel.fell_back,
+        "error": sel.error,
+        "timings": dict(sel.timings),
+    }
+
+
+def _debug(sel: Selection) -> dict[str, Any]:
+    return {
+        **_summary(sel),
+        "candidates": [v.__dict__ for v in sel.verdicts()],
+        "info": dict(sel.info),
+    }
+
+
+TEXT_PREVIEW = 200
+"""Characters of each candidate's text kept with a session's record (for the page's detail)."""
+
+
+def _live_record(req: SelectRequest, sel: Selection) -> dict[str, Any]:
+    """What a session keeps of one selection: a hook log record's fields, with text previews."""
+    ids = [str(i) if c.id is None else c.id for i, c in enumerate(req.candidates)]
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "source": "service",
+        "query": req.query[:TEXT_PREVIEW],
+        **sel.to_dict(),
+        "texts": {i: c.text[:TEXT_PREVIEW] for i, c in zip(ids, req.candidates)},
+    }
+
+
+def _json(body: dict[str, Any]) -> Response:
+    data = json.dumps(body, separators=(",", ":"), default=str).encode()
+    return Response(data, media_type="application/json")
+
+
+class Service:
+    """One request's work, start to end, as one call on a worker thread.
+
+    Parsing and validating the body (pydantic straight from the bytes), the checks, the
+    selection and the JSON answer all run there, so the event loop only moves bytes, and one
+    large or slow request holds a worker thread, not the loop.
+    """
+
+    def __init__(self, selector: Selector, max_candidates: int, live: LiveSessions) -> None:
+        self.selector, self.max_candidates, self.live = selector, max_candidates, live
+        self.probe = _OptionsProbe(selector)
+
+    def select(self, raw: bytes, session: str | None = None) -> Response:
+        """``POST /select``: the verdict in brief."""
+        return self._answer(raw, session, debug=False)
+
+    def select_debug(self, raw: bytes, session: str | None = None) -> Response:
+        """``POST /select_debug``: the verdict with every candidate's scores."""
+        return self._answer(raw, session, debug=True)
+
+    def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
+        try:
+            if session is not None:
+                session_id(session)
+        except ValueError as err:
+            return problem_response(400, str(err))
+        try:
+            req = SelectRequest.model_validate_json(raw)
+        except ValidationError as err:
+            return _invalid(err)
+        n = len(req.candidates)
+        if n > self.max_candidates:
+            return problem_response(
+                422,
+                f"candidates: {n} candidates exceed the limit of "
+                f"{self.max_candidates} (max_candidates)",
+            )
+        if req.strategy is not None and req.strategy not in available_strategies():
+            return problem_response(
+                422,
+                f"strategy: unknown strategy {req.strategy!r}; "
+                f"choose from {available_strategies()}",
+            )
+        cands = _candidates(req)
+        ids = [str(c.id) for c in cands]
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            for index, cid in enumerate(ids):
+                if cid in seen:
+                    return problem_response(422, f"candidates[{index}].id: duplicate id {cid!r}")
+                seen.add(cid)
+        try:
+            self.probe.check(req.strategy, req.strategy_options)
+            sel = self.selector.select(
+                cands,
+                capped_words(req.query),
+                Budget(tokens=req.budget_tokens, ratio=req.budget_ratio),
+                strategy=req.strategy,
+                relevant_ids=req.relevant_ids,
+                **req.strategy_options,
+            )
+        except TypeError as err:
+            return problem_response(422, f"strategy_options: {err}")
+        except ValueError as err:  # the messages name the field or option
+            return problem_response(422, str(err))
+        if session is not None:
+            self.live.add(session, _live_record(req, sel))
+        return _json(_debug(sel) if debug else _summary(sel))
