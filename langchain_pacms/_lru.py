@@ -18,16 +18,9 @@ D = TypeVar("D")
 class LruMemo(Generic[K, V]):
     """A map that forgets its least recently used entries past a count or a byte size.
 
-    Writes take one lock and reads need none, so threads may share a memo. A copy or a pickle
-    keeps the caps and starts empty (the entries are a cache, not state).
-
-    Args:
-        max_entries: Most entries held (``None``: no count cap; ``0``: nothing is held).
-        max_bytes: Most bytes held, each entry weighed by ``weigh`` (``None``: no size cap).
-        weigh: An entry's size in bytes from its key and value (without it, entries weigh 0).
-
-    Attributes:
-        nbytes: The weight of the entries held now.
+    Thread-safe. ``max_entries`` and ``max_bytes`` (entries weighed by ``weigh(key, value)``)
+    cap it; ``None`` means no cap. :attr:`nbytes` is the weight held now. A copy or a pickle
+    keeps the caps and starts empty.
 
     Example:
         >>> memo: LruMemo[str, int] = LruMemo(max_entries=2)

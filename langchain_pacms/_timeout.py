@@ -110,18 +110,9 @@ def _abandon(future: concurrent.futures.Future[T]) -> None:
 def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
     """``fn()``, or :class:`TimeoutError` once ``timeout`` seconds have passed.
 
-    An overrunning ``fn`` is left to finish in the background; its result is dropped.
-
-    Args:
-        fn: The call, without arguments.
-        timeout: Seconds to wait for it (``> 0``).
-        what: What the call does, for the error message.
-
-    Returns:
-        What ``fn`` returned (its exception is raised here).
-
-    Raises:
-        TimeoutError: If ``fn`` overran, or :data:`MAX_STALLED` earlier calls are still stalled.
+    ``fn`` runs on a new daemon thread; an overrun is left to finish in the background and
+    ``what`` names the call in the error. Also raises :class:`TimeoutError` at once when
+    :data:`MAX_STALLED` earlier calls are still stalled.
     """
     future = _start(fn, what)
     done, _ = concurrent.futures.wait([future], timeout=timeout)
@@ -135,16 +126,7 @@ async def call_in_thread(fn: Callable[[], T], *, what: str) -> T:
     """Await ``fn()`` run on a new daemon thread, never on the event loop's default executor.
 
     Cancelling the awaiting task leaves ``fn`` to finish in the background, counted as stalled.
-
-    Args:
-        fn: The blocking call, without arguments.
-        what: What the call does, for the error message.
-
-    Returns:
-        What ``fn`` returned (its exception is raised here).
-
-    Raises:
-        TimeoutError: If :data:`MAX_STALLED` earlier calls are still stalled.
+    Raises :class:`TimeoutError` (naming ``what``) when :data:`MAX_STALLED` calls are stalled.
 
     Example:
         >>> import asyncio

@@ -1,26 +1,6 @@
 """The token budget of a selection: one value, checked once, from the agent-facing call to the core.
 
-A :class:`Budget` says how many tokens a selection may keep, in one of four ways:
-
-* ``Budget(tokens=2000)``: an absolute number of tokens;
-* ``Budget(ratio=0.5)``: a share of the tokens selected from (the selector's whole pool; for
-  the hook and the middleware, the conversation's own tokens: looked-up memories and
-  documents compete for the budget but do not raise it);
-* ``Budget(fraction=0.5)``: a share of the chat model's ``profile["max_input_tokens"]``, as
-  LangChain's ``SummarizationMiddleware`` takes ``("fraction", 0.5)``;
-* ``Budget(context_window=128_000, answer_reserve=4096, fill=0.25)``: a share ``fill`` of the
-  model's window minus the tokens left for the answer.
-
-Wherever a budget is taken (``ContextSelector.select``, ``RemoteSelector``,
-``PACMSCompressor``, ``create_pacms_hook``, ``PACMSMiddleware``) :meth:`Budget.coerce` also
-accepts a positive ``int`` (tokens) and LangChain's tuples ``("tokens", n)``,
-``("fraction", x)``, and ``("ratio", x)``.
-
 Example:
-    >>> Budget.coerce(2000) == Budget(tokens=2000) == Budget.coerce(("tokens", 2000))
-    True
-    >>> Budget(ratio=0.25).resolve(total=1000)
-    250
     >>> Budget(tokens=0)
     Traceback (most recent call last):
     ...
@@ -70,8 +50,6 @@ def _positive(name: str, value: Any) -> int:
 def max_input_tokens(model: Any) -> int | None:
     """A chat model's ``profile["max_input_tokens"]``, or ``None`` when it has none.
 
-    The model is read duck-typed: anything with a ``profile`` mapping.
-
     Example:
         >>> class Model:
         ...     profile = {"max_input_tokens": 8000}
@@ -89,15 +67,13 @@ def max_input_tokens(model: Any) -> int | None:
 class Budget:
     """The token budget of each selection: absolute, a share of the pool, or of the model's window.
 
-    Give exactly one of ``tokens``, ``ratio``, ``fraction`` or ``context_window`` (with
-    ``answer_reserve`` and ``fill``). The values are checked here, once; numpy numbers are
-    taken as Python's.
+    Give exactly one of ``tokens``, ``ratio``, ``fraction`` or ``context_window``.
 
     Attributes:
         tokens: An absolute number of tokens.
-        ratio: A share in ``(0, 1]`` of the tokens selected from (see the module docs).
-        fraction: A share in ``(0, 1]`` of the chat model's ``profile["max_input_tokens"]``
-            (an input limit: no answer reserve).
+        ratio: A share in ``(0, 1]`` of the tokens selected from (the selector's pool; for the
+            hook and the middleware, the conversation's own tokens).
+        fraction: A share in ``(0, 1]`` of the chat model's ``profile["max_input_tokens"]``.
         context_window: The model's input window; the budget is
             ``floor((context_window - answer_reserve) * fill)``.
         answer_reserve: Tokens a window budget leaves for the answer (``>= 0``).
@@ -106,8 +82,6 @@ class Budget:
     Example:
         >>> Budget(context_window=5000, answer_reserve=4000, fill=0.5).resolve()
         500
-        >>> Budget.coerce(("fraction", 0.5)).fraction
-        0.5
     """
 
     tokens: int | None = None
@@ -149,13 +123,10 @@ class Budget:
 
     @classmethod
     def coerce(cls, budget: BudgetInput) -> Budget:
-        """The :class:`Budget` that ``budget`` means.
+        """The :class:`Budget` that ``budget`` means, else ``ValueError``.
 
-        A :class:`Budget` is itself; a positive ``int`` is that many tokens; LangChain's
-        ``("tokens", n)``, ``("fraction", x)`` and ``("ratio", x)`` are those budgets.
-
-        Raises:
-            ValueError: For anything else, or a bad value.
+        A :class:`Budget`, a positive ``int`` (tokens), or LangChain's ``("tokens", n)``,
+        ``("ratio", x)`` and ``("fraction", x)``.
 
         Example:
             >>> Budget.coerce(("ratio", 0.5))
@@ -189,8 +160,8 @@ class Budget:
 
         Args:
             total: The tokens selected from (a ``ratio`` budget is a share of them).
-            model: The chat model the selection goes to (a ``fraction`` budget is a share of
-                its ``profile["max_input_tokens"]``).
+            model: The chat model (a ``fraction`` budget is a share of its
+                ``profile["max_input_tokens"]``).
 
         Raises:
             ValueError: For a ``fraction`` budget without a model that has such a profile.
@@ -198,8 +169,8 @@ class Budget:
         Example:
             >>> class Model:
             ...     profile = {"max_input_tokens": 900}
-            >>> Budget(fraction=0.5).resolve(model=Model()), Budget(tokens=7).resolve()
-            (450, 7)
+            >>> Budget(fraction=0.5).resolve(model=Model()), Budget(ratio=0.25).resolve(total=1000)
+            (450, 250)
         """
         if self.tokens is not None:
             return self.tokens

@@ -1,15 +1,9 @@
 """The bundled demo: one agent session, every strategy, one tight budget.
 
-The session (``langchain_pacms/data/demo_session.json``) is a day of work between a developer and
-a coding agent: memory entries, turns, large tool outputs and restatements. Two facts are set early
-(how staging Postgres is reached, and which role to log in as) and the last question needs both.
-The first is restated many times later (re-read config files, a memory saved three times), the
-second is said once. :func:`run_demo` selects from it with each strategy and reports, per fact,
-whether some kept candidate still states it (a fact is a set of strings that must all appear in one
-kept candidate's text).
-
-Each strategy is timed on a warm embedding cache: one untimed pass embeds the session first, so the
-time column compares the strategies, not who paid for the cold embedding.
+The session is a day of work between a developer and a coding agent. Its final question needs
+two facts: one restated many times, one said once. :func:`run_demo` selects with each strategy
+and reports, per fact, whether a kept candidate still states it. Strategies are timed on a warm
+embedding cache.
 
 Example:
     >>> rows = {row.strategy: row for row in run_demo()}
@@ -110,6 +104,9 @@ def run_demo(
 
     Returns:
         One :class:`DemoRow` per strategy, in the order given.
+
+    Raises:
+        ValueError: For a strategy name that is not registered.
     """
     unknown = [s for s in strategies if s not in available_strategies()]
     if unknown:

@@ -1,19 +1,4 @@
-"""``RemoteSelector``: a :class:`~langchain_pacms.selector.Selector` that asks the service.
-
-It implements the :class:`~langchain_pacms.selector.Selector` protocol (so the compressor, the
-hook and the middleware take it as their ``selector=``); its selections are made by
-``pacms serve`` over HTTP (``POST /select_debug``). Token counts and the budget are resolved
-locally (:func:`~langchain_pacms.selector.inputs.resolve_inputs`, with the same counter the
-integrations use) and sent with the candidates, so client and service agree on every number.
-Every answer is checked against what was sent (:func:`check_answer`): kept ids that were not
-sent, a mandatory id dropped, kept tokens over the budget (unless only the mandatory part is
-kept), nothing kept while something fits, malformed fields or an answer larger than
-:func:`answer_limit` are refused. When the service is unreachable, does not answer in full
-within ``timeout`` (a total deadline, sync and async), answers an error or gives an answer that
-fails the checks, the selection falls back to recency within the budget
-(:func:`~langchain_pacms.selector.fallback.unscored_selection`, one warning per outage) and says
-``fell_back=True`` with the reason in ``error`` (or raises under ``strict=True``). The steps are
-written once for sync and async (:mod:`langchain_pacms._steps`).
+"""``RemoteSelector``: a :class:`~langchain_pacms.selector.Selector` that asks ``pacms serve``.
 
 Example:
     >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
@@ -56,7 +41,7 @@ __all__ = ["RemoteAnswerError", "RemoteSelector", "answer_limit", "check_answer"
 ANSWER_BASE_BYTES = 64 * 1024
 """Bytes an answer may take whatever its pool (totals, timings, the strategy's ``info``)."""
 ANSWER_BYTES_PER_CANDIDATE = 1024
-"""Bytes an answer may take per candidate sent, besides its id (a verdict takes about 170)."""
+"""Bytes an answer may take per candidate sent, besides its id."""
 
 
 class RemoteAnswerError(PACMSError, ValueError):
@@ -64,11 +49,7 @@ class RemoteAnswerError(PACMSError, ValueError):
 
 
 def answer_limit(payload: Mapping[str, Any]) -> int:
-    """The most bytes an answer to ``payload`` may take.
-
-    :data:`ANSWER_BASE_BYTES`, plus :data:`ANSWER_BYTES_PER_CANDIDATE` and 20 bytes per
-    character of its id for each candidate (an id appears three times, escaped at worst to six
-    bytes per character).
+    """The most bytes an answer to ``payload`` may take (20 more per character of each id).
 
     Example:
         >>> answer_limit({"candidates": [{"id": "a"}, {"id": "bb"}]})
@@ -119,27 +100,13 @@ def check_answer(
     body: Any,
     timings: Mapping[str, float] | None = None,
 ) -> Selection:
-    """The :class:`Selection` that a service's answer to a request gives, once checked.
+    """The :class:`Selection` a service's answer gives, or :class:`RemoteAnswerError`.
 
-    The answer must be a ``/select_debug`` body about exactly the candidates sent: kept ids
-    and pick order name only sent ids, each once, and the same ones; every mandatory id is
-    kept; the kept tokens, counted with the sender's ``tokens``, fit ``budget`` unless exactly
-    the mandatory part is kept (then ``over_budget``); nothing kept while some candidate fits
-    the budget is refused; scores are finite numbers. The token totals, the budget and
-    ``over_budget`` of the result are the sender's, never the service's.
-
-    Args:
-        cands: The candidates sent (with their ids).
-        tokens: Their token costs as sent.
-        budget: The budget sent.
-        body: The decoded answer.
-        timings: The client's own timings, to which the service's are added as ``server_*``.
-
-    Returns:
-        The selection.
-
-    Raises:
-        RemoteAnswerError: Saying what does not fit.
+    The answer must keep only sent ids, each once, listed alike in ``pick_order``; keep every
+    mandatory id; fit ``budget`` by the sender's ``tokens`` (unless exactly the mandatory part
+    is kept); keep something if something fits; give finite scores. The token totals, budget
+    and ``over_budget`` are the sender's; the service's ``timings`` join ``timings`` as
+    ``server_*``.
 
     Example:
         >>> cands = [Candidate("old", "a"), Candidate("new", "b", mandatory=True)]
@@ -203,11 +170,7 @@ def check_answer(
 
 
 class _Reader:
-    """Takes in one answer's bytes; refuses one larger than ``limit`` or later than ``deadline``.
-
-    The answer is read raw (``Accept-Encoding: identity`` is asked for; an encoded one is
-    refused), so the limit counts the bytes that will be decoded as JSON.
-    """
+    """Reads one answer's raw bytes; refuses one over ``limit``, late, or content-encoded."""
 
     def __init__(self, response: httpx.Response, limit: int, deadline: float, timeout: float):
         self.response, self.limit, self.deadline, self.timeout = response, limit, deadline, timeout
@@ -244,22 +207,21 @@ class _Reader:
 class RemoteSelector:
     """Select through a running ``pacms serve``; fail soft to recency.
 
-    A :class:`~langchain_pacms.selector.Selector`: it counts tokens locally, and reads
-    strategy options as a selector with the service's default embedder (the built-in one) does.
+    Token counts and the budget are resolved locally and sent, so client and service agree on
+    every number. When the service fails, is late or gives an answer :func:`check_answer`
+    refuses, the selection falls back to recency (``fell_back``, the reason in ``error``).
 
     Args:
         url: The service's base URL.
-        timeout: Seconds to wait for a whole answer before falling back (a total deadline:
-            connecting, sending and reading, however the answer is sliced).
+        timeout: Seconds to wait for a whole answer before falling back (a total deadline).
         token_counter: Counter for the local token counts (default: tiktoken ``o200k_base``,
             as the service counts).
         strategy: Strategy sent with each request (``None``: the service's default).
         strategy_options: Options sent with that strategy.
         strict: Raise instead of falling back.
         token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``).
-        session: Session id sent as ``X-Pacms-Session`` (1-64 letters, digits or ``._:-``): the
-            service keeps this client's recent selections under it, and the inspector page can
-            follow them live.
+        session: Session id sent as ``X-Pacms-Session`` (1-64 letters, digits or ``._:-``),
+            under which the service keeps this client's recent selections for the inspector.
 
     Example:
         >>> RemoteSelector("http://127.0.0.1:8077/").url
@@ -324,9 +286,7 @@ class RemoteSelector:
         return HashedTfidfEmbeddings.pacms_profile
 
     def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
-        """Each candidate's token cost, as it is sent.
-
-        As :meth:`~langchain_pacms.selector.ContextSelector.count_tokens` counts it.
+        """Each candidate's token cost, as it is sent (as a local selector counts it).
 
         Example:
             >>> RemoteSelector().count_tokens(["hello world", Candidate("x", tokens=7)])
@@ -338,9 +298,6 @@ class RemoteSelector:
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[str | Strategy, dict[str, Any]]:
         """The strategy and options a local selector with :attr:`profile` would run.
-
-        As :meth:`~langchain_pacms.selector.ContextSelector.resolve_options` gives them; the
-        service resolves what it is sent with its own embedder's profile.
 
         Example:
             >>> RemoteSelector(strategy="topk").resolve_options(None, {"k": 2})
@@ -414,12 +371,7 @@ class RemoteSelector:
         relevant_ids: Collection[str],
         options: Mapping[str, Any],
     ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
-        """The steps of :meth:`select` and :meth:`aselect`: all but the request itself.
-
-        They yield the payload to post and take back the service's decoded answer
-        (:meth:`_post` or :meth:`_apost` gives it); a failed request or an answer that fails
-        :func:`check_answer` falls back to recency, or is raised under ``strict``.
-        """
+        """The steps of :meth:`select` and :meth:`aselect`: they yield the payload to post."""
         started = time.perf_counter()
         cands, tokens, allowed = resolve_inputs(candidates, query, budget, self.token_counter)
         timings = {"tokens": time.perf_counter() - started}
@@ -456,12 +408,7 @@ class RemoteSelector:
         return reader.answer()
 
     def _post(self, payload: dict[str, Any]) -> Any:
-        """:meth:`_read` on a daemon thread, given up on at the deadline: the decoded answer.
-
-        httpx's timeouts bound each step (connect, each read), not the whole answer; the
-        thread's join bounds that. A request given up on stops at its next slice (or read
-        timeout) and holds nothing but its connection until then.
-        """
+        """:meth:`_read` on a daemon thread, given up on at the deadline: the decoded answer."""
         deadline = time.monotonic() + self.timeout
         answer: Future[Any] = Future()
 
@@ -508,10 +455,7 @@ class RemoteSelector:
         relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
-        """Select through the service (same arguments as :meth:`ContextSelector.select`).
-
-        Bad input raises here, before any request, exactly as the local selector does.
-        """
+        """Select through the service (as ``ContextSelector.select``; bad input raises first)."""
         steps = self._selecting_remotely(candidates, query, budget, strategy, relevant_ids, options)
         return drive(steps, self._post)
 

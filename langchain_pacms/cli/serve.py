@@ -127,11 +127,9 @@ def _run(args: argparse.Namespace) -> int:
 def uvicorn_options(host: str, port: int) -> dict[str, Any]:
     """The uvicorn settings ``pacms serve`` runs with: bounded headers and idle connections.
 
-    The pure-Python ``h11`` parser is used because it bounds a request's line and headers
-    (:data:`MAX_HEADER_BYTES`; larger is answered 400); idle kept-alive connections close after
-    :data:`KEEP_ALIVE_SECONDS`, and beyond :data:`MAX_CONNECTIONS` connections or requests in
-    flight new requests are answered 503. On exit, requests still open after
-    :data:`SHUTDOWN_SECONDS` (the page's event streams never end by themselves) are closed.
+    The ``h11`` parser bounds request headers (:data:`MAX_HEADER_BYTES`); idle connections close
+    after :data:`KEEP_ALIVE_SECONDS`; beyond :data:`MAX_CONNECTIONS` requests get 503; on exit,
+    open requests are closed after :data:`SHUTDOWN_SECONDS`.
 
     Example:
         >>> uvicorn_options("127.0.0.1", 8077)["h11_max_incomplete_event_size"]

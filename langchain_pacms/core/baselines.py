@@ -32,9 +32,7 @@ def topk(problem: Problem) -> Pick:
 def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
     """Newest first, add while the next one fits (a contiguous window of recent items).
 
-    With ``contiguous=False`` an item larger than what is left is skipped and the walk goes on
-    to older ones, so the budget is never left empty just because the newest item is large
-    (the selector's fail-soft fallback walks this way).
+    With ``contiguous=False`` an item that does not fit is skipped and older ones are tried.
 
     Example:
         >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)

@@ -87,7 +87,7 @@ def _fill_walk(fill: bool | str | None, threshold: float) -> FillWalk | None:
 
 _EXPERIMENTAL = (
     "pacms option {} is experimental: it was tried on the LongMemEval development "
-    "questions and not shipped (docs/results/longmemeval-notes.md)"
+    "questions and not shipped (bench/notes/longmemeval-notes.md in the repository)"
 )
 
 

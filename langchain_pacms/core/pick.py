@@ -1,8 +1,6 @@
 """What a strategy returns (:class:`Pick`), its signature, and the walks strategies share.
 
-A strategy is a callable ``(problem, **options) -> Pick`` (:class:`Strategy`). The helpers here
-charge the mandatory items, walk a ranking under what is left of the budget and give the scores
-of the picked items, so each built-in strategy states only its ranking.
+The helpers charge the mandatory items, walk a ranking under the budget left and score the picks.
 
 Example:
     >>> import numpy as np

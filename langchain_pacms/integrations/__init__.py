@@ -1,8 +1,7 @@
 """LangChain and LangGraph integrations: a pre-model hook, an agent middleware, a compressor.
 
-``create_pacms_hook`` (LangGraph) and the message mapping load with the package's core
-dependencies. ``PACMSMiddleware`` needs LangChain v1 (``pip install "langchain-pacms[middleware]"``)
-and ``PACMSCompressor`` is a document compressor; both are imported on first access.
+``PACMSMiddleware`` (needs ``langchain-pacms[middleware]``) and ``PACMSCompressor`` are
+imported on first access.
 
 Example:
     >>> from langchain_pacms.integrations import Pacms, create_pacms_hook

@@ -1,27 +1,10 @@
 """``PACMSCompressor``: budgeted, query-aware document selection as a LangChain compressor.
 
-A :class:`~langchain_core.documents.BaseDocumentCompressor` that keeps the retrieved documents
-which best cover the query within a token budget, and drops the rest. It holds no selection logic
-of its own: documents become :class:`~langchain_pacms.selector.Candidate` objects
-(``kind="document"``, ``source=<the Document>``) and one long-lived
-:class:`~langchain_pacms.selector.Selector` decides.
-
-It plugs in wherever LangChain takes a compressor: as ``base_compressor`` of
-``ContextualCompressionRetriever`` or as a stage of ``DocumentCompressorPipeline``. Each call is a
-``pacms_selection`` child run on the ``callbacks`` it is given (those of the run in context by
-default), carrying the selection's summary, and dispatches the ``pacms_selection`` custom event
-(see :mod:`langchain_pacms.messages.report`).
-
 Example:
     >>> from langchain_core.documents import Document
     >>> from langchain_pacms.integrations.compressor import PACMSCompressor
-    >>> compressor = PACMSCompressor(12)
-    >>> docs = [
-    ...     Document("The staging DB listens on port 6543."),
-    ...     Document("Lunch was great."),
-    ...     Document("CI is flaky again."),
-    ... ]
-    >>> kept = compressor.compress_documents(docs, "Which port does the staging DB use?")
+    >>> docs = [Document("The staging DB listens on port 6543."), Document("Lunch was great.")]
+    >>> kept = PACMSCompressor(12).compress_documents(docs, "Which port does the staging DB use?")
     >>> [d.page_content for d in kept]
     ['The staging DB listens on port 6543.']
     >>> kept[0].metadata["pacms_strategy"], kept[0].metadata["pacms_pick_rank"]
@@ -69,21 +52,9 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -> Selection:
-    """Swap each kept document for a dropped copy of it that the retriever ranked higher.
+    """``selection`` with each kept document swapped for a dropped, higher-ranked copy of it.
 
-    Two documents are copies when they have the same words (case, spacing and punctuation
-    aside): no strategy has a reason to prefer one, and the core breaks such ties towards the
-    older candidate, which for a ranked list is the lower-ranked one. The higher-ranked copy
-    (earlier in ``documents``) is kept instead, with its own metadata, whenever the swap keeps
-    the selection within its budget; it takes the replaced copy's place in ``pick_order`` and
-    its gain.
-
-    Args:
-        documents: The documents, best first (candidate ids are their indices as strings).
-        selection: The selection made over them.
-
-    Returns:
-        The selection with the swaps made (``selection`` itself when there are none).
+    A swap is made when it stays within the budget; the copy takes the pick rank and gain.
     """
     kept = set(selection.kept_ids)
     room = selection.budget - selection.tokens_kept
@@ -132,70 +103,31 @@ def _selector(selector: Selector | Embeddings | None) -> Selector:
 class PACMSCompressor(BaseDocumentCompressor):
     """Keep the documents that best cover a query within a token budget.
 
-    Returns new ``Document`` objects (the inputs and their metadata dicts are never mutated) in
-    the original input order, each carrying four metadata keys:
-
-    * ``pacms_relevance``: ``max(0, cos(document, query))`` (``0.0`` when embedding failed);
-    * ``pacms_gain``: the strategy's score at pick time (marginal coverage gain for ``pacms``,
-      relevance for ``topk``, ``0.0`` for ``lastk`` and for budget-filling picks), or ``None``;
-    * ``pacms_pick_rank``: ``0`` for the first document the strategy picked, ``1`` for the
-      next, ...; the input order is kept, so this is how to recover the strategy's preference;
-    * ``pacms_strategy``: the strategy that actually ran (``"lastk"`` when it fell back).
-
-    The keys share the ``pacms_`` prefix so they never clash with loader metadata (``source``,
-    ``page``) or with other compressors in the same pipeline (rerankers write
-    ``relevance_score``); a document passing through two PACMS stages carries the latest values.
-    Metadata dicts are copied shallowly: nested values are shared with the inputs.
-
-    Input order: by default (``input_order="ranked"``) the documents are taken as a retriever
-    returns them, best first, so the first document counts as the newest; recency-based choices
-    (the ``lastk`` strategy and the fail-soft fallback when embedding fails) then keep the head
-    of the ranking, i.e. they truncate the retriever's list. Pass ``input_order="chronological"``
-    when the documents are oldest first (a memory log) and recency should favour the tail.
-    Of ranked copies (documents with the same words, case, spacing and punctuation aside) the
-    compressor keeps the higher-ranked one, with its metadata, whenever it fits as well.
+    Use it as ``base_compressor`` of ``ContextualCompressionRetriever`` or in a
+    ``DocumentCompressorPipeline``. It returns new documents (inputs are not mutated) in input
+    order, with metadata ``pacms_relevance``, ``pacms_gain`` (the score at pick time, or
+    ``None``), ``pacms_pick_rank`` (``0`` for the first pick) and ``pacms_strategy`` (the one
+    that ran: ``"lastk"`` when it fell back).
 
     Args:
-        budget: The token budget per call, counted with the selector's token counter: a
-            number of tokens, ``("tokens", n)``, ``("ratio", x)`` (a share of the tokens of
-            the documents passed in) or a :class:`~langchain_pacms.budget.Budget`.
-        strategy: ``pacms`` (default), ``topk``, ``lastk``, ``mmr``, ``rag``, a registered name
-            or a strategy callable, or its options (``StrategyOptions("mmr", lambda_mult=0.7)``,
-            ``Pacms(relevance_weight=0.3)``); ``None`` uses the selector's default strategy
-            with its options.
-        selector: A :class:`~langchain_pacms.selector.Selector` to use (its embeddings,
-            cache, token counter, ``strict`` and timeouts; one shared with other components
-            shares its warm cache), or LangChain ``Embeddings`` for a ``ContextSelector`` built
-            here (default: one with the offline
-            :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`).
-        input_order: ``"ranked"`` (best first, the default) or ``"chronological"`` (oldest
-            first); see above.
+        budget: The token budget per call: a number of tokens, ``("tokens", n)``,
+            ``("ratio", x)`` (of the documents' tokens) or a ``Budget``.
+        strategy: A strategy name or callable, or its options (``StrategyOptions(...)``,
+            ``Pacms(...)``); ``None``: the selector's default.
+        selector: A :class:`~langchain_pacms.selector.Selector` (share one to share its warm
+            cache), or the ``Embeddings`` of a ``ContextSelector`` built here.
+        input_order: ``"ranked"`` (default: best first, so recency keeps the head of the
+            ranking, and of two copies the higher-ranked one) or ``"chronological"``.
 
     Raises:
-        TypeError: At construction, for an unknown keyword (the valid ones are listed).
-        ValueError: At construction, for a missing or bad budget, a selector that is neither
-            a ``Selector`` nor ``Embeddings``, an unknown strategy or options it does not
-            accept.
+        TypeError: For an unknown keyword (the valid ones are listed).
+        ValueError: For a missing or bad budget, a bad selector, an unknown strategy or options
+            it does not accept.
 
     Example:
-        With a retriever (``langchain-classic``)::
-
-            from langchain_classic.retrievers import ContextualCompressionRetriever
-            from langchain_ollama import OllamaEmbeddings
-
-            compressor = PACMSCompressor(800, selector=OllamaEmbeddings(model="nomic-embed-text"))
-            retriever = ContextualCompressionRetriever(
-                base_compressor=compressor,
-                base_retriever=vector_store.as_retriever(search_kwargs={"k": 20}),
-            )
-            docs = retriever.invoke("How do I rotate the staging DB password?")
-
-        Sharing one selector (and its warm embedding cache) with other components:
-
         >>> from langchain_pacms import ContextSelector
         >>> selector = ContextSelector(strategy="topk")
-        >>> compressor = PACMSCompressor(("ratio", 0.5), selector=selector)
-        >>> compressor.selector is selector
+        >>> PACMSCompressor(("ratio", 0.5), selector=selector).selector is selector
         True
     """
 
@@ -252,7 +184,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         return out
 
     def _select_kwargs(self) -> dict[str, Any]:
-        """The selector's keyword arguments besides candidates and query (sync and async)."""
+        """The selector's keyword arguments besides candidates and query."""
         chosen = self.strategy
         if chosen is None:
             return {"budget": self.budget}
@@ -261,7 +193,7 @@ class PACMSCompressor(BaseDocumentCompressor):
     def _result(
         self, documents: Sequence[Document], selection: Selection
     ) -> tuple[list[Document], Selection]:
-        """The kept documents and the selection, copies kept at their higher rank (sync, async)."""
+        """The kept documents and the selection, copies kept at their higher rank."""
         if self.input_order == "ranked":
             selection = _prefer_higher_ranked(documents, selection)
         return self._documents(documents, selection), selection
@@ -317,17 +249,15 @@ class PACMSCompressor(BaseDocumentCompressor):
     def compress_with_selection(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> tuple[list[Document], Selection]:
-        """Compress and also return the full :class:`~langchain_pacms.selector.Selection`.
+        """Compress and also return the :class:`~langchain_pacms.selector.Selection`.
 
         Args:
             documents: The retrieved documents.
             query: The query the kept documents should serve.
-            callbacks: The callbacks the ``pacms_selection`` run and event go to (default:
-                those of the run in context, if any).
+            callbacks: Where the ``pacms_selection`` run and event go (default: the run in context).
 
         Returns:
-            The kept documents (new objects, original order) and the selection (candidate ids
-            are the documents' indices as strings).
+            The kept documents and the selection (candidate ids are the documents' indices).
         """
         return drive_calls(self._steps(documents, query, callbacks))
 
@@ -346,20 +276,17 @@ class PACMSCompressor(BaseDocumentCompressor):
         """Keep the documents that best serve ``query`` within the budget.
 
         Args:
-            documents: The retrieved documents (best first unless ``input_order`` says
-                otherwise).
+            documents: The retrieved documents.
             query: The query the kept documents should serve.
-            callbacks: The callbacks of the calling run (a retriever's child callbacks): the
-                selection is a ``pacms_selection`` child run on them, its outputs the
-                summary (strategy, budget, tokens, kept/dropped counts, ``fell_back``,
-                timings), and the ``pacms_selection`` custom event goes to them.
+            callbacks: The calling run's callbacks, which get a ``pacms_selection`` child run and
+                custom event.
 
         Returns:
             New documents, in the original order, with ``pacms_*`` metadata.
 
         Raises:
-            ValueError: For an empty query or non-document input. Embedding failures do not
-                raise (unless the selector is ``strict``): the selection falls back to recency.
+            ValueError: For an empty query or non-document input (embedding failures fall back to
+                recency unless the selector is ``strict``).
         """
         if not documents:
             return []

@@ -1,16 +1,6 @@
-"""One frozen, validated configuration for the pre-model hook and the agent middleware.
-
-:func:`~langchain_pacms.integrations.create_pacms_hook` and
-:class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` take a few keywords
-(:data:`AGENT_KEYWORDS`: the budget, the strategy, memory, a retriever, tool-loop options, the
-selector and a log) or one :class:`SelectionConfig` with those and the advanced fields; either
-way the options are checked once, here, at construction. An unknown keyword is a ``TypeError``
-that lists the valid ones (:func:`resolve_config`).
+"""One frozen configuration of the pre-model hook and the agent middleware, checked when made.
 
 Example:
-    >>> config = SelectionConfig(budget=500, strategy="topk")
-    >>> config.budget.tokens, config.strategy
-    (500, StrategyOptions('topk'))
     >>> resolve_config(None, {"budget": 500}, {"relevance_wieght": 0.3}, "create_pacms_hook")
     Traceback (most recent call last):
     ...
@@ -56,10 +46,7 @@ DEFAULT_OUTPUT_KEY = "llm_input_messages"
 """The hook's default state key for the selected messages (the model reads it)."""
 
 DEFAULT_TOKENS_PER_MESSAGE = 3
-"""Framing tokens charged per sent message with a ``("fraction", x)`` budget (role, separators).
-
-The figure LangChain's ``count_tokens_approximately`` charges (``extra_tokens_per_message``).
-"""
+"""Framing tokens per sent message with a ``fraction`` budget (as LangChain charges)."""
 
 AGENT_KEYWORDS = (
     "budget",
@@ -71,8 +58,7 @@ AGENT_KEYWORDS = (
     "log",
     "config",
 )
-"""The keywords of ``create_pacms_hook`` and ``PACMSMiddleware``: fields of
-:class:`SelectionConfig` (all but ``config`` itself), or the whole configuration."""
+"""The keywords of ``create_pacms_hook`` and ``PACMSMiddleware``."""
 
 QueryFn = Callable[[Any], str]
 
@@ -91,72 +77,45 @@ def _one_of(name: str, value: Any, allowed: Sequence[Any]) -> None:
 class SelectionConfig:
     """Every option of the hook and the middleware, checked once at construction.
 
-    The first seven fields are also keywords of
-    :func:`~langchain_pacms.integrations.create_pacms_hook` and
-    :class:`~langchain_pacms.integrations.middleware.PACMSMiddleware` (:data:`AGENT_KEYWORDS`);
-    the others are the advanced options.
+    The first seven fields are also keywords of ``create_pacms_hook`` and ``PACMSMiddleware``;
+    the others are advanced options.
 
     Attributes:
-        budget: The :class:`~langchain_pacms.budget.Budget` (or a number of tokens, or
-            ``("tokens", n)``, ``("ratio", x)``, ``("fraction", x)``). A ``ratio`` is a share
-            of the conversation's own tokens (memories and documents compete for the budget
-            but do not raise it); a ``fraction`` is a share of the chat model's
-            ``profile["max_input_tokens"]``.
-        strategy: A strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag`` or a
-            registered one) or its options (:class:`~.options.StrategyOptions`,
-            :class:`~.options.Pacms`); ``None``: the selector's own (``pacms`` by default).
-            ``pacms`` selects messages without the embedder's relevance feedback unless the
-            options set ``relevance_feedback``; when only the newest step is mandatory (a
-            tool loop that outgrew the budget, or ``keep_latest_turn=False``) its kernel
-            threshold is the profile's ``tool_loop_similarity_threshold`` where the profile
-            sets one, unless the options set ``similarity_threshold`` (docs/results/
-            lifecycle.md has the figures behind both).
+        budget: A :class:`~langchain_pacms.budget.Budget`, tokens, ``("tokens", n)``,
+            ``("ratio", x)`` (of the conversation) or ``("fraction", x)`` (of the model's window).
+        strategy: A strategy name or its options; ``None``: the selector's own. ``pacms`` runs
+            without relevance feedback, and with the profile's ``tool_loop_similarity_threshold``
+            when only the newest step is mandatory, unless the options say otherwise (measured:
+            docs/results/lifecycle.md).
         memory: Where memories come from (:class:`~.options.MemoryOptions`); ``None``: none.
         retriever: A retriever whose documents join the pool as ``document`` candidates.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
-        selector: A :class:`~langchain_pacms.selector.Selector` to use (a
-            ``ContextSelector``, a ``RemoteSelector``), or LangChain ``Embeddings`` for the
-            ``ContextSelector`` built here (default: the offline lexical embedder). A selector
-            passed in keeps its own ``strict``, ``embed_timeout`` and memory ceiling.
-        log: Append one JSONL record per model call to this path (every candidate's verdict
-            and scores).
+        selector: A :class:`~langchain_pacms.selector.Selector` (it keeps its own settings), or the
+            ``Embeddings`` of the ``ContextSelector`` built here (default: the offline embedder).
+        log: Append one JSONL record per model call (every candidate's verdict) to this path.
         query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
-        query_mode: The default query when ``query`` is not given: ``"agent"`` (default) is
-            the latest human message plus what the agent is doing now (the text and tool calls
-            of its latest message after it), which separates the outputs a long tool loop still
-            needs; ``"task"`` is the latest human message alone.
-        prompt: A system prompt the model receives that the hook does not see: the ``prompt=``
-            of ``create_react_agent``, which is added after the pre-model hook. Its tokens are
-            charged to the budget (the middleware sees the system message: not there).
-        reserve_tokens: More tokens the model receives that the selection does not see (e.g. a
-            callable prompt's output), charged to the budget.
-        model: The chat model a ``("fraction", x)`` budget is a share of (its
-            ``profile["max_input_tokens"]``, checked here). The hook's option: it does not see
-            the model; the middleware reads each request's ``request.model``.
-        tools: The tools bound to the model (LangChain tools, functions or tool dicts): each
-            one's schema (``convert_to_openai_tool``, as JSON) is counted with the selector's
-            counter and charged to the budget. The hook's option; the middleware charges the
-            request's ``request.tools``.
-        tokens_per_message: Framing tokens charged per sent message (role markers,
-            separators). ``None`` (default): :data:`DEFAULT_TOKENS_PER_MESSAGE` with a
-            ``("fraction", x)`` budget, whose tokens are the model's own, and ``0`` with the
-            other budgets, which count message contents alone.
-        strict: Raise on selection failure (embedding and lookup errors included) instead of
-            falling back to recency.
+        query_mode: ``"agent"`` (default): the latest human message plus the agent's latest step;
+            ``"task"``: the latest human message alone.
+        prompt: A system prompt the model gets that the hook does not see (``create_react_agent``'s
+            ``prompt=``), charged to the budget. Hook only.
+        reserve_tokens: More tokens the model gets unseen by the selection, charged to the budget.
+        model: The chat model a ``fraction`` budget is a share of. Hook only (the middleware reads
+            ``request.model``).
+        tools: The tools bound to the model, whose schemas are charged to the budget. Hook only (the
+            middleware charges ``request.tools``).
+        tokens_per_message: Framing tokens per sent message; ``None``:
+            :data:`DEFAULT_TOKENS_PER_MESSAGE` with a ``fraction`` budget, else ``0``.
+        strict: Raise on selection failure instead of falling back to recency.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
-        embed_timeout: Seconds the selector built here waits for embeddings before the call
-            falls back to recency, so a stalled embedding backend delays a model call by at
-            most this much. Default :data:`DEFAULT_EMBED_TIMEOUT`; ``None``: no limit.
-        memory_ceiling_bytes: Memory ceiling of the selector built here (the bytes its
-            embedding cache and token memo may hold); ``None``: the selector's default.
-        output_key: The hook's state key for the selected messages (default
-            ``llm_input_messages``: the model sees the selection and the stored history stays
-            whole). ``"messages"`` replaces the stored history with the selection.
+        embed_timeout: Seconds the selector built here waits for embeddings before falling back
+            (``None``: no limit).
+        memory_ceiling_bytes: Memory ceiling of the selector built here (``None``: its default).
+        output_key: The hook's state key for the selection (default ``llm_input_messages``);
+            ``"messages"`` replaces the stored history.
 
     Example:
-        >>> from langchain_pacms.integrations.options import Pacms, ToolLoopOptions
-        >>> config = SelectionConfig(budget=("ratio", 0.5), strategy=Pacms(gain_floor=0.1),
-        ...                          tool_loop=ToolLoopOptions(keep_latest_turn=False))
+        >>> from langchain_pacms.integrations.options import Pacms
+        >>> config = SelectionConfig(budget=("ratio", 0.5), strategy=Pacms(gain_floor=0.1))
         >>> config.budget.ratio, dict(config.strategy.options)
         (0.5, {'gain_floor': 0.1})
     """
@@ -208,7 +167,7 @@ class SelectionConfig:
             raise ValueError(f"output_key must be a state key, got {self.output_key!r}")
 
     def _check_parts(self) -> None:
-        """The option objects are of their types (an unknown one would be silently unused)."""
+        """Raise unless each option object is of its type (else it would go unused)."""
         parts: tuple[tuple[str, Any, Any], ...] = (
             ("memory", self.memory, MemoryOptions),
             ("retriever", self.retriever, BaseRetriever),

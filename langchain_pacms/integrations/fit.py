@@ -1,12 +1,4 @@
-"""Select until what is sent fits the budget: the rounds, and the floor of fold stubs.
-
-A selection's candidates are priced by what they send (their messages with their framing), and
-what the context message adds is charged up front, so a round normally fits. What only the
-picks decide (an omission note before a first message that is not a human one, the locators a
-fold stub shows again) is known after a round: :func:`fit` then selects again with less room,
-and searches the room between a fitting round and one over it. With fold stubs, the stubs of
-earlier tool spans that fit are the *floor* (:func:`stub_floor`): each span goes at least as
-its stub, and the selector decides which to show whole.
+"""Select until what is sent fits the budget: the selection rounds, and the floor of fold stubs.
 
 Example:
     >>> from langchain_pacms.selector import Candidate
@@ -65,17 +57,11 @@ def stub_floor(
     first: Collection[int] = (),
     folded: Collection[int] = (),
 ) -> list[Candidate] | None:
-    """The pool with fold stubs as the least their spans send, in floor order where they fit.
+    """The pool with fold stubs made mandatory as the least their spans send, where they fit.
 
-    Taken from the newest span back, each that still fits ``room`` with the mandatory part and
-    the floor so far (the spans in ``first``, by their call's index, come before the others:
-    those whose results later calls already used; one too large is passed over, so an older,
-    smaller one can go in), each span's floor becomes mandatory: its stub, or the span
-    itself when the stub costs no less or when the span is ``folded`` already (the lifecycle
-    left its stub in the history). A span whose floor is its stub then costs only what it adds
-    to the stub, so the selector decides which spans to show whole and the others go as their
-    stubs. Stubs that do not fit stay alternatives to their spans. ``None`` when there is
-    no fold stub, a cost is unknown, or no floor fits.
+    Reused spans (``first``) go first, then newest first; a span's floor is its stub, or the
+    span itself when that costs no more or is ``folded`` already. A span over its stub costs
+    what it adds. ``None`` when there is no stub, a cost is unknown, or no floor fits.
     """
     if any(c.tokens is None for c in cands):
         return None
@@ -124,11 +110,7 @@ def stub_floor(
 
 
 def settle_floor(selection: Selection, cands: Sequence[Candidate], shadowed: set[Any]) -> Selection:
-    """A floored selection in the pool's own terms.
-
-    The stubs of spans kept whole leave it, and spans priced over their stubs carry their full
-    cost again.
-    """
+    """A floored selection in the pool's own terms: shadowed stubs out, full span costs back."""
     cost = {c.id: c.tokens for c in cands if c.tokens is not None}
     pool = tuple(
         c
@@ -168,33 +150,11 @@ def fit(
 ) -> Steps[tuple[Selection, list[BaseMessage]]]:
     """Select until what is sent, framing and unseen prompt included, fits the budget.
 
-    A round selects under the room left (the budget less the unseen and charged tokens); when
-    the messages it yields (context header, omission note and all, counted with
-    :func:`~langchain_pacms.messages.memo.sent_tokens`) exceed the budget, the room becomes
-    what that round kept less the excess, and it selects again. Once a round fits after one
-    that did not, the room between the two is halved while the gap is worth a round (more than
-    16 tokens and 2% of the budget), and the fitting round that sends the most is returned
-    (``info["rounds"]`` counts the selections). A tool span and its call-only variant are
-    alternatives (so are a span and its fold stub): when both are picked the variant leaves the
-    pool and it selects again. Fold stubs that fit are the floor (see
-    ``ToolLoopOptions.fold_stubs``): a span kept whole simply replaces its stub, and
-    ``info["stub_floor"]`` says whether the floor applied. With ``lift_reused`` the reused tool
-    spans go to the selector as ``relevant_ids`` (``info["lifted"]`` counts them). After a few
-    rounds with none that fits, only the mandatory part is kept. The returned selection carries
-    the requested ``budget``, ``info["tokens_sent"]`` and ``over_budget`` = sent > budget (then
-    exactly the mandatory part is kept).
-
-    Args:
-        selector: The selector (its ``select`` and ``aselect``).
-        pool: The call's candidates, budget, unseen and charged tokens.
-        query: The query (``""``: the selector is asked for the most recent conversation).
-        options: The selector's keyword options (strategy and its options).
-        apply: A selection -> the messages it sends.
-        sent_of: Messages -> the tokens they send, framing included (not the unseen part).
-        lift_reused: Pass the reused tool spans as ``relevant_ids``.
-
-    Returns:
-        Steps whose value is the selection and the messages to send.
+    A round over budget selects again with less room; once one fits, the room is bisected
+    while worth a round and the fitting round that sends the most wins. A span picked with its
+    own variant drops the variant and selects again. Failing that, only the mandatory part is
+    kept. ``info`` gains ``tokens_sent``, ``tokens_unseen``, ``rounds``, ``stub_floor`` and
+    ``lifted``. ``apply`` gives a selection's messages, ``sent_of`` their tokens.
     """
     budget, unseen = pool.budget, pool.unseen
     cands = list(pool.candidates)

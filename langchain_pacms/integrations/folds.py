@@ -1,11 +1,5 @@
 """Fold stubs in per-call selection: each tool span's stub variant, reused spans, sidecar writes.
 
-With ``ToolLoopOptions.fold_stubs`` an optional tool span that is not kept whole can be sent as
-its lifecycle fold stub (:func:`~langchain_pacms.lifecycle.fold_variants`); every stub that is
-sent has its payload written to the sidecar store first, under the run's thread, so the
-``recover_context`` tool finds it. The lifecycle is reached through its public package-level
-names only.
-
 Example:
     >>> stubs = FoldStubs(ToolLoopOptions())
     >>> stubs.variants([], len)  # fold_stubs is off without a sidecar store
@@ -37,11 +31,7 @@ __all__ = ["FoldStubs"]
 
 
 class FoldStubs:
-    """The fold stubs of one integration's calls, remembered between calls.
-
-    Args:
-        options: The tool-loop options (``fold_stubs``, ``lift_reused``, ``sidecar_store``).
-    """
+    """The fold stubs of one integration's calls (``options``: the tool-loop options)."""
 
     def __init__(self, options: ToolLoopOptions) -> None:
         self.options = options
@@ -60,13 +50,7 @@ class FoldStubs:
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:
         """``pool`` with its reused tool spans, and those the lifecycle folded already.
 
-        A span is reused when its results hold a value a later call took up
-        (:func:`~langchain_pacms.messages.reuse.reused_spans`) or it holds the newest read
-        of a file (:func:`~langchain_pacms.messages.reuse.latest_reads`): ``lift_reused``
-        raises its relevance, and its stub goes first in the stub floor. A span whose results the
-        lifecycle already replaced by a fold stub has no stub variant of its own: its floor is
-        the span itself, and its values are its stub's and those the stub left out as shown
-        elsewhere. ``memo`` finds each result's values once per message.
+        Reused: a later call took up a value of its results, or it holds a file's newest read.
         """
         tools = [
             sp
@@ -107,11 +91,7 @@ class FoldStubs:
         folds: Mapping[int, FoldVariant],
         config: RunnableConfig | None,
     ) -> Steps[list[str]]:
-        """Write the payload of every fold stub that is sent to the sidecar store.
-
-        It runs before the messages go to the model, so ``recover_context`` finds each one.
-        Returns the object ids written.
-        """
+        """Write each sent fold stub's payload to the sidecar store first; the ids written."""
         sent = [
             c.source.indices[0]
             for c in selection.kept

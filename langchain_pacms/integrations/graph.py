@@ -1,10 +1,5 @@
 """A LangGraph pre-model hook (or graph node) that selects the context of each model call.
 
-:func:`create_pacms_hook` returns a runnable with sync and async paths. Given a state with
-``messages`` it returns ``{"llm_input_messages": [...]}``: the messages the model should see for
-this call, chosen by a :class:`~langchain_pacms.selector.Selector` under a token budget.
-``state["messages"]`` is left untouched, so the full transcript stays in the checkpoint.
-
 Example:
     >>> from langchain_core.messages import HumanMessage
     >>> hook = create_pacms_hook(50)
@@ -46,12 +41,7 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
 
 
 def _graph_runtime(config: RunnableConfig | None) -> Runtime | None:
-    """The LangGraph ``Runtime`` of the running graph (store and context), if any.
-
-    ``langgraph.runtime.get_runtime`` reads the config from a context variable, which async
-    code on Python 3.10 does not carry; then the ``Runtime`` is looked for among the values of
-    the ``config`` LangGraph passes to the hook (by its public type, not by an internal key).
-    """
+    """The running graph's ``Runtime``: from ``get_runtime``, else from ``config`` (Python 3.10)."""
     try:
         return get_runtime()
     except Exception:
@@ -76,7 +66,7 @@ class PACMSHook(RunnerViews, RunnableLambda):
 
     Attributes:
         runner: The resolved options and the selector.
-        output_key: State key the selected messages are written to (``SelectionConfig``'s).
+        output_key: State key the selected messages are written to.
         selector: The selector (one warm embedding cache for the hook's whole life).
         last_selection: The most recent selection (for debugging; shared by concurrent runs).
 
@@ -120,40 +110,21 @@ def create_pacms_hook(
 ) -> PACMSHook:
     """Build a pre-model hook that keeps the most useful context under a token budget.
 
-    Use it as ``pre_model_hook=`` of ``langgraph.prebuilt.create_react_agent`` or as a node of
-    your own ``StateGraph`` (declare ``llm_input_messages: list[AnyMessage]`` in the state and
-    let the model node read it). It returns ``{"llm_input_messages": [...]}`` and never changes
-    ``state["messages"]``. Works with ``invoke`` and ``ainvoke``.
-
-    ``create_react_agent(prompt=...)`` adds its prompt after the hook, where the hook cannot
-    see it: pass the same prompt as ``SelectionConfig(prompt=...)`` (or its size as
-    ``reserve_tokens``) so the budget holds on what the model receives. The budget covers
-    everything the hook sends: the context message's header and bullets, the omission note and
-    placeholder tool results included.
-
-    Each call: the query (``query(state)``, else by ``query_mode`` the task plus the agent's
-    latest step) is used to fetch memories from the store and documents from the retriever;
-    these and the conversation become candidates (see
-    :mod:`langchain_pacms.messages`); the selector picks under the budget; the
-    kept messages (tool calls always with their results) plus one "Relevant memories" message
-    go to the model; the selection is reported as a ``pacms_selection``
-    custom event, a log line and, with ``log``, a JSONL record.
-
-    Pass the keywords, or one ``config`` (a :class:`SelectionConfig` holding them and the
-    advanced options), not both.
+    Use it as ``pre_model_hook=`` of ``create_react_agent`` or as a ``StateGraph`` node. Each
+    call selects from the conversation, memories and documents and returns
+    ``{"llm_input_messages": [...]}``; ``state["messages"]`` is not changed. The budget covers
+    all the hook sends; pass ``create_react_agent``'s prompt as ``SelectionConfig(prompt=...)``.
 
     Args:
-        budget: The token budget: a number of tokens, ``("tokens", n)``, ``("ratio", x)`` (a
-            share of the conversation's tokens), ``("fraction", x)`` (a share of the model's
-            ``profile["max_input_tokens"]``: give the model as ``SelectionConfig(model=...)``,
-            the hook does not see it) or a :class:`~langchain_pacms.budget.Budget`.
+        budget: A number of tokens, ``("tokens", n)``, ``("ratio", x)``, ``("fraction", x)``
+            (needs ``SelectionConfig(model=...)``) or a :class:`~langchain_pacms.budget.Budget`.
         strategy: A strategy name or its options (``StrategyOptions("rag", k=4)``,
-            ``Pacms(similarity_threshold=0.3)``); default: the selector's (``pacms``).
+            ``Pacms(...)``); default: the selector's (``pacms``).
         memory: Where memories come from (:class:`~.options.MemoryOptions`).
         retriever: A retriever whose documents join the pool.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
-        selector: A :class:`~langchain_pacms.selector.Selector` to use, or the ``Embeddings``
-            of the ``ContextSelector`` built here (default: the offline lexical embedder).
+        selector: A :class:`~langchain_pacms.selector.Selector`, or the ``Embeddings`` of the
+            ``ContextSelector`` built here (default: the offline lexical embedder).
         log: A JSONL path: one record per model call.
         config: All of the above and the advanced options as one :class:`SelectionConfig`.
         **unknown: Any other keyword is a ``TypeError`` listing the valid ones.
@@ -163,18 +134,15 @@ def create_pacms_hook(
 
     Raises:
         TypeError: For an unknown keyword.
-        ValueError: For a missing or bad budget, both keywords and ``config``, an unknown
-            strategy or option, or ``budget=("fraction", x)`` without a ``model`` that has a
-            profile (the hook does not see the model the agent calls).
+        ValueError: For a missing or bad budget, both keywords and ``config``, a bad strategy
+            or option, or a ``fraction`` budget without a ``model`` that has a profile.
 
     Example:
         >>> from langchain_pacms import Budget
-        >>> from langgraph.prebuilt import create_react_agent  # doctest: +SKIP
-        >>> prompt = "You are a careful ops assistant."
         >>> hook = create_pacms_hook(config=SelectionConfig(
-        ...     budget=Budget(context_window=128_000, fill=0.25), prompt=prompt,
+        ...     budget=Budget(context_window=128_000, fill=0.25), prompt="Be careful.",
         ...     memory=MemoryOptions([("memories", "{user_id}")])))
-        >>> agent = create_react_agent(model, tools, prompt=prompt,
+        >>> agent = create_react_agent(model, tools, prompt="Be careful.",
         ...                            pre_model_hook=hook)  # doctest: +SKIP
     """
     keywords = {

@@ -1,10 +1,5 @@
 """What a call looks up besides the conversation: memories from a store, documents from a retriever.
 
-Memory namespaces may hold ``{placeholders}``, filled from the run's configurable and the
-runtime context (:func:`namespaces`). A store with a vector index returns the nearest items;
-without one each namespace is scanned, up to ``MemoryOptions.scan_limit`` items
-(:func:`lookups`).
-
 Example:
     >>> from langchain_pacms._steps import drive_calls
     >>> drive_calls(lookups(SelectionConfig(budget=9), "doc", None, "q", None, None, None))
@@ -46,7 +41,7 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
 def namespaces(
     memory: MemoryOptions, state: Any, config: RunnableConfig | None, context: Any
 ) -> list[tuple]:
-    """Memory namespaces with ``{placeholders}`` filled from the configurable and context.
+    """Memory namespaces with ``{placeholders}`` filled (one without its value is skipped).
 
     Example:
         >>> memory = MemoryOptions([("memories", "{user_id}")])
@@ -77,20 +72,9 @@ def lookups(
 ) -> Steps[tuple[list[Any], list[Any], str | None]]:
     """One call's memories (from the store's namespaces) and documents (from the retriever).
 
-    The configured store comes before the graph's ``store``. A failed lookup is logged and
-    reported in the third value (``None`` when none failed), unless ``strict``.
-
-    Args:
-        options: The validated options.
-        source: Which integration looks up (for the log).
-        store: The graph's store.
-        query: The query (a scan of each namespace when empty or without a vector index).
-        state: The graph state (for namespace callables).
-        config: The run config (namespace placeholders; the retriever's callbacks).
-        context: The runtime context (namespace placeholders).
-
-    Returns:
-        Steps whose value is ``(memories, documents, error)``.
+    The configured store comes before the graph's ``store``. Steps whose value is
+    ``(memories, documents, error)``: a failed lookup is logged and reported in ``error``,
+    or raised under ``strict``.
     """
     memories: list[Any] = []
     documents: list[Any] = []

@@ -1,19 +1,6 @@
 """``PACMSMiddleware``: budgeted context selection for ``langchain.agents.create_agent``.
 
-Needs LangChain v1 (the ``middleware`` extra): ``pip install "langchain-pacms[middleware]"``.
-
-The middleware selects in ``wrap_model_call`` / ``awrap_model_call``: the outgoing request gets
-the selected messages through ``request.override(messages=...)``; the agent state (the full
-transcript) is not changed. The request's system message is counted as mandatory context and
-stays where it is; kept memories and documents travel as one context message at the start of
-``request.messages``, so the system prompt itself stays byte-stable for prompt caching. The
-schemas of the request's tools are charged to the budget, and ``budget=("fraction", x)`` is a
-share of ``request.model``'s ``profile["max_input_tokens"]``.
-
-Example:
-    >>> from langchain.agents import create_agent  # doctest: +SKIP
-    >>> agent = create_agent(model, tools, middleware=[PACMSMiddleware(("fraction", 0.5))])
-    ... # doctest: +SKIP
+Needs LangChain v1: ``pip install "langchain-pacms[middleware]"``.
 """
 
 from __future__ import annotations
@@ -51,38 +38,30 @@ __all__ = ["PACMSMiddleware"]
 class PACMSMiddleware(RunnerViews, AgentMiddleware):
     """Select each model call's context under a token budget (request only, state untouched).
 
-    Takes the keywords of :func:`~langchain_pacms.integrations.create_pacms_hook` (or one
-    ``config``); the store defaults to the agent's store (``create_agent(..., store=...)``).
-    The request's model and tools are its own: ``budget=("fraction", x)`` is that share of
-    ``request.model``'s ``profile["max_input_tokens"]`` (a model without one is a
-    ``ValueError`` at its first call), and the schemas of ``request.tools`` are charged to the
-    budget.
+    The request's system message stays in place and is mandatory; kept memories and documents
+    go in one context message first. A ``fraction`` budget is a share of ``request.model``'s
+    ``profile["max_input_tokens"]``, and the schemas of ``request.tools`` are charged.
 
     Args:
-        budget: The token budget (a number of tokens, ``("tokens", n)``, ``("ratio", x)``,
-            ``("fraction", x)`` or a :class:`~langchain_pacms.budget.Budget`).
+        budget: The token budget (as for :func:`~langchain_pacms.integrations.create_pacms_hook`).
         strategy: A strategy name or its options (``StrategyOptions``, ``Pacms``).
-        memory: Where memories come from (:class:`~.options.MemoryOptions`).
+        memory: Where memories come from (default store: the agent's).
         retriever: A retriever whose documents join the pool.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
-        selector: A :class:`~langchain_pacms.selector.Selector` to use, or the ``Embeddings``
-            of the ``ContextSelector`` built here.
+        selector: A ``Selector``, or the ``Embeddings`` of the ``ContextSelector`` built here.
         log: A JSONL path: one record per model call.
         config: All of the above and the advanced options as one :class:`SelectionConfig`.
         **unknown: Any other keyword is a ``TypeError`` listing the valid ones.
 
     Raises:
         TypeError: For an unknown keyword.
-        ValueError: For a missing or bad budget, both keywords and ``config``, an unknown
-            strategy or option, or a configuration with ``prompt``, ``model``, ``tools`` (the
-            middleware sees and counts the request's system message, model and tools) or an
-            ``output_key`` (the hook's).
+        ValueError: For a bad budget, strategy or option, both keywords and ``config``, or the
+            hook-only options ``prompt``, ``model``, ``tools`` or ``output_key``.
 
     Example:
-        >>> mw = PACMSMiddleware(("fraction", 0.5),
-        ...                      memory=MemoryOptions([("memories", "{user_id}")]))
-        >>> mw.name
-        'PACMSMiddleware'
+        >>> from langchain.agents import create_agent  # doctest: +SKIP
+        >>> mw = PACMSMiddleware(("fraction", 0.5), memory=MemoryOptions([("memories", "{u}")]))
+        >>> agent = create_agent(model, tools, middleware=[mw])  # doctest: +SKIP
     """
 
     def __init__(
@@ -152,8 +131,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         """Replace the request's messages by the selected ones, then call the model.
 
         Raises:
-            ValueError: For ``budget=("fraction", x)`` when the request's model has no
-                ``profile["max_input_tokens"]``.
+            ValueError: For a ``fraction`` budget when the request's model has no profile.
         """
         messages, inputs = self._inputs(request)
         return handler(self._rejoin(request, self.runner.run(messages, **inputs)))

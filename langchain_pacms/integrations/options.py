@@ -1,15 +1,6 @@
-"""The small typed options of the hook, the middleware and the compressor, each checked when made.
-
-* :class:`StrategyOptions`: a strategy by name (or a strategy callable) with its keyword options,
-  checked against the strategy's parameters: ``StrategyOptions("rag", k=4)``;
-* :class:`Pacms`: the ``pacms`` strategy's options, typed: ``Pacms(similarity_threshold=0.3)``;
-* :class:`MemoryOptions`: where a call's memories come from (a LangGraph store's namespaces);
-* :class:`ToolLoopOptions`: how tool spans are treated (the latest turn, reused outputs, fold
-  stubs and placeholders).
+"""The typed options of the hook, the middleware and the compressor, each checked when made.
 
 Example:
-    >>> StrategyOptions("rag", k=4)
-    StrategyOptions('rag', k=4)
     >>> StrategyOptions("rag", lambda_mult=0.5)
     Traceback (most recent call last):
     ...
@@ -31,7 +22,7 @@ from langchain_pacms.core import Strategy, check_options, get_strategy
 __all__ = ["MemoryOptions", "Namespace", "Pacms", "StrategyOptions", "ToolLoopOptions"]
 
 Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]]
-"""A memory namespace: a tuple (its parts may hold ``{placeholders}``) or ``(state, values) ->``."""
+"""A memory namespace: a tuple (parts may hold ``{placeholders}``) or ``(state, values) ->``."""
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -49,7 +40,7 @@ def positive_int(name: str, value: Any) -> int:
 
 
 def _parts(namespace: Any) -> bool:
-    """Whether ``namespace`` is a namespace's parts: a non-empty tuple or list of str."""
+    """Whether ``namespace`` is a non-empty tuple or list of str."""
     return (
         isinstance(namespace, (tuple, list))
         and bool(namespace)
@@ -65,24 +56,21 @@ def _flag(name: str, value: Any) -> None:
 class StrategyOptions:
     """A strategy and its keyword options, checked against the strategy when made.
 
-    An unknown strategy name, an option the strategy does not take or a bad value is a
-    ``ValueError`` here, naming what the strategy accepts (see
-    :func:`~langchain_pacms.core.check_options`), not on every model call.
-
     Args:
-        strategy: A registered strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``,
-            ``rag``, ...) or a strategy callable.
+        strategy: A registered strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``,
+            ...) or a strategy callable.
         **options: The strategy's keyword options.
 
     Attributes:
         strategy: The strategy name or callable.
         options: Its options (read-only).
 
+    Raises:
+        ValueError: For an unknown strategy, an option it does not take or a bad value.
+
     Example:
-        >>> StrategyOptions("mmr", lambda_mult=0.7).options["lambda_mult"]
-        0.7
-        >>> StrategyOptions.coerce("topk")
-        StrategyOptions('topk')
+        >>> StrategyOptions("mmr", lambda_mult=0.7)
+        StrategyOptions('mmr', lambda_mult=0.7)
     """
 
     strategy: str | Strategy
@@ -132,6 +120,10 @@ class StrategyOptions:
 
         Raises:
             ValueError: For an unknown name or something that is no strategy.
+
+        Example:
+            >>> StrategyOptions.coerce("topk")
+            StrategyOptions('topk')
         """
         return strategy if isinstance(strategy, StrategyOptions) else cls(strategy)
 
@@ -140,19 +132,13 @@ class StrategyOptions:
 class Pacms(StrategyOptions):
     """The ``pacms`` strategy with typed options (see :func:`~langchain_pacms.core.pacms.pacms`).
 
-    An option left ``None`` is not passed: the strategy's default applies, or, for
-    ``similarity_threshold``, ``min_gain``, ``relevance_feedback`` and ``calibrate``, the
-    selector's embedder profile's. ``fill=False`` turns the fill off. The ``experimental_*``
-    options, ``cost_exponent`` and ``guarantee`` are research settings: change them to study
-    the strategy, not to tune an agent.
+    An option left ``None`` is not passed: the strategy's default (or the embedder profile's)
+    applies. ``fill=False`` turns the fill off. ``experimental_*``, ``cost_exponent`` and
+    ``guarantee`` are research settings, not agent tuning knobs.
 
     Example:
         >>> Pacms(similarity_threshold=0.3)
         Pacms(similarity_threshold=0.3)
-        >>> Pacms(relevance_weight=2.0)
-        Traceback (most recent call last):
-        ...
-        ValueError: strategy 'pacms' rejects its options {'relevance_weight': 2.0}: ...
     """
 
     relevance_weight: float | None = None
@@ -187,16 +173,12 @@ class MemoryOptions:
     """Where each call's memories come from: namespaces of a LangGraph ``BaseStore``.
 
     Attributes:
-        namespaces: The namespaces to search, e.g. ``[("memories", "{user_id}")]``;
-            ``{placeholders}`` are filled from ``config["configurable"]`` and the runtime
-            context. A callable ``(state, values) -> tuple`` works too.
+        namespaces: The namespaces to search, e.g. ``[("memories", "{user_id}")]`` (filled from
+            the configurable and the runtime context), or ``(state, values) -> tuple`` callables.
         store: The store (default: the graph's or the agent's store).
-        limit: Most items fetched per namespace from a store with a vector index
-            (``store.search(ns, query=..., limit=...)``: the store ranks them by the query).
-        scan_limit: A store without a vector index (no ``index_config``) cannot rank by the
-            query, so each namespace is read in pages, up to this many items, and all of them
-            join the pool for the selector to rank; a warning says when the cap cut a
-            namespace short.
+        limit: Most items fetched per namespace from a store with a vector index.
+        scan_limit: Most items read per namespace from a store without one (all join the pool;
+            a warning says when the cap cut a namespace short).
 
     Example:
         >>> MemoryOptions([("memories", "{user_id}")]).limit
@@ -234,41 +216,20 @@ class ToolLoopOptions:
     """How tool spans are selected: the latest turn, reused outputs, fold stubs, placeholders.
 
     Attributes:
-        keep_latest_turn: ``True``: everything from the latest human message on is mandatory.
-            ``False``: only that message, the system prompt and the newest span (the current
-            tool call with its results, or the last message) are. ``"auto"`` (default): as
-            ``True``, unless that part alone exceeds the budget (a long single-task tool loop):
-            then as ``False``, so the earlier tool spans of the turn compete for the budget
-            (whole, never split). The selection event's ``mandatory`` says which applied.
-        lift_reused: Treat a tool span whose results hold a value a later tool call already
-            took up (a path, an id, a long number), and the newest read of each file (an edit
-            quotes the file as the agent last saw it), as relevant as the most relevant
-            candidate of the pool, whatever its words say (the selector's ``relevant_ids``),
-            for every strategy that reads relevance (docs/results/lifecycle.md has the
-            figures). Default ``True``.
-        fold_stubs: Send optional tool spans that are not kept whole as their lifecycle fold
-            stubs (the object id, one line, the locators the output contains: paths, ids,
-            URLs; the call's own text is folded with the results, its tool calls stay). The
-            stubs are the floor: those that fit beside the mandatory part are always sent,
-            first the stubs of outputs whose values later calls already used, then newest
-            first; a span the lifecycle already folded is its own floor. The selector decides
-            which of those spans to send whole instead, each costing what it adds to its stub;
-            a stub that does not fit is an alternative to its span (whole, stub or neither).
-            The exact payload of every stub that is sent is written to ``sidecar_store``
-            first, so the ``recover_context`` tool
-            (:func:`~langchain_pacms.lifecycle.make_recover_tool` over the same store) returns
-            it byte for byte. Needs ``sidecar_store``; not with ``placeholders``. Default
-            (``None``): on when a ``sidecar_store`` is given (and ``placeholders`` is not).
-        sidecar_store: The LangGraph ``BaseStore`` fold stubs write their payloads to, under
-            the run's ``configurable.thread_id`` (a run without one has its own thread, named
-            after its first message: :func:`~langchain_pacms.messages.run_thread`).
-        placeholders: Offer each optional tool span also as a call-only variant whose results
-            are replaced by a short placeholder ``ToolMessage``.
+        keep_latest_turn: ``True``: everything from the latest human message on is mandatory;
+            ``False``: only that message, the system prompt and the newest span; ``"auto"``
+            (default): ``True`` unless that part alone exceeds the budget.
+        lift_reused: Rank a tool span whose results a later call used (a path, an id), or the
+            newest read of a file, as the most relevant (measured: docs/results/lifecycle.md).
+        fold_stubs: Send optional tool spans not kept whole as fold stubs (one line with their
+            locators), payloads written to ``sidecar_store`` for ``recover_context``
+            (:func:`~langchain_pacms.lifecycle.make_recover_tool`). ``None``: on with a store.
+        sidecar_store: The ``BaseStore`` fold stubs write their payloads to, under the run's
+            ``thread_id`` (else :func:`~langchain_pacms.messages.run_thread`).
+        placeholders: Also offer each optional tool span with its results replaced by a short
+            placeholder (not with ``fold_stubs``).
 
     Example:
-        >>> from langgraph.store.memory import InMemoryStore
-        >>> ToolLoopOptions(sidecar_store=InMemoryStore()).fold_stubs
-        True
         >>> ToolLoopOptions(fold_stubs=True)
         Traceback (most recent call last):
         ...

@@ -1,10 +1,6 @@
 """The per-call plumbing shared by the LangGraph hook and the LangChain middleware.
 
 ``messages -> (memories, documents) -> candidates -> Selector -> messages -> report``.
-There is no selection logic here: the budget is resolved, candidates come from
-:mod:`langchain_pacms.messages`, the verdict from a
-:class:`~langchain_pacms.selector.Selector`; what a call looks up is in
-:mod:`.lookups`, the rounds that fit the budget in :mod:`.fit`, fold stubs in :mod:`.folds`.
 """
 
 from __future__ import annotations
@@ -83,19 +79,7 @@ def tool_schema_text(tool: Any) -> str:
 
 
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
-    """``messages`` as message objects, without a context message an earlier selection wrote.
-
-    Tuples such as ``("user", "hi")``, dicts with ``role`` and ``content`` and strings are
-    converted with LangChain's ``convert_to_messages``; message objects pass through as they
-    are. This call builds its own context message from the memories and documents it keeps.
-    ``RemoveMessage`` entries are applied (see
-    :func:`~langchain_pacms.messages.history.apply_removals`): neither they nor the
-    messages they delete are sent.
-
-    Raises:
-        TypeError: For a ``messages`` that is not a sequence of messages, or an item that
-            cannot be converted.
-    """
+    """``messages`` converted (else ``TypeError``), removals applied, old context dropped."""
     if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, got {type(messages).__name__}")
     try:
@@ -108,14 +92,11 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
 class SelectionRunner:
     """Select for each model call (sync or async) with one :class:`SelectionConfig`.
 
-    Each call: the query; memories from the store and documents from the retriever; the
-    candidates, each priced with what it sends; then a selection under the budget less what
-    is charged up front (see :meth:`fit`); the report. The steps are written once; :meth:`run`
-    and :meth:`arun` differ only in awaiting.
+    Each call: the query, the lookups, the candidates, a selection that fits the budget, the
+    report. A failure falls back to recency, or raises under ``strict``.
 
     Args:
-        config: The validated options; its ``selector`` is the one used (a ``Selector``), or
-            the embeddings of the ``ContextSelector`` built here.
+        config: The validated options.
         source: Which integration runs it (``"hook"``, ``"middleware"``), for the reports.
 
     Example:
@@ -148,13 +129,8 @@ class SelectionRunner:
     def resolve_budget(self, candidates: Sequence[Candidate], model: Any = None) -> int:
         """The token budget of one call, including what the selection does not see.
 
-        A ``ratio`` budget is a share of the conversation's tokens: looked-up memories and
-        documents compete for that budget but do not raise it, and the variants of tool spans
-        are not counted twice. A ``fraction`` budget is a share of ``model``'s (default: the
-        configured ``model``'s) ``profile["max_input_tokens"]``.
-
-        Raises:
-            ValueError: For a fraction budget without a model, or a model without a profile.
+        A ``ratio`` is a share of the conversation's tokens; a ``fraction`` of ``model``'s
+        (default: the configured one's) ``profile["max_input_tokens"]``, else ``ValueError``.
 
         Example:
             >>> SelectionRunner(SelectionConfig(budget=99)).resolve_budget([])
@@ -183,8 +159,6 @@ class SelectionRunner:
 
     def unseen_tokens(self) -> int:
         """Tokens the model receives besides the selection: ``prompt`` and ``reserve_tokens``.
-
-        The schemas of the bound tools come on top (see :meth:`request`).
 
         Example:
             >>> SelectionRunner(SelectionConfig(budget=99, reserve_tokens=7)).unseen_tokens()
@@ -220,14 +194,9 @@ class SelectionRunner:
         return total
 
     def request(self, model: Any = None, tools: Sequence[Any] | None = None) -> _Request:
-        """What a call's model and bound tools add: the budget a profile sets, the tool tokens.
+        """What a call's model and tools (default: the configured ones) add to the budget.
 
-        ``model`` and ``tools`` default to the configured ones (the hook's); the middleware
-        passes the request's. A ``("fraction", x)`` budget needs the model's
-        ``profile["max_input_tokens"]``: without one this raises, whatever ``strict`` says.
-
-        Raises:
-            ValueError: For a fraction budget without a model, or a model without a profile.
+        Raises ``ValueError`` for a fraction budget without a model or profile, even if not strict.
         """
         tokens = self.tool_tokens(self.config.tools if tools is None else tools)
         if self.config.budget.fraction is None:
@@ -235,11 +204,7 @@ class SelectionRunner:
         return _Request(self.resolve_budget([], model), tokens)
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
-        """The query: ``query(state)`` if configured, else by ``query_mode``.
-
-        ``"agent"``: :func:`~langchain_pacms.messages.history.agent_query` (the task and
-        the agent's latest step); ``"task"``: the latest human message.
-        """
+        """The query: ``query(state)``, else by ``query_mode``; the newest text if that is blank."""
         query_fn = self.config.query
         if query_fn is not None:
             query = query_fn(state)
@@ -272,19 +237,10 @@ class SelectionRunner:
         folds: Mapping[int, Sequence[BaseMessage]] | None = None,
         request: _Request | None = None,
     ) -> Pool:
-        """The candidates, their spans, which part is mandatory, the budget and unseen tokens.
+        """The call's pool: candidates priced by what they send, the budget, the unseen tokens.
 
-        Each candidate costs what it sends: its messages (see
-        :func:`~langchain_pacms.messages.spans.messages_to_candidates`) and their framing
-        (``tokens_per_message`` each); the context message's headers and framing are charged
-        up front when memories or documents may be kept (:meth:`context_tokens`). With
-        ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget
-        (with the system prompt and what the model receives unseen); when it alone exceeds it,
-        only the task message, the newest span and the system prompt stay mandatory. The
-        budget and the unseen tokens are worked out once, from the first cut (the second one
-        holds the same conversation). ``folds`` are the fold-stub variants of tool spans (see
-        :func:`~langchain_pacms.lifecycle.fold_variants`). ``request`` is what the
-        call's model and tools add (default: :meth:`request` of the configured ones).
+        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget,
+        else only the task message, the newest span and the system prompt are.
         """
         keep = self.config.tool_loop.keep_latest_turn
         request = self.request() if request is None else request
@@ -337,16 +293,11 @@ class SelectionRunner:
         ]
 
     def context_tokens(self, candidates: Sequence[Candidate]) -> int:
-        """What the context message costs besides its bullets, when the pool may fill it.
-
-        Its section headers and its framing (``tokens_per_message``), when ``candidates``
-        hold memories or documents; each kept one costs its own bullet line.
+        """The context message's cost besides its bullets, when the pool may fill it.
 
         Example:
             >>> from langchain_pacms.selector import Candidate
             >>> runner = SelectionRunner(SelectionConfig(budget=99))
-            >>> runner.context_tokens([Candidate("likes tea", kind="memory")]) > 0
-            True
             >>> runner.context_tokens([Candidate("hello")])
             0
         """
@@ -391,11 +342,7 @@ class SelectionRunner:
     def fit(
         self, messages: Sequence[BaseMessage], pool: Pool, query: str
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
-        """Select until what is sent, framing and unseen prompt included, fits the budget.
-
-        See :func:`~langchain_pacms.integrations.fit.fit` (the rounds, the stub floor, the
-        lifted reused spans); the messages are counted with this runner's memo.
-        """
+        """Select until what is sent fits the budget (see :func:`~.fit.fit`)."""
         counter, framing = self.selector.token_counter, self.config.message_framing
         return (
             yield from fit(
@@ -520,22 +467,16 @@ class SelectionRunner:
         model: Any = None,
         tools: Sequence[Any] | None = None,
     ) -> list[BaseMessage]:
-        """Select the messages for one model call.
-
-        The selection is a ``pacms_selection`` child run of the run in ``config`` (see
-        :func:`~langchain_pacms.messages.report.traced_selection`).
+        """Select the messages for one model call (traced as a ``pacms_selection`` child run).
 
         Args:
             messages: The conversation (not modified); tuples and dicts are converted.
             state: The graph state (for a ``query`` callable and namespace callables).
-            config: The run config (callbacks for the trace and the custom event, namespace
-                placeholders).
+            config: The run config (callbacks, namespace placeholders).
             store: The graph's store, used when none was configured.
             context: The runtime context (namespace placeholders).
-            model: The chat model the messages go to (default: the configured ``model``),
-                for a ``("fraction", x)`` budget.
-            tools: The tools bound to it (default: the configured ``tools``), charged to the
-                budget.
+            model: The chat model (default: the configured one), for a ``fraction`` budget.
+            tools: The tools bound to it (default: the configured ones), charged to the budget.
 
         Returns:
             The messages to send.
@@ -556,7 +497,7 @@ class SelectionRunner:
         model: Any = None,
         tools: Sequence[Any] | None = None,
     ) -> list[BaseMessage]:
-        """Async twin of :meth:`run` (the same steps, awaiting the store, retriever, selector)."""
+        """Async twin of :meth:`run`."""
         steps = self._traced(messages, state, config, store, context, model, tools)
         return await adrive_calls(steps)
 
@@ -567,8 +508,8 @@ class RunnerViews:
     Example:
         >>> from langchain_pacms.integrations import create_pacms_hook
         >>> hook = create_pacms_hook(10)
-        >>> isinstance(hook, RunnerViews), hook.selector is hook.runner.selector
-        (True, True)
+        >>> hook.selector is hook.runner.selector
+        True
     """
 
     runner: SelectionRunner

@@ -1,25 +1,16 @@
-r"""Fold, mask and prune context objects on a plain message list.
+r"""Fold, mask and prune context objects on a plain message list (inputs are never modified).
 
-* **fold**: the exact payload goes to a sidecar record; the message keeps a stub with the
-  recovery pointer, a one-line description and the locators found in the payload;
-* **mask**: the head and tail of the content stay, the middle becomes an elision marker;
-* **prune**: every message of the object goes (a tool call with all its results).
-
-Fold and mask rewrite content only (ids, ``tool_calls`` and ``tool_call_id`` are kept) and mark
-the message in ``additional_kwargs["pacms_lifecycle"]``. Inputs are never modified.
+Fold moves the exact payload to a sidecar record and leaves a stub; mask keeps the head and
+tail; prune removes the object's messages. Fold and mask keep ids and tool calls, so the list
+stays one a provider accepts.
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    >>> from langchain_core.messages import HumanMessage
     >>> from langchain_pacms.lifecycle.objects import index_messages
-    >>> call = {"name": "read", "args": {"path": "src/main.py"}, "id": "c1"}
-    >>> msgs = [HumanMessage("read it", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("def main():\n    port=8080", tool_call_id="c1", id="t1"),
-    ...         HumanMessage("thanks", id="h2")]
-    >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
-    >>> print(result.messages[2].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]
-    >>> result.sidecars[0].payload == msgs[2].content
-    True
+    >>> msgs = [HumanMessage("old brief " * 40, id="h1"), HumanMessage("next", id="h2")]
+    >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "conversation:user:1")])
+    >>> result.messages[0].content[:9], result.sidecars[0].payload == msgs[0].content
+    ('[folded: ', True)
 """
 
 from __future__ import annotations
@@ -134,17 +125,12 @@ def action_gain(
 ) -> int:
     """Characters a fold or mask of ``obj`` takes out of view (negative: the stub is larger).
 
-    Prune always saves the whole object. ``shown`` is what :func:`visible_locators` gives.
-
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> call = {"name": "cat", "args": {"path": "a.txt"}, "id": "c1"}
-        >>> msgs = [HumanMessage("go", id="h"), AIMessage("", tool_calls=[call], id="a"),
-        ...         ToolMessage("ok", tool_call_id="c1", id="t")]
-        >>> obj = index_messages(msgs).objects[1]
-        >>> action_gain(msgs, obj, Action("fold", obj.id)) < 0  # a stub for "ok" costs more
-        True
+        >>> msgs = [HumanMessage("ok", id="h")]
+        >>> action_gain(msgs, index_messages(msgs).objects[0], Action("prune", "x"))
+        2
     """
     if action.op == "prune":
         return sum(message_size(messages[i], len) for i in obj.indices)
@@ -166,7 +152,7 @@ def apply_actions(
 ) -> ActionResult:
     """Apply actions to a copy of ``messages`` (one action per object; the first one wins).
 
-    Only the targets are checked here; :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+    Only the targets are checked here; :func:`~langchain_pacms.lifecycle.validate.check_actions`
     validates plans.
 
     Args:
@@ -177,9 +163,8 @@ def apply_actions(
         mask_head: Characters a mask keeps at the start of each content.
         mask_tail: Characters a mask keeps at the end.
         dedupe: Leave out of fold stubs the locators visible elsewhere in the history.
-        shown: With ``dedupe``, what counts as visible elsewhere: a set, or a
-            :func:`~langchain_pacms.lifecycle.fold.shown_before` of ``messages`` (each object
-            then counts only what precedes it). Default: :func:`visible_locators` of ``messages``.
+        shown: With ``dedupe``, what counts as visible elsewhere: a set or a
+            :func:`~langchain_pacms.lifecycle.fold.shown_before` (default: the whole history).
 
     Returns:
         The :class:`ActionResult`.
@@ -253,9 +238,6 @@ def apply_actions(
 def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
     """What a provider would reject in ``messages`` (empty when the list is valid).
 
-    Checks that every tool call is answered before the next non-tool message, every
-    ``ToolMessage`` answers an earlier call, and the first non-system message is a user message.
-
     Example:
         >>> provider_problems([ToolMessage("x", tool_call_id="c")])
         ['ToolMessage c answers no call', 'first non-system message is a tool message']
@@ -291,9 +273,8 @@ def restore(
 ) -> ActionResult:
     r"""Re-activate a folded object from its sidecar record (on a copy of ``messages``).
 
-    The folded messages get their exact original content (and, for a span fold, the call's text
-    and calls) back and lose the lifecycle mark. ``applied`` is empty; ``replaced`` holds the
-    restored messages.
+    The folded messages get their exact original content back and lose the lifecycle mark;
+    ``replaced`` holds them.
 
     Args:
         messages: The history that ``index`` was built from. Not modified.
@@ -306,8 +287,8 @@ def restore(
 
     Raises:
         KeyError: If ``record.object_id`` is not in ``index``.
-        ValueError: If the object is not folded, the record's hash does not match its payload,
-            or the record is not the payload the fold stub points at.
+        ValueError: If the object is not folded or the record is not the payload its stub
+            points at.
 
     Example:
         >>> from langchain_core.messages import HumanMessage

@@ -26,10 +26,8 @@ def tool_steps(messages: Sequence[BaseMessage]) -> int:
     """Model calls that requested tools since the latest user message.
 
     Example:
-        >>> from langchain_core.messages import ToolMessage
-        >>> call = {"name": "f", "args": {}, "id": "c"}
-        >>> tool_steps([HumanMessage("go"), AIMessage("", tool_calls=[call]),
-        ...             ToolMessage("1", tool_call_id="c")])
+        >>> tool_steps([HumanMessage("go"), AIMessage("", tool_calls=[{"name": "f", "args": {},
+        ...                                                            "id": "c"}])])
         1
     """
     steps = 0
@@ -58,18 +56,17 @@ def boundary_in_force(
 def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") -> bool:
     """Whether the history ends at a point where a commit is safe.
 
-    ``"turn"``: the last message is a user message or an AI answer without tool calls. ``"tool"``
-    also allows the point after a tool call's results are all in. ``"auto"`` (default) is
-    ``"tool"`` after :data:`TOOL_LOOP_STEPS` tool-calling steps since the latest user message,
-    else ``"turn"``.
+    ``"turn"``: after a user message or an AI answer without tool calls; ``"tool"`` also after a
+    tool call's results are all in; ``"auto"`` (default) is ``"tool"`` after
+    :data:`TOOL_LOOP_STEPS` tool-calling steps since the latest user message.
 
     Raises:
         ValueError: If ``boundary`` is not ``"auto"``, ``"turn"`` or ``"tool"``.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
-        >>> call = {"name": "f", "args": {}, "id": "c"}
-        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call])]
+        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[{"name": "f", "args": {},
+        ...                                                        "id": "c"}])]
         >>> at_boundary(msgs), at_boundary([*msgs, ToolMessage("1", tool_call_id="c")], "tool")
         (False, True)
     """

@@ -64,16 +64,15 @@ class Commit:
     Attributes:
         thread_id: The thread.
         messages: The new history.
-        updates: What to return for a LangGraph ``messages`` channel: a ``RemoveMessage`` per
-            removed message and the rewritten messages (same ids, so they replace in place).
+        updates: What to return for a LangGraph ``messages`` channel (removals and same-id
+            replacements).
         actions: The committed actions.
-        rejected: Actions dropped at this commit (re-checked staged ones included).
+        rejected: Actions dropped at this commit.
         sidecars: The folded payloads written before the commit.
         tokens_before: Active-view tokens before.
         tokens_after: Active-view tokens after.
         reason: ``"threshold"`` or ``"max_active_tokens"``.
-        known_ids: ``message id -> object id`` to pass to the next step (pruned objects
-            included, so their numbers are never reused).
+        known_ids: ``message id -> object id`` to pass to the next step.
     """
 
     thread_id: str

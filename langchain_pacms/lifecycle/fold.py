@@ -1,19 +1,11 @@
 r"""Fold: a payload leaves the history for a sidecar; the messages keep a short stub.
 
-The stub holds the recovery pointer, a one-line description (for a tool result only its
-length in lines) and the payload's locators, except those the history shows elsewhere
-(:func:`visible_locators`), which its mark lists under ``"elsewhere"``.
+The stub holds the recovery pointer, a short description and the payload's locators, except
+those the history shows elsewhere (:func:`visible_locators`).
 
 Example:
-    >>> from langchain_core.messages import AIMessage, ToolMessage
-    >>> from langchain_pacms.lifecycle.objects import index_messages
-    >>> call = {"name": "read", "args": {"path": "src/main.py"}, "id": "c1"}
-    >>> msgs = [AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("def main():\n    port=8080", tool_call_id="c1", id="t1")]
-    >>> out = list(msgs)
-    >>> _, record = fold_object(msgs, out, index_messages(msgs).objects[0], "output", set())
-    >>> out[1].content, record.payload == msgs[1].content
-    ('[folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]', True)
+    >>> SidecarRecord.of("function:tool:1", "x", "tool").sha256[:8]
+    '2d711642'
 """
 
 from __future__ import annotations
@@ -51,8 +43,7 @@ __all__ = [
 
 Scope = Literal["output", "span"]
 
-# a history is rehearsed again at every step and by every check: a fold's payload, hash,
-# description, locator source and length are remembered per object's messages
+# a fold's payload, hash, description, locator source and length, per object's messages
 _FOLDS: by_messages[tuple[str, str, str, str, str]] = by_messages(1_024)
 
 
@@ -69,8 +60,8 @@ class SidecarRecord:
         description: A one-line description (the calls and the size of a tool result).
 
     Example:
-        >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).sha256[:8]
-        '2d711642'
+        >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).lineage
+        ('m1',)
     """
 
     object_id: str
@@ -115,20 +106,15 @@ def _describe(messages: Sequence[BaseMessage], obj: ContextObject, payload: str)
 
 
 def span_payload(messages: Sequence[BaseMessage], obj: ContextObject) -> str:
-    r"""The payload of a span fold: the call message's text and calls, and the results.
-
-    A JSON object ``{"text", "tool_calls", "results"}`` (``results`` is the span's
-    :func:`~langchain_pacms.messages.payload.payload_of`).
+    r"""The payload of a span fold: JSON ``{"text", "tool_calls", "results"}`` of the span.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
-        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
-        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
-        >>> payload = json.loads(span_payload(msgs, index_messages(msgs).objects[0]))
-        >>> payload["text"], payload["tool_calls"][0]["args"], payload["results"]
-        ('look', {'command': 'ls'}, 'a.py')
+        >>> msgs = [AIMessage("look", tool_calls=[{"name": "sh", "args": {}, "id": "c1"}], id="a"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t")]
+        >>> json.loads(span_payload(msgs, index_messages(msgs).objects[0]))["results"]
+        'a.py'
     """
     head = messages[obj.indices[0]]
     calls = [
@@ -162,8 +148,7 @@ def _fold(
     length: str,
 ) -> list[int]:
     results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
-    # a tool result's stub follows its call: the call is in view, the stub gives only the
-    # results' ``length`` in lines (every token of a stub counts where many share a budget)
+    # a tool result's stub follows its call (in view): it gives only the results' length
     shown = length if results else record.description
     stub = f'[folded: {shown}; recover_context("{obj.id}")' + (
         f"; locators: {locators}]" if locators else "]"
@@ -195,17 +180,14 @@ def fold_object(
 ) -> tuple[list[int], SidecarRecord]:
     """Fold ``obj`` in ``out`` (a copy of ``messages``): the rewritten indices and its record.
 
-    The stub leaves out the locators in ``shown``; the rewritten indices come stub first.
-
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
         >>> msgs = [HumanMessage("see /srv/app.py", id="h")]
         >>> out = list(msgs)
-        >>> fold_object(msgs, out, index_messages(msgs).objects[0], "output", set())[0]
-        [0]
-        >>> out[0].content.split("; ")[1:]
-        ['recover_context("conversation:user:1")', 'locators: /srv/app.py]']
+        >>> _, record = fold_object(msgs, out, index_messages(msgs).objects[0], "output", set())
+        >>> out[0].content.split("; ")[1:], record.payload
+        (['recover_context("conversation:user:1")', 'locators: /srv/app.py]'], 'see /srv/app.py')
     """
     span = _is_span(messages, obj, scope)
     payload, sha256, description, source, length = _fold_material(messages, obj, span)
@@ -219,8 +201,7 @@ def fold_object(
         indices = _fold(out, obj, record, locators, span, list(elsewhere), length)
         return [(obj.indices.index(i), out[i]) for i in indices]
 
-    # the stubs depend on the object's messages and what they leave out, not on the rest
-    # (and a message without an id is never shared: a messages channel gives it one in place)
+    # the stubs depend on the object's messages and what they leave out (memoised by id)
     held = tuple(messages[i] for i in obj.indices)
     key = ("fold", obj.id, obj.kind, span, locators, elsewhere)
     rewritten = REWRITES(held, key, fold) if all(m.id for m in held) else fold()
@@ -230,17 +211,14 @@ def fold_object(
 
 
 def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
-    """The locators (and words) a fold leaves in view, so a fold stub need not repeat them.
+    """The locators and words a fold leaves in view, so a fold stub need not repeat them.
 
-    Those of the system prompt, the user messages, the short string arguments of tool calls and
-    the fold stubs already in the history.
+    Those of the system prompt, the user messages, short tool-call arguments and earlier stubs.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
-        >>> shown = visible_locators([HumanMessage("fix HAT039"), AIMessage("", tool_calls=[call])])
-        >>> {"HAT039", "src/app.py"} <= shown, "read" in shown
-        (True, False)
+        >>> "HAT039" in visible_locators([HumanMessage("fix HAT039")])
+        True
     """
     return durable_locators([t for m in messages for t in _visible_texts(m)])
 
@@ -248,13 +226,11 @@ def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
 def shown_before(messages: Sequence[BaseMessage]) -> ShownBefore:
     """What :func:`visible_locators` gives for every prefix of ``messages``, built in one pass.
 
-    ``shown_before(messages).upto(k)`` holds what ``visible_locators(messages[:k])`` holds.
-
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> shown = shown_before([HumanMessage("fix HAT039"), HumanMessage("and HAT040")])
-        >>> "HAT039" in shown.upto(1), "HAT040" in shown.upto(1), "HAT040" in shown.upto(2)
-        (True, False, True)
+        >>> "HAT040" in shown.upto(1), "HAT040" in shown.upto(2)
+        (False, True)
     """
     return ShownBefore(_visible_texts(m) for m in messages)
 
@@ -300,18 +276,14 @@ def _fold_material(
 def fold_source(
     messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope = "output"
 ) -> str:
-    r"""The text whose locators a fold stub of ``obj`` shows.
-
-    The payload, or for a span fold the call's texts and then its results as written.
+    r"""The text whose locators a fold stub of ``obj`` shows (a span's call texts, then results).
 
     Example:
+        >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
-        >>> msgs = [AIMessage("look", tool_calls=[call], id="a1"),
-        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
-        >>> obj = index_messages(msgs).objects[0]
-        >>> fold_source(msgs, obj), fold_source(msgs, obj, "span")
-        ('a.py', 'look\na.py')
+        >>> msgs = [HumanMessage("hi")]
+        >>> fold_source(msgs, index_messages(msgs).objects[0])
+        'hi'
     """
     span = _is_span(messages, obj, scope)
     return _source(messages, obj, span, payload_of(messages, obj.indices))

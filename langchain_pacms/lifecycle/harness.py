@@ -1,16 +1,12 @@
 r"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
 
-Each :meth:`LifecycleHarness.step` indexes the history; at a safe boundary it asks the planner
-for a plan, checks it and stages the accepted actions; it then re-checks everything staged and
-commits when the :class:`~langchain_pacms.lifecycle.tuning.CommitRule` says so. Folded payloads
-go to the sidecar store and masked or pruned originals to the audit namespace before the commit;
-a failed write means no commit. A :class:`Commit` carries the ``updates`` a LangGraph
-``messages`` channel applies; each commit is reported as a ``pacms_lifecycle_commit`` custom
-event and, with ``log_path``, a JSONL line.
+At a safe boundary each :meth:`LifecycleHarness.step` asks the planner for a plan, checks it
+and stages the accepted actions, then commits when the commit rule says so. Payloads and
+originals are stored before the commit (a failed write means no commit); each commit is
+reported as a ``pacms_lifecycle_commit`` custom event.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> from langgraph.store.memory import InMemoryStore
     >>> class FoldOldTools:
     ...     name = "fold-old-tools"
     ...     def plan(self, index, messages):
@@ -23,12 +19,11 @@ Example:
     >>> msgs = [HumanMessage("show the log", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
     ...         ToolMessage("line\n" * 500, tool_call_id="c1", id="t1"),
     ...         AIMessage("It repeats.", id="a2"), HumanMessage("thanks", id="h2")]
-    >>> store = InMemoryStore()
-    >>> harness = LifecycleHarness(FoldOldTools(), store=store)
+    >>> harness = LifecycleHarness(FoldOldTools())
     >>> commit = harness.step(msgs, thread_id="t")
     >>> commit.reason, [type(m).__name__ for m in commit.updates]
     ('threshold', ['ToolMessage'])
-    >>> SidecarStore(store, "t").get("function:tool:1").payload == msgs[2].content
+    >>> harness.sidecars("t").get("function:tool:1").payload == msgs[2].content
     True
 """
 
@@ -84,13 +79,10 @@ class LifecycleHarness:
 
     Args:
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner`.
-        store: The LangGraph ``BaseStore`` for sidecars (default: a new ``InMemoryStore``, which
-            keeps payloads for this process only; use ``SqliteStore`` or ``PostgresStore`` to
-            keep them across restarts and workers).
-        commit: When to commit (default ``CommitRule()``), see
-            :class:`~langchain_pacms.lifecycle.tuning.CommitRule`.
-        masking: What a mask keeps (default ``Masking()``), see
-            :class:`~langchain_pacms.lifecycle.tuning.Masking`.
+        store: The LangGraph ``BaseStore`` for sidecars (default: a new ``InMemoryStore``,
+            for this process only; ``SqliteStore`` or ``PostgresStore`` persist).
+        commit: When to commit (default ``CommitRule()``).
+        masking: What a mask keeps (default ``Masking()``).
         token_counter: Callable, encoding name, :class:`~langchain_pacms.tokens.TokenCounter` or
             ``None`` (offline ``o200k_base``); use the selector's so both count alike.
         log_path: Append one JSONL record per commit to this file.
@@ -153,11 +145,7 @@ class LifecycleHarness:
     def index(
         self, messages: Sequence[BaseMessage], known_ids: Mapping[str, str] | None = None
     ) -> ContextIndex:
-        """Index ``messages`` with the harness's token counter.
-
-        Where the tool boundary is in force, only the latest user message and the newest object are
-        protected (``latest="step"``), so earlier tool spans of one long task are plannable.
-        """
+        """Index ``messages`` with the harness's counter (``latest="step"`` at a tool boundary)."""
         return index_messages(
             messages,
             token_counter=self.token_counter,
@@ -225,9 +213,8 @@ class LifecycleHarness:
     def pays(self, messages: Sequence[BaseMessage], checked: Checked) -> bool:
         """Whether committing ``checked`` pays under prompt caching (always, without a price).
 
-        With the commit rule's ``cached_price`` p, a commit pays when
-        ``p x saved x calls >= (1 - p) x tail``: ``tail`` is what the next call pays in full
-        from the first changed message on, ``calls`` the model calls made so far.
+        With the rule's ``cached_price`` p: ``p x saved x calls >= (1 - p) x tail``, where ``tail``
+        is what the next call pays uncached and ``calls`` the model calls made so far.
 
         Example:
             >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -375,8 +362,8 @@ class LifecycleHarness:
 
         Args:
             messages: The thread's current history (not modified).
-            thread_id: The thread (sidecar namespace and staging key); ``None`` (default): the
-                run's own thread (:func:`~langchain_pacms.messages.runs.run_thread`).
+            thread_id: The thread (sidecar namespace and staging key); ``None``: the run's own
+                (:func:`~langchain_pacms.messages.runs.run_thread`).
             known_ids: ``Commit.known_ids`` of this thread's last commit.
             config: The run's config, for the commit event (default: the one in context).
 

@@ -1,19 +1,10 @@
 r"""The heuristic planner: the offline default that proposes fold / mask / prune by rule.
 
-Each active object outside the protected tail gets a value from its relevance to the recent
-turns, its recency and a prior by kind. The rules (fields of
-:class:`~langchain_pacms.lifecycle.tuning.PlannerTuning` in double backquotes):
-
-* never the system prompt, the latest turn, the ``keep_recent`` objects before it or the first
-  user message; other user messages are only folded, when very large (``user_fold_min_tokens``);
-* a tool result whose values reappear in later call arguments (a live handle) is never masked,
-  and pruned only when what supersedes it holds the same values;
-* a file read whose path is written later is never masked; with ``keep_file_views`` the latest
-  whole read of each file stays in view;
-* prune what a later object supersedes (the same call with nothing changed between, or a later
-  whole read of the file); fold large stable bodies; mask mid-size noisy output;
-* with ``fold_calls`` a tool span's fold also takes its call's text and long arguments;
-* no action whose stub or mask would not be smaller; with ``max_stubs`` older stubs are pruned.
+Each object outside the protected tail gets a value from its relevance to the recent turns,
+its recency and its kind. It is pruned when a later object supersedes it, folded when it is a
+large stable body, masked when it is noisy output; the first user message, live handles,
+files edited later and the latest whole read of each file are protected as
+:class:`~langchain_pacms.lifecycle.tuning.PlannerTuning` says.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -25,10 +16,9 @@ Example:
     ...         ToolMessage("x = 1", tool_call_id="c1", id="t1"), call(2),
     ...         ToolMessage("x = 2", tool_call_id="c2", id="t2"), HumanMessage("done?", id="h2")]
     >>> plan = HeuristicPlanner().plan(index_messages(msgs), msgs)
-    >>> [(a.op, a.target) for a in plan.actions]
-    [('prune', 'function:tool:1')]
-    >>> plan.actions[0].reason
-    'superseded by function:tool:2: the same call runs again later'
+    >>> [(a.op, a.target, a.reason) for a in plan.actions]  # doctest: +NORMALIZE_WHITESPACE
+    [('prune', 'function:tool:1', 'superseded by function:tool:2: the same call runs again
+    later')]
 """
 
 from __future__ import annotations
@@ -78,22 +68,20 @@ _Gains = tuple[tuple[BaseMessage, ...], tuple[str, ...], dict[tuple[str, ...], i
 class HeuristicPlanner:
     """Rule-based planner following the Self-GC safeguards (the offline default).
 
-    What its defaults keep and prune: ``docs/results/lifecycle.md``.
+    What its defaults keep and prune: docs/results/lifecycle.md.
 
     Args:
-        selector: A :class:`~langchain_pacms.ContextSelector` whose embeddings score relevance
-            to the recent turns; ``None`` scores by word overlap. If embedding fails the planner
-            falls back to word overlap and says so in the plan summary.
-        tuning: The planner's rules (``None``: ``PlannerTuning()``, the shipped defaults).
+        selector: A :class:`~langchain_pacms.ContextSelector` whose embeddings score relevance;
+            ``None`` (or a failing embedder, noted in the plan summary) scores by word overlap.
+        tuning: The planner's rules (default ``PlannerTuning()``).
 
     Raises:
         TypeError: If ``selector`` has no ``embeddings`` or ``tuning`` is not a
             :class:`~langchain_pacms.lifecycle.tuning.PlannerTuning`.
 
     Example:
-        >>> planner = HeuristicPlanner(tuning=PlannerTuning(fold_min_tokens=500))
-        >>> planner.name, planner.tuning.fold_min_tokens
-        ('heuristic', 500)
+        >>> HeuristicPlanner(tuning=PlannerTuning(fold_min_tokens=500)).tuning.fold_min_tokens
+        500
     """
 
     name = "heuristic"
@@ -312,13 +300,6 @@ class HeuristicPlanner:
     # -- public ---------------------------------------------------------------------------------
     def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Propose actions for ``index`` (built from ``messages``); see the module docs.
-
-        Args:
-            index: The indexed history.
-            messages: The messages it was built from (not modified).
-
-        Returns:
-            The :class:`~langchain_pacms.lifecycle.plan.Plan` (possibly with no actions).
 
         Example:
             >>> from langchain_core.messages import HumanMessage

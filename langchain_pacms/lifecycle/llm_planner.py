@@ -1,13 +1,8 @@
 r"""The LLM planner: any LangChain chat model proposes fold / mask / prune on a compact view.
 
-The model sees only a system prompt and a compact view of the history (one line per object)
-with the recent turns; its call is tagged ``nostream`` and nothing it says reaches the agent's
-messages. It answers through :class:`PlanSchema` when the model supports structured output,
-else as JSON text.
-
-Bad output never raises: the plan is rejected (:meth:`Plan.rejection`) when the model fails,
-the reply holds no readable plan, or no proposed action is usable; otherwise invalid actions
-are dropped and the summary says which and why.
+The model sees only a system prompt and a one-line-per-object view of the history; its call
+is tagged ``nostream``. Bad output never raises: the plan is rejected when nothing usable
+comes back, otherwise invalid actions are dropped and the summary says why.
 
 Example:
     >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -20,9 +15,8 @@ Example:
     >>> reply = ('{"summary": "fold the old read", "actions": [{"op": "fold", '
     ...          '"target": "function:tool:1", "reason": "stable body"}]}')
     >>> planner = LLMPlanner(GenericFakeChatModel(messages=iter([reply])))
-    >>> plan = planner.plan(index_messages(msgs), msgs)
-    >>> plan.summary, plan.groups()
-    ('fold the old read', {'fold': ['function:tool:1']})
+    >>> planner.plan(index_messages(msgs), msgs).groups()
+    {'fold': ['function:tool:1']}
 """
 
 from __future__ import annotations
@@ -143,8 +137,8 @@ class LLMPlanner:
     """A planner backed by any LangChain chat model (see the module docs for the contract).
 
     Args:
-        model: The chat model. Structured output (:class:`PlanSchema`) is used when the model
-            supports ``with_structured_output``; otherwise JSON is read from the reply text.
+        model: The chat model; structured output (:class:`PlanSchema`) is used when it
+            supports ``with_structured_output``, else JSON is read from the reply text.
         max_objects: At most this many objects (the largest) are listed in the view.
         name: The planner's name (``Plan.planner``).
 
@@ -154,9 +148,8 @@ class LLMPlanner:
 
     Example:
         >>> from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-        >>> planner = LLMPlanner(FakeMessagesListChatModel(responses=[]), max_objects=50)
-        >>> planner.name, planner.structured
-        ('llm', False)
+        >>> LLMPlanner(FakeMessagesListChatModel(responses=[])).structured
+        False
     """
 
     def __init__(self, model: BaseChatModel, *, max_objects: int = 200, name: str = "llm") -> None:
@@ -186,7 +179,6 @@ class LLMPlanner:
         Example:
             >>> from langchain_core.language_models.fake_chat_models import (
             ...     FakeMessagesListChatModel)
-            >>> from langchain_core.messages import HumanMessage
             >>> from langchain_pacms.lifecycle.objects import index_messages
             >>> planner = LLMPlanner(FakeMessagesListChatModel(responses=[]))
             >>> print(planner.view(index_messages([HumanMessage("hi", id="h")])))
@@ -300,12 +292,7 @@ class LLMPlanner:
     def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Ask the model for a plan; a rejection (never an exception) when it cannot give one.
 
-        Args:
-            index: The indexed history.
-            messages: The messages it was built from (not sent; the view is built from ``index``).
-
-        Returns:
-            The :class:`~langchain_pacms.lifecycle.plan.Plan`.
+        ``messages`` is not sent: the view is built from ``index``.
         """
         try:
             output = self._runnable.invoke(self.prompt(index), config=_RUN_CONFIG)

@@ -4,8 +4,7 @@ A mask makes no recovery promise (the original goes to the audit namespace only)
 the elided lines that hold a locator, within a budget that grows with what it elides.
 
 Example:
-    >>> log = "\n".join(f"PASSED test_{n}" for n in range(50))
-    >>> print(mask_text(log, head=13, tail=14))
+    >>> print(mask_text("\n".join(f"PASSED test_{n}" for n in range(50)), head=13, tail=14))
     PASSED test_0
     [... 712 chars, 50 lines elided by mask ...]
     PASSED test_49
@@ -27,14 +26,13 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
     r"""Keep ``head`` and ``tail`` characters; replace the middle with a marker.
 
     Args:
-        text: The content.
+        text: The content (returned as it is when not longer than ``head + tail``).
         head: Characters kept at the start.
         tail: Characters kept at the end.
-        locator_chars: Characters of elided lines holding a path, URL or identifier kept after
-            the marker (``0``: none).
+        locator_chars: Characters of elided lines holding a locator kept after the marker.
 
     Returns:
-        The masked text (``text`` itself when it is not longer than ``head + tail``).
+        The masked text.
 
     Example:
         >>> print(mask_text("ok\n" * 9 + "FAIL src/a.py\n" + "ok\n" * 9 + "end", 2, 3, 99))

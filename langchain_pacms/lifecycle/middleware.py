@@ -1,8 +1,6 @@
 """``LifecycleMiddleware``: the context lifecycle inside ``langchain.agents.create_agent``.
 
-Needs LangChain v1: ``pip install "langchain-pacms[middleware]"``. Before each model call the
-middleware steps the :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`; a commit
-lands in the agent state as a ``messages`` update. It adds the ``recover_context`` tool. With
+Needs ``pip install "langchain-pacms[middleware]"``. With
 :class:`~langchain_pacms.integrations.PACMSMiddleware` in the same agent, list the lifecycle
 first.
 
@@ -56,14 +54,16 @@ class LifecycleState(AgentState):
 class LifecycleMiddleware(AgentMiddleware):
     """Fold, mask and prune the agent's history at safe boundaries, with byte-exact recovery.
 
+    Before each model call it steps the harness; a commit lands in the agent state. It adds the
+    ``recover_context`` tool.
+
     Args:
-        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
-            Otherwise one is built from ``options``.
+        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+            (otherwise one is built from ``options``).
         recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
-        reactivate: When the model recovers a folded object, also put the exact payload back
-            in place of its stub. Default ``False``: the payload arrives as the tool result.
-        **options: :class:`~langchain_pacms.lifecycle.node.HarnessOptions` (``planner``,
-            ``store``, ``commit``, ``masking``, ``token_counter``, ``log_path``).
+        reactivate: After a recovery, also put the exact payload back in place of its stub
+            (default ``False``: the payload arrives only as the tool result).
+        **options: :class:`~langchain_pacms.lifecycle.node.HarnessOptions`.
 
     Raises:
         TypeError: For an unknown keyword (the message lists the valid ones).

@@ -1,16 +1,12 @@
 """A LangGraph node that runs the lifecycle harness on a graph's ``messages`` channel.
 
-Put it before the model node of a hand-built ``StateGraph``. When the harness commits, the node
-returns the commit as a state update, with the object-id map under ``pacms_lifecycle_ids`` (add
-that key to your state to keep ids stable across prunes); otherwise no update. Give the model
-``make_recover_tool(harness.store)`` so it can read folded payloads back.
+Put it before the model node; add ``pacms_lifecycle_ids`` to the state to keep object ids
+stable across prunes, and give the model ``make_recover_tool(harness.store)``.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
     >>> from langgraph.graph import START, MessagesState, StateGraph
-    >>> class State(MessagesState):
-    ...     pacms_lifecycle_ids: dict[str, str]
-    >>> graph = StateGraph(State)
+    >>> graph = StateGraph(MessagesState)
     >>> _ = graph.add_node("lifecycle", create_lifecycle_node())
     >>> _ = graph.add_edge(START, "lifecycle")
     >>> graph.compile().invoke({"messages": [HumanMessage("hi")]})["messages"][0].content
@@ -50,8 +46,7 @@ class HarnessOptions(TypedDict, total=False):
     Attributes:
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default: the offline
             :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
-        store: The sidecar store (default: an ``InMemoryStore``; ``SqliteStore`` or
-            ``PostgresStore`` keep payloads across restarts and workers).
+        store: The sidecar store (default: an ``InMemoryStore``).
         commit: When to commit (:class:`~langchain_pacms.lifecycle.tuning.CommitRule`).
         masking: What a mask keeps (:class:`~langchain_pacms.lifecycle.tuning.Masking`).
         token_counter: The token counter (share the selector's).
@@ -71,14 +66,8 @@ def build_harness(
 ) -> LifecycleHarness:
     """The given harness, or a new one from ``options`` (the heuristic planner by default).
 
-    Args:
-        harness: A ready harness, or ``None``.
-        options: :class:`HarnessOptions`.
-        owner: The function or class whose keywords ``options`` were, for the errors.
-
     Raises:
-        TypeError: For an unknown option (the message lists every keyword of ``owner``), or a
-            ``commit`` or ``masking`` of the wrong type.
+        TypeError: For an unknown option (the message lists ``owner``'s keywords) or a wrong type.
         ValueError: For a harness together with options.
 
     Example:
@@ -140,8 +129,8 @@ def create_lifecycle_node(
     """A graph node (sync and async) that commits lifecycle edits at safe boundaries.
 
     Args:
-        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`.
-            Otherwise one is built from ``options``.
+        harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
+            (otherwise one is built from ``options``).
         messages_key: The state key of the messages channel.
         **options: :class:`HarnessOptions`.
 

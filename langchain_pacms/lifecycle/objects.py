@@ -1,18 +1,16 @@
 """Index a message history into context objects with stable ids.
 
-A tool call and all its results are one object. Ids are ``system:N``, ``conversation:user:N``,
-``conversation:assistant:N`` and ``function:tool:N``, numbered from 1 per kind. Rewritten
-messages carry their object id, so re-indexing a committed history finds the same ids;
-``known_ids`` keeps them stable after a prune.
+A tool call and its results are one object. Ids are ``system:N``, ``conversation:user:N``,
+``conversation:assistant:N`` and ``function:tool:N``, numbered from 1 per kind; rewritten
+messages keep theirs, and ``known_ids`` keeps them stable after a prune.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
     >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("print(1)", tool_call_id="c1", id="t1"), AIMessage("done", id="a2")]
-    >>> [(o.id, o.indices, o.lineage) for o in index_messages(msgs).objects]
-    [('conversation:user:1', (0,), ('h1',)), ('function:tool:1', (1, 2), ('a1', 't1')), \
-('conversation:assistant:1', (3,), ('a2',))]
+    ...         ToolMessage("print(1)", tool_call_id="c1", id="t1")]
+    >>> [(o.id, o.indices) for o in index_messages(msgs).objects]
+    [('conversation:user:1', (0,)), ('function:tool:1', (1, 2))]
 """
 
 from __future__ import annotations
@@ -55,11 +53,11 @@ class ContextObject:
         lineage: The ids of the original messages (``""`` for a message without id).
         tokens: Token count of its text as the model sees it now.
         position: Order among the objects (0-based).
-        state: ``active``, ``folded``, ``masked`` (``pruned`` objects leave the list).
-        sha256: Hex digest of :func:`payload_of` (the exact payload a fold would store).
+        state: ``active``, ``folded`` or ``masked``.
+        sha256: Hex digest of its payload (what a fold would store).
         text: The text scored and counted.
         latest: Protected as the current work (see ``latest`` of :func:`index_messages`).
-        signature: For a tool object, its calls as ``name(json args)`` lines; empty otherwise.
+        signature: For a tool object, its calls as ``name(json args)`` lines.
 
     Example:
         >>> ContextObject("function:tool:1", "tool", (1, 2), ("a", "b"), 10, 0).state
@@ -90,9 +88,8 @@ class ContextIndex:
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> index = index_messages([HumanMessage("hi", id="h")])
-        >>> index.by_id["conversation:user:1"].latest, index.id_map
-        (True, {'h': 'conversation:user:1'})
+        >>> index_messages([HumanMessage("hi", id="h")]).id_map
+        {'h': 'conversation:user:1'}
     """
 
     objects: tuple[ContextObject, ...]
@@ -166,8 +163,7 @@ def index_messages(
     """Index a history into :class:`ContextObject` s.
 
     Args:
-        messages: The history, oldest first (not modified). Orphan ``ToolMessage`` objects
-            belong to no object and are left alone by every action.
+        messages: The history, oldest first (not modified).
         token_counter: Callable, encoding name or ``None`` (offline ``o200k_base``).
         known_ids: ``message id -> object id`` from an earlier index of the same thread.
         latest: What no action may touch: ``"turn"`` (the latest user message and all after
@@ -177,8 +173,7 @@ def index_messages(
         The :class:`ContextIndex`.
 
     Raises:
-        ValueError: If ``known_ids`` maps two objects of this history to one id, or
-            ``latest`` is not ``"turn"`` or ``"step"``.
+        ValueError: If ``known_ids`` maps two objects to one id, or ``latest`` is unknown.
     """
     if latest not in ("turn", "step"):
         raise ValueError(f"latest must be 'turn' or 'step', not {latest!r}")

@@ -1,17 +1,13 @@
 """A plan (a summary and actions on object ids) and the protocol every planner follows.
 
-A planner reads the :class:`~langchain_pacms.lifecycle.objects.ContextIndex` of a history (and
-the messages, for the recent turns) and proposes a :class:`Plan`. It never edits anything: the
-harness rehearses, validates and commits. A planner that cannot produce a plan (malformed model
-output, an error) returns :meth:`Plan.rejection` instead of raising.
+A planner proposes; the harness rehearses, validates and commits. A planner that cannot make a
+plan returns :meth:`Plan.rejection` instead of raising.
 
 Example:
     >>> from langchain_pacms.lifecycle.actions import Action
     >>> plan = Plan("fold the old read", (Action("fold", "function:tool:1", "stable body"),))
-    >>> plan.ok, plan.groups()
-    (True, {'fold': ['function:tool:1']})
-    >>> Plan.rejection("unknown id function:tool:9", planner="llm").ok
-    False
+    >>> plan.ok, plan.groups(), Plan.rejection("unknown id").ok
+    (True, {'fold': ['function:tool:1']}, False)
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ class Plan:
         summary: One or two sentences on what the plan does and why.
         actions: The actions, each on one object id with a reason.
         planner: Name of the planner that made it.
-        rejected: ``None`` for a usable plan; otherwise why the planner could not make one
-            (the plan then has no actions).
+        rejected: ``None`` for a usable plan, else why none could be made (no actions then).
     """
 
     summary: str
@@ -65,10 +60,7 @@ class Plan:
 
 @runtime_checkable
 class Planner(Protocol):
-    """Proposes a :class:`Plan` for an indexed history.
-
-    Implementations must not raise on bad model output: they return :meth:`Plan.rejection`.
-    """
+    """Proposes a :class:`Plan` for an indexed history; returns a rejection rather than raising."""
 
     name: str
 

@@ -1,10 +1,8 @@
 """The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
 
-The model calls it with the object id a fold stub shows; it reads the sidecar, checks its
-sha256 and returns the exact payload. Inside a graph it also reads the (injected) state, so it
-returns exactly the payload the stub stands for. The thread is the given ``thread_id``, else
-the run's ``configurable.thread_id``, else the run's own namespace. Every failure comes back to
-the model as an error result, never as a wrong payload or an exception in the agent loop.
+The payload is checked against the sha256 its stub carries. The thread is the given
+``thread_id``, else the run's ``configurable.thread_id``, else the run's own namespace. Every
+failure comes back to the model as an error result, never as a wrong payload.
 
 Example:
     >>> RECOVER_TOOL_NAME
@@ -102,17 +100,14 @@ def _thread(
 def expected_sha256(
     messages: Sequence[BaseMessage], object_id: str, known_ids: Mapping[str, str] | None = None
 ) -> tuple[tuple[str, ...], bool]:
-    """What a conversation says the payload of ``object_id`` is: its sha256 candidates.
+    """The sha256 candidates of ``object_id``'s payload in a conversation, and whether it is folded.
 
-    Returns:
-        ``(hashes, folded)``: for a folded object, the sha256 its stub carries and ``True``; for
-        an object still whole in the history, the sha256 of its result and span payloads and
-        ``False``; ``((), False)`` when the history does not hold the object.
+    A folded object has the one hash its stub carries; one still whole has those of its result
+    and span payloads; an unknown one has none.
 
     Example:
         >>> from langchain_core.messages import AIMessage, ToolMessage
-        >>> call = {"name": "sh", "args": {"command": "ls"}, "id": "c1"}
-        >>> msgs = [AIMessage("", tool_calls=[call], id="a1"),
+        >>> msgs = [AIMessage("", tool_calls=[{"name": "sh", "args": {}, "id": "c1"}], id="a1"),
         ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
         >>> hashes, folded = expected_sha256(msgs, "function:tool:1")
         >>> len(hashes), folded, expected_sha256(msgs, "function:tool:9")
@@ -191,14 +186,13 @@ def make_recover_tool(
 
     Args:
         store: The ``BaseStore`` the folds wrote their sidecars to.
-        thread_id: Read this thread's sidecars; ``None`` (default) reads the run's
-            ``configurable.thread_id``, or, without one, the run's own namespace.
+        thread_id: Read this thread's sidecars (default: the run's thread).
         default_thread_id: The thread for a direct call with neither a thread id nor a graph
-            state; ``None`` makes that an error result. Do not share one between conversations.
+            state (default: an error result). Do not share one between conversations.
 
     Returns:
-        A ``StructuredTool`` (sync and async) that returns the exact payload string; failures
-        are returned as the tool's error result.
+        A ``StructuredTool`` (sync and async) that returns the exact payload; failures come
+        back as the tool's error result.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` is not a string.
@@ -212,9 +206,6 @@ def make_recover_tool(
         >>> tool.invoke({"object_id": "function:tool:1"},
         ...             {"configurable": {"thread_id": "t1"}}) == "a\x00b"
         True
-        >>> print(tool.invoke({"object_id": "function:tool:9"},
-        ...                   {"configurable": {"thread_id": "t1"}}))  # doctest: +ELLIPSIS
-        recover_context failed: no sidecar for 'function:tool:9' in thread 't1'. Folded ids ...
     """
     if thread_id is not None:
         SidecarStore(store, thread_id)  # fail at construction, not on the first call

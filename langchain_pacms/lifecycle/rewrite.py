@@ -1,12 +1,8 @@
-"""Rewritten copies of messages, memoised; and what a message weighs before and after.
+"""Rewritten copies of messages (memoised), and what a message weighs before and after.
 
 Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> original = HumanMessage("a long brief", id="h1")
-    >>> mark = {"object": "conversation:user:1", "state": "folded"}
-    >>> copy = rewrite(original, "[folded]", mark)
-    >>> copy.id, copy.content, rewrite(original, "[folded]", mark) is copy
-    ('h1', '[folded]', True)
+    >>> short_args({"script": "x" * LONG_ARGUMENT}, "[folded]")
+    {'script': '[folded]'}
 """
 
 from __future__ import annotations
@@ -37,10 +33,11 @@ def rewrite(
     With ``pointer``, its calls' long string arguments are replaced by it (a span fold).
 
     Example:
-        >>> from langchain_core.messages import AIMessage
-        >>> call = {"name": "sh", "args": {"script": "x" * 300}, "id": "c1"}
-        >>> rewrite(AIMessage("", tool_calls=[call]), "", {}, "[folded]").tool_calls[0]["args"]
-        {'script': '[folded]'}
+        >>> from langchain_core.messages import HumanMessage
+        >>> original = HumanMessage("a long brief", id="h1")
+        >>> copy = rewrite(original, "[folded]", {"state": "folded"})
+        >>> copy.content, rewrite(original, "[folded]", {"state": "folded"}) is copy
+        ('[folded]', True)
     """
 
     def compute() -> BaseMessage:
@@ -84,9 +81,7 @@ _held_texts = by_message(_sized_texts)
 
 
 def message_size(message: BaseMessage, count: Callable[[str], int], *, held: bool = False) -> int:
-    """Tokens of a message's content and, for a call message, of its calls' arguments.
-
-    ``held``: memoise the texts (for the history's own messages and memoised rewrites).
+    """Tokens of a message's content and of its calls' arguments (``held``: memoise the texts).
 
     Example:
         >>> from langchain_core.messages import HumanMessage

@@ -1,11 +1,8 @@
 r"""Folded payloads in any LangGraph ``BaseStore``, keyed by object id and content, hash-checked.
 
-Each record is stored under ``("pacms_sidecar", thread_label(thread_id))`` with the key
-``<object id>@<first 16 hex digits of its sha256>``, so two payloads folded under one id never
-overwrite each other. Payloads are stored as base64 of their UTF-8 bytes (any code point
-survives) and verified on read: a changed value raises :class:`SidecarIntegrityError`. Items
-are written with ``index=False`` (never embedded). ``SqliteStore`` and ``PostgresStore`` come
-with the ``lifecycle`` extra.
+A record's key is ``<object id>@<first 16 hex digits of its sha256>``, so payloads folded
+under one id never overwrite each other. Payloads are stored as base64 (any code point
+survives) and verified on read; items are never embedded (``index=False``).
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -56,11 +53,11 @@ _PLAIN_LABEL = re.compile(r"[A-Za-z0-9_\-:@+=,]+")
 
 
 class SidecarError(PACMSError):
-    """Base class of the sidecar errors (catch this to handle both).
+    """Base class of the sidecar errors.
 
     Example:
-        >>> issubclass(SidecarNotFoundError, SidecarError), issubclass(SidecarError, ValueError)
-        (True, False)
+        >>> issubclass(SidecarNotFoundError, SidecarError)
+        True
     """
 
 
@@ -77,8 +74,8 @@ class SidecarNotFoundError(SidecarError, KeyError):
     """No sidecar is stored for this object id in this thread.
 
     Example:
-        >>> str(SidecarNotFoundError("no sidecar for 'x' in thread 't'"))
-        "no sidecar for 'x' in thread 't'"
+        >>> str(SidecarNotFoundError("no sidecar for 'x'"))
+        "no sidecar for 'x'"
     """
 
     def __str__(self) -> str:
@@ -87,10 +84,7 @@ class SidecarNotFoundError(SidecarError, KeyError):
 
 
 class SidecarAmbiguousError(SidecarError, LookupError):
-    """Several different payloads were folded under one object id and nothing says which.
-
-    It happens when a thread forked and both branches folded the same object id; pass the sha256
-    the stub carries (or ``object_id@<hash>``) to choose.
+    """Several payloads were folded under one object id (a forked thread) and nothing says which.
 
     Example:
         >>> issubclass(SidecarAmbiguousError, LookupError)
@@ -99,14 +93,11 @@ class SidecarAmbiguousError(SidecarError, LookupError):
 
 
 def thread_label(thread_id: str) -> str:
-    r"""The namespace label for a thread id: the id itself when it is plain, else an encoding.
-
-    A plain id (letters, digits and ``_-:@+=,``, not starting with ``~``) is its own label; any
-    other becomes ``~`` and the hex of its UTF-8 bytes.
+    r"""The namespace label for a thread id: the id itself when plain, else ``~`` and its hex.
 
     Example:
-        >>> thread_label("thread-1"), thread_label("alice@example.com")
-        ('thread-1', '~616c696365406578616d706c652e636f6d')
+        >>> thread_label("thread-1"), thread_label("a.b")
+        ('thread-1', '~612e62')
     """
     if _PLAIN_LABEL.fullmatch(thread_id) and not thread_id.startswith("~"):
         return thread_id
@@ -196,10 +187,9 @@ class SidecarStore:
         >>> from langgraph.store.memory import InMemoryStore
         >>> from langchain_pacms.lifecycle.fold import SidecarRecord
         >>> sidecars = SidecarStore(InMemoryStore(), "t")
-        >>> sidecars.put_many([SidecarRecord.of(f"function:tool:{n}", "x" * n, "tool")
-        ...                    for n in (10, 2)])
-        >>> sidecars.namespace, sidecars.list_ids(), sidecars.get("function:tool:2").payload
-        (('pacms_sidecar', 't'), ['function:tool:2', 'function:tool:10'], 'xx')
+        >>> sidecars.put_many(SidecarRecord.of(f"function:tool:{n}", "x", "tool") for n in (9, 10))
+        >>> sidecars.namespace, sidecars.list_ids()
+        (('pacms_sidecar', 't'), ['function:tool:9', 'function:tool:10'])
     """
 
     def __init__(
@@ -297,7 +287,7 @@ class SidecarStore:
             return await run_in_executor(None, self.store.batch, ops)
 
     def put(self, record: SidecarRecord) -> None:
-        """Store one record under its object id and content hash (never replacing another payload).
+        """Store one record (never replacing another payload).
 
         Raises:
             SidecarIntegrityError: If ``record.sha256`` does not match its payload.
@@ -305,7 +295,7 @@ class SidecarStore:
         self.store.batch(self._ops([record]))
 
     def put_many(self, records: Iterable[SidecarRecord]) -> None:
-        """Store several records in one ``batch`` call (nothing is written if one is invalid).
+        """Store several records in one batch (nothing is written if one is invalid).
 
         Raises:
             SidecarIntegrityError: If a record's sha256 does not match its payload.
@@ -319,13 +309,11 @@ class SidecarStore:
 
         Args:
             object_id: The object id, or a key ``object_id@<hash>`` naming one version.
-            sha256: The sha256 the object's stub carries: the record must have it. Without it
-                the object id must have one payload in this thread.
+            sha256: The sha256 the object's stub carries (without it the id must have one payload).
 
         Raises:
             SidecarNotFoundError: If no sidecar is stored for it in this thread.
-            SidecarIntegrityError: If the stored value does not match its sha256, or no stored
-                version has the ``sha256`` asked for.
+            SidecarIntegrityError: If the stored value does not match its sha256 or ``sha256``.
             SidecarAmbiguousError: If the object id has several payloads and nothing names one.
         """
         return drive(self._getting(object_id, sha256), self.store.batch)

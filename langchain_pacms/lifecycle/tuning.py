@@ -1,12 +1,8 @@
 """The lifecycle's tuning objects: the heuristic planner's rules, the commit rule, the mask shape.
 
-Each is a frozen dataclass validated when it is made; every default is the shipped setting.
+Each is a frozen dataclass validated when it is made.
 
 Example:
-    >>> PlannerTuning(keep_recent=2).keep_recent, PlannerTuning().fold_min_tokens
-    (2, 60)
-    >>> CommitRule(threshold=0.3, boundary="turn")
-    CommitRule(threshold=0.3, max_active_tokens=None, boundary='turn', cached_price=None)
     >>> CommitRule(threshold=1.5)
     Traceback (most recent call last):
     ...
@@ -38,29 +34,24 @@ class PlannerTuning:
 
     Attributes:
         fold_min_tokens: A low-value stable body of at least this many tokens is folded.
-        mask_min_tokens: Noisy output (test runs, logs) of at least this many tokens is masked.
-        user_fold_min_tokens: A user message (other than the first) is folded only from this
-            size on.
+        mask_min_tokens: Noisy output of at least this many tokens is masked.
+        user_fold_min_tokens: A later user message is folded only from this size on.
         keep_recent: Objects just before the latest turn that are never touched.
-        keep_above: An object whose future value is at least this is kept, however large
-            (superseded objects are pruned whatever their value).
-        fold_calls: Fold a tool span with its call message's text and long arguments
-            (``scope="span"``) rather than its results alone.
+        keep_above: An object at least this valuable is kept (unless superseded).
+        fold_calls: Fold a tool span with its call's text and long arguments.
         keep_file_views: Keep the latest whole read of each file in view.
-        max_stubs: Fold stubs and masks kept in view, the newest; older folded or masked tool
-            spans and generated bodies are pruned (``None``: no limit).
+        max_stubs: Stubs and masks kept in view, the newest; older ones are pruned
+            (``None``: no limit).
         recency_half_life: Number of objects after which recency halves.
-        cache_size: Entries of the planner's feature and gain caches (``0``: no cache).
+        cache_size: Entries of the planner's caches (``0``: none).
 
     Raises:
         TypeError: If a size or a flag has the wrong type.
         ValueError: If a value is out of range.
 
     Example:
-        >>> PlannerTuning(keep_above=0)
-        Traceback (most recent call last):
-        ...
-        ValueError: keep_above must be in (0, 1], got 0
+        >>> PlannerTuning(keep_recent=2).keep_recent, PlannerTuning().fold_min_tokens
+        (2, 60)
     """
 
     fold_min_tokens: int = 60
@@ -101,21 +92,20 @@ class CommitRule:
     """When :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness` commits staged actions.
 
     Attributes:
-        threshold: Commit when the staged actions remove at least this share of the active view
-            (``0``, the default, commits every accepted plan at the next boundary).
+        threshold: Commit when the staged actions remove at least this share of the active
+            view (default ``0``: every accepted plan).
         max_active_tokens: Also commit, whatever the share, when the view exceeds this.
-        boundary: ``"auto"`` (default), ``"turn"`` or ``"tool"``, see
-            :func:`~langchain_pacms.lifecycle.boundary.at_boundary`.
-        cached_price: The price of a cached input token relative to an uncached one; when set,
-            a commit must also pay under prompt caching
-            (:meth:`~langchain_pacms.lifecycle.harness.LifecycleHarness.pays`).
+        boundary: ``"auto"`` (default), ``"turn"`` or ``"tool"`` (see
+            :func:`~langchain_pacms.lifecycle.boundary.at_boundary`).
+        cached_price: A cached input token's price relative to an uncached one; when set, a
+            commit must also pay under prompt caching.
 
     Raises:
         ValueError: If a value is out of range or ``boundary`` is unknown.
 
     Example:
-        >>> CommitRule(boundary="tool").threshold
-        0.0
+        >>> CommitRule(threshold=0.3, boundary="turn")
+        CommitRule(threshold=0.3, max_active_tokens=None, boundary='turn', cached_price=None)
     """
 
     threshold: float = 0.0

@@ -1,22 +1,11 @@
 r"""Fold-stub variants of tool spans, for per-call selection inside a long tool loop.
 
-When the selector drops a tool span it can send the span's fold stub instead, at a small token
-cost. :func:`fold_variants` folds every active tool span on a copy and returns, per span, the
-messages the stub variant sends and the sidecar record that must be stored before they reach
-the model. A stub leaves out what the history before its span shows, so it stays the same
-while the history grows; object ids are those of
-:func:`~langchain_pacms.lifecycle.objects.index_messages`.
+A dropped tool span can be sent as its fold stub instead, at a small token cost; the stub's
+sidecar record must be stored before its messages reach the model.
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
-    >>> msgs = [HumanMessage("fix it"), AIMessage("", tool_calls=[call]),
-    ...         ToolMessage("def main():\n    port=8080", tool_call_id="c1")]
-    >>> variant = fold_variants(msgs)[1]
-    >>> variant.record.object_id, variant.messages[0] is msgs[1]
-    ('function:tool:1', True)
-    >>> print(variant.messages[1].content)  # doctest: +NORMALIZE_WHITESPACE
-    [folded: 2 lines; recover_context("function:tool:1"); locators: port=8080]
+    >>> fold_variants([])
+    {}
 """
 
 from __future__ import annotations
@@ -53,22 +42,16 @@ class FoldVariant:
 
 
 class FoldMemo(LruMemo[Hashable, FoldVariant]):
-    """Fold variants remembered between calls, so a growing history folds only its new spans.
-
-    An unchanged span gets the same variant (the same message objects) back; the least recently
-    used entries beyond ``max_entries`` are forgotten.
+    """Fold variants memoised between calls (LRU), so a growing history folds only its new spans.
 
     Args:
         max_entries: Most variants remembered (> 0).
 
     Example:
-        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-        >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
-        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call]),
-        ...         ToolMessage("x = 1", tool_call_id="c1")]
-        >>> memo = FoldMemo()
-        >>> fold_variants(msgs, memo=memo)[1] is fold_variants(msgs, memo=memo)[1]
-        True
+        >>> FoldMemo(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_entries must be an int >= 1, got 0
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
@@ -92,17 +75,28 @@ def fold_variants(
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its call's index.
 
-    Spans already folded or masked are left out. ``messages`` is not modified.
+    A stub leaves out what the history before its span shows, so it stays the same while the
+    history grows. ``messages`` is not modified.
 
     Args:
         messages: The history, oldest first.
         token_counter: As in :func:`~langchain_pacms.lifecycle.objects.index_messages`.
         calls: Fold a call message that carries text or long arguments with its results
-            (``scope="span"``); otherwise the payload is the results alone.
-        memo: Variants of earlier calls to reuse (see :class:`FoldMemo`); new ones are added.
+            (``scope="span"``).
+        memo: Variants of earlier calls to reuse; new ones are added.
 
     Returns:
         ``index of the span's AIMessage -> FoldVariant``.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = {"name": "read", "args": {"path": "src/app.py"}, "id": "c1"}
+        >>> msgs = [HumanMessage("fix it"), AIMessage("", tool_calls=[call]),
+        ...         ToolMessage("port=8080", tool_call_id="c1")]
+        >>> memo = FoldMemo()
+        >>> variant = fold_variants(msgs, memo=memo)[1]
+        >>> variant.messages[1].content, fold_variants(msgs, memo=memo)[1] is variant
+        ('[folded: 1 line; recover_context("function:tool:1"); locators: port=8080]', True)
     """
     index = index_messages(messages, token_counter=token_counter)
     spans = [
@@ -118,9 +112,7 @@ def fold_variants(
         else:
             todo.append((o, key))
     if todo:
-        # a stub leaves out what the history shows up to its span's call (so it depends on
-        # that prefix alone, which a growing history keeps); the selection shows those
-        # locators again if it drops every message that shows them
+        # a stub leaves out what the history shows up to its span's call (a stable prefix)
         actions = [
             Action(
                 "fold",

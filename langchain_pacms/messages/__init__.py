@@ -1,26 +1,9 @@
-"""The message layer: what both the selection integrations and the lifecycle read in messages.
+"""The message layer: what the selection integrations and the lifecycle read in messages.
 
-Below :mod:`langchain_pacms.integrations` and :mod:`langchain_pacms.lifecycle`, above the
-selector; it imports neither half. One module per job:
-
-* :mod:`~langchain_pacms.messages.spans`: a conversation cut into spans (a tool call with all
-  its results is one), the selection candidates;
-* :mod:`~langchain_pacms.messages.selection`: a selection turned back into messages a provider
-  accepts;
-* :mod:`~langchain_pacms.messages.text`, :mod:`~langchain_pacms.messages.memo`: a message's
-  text and cost (content blocks included), remembered between calls;
-* :mod:`~langchain_pacms.messages.history`: removals applied, the latest human message, the
-  query;
-* :mod:`~langchain_pacms.messages.payload`: the exact payload a fold stores, and the mark a
-  lifecycle edit leaves;
-* :mod:`~langchain_pacms.messages.locators`: the values a fold stub or a mask keeps in view;
-* :mod:`~langchain_pacms.messages.handles`, :mod:`~langchain_pacms.messages.calls`,
-  :mod:`~langchain_pacms.messages.reuse`: the values later tool calls take up, what a call
-  does, and which spans a run keeps coming back to;
-* :mod:`~langchain_pacms.messages.report`: each selection as a traced run, an event and a
-  JSONL log;
-* :mod:`~langchain_pacms.messages.runs`: the run in context and the thread of its messages;
-* :mod:`~langchain_pacms.messages.identity`: values remembered by message identity.
+It cuts a conversation into spans (the selection candidates) and turns a selection back into
+messages a provider accepts; it reads a message's text, cost, payload, locators and the values
+later tool calls take up; it reports each selection. It imports neither the integrations nor
+the lifecycle.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

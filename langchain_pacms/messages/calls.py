@@ -1,8 +1,7 @@
 """What a tool call does, read from its name and arguments: read, search, write, run or other.
 
-Recognised: an editor verb (``view``, ``str_replace``, ...) with a path argument; a shell command
-(``cat a.py``, ``pytest``, ``echo x > a.py``); else the tool's name (``read_file``, ``search``)
-with its path-like arguments.
+Recognised: an editor verb with a path argument, a shell command, else the tool's name with
+its path-like arguments.
 
 Example:
     >>> call = classify_call({"name": "bash", "args": {"command": "cat src/app.py"}})
@@ -172,8 +171,7 @@ def _ranged(args: Mapping[str, Any]) -> bool:
 
 
 def _shell_of(args: Mapping[str, Any], words: set[str], paths: set[str]) -> str | None:
-    """The shell command a call runs (a ``command``-like argument or a shell-read string), or ``None``.
-    """
+    """The shell command a call runs, or ``None``."""
     texts = [(k, t) for k, v in args.items() if (t := _argv(v)) is not None]
     standard = next((t for key in _SHELL_ARGS for k, t in texts if k == key), None)
     if standard is not None:
@@ -190,13 +188,7 @@ def _shell_of(args: Mapping[str, Any], words: set[str], paths: set[str]) -> str 
 
 
 def classify_call(call: Mapping[str, Any]) -> ToolCall:
-    """Classify one tool call: its kind, the files it names, whether it reads them whole.
-
-    Args:
-        call: A tool call (``name`` and ``args``), as in ``AIMessage.tool_calls``.
-
-    Returns:
-        The :class:`ToolCall`.
+    """Classify one tool call (``name`` and ``args``, as in ``AIMessage.tool_calls``).
 
     Example:
         >>> classify_call({"name": "str_replace_editor",

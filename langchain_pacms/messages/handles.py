@@ -1,8 +1,7 @@
 """Handles: the values in a text that a later tool call could take up.
 
-Paths, URLs, file names, identifiers mixing letters and digits and long numbers or dates, four
-characters or more. Unlike the locators a fold stub shows, handles are an unranked set matched
-against later calls.
+Paths, URLs, file names, identifiers mixing letters and digits, long numbers and dates, of
+four characters or more; matched as a set against later calls' arguments.
 
 Example:
     >>> sorted(reusable_values("GET https://x.io/a for HAT039 on 2024-05-21"))
@@ -65,9 +64,7 @@ def _short_values(text: str) -> frozenset[str]:
 
 
 def reusable_values(text: str) -> frozenset[str]:
-    """The values in ``text`` a later tool call could take up: paths, URLs, ids, long numbers.
-
-    Short texts are memoised; long ones are scanned up to :data:`SCAN` characters.
+    """The values in ``text`` a later tool call could take up (short texts memoised).
 
     Example:
         >>> sorted(reusable_values("Booked HAT039 for user mia_li_3668, see docs/policy.md"))

@@ -24,14 +24,7 @@ __all__ = ["agent_query", "apply_removals", "is_human", "query_from_messages"]
 def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """``messages`` with each ``RemoveMessage`` applied, as LangGraph's ``add_messages`` does.
 
-    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` deletes everything before it. No ``RemoveMessage`` is
-    left, and unlike ``add_messages`` no message gains an id.
-
-    Args:
-        messages: A history, oldest first.
-
-    Returns:
-        The messages still there, in their order (the same objects).
+    No ``RemoveMessage`` is left, and unlike ``add_messages`` no message gains an id.
 
     Example:
         >>> msgs = [HumanMessage("a", id="1"), AIMessage("b", id="2"), RemoveMessage(id="2"),
@@ -81,8 +74,6 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
 
 def agent_query(messages: Sequence[BaseMessage]) -> str:
     """The task plus what the agent is doing now: the query for a call inside a tool loop.
-
-    The latest human message, then the text and tool calls of the latest AI message after it.
 
     Example:
         >>> call = {"name": "read_file", "args": {"path": "src/app.py"}, "id": "c1"}

@@ -1,13 +1,11 @@
 """Values computed from message objects, memoised by the messages' identity.
 
-Messages are never changed in place by the lifecycle (an edit makes a copy), so a value
-computed from a message object stays valid while the object lives. Each entry holds its
-messages, so an id is not reused while it is cached.
+Messages are never changed in place by the lifecycle, so a value stays valid while its
+message lives; each entry holds its messages, so an id is not reused while it is cached.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
-    >>> words = by_message(lambda m: len(m.content.split()))
-    >>> words(HumanMessage("one two"))
+    >>> by_message(lambda m: len(m.content.split()))(HumanMessage("one two"))
     2
 """
 
@@ -52,19 +50,13 @@ class by_message(Generic[T]):
 
 
 class by_messages(Generic[T]):
-    """Memoise values computed from a few messages, by the messages' identity and a key.
-
-    ``memo(messages, key, compute)`` returns what ``compute()`` returned for the same message
-    objects and ``key``, else calls it.
+    """Memoise ``compute()`` by the identity of a few messages and a key.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> memo = by_messages()
-        >>> a, b = HumanMessage("ab"), HumanMessage("cd")
-        >>> memo((a, b), "joined", lambda: a.content + b.content)
-        'abcd'
-        >>> memo((a, b), "joined", lambda: "not called"), memo.hits
-        ('abcd', 1)
+        >>> memo, a = by_messages(), HumanMessage("ab")
+        >>> memo((a,), "k", lambda: "first"), memo((a,), "k", lambda: "not called"), memo.hits
+        ('first', 'first', 1)
     """
 
     def __init__(self, size: int = 8_192) -> None:

@@ -1,14 +1,9 @@
 r"""Locators: the exact values in a payload that a fold stub or a mask keeps in view.
 
-Locators, by rank (a capped list fills from the first rank down, first seen first):
-
-1. URLs, paths, file names with a known extension, ``key=value`` pairs, uuids, ticket ids;
-2. identifiers that mix letters and digits (``HAT039``, ``E016``);
-3. short quoted literals (2 to 64 characters, not JSON keys);
-4. numbers of three or more digits, decimals, and numbers in scientific notation.
-
-A fold stub writes locators whole within a budget that grows with the payload, then groups
-paths by directory (``/srv/app/{a.py,b.py}``) and counts the rest (``(+12 more)``).
+By rank: (1) URLs, paths, file names, ``key=value`` pairs, uuids, ticket ids; (2) identifiers
+mixing letters and digits; (3) short quoted literals; (4) numbers of three or more digits,
+decimals and scientific notation. A stub writes them whole within a budget, then groups
+paths by directory and counts the rest.
 
 Example:
     >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
@@ -105,17 +100,14 @@ def find_locators(
 ) -> list[str]:
     """The locators of ``text``, best rank first, unique; at most ``limit`` (and ``budget`` chars).
 
-    A locator that is part of one already taken (``3.5`` of ``v3.5.1``) is not repeated.
-
     Args:
         text: The payload (its first 200,000 characters are scanned).
         limit: At most this many locators.
-        budget: At most this many characters in all (each locator counts its length plus two);
-            ``None``: no character cap.
+        budget: At most this many characters in all (each counts its length plus two).
         shown: Locators to leave out because they are visible elsewhere.
 
     Returns:
-        The locators.
+        The locators (none that is part of one already taken).
 
     Example:
         >>> find_locators("GET https://x.io/a -> /tmp/out.json", shown=frozenset({"/tmp/out.json"}))
@@ -138,10 +130,9 @@ def _fill(ranked: list[str], limit: int, budget: int | None, shown: Container[st
 
 
 def locator_budget(payload_chars: int) -> int:
-    """Characters a fold stub spends on locators for a payload of ``payload_chars``.
+    """Characters a fold stub spends on locators: two fifths of the payload, within 500-4,000.
 
-    Two fifths of the payload, at least 500 and at most 4,000 characters (measured:
-    docs/results/lifecycle.md).
+    The bounds: docs/results/lifecycle.md.
 
     Example:
         >>> locator_budget(100), locator_budget(5_000), locator_budget(10**6)
@@ -157,13 +148,12 @@ class StubLocators:
     Attributes:
         whole: Locators written out as they are.
         grouped: ``(directory, names)`` pairs; a directory ends with ``/``.
-        left_out: Locators of the payload the stub does not show (not counting those shown
-            elsewhere).
+        left_out: Locators of the payload the stub neither shows nor leaves to elsewhere.
 
     Example:
         >>> stub = StubLocators(("HAT039",), (("/srv/app/", ("a.py", "b.py")),), 3)
-        >>> str(stub), stub.locators
-        ('HAT039, /srv/app/{a.py,b.py} (+3 more)', ('HAT039', '/srv/app/a.py', '/srv/app/b.py'))
+        >>> str(stub)
+        'HAT039, /srv/app/{a.py,b.py} (+3 more)'
     """
 
     whole: tuple[str, ...] = ()
@@ -203,10 +193,7 @@ def _split(token: str) -> tuple[str, str] | None:
 
 
 def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> StubLocators:
-    r"""The locators a fold stub of ``payload`` shows, within :func:`stub_budget` (memoised).
-
-    Locators in ``shown`` (visible elsewhere) are left out. Every locator of the payload is in the
-    stub, shown elsewhere, or counted.
+    r"""The locators a fold stub of ``payload`` shows, without those in ``shown`` (memoised).
 
     Example:
         >>> str(stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
@@ -224,10 +211,7 @@ def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()
 
 
 def stub_budget(payload: str) -> int:
-    r"""Characters a fold stub of ``payload`` spends on its locators written whole.
-
-    :func:`locator_budget` of its length, except for a listing (most lines a path), which gets the
-    ceiling (4,000 characters).
+    r"""A stub's budget for locators written whole: :func:`locator_budget`, or 4,000 for a listing.
 
     Example:
         >>> stub_budget("x = 1\n" * 40), stub_budget("src/a.py\nsrc/b.py\n" * 20)
@@ -282,9 +266,6 @@ def _words(text: str) -> list[str]:
 def durable_locators(texts: Iterable[str]) -> frozenset[str]:
     """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
 
-    Words count too, so a value the policy prompt names unquoted is not repeated either. Each text
-    is scanned once (memoised).
-
     Example:
         >>> shown = durable_locators(['user mia_li_3668 on HAT136, cabin "economy"'])
         >>> {"mia_li_3668", "economy", "HAT136"} <= shown
@@ -305,13 +286,10 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
 class ShownBefore:
     """:func:`durable_locators` of the first ``end`` groups of texts, for any ``end``, built once.
 
-    Args:
-        groups: The texts of each message, in order (all of them count until :meth:`upto`).
-
     Example:
         >>> shown = ShownBefore([["user mia_li_3668"], ["booked HAT136"]])
-        >>> "HAT136" in shown, "HAT136" in shown.upto(1), "mia_li_3668" in shown.upto(1)
-        (True, False, True)
+        >>> "HAT136" in shown, "HAT136" in shown.upto(1)
+        (True, False)
     """
 
     def __init__(self, groups: Iterable[Iterable[str]]) -> None:
@@ -335,10 +313,9 @@ class ShownBefore:
 
 
 def locator_lines(text: str, budget: int) -> list[str]:
-    r"""Lines of ``text`` that hold a locator of rank 1 or 2 not seen on an earlier kept line.
+    r"""Lines of ``text`` that hold a new locator of rank 1 or 2 (or a new traceback frame).
 
-    A traceback frame counts as the locator ``path:line``, so every frame is kept. Lines are kept
-    in order until ``budget`` characters are spent (a longer line is skipped).
+    Lines are kept in order until ``budget`` characters are spent.
 
     Example:
         >>> locator_lines("ok\nFAILED tests/test_a.py::t1\nok\nFAILED tests/test_a.py::t1", 100)

@@ -1,12 +1,9 @@
-"""Each message's text, cost and values, remembered between calls; what messages cost.
+"""Each message's text, cost and values, memoised between calls; what messages cost.
 
 Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> memo = MessageMemo()
-    >>> words = lambda text: len(text.split())
-    >>> msgs = [HumanMessage("one two"), AIMessage("three")]
-    >>> sent_tokens(msgs, words, memo=memo), sent_tokens(msgs, words, memo=memo), memo.hits
-    (3, 3, 2)
+    >>> from langchain_core.messages import HumanMessage
+    >>> sent_tokens([HumanMessage("one two")], lambda t: len(t.split()), memo=MessageMemo())
+    2
 """
 
 from __future__ import annotations
@@ -27,26 +24,23 @@ __all__ = ["MessageMemo", "sent_tokens"]
 
 
 class MessageMemo:
-    """Each message's text and token count, memoised per message object (bounded).
+    """Each message's text and token count, memoised per message object (bounded LRU).
 
-    An agent's next model call sees the same message objects plus a few new ones, so with a memo
-    only the new ones are rendered and counted. An entry is used only while the message still
-    holds the same ``content``, ``name`` and ``tool_calls``; the memo keeps weak references only
-    and forgets the least recently used entries beyond ``max_entries``.
+    An entry is used only while the message still holds the same ``content``, ``name`` and
+    ``tool_calls``; the memo keeps weak references only.
 
     Args:
         max_entries: Most messages remembered (> 0).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> memo = MessageMemo(max_entries=2)
-        >>> words = lambda text: len(text.split())
+        >>> memo, words = MessageMemo(max_entries=2), (lambda text: len(text.split()))
         >>> msg = HumanMessage("one two three")
         >>> memo.tokens(msg, words), memo.tokens(msg, words), memo.hits
         (3, 3, 1)
-        >>> msg.content = "one"  # edited in place: rendered and counted again
-        >>> memo.tokens(msg, words), len(memo)
-        (1, 1)
+        >>> msg.content = "one"  # edited in place: counted again
+        >>> memo.tokens(msg, words)
+        1
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
@@ -148,17 +142,13 @@ def sent_tokens(
 ) -> int:
     """The tokens of the messages a model receives, counted as the selection budget counts them.
 
-    Each message counts its text, an AI message's tool calls as ``name({json args})`` and a tool
-    result as ``name: text``; a content block that is not text adds the tokens of its JSON. The
-    candidates of :func:`~langchain_pacms.messages.spans.messages_to_candidates` cost the sum of
-    these counts, so the budget bounds this number. With a ``memo``, seen messages are not counted
-    again.
+    Each message counts its :func:`~langchain_pacms.messages.text.message_text` plus the JSON of
+    each content block that is not text. With a ``memo``, seen messages are not counted again.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> words = lambda t: len(t.split())
         >>> block = {"type": "json", "json": {"two": 3}}  # "one [json]", then 5 words of JSON
-        >>> sent_tokens([HumanMessage(["one", block])], words)
+        >>> sent_tokens([HumanMessage(["one", block])], lambda t: len(t.split()))
         7
     """
     if memo is not None:

@@ -1,21 +1,6 @@
 """Make each selection visible: a traced run, a custom event, a log line and a JSONL log.
 
-Every selection of an integration (the hook, the middleware, the compressor, and so a
-:class:`~langchain_pacms.remote.RemoteSelector` used through them) runs inside
-:func:`traced_selection`: a child run named ``pacms_selection`` of the current LangChain run
-(``on_chain_start``/``on_chain_end`` on its callbacks), whose inputs are a compact summary of
-the request and whose outputs are the selection's summary (:func:`selection_event`). LangChain's
-tracers (LangSmith's included) record it like any other run. Inside that run the hook and the
-middleware call :func:`report_selection` (or :func:`areport_selection`) once per model call. It
-
-* dispatches a ``pacms_selection`` custom event to the callbacks of the current run (seen by
-  ``astream_events`` and any ``on_custom_event`` handler) when there is a run;
-* logs one ``DEBUG`` line on the ``langchain_pacms.messages.report`` logger (``WARNING``
-  when the selector fell back to recency);
-* appends one JSON record to ``log_path`` when given: :meth:`Selection.to_dict` (every
-  candidate's verdict and scores) plus ``timestamp``, ``source`` and ``query``.
-
-Reporting never breaks the agent: a failing handler or an unwritable log is logged and ignored.
+Reporting never breaks the agent: failures are logged and ignored.
 
 Example:
     >>> from langchain_pacms import ContextSelector
@@ -73,10 +58,8 @@ def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[
         **extra: More fields (e.g. ``memory_error``).
 
     Returns:
-        Counts, tokens, strategy, fallback flags, kept ids and kept/dropped counts per kind.
-        ``tokens_sent`` is what the model receives, framing and unseen prompt included (the
-        hook and the middleware record it; otherwise it is ``tokens_kept``), and
-        ``over_budget`` is true when that exceeds ``budget``.
+        Counts, tokens (``tokens_sent``: what the model receives), strategy, fallback flags,
+        kept ids and kept/dropped counts per kind.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -126,15 +109,9 @@ def traced_selection(
 ) -> Steps[T]:
     """Run a selection's steps as a ``pacms_selection`` child run of the current run.
 
-    The run starts with ``inputs`` (a compact summary of the request) on the callbacks of
-    ``config`` (default: those of the run in context, if any) and ends with the summary
-    ``body`` returns, or with its error. ``body`` gets the config of the child run, so what
-    it reports (the custom event, a retriever's run) is nested under it. Sync and async
-    drivers run the same steps (:func:`~langchain_pacms._steps.drive_calls`).
-
     Args:
         body: ``child_config -> steps`` returning ``(result, summary)``.
-        config: The current run's config (``{"callbacks": callbacks}`` for a compressor).
+        config: The current run's config (default: the run in context, if any).
         inputs: The run's inputs.
 
     Returns:
@@ -168,9 +145,8 @@ class SelectionLog:
         >>> import tempfile, pathlib
         >>> from langchain_pacms import ContextSelector
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
-        >>> log = SelectionLog(path)
-        >>> sel = ContextSelector().select(["a"], "a", budget=5)
-        >>> log.write(sel, query="a", source="doc")
+        >>> SelectionLog(path).write(ContextSelector().select(["a"], "a", budget=5), query="a",
+        ...                          source="doc")
         >>> len(path.read_text().splitlines())
         1
     """
@@ -247,7 +223,7 @@ def _write_log(
 def _logged_event(
     selection: Selection, log: SelectionLog | None, query: str, source: str, extra: dict[str, Any]
 ) -> dict[str, Any]:
-    """The event payload, after the log line and the JSONL record (the steps both twins share)."""
+    """The event payload, after the log line and the JSONL record."""
     event = selection_event(selection, source=source, **extra)
     _log_line(event)
     _write_log(log, selection, query, source, extra)
@@ -269,7 +245,7 @@ def report_selection(
     log: SelectionLog | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """Report one selection (custom event, log line, JSONL record).
+    """Report one selection: a custom event, a log line and, with ``log``, a JSONL record.
 
     Args:
         selection: The verdict.

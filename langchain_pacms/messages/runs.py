@@ -1,8 +1,5 @@
 """Which run a call belongs to: the run's config in context, and the thread of its messages.
 
-Fold stubs that the selection sends and payloads that the lifecycle folds are written under
-the same thread (:func:`thread_of`), so the ``recover_context`` tool finds them both.
-
 Example:
     >>> thread_of({"configurable": {"thread_id": "t-1"}}), run_config() is None
     ('t-1', True)
@@ -40,9 +37,10 @@ def run_config() -> Any:
 def run_thread(messages: Sequence[Any]) -> str:
     """The thread of a run that has no thread id: named after its first message.
 
-    A LangGraph ``messages`` channel gives every message a unique id, so each conversation run
-    without a checkpointer gets a namespace of its own instead of one shared default (a message
-    without an id is named by a hash of its type and content).
+    A message without an id is named by a hash of its type and content.
+
+    Raises:
+        ValueError: If ``messages`` is empty.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -62,16 +60,13 @@ def run_thread(messages: Sequence[Any]) -> str:
 def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:
     """The run's ``configurable.thread_id`` as a string, else the run's own thread.
 
-    A run without a thread id (no checkpointer) gets a thread named after its first message
-    (:func:`run_thread`), so two such conversations never share sidecars;
-    :data:`DEFAULT_THREAD` only when there are no messages either.
+    Without a thread id the thread is :func:`run_thread` of ``messages``, or
+    :data:`DEFAULT_THREAD` when there are none.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> thread_of({"configurable": {"thread_id": 7}}), thread_of(None)
-        ('7', 'default')
-        >>> thread_of({}, [HumanMessage("hi", id="m-1")])
-        'run:m-1'
+        >>> thread_of({"configurable": {"thread_id": 7}}), thread_of({}, [HumanMessage("", id="m")])
+        ('7', 'run:m')
     """
     found = ((config or {}).get("configurable") or {}).get("thread_id")
     if found is not None:

@@ -1,31 +1,13 @@
 """Turn a selection back into a message list a provider accepts.
 
-What :func:`apply_selection` guarantees, whatever was selected:
-
-* every kept ``ToolMessage`` follows the ``AIMessage`` that called it, directly, with its sibling
-  results; every tool call of a kept ``AIMessage`` has a result (a short placeholder
-  ``ToolMessage`` with the same ``tool_call_id`` when the input had none, or, in placeholder mode,
-  when only the call was kept);
-* orphan ``ToolMessage`` objects of the input (no earlier call with their id) are dropped, and
-  tool calls without an id (no result can answer them) are left out of the copy that is sent;
-* if dropping would make an AI message the first non-system message (Anthropic rejects that), a
-  one-line ``HumanMessage`` note (:data:`OMISSION_NOTE`) is put before it;
-* kept memories and documents travel as one context message (:func:`build_context_message`)
-  placed after the leading system messages;
-* the order of the input is kept, messages are passed through unchanged (multimodal content
-  included) and the input list is never modified.
-
 Example:
     >>> from langchain_core.messages import HumanMessage, SystemMessage
-    >>> from langchain_pacms.messages.history import query_from_messages
     >>> from langchain_pacms.messages.spans import messages_to_candidates
     >>> from langchain_pacms.selector import ContextSelector
     >>> msgs = [SystemMessage("Be brief."), HumanMessage("My code is 7-ALPHA."),
     ...         HumanMessage("Lunch?"), HumanMessage("What is my code?")]
     >>> cands, spans = messages_to_candidates(msgs)
-    >>> [c.kind for c in cands]
-    ['system', 'turn', 'turn', 'turn']
-    >>> sel = ContextSelector().select(cands, query_from_messages(msgs), budget=18)
+    >>> sel = ContextSelector().select(cands, "What is my code?", budget=18)
     >>> [m.text for m in apply_selection(msgs, sel, spans)]
     ['Be brief.', 'My code is 7-ALPHA.', 'What is my code?']
 """
@@ -54,11 +36,7 @@ __all__ = [
 ]
 
 CONTEXT_MESSAGE_ID = "pacms-context"
-"""Id of the message that carries kept memories and documents (see :func:`build_context_message`).
-
-A history that holds such a message from an earlier call (a hook that writes its selection back
-to ``messages``) has it replaced, not kept, by the next selection.
-"""
+"""Id of the message that carries kept memories and documents (replaced at each selection)."""
 
 CONTEXT_MEMORIES_HEADER = "Relevant memories:"
 CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
@@ -80,11 +58,14 @@ def build_context_message(
     Args:
         memories: Memory texts, in pool order.
         documents: Document texts, in pool order.
-        role: ``"system"`` (a ``SystemMessage``) or ``"human"`` (a ``HumanMessage``, for
-            providers that accept a single leading system message only).
+        role: ``"system"`` or ``"human"`` (for providers that accept one leading system
+            message only).
 
     Returns:
         The message, or ``None`` when there is nothing to carry.
+
+    Raises:
+        ValueError: If ``role`` is neither ``"system"`` nor ``"human"``.
 
     Example:
         >>> print(build_context_message(["Likes tea."]).content)
@@ -127,25 +108,27 @@ def apply_selection(
     context_role: str = "system",
     start_on_human: bool = True,
 ) -> list[BaseMessage]:
-    """Turn a selection back into a provider-valid message list.
+    """Turn a selection back into a provider-valid message list (the input is not modified).
+
+    Kept messages keep their order; each kept call gets its results (placeholders where there
+    are none); orphan results and id-less calls are left out; kept memories and documents travel
+    as one context message after the leading system messages.
 
     Args:
-        messages: The same messages given to
-            :func:`~langchain_pacms.messages.spans.messages_to_candidates`. Not modified.
+        messages: The messages given to
+            :func:`~langchain_pacms.messages.spans.messages_to_candidates`.
         selection: The verdict on those candidates.
-        spans: The spans from ``messages_to_candidates`` (default: read from the
-            candidates' ``source``).
+        spans: The spans from ``messages_to_candidates`` (default: the candidates' ``source``).
         context_role: Role of the memory/document message (see :func:`build_context_message`).
-        start_on_human: When dropping made an AI message the first non-system message (some
-            providers, Anthropic among them, reject that), insert :data:`OMISSION_NOTE` as a short
-            ``HumanMessage`` before it. Nothing is inserted if the input itself started that way.
+        start_on_human: Insert :data:`OMISSION_NOTE` before an AI message that dropping made
+            the first non-system message.
 
     Returns:
-        Kept messages in their original order (each tool span's results directly after its call,
-        with placeholders where a result is absent), and, when memories or documents were kept,
-        one context message right after the leading system messages. A kept fold stub whose
-        left-out locators (see :func:`reshow_left_out`) no
-        longer show in another kept message lists them again.
+        The messages to send (fold stubs show again the locators they lost:
+        :func:`reshow_left_out`).
+
+    Raises:
+        ValueError: If ``spans`` is not given and a candidate carries no :class:`Span`.
 
     Example:
         >>> from langchain_pacms.messages.spans import messages_to_candidates
@@ -153,7 +136,7 @@ def apply_selection(
         >>> msgs = [HumanMessage("a b c d e f"), HumanMessage("g")]
         >>> cands, spans = messages_to_candidates(msgs)
         >>> sel = ContextSelector().select(cands, "g", budget=1)
-        >>> [m.content for m in apply_selection(msgs, sel, spans)]
+        >>> [m.content for m in apply_selection(msgs, sel)]
         ['g']
     """
     by_id = _spans_of(selection, spans)
@@ -193,26 +176,15 @@ def apply_selection(
 def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """``messages`` with every fold stub showing again the left-out locators no message shows.
 
-    A fold stub leaves out the locators that the history shows elsewhere (its mark's
-    ``"elsewhere"``), so it leans on the messages that show them. A selection that sends only
-    some of the history may drop those messages; the stub then lists the values it lost
-    again, in its locators, so they stay in view. Messages are copied, never modified, and a
-    list without such stubs comes back as it was.
+    Messages are copied, never modified.
 
     Example:
-        >>> from langchain_core.messages import AIMessage, ToolMessage
-        >>> def call(i, arg):
-        ...     return AIMessage("", tool_calls=[{"name": "get", "args": {"id": arg},
-        ...                                       "id": f"c{i}"}])
+        >>> from langchain_core.messages import ToolMessage
         >>> mark = {"object": "function:tool:1", "state": "folded", "elsewhere": ["HAT039"]}
-        >>> stub = ToolMessage('[folded: 1 line; recover_context("function:tool:1"); '
-        ...                    "locators: 4WQ150]", tool_call_id="c1",
+        >>> stub = ToolMessage("[folded: 1 line; locators: 4WQ150]", tool_call_id="c1",
         ...                    additional_kwargs={LIFECYCLE_KEY: mark})
-        >>> msgs = [HumanMessage("go"), call(1, "me"), stub, call(2, "HAT039")]
-        >>> reshow_left_out(msgs)[2] is stub  # HAT039 shows in the second call
-        True
-        >>> reshow_left_out(msgs[:3])[2].content.rsplit("; ", 1)[-1]  # the second call is not sent
-        'locators: 4WQ150, HAT039]'
+        >>> reshow_left_out([stub])[0].content
+        '[folded: 1 line; locators: 4WQ150, HAT039]'
     """
     marked = [
         i

@@ -1,31 +1,9 @@
 """Cut a conversation into spans: the selection candidates, each a group of whole messages.
 
-:func:`messages_to_candidates` cuts a conversation into *spans*, each of which becomes one
-:class:`~langchain_pacms.selector.Candidate`;
-:func:`~langchain_pacms.messages.selection.apply_selection` turns a selection of them back
-into messages (:func:`span_messages` is what one kept span sends).
-
-How a conversation is cut:
-
-* every ``SystemMessage`` is its own mandatory ``system`` span;
-* an ``AIMessage`` with ``tool_calls`` and all ``ToolMessage`` results that answer it (matched by
-  ``tool_call_id``, however many parallel calls; calls that share an id take one result each)
-  form one ``tool`` span, kept or dropped whole; each round of calls is its own span;
-* a ``HumanMessage`` and the plain ``AIMessage`` replies that directly follow it form one
-  ``turn`` span (a question travels with its answer); a plain AI message that follows a tool
-  span (the answer built from tool results) is a ``turn`` span of its own;
-* the latest ``HumanMessage`` is mandatory, and with ``keep_latest_turn=True`` so is everything
-  after it: the agent's work in progress on the current question (the hook and middleware
-  default, ``"auto"``, does so while that part fits the budget). A span holding the
-  very last message of the conversation is mandatory too (the model must read fresh tool results);
-* memory items (LangGraph store items, strings or dicts) and retrieved ``Document`` objects join
-  the pool as ``memory`` and ``document`` candidates; the kept ones reach the model as one
-  context message placed after the leading system messages.
-
-A kept tool span sends its call and results, with a short placeholder ``ToolMessage`` for a
-call the input has no result for; orphan ``ToolMessage`` objects of the input (no earlier call
-with their id) belong to no span, and tool calls without an id (no result can answer them) are
-left out of the copy that is sent.
+A system message is its own mandatory span; a call with all its results is one ``tool``
+span; a human message with the plain AI replies that follow it is one ``turn`` span; the
+latest human message and the span holding the last message are mandatory; memories and
+documents join the pool.
 
 Example:
     >>> from langchain_core.messages import HumanMessage, SystemMessage
@@ -67,19 +45,14 @@ class Span:
     """What one candidate stands for.
 
     Attributes:
-        id: The candidate id (``m<i>`` for a system message or turn starting at message ``i``,
-            ``t<i>`` for the tool span of the ``AIMessage`` at ``i``, ``t<i>:call`` for its
-            call-only variant, ``t<i>:fold`` for its fold-stub variant, ``mem<k>`` /
-            ``doc<k>`` for memories and documents).
+        id: ``m<i>`` (system message or turn at message ``i``), ``t<i>`` (tool span of the call
+            at ``i``), ``t<i>:call`` / ``t<i>:fold`` (its variants), ``mem<k>`` / ``doc<k>``.
         kind: ``system``, ``turn``, ``tool``, ``memory`` or ``document``.
         indices: Positions in the input message list (empty for memories and documents).
         mandatory: Always kept.
         text: The text that is scored and counted.
-        stub: A variant of a tool span: call-only (results replaced by placeholders) or
-            fold stub (results replaced by the messages in ``sends``). A variant and its
-            whole span are alternatives: at most one of them is sent.
-        missing: Tool call ids of this span with no result in the input (an id shows once
-            per unanswered call when calls share it).
+        stub: A variant of a tool span (at most one of it and the whole span is sent).
+        missing: Tool call ids of this span with no result in the input.
         item: The memory item or ``Document`` (memories and documents only).
         sends: For a fold-stub variant, the messages it sends instead of the span's own.
 
@@ -123,13 +96,7 @@ def _placeholder_result(call: Mapping[str, Any], *, missing: bool) -> ToolMessag
 def _unanswered(
     calls: Sequence[Mapping[str, Any]], results: Sequence[BaseMessage]
 ) -> list[Mapping[str, Any]]:
-    """The calls no result answers: each result answers the first call left with its id.
-
-    Example:
-        >>> calls = [{"name": "a", "id": "x"}, {"name": "b", "id": "x"}]
-        >>> _unanswered(calls, [ToolMessage("ra", tool_call_id="x")])
-        [{'name': 'b', 'id': 'x'}]
-    """
+    """The calls no result answers: each result answers the first call left with its id."""
     left = Counter(str(m.tool_call_id) for m in results if isinstance(m, ToolMessage))
     out = []
     for call in calls:
@@ -143,7 +110,7 @@ def _unanswered(
 def _cut(
     messages: Sequence[BaseMessage], pair_turns: bool
 ) -> tuple[list[tuple[str, list[int]]], list[int]]:
-    """Group message indices into (kind, indices) units; also return orphan ToolMessage indices."""
+    """Message indices grouped into ``(kind, indices)`` units, and the orphan results."""
     units: list[tuple[str, list[int]]] = []
     owner: dict[str, list[int]] = {}  # call id -> [its unit, results it still takes]
     orphans: list[int] = []
@@ -201,34 +168,26 @@ def messages_to_candidates(
         messages: The conversation, oldest first. Not modified.
         memories: Memory items (LangGraph store ``Item``/``SearchItem``, dicts or strings).
         documents: Retrieved ``Document`` objects (or strings).
-        keep_latest_turn: Make everything from the latest human message on mandatory (the agent's
-            work on the current question). When false only that message is mandatory, plus the
-            span holding the last message.
+        keep_latest_turn: Make everything from the latest human message on mandatory.
         pair_turns: Keep a human message together with the plain AI replies that follow it.
-        tool_placeholders: Also offer, for each optional tool span, a cheaper call-only variant
-            whose results are replaced by short placeholder ``ToolMessage`` objects.
-        fold_stubs: Messages to send instead of an optional tool span, by the index of its
-            ``AIMessage`` (the call and its folded results, see
-            :func:`~langchain_pacms.lifecycle.variants.fold_variants`): offered as a
-            ``t<i>:fold`` variant when every call of the span is answered.
-        token_counter: Give each candidate the cost of what it sends (its ``tokens``): the
-            :func:`sent_tokens` of its messages, placeholders included, or of its bullet line
-            in the context message for a memory or document. Without it the selector counts
-            each candidate's text.
-        memo: Remembers each message's text and count between calls (see
-            :class:`MessageMemo`), so a growing conversation renders only its new messages.
+        tool_placeholders: Also offer a call-only variant of each optional tool span.
+        fold_stubs: Fold-stub messages by the index of a span's call (see
+            :func:`~langchain_pacms.lifecycle.variants.fold_variants`), offered as variants.
+        token_counter: Give each candidate the cost of what it sends (:func:`sent_tokens`);
+            without it the selector counts each candidate's text.
+        memo: A :class:`MessageMemo`, so a growing conversation renders only its new messages.
 
     Returns:
-        The candidates (memories, then documents, then the conversation in order; positions
-        follow that order) and the matching :class:`Span` list (same order, same ids).
+        The candidates (memories, documents, then the conversation) and the matching
+        :class:`Span` list.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
         >>> msgs = [HumanMessage("1+?"), AIMessage("", tool_calls=[call]),
         ...         ToolMessage("2", tool_call_id="c1"), AIMessage("It is 2.")]
-        >>> [(s.id, s.kind, s.indices) for s in messages_to_candidates(msgs)[1]]
-        [('m0', 'turn', (0,)), ('t1', 'tool', (1, 2)), ('m3', 'turn', (3,))]
+        >>> [(s.id, s.indices) for s in messages_to_candidates(msgs)[1]]
+        [('m0', (0,)), ('t1', (1, 2)), ('m3', (3,))]
     """
     units, orphans = _cut(messages, pair_turns)
     if orphans:
@@ -325,8 +284,7 @@ def _sent_cost(
         return token_counter(bullet(span.text))
     if memo is None:
         return sent_tokens(span_messages(messages, span), token_counter)
-    # Placeholders are made afresh on every call: the memo is for the input's own messages and
-    # for fold stubs (the same objects from call to call when the runner keeps a FoldMemo).
+    # the memo is for the input's own messages and fold stubs (placeholders are made afresh)
     own = {id(m) for m in span.sends} or {id(messages[i]) for i in span.indices}
     return sum(
         memo.tokens(m, token_counter) if id(m) in own else message_tokens(m, token_counter)
@@ -339,8 +297,8 @@ def span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessa
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> call = {"name": "ls", "args": {}, "id": "c1"}
-        >>> msgs = [HumanMessage("list"), AIMessage("", tool_calls=[call])]
+        >>> msgs = [HumanMessage("list"), AIMessage("", tool_calls=[{"name": "ls", "args": {},
+        ...                                                          "id": "c1"}])]
         >>> [m.content for m in span_messages(msgs, messages_to_candidates(msgs)[1][1])]
         ['', '[no result was recorded for this ls call]']
     """
@@ -360,12 +318,7 @@ def span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessa
 
 
 def _without_unanswerable_calls(message: AIMessage) -> AIMessage | None:
-    """``message`` without its tool calls that have no id (no result can ever answer them).
-
-    Returns the message itself when every call has an id, a copy without the id-less calls
-    otherwise (also removed from ``additional_kwargs["tool_calls"]`` and from tool-use content
-    blocks, which some providers send instead), or ``None`` when nothing would be left to send.
-    """
+    """``message`` without its id-less tool calls (``None`` when nothing would be left to send)."""
     if all(c.get("id") for c in message.tool_calls):
         return message
     extra = dict(message.additional_kwargs)

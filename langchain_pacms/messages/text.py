@@ -1,13 +1,5 @@
 r"""What a message says and what it costs: its text, as scored and counted, and its blocks.
 
-A message's *text* is what the selector scores and the budget counts: the text of its content
-(:func:`content_text`), an AI message's tool calls as ``name({json args})`` lines and a tool
-result as ``name: text`` (:func:`message_text`). Content blocks that are not text (an image, a
-JSON block, a provider's own block) are sent whole, so a message also costs each of them
-serialised (:func:`message_tokens`). Memories and documents have a text of their own
-(:func:`memory_text`, :func:`document_text`) and reach the model as bullet lines
-(:func:`bullet`).
-
 Example:
     >>> from langchain_core.messages import AIMessage
     >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
@@ -42,11 +34,7 @@ _MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
 
 
 def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
-    """A content's text parts (a ``[type]`` marker for each other block) and its other blocks.
-
-    The other blocks are sent as they are, so they are charged by their serialised size (see
-    :func:`_block_dumps`); tool-call blocks are neither (rendered from ``tool_calls``).
-    """
+    """A content's text parts (a ``[type]`` marker for each other block) and its other blocks."""
     if isinstance(content, str):
         return [content], []
     parts: list[str] = []
@@ -106,15 +94,8 @@ def _standard_parts(blocks: Iterable[Mapping[str, Any]]) -> list[str]:
 def content_text(content: str | list[Any] | BaseMessage) -> str:
     r"""The text of a message (or of its content), for scoring and counting.
 
-    A list of blocks is read as LangChain's standard content blocks
-    (``BaseMessage.content_blocks``, so an AI message's provider translates its own blocks):
-    the text of text blocks and of reasoning blocks (an OpenAI reasoning block's summary
-    included), and, of a provider's own blocks, the text of ``thinking`` and the content of
-    ``tool_result`` blocks, joined by newlines; every other block (image, audio, file, JSON,
-    a server tool's result, ...) is represented by a short ``[type]`` marker so the text stays
-    readable. Those blocks are charged by their serialised size on top of the text (see
-    :func:`~langchain_pacms.messages.memo.sent_tokens`). Tool-call blocks are left out (a
-    message's tool calls are rendered from ``tool_calls``). The content itself is never changed.
+    Text and reasoning blocks give their text; other blocks (image, audio, JSON, ...) a
+    ``[type]`` marker; tool-call blocks nothing. The content is never changed.
 
     Args:
         content: A message, or its ``content`` (a string or a list of blocks).
@@ -125,9 +106,6 @@ def content_text(content: str | list[Any] | BaseMessage) -> str:
     Example:
         >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "audio"}])
         'see\nthis\n[audio]'
-        >>> summary = [{"type": "summary_text", "text": "Port 6543 is staging."}]
-        >>> content_text(AIMessage([{"type": "reasoning", "summary": summary}]))
-        'Port 6543 is staging.'
     """
     message = content if isinstance(content, BaseMessage) else None
     raw: str | list[Any] = content.content if isinstance(content, BaseMessage) else content
@@ -141,12 +119,7 @@ def content_text(content: str | list[Any] | BaseMessage) -> str:
 
 
 def _block_dumps(content: str | list[Any]) -> list[str]:
-    """The blocks of ``content`` that are not text, each serialised as it is charged.
-
-    Example:
-        >>> _block_dumps(["hi", {"type": "json", "json": {"b": 1, "a": "é"}}])
-        ['{"json": {"a": "é", "b": 1}, "type": "json"}']
-    """
+    """The blocks of ``content`` that are not text, each serialised as it is charged."""
     if isinstance(content, str):
         return []
     return [
@@ -159,8 +132,8 @@ def content_cost(text: str, content: str | list[Any], token_counter: Callable[[s
     """What a message costs: its ``text``, plus each other block of its ``content`` serialised.
 
     Example:
-        >>> words = lambda t: len(t.split())
-        >>> content_cost("one [json]", ["one", {"type": "json", "json": {"two": 3}}], words)
+        >>> content_cost("one [json]", ["one", {"type": "json", "json": {"two": 3}}],
+        ...              lambda t: len(t.split()))
         7
     """
     return token_counter(text) + sum(token_counter(d) for d in _block_dumps(content))
@@ -186,10 +159,7 @@ def _tool_call_text(call: Mapping[str, Any]) -> str:
 
 
 def message_text(message: BaseMessage) -> str:
-    """A message's text as it is scored and counted.
-
-    Its :func:`content_text`, with an AI message's tool calls as ``name({json args})`` lines
-    after it, and a tool result as ``name: text``.
+    """A message's text as scored: calls as ``name({json args})`` lines, a result as ``name: text``.
 
     Example:
         >>> message_text(ToolMessage("42", tool_call_id="c1", name="add"))
@@ -207,8 +177,8 @@ def message_text(message: BaseMessage) -> str:
 def memory_text(item: Any) -> str:
     """The text of one memory: a LangGraph store ``Item``, a ``dict``, a ``Document`` or a str.
 
-    For a dict value the first string under ``content``, ``text``, ``memory``, ``fact`` or
-    ``summary`` is used, else the whole value as compact JSON.
+    For a dict: the first string under ``content``, ``text``, ``memory``, ``fact`` or ``summary``,
+    else the whole value as JSON.
 
     Example:
         >>> memory_text({"content": "Prefers metric units."})

@@ -1,29 +1,13 @@
 """Selectors: candidates + query + budget -> :class:`Selection`.
 
-This is the one place where text becomes vectors (through a cached LangChain ``Embeddings``) and
-token counts (through one :class:`~langchain_pacms.tokens.TokenCounter`); the numeric work is
-done by :mod:`langchain_pacms.core`. Every strategy sees the same vectors and the same counts, so
-differences between strategies are policy, not plumbing.
-
-* :mod:`.selection`: the data a selection takes and gives (:class:`Candidate`,
-  :class:`Selection`, :class:`Verdict`) and :class:`EmbeddingError`.
-* :mod:`.protocol`: :class:`Selector`, what the integrations call on a selector.
-* :mod:`.context`: :class:`ContextSelector`, the in-process selector.
-* :mod:`.inputs`: candidates normalised, token costs and the budget, for every selector.
-* :mod:`.options`: a selector's strategy defaults merged with a call's options.
-* :mod:`.pool`: pools embedded under a deadline, checked and reused from the last pool.
-* :mod:`.fallback`: the recency selection a selector falls back to, one warning per outage.
-* :mod:`.caches`: how a selector spends its memory ceiling.
+Text becomes vectors (a cached LangChain ``Embeddings``) and token counts here; the numeric
+work is :mod:`langchain_pacms.core`'s. :class:`ContextSelector` selects in process;
+:class:`Selector` is the protocol the integrations call.
 
 Example:
     >>> from langchain_pacms import ContextSelector
-    >>> selector = ContextSelector()              # offline defaults
-    >>> sel = selector.select(
-    ...     ["The staging DB listens on port 6543.", "Lunch was great.", "CI is flaky again."],
-    ...     query="Which port does the staging DB use?",
-    ...     budget=12,
-    ... )
-    >>> sel.kept_ids
+    >>> pool = ["The staging DB listens on port 6543.", "Lunch was great.", "CI is flaky."]
+    >>> ContextSelector().select(pool, "Which port does the staging DB use?", 12).kept_ids
     ('0',)
 """
 

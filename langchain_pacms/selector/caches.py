@@ -1,10 +1,5 @@
 """How a selector spends its memory ceiling: the embedding cache, sparse rows, the token memo.
 
-A :class:`~langchain_pacms.selector.ContextSelector` keeps its vectors and token counts for its
-whole life, within ``memory_ceiling_bytes``: a share :data:`EMBEDDING_SHARE` for the in-memory
-vectors, a share :data:`SPARSE_ROWS_SHARE` for the sparse rows of the built-in embedder when the
-selector builds it, and the rest for the token memo (:func:`token_memo_bytes`).
-
 Example:
     >>> model, cache, counter = selector_caches(None, ceiling=2**20)
     >>> type(model).__name__, cache.embeddings is model, counter.max_bytes
@@ -32,21 +27,17 @@ __all__ = [
 ]
 
 DEFAULT_MEMORY_CEILING = 256 * 2**20
-"""Default ``memory_ceiling_bytes`` of a selector: 256 MiB for its vectors and token counts."""
+"""Default ``memory_ceiling_bytes`` of a selector (256 MiB)."""
 
 EMBEDDING_SHARE = 0.75
-"""Share of ``memory_ceiling_bytes`` for the embedding cache; the token memo gets the rest."""
+"""Share of ``memory_ceiling_bytes`` for the embedding cache."""
 
 SPARSE_ROWS_SHARE = 0.125
-"""Share of ``memory_ceiling_bytes`` for the sparse rows of the built-in embedder a selector
-builds itself (taken from the token memo's share)."""
+"""Share of ``memory_ceiling_bytes`` for the built-in embedder's sparse rows, if built here."""
 
 
 def cache_ceiling(value: object) -> int:
-    """``value`` as a ``memory_ceiling_bytes``: a positive int (Python's or numpy's).
-
-    Raises:
-        ValueError: For anything else.
+    """``value`` as a ``memory_ceiling_bytes`` (a positive int), else ``ValueError``.
 
     Example:
         >>> cache_ceiling(0)
@@ -61,12 +52,7 @@ def cache_ceiling(value: object) -> int:
 
 
 def token_memo_bytes(ceiling: int = DEFAULT_MEMORY_CEILING, *, sparse_rows: bool = True) -> int:
-    """The bytes of a memory ceiling left for the token memo.
-
-    Args:
-        ceiling: The selector's ``memory_ceiling_bytes``.
-        sparse_rows: Whether the selector builds the built-in embedder, whose sparse rows take
-            :data:`SPARSE_ROWS_SHARE`.
+    """The bytes of a memory ceiling left for the token memo (less with ``sparse_rows``).
 
     Example:
         >>> token_memo_bytes() // 2**20, token_memo_bytes(sparse_rows=False) // 2**20
@@ -84,20 +70,9 @@ def selector_caches(
     cache_store: ByteStore | None = None,
     token_counter: TokenCounter | Any = None,
 ) -> tuple[Embeddings, CachedEmbeddings, TokenCounter]:
-    """The model, its embedding cache and the token counter of a selector.
+    """A selector's ``(model, cache, counter)``, the caches built here sharing ``ceiling``.
 
-    The caches built here share ``ceiling``; an embedder, ``CachedEmbeddings`` or
-    ``TokenCounter`` passed in keeps its own caps.
-
-    Args:
-        embeddings: The model (``None``: the built-in embedder, with its sparse rows' share).
-        ceiling: The selector's ``memory_ceiling_bytes`` (see :func:`cache_ceiling`).
-        cache_store: A ``ByteStore`` that backs the embedding cache.
-        token_counter: A counter, a callable, an encoding name, or ``None`` for the default.
-
-    Returns:
-        ``(model, cache, counter)``: ``cache`` is ``model`` when it is a ``CachedEmbeddings``
-        and no store is given.
+    ``embeddings=None`` builds the built-in embedder; components passed in keep their own caps.
     """
     row_bytes = 0 if embeddings is not None else int(ceiling * SPARSE_ROWS_SHARE)
     model = embeddings if embeddings is not None else HashedTfidfEmbeddings(rows_bytes=row_bytes)

@@ -1,14 +1,4 @@
-"""``ContextSelector``: candidates + query + budget -> :class:`Selection`, in process.
-
-Text becomes vectors through a cached LangChain ``Embeddings`` (:mod:`.pool`) and token counts
-through one :class:`~langchain_pacms.tokens.TokenCounter`; the numeric work is done by
-:mod:`langchain_pacms.core`. Every strategy sees the same vectors and the same counts, so
-differences between strategies are policy, not plumbing.
-
-Example:
-    >>> ContextSelector().select(["port 6543", "lunch"], "port", budget=4).kept_ids
-    ('0',)
-"""
+"""``ContextSelector``: candidates + query + budget -> :class:`Selection`, in process."""
 
 from __future__ import annotations
 
@@ -56,55 +46,29 @@ __all__ = ["ContextSelector"]
 class ContextSelector:
     """Pick the context an LLM call keeps under a token budget.
 
-    Holds one warm embedding cache and one token counter for its whole life; create it once and
-    reuse it across turns. It also keeps its last pool: a call on the same texts reuses its
-    similarities, and with a dense embedder a call on the last texts plus new ones (an agent's
-    next turn, any query) embeds only the new texts and computes only their similarities
-    (:meth:`~langchain_pacms.core.Problem.grown`); the picks are those of a fresh selector.
+    Holds one warm embedding cache and token counter for its whole life: create it once and
+    reuse it. A call on the last pool's texts (plus new ones) reuses that pool's work; the
+    picks are those of a fresh selector.
 
     Args:
-        embeddings: Any LangChain ``Embeddings`` (``OllamaEmbeddings(model="nomic-embed-text")``
-            reproduces the original PACMS setup); default: the built-in offline
+        embeddings: Any LangChain ``Embeddings``; default: the built-in offline
             :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
-        profile: The :class:`EmbedderProfile` that ``pacms`` runs with (near-duplicate
-            threshold, gain floor, pool IDF reweighting). Default: the one the embedder
-            declares (``pacms_profile``), found once through the common wrappers
-            (``CachedEmbeddings``, ``PrefixedEmbeddings``, LangChain's
-            ``CacheBackedEmbeddings``), else the calibrated profile (``pacms`` reads each
-            pool on its own cosine scale). :attr:`profile` shows it.
-        memory_ceiling_bytes: Most bytes the selector keeps for its caches, shared as
-            :mod:`~langchain_pacms.selector.caches` says between the in-memory vectors (each
-            counted as ``4 * dim`` plus
-            :data:`~langchain_pacms.embeddings.cache.ENTRY_OVERHEAD_BYTES`; about 12,000
-            4096-d vectors at the default 256 MiB), the sparse rows of the built-in embedder
-            when the selector builds it, and the token memo (each text counted at its own size
-            plus :data:`~langchain_pacms.tokens.MEMO_OVERHEAD_BYTES`); the least recently used
-            entries go first. An embedder, ``CachedEmbeddings`` or ``TokenCounter`` passed in
-            keeps its own caps.
-        blas_threads: Most BLAS threads for the selector's own matrix products (scoring and
-            solving; ``None``: leave BLAS as it is). Its products are small, so one thread is
-            faster on a busy machine than many competing for cores. Set with ``threadpoolctl``
-            (else OpenBLAS's own setter) for the duration of those products only, and restored
-            after them.
+        profile: The :class:`EmbedderProfile` ``pacms`` runs with. Default: the one the embedder
+            declares (``pacms_profile``, found through common wrappers), else the calibrated one.
+        memory_ceiling_bytes: Most bytes for the selector's caches (see
+            :mod:`~langchain_pacms.selector.caches`); components passed in keep their own caps.
+        blas_threads: Most BLAS threads for the selector's own matrix products, set only while
+            they run (``None``: leave BLAS as it is).
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
         strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
             registered one) or a strategy callable.
-        strategy_options: Default keyword options for the strategy. The strategy and its
-            options are checked here (see :func:`~langchain_pacms.core.rejection`): an unknown
-            name, an option the strategy does not take or a bad value raises ``ValueError``
-            naming what it accepts.
-        cache_store: Optional ``ByteStore`` that backs the embedding cache (then vectors
-            live in the store, not in the selector's memory).
+        strategy_options: Default keyword options for the strategy (checked here: a bad one
+            raises ``ValueError``).
+        cache_store: Optional ``ByteStore`` that backs the embedding cache.
         strict: Raise on embedding failure instead of falling back to recency.
-        embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit).
-            Each timed call embeds on a daemon thread of its own, so concurrent calls do not
-            queue, a stalled model costs only the call that met it (later calls embed the same
-            texts afresh), and a stalled thread does not hold the interpreter at exit. The
-            built-in embedder without a ``cache_store`` cannot stall: it embeds in the calling
-            thread, and the limit bounds its waits for texts other calls are embedding. Async
-            calls run blocking model calls on such daemon threads too, never on the event
-            loop's default executor.
+        embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit);
+            timed calls embed on daemon threads of their own.
 
     Example:
         >>> selector = ContextSelector(strategy="topk")
@@ -161,9 +125,6 @@ class ContextSelector:
     def profile(self) -> EmbedderProfile:
         """The :class:`EmbedderProfile` this selector runs ``pacms`` with.
 
-        Its settings are also the selector's :attr:`similarity_threshold`, :attr:`min_gain`
-        and :attr:`relevance_feedback`.
-
         Example:
             >>> profile = ContextSelector().profile  # the built-in lexical embedder's
             >>> profile.name, profile.similarity_threshold, profile.min_gain
@@ -208,13 +169,7 @@ class ContextSelector:
 
     # -- inputs, options and the fallback -----------------------------------------------------
     def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
-        """Each candidate's token cost, as budgets and selections count it.
-
-        A candidate's own ``tokens`` wins; otherwise its text is counted with
-        :attr:`token_counter`. One count per candidate, in order.
-
-        Raises:
-            ValueError: If a candidate is malformed (as in :meth:`select`).
+        """Each candidate's token cost: its own ``tokens``, else its text counted.
 
         Example:
             >>> ContextSelector().count_tokens(["hello world", Candidate("x", tokens=7)])
@@ -225,14 +180,7 @@ class ContextSelector:
     def resolve_options(
         self, strategy: str | Strategy | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[str | Strategy, dict[str, Any]]:
-        """The strategy and keyword options a selection with these arguments would run.
-
-        Call ``options`` are merged over the selector's ``strategy_options`` when ``strategy``
-        (``None``: the default) is the selector's own. ``pacms`` gets the embedder's
-        :attr:`similarity_threshold`, :attr:`min_gain` and :attr:`relevance_feedback` unless
-        they are given, and ``calibrate=True`` when :attr:`profile` is calibrated (an embedder
-        that declares no profile); every other strategy is left as given. The result is ready
-        for :func:`~langchain_pacms.core.solve`.
+        """The strategy and options a selection would run (see :mod:`~langchain_pacms.selector.options`).
 
         Example:
             >>> ContextSelector().resolve_options("pacms", {"gain_floor": 0.1})
@@ -245,18 +193,7 @@ class ContextSelector:
     def resolve(
         self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
     ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
-        """The inputs :meth:`select` works on: candidates, their token costs and the budget.
-
-        Candidates are normalised (ids and positions filled in from the index), costs counted
-        as :meth:`count_tokens` does and the budget resolved to tokens, as
-        :func:`~langchain_pacms.selector.inputs.resolve_inputs` does for every selector; the
-        query is checked, not used.
-
-        Returns:
-            ``(candidates, tokens, budget)``, the budget in tokens.
-
-        Raises:
-            ValueError: For bad input, as in :meth:`select`.
+        """What :meth:`select` works on: ``(candidates, tokens, budget)``, the budget in tokens.
 
         Example:
             >>> cands, tokens, budget = ContextSelector().resolve(
@@ -276,15 +213,8 @@ class ContextSelector:
     ) -> Selection:
         """The selection :meth:`select` falls back to: the newest candidates that fit the budget.
 
-        Recency (``lastk``) that skips a newest item too large for what is left, with
-        ``fell_back=True`` for a non-empty pool. ``error`` is what went wrong: it becomes the
-        selection's ``error`` and is logged as a warning, once per streak of failures (the
-        streak :meth:`select` keeps for embedding failures; :meth:`note_recovery` ends it).
-        Under ``strict=True`` the caller should raise instead; this method never does for a
-        failure. The other arguments are :meth:`select`'s (the query is checked, not used).
-
-        Raises:
-            ValueError: For bad input, as in :meth:`select`.
+        ``error`` becomes the selection's ``error``, logged once per streak of failures. It never
+        raises for a failure, even under ``strict``.
 
         Example:
             >>> sel = ContextSelector().recency(["a b c", "d e f", "g h i"], "x", budget=7)
@@ -302,8 +232,6 @@ class ContextSelector:
     def note_recovery(self) -> None:
         """End the failure streak: the next fallback logs its warning again.
 
-        :meth:`select` does this after every selection that did not fall back.
-
         Example:
             >>> selector = ContextSelector()
             >>> selector.recency(["a"], "q", budget=1, error=OSError("down")).error
@@ -316,35 +244,19 @@ class ContextSelector:
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """The profile's reweighting of one pool, as :meth:`select` applies it before solving.
-
-        With :attr:`EmbedderProfile.idf_reweighting` (the built-in lexical embedder's profile),
-        the features of ``vectors`` (``(n, d)``, from :attr:`embeddings`) and ``query``
-        (``(d,)``) are weighted by their inverse document frequency in the pool; other
-        embedders' vectors pass through. Harnesses that build
-        :class:`~langchain_pacms.core.Problem` instances themselves call this to see the
-        vectors that :meth:`select` would solve over.
+        """The profile's reweighting of a pool's vectors (IDF over the pool, or none).
 
         Example:
             >>> selector = ContextSelector()
             >>> docs = selector.embeddings.embed_matrix(["red apples", "green apples"])
             >>> query = selector.embeddings.embed_matrix(["red"], kind="query")[0]
-            >>> vectors, q = selector.reweight_pool(docs, query)
-            >>> vectors.shape == docs.shape
+            >>> selector.reweight_pool(docs, query)[0].shape == docs.shape
             True
         """
         return self._pools.reweight(vectors, query)
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
-        """The embedder's own relevance of a pool to the query, if it offers one.
-
-        The built-in embedder scores relevance from sparse rows
-        (:meth:`~langchain_pacms.embeddings.HashedTfidfEmbeddings.pool_relevance`); every
-        strategy then ranks by it, while the vectors give the similarities between candidates.
-        The embedder is found under the common wrappers, as :attr:`profile` is. For other
-        embedders (and a built-in one made with ``relevance_buckets=None``) this is
-        ``None`` and relevance is the cosine of the vectors with the query; otherwise it is
-        one relevance in ``[0, 1]`` per text.
+        """The embedder's own relevance of each text to the query, or ``None`` (then: the cosine).
 
         Example:
             >>> ContextSelector().pool_relevance(["red apples", "pears"], "red").round(3)
@@ -368,15 +280,12 @@ class ContextSelector:
         Args:
             candidates: Strings or :class:`Candidate` objects, in chronological order.
             query: Text the kept context should serve (usually the latest user message).
-            budget: The token budget: a :class:`~langchain_pacms.budget.Budget`, a number of
-                tokens, or ``("tokens", n)`` / ``("ratio", x)`` (a share of the pool's tokens).
+            budget: A :class:`~langchain_pacms.budget.Budget`, a number of tokens, or
+                ``("tokens", n)`` / ``("ratio", x)`` (a share of the pool's tokens).
             strategy: Override the selector's default strategy for this call.
-            relevant_ids: Ids of candidates known to matter whatever their words say (the hook
-                passes tool results whose values later tool calls took up): each one's
-                relevance is raised to the highest relevance in the pool before the strategy
-                runs, so every strategy that reads relevance sees it.
-            **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``,
-                ``lambda_mult=0.7`` for ``mmr``).
+            relevant_ids: Ids of candidates known to matter: their relevance is raised to the
+                pool's highest before the strategy runs.
+            **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``).
 
         Returns:
             The :class:`Selection`.
@@ -419,11 +328,7 @@ class ContextSelector:
         relevant_ids: Collection[str],
         options: Mapping[str, Any],
     ) -> Generator[list[str], Pool, Selection]:
-        """The steps of :meth:`select` and :meth:`aselect` (see :mod:`langchain_pacms._steps`).
-
-        They yield the texts to embed (unless the last pool is this one) and take back their
-        pool; a failed embedding falls back to recency, or is raised under ``strict``.
-        """
+        """The steps of :meth:`select` and :meth:`aselect`: they yield the texts to embed."""
         started = time.perf_counter()
         cands, tokens, allowed = self.resolve(candidates, query, budget)
         lifted = relevant_mask(cands, relevant_ids)
@@ -473,18 +378,8 @@ class ContextSelector:
     ) -> Problem:
         """The :class:`~langchain_pacms.core.Problem` that :meth:`select` would solve.
 
-        The same steps as :meth:`select` up to the strategy: candidates normalised, token
-        costs counted, the budget resolved, texts and query embedded (with
-        :attr:`embed_timeout`), the vectors checked and reweighted by the profile. Solve it
-        with :func:`~langchain_pacms.core.solve` and the options of :meth:`resolve_options` to
-        get :meth:`select`'s picks; a harness that sweeps budgets links problems with
-        :meth:`~langchain_pacms.core.Problem.with_budget`. Unlike :meth:`select` there is no
-        recency fallback: an embedding failure raises. The arguments are :meth:`select`'s
-        (at least one candidate); the problem is indexed like ``candidates``.
-
-        Raises:
-            ValueError: For bad input, as in :meth:`select`, or no candidates.
-            EmbeddingError: If the embedder's vectors cannot be scored.
+        Solve it with the options of :meth:`resolve_options` for :meth:`select`'s picks. There is
+        no recency fallback: an embedding failure raises ``EmbeddingError``.
 
         Example:
             >>> from langchain_pacms.core import solve
@@ -500,14 +395,12 @@ class ContextSelector:
     async def aprepare(
         self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
     ) -> Problem:
-        """Async twin of :meth:`prepare` (embeds with the model's async API).
+        """Async twin of :meth:`prepare`.
 
         Example:
             >>> import asyncio
-            >>> selector = ContextSelector()
-            >>> problem = asyncio.run(selector.aprepare(["a b", "c"], "a", budget=2))
-            >>> (problem.n, problem.budget)
-            (2, 2)
+            >>> asyncio.run(ContextSelector().aprepare(["a b", "c"], "a", budget=2)).n
+            2
         """
         steps = self._preparing(candidates, query, budget)
         return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))

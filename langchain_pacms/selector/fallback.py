@@ -1,11 +1,5 @@
 """Fail soft: the recency selection a selector falls back to, and one warning per outage.
 
-When a pool cannot be scored (the embedder failed or timed out, a service did not answer, the
-query has no words) a selector keeps the newest candidates that fit the budget
-(:func:`unscored_selection`: ``lastk`` that skips a newest item too large for what is left,
-mandatory ones first). :class:`FailureStreak` logs a warning at the first failure of a streak
-and stays quiet until a selection succeeds again.
-
 Example:
     >>> import numpy as np
     >>> cands = (Candidate("a b", id="0", position=0), Candidate("c", id="1", position=1))
@@ -57,10 +51,9 @@ class FailureStreak:
         return message
 
     def absorb(self, err: Exception, query: str, *, strict: bool) -> str | None:
-        """What a selection keeps of the embedding failure ``err``: its message, noted.
+        """The message of the embedding failure ``err``, noted; raised instead under ``strict``.
 
-        ``None`` when it is no failure: the all-zero embedding of a query without words
-        (nothing to score by). Under ``strict`` a failure is raised instead.
+        ``None`` for the all-zero embedding of a query without words (no failure).
         """
         if isinstance(err, EmbeddingError) and err.zero_query and not has_words(query):
             return None
@@ -84,24 +77,10 @@ def unscored_selection(
     started: float,
     wordless: bool = False,
 ) -> Selection:
-    """The selection made without scores: the newest candidates that fit the budget.
+    """The selection made without scores: the newest candidates that fit, mandatory ones first.
 
-    A non-empty pool is solved by ``lastk`` with ``contiguous=False`` over zero relevance and
-    says ``fell_back`` (unless the query had no words, which is not a failure); an empty pool
-    gives an empty selection under ``strategy``'s name.
-
-    Args:
-        cands: The pool, normalised.
-        tokens: Each candidate's token cost.
-        budget: The budget.
-        strategy: The strategy the selection would have run (named by an empty pool).
-        error: What failed, if anything.
-        timings: Seconds per phase so far; ``solve`` and ``total`` are added.
-        started: When the selection started (``time.perf_counter()``).
-        wordless: The query had no words.
-
-    Returns:
-        The selection.
+    ``lastk`` that skips an item too large for what is left; ``fell_back`` unless the query
+    was ``wordless``. ``timings`` gains ``solve`` and ``total`` (since ``started``).
     """
     n = len(cands)
     t0 = time.perf_counter()

@@ -1,15 +1,7 @@
 """What a selection is asked: candidates normalised, their token costs, the budget, the query.
 
-Every selector resolves its inputs here (:func:`resolve_inputs`), so a selector that scores
-elsewhere sends the very numbers a local one would solve with, and bad input raises the same
-``ValueError`` naming the same field whichever selector is used.
-
-Example:
-    >>> from langchain_pacms.tokens import TokenCounter
-    >>> cands, tokens, budget = resolve_inputs(
-    ...     ["hello world", "hi"], "hello", ("ratio", 0.5), TokenCounter())
-    >>> [c.id for c in cands], tokens.tolist(), budget
-    (['0', '1'], [2, 1], 1)
+Every selector resolves its inputs here, so all send the same numbers and raise the same
+errors for bad input.
 """
 
 from __future__ import annotations
@@ -35,19 +27,10 @@ __all__ = [
 
 
 def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
-    """The candidates as :class:`Candidate` objects with ids, positions and flags checked.
+    """The candidates as :class:`Candidate` objects, missing ids and positions filled in.
 
-    A string becomes a candidate; a missing id or position is the candidate's index.
-
-    Args:
-        candidates: Strings or :class:`Candidate` objects, in chronological order.
-
-    Returns:
-        The candidates (the same objects when nothing needed filling in).
-
-    Raises:
-        ValueError: Naming the first bad candidate (wrong type, non-text content, unknown
-            kind, duplicate id, bad tokens, position or mandatory flag).
+    Raises ``ValueError`` naming the first bad candidate (type, text, kind, duplicate id,
+    tokens, position or mandatory flag).
 
     Example:
         >>> [(c.id, c.position) for c in normalise(["a", Candidate("b", id="x")])]
@@ -114,23 +97,14 @@ def as_int(value: object) -> int | None:
 
 
 def _as_bool(value: object) -> bool | None:
-    """``value`` as a ``bool`` when it is one (Python's or numpy's), else ``None``.
-
-    Example:
-        >>> _as_bool(np.True_), _as_bool("no"), _as_bool(1)
-        (True, None, None)
-    """
+    """``value`` as a ``bool`` when it is one (Python's or numpy's), else ``None``."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     return None
 
 
 def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] | None:
-    """The common case at once: plain candidates with ids and positions, all of them valid.
-
-    ``None`` when any candidate needs a default or may be invalid: :func:`normalise` then
-    walks them one by one (and names the first bad one).
-    """
+    """The candidates as they are when all are plain, complete and valid; else ``None``."""
     if not all(type(c) is Candidate for c in candidates):
         return None
     cands: Sequence[Candidate] = candidates  # type: ignore[assignment]
@@ -151,7 +125,7 @@ def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] |
 def _placed(
     cand: Candidate, cid: str, position: int, mandatory: bool, tokens: int | None
 ) -> Candidate:
-    """``cand`` with these fields set (a direct call for plain candidates: cheaper)."""
+    """``cand`` with these fields set."""
     if type(cand) is not Candidate:
         return replace(cand, id=cid, position=position, mandatory=mandatory, tokens=tokens)
     return Candidate(
@@ -175,12 +149,7 @@ def check_query(query: object) -> None:
 
 
 def token_costs(cands: Sequence[Candidate], counter: TokenCounter) -> list[int]:
-    """Each candidate's token cost: its own ``tokens``, else its text counted with ``counter``.
-
-    Example:
-        >>> token_costs([Candidate("hello world"), Candidate("x", tokens=7)], TokenCounter())
-        [2, 7]
-    """
+    """Each candidate's token cost: its own ``tokens``, else its text counted with ``counter``."""
     counted = iter(counter.count_many([c.text for c in cands if c.tokens is None]))
     return [next(counted) if c.tokens is None else c.tokens for c in cands]
 
@@ -193,13 +162,8 @@ def resolve_inputs(
 ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
     """``(candidates, tokens, budget)``: the pool normalised, its costs and the budget in tokens.
 
-    The query is checked (:func:`check_query`), not used; ``counter`` counts the texts of the
-    candidates without their own ``tokens``; a ``ratio`` budget is a share of the pool's
-    tokens (see :meth:`~langchain_pacms.budget.Budget.resolve`).
-
-    Raises:
-        ValueError: For an empty query, a bad candidate or a bad budget (a ``fraction``
-            budget among them: the selector does not know the model).
+    The query is checked, not used. Raises ``ValueError`` for bad input, a ``fraction``
+    budget included (the selector does not know the model).
     """
     check_query(query)
     cands = normalise(candidates)

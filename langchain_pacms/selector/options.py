@@ -1,9 +1,5 @@
 """The strategy and options a selection runs: a selector's defaults merged with a call's own.
 
-``pacms`` reads the embedder's cosine scale, so a selector fills in its
-:class:`~langchain_pacms.embeddings.profile.EmbedderProfile`'s threshold, gain floor and
-relevance feedback (and ``calibrate=True`` for a calibrated profile) unless they are given.
-
 Example:
     >>> from langchain_pacms.embeddings.profile import DENSE_PROFILE
     >>> resolve_options("topk", {"k": 1}, DENSE_PROFILE, None, None)
@@ -30,21 +26,9 @@ def resolve_options(
 ) -> tuple[str | Strategy, dict[str, Any]]:
     """The strategy and keyword options a selection with these arguments would run.
 
-    Call ``options`` are merged over ``own_options`` when the strategy is the selector's own
-    (``strategy`` is ``None`` or ``own``). ``pacms`` gets ``profile``'s
-    ``similarity_threshold``, ``min_gain`` and ``relevance_feedback`` unless they are given,
-    and ``calibrate=True`` when the profile is calibrated; every other strategy is left as
-    given.
-
-    Args:
-        own: The selector's default strategy.
-        own_options: The selector's options for it.
-        profile: The embedder profile ``pacms`` runs with.
-        strategy: A strategy override, or ``None`` for the selector's default.
-        options: Options given for the call.
-
-    Returns:
-        ``(strategy, options)``, ready for :func:`~langchain_pacms.core.solve`.
+    Call ``options`` are merged over ``own_options`` when the strategy is ``own`` (the
+    selector's). ``pacms`` gets the ``profile``'s ``similarity_threshold``, ``min_gain`` and
+    ``relevance_feedback`` unless given, and ``calibrate=True`` for a calibrated profile.
     """
     given = dict(options or {})
     if strategy is None or strategy == own:
@@ -63,11 +47,7 @@ def resolve_options(
 def check_strategy(
     strategy: str | Strategy, options: Mapping[str, Any], profile: EmbedderProfile
 ) -> None:
-    """Raise now for an unknown strategy, or options it does not take or rejects.
-
-    Raises:
-        ValueError: Naming the strategy and what it rejected (see
-            :func:`~langchain_pacms.core.rejection`).
+    """Raise ``ValueError`` now for an unknown strategy, or options it does not take or rejects.
 
     Example:
         >>> from langchain_pacms.embeddings.profile import DENSE_PROFILE

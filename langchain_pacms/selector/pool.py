@@ -1,13 +1,5 @@
 """A pool's vectors: embedded under a deadline, checked, reweighted, and reused from the last pool.
 
-:class:`PoolEmbedder` embeds one selector's pools. It checks the vectors (:func:`checked_vectors`),
-reweights them by the embedder profile and takes the embedder's own pool relevance when it
-offers one. It reuses what the last pool already embedded: sparse vectors lend the rows of every
-text the two pools share (compacted to the features the pool uses, :func:`_used_features`);
-dense vectors are taken over when the pool starts with the last pool's texts, and its problem
-grows from the last one (:func:`reused_problem`). Either way the vectors and the picks are those
-of a fresh selector.
-
 Example:
     >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
     >>> model = HashedTfidfEmbeddings()
@@ -51,16 +43,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Pool:
-    """One pool's embedded vectors (checked and reweighted), and its problem once built.
+    """One pool's vectors (checked and reweighted), and its problem once built.
 
-    For sparse vectors it also keeps the pool's vectors as the embedder gave them on the
-    features the pool uses (``raw`` on ``features``, before reweighting), so that the next
-    pool takes the rows of the texts it shares with this one from here (see :func:`_grown`).
-    Dense vectors are taken over when the next pool starts with this one's texts: only the new
-    texts are embedded, and ``base`` (this pool's problem) gives the next problem its rows and
-    cosines (:meth:`~langchain_pacms.core.Problem.grown`).
-    ``relevance`` is the embedder's own pool relevance, when it offers one
-    (:class:`~langchain_pacms.embeddings.sparse.PoolRelevance`).
+    Sparse pools keep ``raw`` rows on ``features`` for the next pool; a dense pool grown from
+    the last one keeps that pool's problem as ``base``.
     """
 
     texts: tuple[str, ...]
@@ -95,8 +81,7 @@ def checked_vectors(
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
 
-    ``others``: the pool has other rows, already checked, so these may all be zero. An
-    all-zero query is flagged ``zero_query``, whatever the documents are.
+    With ``others`` (other rows already checked) these rows may all be zero.
 
     Example:
         >>> checked_vectors(np.ones((2, 3), np.float32), np.full(3, np.nan, np.float32))
@@ -126,13 +111,7 @@ def checked_vectors(
 def _used_features(
     vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
-    """The vectors without the features that are zero in all of them and in the query.
-
-    Sparse lexical vectors (the built-in embedder's 4,096 hashed features) use a few hundred
-    features over a pool; dropping the rest leaves every dot product, norm and document
-    frequency of the pool as it was (up to rounding: sums skip zero terms) and makes every
-    later step cheaper. Dense vectors, and pools that use most features, pass through. The
-    third value is the kept features (``None`` when nothing was dropped).
+    """The vectors and query on the features they use, and those (``None``: most, kept all).
 
     Example:
         >>> docs = np.array([[1, 0, 0, 2], [0, 0, 0, 3]], np.float32)
@@ -162,13 +141,9 @@ def _grown(
     fresh: NDArray[np.float32],
     query_vec: NDArray[np.float32],
 ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
-    """What :func:`_used_features` gives for a pool whose rows partly come from the last pool.
+    """:func:`_used_features` of a pool whose row ``i`` is ``last``'s row ``where[i]`` if ``>= 0``.
 
-    Row ``i`` of the pool is row ``where[i]`` of the last pool's compacted vectors when
-    ``where[i] >= 0``; the other rows are ``fresh``, in order. The last pool's rows are zero
-    outside its kept features, so the union of the features used is known without the full
-    matrix, and every value is copied as it is: the result is the same array as compacting the
-    whole pool stacked from the cache.
+    The other rows are ``fresh``, in order.
     """
     assert last.raw is not None and last.features is not None
     dim = last.dim
@@ -229,12 +204,9 @@ def pool_problem(
 def reused_problem(
     cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: Pool
 ) -> Problem:
-    """The pool's problem under these costs, from the last pool's problem where it can be.
+    """The pool's problem under these costs, reusing or growing the last pool's problem.
 
-    A pool that is the last one (the same texts and query) gives the last problem with these
-    costs: it shares the vectors and memo (the cosines and coverage kernel). A pool that is the
-    last one plus new texts (any query) grows the last problem (its cosines are carried over
-    where that gives the same bits). Either way the picks are exactly those of a new problem.
+    The picks are exactly those of a new problem.
     """
     mandatory, positions = pool_flags(cands)
     if pool.problem is not None:
@@ -255,11 +227,7 @@ def reused_problem(
 
 
 def lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
-    """``problem`` with the ``lifted`` candidates raised to its highest relevance.
-
-    The lifted problem is kept in the pool's shared memo (as relevance feedback keeps its
-    own), so an agent's repeated call over the same pool reuses its coverage kernel.
-    """
+    """``problem`` with the ``lifted`` candidates raised to its highest relevance (memoised)."""
 
     def build() -> Problem:
         rel = problem.relevance
@@ -275,16 +243,7 @@ def lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
 
 
 class PoolEmbedder:
-    """Embeds one selector's pools: under a deadline, reusing the rows of the last pool.
-
-    Args:
-        embeddings: The selector's embedding cache.
-        profile: The embedder profile (whether pools are reweighted by IDF).
-        scorer: The embedder's own pool relevance, if it offers one.
-        timeout: Seconds a pool's embedding may take (``None``: no limit); see
-            :class:`~langchain_pacms.selector.ContextSelector`'s ``embed_timeout``.
-        blas_threads: Most BLAS threads for the reweighting's products (``None``: as it is).
-    """
+    """Embeds one selector's pools: under a deadline, reusing the rows of the last pool."""
 
     def __init__(
         self,
@@ -369,11 +328,7 @@ class PoolEmbedder:
 
     @property
     def _cannot_stall(self) -> bool:
-        """Whether embedding is the built-in model's in-process work, with no store to wait on.
-
-        Such a call needs no thread of its own to be timed out: it only waits (with the
-        deadline) for the texts other calls are embedding.
-        """
+        """Whether embedding is the built-in model's in-process work (no thread to time out)."""
         cache = self.embeddings
         return cache.store is None and isinstance(cache.embeddings, HashedTfidfEmbeddings)
 
@@ -408,8 +363,7 @@ class PoolEmbedder:
     def _rows_from(self, last: Pool | None, texts: list[str]) -> tuple[Lent | None, list[str]]:
         """What the last pool lends this one, and the texts to embed.
 
-        Sparse vectors: the rows of every text the two pools share. Dense vectors: the last
-        pool's rows when this pool starts with its texts (and no pool weighting changes them).
+        Sparse: the rows of shared texts. Dense: the last rows, when this pool starts with them.
         """
         if last is None or last.embeddings is not self.embeddings:
             return None, texts

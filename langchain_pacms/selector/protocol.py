@@ -1,8 +1,4 @@
-"""``Selector``: what the integrations, the lifecycle planners and the service call on a selector.
-
-:class:`~langchain_pacms.selector.ContextSelector` scores in process;
-:class:`~langchain_pacms.remote.RemoteSelector` asks a running ``pacms serve``. Both implement
-this protocol, and whatever takes a ``selector=`` accepts either (or one of the user's own).
+"""``Selector``: the protocol the integrations, the lifecycle planners and the service call.
 
 Example:
     >>> from langchain_pacms import ContextSelector
@@ -28,9 +24,7 @@ __all__ = ["Selector"]
 class Selector(Protocol):
     """Selects candidates for a query under a token budget, sync or async.
 
-    A selector counts tokens with :attr:`token_counter` (so callers count what they send the
-    same way), names its default :attr:`strategy` with :attr:`strategy_options`, and says
-    which :attr:`profile` its strategies read the embedder's cosines with.
+    ``ContextSelector`` (in process) and ``RemoteSelector`` (``pacms serve``) implement it.
     """
 
     @property
@@ -73,10 +67,9 @@ class Selector(Protocol):
         relevant_ids: Collection[str] = (),
         **options: Any,
     ) -> Selection:
-        """Select candidates for ``query`` under ``budget`` (a ``fraction`` budget resolved).
+        """Select candidates for ``query`` under ``budget``.
 
-        ``budget`` is a :class:`~langchain_pacms.budget.Budget`, a number of tokens or a tuple
-        (:meth:`~langchain_pacms.budget.Budget.coerce`); a ``ratio`` is a share of the pool.
+        A ``ratio`` budget is a share of the pool's tokens; a ``fraction`` one raises.
         """
         ...
 

@@ -1,9 +1,5 @@
 """What a selection takes and gives: :class:`Candidate`, :class:`Selection`, :class:`Verdict`.
 
-Also the error a selector raises for vectors it cannot score (:class:`EmbeddingError`), and
-:func:`selection_of`, which turns a strategy's :class:`~langchain_pacms.core.Pick` into the
-:class:`Selection` every selector returns.
-
 Example:
     >>> Candidate("The staging DB listens on port 6543.", id="db").kind
     'turn'
@@ -101,11 +97,8 @@ class Selection:
         fell_back: Embedding failed and recency was used instead.
         error: What went wrong when it fell back.
         timings: Seconds spent per phase (``tokens``, ``embed``, ``solve``, ``total``).
-        info: Strategy diagnostics. ``info["query_has_no_words"]`` is ``True`` when the query
-            has no words (``"👍"``, ``"???"``) and its embedding is all zero: there is nothing
-            to score by, so the selection keeps the newest candidates that fit (``lastk``, as
-            a fallback does, mandatory ones first), but nothing failed: ``fell_back`` is
-            false, there is no ``error`` or warning, and ``strict=True`` does not raise.
+        info: Strategy diagnostics. ``info["query_has_no_words"]``: the query had no words, so
+            the newest candidates that fit were kept (not a failure: no ``fell_back``).
     """
 
     candidates: tuple[Candidate, ...]
@@ -177,9 +170,7 @@ class Selection:
 class EmbeddingError(PACMSError, ValueError):
     """An embedder returned vectors that cannot be scored (wrong shape, NaN, inf or all zero).
 
-    The selector treats it as an embedding failure: it falls back to recency and flags the
-    selection, or raises under ``strict=True``. An all-zero embedding of a query without words
-    is not a failure there (see :class:`Selection`).
+    A selector treats it as an embedding failure: recency, or raised under ``strict``.
 
     Args:
         message: What is wrong.
@@ -218,21 +209,6 @@ def selection_of(
     wordless: bool = False,
 ) -> Selection:
     """The :class:`Selection` that ``pick`` makes of a normalised pool.
-
-    Args:
-        cands: The pool, normalised (every candidate has its id).
-        tokens: Each candidate's token cost.
-        budget: The budget the pick was made under.
-        pick: The strategy's checked pick.
-        relevance: Each candidate's relevance.
-        strategy: The strategy that picked (see :func:`strategy_label`).
-        timings: Seconds per phase.
-        fell_back: The pick is the recency fallback of a failure.
-        error: What failed, if anything.
-        wordless: The query had no words (recorded in ``info``).
-
-    Returns:
-        The selection.
 
     Example:
         >>> cands = [Candidate("a", id="x"), Candidate("b", id="y")]

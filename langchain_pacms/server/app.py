@@ -1,18 +1,6 @@
 """The selection service: ``POST /select``, ``POST /select_debug``, ``GET /strategies``, the page.
 
-One warm :class:`~langchain_pacms.selector.ContextSelector` serves every request (its embedding
-cache is shared and thread-safe, and a pool that repeats the last one reuses its problem). Each
-POST is one call on a worker thread, off the event loop, with at most ``selection_threads`` at
-work at once (more wait their turn in arrival order): the body is validated by pydantic
-straight from its bytes, and the answer is written as JSON without a second validation pass
-(``/select`` builds no per-candidate verdicts; see :mod:`.service`). Every request must name an
-allowed ``Host`` (loopback names by default: a guard against DNS rebinding) and, when the app
-has a token, carry it as ``Authorization: Bearer <token>``; a body must be sent as
-``application/json`` (see :mod:`.front`). A selection whose request names a session (the
-:data:`~langchain_pacms.server.live.SESSION_HEADER` header) is kept among that session's recent
-selections, which ``GET /sessions/{id}/events`` streams to the page as server-sent events
-(:mod:`langchain_pacms.server.live`); with ``watch=``, so are the records a hook appends to a
-JSONL selection log.
+One warm selector serves every request, each on a worker thread.
 
 Example:
     >>> app = create_app(max_candidates=10)
@@ -89,10 +77,7 @@ class _EventStream(StreamingResponse):
 
 
 def _documented(app: FastAPI) -> None:
-    """Show :class:`SelectRequest` as the body of the POST routes in the OpenAPI schema.
-
-    The routes read their body themselves (see :class:`Service`), so FastAPI does not see it.
-    """
+    """Show :class:`SelectRequest` as the body of the POST routes in the OpenAPI schema."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -109,13 +94,7 @@ def _documented(app: FastAPI) -> None:
 
 @contextlib.asynccontextmanager
 async def _frozen_heap(app: FastAPI) -> AsyncIterator[None]:
-    """While serving, keep what exists at startup out of the cyclic garbage collector's scans.
-
-    Modules, the tokenizer's tables and the warm selector are tens of thousands of objects that
-    live as long as the process; a full collection that walks them all holds the interpreter
-    lock for tens of milliseconds, stalling every request in flight (measured: one such pause
-    in 400 requests, 55 ms, against at most 3 ms with them frozen). Undone at shutdown.
-    """
+    """While serving, keep the startup objects out of the garbage collector's scans."""
     gc.freeze()
     try:
         yield
@@ -139,24 +118,18 @@ def create_app(
 
     Args:
         selector: The selector every request uses (default: offline defaults).
-        max_candidates: Largest pool accepted (more: 422 naming ``candidates``).
+        max_candidates: Largest pool accepted (more: 422).
         max_body_bytes: Largest request body accepted (more: 413).
         body_timeout: Seconds a client may take to send its body (slower: 408).
-        selection_threads: Most selection requests worked on at once, each on a worker
-            thread (more wait their turn in arrival order); default: the number of CPUs and
-            at least 2, so one slow request always leaves a thread for the others.
-        allowed_hosts: ``Host`` names accepted (the port aside); others get 400. Default:
-            :data:`~langchain_pacms.server.front.LOOPBACK_HOSTS`. ``"*"`` accepts any.
-        token: When set, every request must carry ``Authorization: Bearer <token>`` (401
-            otherwise).
-        live: Where the recent selections of each session are kept for ``GET /sessions``
-            and its event streams (default: :class:`LiveSessions` with its default bounds).
-        watch: A hook's JSONL selection log (its ``log_path``) to follow: each record appended
-            to it is shown as the newest of session ``"watch"``.
+        selection_threads: Most selections worked on at once (default: the CPUs, at least 2).
+        allowed_hosts: ``Host`` names accepted (others: 400); default
+            :data:`~langchain_pacms.server.front.LOOPBACK_HOSTS`; ``"*"`` accepts any.
+        token: When set, every request must carry ``Authorization: Bearer <token>`` (else 401).
+        live: Where each session's recent selections are kept (default: :class:`LiveSessions`).
+        watch: A hook's JSONL selection log to follow, shown as session ``"watch"``.
 
     Returns:
-        The ASGI application (FastAPI behind a small front that checks bodies and answers
-        the selection routes); ``.fastapi`` is the FastAPI app.
+        The ASGI application; ``.fastapi`` is the FastAPI app.
 
     Raises:
         ValueError: For a non-positive limit or an empty token.
@@ -295,14 +268,10 @@ def create_app(
 
 
 def app_from_env() -> Front:
-    """Build the app from the settings in the :data:`CONFIG_ENV` environment variable.
+    """Build the app from the JSON settings in the :data:`CONFIG_ENV` environment variable.
 
-    The variable holds a JSON object of :func:`create_app`'s keyword arguments, plus
-    ``cache_url``: a Redis URL whose :class:`~langchain_pacms.embeddings.redis_store.RedisByteStore`
-    backs the selector's embedding cache (the ``redis`` extra), holding the vectors this process
-    reads in as much memory as the selector's own cache would take. ``pacms serve`` sets it and
-    hands this factory to uvicorn, which calls it in each worker process, so every worker has
-    its own selector and, given a ``cache_url``, all of them share one cache.
+    The settings are :func:`create_app`'s keywords plus ``cache_url``, a Redis URL for a shared
+    embedding cache; ``pacms serve`` sets them for each uvicorn worker.
 
     Example:
         >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'
@@ -316,8 +285,7 @@ def app_from_env() -> Front:
     if cache_url is not None:
         from langchain_pacms.embeddings.redis_store import RedisByteStore
 
-        # The vectors this process reads are also held here, in the share of memory the
-        # selector gives its in-memory cache when it has no store.
+        # the vectors this process reads are also held locally, in the selector's cache share
         local = int(DEFAULT_MEMORY_CEILING * EMBEDDING_SHARE)
         selector = ContextSelector(cache_store=RedisByteStore(cache_url, local_bytes=local))
     return create_app(selector, **options)

@@ -1,10 +1,5 @@
 """The ASGI front of the service: who may call, body limits, and a worker thread per request.
 
-:class:`Front` answers what FastAPI need not see: a request from a ``Host`` that is not allowed
-or without the bearer token (:class:`Guard`), a body that is not JSON, too large or too slow, and
-the selection routes, each worked on a thread of its own (:class:`Worker`). Everything else goes
-to FastAPI.
-
 Example:
     >>> Guard(None, None).refusal({b"host": b"example.com"}).status_code
     400
@@ -82,13 +77,7 @@ def _is_json(headers: Mapping[bytes, bytes]) -> bool:
 class Front:
     """The ASGI front of the service: who may call, body limits, then the routes or FastAPI.
 
-    Requests the guard refuses are answered 400 or 401, bodies not sent as
-    ``application/json`` 415, bodies over ``limit`` bytes 413, bodies slower than ``timeout``
-    408. A POST
-    to one of ``routes`` (``/select``, ``/select_debug``) is answered here with one call on a
-    worker thread, without FastAPI's middleware, routing and request objects in between (the
-    same call FastAPI's routes of those paths make, which remain for the OpenAPI schema and for
-    ``.fastapi`` used on its own). Everything else goes to FastAPI.
+    Refused requests get 400 or 401; bodies not JSON 415, too large 413, too slow 408.
     """
 
     def __init__(
@@ -178,15 +167,7 @@ class Front:
 
 
 class Worker:
-    """Runs one request's work on a worker thread, at most ``threads`` at a time.
-
-    Requests beyond that wait their turn in arrival order, so a burst is served one after
-    another instead of every request sharing the interpreter at once (which stretches all of
-    them, and adds a thread switch every few milliseconds); the event loop keeps answering
-    other routes meanwhile. Given the request's ``receive``, a request whose client leaves
-    while it waits for a thread is dropped unworked (``None``), so requests that clients gave
-    up on do not hold up the queue; work already started runs to its end.
-    """
+    """Runs each request's work on a worker thread, at most ``threads`` at a time, in turn."""
 
     def __init__(self, threads: int) -> None:
         self.threads = threads

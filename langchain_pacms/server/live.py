@@ -1,12 +1,7 @@
 """Live mode: the recent selections of each session, kept in memory and streamed to the page.
 
-The service keeps the selections it served to each client that names a session
-(:data:`SESSION_HEADER`), and ``pacms serve --watch PATH`` adds each record a hook appends to its
-JSONL selection log (:class:`JsonlTail`, session :data:`WATCH_SESSION`). Everything is bounded:
-the number of sessions (least recently updated dropped first), the records per session (oldest
-dropped first), the bytes of all records together, and the clients streaming at once. A
-session's records are streamed as server-sent events (:func:`event_stream`), each with its
-sequence number as the event id, so a reconnecting ``EventSource`` resumes where it stopped.
+Everything is bounded; each streamed event's id is its record's sequence number, so a
+reconnecting ``EventSource`` resumes where it stopped.
 
 Example:
     >>> live = LiveSessions(max_records=2)
@@ -70,11 +65,9 @@ class LiveSessions:
     """The recent records of each session, bounded, safe to add to from any thread.
 
     Args:
-        max_sessions: Sessions kept; adding to a new one beyond this drops the session least
-            recently added to.
+        max_sessions: Sessions kept (the least recently updated go first).
         max_records: Records kept per session (the oldest go first).
-        max_bytes: Bytes of all records' JSON together; beyond it the oldest records of the
-            least recently updated sessions go first (the newest record always stays).
+        max_bytes: Bytes of all records' JSON together (the newest record always stays).
         max_clients: Streams open at once (see :meth:`open_stream`).
     """
 
@@ -151,22 +144,16 @@ def _is_record(value: Any) -> bool:
 class JsonlTail:
     r"""Follow a JSONL selection log: each complete new line that is a record goes to ``live``.
 
-    The log is read from where the last call stopped, at most ``chunk`` bytes a call; when it is
-    first read, only its last ``live.max_bytes`` bytes are. A line longer than ``max_line``
-    bytes, a line that is not JSON, or JSON that is not a selection record (no ``candidates``
-    list) is skipped. A log that shrinks or is replaced is read again from its start; one that
-    does not exist yet is waited for.
+    Lines that are too long, not JSON or not records are skipped; a log that shrinks or is
+    replaced is read again from its start.
 
     Example:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
-        >>> live = LiveSessions()
-        >>> tail = JsonlTail(path, live)
+        >>> tail = JsonlTail(path, LiveSessions())
         >>> _ = path.write_text('{"candidates": [], "query": "q"}\nnot json\n{"cand')
         >>> tail.poll()
         1
-        >>> [data for _, data in live.since(WATCH_SESSION, 0)]
-        ['{"candidates":[],"query":"q"}']
     """
 
     def __init__(
@@ -239,10 +226,8 @@ async def event_stream(
 ) -> AsyncIterator[bytes]:
     """Server-sent events: ``session``'s records numbered above ``after``, then each new one.
 
-    Each record is one ``selection`` event whose ``id`` is its sequence number and whose
-    ``data`` is the record's JSON; a comment line is sent after :data:`KEEPALIVE_SECONDS` of
-    silence. ``poll`` (a followed log's :meth:`JsonlTail.poll`) runs before each look. Runs
-    until the client leaves.
+    A keep-alive comment follows :data:`KEEPALIVE_SECONDS` of silence; ``poll`` runs before each
+    look. Runs until the client leaves.
     """
     yield b"retry: 1000\n\n"
     quiet = 0.0

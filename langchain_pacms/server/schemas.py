@@ -39,8 +39,7 @@ OptionValue = (
 """A strategy option's value: a bool, a bounded int or finite float, a short string or null."""
 
 OPTION_RANGES: dict[str, tuple[float, float]] = {"cost_exponent": (-4.0, 4.0)}
-"""Ranges of the options whose strategies take any finite value but overflow on large ones
-(``cost_exponent`` raises token counts up to 2**53 to its power)."""
+"""Ranges of the options that overflow on large values (``cost_exponent``)."""
 
 
 class CandidateIn(BaseModel):

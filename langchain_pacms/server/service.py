@@ -1,11 +1,5 @@
 """One selection request's work, start to end: ``POST /select`` and ``POST /select_debug``.
 
-:class:`Service` parses and validates the body (pydantic straight from its bytes), checks the
-pool and the strategy options, selects with the warm selector and writes the JSON answer, all as
-one call on a worker thread. Bad input is answered with a 4xx whose ``detail`` names the field.
-Runs of more than :data:`WORD_CAP` characters without whitespace are split before they are
-counted or embedded (:func:`capped_words`).
-
 Example:
     >>> capped_words("short words pass")
     'short words pass'
@@ -44,11 +38,6 @@ def _split_run(match: re.Match[str]) -> str:
 def capped_words(text: str) -> str:
     """``text`` with each run of more than :data:`WORD_CAP` non-space characters split by spaces.
 
-    A tokenizer's cost on one long word grows faster than its length (byte-pair merges over the
-    whole run); split into pieces of :data:`WORD_CAP` characters it costs what prose of that
-    length costs, and counts within a fraction of a percent of the whole run. The service
-    counts and embeds texts so split (it never sends texts back). Linear in ``len(text)``.
-
     Example:
         >>> [len(w) for w in capped_words("ok " + "x" * 600).split()]
         [2, 256, 256, 88]
@@ -67,12 +56,7 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 
 def strategy_info(name: str, selector: Selector) -> dict[str, Any]:
-    """A strategy's keyword options with the values the service runs it with.
-
-    Each option's default, overridden by what the selector gives that strategy (its
-    ``strategy_options`` for its own strategy; for ``pacms`` its embedder profile's threshold,
-    gain floor and relevance feedback).
-    """
+    """A strategy's keyword options with the values the service runs it with."""
     params = list(inspect.signature(get_strategy(name)).parameters.values())[1:]
     defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
     runs = {**defaults, **selector.resolve_options(name, {})[1]}
@@ -85,12 +69,7 @@ def strategy_info(name: str, selector: Selector) -> dict[str, Any]:
 
 
 class _OptionsProbe:
-    """Run each strategy-and-options pair once on a two-item problem; remember the good ones.
-
-    A bad option then always fails (a real pool whose mandatory items exceed the budget never
-    runs the strategy), and a request that repeats accepted options pays a set lookup, not a
-    solve. At most ``size`` accepted pairs are kept (the set starts afresh when full).
-    """
+    """Check each strategy-and-options pair once; remember up to ``size`` accepted pairs."""
 
     def __init__(self, selector: Selector, size: int = 256) -> None:
         self.selector, self.size = selector, size
@@ -111,10 +90,7 @@ class _OptionsProbe:
 
 
 def _candidates(req: SelectRequest) -> list[Candidate]:
-    """The request's candidates with their ids and positions resolved (default: the index).
-
-    Their texts have long runs split (:func:`capped_words`).
-    """
+    """The request's candidates with ids and positions resolved and long runs split."""
     return [
         Candidate(
             capped_words(c.text),
@@ -184,12 +160,7 @@ def _json(body: dict[str, Any]) -> Response:
 
 
 class Service:
-    """One request's work, start to end, as one call on a worker thread.
-
-    Parsing and validating the body (pydantic straight from the bytes), the checks, the
-    selection and the JSON answer all run there, so the event loop only moves bytes, and one
-    large or slow request holds a worker thread, not the loop.
-    """
+    """One request's work (parse, validate, select, answer) as one call on a worker thread."""
 
     def __init__(self, selector: Selector, max_candidates: int, live: LiveSessions) -> None:
         self.selector, self.max_candidates, self.live = selector, max_candidates, live
