@@ -17,7 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import statistics
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import fresh, make_problem
+from bench_core import fresh, make_problem, script_parser
 
 from langchain_pacms.blas import blas_setup, blas_threads
 from langchain_pacms.core import Problem, solve
@@ -56,12 +55,7 @@ def median_seconds(problem: Problem, repeats: int, threads: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--n", type=int, default=2000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--hogs", type=int, default=2)
-    parser.add_argument("--hog-size", type=int, default=1000)
+    parser = script_parser(__doc__, n=2000, d=384, repeats=5, hogs=2, hog_size=1000)
     parser.add_argument(
         "--blas-threads",
         type=int,

@@ -53,6 +53,15 @@ TARGETS = {  # n -> (max ms for pacms)
 }
 
 
+def script_parser(doc: str, **counts: int) -> argparse.ArgumentParser:
+    """A benchmark script's parser, described by ``doc``'s first line, with an integer option
+    ``--name`` per item of ``counts`` (``_`` written ``-``), defaulting to its value."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    for name, default in counts.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    return parser
+
+
 # ----------------------------------------------------------------------------------------------
 # instances
 # ----------------------------------------------------------------------------------------------

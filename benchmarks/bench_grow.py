@@ -25,7 +25,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import script_parser
 
 from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.blas import blas_threads
@@ -79,12 +79,8 @@ def make_pool(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--n", type=int, default=2000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--grow", type=int, default=5)
+    parser = script_parser(__doc__, n=2000, d=384, grow=5, repeats=9)
     parser.add_argument("--budget", type=float, default=0.45)
-    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument(
         "--new-query",
         action="store_true",

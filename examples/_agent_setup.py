@@ -26,21 +26,33 @@ def _text(message: BaseMessage) -> str:
 
 
 # -- tools whose outputs are large ---------------------------------------------------------------
+def service_log(service: str, lines: int = 120, error_at: int = 77) -> str:
+    """The last ``lines`` lines of a service's log: requests that went well, one error."""
+    log = [
+        f"2025-03-0{i % 9 + 1} 12:{i % 60:02d} INFO {service}: request ok in {i % 37} ms"
+        for i in range(lines)
+    ]
+    log[error_at] = (
+        f"2025-03-04 12:{error_at % 60:02d} ERROR {service}: disk quota exceeded on /var/data"
+    )
+    return "\n".join(log)
+
+
+def order_list(customer: str, count: int = 100) -> str:
+    """A customer's ``count`` orders, one a line."""
+    return "\n".join(f"order {customer}-{n:04d}: 3 items, shipped" for n in range(count))
+
+
 @tool
 def read_service_log(service: str) -> str:
     """Return the last 120 lines of a service's log."""
-    lines = [
-        f"2025-03-0{i % 9 + 1} 12:{i % 60:02d} INFO {service}: request ok in {i % 37} ms"
-        for i in range(120)
-    ]
-    lines[77] = f"2025-03-04 12:17 ERROR {service}: disk quota exceeded on /var/data"
-    return "\n".join(lines)
+    return service_log(service)
 
 
 @tool
 def list_orders(customer: str) -> str:
     """List every order of a customer (long)."""
-    return "\n".join(f"order {customer}-{n:04d}: 3 items, shipped" for n in range(100))
+    return order_list(customer)
 
 
 TOOLS = [read_service_log, list_orders]

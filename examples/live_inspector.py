@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _agent_setup import OfflineAgentModel, PrintSelections, human
+from _agent_setup import OfflineAgentModel, PrintSelections, human, order_list, service_log
 from _extras import needs_extra
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
@@ -70,15 +70,13 @@ PROMPT = SystemMessage("You are an ops assistant.")
 @tool
 def read_service_log(service: str) -> str:
     """Return the last 20 lines of a service's log."""
-    lines = [f"2025-03-04 12:{i:02d} INFO {service}: request ok in {i % 37} ms" for i in range(20)]
-    lines[13] = f"2025-03-04 12:13 ERROR {service}: disk quota exceeded on /var/data"
-    return "\n".join(lines)
+    return service_log(service, lines=20, error_at=13)
 
 
 @tool
 def list_orders(customer: str) -> str:
     """List the recent orders of a customer."""
-    return "\n".join(f"order {customer}-{n:04d}: 3 items, shipped" for n in range(20))
+    return order_list(customer, 20)
 
 
 TOOLS = [read_service_log, list_orders]

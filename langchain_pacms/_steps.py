@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["Call", "Steps", "adrive", "adrive_calls", "drive", "drive_calls"]
 
@@ -32,21 +32,22 @@ def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> 
         >>> drive(steps(), str.upper), drive(steps(), {}.__getitem__)
         ('PING', 'no answer')
     """
+
+    async def now(request: Ask) -> Answer:
+        return answer(request)
+
+    run = adrive(steps, now)  # never suspends: ``now`` awaits nothing
     try:
-        request = next(steps)
-        while True:
-            try:
-                reply = answer(request)
-            except Exception as err:
-                request = steps.throw(err)
-            else:
-                request = steps.send(reply)
+        run.send(None)
     except StopIteration as done:
-        return done.value
+        return cast(T, done.value)
+    finally:
+        run.close()
+    raise RuntimeError("a sync answer suspended")  # pragma: no cover - ``now`` cannot
 
 
 async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]) -> T:
-    """Async twin of :func:`drive`: each answer is awaited."""
+    """Async twin of :func:`drive`: each answer is awaited (:func:`drive` runs this loop too)."""
     try:
         request = next(steps)
         while True:

@@ -25,6 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from pacms_bench import __version__
+from pacms_bench._options import (
+    add_check,
+    add_result_cache,
+    add_sample,
+    add_split,
+    add_values,
+    fail,
+)
 from pacms_bench.lifecycle_cli import add_lifecycle_parser
 from pacms_bench.longmemeval import split_of
 
@@ -162,12 +170,10 @@ def _recall(args: argparse.Namespace) -> int:
         )
         selector = factory()
     except (ValueError, FileNotFoundError, ImportError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     problem = check_embeddings(args.embeddings, selector.embeddings) if args.check else None
     if problem:
-        print(f"error: {problem} (--no-check skips this test)", file=sys.stderr)
-        return 2
+        return fail(f"{problem} (--no-check skips this test)")
     if args.prune_result_cache:
         files, size = ResultCache.for_selector(args.cache_dir, selector).prune()
         say(
@@ -182,11 +188,9 @@ def _recall(args: argparse.Namespace) -> int:
         else:
             questions = load_questions(source, n=None if args.all else args.n, seed=args.seed)
     except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     if not questions:
-        print("error: no eligible questions (need evidence rounds, no abstention)", file=sys.stderr)
-        return 2
+        return fail("no eligible questions (need evidence rounds, no abstention)")
     load_seconds = time.perf_counter() - started
     say(
         f"{len(questions)} questions, levels {list(config.levels)}, budgets "
@@ -290,21 +294,17 @@ def _add_recall_parser(sub: Any) -> None:
         help="LongMemEval data folder, or a question folder/archive/JSON file "
         "(default: $PACMS_LONGMEMEVAL_DIR or ../shared/data/longmemeval)",
     )
-    data.add_argument(
-        "--split",
-        choices=("oracle", "s"),
-        default="s",
-        help="oracle (evidence sessions only) or s (LongMemEval_S, ~115k-token haystacks) "
+    add_split(
+        data,
+        "oracle (evidence sessions only) or s (LongMemEval_S, ~115k-token haystacks) "
         "when --data is a data folder (default: s)",
     )
-    size = data.add_mutually_exclusive_group()
-    size.add_argument(
-        "--n",
-        type=_at_least(1),
-        default=100,
-        help="questions to sample, stratified over the 6 types (default: 100)",
+    size = add_sample(
+        data,
+        "questions to sample, stratified over the 6 types (default: 100)",
+        "use every eligible question",
+        _at_least(1),
     )
-    size.add_argument("--all", action="store_true", help="use every eligible question")
     size.add_argument("--ids", nargs="+", metavar="ID", help="use exactly these question ids")
     data.add_argument(
         "--seed",
@@ -314,28 +314,23 @@ def _add_recall_parser(sub: Any) -> None:
     )
 
     sweep = p.add_argument_group("sweep")
-    sweep.add_argument(
-        "--levels",
-        type=int,
-        nargs="+",
-        default=list(DEFAULT_LEVELS),
-        metavar="R",
-        help="redundancy levels R (default: 0 2 4 8)",
+    add_values(
+        sweep, "--levels", DEFAULT_LEVELS, "R", "redundancy levels R (default: 0 2 4 8)", int
     )
-    sweep.add_argument(
+    add_values(
+        sweep,
         "--budgets",
-        type=float,
-        nargs="+",
-        default=list(DEFAULT_BUDGETS),
-        metavar="FRACTION",
-        help="budgets as fractions of the budget base (default: 0.05 0.10 0.20 0.45 0.70)",
+        DEFAULT_BUDGETS,
+        "FRACTION",
+        "budgets as fractions of the budget base (default: 0.05 0.10 0.20 0.45 0.70)",
+        float,
     )
-    sweep.add_argument(
+    add_values(
+        sweep,
         "--strategies",
-        nargs="+",
-        default=list(DEFAULT_STRATEGIES),
-        metavar="SPEC",
-        help="columns: strategy names, or variants as name:key=value,key=value (e.g. "
+        DEFAULT_STRATEGIES,
+        "SPEC",
+        "columns: strategy names, or variants as name:key=value,key=value (e.g. "
         "pacms:relevance_weight=0.5,cost_exponent=0); the spec is the column label "
         "(default: topk mmr lastk pacms rag). pacms without a similarity_threshold, "
         "min_gain or relevance_feedback uses the embedder's, as ContextSelector does; the "
@@ -383,19 +378,12 @@ def _add_recall_parser(sub: Any) -> None:
         help="use the disk cache: auto = for every backend except the built-in lexical one, "
         "which recomputes faster than it reads back (default: auto)",
     )
-
-    model.add_argument(
-        "--result-cache",
-        choices=("on", "off"),
-        default="on",
-        help="keep every computed cell (question, R, budget, strategy) in --cache-dir and "
+    add_result_cache(
+        model,
+        "keep every computed cell (question, R, budget, strategy) in --cache-dir and "
         "reuse it when the code, data, embedder and settings are unchanged, so reruns and "
         "added --strategies columns only compute what is new (default: on)",
-    )
-    model.add_argument(
-        "--prune-result-cache",
-        action="store_true",
-        help="before the run, delete the result cache's cells of any other code version, "
+        "before the run, delete the result cache's cells of any other code version, "
         "embedder or tokenizer (they are never read again; each table leaves thousands); "
         "not while another sweep uses the same --cache-dir",
     )
@@ -436,14 +424,11 @@ def _add_recall_parser(sub: Any) -> None:
         "of linking a level's budgets so that they share the budget-independent "
         "work (cosine matrix, coverage kernel, mmr ranking); same picks, slower",
     )
-    run.add_argument(
-        "--no-check",
-        dest="check",
-        action="store_false",
-        help="skip the test text embedded before the sweep (it finds a model "
+    add_check(
+        run,
+        "skip the test text embedded before the sweep (it finds a model "
         "that is missing or a server that is down before the data is loaded)",
     )
-    run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     p.set_defaults(func=_recall)
 
 
@@ -451,8 +436,7 @@ def _qa_fallback(args: argparse.Namespace) -> int:
     try:
         from pacms_bench.qa_cli import qa_from_args
     except ImportError as err:
-        print(f"error: the QA harness is unavailable ({err})", file=sys.stderr)
-        return 2
+        return fail(f"the QA harness is unavailable ({err})")
     return int(qa_from_args(args) or 0)
 
 
@@ -562,28 +546,21 @@ def _add_probe_parser(sub: Any) -> None:
         metavar="PATH",
         help="LongMemEval data folder or question folder/archive/JSON file",
     )
-    p.add_argument(
-        "--split",
-        choices=("oracle", "s"),
-        default="s",
-        help="split when --data is a data folder (default: s)",
+    add_split(p, "split when --data is a data folder (default: s)")
+    add_sample(
+        p,
+        "questions to sample, as the recall sweep samples (default: 100)",
+        "use every eligible question",
+        _at_least(1),
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument(
-        "--n",
-        type=_at_least(1),
-        default=100,
-        help="questions to sample, as the recall sweep samples (default: 100)",
-    )
-    size.add_argument("--all", action="store_true", help="use every eligible question")
     p.add_argument("--seed", type=int, default=0, help="sample seed (default: 0)")
-    p.add_argument(
+    add_values(
+        p,
         "--budgets",
-        type=float,
-        nargs="+",
-        default=[0.05, 0.10, 0.20],
-        metavar="FRACTION",
-        help="budgets as fractions of the pool's tokens (default: 0.05 0.10 0.20)",
+        [0.05, 0.10, 0.20],
+        "FRACTION",
+        "budgets as fractions of the pool's tokens (default: 0.05 0.10 0.20)",
+        float,
     )
     p.add_argument(
         "--out",

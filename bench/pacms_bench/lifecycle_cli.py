@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pacms_bench._options import add_result_cache
+
 __all__ = ["add_lifecycle_parser"]
 
 
@@ -193,18 +195,12 @@ def add_lifecycle_parser(benches: Any) -> None:
         metavar="DIR",
         help="result cache folder, shared with the recall sweep (default: %(default)s)",
     )
-    p.add_argument(
-        "--result-cache",
-        choices=("on", "off"),
-        default="on",
-        help="keep every session's cells in --cache-dir and reuse them: an "
+    add_result_cache(
+        p,
+        "keep every session's cells in --cache-dir and reuse them: an "
         "interrupted run resumes, a rerun of unchanged code reads them back "
         "(default: on)",
-    )
-    p.add_argument(
-        "--prune-result-cache",
-        action="store_true",
-        help="before the run, delete the cells of other code versions",
+        "before the run, delete the cells of other code versions",
     )
     p.add_argument(
         "--jobs",

@@ -28,6 +28,7 @@ from langchain_pacms import ContextSelector
 from langchain_pacms.core import get_strategy
 from langchain_pacms.embeddings import model_identity
 from pacms_bench._calls import Exhausted, run_sync, with_retries
+from pacms_bench._options import add_check, add_sample, add_split, fail
 from pacms_bench.backends import EMBEDDINGS_HELP
 from pacms_bench.longmemeval import (
     Question,
@@ -76,15 +77,8 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="LongMemEval data dir (with oracle/ and the S archive), or a folder/archive/JSON "
         "of questions (default: $PACMS_LONGMEMEVAL_DIR or ../shared/data/longmemeval)",
     )
-    parser.add_argument(
-        "--split",
-        choices=("oracle", "s"),
-        default="s",
-        help="which split to read from a data dir (default: s)",
-    )
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--n", type=int, default=100, help="questions to sample (default: 100)")
-    size.add_argument("--all", action="store_true", help="use every question")
+    add_split(parser, "which split to read from a data dir (default: s)")
+    add_sample(parser, "questions to sample (default: 100)", "use every question")
     parser.add_argument(
         "--ids",
         default=None,
@@ -172,14 +166,12 @@ def add_qa_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "are kept and only the missing or failed (question, strategy) pairs are run; the "
         "settings and the question sample must match",
     )
-    parser.add_argument(
-        "--no-check",
-        dest="check",
-        action="store_false",
-        help="skip the test prompt sent to the reader and the judge before the run (it finds "
+    add_check(
+        parser,
+        "skip the test prompt sent to the reader and the judge before the run (it finds "
         "a missing model, a server that is down or a missing key before hundreds of calls do)",
+        "no progress bar",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -445,13 +437,11 @@ def _qa_command(args: argparse.Namespace) -> int:
         for name in strategies:
             get_strategy(name)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     try:
         source = resolve_source(args.data, args.split)
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     from pacms_bench import backends  # looked up per call, so tests can swap it
 
     judge_spec = args.judge or args.reader
@@ -462,8 +452,7 @@ def _qa_command(args: argparse.Namespace) -> int:
     num_ctx = getattr(args, "num_ctx", None) or None
     max_tokens = getattr(args, "max_tokens", DEFAULT_MAX_TOKENS)
     if max_tokens < 0:
-        print(f"error: --max-tokens must be >= 0, got {max_tokens}", file=sys.stderr)
-        return 2
+        return fail(f"--max-tokens must be >= 0, got {max_tokens}")
 
     def is_ollama(spec: str) -> bool:
         return spec.strip().lower().startswith("ollama:")
@@ -496,8 +485,7 @@ def _qa_command(args: argparse.Namespace) -> int:
             emb_spec, cache_dir=getattr(args, "cache_dir", None), ollama_url=ollama_url
         )
     except Exception as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
+        return fail(f"{type(err).__name__}: {err}")
     if not args.quiet:
         print(f"loading questions from {source} ...", file=sys.stderr)
     ids_file = getattr(args, "ids", None)
@@ -513,11 +501,9 @@ def _qa_command(args: argparse.Namespace) -> int:
                 iter_questions(source), None if args.all else args.n, seed=args.seed
             )
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     if not questions:
-        print("error: no questions selected", file=sys.stderr)
-        return 2
+        return fail("no questions selected")
 
     try:
         if num_ctx is None and is_ollama(args.reader):
@@ -534,14 +520,12 @@ def _qa_command(args: argparse.Namespace) -> int:
             if spec not in models:
                 models[spec] = build(spec)
     except Exception as err:
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
+        return fail(f"{type(err).__name__}: {err}")
     reader, judge = models[args.reader], models[judge_spec]
     if getattr(args, "check", True):
         problem = _check_backends(args, models, judge_spec, emb_spec, selector)
         if problem:
-            print(f"error: {problem} (--no-check skips this test)", file=sys.stderr)
-            return 2
+            return fail(f"{problem} (--no-check skips this test)")
     meta = {
         "reader": args.reader,
         "judge": judge_spec,
@@ -592,8 +576,7 @@ def _qa_command(args: argparse.Namespace) -> int:
         (out / RUN_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         sink = (out / RECORDS_FILE).open("a" if resume else "w", encoding="utf-8")
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     if done and not args.quiet:
         print(f"resuming: {len(done)} answers kept from {out / RECORDS_FILE}", file=sys.stderr)
 
@@ -622,8 +605,7 @@ def _qa_command(args: argparse.Namespace) -> int:
             on_record=keep,
         )
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(str(err))
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: the answers so far are in {out / RECORDS_FILE}; run the same "

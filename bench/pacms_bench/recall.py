@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -65,7 +64,6 @@ import math
 import multiprocessing
 import os
 import platform
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -79,6 +77,7 @@ import langchain_pacms
 from langchain_pacms import Candidate
 from langchain_pacms.blas import blas_setup, blas_threads, set_blas_threads
 from langchain_pacms.core import Problem, solve
+from pacms_bench.cells import CellFolder
 from pacms_bench.longmemeval import Question, iter_questions, sample_questions
 from pacms_bench.progress import progress_bar
 from pacms_bench.redundancy import STYLES, PoolItem, inject_redundancy
@@ -444,7 +443,7 @@ _TOKENIZER_PROBES = (
 
 
 @dataclass(frozen=True)
-class ResultCache:
+class ResultCache(CellFolder):
     """On-disk cache of sweep cells, so reruns and extra columns recompute only what is new.
 
     One entry per ``(question, R, budget, strategy name + options)`` cell, stored in a
@@ -473,8 +472,8 @@ class ResultCache:
         blas: The BLAS setup the cells are computed with, as :func:`blas_setup` gives it.
     """
 
-    root: str
-    namespace: str
+    KIND = "recall-cells"
+
     blas: str | None = None
 
     @classmethod
@@ -499,18 +498,6 @@ class ResultCache:
         digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:20]
         return cls(str(Path(root).expanduser()), digest, blas_setup())
 
-    @property
-    def folder(self) -> Path:
-        """This namespace's folder, ``<root>/recall-cells/<namespace>``."""
-        return Path(self.root) / "recall-cells" / self.namespace
-
-    @functools.cached_property
-    def store(self) -> Any:
-        """The underlying ``LocalByteStore`` in :attr:`folder` (created on first use)."""
-        from langchain_pacms.embeddings.filestore import LocalByteStore
-
-        return LocalByteStore(self.folder)
-
     def prune(self) -> tuple[int, int]:
         """Delete the cells of every other namespace under ``root``.
 
@@ -529,20 +516,7 @@ class ResultCache:
             >>> cache.prune()                                               # doctest: +SKIP
             (12000, 49152000)
         """
-        base = self.folder.parent
-        files = size = 0
-        if not base.is_dir():
-            return files, size
-        for entry in base.iterdir():
-            if entry.name == self.namespace or not entry.is_dir():
-                continue
-            for path in entry.rglob("*"):
-                if path.is_file():
-                    stat = path.stat()
-                    files += 1
-                    size += getattr(stat, "st_blocks", 0) * 512 or stat.st_size
-            shutil.rmtree(entry)
-        return files, size
+        return self.prune_others()
 
     def key(
         self,

@@ -19,17 +19,16 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+
+from pacms_bench.cells import CellFolder
 
 __all__ = ["ReplayCache", "replay_fingerprint", "session_digest"]
 
@@ -83,8 +82,7 @@ def session_digest(messages: tuple[BaseMessage, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class ReplayCache:
+class ReplayCache(CellFolder):
     """Replay cells in a :class:`~langchain_pacms.embeddings.filestore.LocalByteStore`.
 
     Attributes:
@@ -92,25 +90,12 @@ class ReplayCache:
         namespace: :func:`replay_fingerprint` of the code the cells come from.
     """
 
-    root: str
-    namespace: str
+    KIND = "lifecycle-cells"
 
     @classmethod
     def create(cls, root: str | os.PathLike[str]) -> ReplayCache:
         """A cache under ``root`` for the code as it is now."""
         return cls(str(Path(root).expanduser()), replay_fingerprint())
-
-    @property
-    def folder(self) -> Path:
-        """``<root>/lifecycle-cells/<namespace>``."""
-        return Path(self.root) / "lifecycle-cells" / self.namespace
-
-    @functools.cached_property
-    def store(self) -> Any:
-        """The underlying ``LocalByteStore`` (created on first use)."""
-        from langchain_pacms.embeddings.filestore import LocalByteStore
-
-        return LocalByteStore(self.folder)
 
     def get(self, key: str) -> Any:
         """The cell stored under ``key`` (``None`` when absent)."""
@@ -123,12 +108,4 @@ class ReplayCache:
 
     def prune(self) -> int:
         """Delete the cells of every other namespace; returns the files removed."""
-        base = self.folder.parent
-        removed = 0
-        if not base.is_dir():
-            return removed
-        for entry in base.iterdir():
-            if entry.is_dir() and entry.name != self.namespace:
-                removed += sum(1 for p in entry.rglob("*") if p.is_file())
-                shutil.rmtree(entry)
-        return removed
+        return self.prune_others()[0]

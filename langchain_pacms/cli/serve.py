@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ APP_FACTORY = "langchain_pacms.server.app:app_from_env"
 """What uvicorn calls in each worker process to build the app (settings: ``PACMS_SERVE_CONFIG``)."""
 MAX_HEADER_BYTES = 16 * 1024  # a request's line and headers, buffered before they are parsed
 KEEP_ALIVE_SECONDS = 5  # an idle kept-alive connection is closed after this
+HEADER_TIMEOUT_SECONDS = 10.0  # a request's line and headers must arrive within this (default)
 MAX_CONNECTIONS = 1000  # connections and requests in flight; more are answered 503
 SHUTDOWN_SECONDS = 3  # on exit, open event streams are closed after this
 
@@ -119,26 +121,33 @@ def _run(args: argparse.Namespace) -> int:
             factory=True,
             workers=args.workers,
             log_level=args.log_level,
-            **uvicorn_options(args.host, args.port),
+            **uvicorn_options(args.host, args.port, args.header_timeout),
         )
     return 0
 
 
-def uvicorn_options(host: str, port: int) -> dict[str, Any]:
+def uvicorn_options(
+    host: str, port: int, header_timeout: float = HEADER_TIMEOUT_SECONDS
+) -> dict[str, Any]:
     """The uvicorn settings ``pacms serve`` runs with: bounded headers and idle connections.
 
-    The ``h11`` parser bounds request headers (:data:`MAX_HEADER_BYTES`); idle connections close
+    The ``h11`` parser bounds request headers (:data:`MAX_HEADER_BYTES`); a connection that has
+    not sent a request's line and headers within ``header_timeout`` seconds is closed (see
+    :class:`~langchain_pacms.server.protocol.HeaderTimeoutProtocol`); idle connections close
     after :data:`KEEP_ALIVE_SECONDS`; beyond :data:`MAX_CONNECTIONS` requests get 503; on exit,
-    open requests are closed after :data:`SHUTDOWN_SECONDS`.
+    open requests are closed after :data:`SHUTDOWN_SECONDS`. Needs the ``server`` extra.
 
     Example:
-        >>> uvicorn_options("127.0.0.1", 8077)["h11_max_incomplete_event_size"]
-        16384
+        >>> options = uvicorn_options("127.0.0.1", 8077, header_timeout=5)
+        >>> options["h11_max_incomplete_event_size"], options["http"].keywords
+        (16384, {'header_timeout': 5.0})
     """
+    from langchain_pacms.server.protocol import header_timeout_protocol
+
     return {
         "host": host,
         "port": port,
-        "http": "h11",
+        "http": header_timeout_protocol(header_timeout),
         "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
         "limit_concurrency": MAX_CONNECTIONS,
@@ -150,6 +159,13 @@ def _positive(value: str) -> int:
     number = int(value)
     if number <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
     return number
 
 
@@ -174,6 +190,14 @@ def register(subparsers: Any) -> None:
         type=_positive,
         default=8 * 1024 * 1024,
         help="largest request body accepted (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=_seconds,
+        default=HEADER_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help="close a connection that has not sent a request's line and headers within "
+        f"SECONDS (with 408 if it sent part of them; default {HEADER_TIMEOUT_SECONDS:g})",
     )
     parser.add_argument(
         "--selection-threads",

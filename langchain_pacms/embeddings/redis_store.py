@@ -20,14 +20,13 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from langchain_pacms.errors import missing_extra
+
 try:
     import redis
     import redis.asyncio as aredis
 except ImportError as err:  # pragma: no cover - exercised by a test that hides redis
-    raise ImportError(
-        'RedisByteStore needs the "redis" extra (the redis client): '
-        'pip install "langchain-pacms[redis]"'
-    ) from err
+    raise missing_extra("RedisByteStore", 'the "redis" extra (the redis client)', "redis") from err
 
 from langchain_core.stores import ByteStore
 

@@ -9,12 +9,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
+from langchain_pacms.errors import missing_extra
+
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
-    raise ImportError(
-        "PACMSMiddleware needs LangChain v1 (langchain.agents.middleware). Install it with: "
-        'pip install "langchain-pacms[middleware]"'
+    raise missing_extra(
+        "PACMSMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
 from langchain_core.embeddings import Embeddings

@@ -22,23 +22,26 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups, namespaces
-from langchain_pacms.messages.history import agent_query, apply_removals, query_from_messages
-from langchain_pacms.messages.memo import MessageMemo, sent_tokens
-from langchain_pacms.messages.report import (
-    SelectionLog,
-    areport_selection,
-    report_selection,
-    selection_event,
-    traced_selection,
-)
-from langchain_pacms.messages.selection import (
+from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
     CONTEXT_MESSAGE_ID,
+    MessageMemo,
+    SelectionLog,
+    Span,
+    agent_query,
+    apply_removals,
     apply_selection,
+    areport_selection,
+    content_text,
+    messages_to_candidates,
+    query_from_messages,
+    report_selection,
+    selection_event,
+    sent_tokens,
+    span_messages,
+    traced_selection,
 )
-from langchain_pacms.messages.spans import Span, messages_to_candidates, span_messages
-from langchain_pacms.messages.text import content_text
 from langchain_pacms.selector import (
     DEFAULT_MEMORY_CEILING,
     Candidate,

@@ -16,13 +16,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from langchain_pacms.errors import missing_extra
+
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState
     from langchain.agents.middleware.types import ToolCallRequest
 except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
-    raise ImportError(
-        "LifecycleMiddleware needs LangChain v1 (langchain.agents.middleware). Install it with: "
-        'pip install "langchain-pacms[middleware]"'
+    raise missing_extra(
+        "LifecycleMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
 from langchain_core.messages import BaseMessage, ToolMessage

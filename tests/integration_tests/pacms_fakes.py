@@ -1,4 +1,5 @@
-"""Shared test helpers: a recording fake chat model, conversations, agent scenarios, checks.
+"""Shared test helpers: fake chat models and embedders, conversations and tool rounds, agent
+scenarios, checks and Hypothesis settings.
 
 The integration tests import this module from their folder; ``tests/conftest.py`` puts the folder
 on ``sys.path`` for the unit tests too.
@@ -6,17 +7,30 @@ on ``sys.path`` for the unit tests too.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 from pydantic import Field
+
+from langchain_pacms.lifecycle import Action, ActionResult, apply_actions, index_messages
+from langchain_pacms.messages import sent_tokens
 
 # Re-exported for the tests, imported without its deprecation warning (the successor is
 # langchain.agents.create_agent); the test files also filter the warnings it gives when called.
@@ -25,6 +39,11 @@ with warnings.catch_warnings():
     from langgraph.prebuilt import create_react_agent as create_react_agent
 
 Responder = Callable[[list[BaseMessage], int], AIMessage]
+
+
+def slow_examples(n: int) -> settings:
+    """Hypothesis settings of a slow property test: ``n`` examples, no deadline."""
+    return settings(max_examples=n, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class RecordingChatModel(BaseChatModel):
@@ -64,6 +83,32 @@ class RecordingChatModel(BaseChatModel):
         return self
 
 
+def words(text: str) -> int:
+    """A token counter: one token a word."""
+    return len(text.split())
+
+
+def letter_vector(text: str, dims: int = 16) -> list[float]:
+    """A dense vector of ``text``: its letters counted in ``dims`` buckets (by code point)."""
+    vector = [0.0] * dims
+    for ch in text.lower():
+        vector[ord(ch) % dims] += 1
+    return vector
+
+
+class TableEmbeddings(Embeddings):
+    """Fixed vectors looked up by text: a dense embedder that declares no profile of its own."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return list(map(self.embed_query, texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.table[text]
+
+
 class EventCollector(BaseCallbackHandler):
     """Collects custom events."""
 
@@ -73,9 +118,36 @@ class EventCollector(BaseCallbackHandler):
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
         self.events.append((name, data))
 
+    @property
+    def selections(self) -> list[Any]:
+        """The data of the ``pacms_selection`` events, in order."""
+        return [data for name, data in self.events if name == "pacms_selection"]
+
 
 def call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
     return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def tool_round(name: str, args: dict[str, Any], output: str, n: int | str = 1) -> list[BaseMessage]:
+    """One call of tool ``name`` and its result ``output``.
+
+    The ids end in ``n``: ``a{n}`` the calling message, ``c{n}`` the call, ``t{n}`` the result.
+    """
+    return [
+        AIMessage("", tool_calls=[call(name, args, f"c{n}")], id=f"a{n}"),
+        ToolMessage(output, tool_call_id=f"c{n}", id=f"t{n}"),
+    ]
+
+
+def span_messages(payload: str) -> list[BaseMessage]:
+    """The messages an audit record's payload holds: a span's calls and results."""
+    return messages_from_dict(json.loads(payload))
+
+
+def fold(messages: Sequence[BaseMessage], *object_ids: str) -> ActionResult:
+    """Fold the objects ``object_ids`` of ``messages`` (by default the first tool result)."""
+    targets = object_ids or ("function:tool:1",)
+    return apply_actions(messages, index_messages(messages), [Action("fold", o) for o in targets])
 
 
 def tool_calling_script(tool_name: str, arg: str) -> Responder:
@@ -141,9 +213,46 @@ def answer_from_context(messages: list[BaseMessage], index: int) -> AIMessage:
     return AIMessage(f"Your combination is {SECRET}." if seen else "I do not know.")
 
 
+def assert_pacms_keeps_the_early_fact_lastk_loses_it(
+    agent_for: Callable[[str, RecordingChatModel], Any],
+) -> None:
+    """Ask for :data:`SECRET` after 200 turns through ``agent_for(strategy, model)``.
+
+    With ``pacms`` the fact stated early reaches the model, which answers; with ``lastk`` it
+    does not, and the model does not know.
+    """
+    history = long_conversation(200, fact=FACT, early_at=2)
+    question = HumanMessage("What is my locker combination?")
+    for strategy, keeps in (("pacms", True), ("lastk", False)):
+        model = RecordingChatModel(script=answer_from_context)
+        result = agent_for(strategy, model).invoke({"messages": [*history, question]})
+        (received,) = model.received
+        assert_provider_valid(received)
+        assert any(SECRET in str(m.content) for m in received) is keeps
+        answer = result["messages"][-1].content
+        assert SECRET in answer if keeps else answer == "I do not know."
+
+
 # -- one task, a hundred tool calls: the agent reads module after module ----------------------
 LOOP_CALLS = 100
 LOOP_TASK = "Find the module that raises QuotaError and fix it."
+LOOP_BUDGET = 4_000
+LOOP_SYSTEM = "You are a careful coder."
+
+
+def loop_run(
+    collector: EventCollector, *, system: bool = False, **configurable: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The input and the config of a run of the loop.
+
+    The input is :data:`LOOP_TASK`, after the system prompt :data:`LOOP_SYSTEM` with ``system``;
+    the config has ``collector`` as callback, room for every step, and ``configurable``.
+    """
+    task = HumanMessage(LOOP_TASK)
+    config: dict[str, Any] = {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 20}
+    if configurable:
+        config["configurable"] = configurable
+    return {"messages": [SystemMessage(LOOP_SYSTEM), task] if system else [task]}, config
 
 
 def module_text(n: int, marks: str = "") -> str:
@@ -155,6 +264,26 @@ def module_text(n: int, marks: str = "") -> str:
 def module_number(path: str) -> int:
     """``src/module_7.py`` -> 7."""
     return int(path.split("_")[1].split(".")[0])
+
+
+def module_reader(marks: str = "") -> BaseTool:
+    """The loop's ``read_file`` tool: :func:`module_text` of the module a path names."""
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return module_text(module_number(path), marks)
+
+    return read_file
+
+
+def assert_loop_calls_fit(model: RecordingChatModel, counter: Any) -> None:
+    """Every call the loop's model received: within :data:`LOOP_BUDGET`, valid for a provider,
+    and with the task in view."""
+    for received in model.received:
+        assert sent_tokens(received, counter) <= LOOP_BUDGET
+        assert_provider_valid(received)
+        assert any(isinstance(m, HumanMessage) and m.content == LOOP_TASK for m in received)
 
 
 def read_module(index: int) -> AIMessage:

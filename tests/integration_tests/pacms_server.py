@@ -1,14 +1,19 @@
-"""A real uvicorn server on a free loopback port, in a thread, for the service tests."""
+"""A real uvicorn server on a free loopback port, in a thread or as ``pacms serve``, for the
+service tests."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -36,3 +41,34 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(5)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        httpx.get(f"{url}/healthz", timeout=1).raise_for_status()
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def serving(*options: str, start_within: float = 60) -> Iterator[str]:
+    """Run ``pacms serve --port <free port> *options`` in a child process until the block ends;
+    yields the base URL once ``/healthz`` answers (the child's stderr is in the failure)."""
+    port = free_port()
+    command = [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([*command, *options], stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + start_within
+            while not _healthy(url):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stderr.seek(0)
+                    said = stderr.read().decode(errors="replace")
+                    raise AssertionError(f"pacms serve {' '.join(options)} did not start\n{said}")
+                time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(20)

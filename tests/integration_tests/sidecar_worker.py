@@ -16,16 +16,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
+from pacms_fakes import fold, tool_round
 
-from langchain_pacms.lifecycle import (
-    Action,
-    SidecarRecord,
-    SidecarStore,
-    apply_actions,
-    index_messages,
-    make_recover_tool,
-)
+from langchain_pacms.lifecycle import SidecarRecord, SidecarStore, make_recover_tool
 
 SURROGATES = "lone \ud800 high, \udfff low, NUL \x00"
 
@@ -48,14 +42,12 @@ def open_store(backend: str, where: str):
 
 def put(backend: str, where: str, thread: str, payload_file: str) -> None:
     payload = Path(payload_file).read_bytes().decode("utf-8", "surrogatepass")
-    call = {"name": "export", "args": {"table": "orders"}, "id": "c1"}
     messages = [
         HumanMessage("export the orders table", id="h1"),
-        AIMessage("", tool_calls=[call], id="a1"),
-        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        *tool_round("export", {"table": "orders"}, payload),
         HumanMessage("how many rows?", id="h2"),
     ]
-    result = apply_actions(messages, index_messages(messages), [Action("fold", "function:tool:1")])
+    result = fold(messages)
     extra = SidecarRecord.of("extra:surrogates", SURROGATES, "tool")
     with open_store(backend, where) as store:
         start = time.perf_counter()

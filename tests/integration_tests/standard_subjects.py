@@ -30,23 +30,35 @@ PAYLOAD = "total 3\n-rw-r--r-- a.py\n-rw-r--r-- b.py\nnaïve — ünïcode\n"
 
 
 # -- embeddings -------------------------------------------------------------------------------
-class HashedTfidfSubject:
+class EmbeddingsSubject:
+    """Gives the suite :attr:`embeddings` and, fresh for each test, the parameters :meth:`params`
+    returns."""
+
+    embeddings: type[Embeddings]
+
     @property
     def embeddings_class(self) -> type[Embeddings]:
-        return HashedTfidfEmbeddings
+        return self.embeddings
 
     @property
     def embedding_model_params(self) -> dict[str, Any]:
+        return self.params()
+
+    def params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class HashedTfidfSubject(EmbeddingsSubject):
+    embeddings = HashedTfidfEmbeddings
+
+    def params(self) -> dict[str, Any]:
         return {"dim": DIM}
 
 
-class PrefixedSubject:
-    @property
-    def embeddings_class(self) -> type[Embeddings]:
-        return PrefixedEmbeddings
+class PrefixedSubject(EmbeddingsSubject):
+    embeddings = PrefixedEmbeddings
 
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
             "embeddings": HashedTfidfEmbeddings(dim=DIM),
             "query_prefix": "search_query: ",
@@ -54,23 +66,17 @@ class PrefixedSubject:
         }
 
 
-class CachedSubject:
-    @property
-    def embeddings_class(self) -> type[Embeddings]:
-        return CachedEmbeddings
+class CachedSubject(EmbeddingsSubject):
+    embeddings = CachedEmbeddings
 
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"embeddings": HashedTfidfEmbeddings(dim=DIM), "batch_size": 2}
 
 
-class CachedInByteStoreSubject:
-    @property
-    def embeddings_class(self) -> type[Embeddings]:
-        return CachedEmbeddings
+class CachedInByteStoreSubject(EmbeddingsSubject):
+    embeddings = CachedEmbeddings
 
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"embeddings": HashedTfidfEmbeddings(dim=DIM), "store": InMemoryByteStore()}
 
 

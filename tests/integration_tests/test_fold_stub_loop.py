@@ -14,39 +14,37 @@ import re
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import (
+    LOOP_BUDGET,
     LOOP_CALLS,
+    LOOP_SYSTEM,
     LOOP_TASK,
     EventCollector,
     RecordingChatModel,
-    assert_provider_valid,
+    assert_loop_calls_fit,
     call,
     create_react_agent,
+    loop_run,
     module_number,
+    module_reader,
     module_text,
     read_module,
 )
 
-from langchain_pacms import ContextSelector, ToolLoopOptions
+from langchain_pacms import ContextSelector, SelectionConfig, ToolLoopOptions
 from langchain_pacms.integrations import create_pacms_hook
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
-from langchain_pacms.messages import sent_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-BUDGET = 4_000
 THREAD = "loop-7"
 MARKS = "\x00 é"  # in every module's first line: recovered byte for byte
 STUB = re.compile(r'\[folded: .*?recover_context\("(function:tool:\d+)"\)', re.S)
 
 
-@tool
-def read_file(path: str) -> str:
-    """Read a file."""
-    return module_text(module_number(path), MARKS)
+read_file = module_reader(MARKS)
 
 
 class StubChecker:
@@ -89,10 +87,7 @@ def _check(
     model: RecordingChatModel, script: StubChecker, events: list[dict[str, Any]], counter: Any
 ) -> None:
     assert len(model.received) == LOOP_CALLS + 2
-    for received in model.received:
-        assert sent_tokens(received, counter) <= BUDGET
-        assert_provider_valid(received)
-        assert any(isinstance(m, HumanMessage) and m.content == LOOP_TASK for m in received)
+    assert_loop_calls_fit(model, counter)
     assert not any(e["over_budget"] for e in events)
     assert script.stubs_seen > 5 * LOOP_CALLS  # most calls see several stubs (970 in 102 calls now)
     assert script.recovered is not None
@@ -103,35 +98,24 @@ def _check(
     assert folded and all(i.startswith("function:tool:") for i in folded)
 
 
-def _agent_inputs() -> tuple[InMemoryStore, StubChecker, RecordingChatModel, list[Any]]:
+def _agent_inputs() -> tuple[StubChecker, RecordingChatModel, list[Any], SelectionConfig]:
+    """The script, its model, the tools, and the selection with fold stubs in one store."""
     store = InMemoryStore()
     script = StubChecker(store)
-    model = RecordingChatModel(script=script)
-    return store, script, model, [read_file, make_recover_tool(store)]
-
-
-def _run_config(collector: EventCollector) -> dict[str, Any]:
-    return {
-        "callbacks": [collector],
-        "recursion_limit": 4 * LOOP_CALLS + 20,
-        "configurable": {"thread_id": THREAD},
-    }
+    config = SelectionConfig(
+        budget=LOOP_BUDGET,
+        selector=ContextSelector(),
+        tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store),
+    )
+    return script, RecordingChatModel(script=script), [read_file, make_recover_tool(store)], config
 
 
 def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
-    store, script, model, tools = _agent_inputs()
-    selector = ContextSelector()
-    hook = create_pacms_hook(
-        BUDGET, selector=selector, tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store)
-    )
-    agent = create_react_agent(model, tools, pre_model_hook=hook)
+    script, model, tools, config = _agent_inputs()
+    agent = create_react_agent(model, tools, pre_model_hook=create_pacms_hook(config=config))
     collector = EventCollector()
-    agent.invoke(
-        {"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
-        _run_config(collector),
-    )
-    events = [data for name, data in collector.events if name == "pacms_selection"]
-    _check(model, script, events, selector.token_counter)
+    agent.invoke(*loop_run(collector, system=True, thread_id=THREAD))
+    _check(model, script, collector.selections, config.selector.token_counter)
 
 
 async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
@@ -139,18 +123,12 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
 
     from langchain_pacms.integrations import PACMSMiddleware
 
-    store, script, model, tools = _agent_inputs()
-    selector = ContextSelector()
-    middleware = PACMSMiddleware(
-        BUDGET, selector=selector, tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store)
-    )
-    agent = create_agent(
-        model, tools, system_prompt="You are a careful coder.", middleware=[middleware]
-    )
+    script, model, tools, config = _agent_inputs()
+    middleware = PACMSMiddleware(config=config)
+    agent = create_agent(model, tools, system_prompt=LOOP_SYSTEM, middleware=[middleware])
     collector = EventCollector()
-    await agent.ainvoke({"messages": [HumanMessage(LOOP_TASK)]}, _run_config(collector))
-    events = [data for name, data in collector.events if name == "pacms_selection"]
-    _check(model, script, events, selector.token_counter)
+    await agent.ainvoke(*loop_run(collector, thread_id=THREAD))
+    _check(model, script, collector.selections, config.selector.token_counter)
 
 
 def test_without_fold_stubs_dropped_outputs_leave_no_stub():

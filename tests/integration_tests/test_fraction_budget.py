@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from pacms_fakes import RecordingChatModel, call
+from pacms_fakes import RecordingChatModel, call, slow_examples
 
 from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
 from langchain_pacms.integrations.config import DEFAULT_TOKENS_PER_MESSAGE
@@ -69,7 +69,7 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
     return messages
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(40)
 @given(messages=histories(), limit=st.integers(1200, 20_000), use_tools=st.booleans())
 def test_a_half_of_the_window_holds_with_the_tool_schemas(messages, limit, use_tools):
     model = profiled(limit)

@@ -27,6 +27,7 @@ from pacms_fakes import (
     EventCollector,
     RecordingChatModel,
     answer_from_context,
+    assert_pacms_keeps_the_early_fact_lastk_loses_it,
     assert_provider_valid,
     call,
     create_react_agent,
@@ -95,24 +96,14 @@ def test_react_agent_model_receives_selected_messages_and_state_is_untouched(tmp
 
 
 def test_200_turns_early_fact_pacms_keeps_it_lastk_loses_it():
-    history = long_conversation(200, fact=FACT, early_at=2)
-    question = HumanMessage("What is my locker combination?")
-    answers = {}
-    for strategy in ("pacms", "lastk"):
-        model = RecordingChatModel(script=answer_from_context)
-        hook = create_pacms_hook(budget=600, strategy=strategy)
-        agent = create_react_agent(model, [search], pre_model_hook=hook)
-        result = agent.invoke({"messages": [*history, question]})
-        (received,) = model.received
-        assert_provider_valid(received)
-        assert hook.last_selection.tokens_kept <= 600
-        answers[strategy] = (result["messages"][-1].content, received)
-    pacms_answer, pacms_seen = answers["pacms"]
-    lastk_answer, lastk_seen = answers["lastk"]
-    assert any(SECRET in t for t in texts(pacms_seen))
-    assert SECRET in pacms_answer
-    assert not any(SECRET in t for t in texts(lastk_seen))
-    assert lastk_answer == "I do not know."
+    hooks = []
+
+    def agent_for(strategy: str, model: RecordingChatModel) -> Any:
+        hooks.append(create_pacms_hook(budget=600, strategy=strategy))
+        return create_react_agent(model, [search], pre_model_hook=hooks[-1])
+
+    assert_pacms_keeps_the_early_fact_lastk_loses_it(agent_for)
+    assert len(hooks) == 2 and all(h.last_selection.tokens_kept <= 600 for h in hooks)
 
 
 async def test_react_agent_async_path(tmp_path):
@@ -130,7 +121,7 @@ async def test_react_agent_async_path(tmp_path):
         assert_provider_valid(received)
     assert len(result["messages"]) == len(history) + 4
     assert len(log.read_text().splitlines()) == 2
-    events = [data for name, data in collector.events if name == "pacms_selection"]
+    events = collector.selections
     assert len(events) == 2 and all(e["source"] == "hook" for e in events)
 
 
@@ -144,7 +135,7 @@ def test_custom_events_and_debug_log(caplog):
             {"messages": [*long_conversation(20, fact=FACT), HumanMessage("hi")]},
             {"callbacks": [collector]},
         )
-    (event,) = [data for name, data in collector.events if name == "pacms_selection"]
+    (event,) = collector.selections
     assert event["kept"] > 0 and event["dropped"] > 0
     assert event["tokens_kept"] <= event["budget"] == 300
     assert event["strategy"] == "pacms" and event["fell_back"] is False

@@ -38,7 +38,7 @@ def run_agent(hook) -> tuple[RecordingChatModel, list[dict]]:
         {"messages": [*history, HumanMessage("Search the archive for invoices.")]},
         {"callbacks": [collector]},
     )
-    events = [data for name, data in collector.events if name == "pacms_selection"]
+    events = collector.selections
     return model, events
 
 

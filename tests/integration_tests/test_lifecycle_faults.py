@@ -7,26 +7,20 @@ calls, a locked SQLite file, hostile ids, PostgreSQL connections killed under a 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    ToolMessage,
-    messages_from_dict,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
+from pacms_fakes import slow_examples, span_messages, tool_round
 
 from langchain_pacms.lifecycle import (
     Action,
@@ -79,11 +73,7 @@ class Scripted:
 
 
 def span(n: int, output: str, tag: str = "") -> list[BaseMessage]:
-    call = {"name": "read_file", "args": {"path": f"src/m{n}.py"}, "id": f"c{n}{tag}"}
-    return [
-        AIMessage("", tool_calls=[call], id=f"a{n}{tag}"),
-        ToolMessage(output, tool_call_id=f"c{n}{tag}", id=f"t{n}{tag}"),
-    ]
+    return tool_round("read_file", {"path": f"src/m{n}.py"}, output, f"{n}{tag}")
 
 
 def body(label: str, n: int) -> str:
@@ -217,7 +207,7 @@ ACTIONS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(60)
 @given(
     script_a=ACTIONS,
     script_b=ACTIONS,
@@ -274,7 +264,7 @@ def _check_nothing_lost(store, history, known, originals, thread, label):
     audited = [
         m.content
         for item in store.search(audit.namespace, limit=1000)
-        for m in messages_from_dict(json.loads(_decoded(audit, item)))
+        for m in span_messages(_decoded(audit, item))
         if isinstance(m, ToolMessage)
     ]
     tool = make_recover_tool(store)

@@ -11,33 +11,26 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pacms_fakes import (
+    LOOP_BUDGET,
     LOOP_CALLS,
-    LOOP_TASK,
+    LOOP_SYSTEM,
     EventCollector,
     RecordingChatModel,
-    assert_provider_valid,
+    assert_loop_calls_fit,
     create_react_agent,
-    module_number,
-    module_text,
+    loop_run,
+    module_reader,
     read_module,
 )
 
 from langchain_pacms import ContextSelector, ToolLoopOptions
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.messages import sent_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-BUDGET = 4_000
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file."""
-    return module_text(module_number(path))
+read_file = module_reader()
 
 
 def loop_script(messages: list[BaseMessage], index: int) -> AIMessage:
@@ -49,10 +42,7 @@ def loop_script(messages: list[BaseMessage], index: int) -> AIMessage:
 
 def _check(model: RecordingChatModel, events: list[dict[str, Any]], counter: Any) -> None:
     assert len(model.received) == LOOP_CALLS + 1
-    for received in model.received:
-        assert sent_tokens(received, counter) <= BUDGET
-        assert_provider_valid(received)
-        assert any(isinstance(m, HumanMessage) and m.content == LOOP_TASK for m in received)
+    assert_loop_calls_fit(model, counter)
     last = model.received[-1]
     assert isinstance(last[-1], ToolMessage) and "module_99" in str(last[-1].content)
     assert not any(e["over_budget"] for e in events)
@@ -64,14 +54,11 @@ def _check(model: RecordingChatModel, events: list[dict[str, Any]], counter: Any
 def test_hook_keeps_its_budget_over_a_hundred_tool_calls():
     selector = ContextSelector()
     model = RecordingChatModel(script=loop_script)
-    hook = create_pacms_hook(selector=selector, budget=BUDGET)
+    hook = create_pacms_hook(selector=selector, budget=LOOP_BUDGET)
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke(
-        {"messages": [SystemMessage("You are a careful coder."), HumanMessage(LOOP_TASK)]},
-        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
-    )
-    events = [data for name, data in collector.events if name == "pacms_selection"]
+    agent.invoke(*loop_run(collector, system=True))
+    events = collector.selections
     _check(model, events, selector.token_counter)
 
 
@@ -85,27 +72,21 @@ def test_middleware_keeps_its_budget_over_a_hundred_tool_calls():
     agent = create_agent(
         model,
         [read_file],
-        system_prompt="You are a careful coder.",
-        middleware=[PACMSMiddleware(selector=selector, budget=BUDGET)],
+        system_prompt=LOOP_SYSTEM,
+        middleware=[PACMSMiddleware(selector=selector, budget=LOOP_BUDGET)],
     )
     collector = EventCollector()
-    agent.invoke(
-        {"messages": [HumanMessage(LOOP_TASK)]},
-        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
-    )
-    events = [data for name, data in collector.events if name == "pacms_selection"]
+    agent.invoke(*loop_run(collector))
+    events = collector.selections
     _check(model, events, selector.token_counter)
 
 
 def test_keep_latest_turn_true_still_keeps_the_whole_turn_and_flags_it():
     model = RecordingChatModel(script=loop_script)
-    hook = create_pacms_hook(BUDGET, tool_loop=ToolLoopOptions(keep_latest_turn=True))
+    hook = create_pacms_hook(LOOP_BUDGET, tool_loop=ToolLoopOptions(keep_latest_turn=True))
     agent = create_react_agent(model, [read_file], pre_model_hook=hook)
     collector = EventCollector()
-    agent.invoke(
-        {"messages": [HumanMessage(LOOP_TASK)]},
-        {"callbacks": [collector], "recursion_limit": 4 * LOOP_CALLS + 10},
-    )
-    events = [data for name, data in collector.events if name == "pacms_selection"]
+    agent.invoke(*loop_run(collector))
+    events = collector.selections
     assert events[-1]["over_budget"] and events[-1]["dropped"] == 0
     assert events[-1]["mandatory"] == "system prompt and the latest turn"

@@ -13,15 +13,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
+from pacms_fakes import fold, tool_round
 
-from langchain_pacms.lifecycle import (
-    RECOVER_TOOL_NAME,
-    Action,
-    SidecarStore,
-    apply_actions,
-    index_messages,
-    make_recover_tool,
-)
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
 
 PAYLOAD = json.dumps(
     {
@@ -34,22 +28,17 @@ PAYLOAD = json.dumps(
 
 
 def history():
-    call = {"name": "read_file", "args": {"path": "/srv/app/config.yaml"}, "id": "c1"}
     return [
         HumanMessage("read the config", id="h1"),
-        AIMessage("", tool_calls=[call], id="a1"),
-        ToolMessage(PAYLOAD, tool_call_id="c1", id="t1"),
+        *tool_round("read_file", {"path": "/srv/app/config.yaml"}, PAYLOAD),
         AIMessage("It is a YAML file.", id="a2"),
         HumanMessage("what is the exact token?", id="h2"),
     ]
 
 
 def build(store, model):
-    def fold(state: MessagesState, config: RunnableConfig, runtime: Runtime) -> dict:
-        messages = state["messages"]
-        result = apply_actions(
-            messages, index_messages(messages), [Action("fold", "function:tool:1")]
-        )
+    def fold_node(state: MessagesState, config: RunnableConfig, runtime: Runtime) -> dict:
+        result = fold(state["messages"])
         thread = config["configurable"]["thread_id"]
         SidecarStore(runtime.store, thread).put_many(result.sidecars)  # persist before commit
         return {"messages": list(result.replaced.values())}  # replace by id
@@ -58,7 +47,7 @@ def build(store, model):
         return {"messages": [model.invoke(state["messages"])]}
 
     graph = StateGraph(MessagesState)
-    graph.add_node("fold", fold)
+    graph.add_node("fold", fold_node)
     graph.add_node("agent", agent)
     graph.add_node("tools", ToolNode([make_recover_tool(store)]))
     graph.add_edge(START, "fold")

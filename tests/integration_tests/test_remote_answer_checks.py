@@ -195,6 +195,18 @@ RUNS = settings(
 )
 
 
+ATTACKS = st.tuples(st.sampled_from(MODES), st.integers())
+"""How the fake service answers: a mode of :data:`MODES` and the seed of its answers."""
+
+
+def attacked(fake: tuple[FakeService, str], attack: tuple[str, int]) -> tuple[str, str]:
+    """Make the fake service answer as ``attack`` says: the attack's mode and the service URL."""
+    server, url = fake
+    mode, seed = attack
+    server.plan = staticmethod(adversary(mode, seed))
+    return mode, url
+
+
 BROKEN = ("unknown ids", "all ids", "mandatory missing", "huge", "garbage", "error")
 
 
@@ -224,17 +236,15 @@ def check(sel: Any, cands: list[Candidate], mode: str) -> None:
 
 
 @RUNS
-@given(pool=pools, budget=st.integers(1, 40), mode=st.sampled_from(MODES), seed=st.integers())
+@given(pool=pools, budget=st.integers(1, 40), attack=ATTACKS)
 def test_no_answer_breaks_the_selection_sync_and_async(
     fake: tuple[FakeService, str],
     loop: asyncio.AbstractEventLoop,
     pool: list[tuple[str, bool]],
     budget: int,
-    mode: str,
-    seed: int,
+    attack: tuple[str, int],
 ) -> None:
-    server, url = fake
-    server.plan = staticmethod(adversary(mode, seed))
+    mode, url = attacked(fake, attack)
     cands = [Candidate(text, id=f"c{i}", mandatory=m) for i, (text, m) in enumerate(pool)]
     remote = RemoteSelector(url, timeout=5)
     check(remote.select(cands, "abc", budget=budget), cands, mode)
@@ -249,22 +259,15 @@ def conversation(turns: int) -> list[Any]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    turns=st.integers(0, 12),
-    budget=st.integers(20, 200),
-    mode=st.sampled_from(MODES),
-    seed=st.integers(),
-)
+@given(turns=st.integers(0, 12), budget=st.integers(20, 200), attack=ATTACKS)
 def test_the_hook_never_sends_nothing_nor_drops_the_question(
     fake: tuple[FakeService, str],
     loop: asyncio.AbstractEventLoop,
     turns: int,
     budget: int,
-    mode: str,
-    seed: int,
+    attack: tuple[str, int],
 ) -> None:
-    server, url = fake
-    server.plan = staticmethod(adversary(mode, seed))
+    mode, url = attacked(fake, attack)
     hook = create_pacms_hook(budget=budget, selector=RemoteSelector(url, timeout=5))
     state = {"messages": conversation(turns)}
     for out in (

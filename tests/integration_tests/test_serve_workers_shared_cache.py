@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 pytest.importorskip("redis", reason='needs the "redis" extra (pip install redis)')
 import httpx
-from pacms_server import free_port
+from pacms_server import serving
 
 from langchain_pacms.embeddings.redis_store import DEFAULT_PREFIX, RedisByteStore
 
@@ -35,30 +33,8 @@ JSON = {"content-type": "application/json"}
 
 @pytest.fixture
 def service() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "langchain_pacms.cli.main", "serve"),
-            *("--port", str(port), "--workers", "2", "--cache-url", str(REDIS_URL)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/healthz", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "pacms serve --workers 2 did not start"
-                time.sleep(0.2)
+    with serving("--workers", "2", "--cache-url", str(REDIS_URL)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def one_connection_per_worker(url: str) -> dict[int, httpx.Client]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from langchain_core.embeddings import Embeddings
+from pacms_fakes import TableEmbeddings
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.core import Problem, solve
@@ -96,23 +96,10 @@ def test_a_pool_where_every_candidate_is_near_every_other_keeps_relevance_order(
     assert "coverage" not in uncalibrated.info
 
 
-class _Table(Embeddings):
-    """Fixed vectors per text: an embedder that declares no profile."""
-
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self.table = table
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self.table[t] for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.table[text]
-
-
 def test_the_selector_shows_and_uses_the_calibrated_profile() -> None:
     vectors, query, topic = _topics_with_copies(0, common=0.75)
     table = {f"row {i}": v.tolist() for i, v in enumerate(vectors)} | {"q": query.tolist()}
-    selector = ContextSelector(_Table(table), token_counter=lambda text: 10)
+    selector = ContextSelector(TableEmbeddings(table), token_counter=lambda text: 10)
     assert selector.profile == CALIBRATED_PROFILE
     assert selector.profile.calibration == "pool"
     assert selector.resolve_options("pacms")[1]["calibrate"] is True
@@ -122,7 +109,7 @@ def test_the_selector_shows_and_uses_the_calibrated_profile() -> None:
     assert {topic[int(i)] for i in chosen.kept_ids} >= {0, 25}
     # a profile given to the selector wins, and is not calibrated
     declared = ContextSelector(
-        _Table(table), token_counter=lambda text: 10, profile=EmbedderProfile()
+        TableEmbeddings(table), token_counter=lambda text: 10, profile=EmbedderProfile()
     )
     assert "calibrate" not in declared.resolve_options("pacms")[1]
     assert "coverage" not in declared.select(list(table)[:-1], "q", budget=40).info

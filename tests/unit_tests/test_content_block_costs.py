@@ -7,23 +7,13 @@ import string
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from pacms_fakes import assert_provider_valid
-from test_messages import SELECTOR, STRATEGIES, text
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import assert_provider_valid, slow_examples
+from test_messages import SELECTOR, selection_inputs, text
 
-from langchain_pacms.integrations import (
-    ToolLoopOptions,
-    create_pacms_hook,
-    messages_to_candidates,
-)
+from langchain_pacms.integrations import ToolLoopOptions, create_pacms_hook, messages_to_candidates
 from langchain_pacms.messages import MessageMemo, content_text, sent_tokens
 from langchain_pacms.tokens import TokenCounter
 
@@ -236,13 +226,8 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
     return messages
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=histories(),
-    budget=st.integers(1, 3000),
-    strategy=st.sampled_from(STRATEGIES),
-    placeholders=st.booleans(),
-)
+@slow_examples(80)
+@given(**selection_inputs(histories(), 3000))
 def test_what_the_hook_sends_fits_counted_independently(messages, budget, strategy, placeholders):
     hook = create_pacms_hook(
         budget,

@@ -319,12 +319,12 @@ def test_budgeted_greedy_adversarial_knapsack():
 
 def reference_pacms(
     p: Problem,
-    lam: float,
-    exponent: float,
-    tau: float,
+    relevance_weight: float,
+    cost_exponent: float,
+    similarity_threshold: float,
     density: bool,
     guarantee: float,
-    floor: float = 0.0,
+    gain_floor: float = 0.0,
     fill: str = "diverse",
     min_gain: float = 0.0,
 ) -> list[int]:
@@ -335,7 +335,7 @@ def reference_pacms(
     """
     v = p.vectors.astype(np.float64)
     rel = np.maximum(v @ p.query.astype(np.float64), 0.0)
-    w = reference_weights(p, tau, density)  # w[i, j]
+    w = reference_weights(p, similarity_threshold, density)  # w[i, j]
     tokens = p.tokens.tolist()
     order = p.relevance_order().tolist()
     rank = {j: r for r, j in enumerate(order)}
@@ -344,7 +344,8 @@ def reference_pacms(
     def value(members: list[int]) -> float:
         if not members:
             return 0.0
-        return lam * float(rel[members].sum()) + (1 - lam) * float(w[:, members].max(1).sum())
+        covered = float(w[:, members].max(1).sum())
+        return relevance_weight * float(rel[members].sum()) + (1 - relevance_weight) * covered
 
     def fill_up(chosen: list[int]) -> list[int]:
         chosen = list(chosen)
@@ -389,16 +390,16 @@ def reference_pacms(
     left = p.budget - sum(tokens[j] for j in mandatory)
     base = value(mandatory)
     firsts = [
-        (value([*mandatory, j]) - base) / max(tokens[j], 1) ** exponent
+        (value([*mandatory, j]) - base) / max(tokens[j], 1) ** cost_exponent
         for j in range(p.n)
         if j not in mandatory and tokens[j] <= left
     ]
     top = max(firsts, default=0.0)
-    stop = min(top, max(floor * top, min_gain)) if firsts else 0.0
-    preferred = fill_up(greedy(mandatory, exponent, stop))
+    stop = min(top, max(gain_floor * top, min_gain)) if firsts else 0.0
+    preferred = fill_up(greedy(mandatory, cost_exponent, stop))
     chosen = preferred
     if guarantee > 0:
-        classic = exponent == 1.0 and stop == 0.0
+        classic = cost_exponent == 1.0 and stop == 0.0
         guaranteed = preferred if classic else greedy(mandatory, 1.0)
         singles = [
             (-(value([*mandatory, j])), rank[j], j)
@@ -430,25 +431,15 @@ def test_pacms_matches_reference_implementation(block: int):
             budget=budget,
             mandatory=mandatory,
         )
-        lam = float(rng.choice([0.0, 0.3]))
-        exponent = float(rng.choice([0.0, 1.0]))
-        tau = float(rng.choice([0.0, 0.5]))
-        density = bool(rng.random() < 0.5)
-        guarantee = float(rng.choice([0.0, 0.5, 1.0]))
-        floor = float(rng.choice([0.0, 0.05, 0.3]))
-        min_gain = float(rng.choice([0.0, 0.0, 0.05, 0.5]))
-        fill = str(rng.choice(["relevance", "diverse"]))
-        pick = solve(
-            p,
-            "pacms",
-            relevance_weight=lam,
-            cost_exponent=exponent,
-            similarity_threshold=tau,
-            density=density,
-            guarantee=guarantee,
-            gain_floor=floor,
-            min_gain=min_gain,
-            fill=fill,
-        )
-        expected = reference_pacms(p, lam, exponent, tau, density, guarantee, floor, fill, min_gain)
-        assert pick.order.tolist() == expected, seed
+        options = {
+            "relevance_weight": float(rng.choice([0.0, 0.3])),
+            "cost_exponent": float(rng.choice([0.0, 1.0])),
+            "similarity_threshold": float(rng.choice([0.0, 0.5])),
+            "density": bool(rng.random() < 0.5),
+            "guarantee": float(rng.choice([0.0, 0.5, 1.0])),
+            "gain_floor": float(rng.choice([0.0, 0.05, 0.3])),
+            "min_gain": float(rng.choice([0.0, 0.0, 0.05, 0.5])),
+            "fill": str(rng.choice(["relevance", "diverse"])),
+        }
+        pick = solve(p, "pacms", **options)
+        assert pick.order.tolist() == reference_pacms(p, **options), seed

@@ -29,16 +29,23 @@ def grouped(seed: int, n: int, d: int = 12, budget_share: float = 0.4, **kw: Any
     )
 
 
-@given(
-    seed=st.integers(0, 2**16),
-    n=st.integers(1, 40),
-    m=st.integers(0, 30),
-    density=st.floats(0.0, 1.0),
-)
+@st.composite
+def sparse_matrices(
+    draw: st.DrawFn, max_rows: int, max_density: float
+) -> tuple[np.ndarray, np.random.Generator]:
+    """A random float32 matrix whose entries are zero but for a drawn share of them, and the
+    seeded generator that made it (for the test's further draws)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    n, m = draw(st.integers(1, max_rows)), draw(st.integers(0, 30))
+    density = draw(st.floats(0.0, max_density))
+    return (rng.random((n, m)) * (rng.random((n, m)) < density)).astype(np.float32), rng
+
+
+@given(sparse_matrices(40, 1.0))
 @settings(max_examples=60, deadline=None)
-def test_sparse_rows_answer_like_dense_rows(seed: int, n: int, m: int, density: float) -> None:
-    rng = np.random.default_rng(seed)
-    matrix = (rng.random((n, m)) * (rng.random((n, m)) < density)).astype(np.float32)
+def test_sparse_rows_answer_like_dense_rows(drawn: tuple[np.ndarray, np.random.Generator]) -> None:
+    matrix, rng = drawn
+    n, m = matrix.shape
     dense, sparse = DenseRows(matrix), SparseRows.from_dense(matrix)
     assert sparse.shape == dense.shape == (n, m)
     coverage = (rng.random(m) * (rng.random(m) < 0.5)).astype(np.float32)
@@ -56,18 +63,13 @@ def test_sparse_rows_answer_like_dense_rows(seed: int, n: int, m: int, density: 
     np.testing.assert_array_equal(a, b)
 
 
-@given(
-    seed=st.integers(0, 2**16),
-    n=st.integers(1, 30),
-    m=st.integers(0, 30),
-    density=st.floats(0.0, 0.3),
-)
+@given(sparse_matrices(30, 0.3))
 @settings(max_examples=60, deadline=None)
 def test_steady_rows_are_those_no_other_row_can_lower(
-    seed: int, n: int, m: int, density: float
+    drawn: tuple[np.ndarray, np.random.Generator],
 ) -> None:
-    rng = np.random.default_rng(seed)
-    matrix = (rng.random((n, m)) * (rng.random((n, m)) < density)).astype(np.float32)
+    matrix, _ = drawn
+    n, m = matrix.shape
     sparse = SparseRows.from_dense(matrix)
     assert DenseRows(matrix).steady() is None
     steady = sparse.steady()

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
@@ -21,20 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
+from pacms_fakes import letter_vector, words
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.embeddings import CachedEmbeddings, PrefixedEmbeddings
-
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-def vec(text: str) -> list[float]:
-    v = np.zeros(16)
-    for ch in text.lower():
-        v[ord(ch) % 16] += 1
-    return v.tolist()
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -96,11 +85,11 @@ class Stalling(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if self._note():
             self.gate.wait(20)
-        return [vec(t) for t in texts]
+        return [letter_vector(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
         self._note()
-        return vec(text)
+        return letter_vector(text)
 
 
 POOL = ["The staging database listens on port 6543.", "Lunch was great.", "CI is flaky again."]
@@ -138,15 +127,15 @@ class GatedAsync(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.sync_calls.append(list(texts))
-        return [vec(t) for t in texts]
+        return [letter_vector(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        return vec(text)
+        return letter_vector(text)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         self.entered.set()
         await self.gate.wait()
-        return [vec(t) for t in texts]
+        return [letter_vector(t) for t in texts]
 
 
 async def test_a_sync_call_embeds_a_text_an_async_call_holds_itself():
@@ -158,14 +147,18 @@ async def test_a_sync_call_embeds_a_text_an_async_call_holds_itself():
     out = await asyncio.to_thread(cached.embed_matrix, ["b", "c"], timeout=5)
     assert time.perf_counter() - started < 2  # did not wait for the async call
     assert [sorted(call) for call in model.sync_calls] == [["b", "c"]]
-    np.testing.assert_array_equal(out, np.array([vec("b"), vec("c")], dtype=np.float32))
+    np.testing.assert_array_equal(
+        out, np.array([letter_vector("b"), letter_vector("c")], dtype=np.float32)
+    )
     model.gate.set()
-    np.testing.assert_array_equal(await owner, np.array([vec("a"), vec("b")], dtype=np.float32))
+    np.testing.assert_array_equal(
+        await owner, np.array([letter_vector("a"), letter_vector("b")], dtype=np.float32)
+    )
     assert not cached._flights
 
 
-def test_a_sync_waiter_embeds_itself_when_the_owning_thread_fails(monkeypatch: pytest.MonkeyPatch):
-    gate, entered, waiting = threading.Event(), threading.Event(), threading.Event()
+def test_a_sync_waiter_embeds_itself_when_the_owning_thread_fails(waiting: threading.Event):
+    gate, entered = threading.Event(), threading.Event()
 
     class FailsFirst(Embeddings):
         def __init__(self) -> None:
@@ -177,18 +170,11 @@ def test_a_sync_waiter_embeds_itself_when_the_owning_thread_fails(monkeypatch: p
                 entered.set()
                 assert gate.wait(10)
                 raise RuntimeError("model down")
-            return [vec(t) for t in texts]
+            return [letter_vector(t) for t in texts]
 
         def embed_query(self, text: str) -> list[float]:
-            return vec(text)
+            return letter_vector(text)
 
-    real_wait = concurrent.futures.wait
-
-    def noting_wait(*args: Any, **kwargs: Any) -> Any:
-        waiting.set()
-        return real_wait(*args, **kwargs)
-
-    monkeypatch.setattr(concurrent.futures, "wait", noting_wait)
     model = FailsFirst()
     cached = CachedEmbeddings(model)
     owner_error: list[BaseException] = []
@@ -213,5 +199,5 @@ def test_a_sync_waiter_embeds_itself_when_the_owning_thread_fails(monkeypatch: p
         thread.join(5)
     assert [str(e) for e in owner_error] == ["model down"]
     assert len(waiter_out) == 1, "the waiter still waits for the failed call"
-    np.testing.assert_array_equal(waiter_out[0], np.array([vec("a")], dtype=np.float32))
+    np.testing.assert_array_equal(waiter_out[0], np.array([letter_vector("a")], dtype=np.float32))
     assert model.calls == [["a"], ["a"]] and not cached._flights

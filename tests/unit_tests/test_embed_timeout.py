@@ -11,26 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
+from pacms_fakes import letter_vector, words
 from script_runs import run_python
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.embeddings import CachedEmbeddings
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-def vec(text: str) -> list[float]:
-    v = np.zeros(32)
-    for ch in text.lower():
-        v[ord(ch) % 32] += 1
-    return v.tolist()
 
 
 class Sleepy(Embeddings):
@@ -48,14 +37,14 @@ class Sleepy(Embeddings):
             self.entered.set()
             self.gate.wait(20)
         time.sleep(self.delay)
-        return [vec(t) for t in texts]
+        return [letter_vector(t, 32) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        return vec(text)
+        return letter_vector(text, 32)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         await asyncio.sleep(self.delay)
-        return [vec(t) for t in texts]
+        return [letter_vector(t, 32) for t in texts]
 
 
 POOL = ["The staging database listens on port 6543.", "Lunch was great.", "CI is flaky again."]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -364,8 +363,8 @@ async def test_a_waiting_call_embeds_itself_when_the_owner_fails(how: str):
     assert cached.misses == 3 and not cached._flights
 
 
-def test_threads_wait_for_a_text_another_thread_is_embedding(monkeypatch: pytest.MonkeyPatch):
-    gate, entered, waiting = threading.Event(), threading.Event(), threading.Event()
+def test_threads_wait_for_a_text_another_thread_is_embedding(waiting: threading.Event):
+    gate, entered = threading.Event(), threading.Event()
 
     class Gated(RecordingEmbeddings):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -374,13 +373,6 @@ def test_threads_wait_for_a_text_another_thread_is_embedding(monkeypatch: pytest
                 assert gate.wait(10)
             return super().embed_documents(texts)
 
-    real_wait = concurrent.futures.wait
-
-    def noting_wait(*args: Any, **kwargs: Any) -> Any:
-        waiting.set()
-        return real_wait(*args, **kwargs)
-
-    monkeypatch.setattr(concurrent.futures, "wait", noting_wait)
     model = Gated()
     cached = CachedEmbeddings(model)
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -6,12 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
-from pacms_fakes import assert_provider_valid
+from pacms_fakes import assert_provider_valid, slow_examples
 from test_messages import SELECTOR, STRATEGIES, call, conversations, text
 
 from langchain_pacms.integrations import SelectionConfig, ToolLoopOptions, create_pacms_hook
@@ -159,7 +159,7 @@ def _spans(out: list[BaseMessage]) -> list[tuple[AIMessage, list[ToolMessage]]]:
     return groups
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(40)
 @given(
     messages=tool_loops(),
     budget=st.integers(1, 900),
@@ -246,7 +246,7 @@ def loops_naming_earlier_files(draw: st.DrawFn) -> list[BaseMessage]:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(40)
 @given(
     messages=loops_naming_earlier_files(),
     data=st.data(),

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_selector_basics import _TableEmbeddings  # dense vectors looked up by text
+from pacms_fakes import TableEmbeddings
 
 import langchain_pacms.core.problem as problem_module
 from langchain_pacms import Candidate, ContextSelector
@@ -169,7 +169,7 @@ def test_near_pairs_of_grown_problems_are_those_of_the_whole_matrix(
     _same_picks(grown, fresh)
 
 
-def _conversation(n: int, d: int = 32) -> tuple[list[Candidate], list[str], _TableEmbeddings]:
+def _conversation(n: int, d: int = 32) -> tuple[list[Candidate], list[str], TableEmbeddings]:
     rows = _clustered(n + 4, d, 7, copies=5)
     texts = [f"message {i}" for i in range(n)]
     queries = [f"query {k}" for k in range(4)]
@@ -179,7 +179,7 @@ def _conversation(n: int, d: int = 32) -> tuple[list[Candidate], list[str], _Tab
         Candidate(t, id=f"m{i}", position=i, tokens=int(c))
         for i, (t, c) in enumerate(zip(texts, rng.integers(5, 300, n)))
     ]
-    return cands, queries, _TableEmbeddings(table)
+    return cands, queries, TableEmbeddings(table)
 
 
 def _assert_same(left, right) -> None:  # type: ignore[no-untyped-def]

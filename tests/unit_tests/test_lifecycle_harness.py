@@ -1,22 +1,14 @@
 import asyncio
 import json
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.store.memory import InMemoryStore
+from pacms_fakes import span_messages, tool_round
 
 from langchain_pacms.lifecycle import (
     Action,
@@ -231,9 +223,6 @@ def test_a_failed_sidecar_write_means_no_commit_and_nothing_lost():
 
 
 def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable():
-    class State(TypedDict):
-        messages: Annotated[list[AnyMessage], add_messages]
-
     store = InMemoryStore()
     plan = Plan(
         "fold the read, prune the log",
@@ -245,12 +234,12 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
     harness = LifecycleHarness(ScriptedPlanner(plan), store=store, commit=CommitRule(threshold=0.3))
     commits = []
 
-    def lifecycle(state: State) -> dict[str, Any]:
+    def lifecycle(state: MessagesState) -> dict[str, Any]:
         commit = harness.step(state["messages"], thread_id="t")
         commits.append(commit)
         return {"messages": commit.updates} if commit else {}
 
-    graph = StateGraph(State)
+    graph = StateGraph(MessagesState)
     graph.add_node("lifecycle", lifecycle)
     graph.add_edge(START, "lifecycle")
     graph.add_edge("lifecycle", END)
@@ -263,7 +252,7 @@ def test_commit_lands_as_a_langgraph_state_update_and_payloads_are_recoverable()
     assert provider_problems(out["messages"]) == []
     assert SidecarStore(store, "t").get("function:tool:1").payload == original[3].content
     audit = harness.audit("t").get("function:tool:2")
-    kept = messages_from_dict(json.loads(audit.payload))  # the whole span: call and result
+    kept = span_messages(audit.payload)  # the whole span: call and result
     assert [m.id for m in kept] == ["a2", "t2"] and kept[1].content == original[5].content
     assert kept[0].tool_calls == original[4].tool_calls and audit.description.startswith("prune:")
     assert harness.sidecars("t").list_ids() == ["function:tool:1"]
@@ -356,12 +345,8 @@ def test_tool_boundary_plans_inside_one_long_task():
 def _loop(steps: int) -> list[BaseMessage]:
     msgs: list[BaseMessage] = [HumanMessage("fix the bug", id="h")]
     for n in range(steps):
-        call = {"name": "bash", "args": {"command": f"grep -rn name_{n} src"}, "id": f"c{n}"}
         hits = "\n".join(f"src/pkg/mod_{k}.py:{k + 3}: name_{n} = {k}" for k in range(40))
-        msgs += [
-            AIMessage("", tool_calls=[call], id=f"a{n}"),
-            ToolMessage(hits, tool_call_id=f"c{n}", id=f"t{n}"),
-        ]
+        msgs += tool_round("bash", {"command": f"grep -rn name_{n} src"}, hits, n)
     return msgs
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
+from pacms_fakes import fold, tool_round
 
 import langchain_pacms.messages.locators as locators_module
 from langchain_pacms.lifecycle import Action, apply_actions, index_messages
@@ -96,18 +97,16 @@ def test_every_locator_occurs_verbatim_is_unique_and_fits(text: str, budget: int
 
 
 def _tool_history(payload: str) -> list:
-    call = {"name": "get_reservation", "args": {"id": "ZFA04Y"}, "id": "c1"}
     return [
         HumanMessage("help", id="h"),
-        AIMessage("", tool_calls=[call], id="a1"),
-        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        *tool_round("get_reservation", {"id": "ZFA04Y"}, payload),
         HumanMessage("ok", id="h2"),
     ]
 
 
 def test_a_fold_stub_carries_the_payloads_values() -> None:
     msgs = _tool_history(RESERVATION)
-    folded = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    folded = fold(msgs)
     stub = folded.messages[2].content
     assert all(v in stub for v in ("HAT136", "credit_card_4421486", "2024-05-20", "economy"))
     assert "get_reservation(" not in stub  # the call is just before it, not repeated

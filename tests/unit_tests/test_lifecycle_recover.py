@@ -1,16 +1,14 @@
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
+from pacms_fakes import call, fold, tool_round
 
 from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,
     SIDECAR_NAMESPACE,
-    Action,
     SidecarRecord,
     SidecarStore,
-    apply_actions,
-    index_messages,
     make_recover_tool,
 )
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -47,26 +45,16 @@ def test_thread_from_argument_wins_over_config():
 
 def test_tool_call_gives_exact_payload_in_tool_message():
     tool = make_recover_tool(_store())
-    call = {
-        "name": RECOVER_TOOL_NAME,
-        "args": {"object_id": "function:tool:1"},
-        "id": "r1",
-        "type": "tool_call",
-    }
-    message = tool.invoke(call, _config("t1"))
+    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:1"}, "r1")
+    message = tool.invoke(request, _config("t1"))
     assert isinstance(message, ToolMessage)
     assert message.content == PAYLOAD and message.status == "success"
 
 
 def test_unknown_id_is_an_error_result_naming_known_ids():
     tool = make_recover_tool(_store())
-    call = {
-        "name": RECOVER_TOOL_NAME,
-        "args": {"object_id": "function:tool:7"},
-        "id": "r1",
-        "type": "tool_call",
-    }
-    message = tool.invoke(call, _config("t1"))
+    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:7"}, "r1")
+    message = tool.invoke(request, _config("t1"))
     assert message.status == "error"
     assert "no sidecar for 'function:tool:7' in thread 't1'" in message.content
     assert "function:tool:1" in message.content
@@ -143,14 +131,12 @@ async def test_async_path_does_not_use_sync_store_calls():
 
 def test_fold_then_recover_returns_the_folded_payload():
     payload = PAYLOAD.replace("\ud800", "")  # index_messages hashes with strict UTF-8
-    call = {"name": "read", "args": {"path": "data.json"}, "id": "c1"}
     msgs = [
         HumanMessage("read data.json", id="h1"),
-        AIMessage("", tool_calls=[call], id="a1"),
-        ToolMessage(payload, tool_call_id="c1", id="t1"),
+        *tool_round("read", {"path": "data.json"}, payload),
         HumanMessage("thanks", id="h2"),
     ]
-    folded = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    folded = fold(msgs)
     store = InMemoryStore()
     SidecarStore(store, "t").put_many(folded.sidecars)
     stub = folded.messages[2].content

@@ -1,6 +1,7 @@
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -75,20 +76,21 @@ def test_any_text_round_trips(payload):
     assert sidecars.get("function:tool:1").payload == payload
 
 
+def _stored(payload: str, /, **change: Any) -> tuple[SidecarStore, SidecarRecord, dict[str, Any]]:
+    """Thread ``t``'s sidecars holding ``payload``'s record, whose stored value is then updated
+    with ``change``: the sidecars, the record and the value stored in the end."""
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    record = _record(payload)
+    sidecars.put(record)
+    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256)
+    value = {**sidecars.store.get(ns, key).value, **change}
+    sidecars.store.put(ns, key, value)
+    return sidecars, record, value
+
+
 def test_tampered_payload_raises_integrity_error():
-    store = InMemoryStore()
-    sidecars = SidecarStore(store, "t")
-    exact = _record("the exact payload")
-    sidecars.put(exact)
-    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", exact.sha256)
-    value = dict(store.get(ns, key).value)
-    forged = SidecarStore(InMemoryStore(), "t")
-    wrong = _record("the wrong payload")
-    forged.put(wrong)
-    value["payload"] = forged.store.get(ns, record_key("function:tool:1", wrong.sha256)).value[
-        "payload"
-    ]
-    store.put(ns, key, value)
+    _, _, wrong = _stored("the wrong payload")
+    sidecars, _, _ = _stored("the exact payload", payload=wrong["payload"])
     with pytest.raises(SidecarIntegrityError, match="does not match its sha256"):
         sidecars.get("function:tool:1")
     with pytest.raises(ValueError):
@@ -106,12 +108,7 @@ def test_tampered_payload_raises_integrity_error():
     ],
 )
 def test_broken_values_raise_integrity_error(change):
-    store = InMemoryStore()
-    sidecars = SidecarStore(store, "t")
-    record = _record("abc")
-    sidecars.put(record)
-    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256)
-    store.put(ns, key, {**store.get(ns, key).value, **change})
+    sidecars, record, _ = _stored("abc", **change)
     with pytest.raises(SidecarIntegrityError, match="'function:tool:1' in thread 't'"):
         sidecars.get("function:tool:1")
     with pytest.raises(SidecarIntegrityError, match="'function:tool:1' in thread 't'"):
@@ -119,12 +116,7 @@ def test_broken_values_raise_integrity_error(change):
 
 
 def test_a_value_relabelled_as_another_object_is_never_returned():
-    store = InMemoryStore()
-    sidecars = SidecarStore(store, "t")
-    record = _record("abc")
-    sidecars.put(record)
-    ns, key = (SIDECAR_NAMESPACE, "t"), record_key("function:tool:1", record.sha256)
-    store.put(ns, key, {**store.get(ns, key).value, "object_id": "function:tool:2"})
+    sidecars, record, _ = _stored("abc", object_id="function:tool:2")
     with pytest.raises(SidecarError):
         sidecars.get("function:tool:1")
     with pytest.raises(SidecarIntegrityError, match="is the sidecar of 'function:tool:2'"):

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
+from pacms_fakes import tool_round
 
 from langchain_pacms.lifecycle import (
     Action,
@@ -153,14 +154,10 @@ def test_a_stub_repeats_a_locator_whose_only_other_copy_the_same_edit_prunes() -
 
 
 def test_a_later_stub_does_not_repeat_an_earlier_stub_in_the_same_edit() -> None:
-    calls = [{"name": "lookup", "args": {"q": str(n)}, "id": f"c{n}"} for n in range(2)]
     record = json.dumps({"reservation": "ZFA04Y", "flight": "HAT136", "note": "x" * 400})
     msgs: list[BaseMessage] = [HumanMessage("check my trips", id="h")]
-    for n, call in enumerate(calls):
-        msgs += [
-            AIMessage("", tool_calls=[call], id=f"a{n}"),
-            ToolMessage(record, tool_call_id=f"c{n}", id=f"t{n}"),
-        ]
+    for n in range(2):
+        msgs += tool_round("lookup", {"q": str(n)}, record, n)
     msgs.append(HumanMessage("and now?", id="h2"))
     index = index_messages(msgs)
     result = apply_actions(

@@ -7,9 +7,10 @@ import asyncio
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import slow_examples
 from test_messages import SELECTOR, call
 
 from langchain_pacms import Candidate, ContextSelector
@@ -167,7 +168,7 @@ def test_the_memo_finds_a_message_values_once_and_again_after_an_edit():
 WORDS = ["red", "blue", "apples", "plums", "port", "db", "ticket", "HAT039", "log", "shift"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow_examples(60)
 @given(
     texts=st.lists(
         st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join),

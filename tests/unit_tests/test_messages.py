@@ -5,17 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from pacms_fakes import assert_provider_valid
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from pacms_fakes import assert_provider_valid, slow_examples
 
 from langchain_pacms import ContextSelector, available_strategies
 from langchain_pacms.integrations import (
@@ -119,20 +113,30 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
     return messages
 
 
+def selection_inputs(
+    messages: st.SearchStrategy[list[BaseMessage]], max_budget: int, *, context: bool = False
+) -> dict[str, st.SearchStrategy[Any]]:
+    """Hypothesis strategies of a selection's inputs, by argument name.
+
+    ``messages``; with ``context``, memories and documents; a budget from 1 to ``max_budget``;
+    one of :data:`STRATEGIES`; and whether placeholders stand in for left-out tool results.
+    """
+    inputs: dict[str, st.SearchStrategy[Any]] = {"messages": messages}
+    if context:
+        inputs |= {"memories": st.lists(text, max_size=4), "documents": st.lists(text, max_size=3)}
+    return inputs | {
+        "budget": st.integers(1, max_budget),
+        "strategy": st.sampled_from(STRATEGIES),
+        "placeholders": st.booleans(),
+    }
+
+
 def snapshot(messages: list[BaseMessage]) -> list[dict[str, Any]]:
     return [m.model_dump() for m in messages]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=conversations(),
-    memories=st.lists(text, max_size=4),
-    documents=st.lists(text, max_size=3),
-    budget=st.integers(1, 1500),
-    strategy=st.sampled_from(STRATEGIES),
-    placeholders=st.booleans(),
-    keep_latest_turn=st.booleans(),
-)
+@slow_examples(300)
+@given(**selection_inputs(conversations(), 1500, context=True), keep_latest_turn=st.booleans())
 def test_selection_output_is_always_valid(
     messages, memories, documents, budget, strategy, placeholders, keep_latest_turn
 ):

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
+from pacms_fakes import words
 
 from langchain_pacms import Candidate, ContextSelector, Selection, TokenCounter
 from langchain_pacms.core import Pick, Problem
@@ -24,10 +25,6 @@ POOL = [
     "The production database listens on port 5432.",
 ]
 QUERY = "Which port does the staging database use?"
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 def selector(**kwargs: Any) -> ContextSelector:

@@ -1,13 +1,9 @@
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
+from pacms_fakes import TableEmbeddings
 
-from langchain_pacms import (
-    Candidate,
-    ContextSelector,
-    HashedTfidfEmbeddings,
-    available_strategies,
-)
+from langchain_pacms import Candidate, ContextSelector, HashedTfidfEmbeddings, available_strategies
 from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD, EmbedderProfile, EmbeddingError
 
 
@@ -48,20 +44,7 @@ def test_integrations_are_exported_lazily():
 # ---------------------------------------------- the kernel threshold follows the embedder
 
 
-class _TableEmbeddings(Embeddings):
-    """Fixed unit vectors per text: a dense embedder that declares no threshold of its own."""
-
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self.table = table
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self.table[t] for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.table[text]
-
-
-class _Declares(_TableEmbeddings):
+class _Declares(TableEmbeddings):
     pacms_profile = EmbedderProfile(name="table", similarity_threshold=0.7, min_gain=0.02)
 
 
@@ -88,12 +71,12 @@ def test_similarity_threshold_and_min_gain_come_from_the_declared_profile() -> N
     lexical = HashedTfidfEmbeddings.pacms_profile
     assert ContextSelector().similarity_threshold == lexical.similarity_threshold == 0.85
     assert ContextSelector().min_gain == lexical.min_gain == 0.01
-    dense = ContextSelector(_TableEmbeddings(table))
+    dense = ContextSelector(TableEmbeddings(table))
     assert (dense.similarity_threshold, dense.min_gain) == (DENSE_SIMILARITY_THRESHOLD, 0.0)
     declared = ContextSelector(_Declares(table))
     assert (declared.similarity_threshold, declared.min_gain) == (0.7, 0.02)
     # Loose attributes are not guessed at: only a declared profile counts.
-    loose = _TableEmbeddings(table)
+    loose = TableEmbeddings(table)
     loose.similarity_threshold = 0.5  # type: ignore[attr-defined]
     loose.min_gain = 0.3  # type: ignore[attr-defined]
     assert ContextSelector(loose).profile == EmbedderProfile(name="calibrated", calibration="pool")
@@ -131,7 +114,7 @@ def test_resolve_options_fills_only_pacms_embedder_settings() -> None:
 def test_dense_embedder_selects_with_its_threshold() -> None:
     table, pool = _related_pool()
     # the dense scale as declared (an undeclared embedder is calibrated on each pool)
-    selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
+    selector = ContextSelector(TableEmbeddings(table), profile=EmbedderProfile())
     chosen = selector.select(pool, "query", budget=20)
     assert set(chosen.kept_ids) == {"A", "B"}
     assert (
@@ -146,7 +129,7 @@ def test_dense_embedder_selects_with_its_threshold() -> None:
 
 async def test_aselect_uses_the_same_threshold() -> None:
     table, pool = _related_pool()
-    selector = ContextSelector(_TableEmbeddings(table), profile=EmbedderProfile())
+    selector = ContextSelector(TableEmbeddings(table), profile=EmbedderProfile())
     chosen = await selector.aselect(pool, "query", budget=20)
     assert set(chosen.kept_ids) == {"A", "B"}
 

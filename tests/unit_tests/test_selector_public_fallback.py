@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import Embeddings
+from pacms_fakes import words
 
 from langchain_pacms import Candidate, ContextSelector
 
@@ -24,10 +25,6 @@ class DownEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         raise ConnectionError("embedding server unreachable")
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 pools = st.lists(

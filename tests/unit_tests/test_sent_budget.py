@@ -5,21 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.store.memory import InMemoryStore
-from pacms_fakes import assert_provider_valid
-from test_messages import SELECTOR, STRATEGIES, conversations, text
+from pacms_fakes import assert_provider_valid, slow_examples
+from test_messages import SELECTOR, STRATEGIES, conversations, selection_inputs, text
 
 from langchain_pacms.integrations import (
     MemoryOptions,
@@ -145,16 +139,8 @@ def check_sent(selection, sent: int, budget: int, mandatory_only: bool) -> None:
         assert not selection.over_budget
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=conversations(),
-    memories=st.lists(text, max_size=4),
-    documents=st.lists(text, max_size=3),
-    budget=st.integers(1, 600),
-    strategy=st.sampled_from(STRATEGIES),
-    placeholders=st.booleans(),
-    reserve=st.integers(0, 40),
-)
+@slow_examples(60)
+@given(**selection_inputs(conversations(), 600, context=True), reserve=st.integers(0, 40))
 def test_hook_sends_within_the_budget(
     messages, memories, documents, budget, strategy, placeholders, reserve
 ):
@@ -178,13 +164,8 @@ def test_hook_sends_within_the_budget(
     check_sent(selection, sent, budget, all(c.mandatory for c in selection.kept))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=conversations(),
-    budget=st.integers(1, 600),
-    strategy=st.sampled_from(STRATEGIES),
-    placeholders=st.booleans(),
-)
+@slow_examples(30)
+@given(**selection_inputs(conversations(), 600))
 def test_middleware_sends_within_the_budget(messages, budget, strategy, placeholders):
     from langchain.agents.middleware import ModelRequest
 

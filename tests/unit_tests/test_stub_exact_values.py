@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage
+from pacms_fakes import tool_round
 
 from langchain_pacms.lifecycle import HeuristicPlanner, check_actions, index_messages
 from langchain_pacms.messages.locators import find_locators, stub_locators
@@ -34,11 +35,7 @@ def test_a_quoted_literal_is_found_as_written(literal: str) -> None:
 def _shell_run(outputs: list[tuple[str, str]]) -> list[BaseMessage]:
     msgs: list[BaseMessage] = [HumanMessage("fix the parser", id="h")]
     for k, (command, output) in enumerate(outputs):
-        call = {"name": "bash", "args": {"command": command}, "id": f"c{k}"}
-        msgs += [
-            AIMessage("", tool_calls=[call], id=f"a{k}"),
-            ToolMessage(output, tool_call_id=f"c{k}", id=f"t{k}"),
-        ]
+        msgs += tool_round("bash", {"command": command}, output, k)
     return msgs
 
 

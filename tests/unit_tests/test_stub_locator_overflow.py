@@ -6,9 +6,9 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
+from pacms_fakes import fold, tool_round
 
-from langchain_pacms.lifecycle import Action, apply_actions, index_messages
 from langchain_pacms.messages.locators import find_locators, stub_budget, stub_locators
 
 _GROUP = re.compile(r"([^\s,{}]*/)\{([^{}]*)\}")
@@ -33,14 +33,13 @@ def listing(n: int = 20) -> str:
 
 def folded_stub(payload: str) -> tuple[str, str]:
     """The stub text (after ``locators: ``) of a folded tool result, and the stored payload."""
-    call = {"name": "bash", "args": {"command": "find /testbed -name '*.py' | head -20"}}
-    msgs = [
-        HumanMessage("fix the grammar parser", id="h"),
-        AIMessage("", tool_calls=[{**call, "id": "c1"}], id="a1"),
-        ToolMessage(payload, tool_call_id="c1", id="t1"),
-        HumanMessage("go on", id="h2"),
-    ]
-    result = apply_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    result = fold(
+        [
+            HumanMessage("fix the grammar parser", id="h"),
+            *tool_round("bash", {"command": "find /testbed -name '*.py' | head -20"}, payload),
+            HumanMessage("go on", id="h2"),
+        ]
+    )
     stub = str(result.messages[2].content)
     assert stub.startswith("[folded: ") and stub.endswith("]")
     return stub.split("; locators: ", 1)[1][:-1], result.sidecars[0].payload

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage
+from pacms_fakes import tool_round
 
 from langchain_pacms.lifecycle import HeuristicPlanner, PlannerTuning, index_messages
 
@@ -20,11 +21,7 @@ def history(*steps: tuple[str, str]) -> list[BaseMessage]:
     """A task, then one bash call per ``(command, output)``, then a user turn."""
     msgs: list[BaseMessage] = [HumanMessage("Fix the crash in the parser", id="h")]
     for n, (command, output) in enumerate(steps):
-        call = {"name": "bash", "args": {"command": command}, "id": f"c{n}"}
-        msgs += [
-            AIMessage("", tool_calls=[call], id=f"a{n}"),
-            ToolMessage(output, tool_call_id=f"c{n}", id=f"t{n}"),
-        ]
+        msgs += tool_round("bash", {"command": command}, output, n)
     return [*msgs, HumanMessage("and now?", id="h2")]
 
 

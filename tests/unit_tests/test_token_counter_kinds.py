@@ -9,14 +9,11 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from pacms_fakes import words
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.integrations.compressor import PACMSCompressor
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 def test_a_str_counter_counts_the_text() -> None:

@@ -56,30 +56,24 @@ def _traces(root: Path) -> Path:
     return root
 
 
-def test_the_llm_planner_gets_a_row_and_a_cost_replay(server: FakeOllama, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    argv = [
+def _planner_argv(tmp_path: Path, url: str, *extra: str) -> list[str]:
+    """``lifecycle`` on :func:`_traces` with the planner model at ``url``, out to ``out/``."""
+    return [
         "lifecycle",
-        "--data",
-        str(_traces(tmp_path / "data")),
-        "--datasets",
-        "mini-swe",
-        "--max-cuts",
-        "2",
-        "--thresholds",
-        "0.3",
-        "--quiet",
-        "--planner",
-        "ollama:planner-model",
-        "--ollama-url",
-        server.url,
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--out",
-        str(out),
+        *("--data", str(_traces(tmp_path / "data")), "--datasets", "mini-swe", "--quiet"),
+        *("--planner", "ollama:planner-model", "--ollama-url", url),
+        *("--out", str(tmp_path / "out"), *extra),
     ]
+
+
+def test_the_llm_planner_gets_a_row_and_a_cost_replay(server: FakeOllama, tmp_path: Path) -> None:
+    argv = _planner_argv(
+        tmp_path,
+        server.url,
+        *("--max-cuts", "2", "--thresholds", "0.3", "--cache-dir", str(tmp_path / "cache")),
+    )
     assert main(argv) == 0
-    data = json.loads((out / "lifecycle.json").read_text())["datasets"]["mini-swe"]
+    data = json.loads((tmp_path / "out" / "lifecycle.json").read_text())["datasets"]["mini-swe"]
     row = data["policies"]["llm"]
     assert row["cuts"] == 2 and row["pruning_mean"] > 0.2
     assert row["no_impact_with_recovery"] == 1.0  # every fold is recoverable
@@ -98,20 +92,6 @@ def test_an_unreachable_planner_model_is_an_error_not_empty_rows(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    argv = [
-        "lifecycle",
-        "--data",
-        str(_traces(tmp_path / "data")),
-        "--datasets",
-        "mini-swe",
-        "--quiet",
-        "--planner",
-        "ollama:planner-model",
-        "--ollama-url",
-        f"http://127.0.0.1:{port}",
-        "--out",
-        str(tmp_path / "out"),
-    ]
-    assert main(argv) == 2
+    assert main(_planner_argv(tmp_path, f"http://127.0.0.1:{port}")) == 2
     assert "not reachable" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

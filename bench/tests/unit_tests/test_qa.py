@@ -173,106 +173,102 @@ def _by(report: QAReport, strategy: str, qid: str) -> Any:
 # -- parse_verdict ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "CORRECT",
-        "correct",
-        " Correct. ",
-        "**CORRECT**",
-        "`CORRECT`",
-        "Verdict: CORRECT",
-        "Final verdict - correct",
-        "Final answer: Correct",
-        '{"label": "CORRECT"}',
-        "yes",
-        "Yes.",
-        "<think>The response says teal, so it is wrong? no, right.</think>\nCORRECT",
-        "CORRECT\n\nThe response names the same colour.",
-        "The response is correct.",
-        "The response is not wrong.",
-        "Yes, the response is correct.",
-        "No issues: the response matches the reference, so it is correct.",
-        "The response names teal; nothing in it is wrong.",
-        '{"correct": true}',
-        '```json\n{"verdict": "CORRECT", "reason": "same colour"}\n```',
-        # a negation before a conjunction does not reach the verdict after it
-        "The response says it doesn't know so it is CORRECT",
-        "The response does not mention the outdated value but it is correct",
-        "The assistant states it cannot find this information which is CORRECT",
-        "The response is correct. There is nothing wrong with it.",
-        '{"answer": "teal", "correct": true}',
-    ],
-)
-def test_parse_verdict_true(text: str) -> None:
-    assert parse_verdict(text) is True
+CORRECT_REPLIES = [
+    "CORRECT",
+    "correct",
+    " Correct. ",
+    "**CORRECT**",
+    "`CORRECT`",
+    "Verdict: CORRECT",
+    "Final verdict - correct",
+    "Final answer: Correct",
+    '{"label": "CORRECT"}',
+    "yes",
+    "Yes.",
+    "<think>The response says teal, so it is wrong? no, right.</think>\nCORRECT",
+    "CORRECT\n\nThe response names the same colour.",
+    "The response is correct.",
+    "The response is not wrong.",
+    "Yes, the response is correct.",
+    "No issues: the response matches the reference, so it is correct.",
+    "The response names teal; nothing in it is wrong.",
+    '{"correct": true}',
+    '```json\n{"verdict": "CORRECT", "reason": "same colour"}\n```',
+    # a negation before a conjunction does not reach the verdict after it
+    "The response says it doesn't know so it is CORRECT",
+    "The response does not mention the outdated value but it is correct",
+    "The assistant states it cannot find this information which is CORRECT",
+    "The response is correct. There is nothing wrong with it.",
+    '{"answer": "teal", "correct": true}',
+]
+"""Replies the judge gives for a correct answer."""
+
+WRONG_REPLIES = [
+    "WRONG",
+    "wrong",
+    "Wrong!",
+    "INCORRECT",
+    "incorrect.",
+    "**WRONG**",
+    "Verdict: wrong",
+    '{"label": "WRONG"}',
+    "no",
+    "No.",
+    "Not correct",
+    "The response is incorrect.",
+    "The response is not correct",
+    "The response isn't correct",
+    "The response gives Tuesday, so WRONG",
+    "<think>\nLet me check... it matches? It does not.\n</think>\n\nWRONG",
+    '{"correct": false}',
+    '{"verdict": "WRONG", "reason": "off by a week"}',
+    "The response isn\u2019t correct.",
+    "The response doesn\u2019t seem correct.",
+    "I don't think the response is correct.",
+    "The response is not entirely correct.",
+    "Correct answer: 19 days. The response says 25 days, so WRONG.",
+    "WRONG. The correct answer is 19 days.",
+    # a verdict before a dash decides, whatever the explanation after it says
+    "WRONG - the response says 25 days, but 19 days is correct.",
+    "WRONG \u2014 The response says the bike is blue. The user said teal, which is correct.",
+    # a text field before the verdict field
+    '{"answer": "19 days", "correct": false}',
+    # a question in the reply is not a verdict; the answer to it is
+    "Is the response correct? No, it says 25 days instead of 19.",
+]
+"""Replies the judge gives for a wrong answer."""
+
+UNREADABLE_REPLIES = [
+    "",
+    "   ",
+    "maybe",
+    "Hmm, that is hard to say.",
+    "I cannot judge this.",
+    "<think>correct</think>",
+    "<think>unfinished reasoning that says CORRECT",
+    "Is it right? I would say no",
+    "Verdict:",
+    "partially",
+    "The response is only partially correct.",
+    "The response is mostly correct.",
+    "The correct answer is 19 days.",
+    '{"reason": "no verdict here"}',
+    '{"reason": "the response is correct"}',  # words of a JSON reply are not a verdict
+    # two verdicts that disagree: the judge is asked again
+    "The response is WRONG since the reference says 19 days, which is correct.",
+    "The response is correct; the earlier value was wrong.",
+]
+"""Replies the judge cannot read a verdict from: it is asked again."""
 
 
 @pytest.mark.parametrize(
-    "text",
-    [
-        "WRONG",
-        "wrong",
-        "Wrong!",
-        "INCORRECT",
-        "incorrect.",
-        "**WRONG**",
-        "Verdict: wrong",
-        '{"label": "WRONG"}',
-        "no",
-        "No.",
-        "Not correct",
-        "The response is incorrect.",
-        "The response is not correct",
-        "The response isn't correct",
-        "The response gives Tuesday, so WRONG",
-        "<think>\nLet me check... it matches? It does not.\n</think>\n\nWRONG",
-        '{"correct": false}',
-        '{"verdict": "WRONG", "reason": "off by a week"}',
-        "The response isn\u2019t correct.",
-        "The response doesn\u2019t seem correct.",
-        "I don't think the response is correct.",
-        "The response is not entirely correct.",
-        "Correct answer: 19 days. The response says 25 days, so WRONG.",
-        "WRONG. The correct answer is 19 days.",
-        # a verdict before a dash decides, whatever the explanation after it says
-        "WRONG - the response says 25 days, but 19 days is correct.",
-        "WRONG \u2014 The response says the bike is blue. The user said teal, which is correct.",
-        # a text field before the verdict field
-        '{"answer": "19 days", "correct": false}',
-        # a question in the reply is not a verdict; the answer to it is
-        "Is the response correct? No, it says 25 days instead of 19.",
-    ],
+    ("text", "verdict"),
+    [(text, True) for text in CORRECT_REPLIES]
+    + [(text, False) for text in WRONG_REPLIES]
+    + [(text, None) for text in UNREADABLE_REPLIES],
 )
-def test_parse_verdict_false(text: str) -> None:
-    assert parse_verdict(text) is False
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "   ",
-        "maybe",
-        "Hmm, that is hard to say.",
-        "I cannot judge this.",
-        "<think>correct</think>",
-        "<think>unfinished reasoning that says CORRECT",
-        "Is it right? I would say no",
-        "Verdict:",
-        "partially",
-        "The response is only partially correct.",
-        "The response is mostly correct.",
-        "The correct answer is 19 days.",
-        '{"reason": "no verdict here"}',
-        '{"reason": "the response is correct"}',  # words of a JSON reply are not a verdict
-        # two verdicts that disagree: the judge is asked again
-        "The response is WRONG since the reference says 19 days, which is correct.",
-        "The response is correct; the earlier value was wrong.",
-    ],
-)
-def test_parse_verdict_unreadable(text: str) -> None:
-    assert parse_verdict(text) is None
+def test_parse_verdict(text: str, verdict: bool | None) -> None:
+    assert parse_verdict(text) is verdict
 
 
 def test_parse_verdict_non_string() -> None:
@@ -786,6 +782,10 @@ def _fake_backends(monkeypatch: pytest.MonkeyPatch, calls: list[Any]) -> None:
     monkeypatch.setattr(eval_package, "backends", mod, raising=False)
 
 
+FAKE_RUN = ["--data", str(FIXTURES), "--all", "--reader", "fake:reader", "--judge", "fake:judge"]
+"""A run on every fixture question, answered and judged by the fake models."""
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     assert add_qa_arguments(parser) is parser
@@ -795,26 +795,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def test_qa_from_args(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
     calls: list[Any] = []
     _fake_backends(monkeypatch, calls)
-    args = _parse(
-        [
-            "--data",
-            str(FIXTURES),
-            "--all",
-            "--reader",
-            "fake:reader",
-            "--judge",
-            "fake:judge",
-            "--embeddings",
-            "fake:emb",
-            "--strategies",
-            "pacms,lastk",
-            "--out",
-            str(tmp_path),
-            "--quiet",
-            "--concurrency",
-            "2",
-        ]
-    )
+    argv = [*FAKE_RUN, "--embeddings", "fake:emb", "--strategies", "pacms,lastk", "--quiet"]
+    args = _parse([*argv, "--out", str(tmp_path), "--concurrency", "2"])
     assert args.budget == 0.45 and args.level == 2 and args.budget_base == "pool"
     assert qa_from_args(args) == 0
     # models are built once, before the (slow) data load
@@ -846,22 +828,8 @@ def test_qa_cli_keeps_answers_on_ctrl_c_and_resumes(
 
     monkeypatch.setattr(eval_package.backends, "chat_model_from_spec", chat_model_from_spec)
     out = tmp_path / "run"
-    argv = [
-        "--data",
-        str(FIXTURES),
-        "--all",
-        "--reader",
-        "fake:reader",
-        "--judge",
-        "fake:judge",
-        "--strategies",
-        "pacms,lastk,topk",
-        "--out",
-        str(out),
-        "--quiet",
-        "--concurrency",
-        "1",
-    ]
+    argv = [*FAKE_RUN, "--strategies", "pacms,lastk,topk", "--out", str(out), "--quiet"]
+    argv += ["--concurrency", "1"]
     assert qa_from_args(_parse(argv)) == 130
     assert "--resume" in capsys.readouterr().err
     kept = (out / "qa_records.jsonl").read_text().splitlines()
@@ -899,9 +867,9 @@ def test_default_output_folder_names_every_setting(
 ) -> None:
     _fake_backends(monkeypatch, [])
     monkeypatch.chdir(tmp_path)
-    base = ["--data", str(FIXTURES), "--all", "--reader", "fake:reader", "--strategies", "topk"]
-    assert qa_from_args(_parse([*base, "--judge", "fake:judge", "--quiet"])) == 0
-    assert qa_from_args(_parse([*base, "--judge", "fake:judge2", "--seed", "7", "--quiet"])) == 0
+    base = [*FAKE_RUN, "--strategies", "topk", "--quiet"]
+    assert qa_from_args(_parse(base)) == 0
+    assert qa_from_args(_parse([*base, "--judge", "fake:judge2", "--seed", "7"])) == 0
     folders = {p.name for p in (tmp_path / "results" / "qa").iterdir()}
     assert folders == {
         "fake-reader_judge-fake-judge_s_recap_pool_R2_b45_seed0",

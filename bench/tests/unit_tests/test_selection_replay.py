@@ -6,17 +6,12 @@ import dataclasses
 import json
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 from test_lifecycle_replay import session
 
 from langchain_pacms import ContextSelector
-from langchain_pacms.integrations import (
-    Budget,
-    SelectionConfig,
-    SelectionRunner,
-    ToolLoopOptions,
-)
+from langchain_pacms.integrations import Budget, SelectionConfig, SelectionRunner, ToolLoopOptions
 from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.messages import LIFECYCLE_KEY, sent_tokens
 from langchain_pacms.tokens import TokenCounter
@@ -28,6 +23,7 @@ from pacms_bench.selection_replay import (
     is_selection,
     selection_policy,
 )
+from pacms_bench.traces import TraceSession
 
 
 @pytest.mark.parametrize(
@@ -67,14 +63,19 @@ def test_stubs_are_sent_within_the_share_and_their_payloads_are_exact():
     assert none == {} and not any(LIFECYCLE_KEY in m.additional_kwargs for m in plain)
 
 
-def test_a_stub_keeps_an_old_path_visible_where_plain_selection_drops_it():
+def _reading_the_first_file_again() -> TraceSession:
+    """A 12-step session whose last call reads again the file its first call read."""
     base = session(12)
     reuse = AIMessage(
         "back to the first file",
         id="again",
         tool_calls=[{"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}],
     )
-    run = dataclasses.replace(base, messages=(*base.messages, reuse))
+    return dataclasses.replace(base, messages=(*base.messages, reuse))
+
+
+def test_a_stub_keeps_an_old_path_visible_where_plain_selection_drops_it():
+    run = _reading_the_first_file_again()
     # at 40% every stub fits beside the newest span (at 30% only the newest stubs do)
     plain = evaluate_cuts([run], "select:pacms@0.4").row()
     stubs = evaluate_cuts([run], "select+stubs:pacms@0.4").row()
@@ -91,12 +92,17 @@ FOLDING = {
 }
 
 
-def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the_folds():
-    counter = TokenCounter()
+def _folded_prefix(counter: TokenCounter) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """A 12-step session's prefix, and that prefix after the heuristic's :data:`FOLDING` folds."""
     prefix = list(session(12).messages)[:-1]
     index = index_messages(prefix, token_counter=counter, latest="step")
     plan = POLICIES["heuristic"](**FOLDING)(prefix, index, counter)
-    folded = check_actions(prefix, index, plan, token_counter=counter).result.messages
+    return prefix, check_actions(prefix, index, plan, token_counter=counter).result.messages
+
+
+def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the_folds():
+    counter = TokenCounter()
+    prefix, folded = _folded_prefix(counter)
     share = _tokens(folded, counter) / _tokens(prefix, counter)
     policy = selection_policy("life+select:pacms@0.5", counter)
     # the folds already left less than the share: the selection keeps the whole view
@@ -115,10 +121,7 @@ def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(k
     # the lifecycle's stubs list again the locators that only dropped messages show, so the
     # floor of folded spans sends more than it was priced at; the next round takes fewer
     counter = TokenCounter()
-    prefix = list(session(12).messages)[:-1]
-    index = index_messages(prefix, token_counter=counter, latest="step")
-    plan = POLICIES["heuristic"](**FOLDING)(prefix, index, counter)
-    folded = check_actions(prefix, index, plan, token_counter=counter).result.messages
+    prefix, folded = _folded_prefix(counter)
     budget = int(kept * sent_tokens(prefix, counter))
     config = SelectionConfig(
         budget=Budget(tokens=budget),
@@ -138,13 +141,7 @@ def test_the_budget_holds_when_folded_spans_show_their_left_out_locators_again(k
 
 
 def test_the_lifecycle_row_judges_the_folds_payloads_as_recoverable():
-    base = session(12)
-    reuse = AIMessage(
-        "back to the first file",
-        id="again",
-        tool_calls=[{"name": "bash", "args": {"command": "cat src/mod_1.py"}, "id": "again"}],
-    )
-    run = dataclasses.replace(base, messages=(*base.messages, reuse))
+    run = _reading_the_first_file_again()
     row = evaluate_cuts([run], "life+select:pacms@0.5", settings=FOLDING).row()
     folds = evaluate_cuts([run], "heuristic", settings=FOLDING).row()
     assert row["cuts"] == folds["cuts"] > 0

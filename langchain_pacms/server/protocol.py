@@ -1,0 +1,123 @@
+"""The ``h11`` protocol of uvicorn with a deadline for each request's line and headers.
+
+A client that trickles its request head (slowloris) would otherwise hold its connection for as
+long as it likes; here it is closed once the deadline passes.
+
+Example:
+    >>> protocol = header_timeout_protocol(2.5)
+    >>> protocol.func.__name__, protocol.keywords
+    ('HeaderTimeoutProtocol', {'header_timeout': 2.5})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+__all__ = ["HeaderTimeoutProtocol", "header_timeout_protocol"]
+
+
+def header_timeout_protocol(seconds: float) -> Callable[..., HeaderTimeoutProtocol]:
+    """The uvicorn ``http=`` setting for :class:`HeaderTimeoutProtocol` with a ``seconds`` deadline.
+
+    uvicorn calls it to build each connection's protocol; it pickles, so uvicorn's worker
+    processes (``workers=N``) get the same deadline.
+
+    Args:
+        seconds: How long a client may take to send a request's line and headers.
+
+    Returns:
+        The protocol factory to pass as ``uvicorn.Config(http=...)`` or ``uvicorn.run(http=...)``.
+
+    Raises:
+        ValueError: For a deadline that is not a positive finite number.
+
+    Example:
+        >>> header_timeout_protocol(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: header_timeout must be a positive number, got 0
+    """
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"header_timeout must be a positive number, got {seconds!r}")
+    return functools.partial(HeaderTimeoutProtocol, header_timeout=float(seconds))
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """The ``h11`` protocol of uvicorn, closing a connection whose request head is too slow.
+
+    The clock starts when the connection opens and again when a response is complete (the next
+    request on the connection may follow), and stops once the request line and headers are in.
+    When ``header_timeout`` seconds pass first, a client that has sent part of a head gets 408;
+    one that has sent nothing is closed without an answer, as an idle kept-alive connection is.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        header_timeout: float,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.header_timeout = header_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Start the clock for the first request's head."""
+        super().connection_made(transport)
+        self._watch_head()
+
+    def data_received(self, data: bytes) -> None:
+        """Parse ``data``; stop the clock if a request's head is now complete."""
+        super().data_received(data)
+        self._watch_head()
+
+    def on_response_complete(self) -> None:
+        """Finish the response; start the clock for the next request's head."""
+        super().on_response_complete()
+        self._watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the clock and let the connection go."""
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _watch_head(self) -> None:
+        """Run the clock while a request head is awaited, from the moment it started awaiting."""
+        if self.conn.their_state is not h11.IDLE or self.transport.is_closing():
+            self._stop_head_timer()
+        elif self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        """Close the connection; with 408 when part of a head has come."""
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.conn.trailing_data[0]:  # h11 cannot answer before a request: write it as is
+            body = json.dumps(
+                {"detail": f"request head not received within {self.header_timeout}s"}
+            ).encode()
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+            )
+        self.conn.send(h11.ConnectionClosed())
+        self.transport.close()
