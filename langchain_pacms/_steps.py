@@ -2,20 +2,92 @@
 
 The generator yields each outside call it needs and takes back the answer; :func:`drive`
 answers with blocking calls, :func:`adrive` awaits async ones, and a call's error is raised at
-its ``yield``. :class:`Call` pairs a sync function with its async twin.
+its ``yield``. :class:`Call` pairs a sync function with its async twin, and
+:func:`parameters_of` / :func:`method_parameters_of` write a twin pair's parameter list once.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-__all__ = ["Call", "Steps", "adrive", "adrive_calls", "drive", "drive_calls"]
+__all__ = [
+    "Call",
+    "Steps",
+    "adrive",
+    "adrive_calls",
+    "drive",
+    "drive_calls",
+    "method_parameters_of",
+    "parameters_of",
+]
 
 Ask = TypeVar("Ask")
 Answer = TypeVar("Answer")
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+_SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+
+
+def parameters_of(template: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Give a ``(*args, **kwargs)`` function the parameters of ``template``.
+
+    A function and its async twin take the same arguments: both pass them to ``template``
+    (which checks and normalises them), so the list is written once; type checkers,
+    ``help()`` and :func:`inspect.signature` see ``template``'s parameters on both.
+
+    Example:
+        >>> def _args(text: str, *, times: int = 2) -> tuple[str, int]:
+        ...     return text, times
+        >>> @parameters_of(_args)
+        ... def repeat(*args, **kwargs) -> str:
+        ...     text, times = _args(*args, **kwargs)
+        ...     return text * times
+        >>> repeat("ab"), list(inspect.signature(repeat).parameters)
+        ('abab', ['text', 'times'])
+    """
+
+    def decorate(function: Callable[..., R]) -> Callable[P, R]:
+        function.__signature__ = _signature(template, function, ())  # type: ignore[attr-defined]
+        return function
+
+    return decorate
+
+
+def method_parameters_of(
+    template: Callable[P, Any],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
+    """:func:`parameters_of` for a method: ``self`` comes first, then ``template``'s parameters.
+
+    Example:
+        >>> def _args(text: str) -> str:
+        ...     return text
+        >>> class Echo:
+        ...     @method_parameters_of(_args)
+        ...     def say(self, *args, **kwargs) -> str:
+        ...         return _args(*args, **kwargs)
+        >>> Echo().say("hi"), list(inspect.signature(Echo().say).parameters)
+        ('hi', ['text'])
+    """
+
+    def decorate(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
+        method.__signature__ = _signature(template, method, (_SELF,))  # type: ignore[attr-defined]
+        return method
+
+    return decorate
+
+
+def _signature(
+    template: Callable[..., Any], function: Callable[..., Any], first: tuple[inspect.Parameter, ...]
+) -> inspect.Signature:
+    own = inspect.signature(template)
+    return own.replace(
+        parameters=[*first, *own.parameters.values()],
+        return_annotation=inspect.signature(function).return_annotation,
+    )
 
 
 def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> T:

@@ -23,8 +23,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from langchain_pacms._steps import adrive, drive
-from langchain_pacms.budget import BudgetInput
+from langchain_pacms._steps import adrive, drive, method_parameters_of
 from langchain_pacms.core import Strategy
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile
@@ -33,6 +32,7 @@ from langchain_pacms.selector.caches import token_memo_bytes
 from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
 from langchain_pacms.selector.inputs import normalise, relevant_mask, resolve_inputs, token_costs
 from langchain_pacms.selector.options import resolve_options
+from langchain_pacms.selector.protocol import SelectArguments, select_arguments
 from langchain_pacms.selector.selection import Candidate, CandidateInput, Selection
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
@@ -363,15 +363,10 @@ class RemoteSelector:
         )
 
     def _selecting_remotely(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        strategy: Any,
-        relevant_ids: Collection[str],
-        options: Mapping[str, Any],
+        self, call: SelectArguments
     ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
         """The steps of :meth:`select` and :meth:`aselect`: they yield the payload to post."""
+        candidates, query, budget, strategy, relevant_ids, options = call
         started = time.perf_counter()
         cands, tokens, allowed = resolve_inputs(candidates, query, budget, self.token_counter)
         timings = {"tokens": time.perf_counter() - started}
@@ -445,32 +440,15 @@ class RemoteSelector:
         except TimeoutError:
             raise TimeoutError(f"no complete answer within {self.timeout}s") from None
 
-    def select(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: Any = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
+    @method_parameters_of(select_arguments)
+    def select(self, *args: Any, **kwargs: Any) -> Selection:
         """Select through the service (as ``ContextSelector.select``; bad input raises first)."""
-        steps = self._selecting_remotely(candidates, query, budget, strategy, relevant_ids, options)
-        return drive(steps, self._post)
+        return drive(self._selecting_remotely(select_arguments(*args, **kwargs)), self._post)
 
-    async def aselect(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: Any = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
+    @method_parameters_of(select_arguments)
+    async def aselect(self, *args: Any, **kwargs: Any) -> Selection:
         """Async twin of :meth:`select` (one connection pool per event loop)."""
-        steps = self._selecting_remotely(candidates, query, budget, strategy, relevant_ids, options)
+        steps = self._selecting_remotely(select_arguments(*args, **kwargs))
         return await adrive(steps, self._apost)
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.store.base import BaseStore
 
 from langchain_pacms._lru import LruMemo
-from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, method_parameters_of
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
@@ -50,7 +50,7 @@ from langchain_pacms.selector import (
     Selector,
 )
 
-__all__ = ["RunnerViews", "SelectionRunner", "tool_schema_text"]
+__all__ = ["RunnerViews", "SelectionRunner", "run_arguments", "tool_schema_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,29 @@ def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
     except (NotImplementedError, ValueError) as err:
         raise TypeError(f"messages: {str(err).splitlines()[0]}") from err
     return [m for m in apply_removals(converted) if m.id != CONTEXT_MESSAGE_ID]
+
+
+_Config = RunnableConfig | None
+_RunArguments = tuple[Sequence[Any], Any, _Config, BaseStore | None, Any, Any, Sequence[Any] | None]
+
+
+def run_arguments(
+    messages: Sequence[Any],
+    *,
+    state: Any = None,
+    config: RunnableConfig | None = None,
+    store: BaseStore | None = None,
+    context: Any = None,
+    model: Any = None,
+    tools: Sequence[Any] | None = None,
+) -> _RunArguments:
+    """The parameters of :meth:`SelectionRunner.run` and ``arun``, written once (in order).
+
+    Example:
+        >>> run_arguments(["hi"], model="m")
+        (['hi'], None, None, None, None, 'm', None)
+    """
+    return messages, state, config, store, context, model, tools
 
 
 class SelectionRunner:
@@ -425,17 +448,9 @@ class SelectionRunner:
         )
         return out, event
 
-    def _traced(
-        self,
-        messages: Sequence[Any],
-        state: Any,
-        config: RunnableConfig | None,
-        store: BaseStore | None,
-        context: Any,
-        model: Any,
-        tools: Sequence[Any] | None,
-    ) -> Steps[list[BaseMessage]]:
+    def _traced(self, call: _RunArguments) -> Steps[list[BaseMessage]]:
         """The call's steps inside a ``pacms_selection`` run (see ``traced_selection``)."""
+        messages, state, config, store, context, model, tools = call
         converted = _without_old_context(messages)
         request = self.request(model, tools)
         budget = self.config.budget
@@ -459,17 +474,8 @@ class SelectionRunner:
             )
         )
 
-    def run(
-        self,
-        messages: Sequence[Any],
-        *,
-        state: Any = None,
-        config: RunnableConfig | None = None,
-        store: BaseStore | None = None,
-        context: Any = None,
-        model: Any = None,
-        tools: Sequence[Any] | None = None,
-    ) -> list[BaseMessage]:
+    @method_parameters_of(run_arguments)
+    def run(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:  # noqa: D417 (*args: the parameters)
         """Select the messages for one model call (traced as a ``pacms_selection`` child run).
 
         Args:
@@ -487,22 +493,12 @@ class SelectionRunner:
         Raises:
             ValueError: For a fraction budget without a model or a model without a profile.
         """
-        return drive_calls(self._traced(messages, state, config, store, context, model, tools))
+        return drive_calls(self._traced(run_arguments(*args, **kwargs)))
 
-    async def arun(
-        self,
-        messages: Sequence[Any],
-        *,
-        state: Any = None,
-        config: RunnableConfig | None = None,
-        store: BaseStore | None = None,
-        context: Any = None,
-        model: Any = None,
-        tools: Sequence[Any] | None = None,
-    ) -> list[BaseMessage]:
+    @method_parameters_of(run_arguments)
+    async def arun(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`run`."""
-        steps = self._traced(messages, state, config, store, context, model, tools)
-        return await adrive_calls(steps)
+        return await adrive_calls(self._traced(run_arguments(*args, **kwargs)))
 
 
 class RunnerViews:

@@ -42,7 +42,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, method_parameters_of
 from langchain_pacms.lifecycle.actions import Action, restore
 from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
 from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats, transcript_of
@@ -56,7 +56,7 @@ from langchain_pacms.messages.report import SelectionLog
 from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
-__all__ = ["LifecycleHarness"]
+__all__ = ["LifecycleHarness", "reactivate_arguments", "step_arguments"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,44 @@ class _Decision:
     index: ContextIndex
     checked: Checked
     reason: str | None
+
+
+_StepArguments = tuple[Sequence[BaseMessage], str, Mapping[str, str] | None, RunnableConfig | None]
+
+
+def step_arguments(
+    messages: Sequence[BaseMessage],
+    *,
+    thread_id: str | None = None,
+    known_ids: Mapping[str, str] | None = None,
+    config: RunnableConfig | None = None,
+) -> _StepArguments:
+    """The parameters of :meth:`LifecycleHarness.step` and ``astep``, written once.
+
+    The thread is resolved: ``None`` becomes the run's own.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> step_arguments([HumanMessage("hi", id="h1")], thread_id="t")[1]
+        't'
+    """
+    return messages, _thread(thread_id, messages), known_ids, config
+
+
+def reactivate_arguments(
+    messages: Sequence[BaseMessage],
+    object_id: str,
+    *,
+    thread_id: str | None = None,
+    known_ids: Mapping[str, str] | None = None,
+) -> tuple[Sequence[BaseMessage], str, str, Mapping[str, str] | None]:
+    """The parameters of :meth:`LifecycleHarness.reactivate` and its twin (the thread resolved).
+
+    Example:
+        >>> reactivate_arguments([], "obj-1", thread_id="t")
+        ([], 'obj-1', 't', None)
+    """
+    return messages, object_id, _thread(thread_id, messages), known_ids
 
 
 class LifecycleHarness:
@@ -304,14 +342,9 @@ class LifecycleHarness:
         except OSError as err:
             logger.warning("could not write the lifecycle log %s: %s", self.log.path, err)
 
-    def _steps(
-        self,
-        messages: Sequence[BaseMessage],
-        thread_id: str,
-        known_ids: Mapping[str, str] | None,
-        config: RunnableConfig | None,
-    ) -> Steps[Commit | None]:
+    def _steps(self, call: _StepArguments) -> Steps[Commit | None]:
         """One harness step as the I/O calls it makes (driven by :meth:`step` and :meth:`astep`)."""
+        messages, thread_id, known_ids, config = call
         if not at_boundary(messages, self.commit.boundary):
             return None  # nothing can commit here; staged actions are re-checked at the next one
         thread = self._threads.setdefault(thread_id, _Thread())
@@ -350,14 +383,8 @@ class LifecycleHarness:
 
     # -- public entry points ---------------------------------------------------------------------
 
-    def step(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        thread_id: str | None = None,
-        known_ids: Mapping[str, str] | None = None,
-        config: RunnableConfig | None = None,
-    ) -> Commit | None:
+    @method_parameters_of(step_arguments)
+    def step(self, *args: Any, **kwargs: Any) -> Commit | None:  # noqa: D417 (*args: the parameters)
         """Plan (at a boundary), stage, and commit when it pays.
 
         Args:
@@ -370,28 +397,15 @@ class LifecycleHarness:
         Returns:
             The :class:`Commit`, or ``None`` when nothing is committed now.
         """
-        return drive_calls(self._steps(messages, _thread(thread_id, messages), known_ids, config))
+        return drive_calls(self._steps(step_arguments(*args, **kwargs)))
 
-    async def astep(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        thread_id: str | None = None,
-        known_ids: Mapping[str, str] | None = None,
-        config: RunnableConfig | None = None,
-    ) -> Commit | None:
+    @method_parameters_of(step_arguments)
+    async def astep(self, *args: Any, **kwargs: Any) -> Commit | None:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
-        steps = self._steps(messages, _thread(thread_id, messages), known_ids, config)
-        return await adrive_calls(steps)
+        return await adrive_calls(self._steps(step_arguments(*args, **kwargs)))
 
-    def reactivate(
-        self,
-        messages: Sequence[BaseMessage],
-        object_id: str,
-        *,
-        thread_id: str | None = None,
-        known_ids: Mapping[str, str] | None = None,
-    ) -> list[BaseMessage]:
+    @method_parameters_of(reactivate_arguments)
+    def reactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:  # noqa: D417 (*args: the parameters)
         """State updates that bring a folded object's exact payload back into the history.
 
         Args:
@@ -407,22 +421,17 @@ class LifecycleHarness:
             KeyError: If the object or its sidecar is unknown.
             ValueError: If the object is not folded or the sidecar fails its hash check.
         """
+        messages, object_id, thread_id, known_ids = reactivate_arguments(*args, **kwargs)
         index = self.index(messages, known_ids)
-        record = self.sidecars(_thread(thread_id, messages)).get(object_id, _sha(index, object_id))
+        record = self.sidecars(thread_id).get(object_id, _sha(index, object_id))
         return self._restored(messages, index, record)
 
-    async def areactivate(
-        self,
-        messages: Sequence[BaseMessage],
-        object_id: str,
-        *,
-        thread_id: str | None = None,
-        known_ids: Mapping[str, str] | None = None,
-    ) -> list[BaseMessage]:
+    @method_parameters_of(reactivate_arguments)
+    async def areactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`reactivate`."""
+        messages, object_id, thread_id, known_ids = reactivate_arguments(*args, **kwargs)
         index = self.index(messages, known_ids)
-        sidecars = self.sidecars(_thread(thread_id, messages))
-        record = await sidecars.aget(object_id, _sha(index, object_id))
+        record = await self.sidecars(thread_id).aget(object_id, _sha(index, object_id))
         return self._restored(messages, index, record)
 
     def _restored(

@@ -30,13 +30,14 @@ from langchain_core.runnables.config import (
     patch_config,
 )
 
-from langchain_pacms._steps import Call, Steps
+from langchain_pacms._steps import Call, Steps, parameters_of
 from langchain_pacms.selector import Selection
 
 __all__ = [
     "EVENT_NAME",
     "SelectionLog",
     "areport_selection",
+    "report_arguments",
     "report_selection",
     "selection_event",
     "traced_selection",
@@ -236,7 +237,7 @@ def _dispatch_failed(err: Exception) -> None:
     logger.warning("pacms_selection event handler failed: %s", err)  # never break the agent
 
 
-def report_selection(
+def report_arguments(
     selection: Selection,
     *,
     query: str,
@@ -244,7 +245,20 @@ def report_selection(
     config: RunnableConfig | None = None,
     log: SelectionLog | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], RunnableConfig | None]:
+    """The parameters of :func:`report_selection` and its twin: the event (logged) and config.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["a"], "a", budget=5)
+        >>> report_arguments(sel, query="a", source="doc")[0]["source"]
+        'doc'
+    """
+    return _logged_event(selection, log, query, source, extra), config
+
+
+@parameters_of(report_arguments)
+def report_selection(*args: Any, **kwargs: Any) -> dict[str, Any]:  # noqa: D417 (the parameters)
     """Report one selection: a custom event, a log line and, with ``log``, a JSONL record.
 
     Args:
@@ -264,7 +278,7 @@ def report_selection(
         >>> report_selection(sel, query="a", source="doc")["strategy"]
         'pacms'
     """
-    event = _logged_event(selection, log, query, source, extra)
+    event, config = report_arguments(*args, **kwargs)
     try:
         dispatch_custom_event(EVENT_NAME, event, config=config)
     except Exception as err:
@@ -272,17 +286,10 @@ def report_selection(
     return event
 
 
-async def areport_selection(
-    selection: Selection,
-    *,
-    query: str,
-    source: str,
-    config: RunnableConfig | None = None,
-    log: SelectionLog | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
+@parameters_of(report_arguments)
+async def areport_selection(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """Async twin of :func:`report_selection`."""
-    event = _logged_event(selection, log, query, source, extra)
+    event, config = report_arguments(*args, **kwargs)
     try:
         await adispatch_custom_event(EVENT_NAME, event, config=config)
     except Exception as err:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
-from langchain_pacms._steps import adrive, drive
+from langchain_pacms._steps import adrive, drive, method_parameters_of
 from langchain_pacms._timeout import check_embed_timeout
 from langchain_pacms.blas import blas_threads as limit_blas_threads
 from langchain_pacms.budget import BudgetInput
@@ -31,6 +31,7 @@ from langchain_pacms.selector.inputs import (
 )
 from langchain_pacms.selector.options import check_strategy, resolve_options
 from langchain_pacms.selector.pool import Pool, PoolEmbedder, lift, pool_problem, reused_problem
+from langchain_pacms.selector.protocol import SelectArguments, select_arguments
 from langchain_pacms.selector.selection import (
     Candidate,
     CandidateInput,
@@ -265,16 +266,8 @@ class ContextSelector:
         return self._pools.relevance(texts, query)
 
     # -- selecting ----------------------------------------------------------------------------
-    def select(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: str | Strategy | None = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
+    @method_parameters_of(select_arguments)
+    def select(self, *args: Any, **kwargs: Any) -> Selection:  # noqa: D417 (*args: the parameters)
         """Select candidates for ``query`` under a token budget.
 
         Args:
@@ -302,33 +295,24 @@ class ContextSelector:
             >>> selector.select(pool, "red", budget=3, relevant_ids=["0"]).kept_ids
             ('0',)
         """
-        steps = self._selecting(candidates, query, budget, strategy, relevant_ids, options)
-        return drive(steps, lambda texts: self._pools.embed(texts, query, self._last_pool))
+        call = select_arguments(*args, **kwargs)
+        return drive(self._selecting(call), lambda texts: self._embed(texts, call[1]))
 
-    async def aselect(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: str | Strategy | None = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
+    @method_parameters_of(select_arguments)
+    async def aselect(self, *args: Any, **kwargs: Any) -> Selection:
         """Async twin of :meth:`select` (embeds with the model's async API)."""
-        steps = self._selecting(candidates, query, budget, strategy, relevant_ids, options)
-        return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))
+        call = select_arguments(*args, **kwargs)
+        return await adrive(self._selecting(call), lambda texts: self._aembed(texts, call[1]))
 
-    def _selecting(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        strategy: str | Strategy | None,
-        relevant_ids: Collection[str],
-        options: Mapping[str, Any],
-    ) -> Generator[list[str], Pool, Selection]:
+    def _embed(self, texts: list[str], query: str) -> Pool:
+        return self._pools.embed(texts, query, self._last_pool)
+
+    async def _aembed(self, texts: list[str], query: str) -> Pool:
+        return await self._pools.aembed(texts, query, self._last_pool)
+
+    def _selecting(self, call: SelectArguments) -> Generator[list[str], Pool, Selection]:
         """The steps of :meth:`select` and :meth:`aselect`: they yield the texts to embed."""
+        candidates, query, budget, strategy, relevant_ids, options = call
         started = time.perf_counter()
         cands, tokens, allowed = self.resolve(candidates, query, budget)
         lifted = relevant_mask(cands, relevant_ids)

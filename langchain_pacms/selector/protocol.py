@@ -11,13 +11,40 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from langchain_pacms._steps import method_parameters_of
 from langchain_pacms.budget import BudgetInput
 from langchain_pacms.core import Strategy
 from langchain_pacms.embeddings.profile import EmbedderProfile
 from langchain_pacms.selector.selection import CandidateInput, Selection
 from langchain_pacms.tokens import TokenCounter
 
-__all__ = ["Selector"]
+__all__ = ["SelectArguments", "Selector", "select_arguments"]
+
+_StrategyArg = str | Strategy | None
+SelectArguments = tuple[
+    Sequence[CandidateInput], str, BudgetInput, _StrategyArg, Collection[str], dict[str, Any]
+]
+"""What :func:`select_arguments` returns: the arguments of one ``select`` call, in order."""
+
+
+def select_arguments(
+    candidates: Sequence[CandidateInput],
+    query: str,
+    budget: BudgetInput,
+    *,
+    strategy: str | Strategy | None = None,
+    relevant_ids: Collection[str] = (),
+    **options: Any,
+) -> SelectArguments:
+    """The parameters of every selector's ``select`` and ``aselect``, written once.
+
+    What each means: :meth:`~langchain_pacms.ContextSelector.select`.
+
+    Example:
+        >>> select_arguments(["a"], "q", 5, top=1)
+        (['a'], 'q', 5, None, (), {'top': 1})
+    """
+    return candidates, query, budget, strategy, relevant_ids, options
 
 
 @runtime_checkable
@@ -57,31 +84,15 @@ class Selector(Protocol):
         """The strategy and keyword options a selection with these arguments would run."""
         ...
 
-    def select(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: str | Strategy | None = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
-        """Select candidates for ``query`` under ``budget``.
+    @method_parameters_of(select_arguments)
+    def select(self, *args: Any, **kwargs: Any) -> Selection:
+        """Select candidates for ``query`` under ``budget`` (parameters: :func:`select_arguments`).
 
         A ``ratio`` budget is a share of the pool's tokens; a ``fraction`` one raises.
         """
         ...
 
-    async def aselect(
-        self,
-        candidates: Sequence[CandidateInput],
-        query: str,
-        budget: BudgetInput,
-        *,
-        strategy: str | Strategy | None = None,
-        relevant_ids: Collection[str] = (),
-        **options: Any,
-    ) -> Selection:
+    @method_parameters_of(select_arguments)
+    async def aselect(self, *args: Any, **kwargs: Any) -> Selection:
         """Async twin of :meth:`select`."""
         ...
