@@ -102,6 +102,7 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     config = {
         "max_candidates": args.max_candidates,
+        "max_text_chars": args.max_text_chars,
         "max_body_bytes": args.max_body_bytes,
         "selection_threads": args.selection_threads,
         "allowed_hosts": ["127.0.0.1", "localhost", "[::1]", args.host, *args.allow_host],
@@ -184,6 +185,15 @@ def register(subparsers: Any) -> None:
         type=_positive,
         default=2000,
         help="largest pool accepted (default 2000)",
+    )
+    parser.add_argument(
+        "--max-text-chars",
+        type=_positive,
+        default=4_000_000,
+        metavar="N",
+        help="work budget of one request: the most characters of candidate texts and query "
+        "together it may have tokenized and embedded; more is refused with 413 before any work "
+        "(default 4000000, about a million tokens)",
     )
     parser.add_argument(
         "--max-body-bytes",

@@ -33,14 +33,15 @@ from langchain_pacms.selector import DEFAULT_MEMORY_CEILING, EMBEDDING_SHARE, Co
 from langchain_pacms.server.front import Front, Guard, Scope, Worker, problem_response
 from langchain_pacms.server.live import (
     SESSION_HEADER,
-    WATCH_SESSION,
     JsonlTail,
     LiveSessions,
+    SessionLog,
+    WatchedLog,
     event_stream,
     session_id,
 )
 from langchain_pacms.server.schemas import SelectDebugResponse, SelectRequest, SelectResponse
-from langchain_pacms.server.service import Service, strategy_info
+from langchain_pacms.server.service import MAX_TEXT_CHARS, Service, strategy_info
 
 __all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
 
@@ -106,12 +107,13 @@ def create_app(
     selector: ContextSelector | None = None,
     *,
     max_candidates: int = 2000,
+    max_text_chars: int = MAX_TEXT_CHARS,
     max_body_bytes: int = 8 * 1024 * 1024,
     body_timeout: float = 10.0,
     selection_threads: int | None = None,
     allowed_hosts: Iterable[str] | None = None,
     token: str | None = None,
-    live: LiveSessions | None = None,
+    live: SessionLog | None = None,
     watch: str | os.PathLike[str] | None = None,
 ) -> Front:
     """Build the ASGI app around one warm selector.
@@ -119,14 +121,19 @@ def create_app(
     Args:
         selector: The selector every request uses (default: offline defaults).
         max_candidates: Largest pool accepted (more: 422).
+        max_text_chars: The work budget of one request: the most characters of candidate
+            texts and query together that it may have tokenized and embedded (more: 413).
         max_body_bytes: Largest request body accepted (more: 413).
         body_timeout: Seconds a client may take to send its body (slower: 408).
         selection_threads: Most selections worked on at once (default: the CPUs, at least 2).
         allowed_hosts: ``Host`` names accepted (others: 400); default
             :data:`~langchain_pacms.server.front.LOOPBACK_HOSTS`; ``"*"`` accepts any.
         token: When set, every request must carry ``Authorization: Bearer <token>`` (else 401).
-        live: Where each session's recent selections are kept (default: :class:`LiveSessions`).
-        watch: A hook's JSONL selection log to follow, shown as session ``"watch"``.
+        live: Where each session's recent selections are kept (default: :class:`LiveSessions`
+            in this process; :class:`~langchain_pacms.server.live_redis.RedisSessions` shares
+            them between processes).
+        watch: A hook's JSONL selection log to follow, shown as session ``"watch"`` (kept in
+            this process whatever ``live`` is).
 
     Returns:
         The ASGI application; ``.fastapi`` is the FastAPI app.
@@ -143,6 +150,7 @@ def create_app(
     threads = max(2, os.cpu_count() or 1) if selection_threads is None else selection_threads
     for name, value in (
         ("max_candidates", max_candidates),
+        ("max_text_chars", max_text_chars),
         ("max_body_bytes", max_body_bytes),
         ("selection_threads", threads),
     ):
@@ -155,8 +163,10 @@ def create_app(
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise ValueError("token must be a non-empty string")
     warm = selector if selector is not None else ContextSelector()
-    sessions = live if live is not None else LiveSessions()
-    tail = None if watch is None else JsonlTail(Path(watch), sessions)
+    sessions: SessionLog = live if live is not None else LiveSessions()
+    kept_in = type(sessions).__name__
+    if watch is not None:
+        sessions = WatchedLog(JsonlTail(Path(watch), LiveSessions()), sessions)
     app = FastAPI(
         title="pacms selection service",
         version=__version__,
@@ -166,7 +176,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.selector = warm
-    service = Service(warm, max_candidates, sessions)
+    service = Service(warm, max_candidates, sessions, max_text_chars=max_text_chars)
     run = Worker(threads)
     _documented(app)
 
@@ -192,8 +202,10 @@ def create_app(
             "embedder_profile": warm.profile.name,
             "default_strategy": warm.strategy if isinstance(warm.strategy, str) else "custom",
             "max_candidates": max_candidates,
+            "max_text_chars": max_text_chars,
             "max_body_bytes": max_body_bytes,
             "selection_threads": threads,
+            "live_sessions": kept_in,
             "process": os.getpid(),
             "embedding_cache": {
                 "store": None if warm.embeddings.store is None else repr(warm.embeddings.store),
@@ -230,9 +242,8 @@ def create_app(
     @app.get("/sessions")
     async def list_sessions() -> dict[str, Any]:
         """Sessions with recent selections: id, records kept, newest record's number."""
-        if tail is not None:
-            await anyio.to_thread.run_sync(tail.poll)
-        return {"sessions": sessions.summary(), "watching": None if tail is None else str(watch)}
+        listed = await anyio.to_thread.run_sync(sessions.summary)
+        return {"sessions": listed, "watching": None if watch is None else str(watch)}
 
     @app.get("/sessions/{sid}/events", response_model=None)
     async def session_events(sid: str, request: Request) -> Response:
@@ -245,9 +256,8 @@ def create_app(
             return problem_response(503, f"live: {sessions.max_clients} streams are open already")
         last = request.headers.get("last-event-id", "0")
         after = int(last) if last.isdigit() and len(last) < 19 else 0
-        poll = tail.poll if tail is not None and sid == WATCH_SESSION else None
         return _EventStream(
-            event_stream(sessions, sid, after, poll),
+            event_stream(sessions, sid, after),
             on_close=sessions.close_stream,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
@@ -271,7 +281,9 @@ def app_from_env() -> Front:
     """Build the app from the JSON settings in the :data:`CONFIG_ENV` environment variable.
 
     The settings are :func:`create_app`'s keywords plus ``cache_url``, a Redis URL for a shared
-    embedding cache; ``pacms serve`` sets them for each uvicorn worker.
+    embedding cache and shared live sessions
+    (:class:`~langchain_pacms.server.live_redis.RedisSessions`); ``pacms serve`` sets them for
+    each uvicorn worker.
 
     Example:
         >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'
@@ -284,8 +296,10 @@ def app_from_env() -> Front:
     selector = None
     if cache_url is not None:
         from langchain_pacms.embeddings.redis_store import RedisByteStore
+        from langchain_pacms.server.live_redis import RedisSessions
 
         # the vectors this process reads are also held locally, in the selector's cache share
         local = int(DEFAULT_MEMORY_CEILING * EMBEDDING_SHARE)
         selector = ContextSelector(cache_store=RedisByteStore(cache_url, local_bytes=local))
+        options["live"] = RedisSessions(cache_url)
     return create_app(selector, **options)

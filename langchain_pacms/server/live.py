@@ -1,7 +1,9 @@
-"""Live mode: the recent selections of each session, kept in memory and streamed to the page.
+"""Live mode: the recent selections of each session, kept and streamed to the page.
 
-Everything is bounded; each streamed event's id is its record's sequence number, so a
-reconnecting ``EventSource`` resumes where it stopped.
+A :class:`SessionLog` keeps them: :class:`LiveSessions` in this process's memory, or
+:class:`~langchain_pacms.server.live_redis.RedisSessions` in Redis, shared by every worker and
+host that names it. Everything is bounded; each streamed event's id is its record's sequence
+number, so a reconnecting ``EventSource`` resumes where it stopped.
 
 Example:
     >>> live = LiveSessions(max_records=2)
@@ -18,18 +20,26 @@ import os
 import re
 import threading
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 __all__ = [
+    "MAX_BYTES",
+    "MAX_CLIENTS",
+    "MAX_RECORDS",
+    "MAX_SESSIONS",
     "SESSION_HEADER",
     "WATCH_SESSION",
     "JsonlTail",
     "LiveSessions",
+    "SessionLog",
+    "StreamCount",
+    "WatchedLog",
     "event_stream",
+    "record_json",
     "session_id",
 ]
 
@@ -42,6 +52,14 @@ POLL_SECONDS = 0.2
 """How often a stream looks for new records (and a followed log for new lines)."""
 KEEPALIVE_SECONDS = 10.0
 """Longest silence on a stream: a comment line is sent after it (it also finds gone clients)."""
+MAX_SESSIONS = 64
+"""Default sessions a log keeps (the least recently updated go first)."""
+MAX_RECORDS = 64
+"""Default records a log keeps per session (the oldest go first)."""
+MAX_BYTES = 32 * 1024 * 1024
+"""Default bytes of all records' JSON together a log keeps (the newest record always stays)."""
+MAX_CLIENTS = 16
+"""Default streams a process serves at once (one more gets 503)."""
 
 
 def session_id(value: str) -> str:
@@ -61,35 +79,95 @@ def session_id(value: str) -> str:
     return value
 
 
-class LiveSessions:
-    """The recent records of each session, bounded, safe to add to from any thread.
+def record_json(record: dict[str, Any]) -> str:
+    """``record`` as the compact JSON a log keeps and a stream sends.
+
+    Example:
+        >>> record_json({"query": "port?", "n": 1})
+        '{"query":"port?","n":1}'
+    """
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class SessionLog(Protocol):
+    """Where the service keeps each session's recent selections and counts its open streams."""
+
+    @property
+    def max_clients(self) -> int:
+        """Streams this process serves at once."""
+
+    def add(self, session: str, record: dict[str, Any]) -> int:
+        """Keep ``record`` as the newest of ``session``; its sequence number."""
+
+    def since(self, session: str, after: int) -> list[tuple[int, str]]:
+        """The kept records of ``session`` numbered above ``after`` (number, JSON), oldest first."""
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Each session's ``id``, ``records`` kept and ``last`` number, newest first."""
+
+    def open_stream(self) -> bool:
+        """Count one more stream, unless :attr:`max_clients` are open already (``False``)."""
+
+    def close_stream(self) -> None:
+        """Count one stream fewer."""
+
+
+class StreamCount:
+    """The streams this process serves, at most ``max_clients`` at once (any thread may count).
+
+    Example:
+        >>> streams = StreamCount(max_clients=1)
+        >>> streams.open_stream(), streams.open_stream()
+        (True, False)
+    """
+
+    def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
+        self.max_clients = max_clients
+        self.clients = 0
+        self._streams_lock = threading.Lock()
+
+    def open_stream(self) -> bool:
+        """Count one more stream, unless :attr:`max_clients` are open already (``False``)."""
+        with self._streams_lock:
+            if self.clients >= self.max_clients:
+                return False
+            self.clients += 1
+            return True
+
+    def close_stream(self) -> None:
+        """Count one stream fewer."""
+        with self._streams_lock:
+            self.clients -= 1
+
+
+class LiveSessions(StreamCount):
+    """The recent records of each session in this process's memory, bounded, thread-safe.
 
     Args:
         max_sessions: Sessions kept (the least recently updated go first).
         max_records: Records kept per session (the oldest go first).
-        max_bytes: Bytes of all records' JSON together (the newest record always stays).
+        max_bytes: Characters of all records' JSON together (the newest record always stays).
         max_clients: Streams open at once (see :meth:`open_stream`).
     """
 
     def __init__(
         self,
         *,
-        max_sessions: int = 64,
-        max_records: int = 64,
-        max_bytes: int = 32 * 1024 * 1024,
-        max_clients: int = 16,
+        max_sessions: int = MAX_SESSIONS,
+        max_records: int = MAX_RECORDS,
+        max_bytes: int = MAX_BYTES,
+        max_clients: int = MAX_CLIENTS,
     ) -> None:
-        self.max_sessions, self.max_records = max_sessions, max_records
-        self.max_bytes, self.max_clients = max_bytes, max_clients
+        super().__init__(max_clients)
+        self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, deque[tuple[int, str]]] = OrderedDict()
         self._bytes = 0
         self._seq = 0
-        self.clients = 0
 
     def add(self, session: str, record: dict[str, Any]) -> int:
         """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number."""
-        data = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
+        data = record_json(record)
         with self._lock:
             self._seq += 1
             records = self._sessions.pop(session, None) or deque()
@@ -122,19 +200,6 @@ class LiveSessions:
             for name, records in reversed(items)
             if records
         ]
-
-    def open_stream(self) -> bool:
-        """Count one more stream, unless :attr:`max_clients` are open already (``False``)."""
-        with self._lock:
-            if self.clients >= self.max_clients:
-                return False
-            self.clients += 1
-            return True
-
-    def close_stream(self) -> None:
-        """Count one stream fewer."""
-        with self._lock:
-            self.clients -= 1
 
 
 def _is_record(value: Any) -> bool:
@@ -218,23 +283,69 @@ class JsonlTail:
         return added
 
 
-async def event_stream(
-    live: LiveSessions,
-    session: str,
-    after: int,
-    poll: Callable[[], int] | None = None,
-) -> AsyncIterator[bytes]:
+class WatchedLog:
+    r"""A :class:`SessionLog` whose session :data:`WATCH_SESSION` is a followed JSONL log.
+
+    That session's records are the tail's, kept in this process (each process follows the file
+    itself, so a shared log would hold each line once per process); it is read again whenever it
+    is looked at. Every other session, and the stream count, is ``rest``'s.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
+        >>> _ = path.write_text('{"candidates": [], "query": "q"}\n')
+        >>> log = WatchedLog(JsonlTail(path, LiveSessions()), LiveSessions())
+        >>> _ = log.add("agent", {"n": 1})
+        >>> [(s["id"], s["records"]) for s in log.summary()]
+        [('watch', 1), ('agent', 1)]
+    """
+
+    def __init__(self, tail: JsonlTail, rest: SessionLog) -> None:
+        self.tail, self.rest = tail, rest
+
+    @property
+    def max_clients(self) -> int:
+        """Streams this process serves at once (``rest``'s)."""
+        return self.rest.max_clients
+
+    def add(self, session: str, record: dict[str, Any]) -> int:
+        """Keep ``record`` as the newest of ``session``; its sequence number."""
+        log = self.tail.live if session == WATCH_SESSION else self.rest
+        return log.add(session, record)
+
+    def since(self, session: str, after: int) -> list[tuple[int, str]]:
+        """The kept records of ``session`` numbered above ``after`` (the log read first)."""
+        if session != WATCH_SESSION:
+            return self.rest.since(session, after)
+        self.tail.poll()
+        return self.tail.live.since(session, after)
+
+    def summary(self) -> list[dict[str, Any]]:
+        """The followed log's session (read first), then ``rest``'s sessions, newest first."""
+        self.tail.poll()
+        others = [s for s in self.rest.summary() if s["id"] != WATCH_SESSION]
+        return [*self.tail.live.summary(), *others]
+
+    def open_stream(self) -> bool:
+        """Count one more stream on ``rest``, unless it is full (``False``)."""
+        return self.rest.open_stream()
+
+    def close_stream(self) -> None:
+        """Count one stream fewer on ``rest``."""
+        self.rest.close_stream()
+
+
+async def event_stream(live: SessionLog, session: str, after: int) -> AsyncIterator[bytes]:
     """Server-sent events: ``session``'s records numbered above ``after``, then each new one.
 
-    A keep-alive comment follows :data:`KEEPALIVE_SECONDS` of silence; ``poll`` runs before each
-    look. Runs until the client leaves.
+    A keep-alive comment follows :data:`KEEPALIVE_SECONDS` of silence. Each look runs on a
+    worker thread (a shared log is a network round trip away, a followed log is read). Runs
+    until the client leaves.
     """
     yield b"retry: 1000\n\n"
     quiet = 0.0
     while True:
-        if poll is not None:
-            await anyio.to_thread.run_sync(poll)
-        fresh = live.since(session, after)
+        fresh = await anyio.to_thread.run_sync(live.since, session, after)
         for seq, data in fresh:
             yield f"id: {seq}\nevent: selection\ndata: {data}\n\n".encode()
             after = seq

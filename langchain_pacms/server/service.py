@@ -20,11 +20,24 @@ from langchain_pacms.budget import Budget
 from langchain_pacms.core import available_strategies, check_options, get_strategy
 from langchain_pacms.selector import Candidate, Selection, Selector
 from langchain_pacms.server.front import problem_response
-from langchain_pacms.server.live import LiveSessions, session_id
+from langchain_pacms.server.live import SessionLog, session_id
 from langchain_pacms.server.schemas import SelectRequest
 
-__all__ = ["TEXT_PREVIEW", "WORD_CAP", "Service", "capped_words", "strategy_info"]
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "TEXT_PREVIEW",
+    "WORD_CAP",
+    "Service",
+    "capped_words",
+    "strategy_info",
+    "text_chars",
+]
 
+MAX_TEXT_CHARS = 4_000_000
+"""Default work budget of one request: characters of candidate texts and query together.
+
+About a million tokens of English; tokenizing and embedding them takes about 1.5 s of one
+core with the built-in embedder, where the body limit alone would allow twice as much."""
 WORD_CAP = 256
 """Longest run of non-whitespace characters counted or embedded as one word."""
 _LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CAP + 1},}}")
@@ -45,6 +58,16 @@ def capped_words(text: str) -> str:
     if len(text) <= WORD_CAP:
         return text
     return _LONG_RUN.sub(_split_run, text)
+
+
+def text_chars(req: SelectRequest) -> int:
+    """The characters ``req`` has tokenized and embedded: its candidates' texts and its query.
+
+    Example:
+        >>> text_chars(SelectRequest(candidates=[{"text": "abc"}], query="q?", budget_tokens=5))
+        5
+    """
+    return sum(len(c.text) for c in req.candidates) + len(req.query)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -160,10 +183,26 @@ def _json(body: dict[str, Any]) -> Response:
 
 
 class Service:
-    """One request's work (parse, validate, select, answer) as one call on a worker thread."""
+    """One request's work (parse, validate, select, answer) as one call on a worker thread.
 
-    def __init__(self, selector: Selector, max_candidates: int, live: LiveSessions) -> None:
+    Args:
+        selector: The warm selector every request uses.
+        max_candidates: Largest pool accepted (more: 422).
+        live: Where the selections of requests naming a session are kept.
+        max_text_chars: The work budget: most characters of candidate texts and query in one
+            request (more: 413, before anything is tokenized or embedded).
+    """
+
+    def __init__(
+        self,
+        selector: Selector,
+        max_candidates: int,
+        live: SessionLog,
+        *,
+        max_text_chars: int = MAX_TEXT_CHARS,
+    ) -> None:
         self.selector, self.max_candidates, self.live = selector, max_candidates, live
+        self.max_text_chars = max_text_chars
         self.probe = _OptionsProbe(selector)
 
     def select(self, raw: bytes, session: str | None = None) -> Response:
@@ -190,6 +229,13 @@ class Service:
                 422,
                 f"candidates: {n} candidates exceed the limit of "
                 f"{self.max_candidates} (max_candidates)",
+            )
+        chars = text_chars(req)
+        if chars > self.max_text_chars:
+            return problem_response(
+                413,
+                f"candidates: the texts and the query total {chars} characters, over the work "
+                f"budget of {self.max_text_chars} per request (max_text_chars)",
             )
         if req.strategy is not None and req.strategy not in available_strategies():
             return problem_response(

@@ -1,0 +1,265 @@
+"""Live sessions in Redis: every worker and host that names one Redis sees the same records.
+
+A :class:`~langchain_pacms.server.live.SessionLog` like
+:class:`~langchain_pacms.server.live.LiveSessions`, with the same bounds, kept in Redis under a
+key prefix (default ``pacms-live:``). Each add is one Lua script, run atomically: it takes the
+next number of one shared counter, appends the record to its session's list and applies every
+bound, so records are numbered in the order they are kept, whichever process adds them, and a
+stream that resumes after a number misses nothing. Needs the ``redis`` extra.
+
+Keys (under the prefix): ``seq`` (the counter; it never expires, so numbers never repeat),
+``order`` (sessions by their newest number), ``touched`` (sessions by the time of their last
+add, in ms), ``bytes`` (the bytes of each session's records) and ``records:<session>`` (a list
+of ``"<number> <json>"``). Each add sets every key but ``seq`` to expire ``ttl_seconds`` later;
+a session not added to within ``ttl_seconds`` is gone.
+
+Example:
+    >>> log = RedisSessions("redis://127.0.0.1:6379/0", max_records=2)  # doctest: +SKIP
+    >>> [log.add("run-1", {"n": n}) for n in range(3)]  # doctest: +SKIP
+    [1, 2, 3]
+    >>> [data for _, data in log.since("run-1", 0)]  # doctest: +SKIP
+    ['{"n":1}', '{"n":2}']
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from langchain_pacms.errors import missing_extra
+
+try:
+    import redis
+except ImportError as err:  # pragma: no cover - exercised by a test that hides redis
+    raise missing_extra("RedisSessions", 'the "redis" extra (the redis client)', "redis") from err
+
+from langchain_pacms.embeddings.redis_store import REDIS_SCHEMES
+from langchain_pacms.server.live import (
+    MAX_BYTES,
+    MAX_CLIENTS,
+    MAX_RECORDS,
+    MAX_SESSIONS,
+    StreamCount,
+    record_json,
+)
+
+__all__ = ["DEFAULT_TTL_SECONDS", "LIVE_PREFIX", "RedisSessions"]
+
+logger = logging.getLogger(__name__)
+
+LIVE_PREFIX = "pacms-live:"
+"""What every key of a :class:`RedisSessions` starts with (apart from the embedding cache's)."""
+DEFAULT_TTL_SECONDS = 24 * 3600
+"""Default life of a session's records after its last add."""
+SOCKET_SECONDS = 5.0
+"""Default connect and read timeout of the Redis client (a stalled Redis holds no thread long)."""
+
+# KEYS: seq, order, touched, bytes. ARGV: records-key prefix, session, data, max_records,
+# max_sessions, max_bytes, ttl_seconds. Returns the record's number.
+_ADD = """
+local seq = redis.call('INCR', KEYS[1])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local ttl = tonumber(ARGV[7])
+local function drop(name)
+  redis.call('DEL', ARGV[1] .. name)
+  redis.call('ZREM', KEYS[2], name)
+  redis.call('ZREM', KEYS[3], name)
+  redis.call('HDEL', KEYS[4], name)
+end
+local function size(entry)
+  return #entry - string.find(entry, ' ', 1, true)
+end
+for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - ttl * 1000)) do
+  drop(name)
+end
+local session, data = ARGV[2], ARGV[3]
+local key = ARGV[1] .. session
+redis.call('RPUSH', key, seq .. ' ' .. data)
+redis.call('HINCRBY', KEYS[4], session, #data)
+redis.call('ZADD', KEYS[2], seq, session)
+redis.call('ZADD', KEYS[3], now, session)
+if redis.call('LLEN', key) > tonumber(ARGV[4]) then
+  redis.call('HINCRBY', KEYS[4], session, -size(redis.call('LPOP', key)))
+end
+while redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[5]) do
+  drop(redis.call('ZRANGE', KEYS[2], 0, 0)[1])
+end
+local total = 0
+for _, held in ipairs(redis.call('HVALS', KEYS[4])) do
+  total = total + tonumber(held)
+end
+while total > tonumber(ARGV[6]) and total > #data do
+  local name = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not name then
+    break
+  end
+  local oldest = redis.call('LPOP', ARGV[1] .. name)
+  if oldest then
+    total = total - size(oldest)
+    redis.call('HINCRBY', KEYS[4], name, -size(oldest))
+  end
+  if not oldest or redis.call('LLEN', ARGV[1] .. name) == 0 then
+    total = total - tonumber(redis.call('HGET', KEYS[4], name) or '0')
+    drop(name)
+  end
+end
+for _, each in ipairs({key, KEYS[2], KEYS[3], KEYS[4]}) do
+  redis.call('EXPIRE', each, ttl)
+end
+return seq
+"""
+
+# KEYS: a session's records. ARGV: after. Returns its entries numbered above ``after``.
+_SINCE = """
+local out = {}
+for i = redis.call('LLEN', KEYS[1]) - 1, 0, -1 do
+  local entry = redis.call('LINDEX', KEYS[1], i)
+  if tonumber(string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)) <= tonumber(ARGV[1]) then
+    break
+  end
+  table.insert(out, 1, entry)
+end
+return out
+"""
+
+
+class RedisSessions(StreamCount):
+    """The recent records of each session in Redis, bounded, shared by every process using it.
+
+    Args:
+        url: Where Redis is (``redis://``, ``rediss://`` or ``unix://``, as for
+            :class:`~langchain_pacms.embeddings.redis_store.RedisByteStore`).
+        prefix: Put before every key in Redis.
+        max_sessions: Sessions kept (the least recently updated go first).
+        max_records: Records kept per session (the oldest go first).
+        max_bytes: Bytes of all records' JSON together (the newest record always stays).
+        max_clients: Streams this process serves at once (each process counts its own).
+        ttl_seconds: A session's records expire this long after its last add.
+        **client_options: Passed to ``redis.Redis.from_url`` (default: 5 s socket timeouts).
+
+    A Redis that fails costs the live records, never a selection: :meth:`add` then returns
+    ``0``, :meth:`since` and :meth:`summary` nothing, with one warning per streak of failures.
+
+    Raises:
+        ValueError: For a URL of another scheme or a non-positive bound.
+
+    Example:
+        >>> RedisSessions("redis://127.0.0.1:1/0", max_records=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_records must be a positive int, got 0
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = LIVE_PREFIX,
+        max_sessions: int = MAX_SESSIONS,
+        max_records: int = MAX_RECORDS,
+        max_bytes: int = MAX_BYTES,
+        max_clients: int = MAX_CLIENTS,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        **client_options: Any,
+    ) -> None:
+        if urlsplit(url).scheme not in REDIS_SCHEMES:
+            raise ValueError("live sessions URL: expected redis://, rediss:// or unix://")
+        bounds = {
+            "max_sessions": max_sessions,
+            "max_records": max_records,
+            "max_bytes": max_bytes,
+            "ttl_seconds": ttl_seconds,
+        }
+        for name, value in bounds.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        super().__init__(max_clients)
+        self.prefix = prefix
+        self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
+        self.ttl_seconds = ttl_seconds
+        client_options.setdefault("socket_timeout", SOCKET_SECONDS)
+        client_options.setdefault("socket_connect_timeout", SOCKET_SECONDS)
+        self.client: redis.Redis = redis.Redis.from_url(url, **client_options)
+        self._add = self.client.register_script(_ADD)
+        self._since = self.client.register_script(_SINCE)
+        self._keys = [prefix + name for name in ("seq", "order", "touched", "bytes")]
+        self._failing = False
+        self._failing_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RedisSessions(prefix={self.prefix!r}, max_records={self.max_records})"
+
+    def _records(self, session: str) -> str:
+        return f"{self.prefix}records:{session}"
+
+    def _failed(self, err: redis.RedisError) -> None:
+        with self._failing_lock:
+            first, self._failing = not self._failing, True
+        if first:
+            logger.warning("live sessions: Redis failed (%s: %s)", type(err).__name__, err)
+
+    def _answered(self) -> None:
+        self._failing = False
+
+    def add(self, session: str, record: dict[str, Any]) -> int:
+        """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number.
+
+        ``0`` when Redis fails (the record is not kept).
+        """
+        args: list[str | int] = [
+            self._records(""),
+            session,
+            record_json(record),
+            self.max_records,
+            self.max_sessions,
+            self.max_bytes,
+            self.ttl_seconds,
+        ]
+        try:
+            seq = int(cast(int, self._add(keys=self._keys, args=args)))
+        except redis.RedisError as err:
+            self._failed(err)
+            return 0
+        self._answered()
+        return seq
+
+    def since(self, session: str, after: int) -> list[tuple[int, str]]:
+        """The kept records of ``session`` numbered above ``after``, oldest first."""
+        try:
+            entries = cast(list[bytes], self._since(keys=[self._records(session)], args=[after]))
+        except redis.RedisError as err:
+            self._failed(err)
+            return []
+        self._answered()
+        out = []
+        for entry in entries:
+            seq, _, data = entry.partition(b" ")
+            out.append((int(seq), data.decode("utf-8")))
+        return out
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Each session's id, number of records kept and newest sequence number, newest first."""
+        try:
+            newest = cast(
+                list[tuple[bytes, float]], self.client.zrevrange(self._keys[1], 0, -1, True)
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for name, _ in newest:
+                pipe.llen(self._records(name.decode("utf-8")))
+            counts = pipe.execute()
+        except redis.RedisError as err:
+            self._failed(err)
+            return []
+        self._answered()
+        return [
+            {"id": name.decode("utf-8"), "records": count, "last": int(last)}
+            for (name, last), count in zip(newest, counts)
+            if count
+        ]
+
+    def close(self) -> None:
+        """Close the client's connections (it reconnects if used again)."""
+        self.client.close()
