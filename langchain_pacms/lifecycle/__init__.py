@@ -1,14 +1,6 @@
 """Context lifecycle (Self-GC): indexed objects, fold / mask / prune, sidecars, recovery.
 
-Everything here loads with the package's core dependencies except ``LifecycleMiddleware``,
-which needs LangChain v1 (``pip install "langchain-pacms[middleware]"``) and is imported on
-first access.
-
-Example:
-    >>> from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
-    >>> harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(threshold=0.3))
-    >>> harness.commit.threshold, harness.commit.boundary
-    (0.3, 'auto')
+``LifecycleMiddleware`` needs LangChain v1 (the ``middleware`` extra) and loads on first access.
 """
 
 from __future__ import annotations

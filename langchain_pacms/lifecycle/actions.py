@@ -1,16 +1,6 @@
-r"""Fold, mask and prune context objects on a plain message list (inputs are never modified).
+"""Fold, mask and prune context objects on a copy of a message list.
 
-Fold moves the exact payload to a sidecar record and leaves a stub; mask keeps the head and
-tail; prune removes the object's messages. Fold and mask keep ids and tool calls, so the list
-stays one a provider accepts.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> from langchain_pacms.lifecycle.objects import index_messages
-    >>> msgs = [HumanMessage("old brief " * 40, id="h1"), HumanMessage("next", id="h2")]
-    >>> result = apply_actions(msgs, index_messages(msgs), [Action("fold", "conversation:user:1")])
-    >>> result.messages[0].content[:9], result.sidecars[0].payload == msgs[0].content
-    ('[folded: ', True)
+Fold and mask keep ids and tool calls, so the list stays one a provider accepts.
 """
 
 from __future__ import annotations
@@ -54,11 +44,10 @@ class Action:
     """One planned action on one object.
 
     Attributes:
-        op: ``fold``, ``mask`` or ``prune``.
         target: The object id.
         reason: Why (shown in logs and events).
-        scope: For a fold of a tool span: ``"output"`` (default) folds its results only;
-            ``"span"`` also folds the call message's text and long string arguments.
+        scope: For a fold of a tool span: ``"output"`` folds its results only; ``"span"`` also
+            the call message's text and long string arguments.
 
     Example:
         >>> Action("fold", "function:tool:2", "old script", scope="span").scope
@@ -76,15 +65,11 @@ class ActionResult:
     """The outcome of :func:`apply_actions`.
 
     Attributes:
-        messages: The new message list.
         sidecars: One record per folded object (store them before using ``messages``).
         replaced: ``message id -> new message`` for rewritten messages.
         removed: Ids of removed messages.
-        applied: The actions applied, in order.
-        tokens_before: Tokens of the objects touched, before.
-        tokens_after: Their tokens after (0 for pruned objects).
-        saved: ``object id -> tokens removed`` per applied action (negative when a stub is
-            larger than what it replaced).
+        tokens_before: Tokens of the objects touched, before (``tokens_after``: after).
+        saved: ``object id -> tokens removed`` (negative when a stub is larger).
     """
 
     messages: list[BaseMessage]
@@ -123,15 +108,7 @@ def action_gain(
     mask_head: int = 400,
     mask_tail: int = 200,
 ) -> int:
-    """Characters a fold or mask of ``obj`` takes out of view (negative: the stub is larger).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> msgs = [HumanMessage("ok", id="h")]
-        >>> action_gain(msgs, index_messages(msgs).objects[0], Action("prune", "x"))
-        2
-    """
+    """Characters a fold or mask of ``obj`` takes out of view (negative: the stub is larger)."""
     if action.op == "prune":
         return sum(message_size(messages[i], len) for i in obj.indices)
     out = list(messages)
@@ -152,26 +129,31 @@ def apply_actions(
 ) -> ActionResult:
     """Apply actions to a copy of ``messages`` (one action per object; the first one wins).
 
-    Only the targets are checked here; :func:`~langchain_pacms.lifecycle.validate.check_actions`
-    validates plans.
+    Only the targets are checked here; :func:`check_actions` validates plans.
 
     Args:
-        messages: The history that ``index`` was built from. Not modified.
-        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        messages: The history that ``index`` was built from (not modified).
+        index: Its :class:`ContextIndex`.
         actions: The actions.
         token_counter: Counter for ``tokens_after`` (default: offline ``o200k_base``).
         mask_head: Characters a mask keeps at the start of each content.
         mask_tail: Characters a mask keeps at the end.
         dedupe: Leave out of fold stubs the locators visible elsewhere in the history.
-        shown: With ``dedupe``, what counts as visible elsewhere: a set or a
-            :func:`~langchain_pacms.lifecycle.fold.shown_before` (default: the whole history).
-
-    Returns:
-        The :class:`ActionResult`.
+        shown: With ``dedupe``, what counts as visible: a set or a ``shown_before`` (default:
+            the whole history).
 
     Raises:
         KeyError: If an action targets an id that is not in ``index``.
         ValueError: If an action targets a system object or has an unknown op.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_pacms.lifecycle import index_messages
+        >>> msgs = [HumanMessage("old brief " * 40, id="h1"), HumanMessage("next", id="h2")]
+        >>> fold = Action("fold", "conversation:user:1")
+        >>> result = apply_actions(msgs, index_messages(msgs), [fold])
+        >>> result.messages[0].content[:9], result.sidecars[0].payload == msgs[0].content
+        ('[folded: ', True)
     """
     count = resolve_token_counter(token_counter)
     out = list(messages)
@@ -273,29 +255,24 @@ def restore(
 ) -> ActionResult:
     r"""Re-activate a folded object from its sidecar record (on a copy of ``messages``).
 
-    The folded messages get their exact original content back and lose the lifecycle mark;
-    ``replaced`` holds them.
+    The folded messages (in ``replaced``) get their exact content back, without lifecycle mark.
 
     Args:
-        messages: The history that ``index`` was built from. Not modified.
-        index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
+        messages: The history that ``index`` was built from (not modified).
+        index: Its :class:`ContextIndex`.
         record: The object's :class:`SidecarRecord` (as a sidecar store returns it).
         token_counter: Counter for the token figures (default: offline ``o200k_base``).
 
-    Returns:
-        The :class:`ActionResult`.
-
     Raises:
         KeyError: If ``record.object_id`` is not in ``index``.
-        ValueError: If the object is not folded or the record is not the payload its stub
-            points at.
+        ValueError: If the object is not folded or the record is not what its stub points at.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> msgs = [HumanMessage("a long brief\x00", id="h1"), HumanMessage("next", id="h2")]
-        >>> folded = apply_actions(msgs, index_messages(msgs), [Action("fold",
-        ...                        "conversation:user:1")])
+        >>> from langchain_pacms.lifecycle import index_messages
+        >>> msgs = [HumanMessage("a brief\x00", id="h1"), HumanMessage("next", id="h2")]
+        >>> fold = Action("fold", "conversation:user:1")
+        >>> folded = apply_actions(msgs, index_messages(msgs), [fold])
         >>> back = restore(folded.messages, index_messages(folded.messages), folded.sidecars[0])
         >>> back.messages[0].content == msgs[0].content, back.messages[0].additional_kwargs
         (True, {})

@@ -1,12 +1,4 @@
-"""What the heuristic planner knows about a history before it decides.
-
-Per object, its :class:`Features`; over the history (:func:`analyse`), live handles,
-superseded objects, files edited after a read, the latest whole read of each file, recency.
-
-Example:
-    >>> "the" in words_of("the port")
-    False
-"""
+"""What the heuristic planner knows about a history before it decides: per object and overall."""
 
 from __future__ import annotations
 
@@ -42,18 +34,7 @@ _STOP = frozenset(_STOP_WORDS.split())
 
 @dataclass(frozen=True)
 class Features:
-    """What the planner needs from one object's content (cached by content hash).
-
-    Attributes:
-        calls: Its tool calls, classified.
-        handles: The values in its payload (or text) a later call could take up.
-        words: Its words (see :func:`words_of`).
-        noise: Log markers (``PASSED``, ``ERROR``, timestamps) in its first 20,000 characters.
-
-    Example:
-        >>> Features((), frozenset(), frozenset({"port"}), 0).words
-        frozenset({'port'})
-    """
+    """One object's classified calls, handles, words and log-marker count (cached by hash)."""
 
     calls: tuple[ToolCall, ...]
     handles: frozenset[str]
@@ -78,8 +59,8 @@ def object_features(obj: ContextObject, messages: Sequence[BaseMessage]) -> Feat
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
         >>> msgs = [HumanMessage("FAILED tests/test_a.py in 3 seconds")]
-        >>> features = object_features(index_messages(msgs).objects[0], msgs)
-        >>> sorted(features.handles), features.noise
+        >>> f = object_features(index_messages(msgs).objects[0], msgs)
+        >>> sorted(f.handles), f.noise
         (['tests/test_a.py'], 2)
     """
     head = messages[obj.indices[0]]

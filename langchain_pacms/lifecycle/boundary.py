@@ -1,10 +1,4 @@
-"""Where a commit is safe: at a turn's start or end, and in a long tool loop after results.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage
-    >>> at_boundary([HumanMessage("hi"), AIMessage("hello")])
-    True
-"""
+"""Where a commit is safe: at a turn's start or end, and in a long tool loop after results."""
 
 from __future__ import annotations
 
@@ -18,18 +12,11 @@ __all__ = ["TOOL_LOOP_STEPS", "Boundary", "at_boundary", "boundary_in_force", "t
 Boundary = Literal["auto", "turn", "tool"]
 
 TOOL_LOOP_STEPS = 4
-"""Tool-calling steps since the latest user message after which ``boundary="auto"`` treats the
-run as one long task and commits after tool results too."""
+"""Tool-calling steps in a turn after which ``boundary="auto"`` also commits after results."""
 
 
 def tool_steps(messages: Sequence[BaseMessage]) -> int:
-    """Model calls that requested tools since the latest user message.
-
-    Example:
-        >>> tool_steps([HumanMessage("go"), AIMessage("", tool_calls=[{"name": "f", "args": {},
-        ...                                                            "id": "c"}])])
-        1
-    """
+    """Model calls that requested tools since the latest user message."""
     steps = 0
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
@@ -65,8 +52,8 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") ->
 
     Example:
         >>> from langchain_core.messages import ToolMessage
-        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[{"name": "f", "args": {},
-        ...                                                        "id": "c"}])]
+        >>> call = {"name": "f", "args": {}, "id": "c"}
+        >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call])]
         >>> at_boundary(msgs), at_boundary([*msgs, ToolMessage("1", tool_call_id="c")], "tool")
         (False, True)
     """

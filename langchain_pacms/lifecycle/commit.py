@@ -1,9 +1,4 @@
-"""What one commit of the lifecycle harness did, and the harness's counters over its life.
-
-Example:
-    >>> HarnessStats().to_dict()["commits"]
-    0
-"""
+"""What one commit of the lifecycle harness did, and the harness's counters over its life."""
 
 from __future__ import annotations
 
@@ -31,12 +26,9 @@ class HarnessStats:
     """Counters over the harness's life (all threads).
 
     Attributes:
-        plans: Plans asked for.
         plans_rejected: Plans the planner could not make (:meth:`Plan.rejection`).
         actions_accepted: Actions that passed the checks and were staged.
-        actions_rejected: Actions dropped by the checks.
-        rejections: ``reason -> count``.
-        commits: Commits made.
+        rejections: ``reason -> count`` of the dropped actions and rejected plans.
         commit_failures: Commits abandoned because the sidecar write failed.
         tokens_removed: Active-view tokens removed by commits.
         sidecars_written: Folded payloads persisted.
@@ -62,15 +54,11 @@ class Commit:
     """One committed edit of a thread's history.
 
     Attributes:
-        thread_id: The thread.
         messages: The new history.
-        updates: What to return for a LangGraph ``messages`` channel (removals and same-id
-            replacements).
-        actions: The committed actions.
+        updates: The update for a LangGraph ``messages`` channel (removals, same-id replacements).
         rejected: Actions dropped at this commit.
         sidecars: The folded payloads written before the commit.
-        tokens_before: Active-view tokens before.
-        tokens_after: Active-view tokens after.
+        tokens_before: Active-view tokens before (``tokens_after``: after).
         reason: ``"threshold"`` or ``"max_active_tokens"``.
         known_ids: ``message id -> object id`` to pass to the next step.
     """

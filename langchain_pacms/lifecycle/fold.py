@@ -1,11 +1,6 @@
-r"""Fold: a payload leaves the history for a sidecar; the messages keep a short stub.
+"""Fold: a payload leaves the history for a sidecar; the messages keep a short stub.
 
-The stub holds the recovery pointer, a short description and the payload's locators, except
-those the history shows elsewhere (:func:`visible_locators`).
-
-Example:
-    >>> SidecarRecord.of("function:tool:1", "x", "tool").sha256[:8]
-    '2d711642'
+The stub holds the recovery pointer, a description and the locators not shown elsewhere.
 """
 
 from __future__ import annotations
@@ -52,16 +47,13 @@ class SidecarRecord:
     """A folded payload, ready for a store.
 
     Attributes:
-        object_id: The folded object.
-        payload: The exact payload.
         sha256: Hex digest of ``payload`` encoded as UTF-8.
-        kind: The object's kind.
         lineage: Ids of the original messages.
-        description: A one-line description (the calls and the size of a tool result).
+        description: One line: the calls and the size of a tool result.
 
     Example:
-        >>> SidecarRecord.of("function:tool:1", "x", "tool", ("m1",)).lineage
-        ('m1',)
+        >>> SidecarRecord.of("function:tool:1", "x", "tool").sha256[:8]
+        '2d711642'
     """
 
     object_id: str
@@ -211,15 +203,7 @@ def fold_object(
 
 
 def visible_locators(messages: Sequence[BaseMessage]) -> frozenset[str]:
-    """The locators and words a fold leaves in view, so a fold stub need not repeat them.
-
-    Those of the system prompt, the user messages, short tool-call arguments and earlier stubs.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> "HAT039" in visible_locators([HumanMessage("fix HAT039")])
-        True
-    """
+    """What a stub need not repeat: locators of system and user messages, short arguments, stubs."""
     return durable_locators([t for m in messages for t in _visible_texts(m)])
 
 
@@ -276,13 +260,12 @@ def _fold_material(
 def fold_source(
     messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope = "output"
 ) -> str:
-    r"""The text whose locators a fold stub of ``obj`` shows (a span's call texts, then results).
+    """The text whose locators a fold stub of ``obj`` shows (a span's call texts, then results).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> msgs = [HumanMessage("hi")]
-        >>> fold_source(msgs, index_messages(msgs).objects[0])
+        >>> fold_source([HumanMessage("hi")], index_messages([HumanMessage("hi")]).objects[0])
         'hi'
     """
     span = _is_span(messages, obj, scope)
@@ -295,13 +278,7 @@ def _source(messages: Sequence[BaseMessage], obj: ContextObject, span: bool, res
 
 
 def call_texts(head: BaseMessage) -> list[str]:
-    """What a span fold takes from a call message: its text and its long string arguments.
-
-    Example:
-        >>> call = {"name": "sh", "args": {"command": "x" * 300, "timeout": "9"}, "id": "c"}
-        >>> [len(t) for t in call_texts(AIMessage("why", tool_calls=[call]))]
-        [3, 300]
-    """
+    """What a span fold takes from a call message: its text and its long string arguments."""
     long = [
         v
         for c in getattr(head, "tool_calls", None) or []

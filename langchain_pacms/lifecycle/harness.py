@@ -1,30 +1,6 @@
-r"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
+"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
 
-At a safe boundary each :meth:`LifecycleHarness.step` asks the planner for a plan, checks it
-and stages the accepted actions, then commits when the commit rule says so. Payloads and
-originals are stored before the commit (a failed write means no commit); each commit is
-reported as a ``pacms_lifecycle_commit`` custom event.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> class FoldOldTools:
-    ...     name = "fold-old-tools"
-    ...     def plan(self, index, messages):
-    ...         return Plan("fold old tool output", tuple(
-    ...             Action("fold", o.id, "old") for o in index.objects
-    ...             if o.kind == "tool" and not o.latest))
-    ...     async def aplan(self, index, messages):
-    ...         return self.plan(index, messages)
-    >>> call = {"name": "cat", "args": {"path": "log.txt"}, "id": "c1"}
-    >>> msgs = [HumanMessage("show the log", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("line\n" * 500, tool_call_id="c1", id="t1"),
-    ...         AIMessage("It repeats.", id="a2"), HumanMessage("thanks", id="h2")]
-    >>> harness = LifecycleHarness(FoldOldTools())
-    >>> commit = harness.step(msgs, thread_id="t")
-    >>> commit.reason, [type(m).__name__ for m in commit.updates]
-    ('threshold', ['ToolMessage'])
-    >>> harness.sidecars("t").get("function:tool:1").payload == msgs[2].content
-    True
+Payloads and originals are stored before a commit (a failed write means no commit).
 """
 
 from __future__ import annotations
@@ -34,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
@@ -84,9 +60,7 @@ def step_arguments(
     known_ids: Mapping[str, str] | None = None,
     config: RunnableConfig | None = None,
 ) -> _StepArguments:
-    """The parameters of :meth:`LifecycleHarness.step` and ``astep``, written once.
-
-    The thread is resolved: ``None`` becomes the run's own.
+    """The parameters of :meth:`LifecycleHarness.step` and ``astep`` (the thread resolved).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -117,17 +91,16 @@ class LifecycleHarness:
 
     Args:
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner`.
-        store: The LangGraph ``BaseStore`` for sidecars (default: a new ``InMemoryStore``,
-            for this process only; ``SqliteStore`` or ``PostgresStore`` persist).
+        store: The LangGraph ``BaseStore`` for sidecars (default: a new, in-process
+            ``InMemoryStore``; ``SqliteStore`` or ``PostgresStore`` persist).
         commit: When to commit (default ``CommitRule()``).
         masking: What a mask keeps (default ``Masking()``).
-        token_counter: Callable, encoding name, :class:`~langchain_pacms.tokens.TokenCounter` or
-            ``None`` (offline ``o200k_base``); use the selector's so both count alike.
+        token_counter: Counter, encoding name or ``None`` (``o200k_base``); share the selector's.
         log_path: Append one JSONL record per commit to this file.
 
     Raises:
-        TypeError: If ``planner`` does not follow the planner protocol, or ``commit`` or
-            ``masking`` is not a ``CommitRule`` or ``Masking``.
+        TypeError: If ``planner`` is no ``Planner``, ``commit`` no ``CommitRule`` or ``masking``
+            no ``Masking``.
 
     Example:
         >>> from langchain_pacms.lifecycle import HeuristicPlanner
@@ -184,13 +157,10 @@ class LifecycleHarness:
         self, messages: Sequence[BaseMessage], known_ids: Mapping[str, str] | None = None
     ) -> ContextIndex:
         """Index ``messages`` with the harness's counter (``latest="step"`` at a tool boundary)."""
+        tool = boundary_in_force(messages, self.commit.boundary) == "tool"
+        latest: Literal["turn", "step"] = "step" if tool else "turn"
         return index_messages(
-            messages,
-            token_counter=self.token_counter,
-            known_ids=known_ids,
-            latest="step"
-            if boundary_in_force(messages, self.commit.boundary) == "tool"
-            else "turn",
+            messages, token_counter=self.token_counter, known_ids=known_ids, latest=latest
         )
 
     def check(
@@ -210,8 +180,6 @@ class LifecycleHarness:
             mask_tail=self.masking.tail,
             prior=prior,
         )
-
-    # -- the pure steps shared by step() and astep() -------------------------------------------
 
     def _stage(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex, plan: Plan
@@ -253,19 +221,6 @@ class LifecycleHarness:
 
         With the rule's ``cached_price`` p: ``p x saved x calls >= (1 - p) x tail``, where ``tail``
         is what the next call pays uncached and ``calls`` the model calls made so far.
-
-        Example:
-            >>> from langchain_core.messages import HumanMessage, ToolMessage
-            >>> from langchain_pacms.lifecycle import HeuristicPlanner
-            >>> call = {"name": "cat", "args": {}, "id": "c1"}
-            >>> msgs = [HumanMessage("go", id="h"), AIMessage("", tool_calls=[call], id="a"),
-            ...         ToolMessage("x " * 400, tool_call_id="c1", id="t"),
-            ...         HumanMessage("and now the next part " * 50, id="h2")]
-            >>> harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(cached_price=0.1))
-            >>> checked = harness.check(msgs, harness.index(msgs),
-            ...                         [Action("fold", "function:tool:1")])
-            >>> harness.pays(msgs, checked)  # one call so far: too early to pay off
-            False
         """
         price = self.commit.cached_price
         if price is None:
@@ -381,16 +336,13 @@ class LifecycleHarness:
             logger.warning("%s event handler failed: %s", COMMIT_EVENT, err)
         return commit
 
-    # -- public entry points ---------------------------------------------------------------------
-
     @method_parameters_of(step_arguments)
     def step(self, *args: Any, **kwargs: Any) -> Commit | None:  # noqa: D417 (*args: the parameters)
         """Plan (at a boundary), stage, and commit when it pays.
 
         Args:
             messages: The thread's current history (not modified).
-            thread_id: The thread (sidecar namespace and staging key); ``None``: the run's own
-                (:func:`~langchain_pacms.messages.runs.run_thread`).
+            thread_id: The thread (sidecar namespace and staging key; ``None``: the run's own).
             known_ids: ``Commit.known_ids`` of this thread's last commit.
             config: The run's config, for the commit event (default: the one in context).
 

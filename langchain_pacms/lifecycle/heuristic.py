@@ -1,25 +1,4 @@
-r"""The heuristic planner: the offline default that proposes fold / mask / prune by rule.
-
-Each object outside the protected tail gets a value from its relevance to the recent turns,
-its recency and its kind. It is pruned when a later object supersedes it, folded when it is a
-large stable body, masked when it is noisy output; the first user message, live handles,
-files edited later and the latest whole read of each file are protected as
-:class:`~langchain_pacms.lifecycle.tuning.PlannerTuning` says.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> from langchain_pacms.lifecycle.objects import index_messages
-    >>> def call(i):
-    ...     return AIMessage("", tool_calls=[{"name": "read_file", "args": {"path": "app.py"},
-    ...                                       "id": f"c{i}"}], id=f"a{i}")
-    >>> msgs = [HumanMessage("fix app.py", id="h1"), call(1),
-    ...         ToolMessage("x = 1", tool_call_id="c1", id="t1"), call(2),
-    ...         ToolMessage("x = 2", tool_call_id="c2", id="t2"), HumanMessage("done?", id="h2")]
-    >>> plan = HeuristicPlanner().plan(index_messages(msgs), msgs)
-    >>> [(a.op, a.target, a.reason) for a in plan.actions]  # doctest: +NORMALIZE_WHITESPACE
-    [('prune', 'function:tool:1', 'superseded by function:tool:2: the same call runs again
-    later')]
-"""
+"""The heuristic planner: the offline default that proposes fold / mask / prune by rule."""
 
 from __future__ import annotations
 
@@ -30,6 +9,7 @@ import numpy as np
 from langchain_core.messages import BaseMessage
 
 from langchain_pacms._lru import LruMemo
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.actions import Action, action_gain
 from langchain_pacms.lifecycle.analysis import (
     Analysis,
@@ -68,7 +48,9 @@ _Gains = tuple[tuple[BaseMessage, ...], tuple[str, ...], dict[tuple[str, ...], i
 class HeuristicPlanner:
     """Rule-based planner following the Self-GC safeguards (the offline default).
 
-    What its defaults keep and prune: docs/results/lifecycle.md.
+    Outside the protected tail, an object is pruned when a later one supersedes it, folded when
+    a large stable body, masked when noisy output; the first user message, live handles, files
+    edited later and the latest whole read of each file stay (docs/results/lifecycle.md).
 
     Args:
         selector: A :class:`~langchain_pacms.ContextSelector` whose embeddings score relevance;
@@ -76,8 +58,7 @@ class HeuristicPlanner:
         tuning: The planner's rules (default ``PlannerTuning()``).
 
     Raises:
-        TypeError: If ``selector`` has no ``embeddings`` or ``tuning`` is not a
-            :class:`~langchain_pacms.lifecycle.tuning.PlannerTuning`.
+        TypeError: If ``selector`` has no ``embeddings`` or ``tuning`` is not a ``PlannerTuning``.
 
     Example:
         >>> HeuristicPlanner(tuning=PlannerTuning(fold_min_tokens=500)).tuning.fold_min_tokens
@@ -98,7 +79,6 @@ class HeuristicPlanner:
         self._cache: LruMemo[tuple[str, str], Features] = LruMemo(self.tuning.cache_size)
         self._gains: LruMemo[tuple[Any, ...], _Gains] = LruMemo(self.tuning.cache_size)
 
-    # -- features and analysis (pure) ------------------------------------------------------------
     def _features(self, obj: ContextObject, messages: Sequence[BaseMessage]) -> Features:
         key = (obj.sha256, obj.signature)
         hit = self._cache.get(key)
@@ -118,7 +98,6 @@ class HeuristicPlanner:
             smallest=min(self.tuning.fold_min_tokens, self.tuning.mask_min_tokens),
         )
 
-    # -- relevance ------------------------------------------------------------------------------
     def _lexical(self, a: Analysis) -> dict[str, float]:
         query = words_of(a.query)
         if not query:
@@ -135,27 +114,18 @@ class HeuristicPlanner:
         scores = (docs @ query) / np.maximum(norms, 1e-12)
         return {o.id: float(s) for o, s in zip(a.scored, scores)}
 
-    def _relevance(self, a: Analysis) -> tuple[dict[str, float], str]:
+    def _relevance(self, a: Analysis) -> Steps[tuple[dict[str, float], str]]:
         if self.selector is None or not a.scored or not a.query.strip():
             return self._lexical(a), ""
         try:
-            docs = self.selector.embeddings.embed_matrix(self._texts(a))
-            query = self.selector.embeddings.embed_matrix([a.query], kind="query")[0]
+            embed = self.selector.embeddings
+            docs = yield Call(embed.embed_matrix, embed.aembed_matrix, (self._texts(a),))
+            kind = {"kind": "query"}
+            query = (yield Call(embed.embed_matrix, embed.aembed_matrix, ([a.query],), kind))[0]
             return self._cosines(a, docs, query), ""
         except Exception as err:  # fail soft: word overlap instead
             return self._lexical(a), f"{type(err).__name__}: {err}"
 
-    async def _arelevance(self, a: Analysis) -> tuple[dict[str, float], str]:
-        if self.selector is None or not a.scored or not a.query.strip():
-            return self._lexical(a), ""
-        try:
-            docs = await self.selector.embeddings.aembed_matrix(self._texts(a))
-            query = (await self.selector.embeddings.aembed_matrix([a.query], kind="query"))[0]
-            return self._cosines(a, docs, query), ""
-        except Exception as err:  # fail soft: word overlap instead
-            return self._lexical(a), f"{type(err).__name__}: {err}"
-
-    # -- decisions (pure) -----------------------------------------------------------------------
     def _gain(self, a: Analysis, obj: ContextObject, action: Action) -> int:
         """:func:`~langchain_pacms.lifecycle.actions.action_gain`, memoised per object."""
         held = tuple(a.messages[i] for i in obj.indices)
@@ -297,21 +267,12 @@ class HeuristicPlanner:
             summary += f" (relevance by word overlap: embedding failed, {failure})"
         return Plan(summary, tuple(actions), planner=self.name)
 
-    # -- public ---------------------------------------------------------------------------------
     def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
-        """Propose actions for ``index`` (built from ``messages``); see the module docs.
-
-        Example:
-            >>> from langchain_core.messages import HumanMessage
-            >>> from langchain_pacms.lifecycle.objects import index_messages
-            >>> msgs = [HumanMessage("hello")]
-            >>> HeuristicPlanner().plan(index_messages(msgs), msgs).actions
-            ()
-        """
+        """Propose actions for ``index`` (built from ``messages``)."""
         analysis = self._analyse(index, messages)
-        return self._decide(analysis, *self._relevance(analysis))
+        return self._decide(analysis, *drive_calls(self._relevance(analysis)))
 
     async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Async twin of :meth:`plan` (embeds with the model's async API)."""
         analysis = self._analyse(index, messages)
-        return self._decide(analysis, *(await self._arelevance(analysis)))
+        return self._decide(analysis, *(await adrive_calls(self._relevance(analysis))))

@@ -1,23 +1,4 @@
-r"""The LLM planner: any LangChain chat model proposes fold / mask / prune on a compact view.
-
-The model sees only a system prompt and a one-line-per-object view of the history; its call
-is tagged ``nostream``. Bad output never raises: the plan is rejected when nothing usable
-comes back, otherwise invalid actions are dropped and the summary says why.
-
-Example:
-    >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> from langchain_pacms.lifecycle.objects import index_messages
-    >>> call = {"name": "read_file", "args": {"path": "a.py"}, "id": "c1"}
-    >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("x = 1\n" * 500, tool_call_id="c1", id="t1"),
-    ...         HumanMessage("now the docs", id="h2")]
-    >>> reply = ('{"summary": "fold the old read", "actions": [{"op": "fold", '
-    ...          '"target": "function:tool:1", "reason": "stable body"}]}')
-    >>> planner = LLMPlanner(GenericFakeChatModel(messages=iter([reply])))
-    >>> planner.plan(index_messages(msgs), msgs).groups()
-    {'fold': ['function:tool:1']}
-"""
+"""The LLM planner: any LangChain chat model proposes fold / mask / prune on a compact view."""
 
 from __future__ import annotations
 
@@ -31,6 +12,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field
 
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.analysis import recent_turns
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
@@ -134,7 +116,11 @@ def _json_in(text: str) -> Any:
 
 
 class LLMPlanner:
-    """A planner backed by any LangChain chat model (see the module docs for the contract).
+    """A planner backed by any LangChain chat model.
+
+    The model sees a system prompt and a one-line-per-object view (never the agent's messages);
+    its call is tagged ``nostream``. Bad output never raises: the plan is rejected when nothing
+    usable comes back, otherwise invalid actions are dropped and the summary says why.
 
     Args:
         model: The chat model; structured output (:class:`PlanSchema`) is used when it
@@ -172,24 +158,8 @@ class LLMPlanner:
             self._runnable = model
             self.structured = False
 
-    # -- the prompt (pure) ----------------------------------------------------------------------
     def view(self, index: ContextIndex) -> str:
-        """The compact view of ``index`` that the model reads.
-
-        Example:
-            >>> from langchain_core.language_models.fake_chat_models import (
-            ...     FakeMessagesListChatModel)
-            >>> from langchain_pacms.lifecycle.objects import index_messages
-            >>> planner = LLMPlanner(FakeMessagesListChatModel(responses=[]))
-            >>> print(planner.view(index_messages([HumanMessage("hi", id="h")])))
-            Objects (id | kind | tokens | state | preview):
-            (none outside the latest turn)
-            Protected, never targets: conversation:user:1
-            Active tokens: 1
-            <BLANKLINE>
-            Recent turns:
-            [conversation:user:1] hi
-        """
+        """The compact view of ``index`` that the model reads."""
         listed = [o for o in index.objects if o.kind != "system" and not o.latest]
         protected = [o.id for o in index.objects if o.kind == "system" or o.latest]
         left_out = 0
@@ -213,7 +183,6 @@ class LLMPlanner:
         """The two messages sent to the model (the agent's own messages are never sent)."""
         return [SystemMessage(SYSTEM_PROMPT), HumanMessage(self.view(index))]
 
-    # -- reading the reply (pure) ---------------------------------------------------------------
     def _data(self, output: Any) -> Any:
         """The plan as plain data from the model's output, or raise ValueError."""
         if isinstance(output, Mapping) and "raw" in output:  # structured, include_raw=True
@@ -288,22 +257,19 @@ class LLMPlanner:
         reason = _one_line(str(item.get("reason") or ""), 200)
         return "", Action(op, target, reason, "span" if scope == "span" else "output")
 
-    # -- public ---------------------------------------------------------------------------------
-    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
-        """Ask the model for a plan; a rejection (never an exception) when it cannot give one.
-
-        ``messages`` is not sent: the view is built from ``index``.
-        """
+    def _planning(self, index: ContextIndex) -> Steps[Plan]:
+        run = self._runnable
         try:
-            output = self._runnable.invoke(self.prompt(index), config=_RUN_CONFIG)
+            config = {"config": _RUN_CONFIG}
+            output = yield Call(run.invoke, run.ainvoke, (self.prompt(index),), config)
         except Exception as err:
             return Plan.rejection(f"model raised {type(err).__name__}: {err}", planner=self.name)
         return self._interpret(output, index)
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        """Ask the model for a plan (from ``index`` only); a rejection when it cannot give one."""
+        return drive_calls(self._planning(index))
 
     async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Async twin of :meth:`plan` (the model is called with ``ainvoke``)."""
-        try:
-            output = await self._runnable.ainvoke(self.prompt(index), config=_RUN_CONFIG)
-        except Exception as err:
-            return Plan.rejection(f"model raised {type(err).__name__}: {err}", planner=self.name)
-        return self._interpret(output, index)
+        return await adrive_calls(self._planning(index))

@@ -1,13 +1,7 @@
-r"""Mask: keep the head and tail of a noisy output, replace its middle with a marker.
+"""Mask: keep the head and tail of a noisy output, replace its middle with a marker.
 
-A mask makes no recovery promise (the original goes to the audit namespace only); it keeps
-the elided lines that hold a locator, within a budget that grows with what it elides.
-
-Example:
-    >>> print(mask_text("\n".join(f"PASSED test_{n}" for n in range(50)), head=13, tail=14))
-    PASSED test_0
-    [... 712 chars, 50 lines elided by mask ...]
-    PASSED test_49
+No recovery promise (the original goes to the audit namespace only); elided lines that hold a
+locator are kept within a budget that grows with what is elided.
 """
 
 from __future__ import annotations
@@ -30,9 +24,6 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
         head: Characters kept at the start.
         tail: Characters kept at the end.
         locator_chars: Characters of elided lines holding a locator kept after the marker.
-
-    Returns:
-        The masked text.
 
     Example:
         >>> print(mask_text("ok\n" * 9 + "FAIL src/a.py\n" + "ok\n" * 9 + "end", 2, 3, 99))

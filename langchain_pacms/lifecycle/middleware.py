@@ -1,21 +1,12 @@
-"""``LifecycleMiddleware``: the context lifecycle inside ``langchain.agents.create_agent``.
-
-Needs ``pip install "langchain-pacms[middleware]"``. With
-:class:`~langchain_pacms.integrations.PACMSMiddleware` in the same agent, list the lifecycle
-first.
-
-Example:
-    >>> from langchain.agents import create_agent  # doctest: +SKIP
-    >>> agent = create_agent(model, tools, middleware=[LifecycleMiddleware(),
-    ...                      PACMSMiddleware(8000)])  # doctest: +SKIP
-"""
+"""``LifecycleMiddleware``: the context lifecycle inside ``langchain.agents.create_agent``."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.errors import missing_extra
 
 try:
@@ -26,18 +17,13 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
         "LifecycleMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired, Unpack
 
 from langchain_pacms.lifecycle.harness import LifecycleHarness
-from langchain_pacms.lifecycle.node import (
-    HarnessOptions,
-    build_harness,
-    state_inputs,
-    state_update,
-)
+from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, state_update
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
 from langchain_pacms.messages.runs import run_config, thread_of
 
@@ -56,7 +42,7 @@ class LifecycleMiddleware(AgentMiddleware):
     """Fold, mask and prune the agent's history at safe boundaries, with byte-exact recovery.
 
     Before each model call it steps the harness; a commit lands in the agent state. It adds the
-    ``recover_context`` tool.
+    ``recover_context`` tool. Needs the ``middleware`` extra; list it before ``PACMSMiddleware``.
 
     Args:
         harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
@@ -106,26 +92,30 @@ class LifecycleMiddleware(AgentMiddleware):
         )
         return state_update(commit)
 
-    def _recovered(
+    def _after_tool(
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
-    ) -> tuple[str, Sequence[BaseMessage], Mapping[str, str] | None, str] | None:
-        """What to re-activate after a successful recovery (``None``: leave the result alone)."""
+    ) -> Steps[ToolMessage | Command[Any]]:
+        """After a successful recovery with ``reactivate=True``, the object restored in place."""
         if (
             not self.reactivate
             or request.tool_call.get("name") != RECOVER_TOOL_NAME
             or not isinstance(result, ToolMessage)
             or result.status == "error"
         ):
-            return None
+            return result
         messages, known = state_inputs(request.state)
-        config = getattr(request.runtime, "config", None)
-        thread = thread_of(config, messages)
-        return str(request.tool_call["args"].get("object_id")), messages, known, thread
-
-    @staticmethod
-    def _command(
-        object_id: str, result: ToolMessage, restored: list[BaseMessage]
-    ) -> ToolMessage | Command[Any]:
+        thread = thread_of(getattr(request.runtime, "config", None), messages)
+        object_id = str(request.tool_call["args"].get("object_id"))
+        try:
+            restored = yield Call(
+                self.harness.reactivate,
+                self.harness.areactivate,
+                (messages, object_id),
+                {"thread_id": thread, "known_ids": known},
+            )
+        except Exception as err:  # not folded (any more), or the store failed: the result is enough
+            logger.info("recover_context: %s not restored in place: %r", object_id, err)
+            return result
         if not restored:
             return result
         note = result.model_copy(
@@ -144,19 +134,7 @@ class LifecycleMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Run the tool; after a recovery with ``reactivate=True``, restore the object in place."""
-        result = handler(request)
-        found = self._recovered(request, result)
-        if found is None:
-            return result
-        object_id, messages, known, thread = found
-        try:
-            restored = self.harness.reactivate(
-                messages, object_id, thread_id=thread, known_ids=known
-            )
-        except Exception as err:  # not folded (any more), or the store failed: the result is enough
-            logger.info("recover_context: %s not restored in place: %r", object_id, err)
-            restored = []
-        return self._command(object_id, result, restored)  # type: ignore[arg-type]
+        return drive_calls(self._after_tool(request, handler(request)))
 
     async def awrap_tool_call(
         self,
@@ -164,16 +142,4 @@ class LifecycleMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async twin of :meth:`wrap_tool_call`."""
-        result = await handler(request)
-        found = self._recovered(request, result)
-        if found is None:
-            return result
-        object_id, messages, known, thread = found
-        try:
-            restored = await self.harness.areactivate(
-                messages, object_id, thread_id=thread, known_ids=known
-            )
-        except Exception as err:
-            logger.info("recover_context: %s not restored in place: %r", object_id, err)
-            restored = []
-        return self._command(object_id, result, restored)  # type: ignore[arg-type]
+        return await adrive_calls(self._after_tool(request, await handler(request)))

@@ -1,17 +1,4 @@
-"""A LangGraph node that runs the lifecycle harness on a graph's ``messages`` channel.
-
-Put it before the model node; add ``pacms_lifecycle_ids`` to the state to keep object ids
-stable across prunes, and give the model ``make_recover_tool(harness.store)``.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> from langgraph.graph import START, MessagesState, StateGraph
-    >>> graph = StateGraph(MessagesState)
-    >>> _ = graph.add_node("lifecycle", create_lifecycle_node())
-    >>> _ = graph.add_edge(START, "lifecycle")
-    >>> graph.compile().invoke({"messages": [HumanMessage("hi")]})["messages"][0].content
-    'hi'
-"""
+"""A LangGraph node that runs the lifecycle harness on a graph's ``messages`` channel."""
 
 from __future__ import annotations
 
@@ -47,8 +34,6 @@ class HarnessOptions(TypedDict, total=False):
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default: the offline
             :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
         store: The sidecar store (default: an ``InMemoryStore``).
-        commit: When to commit (:class:`~langchain_pacms.lifecycle.tuning.CommitRule`).
-        masking: What a mask keeps (:class:`~langchain_pacms.lifecycle.tuning.Masking`).
         token_counter: The token counter (share the selector's).
         log_path: Append one JSONL record per commit to this file.
     """
@@ -65,10 +50,6 @@ def build_harness(
     harness: LifecycleHarness | None, options: Mapping[str, Any], owner: Callable[..., Any]
 ) -> LifecycleHarness:
     """The given harness, or a new one from ``options`` (the heuristic planner by default).
-
-    Raises:
-        TypeError: For an unknown option (the message lists ``owner``'s keywords) or a wrong type.
-        ValueError: For a harness together with options.
 
     Example:
         >>> build_harness(None, {"threshold": 0.5}, create_lifecycle_node)  # doctest: +ELLIPSIS
@@ -108,11 +89,7 @@ def state_update(commit: Commit | None) -> dict[str, Any] | None:
 def state_inputs(
     state: Mapping[str, Any], key: str = "messages"
 ) -> tuple[Sequence[BaseMessage], Mapping[str, str] | None]:
-    """The messages and the object-id map a lifecycle step reads from a graph state.
-
-    Raises:
-        KeyError: If the state has no ``key``.
-    """
+    """The messages and the object-id map a lifecycle step reads from a graph state."""
     messages = state.get(key)
     if messages is None:
         raise KeyError(f"the lifecycle node reads state[{key!r}], which this state lacks")
@@ -127,6 +104,9 @@ def create_lifecycle_node(
     **options: Unpack[HarnessOptions],
 ) -> RunnableLambda[Any, dict[str, Any] | None]:
     """A graph node (sync and async) that commits lifecycle edits at safe boundaries.
+
+    Put it before the model node, keep ``pacms_lifecycle_ids`` in the state (stable ids after
+    prunes) and give the model ``make_recover_tool(node.harness.store)``.
 
     Args:
         harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
@@ -151,9 +131,8 @@ def create_lifecycle_node(
 
     async def alifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
         messages, known = state_inputs(state, messages_key)
-        commit = await live.astep(
-            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
-        )
+        thread = thread_of(config, messages)
+        commit = await live.astep(messages, thread_id=thread, known_ids=known, config=config)
         return _keyed(state_update(commit), messages_key)
 
     node: RunnableLambda[Any, dict[str, Any] | None] = RunnableLambda(

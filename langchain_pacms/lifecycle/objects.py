@@ -1,16 +1,7 @@
 """Index a message history into context objects with stable ids.
 
 A tool call and its results are one object. Ids are ``system:N``, ``conversation:user:N``,
-``conversation:assistant:N`` and ``function:tool:N``, numbered from 1 per kind; rewritten
-messages keep theirs, and ``known_ids`` keeps them stable after a prune.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
-    >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
-    ...         ToolMessage("print(1)", tool_call_id="c1", id="t1")]
-    >>> [(o.id, o.indices) for o in index_messages(msgs).objects]
-    [('conversation:user:1', (0,)), ('function:tool:1', (1, 2))]
+``conversation:assistant:N`` and ``function:tool:N``; ``known_ids`` keeps them after a prune.
 """
 
 from __future__ import annotations
@@ -48,12 +39,10 @@ class ContextObject:
 
     Attributes:
         id: Stable id (``conversation:user:3``, ``function:tool:7``, ...).
-        kind: ``system``, ``user``, ``assistant`` or ``tool``.
         indices: Positions of its messages in the indexed list.
         lineage: The ids of the original messages (``""`` for a message without id).
         tokens: Token count of its text as the model sees it now.
         position: Order among the objects (0-based).
-        state: ``active``, ``folded`` or ``masked``.
         sha256: Hex digest of its payload (what a fold would store).
         text: The text scored and counted.
         latest: Protected as the current work (see ``latest`` of :func:`index_messages`).
@@ -83,7 +72,6 @@ class ContextIndex:
 
     Attributes:
         objects: The objects, oldest first.
-        by_id: ``id -> object``.
         latest_index: Position of the latest user message in the list (``-1`` when none).
 
     Example:
@@ -169,11 +157,16 @@ def index_messages(
         latest: What no action may touch: ``"turn"`` (the latest user message and all after
             it) or ``"step"`` (the latest user message and the newest object only).
 
-    Returns:
-        The :class:`ContextIndex`.
-
     Raises:
         ValueError: If ``known_ids`` maps two objects to one id, or ``latest`` is unknown.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
+        >>> msgs = [HumanMessage("read a.py", id="h1"), AIMessage("", tool_calls=[call], id="a1"),
+        ...         ToolMessage("print(1)", tool_call_id="c1", id="t1")]
+        >>> [(o.id, o.indices) for o in index_messages(msgs).objects]
+        [('conversation:user:1', (0,)), ('function:tool:1', (1, 2))]
     """
     if latest not in ("turn", "step"):
         raise ValueError(f"latest must be 'turn' or 'step', not {latest!r}")

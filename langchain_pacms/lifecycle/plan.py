@@ -1,14 +1,4 @@
-"""A plan (a summary and actions on object ids) and the protocol every planner follows.
-
-A planner proposes; the harness rehearses, validates and commits. A planner that cannot make a
-plan returns :meth:`Plan.rejection` instead of raising.
-
-Example:
-    >>> from langchain_pacms.lifecycle.actions import Action
-    >>> plan = Plan("fold the old read", (Action("fold", "function:tool:1", "stable body"),))
-    >>> plan.ok, plan.groups(), Plan.rejection("unknown id").ok
-    (True, {'fold': ['function:tool:1']}, False)
-"""
+"""A plan (a summary and actions on object ids) and the protocol every planner follows."""
 
 from __future__ import annotations
 
@@ -30,9 +20,13 @@ class Plan:
 
     Attributes:
         summary: One or two sentences on what the plan does and why.
-        actions: The actions, each on one object id with a reason.
         planner: Name of the planner that made it.
         rejected: ``None`` for a usable plan, else why none could be made (no actions then).
+
+    Example:
+        >>> plan = Plan("fold the old read", (Action("fold", "function:tool:1", "stable body"),))
+        >>> plan.ok, plan.groups(), Plan.rejection("unknown id").ok
+        (True, {'fold': ['function:tool:1']}, False)
     """
 
     summary: str

@@ -1,13 +1,4 @@
-"""The ``recover_context`` tool: an agent gets a folded payload back, byte for byte.
-
-The payload is checked against the sha256 its stub carries. The thread is the given
-``thread_id``, else the run's ``configurable.thread_id``, else the run's own namespace. Every
-failure comes back to the model as an error result, never as a wrong payload.
-
-Example:
-    >>> RECOVER_TOOL_NAME
-    'recover_context'
-"""
+"""The ``recover_context`` tool: an agent gets a folded payload back, byte for byte."""
 
 from __future__ import annotations
 
@@ -102,8 +93,7 @@ def expected_sha256(
 ) -> tuple[tuple[str, ...], bool]:
     """The sha256 candidates of ``object_id``'s payload in a conversation, and whether it is folded.
 
-    A folded object has the one hash its stub carries; one still whole has those of its result
-    and span payloads; an unknown one has none.
+    Folded: the hash its stub carries; still whole: its result and span payloads'; unknown: none.
 
     Example:
         >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -121,9 +111,8 @@ def expected_sha256(
     if obj.state == "folded":
         return (obj.sha256,), True
     whole = (payload_of(messages, obj.indices), span_payload(messages, obj))
-    return tuple(dict.fromkeys(SidecarRecord.of(object_id, p, obj.kind).sha256 for p in whole)), (
-        False
-    )
+    hashes = tuple(dict.fromkeys(SidecarRecord.of(object_id, p, obj.kind).sha256 for p in whole))
+    return hashes, False
 
 
 def _failure(exc: BaseException, known: list[str]) -> ToolException:
@@ -184,15 +173,15 @@ def make_recover_tool(
 ) -> BaseTool:
     r"""Build the ``recover_context(object_id)`` tool over the sidecars in ``store``.
 
+    The payload is checked against the sha256 its stub carries; every failure comes back to the
+    model as the tool's error result, never as a wrong payload.
+
     Args:
         store: The ``BaseStore`` the folds wrote their sidecars to.
-        thread_id: Read this thread's sidecars (default: the run's thread).
+        thread_id: Read this thread's sidecars (default: the run's ``configurable.thread_id``,
+            else the run's own namespace).
         default_thread_id: The thread for a direct call with neither a thread id nor a graph
             state (default: an error result). Do not share one between conversations.
-
-    Returns:
-        A ``StructuredTool`` (sync and async) that returns the exact payload; failures come
-        back as the tool's error result.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` is not a string.

@@ -1,9 +1,4 @@
-"""Rewritten copies of messages (memoised), and what a message weighs before and after.
-
-Example:
-    >>> short_args({"script": "x" * LONG_ARGUMENT}, "[folded]")
-    {'script': '[folded]'}
-"""
+"""Rewritten copies of messages (memoised), and what a message weighs before and after."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-r"""Folded payloads in any LangGraph ``BaseStore``, keyed by object id and content, hash-checked.
+"""Folded payloads in a LangGraph ``BaseStore``, keyed by object id and content, hash-checked.
 
-A record's key is ``<object id>@<first 16 hex digits of its sha256>``, so payloads folded
-under one id never overwrite each other. Payloads are stored as base64 (any code point
-survives) and verified on read; items are never embedded (``index=False``).
-
-Example:
-    >>> from langgraph.store.memory import InMemoryStore
-    >>> from langchain_pacms.lifecycle.fold import SidecarRecord
-    >>> sidecars = SidecarStore(InMemoryStore(), "thread-1")
-    >>> sidecars.put(SidecarRecord.of("function:tool:1", "a\x00b \ud800", "tool", ("t1",)))
-    >>> sidecars.get("function:tool:1").payload == "a\x00b \ud800", sidecars.list_ids()
-    (True, ['function:tool:1'])
+Keys are ``<object id>@<16 hex digits of the sha256>``; payloads are stored as base64 (any code
+point survives), verified on read and never embedded (``index=False``).
 """
 
 from __future__ import annotations
@@ -53,25 +44,15 @@ _PLAIN_LABEL = re.compile(r"[A-Za-z0-9_\-:@+=,]+")
 
 
 class SidecarError(PACMSError):
-    """Base class of the sidecar errors.
-
-    Example:
-        >>> issubclass(SidecarNotFoundError, SidecarError)
-        True
-    """
+    """Base class of the sidecar errors."""
 
 
 class SidecarIntegrityError(SidecarError, ValueError):
-    """A stored sidecar does not match its sha256 (or is not a sidecar value at all).
-
-    Example:
-        >>> issubclass(SidecarIntegrityError, ValueError)
-        True
-    """
+    """A stored sidecar does not match its sha256 or is not a sidecar value (a ``ValueError``)."""
 
 
 class SidecarNotFoundError(SidecarError, KeyError):
-    """No sidecar is stored for this object id in this thread.
+    """No sidecar is stored for this object id in this thread (a ``KeyError``).
 
     Example:
         >>> str(SidecarNotFoundError("no sidecar for 'x'"))
@@ -84,12 +65,7 @@ class SidecarNotFoundError(SidecarError, KeyError):
 
 
 class SidecarAmbiguousError(SidecarError, LookupError):
-    """Several payloads were folded under one object id (a forked thread) and nothing says which.
-
-    Example:
-        >>> issubclass(SidecarAmbiguousError, LookupError)
-        True
-    """
+    """Several payloads were folded under one object id (a forked thread) and nothing says which."""
 
 
 def thread_label(thread_id: str) -> str:
@@ -105,12 +81,7 @@ def thread_label(thread_id: str) -> str:
 
 
 def record_key(object_id: str, sha256: str) -> str:
-    """The store key of a payload: its object id and the start of its sha256.
-
-    Example:
-        >>> record_key("function:tool:3", "ab" * 32)
-        'function:tool:3@abababababababab'
-    """
+    """The store key of a payload: its object id and the start of its sha256."""
     return f"{object_id}@{sha256[:_KEY_HEX]}"
 
 

@@ -1,13 +1,4 @@
-"""The lifecycle's tuning objects: the heuristic planner's rules, the commit rule, the mask shape.
-
-Each is a frozen dataclass validated when it is made.
-
-Example:
-    >>> CommitRule(threshold=1.5)
-    Traceback (most recent call last):
-    ...
-    ValueError: threshold must be within [0, 1], got 1.5
-"""
+"""The lifecycle's tuning: the heuristic planner's rules, the commit rule, the mask shape."""
 
 from __future__ import annotations
 
@@ -30,7 +21,7 @@ def _check_int(name: str, value: Any, low: int) -> None:
 class PlannerTuning:
     """The rules of :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`.
 
-    The defaults were chosen on recorded agent runs (measured: docs/results/lifecycle.md).
+    The defaults were chosen on recorded agent runs (docs/results/lifecycle.md).
 
     Attributes:
         fold_min_tokens: A low-value stable body of at least this many tokens is folded.
@@ -40,8 +31,7 @@ class PlannerTuning:
         keep_above: An object at least this valuable is kept (unless superseded).
         fold_calls: Fold a tool span with its call's text and long arguments.
         keep_file_views: Keep the latest whole read of each file in view.
-        max_stubs: Stubs and masks kept in view, the newest; older ones are pruned
-            (``None``: no limit).
+        max_stubs: Stubs and masks kept in view, the newest; older ones are pruned (``None``: all).
         recency_half_life: Number of objects after which recency halves.
         cache_size: Entries of the planner's caches (``0``: none).
 
@@ -95,8 +85,7 @@ class CommitRule:
         threshold: Commit when the staged actions remove at least this share of the active
             view (default ``0``: every accepted plan).
         max_active_tokens: Also commit, whatever the share, when the view exceeds this.
-        boundary: ``"auto"`` (default), ``"turn"`` or ``"tool"`` (see
-            :func:`~langchain_pacms.lifecycle.boundary.at_boundary`).
+        boundary: ``"auto"``, ``"turn"`` or ``"tool"`` (see :func:`at_boundary`).
         cached_price: A cached input token's price relative to an uncached one; when set, a
             commit must also pay under prompt caching.
 
@@ -125,11 +114,7 @@ class CommitRule:
 
 @dataclass(frozen=True)
 class Masking:
-    """What a mask keeps of the output it replaces: its first and last characters.
-
-    Attributes:
-        head: Characters a mask keeps at the start.
-        tail: Characters a mask keeps at the end.
+    """What a mask keeps of the output it replaces: its first ``head`` and last ``tail`` characters.
 
     Raises:
         ValueError: If ``head`` or ``tail`` is negative.

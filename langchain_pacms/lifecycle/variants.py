@@ -1,11 +1,6 @@
-r"""Fold-stub variants of tool spans, for per-call selection inside a long tool loop.
+"""Fold-stub variants of tool spans: a span a selection drops can be sent as its stub instead.
 
-A dropped tool span can be sent as its fold stub instead, at a small token cost; the stub's
-sidecar record must be stored before its messages reach the model.
-
-Example:
-    >>> fold_variants([])
-    {}
+A stub's sidecar record must be stored before its messages reach the model.
 """
 
 from __future__ import annotations
@@ -73,7 +68,7 @@ def fold_variants(
     calls: bool = True,
     memo: FoldMemo | None = None,
 ) -> dict[int, FoldVariant]:
-    """The fold-stub variant of every active tool span with results, by its call's index.
+    """The fold-stub variant of every active tool span with results, by its ``AIMessage``'s index.
 
     A stub leaves out what the history before its span shows, so it stays the same while the
     history grows. ``messages`` is not modified.
@@ -84,9 +79,6 @@ def fold_variants(
         calls: Fold a call message that carries text or long arguments with its results
             (``scope="span"``).
         memo: Variants of earlier calls to reuse; new ones are added.
-
-    Returns:
-        ``index of the span's AIMessage -> FoldVariant``.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
