@@ -1,15 +1,4 @@
-"""The baseline strategies: ``topk``, ``lastk`` and ``rag``.
-
-Each ranks the candidates one simple way (relevance, recency, the ``k`` most relevant) and takes
-what fits the budget after the mandatory items.
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem
-    >>> p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
-    >>> topk(p).order.tolist(), rag(p, k=1).order.tolist()
-    ([0, 1], [0])
-"""
+"""The baseline strategies ``topk``, ``lastk`` and ``rag``: one ranking walked under the budget."""
 
 from __future__ import annotations
 
@@ -30,15 +19,7 @@ def topk(problem: Problem) -> Pick:
 
 
 def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
-    """Newest first, add while the next one fits (a contiguous window of recent items).
-
-    With ``contiguous=False`` an item that does not fit is skipped and older ones are tried.
-
-    Example:
-        >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)
-        >>> lastk(p).order.tolist(), lastk(p, contiguous=False).order.tolist()
-        ([], [1, 0])
-    """
+    """Newest first while the next one fits; ``contiguous=False`` skips misfits and goes on."""
     start, remaining, taken = mandatory_state(problem)
     order = problem.recency_order().tolist()
     picked = walk(problem, order, remaining, taken, stop_at_first_misfit=contiguous)

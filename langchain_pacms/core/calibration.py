@@ -1,12 +1,4 @@
-"""Reading a pool on its own cosine scale, for ``pacms`` with ``calibrate=True``.
-
-Settings chosen on the dense scale (unrelated texts near 0) are moved onto each pool's own
-scale, for embedders that declare no profile.
-
-Example:
-    >>> pool_threshold(0.85, 0.0)
-    0.85
-"""
+"""Reading a pool on its own cosine scale, for ``pacms`` with ``calibrate=True``."""
 
 from __future__ import annotations
 
@@ -23,23 +15,12 @@ __all__ = [
 ]
 
 
-POOL_MEAN_COSINE_LIMIT = 0.95
-"""Mean pool cosine from which ``pacms`` with ``calibrate=True`` keeps relevance order."""
-
-RELEVANCE_TIE_WEIGHT = 1e-3
-"""Weight of raw relevance in :func:`on_pool_scale`, keeping low candidates in raw order."""
+POOL_MEAN_COSINE_LIMIT = 0.95  # mean pool cosine from which calibrated pacms keeps relevance order
+RELEVANCE_TIE_WEIGHT = 1e-3  # raw relevance in on_pool_scale: low candidates keep their order
 
 
 def pool_mean_cosine(problem: Problem) -> float:
-    """The mean cosine over all pairs of distinct candidates (0 for fewer than two).
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [1.0, 0.0],
-        ...                   tokens=[1, 1, 1], budget=1)
-        >>> round(pool_mean_cosine(p), 3)
-        0.333
-    """
+    """The mean cosine over all pairs of distinct candidates (0 for fewer than two)."""
     n = problem.n
     if n < 2:
         return 0.0
@@ -50,26 +31,15 @@ def pool_mean_cosine(problem: Problem) -> float:
 
 
 def pool_threshold(threshold: float, mean_cosine: float) -> float:
-    """A threshold chosen on the dense scale (unrelated texts near 0), read on a pool's scale.
-
-    Returns ``m + threshold * (1 - m)`` with ``m = max(0, mean_cosine)``.
-
-    Example:
-        >>> pool_threshold(0.85, 0.0), round(pool_threshold(0.85, 0.8), 3)
-        (0.85, 0.97)
-    """
+    """A dense-scale threshold read on a pool's scale: ``m + threshold * (1 - m)``, ``m >= 0``."""
     shift = max(float(mean_cosine), 0.0)
     return shift + float(threshold) * (1.0 - shift)
 
 
 def on_pool_scale(problem: Problem) -> Problem:
-    """The problem with relevance read on the pool's own scale, built once per pool.
-
-    ``rel' = (max(0, rel - m) + w * rel) / (1 - m + w)``, ``m`` the pool's mean relevance
-    (at most 0.999) and ``w`` :data:`RELEVANCE_TIE_WEIGHT`; the order is kept.
+    """Relevance ``(max(0, r - m) + w * r) / (1 - m + w)``, ``m`` its mean, built once per pool.
 
     Example:
-        >>> import numpy as np
         >>> p = Problem.build(np.eye(3), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=1,
         ...                   relevance=[0.9, 0.8, 0.7])
         >>> [round(float(r), 3) for r in on_pool_scale(p).relevance]

@@ -1,9 +1,4 @@
-"""Cosines between unit rows: normalising, growing a kept cosine matrix, near pairs.
-
-Example:
-    >>> unit_rows([[3.0, 4.0]]).tolist()
-    [[0.6000000238418579, 0.800000011920929]]
-"""
+"""Cosines between unit rows: normalising, growing a kept cosine matrix, near pairs."""
 
 from __future__ import annotations
 
@@ -25,21 +20,7 @@ __all__ = [
 
 
 def unit_rows(matrix: ArrayLike) -> NDArray[np.float32]:
-    """Return ``matrix`` as float32 rows of unit length.
-
-    Rows that are all zero or contain a non-finite value become zero rows (similarity 0 to
-    everything). Norms are taken in float64.
-
-    Args:
-        matrix: A 1-D vector or a 2-D array of row vectors.
-
-    Returns:
-        A new float32 array of the same shape.
-
-    Example:
-        >>> unit_rows([[3.0, 4.0], [0.0, 0.0], [float("nan"), 1.0]]).tolist()
-        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0], [0.0, 0.0]]
-    """
+    """A vector or rows as new float32 unit rows (norms in float64); zero or non-finite rows: 0."""
     arr = np.asarray(matrix)
     if arr.dtype != np.float32:
         arr = arr.astype(np.float64, copy=False)
@@ -66,17 +47,7 @@ _PROBE_ROWS, _PROBE_GROWN = 517, 11
 
 @cache
 def rows_stable(dim: int) -> bool:
-    """Whether this BLAS gives a cosine the same bits whatever product it is computed in.
-
-    A grown pool's cosine matrix may be extended only if so (some kernels accumulate in an
-    order that depends on the product's shape). Checked once per dimension on seeded rows.
-
-    Args:
-        dim: The vectors' dimension.
-
-    Returns:
-        ``True`` when the pieces equal the whole product exactly.
-    """
+    """Whether this BLAS gives a cosine the same bits in any product (so a matrix may grow)."""
     rows = unit_rows(np.random.default_rng(0).standard_normal((_PROBE_ROWS, dim)))
     head = _PROBE_ROWS - _PROBE_GROWN
     whole = rows @ rows.T
@@ -88,10 +59,7 @@ def rows_stable(dim: int) -> bool:
 
 @dataclass(eq=False)
 class CosineStore:
-    """A buffer holding a cosine matrix in its top-left ``used`` rows and columns.
-
-    Problems grown one from another share it, each viewing its own top-left block.
-    """
+    """A buffer holding a cosine matrix in its top-left ``used`` rows, shared by grown problems."""
 
     buffer: NDArray[np.float32]
     used: int
@@ -108,12 +76,7 @@ def extended_cosines(
     store: CosineStore | None,
     limit: int,
 ) -> tuple[NDArray[np.float32], CosineStore] | None:
-    """The cosine matrix of ``unit`` from the one of its first rows: only new rows computed.
-
-    ``None`` when the recomputed last :data:`_CHECK_ROWS` old rows differ from ``old`` in any
-    bit. Writes into ``store`` when it holds ``old`` and has room, else into a new buffer of at
-    most ``limit`` rows.
-    """
+    """Grow ``old`` into the cosine matrix of ``unit``, in ``store`` or anew (None: bits differ)."""
     n0, n = old.shape[0], unit.shape[0]
     rows = None
     if n > n0:
@@ -140,13 +103,7 @@ def extended_cosines(
 
 @dataclass(frozen=True, eq=False)
 class NearPairs:
-    """The pairs ``(i, j)`` of a cosine matrix at or above a threshold, in row-major order.
-
-    Attributes:
-        indptr: ``(n + 1,)`` row ``i``'s pairs are ``cols[indptr[i]:indptr[i + 1]]``.
-        rows: ``(nnz,)`` the row of every pair (kept: the kernel and the fill read it).
-        cols: ``(nnz,)`` the column of every pair, ascending within a row.
-    """
+    """The pairs of a cosine matrix at or above a threshold, row-major (compressed rows)."""
 
     indptr: NDArray[np.int64]
     rows: NDArray[np.int64]

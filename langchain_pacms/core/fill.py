@@ -1,18 +1,4 @@
-"""Ways to spend the budget that a selection leaves over.
-
-Each walk returns the candidates to add, in order, within ``room`` tokens and never a member:
-:func:`relevance_fill` (most relevant first), :func:`distinct_fill` (the same, passing over
-near-copies of what is kept) and :func:`diverse_fill` (maximal marginal relevance continued
-from the members).
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem
-    >>> vectors = [[1.0, 0.0], [1.0, 0.05], [0.0, 1.0]]
-    >>> p = Problem.build(vectors, [1.0, 0.2], tokens=[1, 1, 1], budget=2)
-    >>> relevance_fill(p, [0], room=1), diverse_fill(p, [0], room=1)
-    ([1], [2])
-"""
+"""Ways to spend the budget a selection leaves: each returns non-members to add within ``room``."""
 
 from __future__ import annotations
 
@@ -26,13 +12,9 @@ from langchain_pacms.core.problem import Problem
 
 __all__ = ["EXACT_COPY_COSINE", "distinct_fill", "diverse_fill", "relevance_fill"]
 
-EXACT_COPY_COSINE = 1.0 - 1e-5
-"""Cosine from which :func:`distinct_fill` treats a candidate as an exact copy of one kept."""
-
-# Members per block when measuring redundancy against the members.
-_BLOCK = 256
-# The row walk compacts its slots to the live items only while more than this many are left.
-_COMPACT_MIN = 64
+EXACT_COPY_COSINE = 1.0 - 1e-5  # cosine from which distinct_fill sees an exact copy of one kept
+_BLOCK = 256  # members per block when measuring redundancy against them
+_COMPACT_MIN = 64  # the row walk compacts its slots only while more items than this are left
 
 
 def _open(problem: Problem, members: Sequence[int], room: int) -> np.ndarray:
@@ -43,16 +25,7 @@ def _open(problem: Problem, members: Sequence[int], room: int) -> np.ndarray:
 
 
 def relevance_fill(problem: Problem, members: Sequence[int], room: int) -> list[int]:
-    """Add non-members by relevance (ties: earlier position) while they fit.
-
-    Args:
-        problem: The selection instance.
-        members: Indices already selected.
-        room: Tokens left to spend.
-
-    Returns:
-        The added indices, in order.
-    """
+    """Add non-members by relevance (ties: earlier position) while they fit."""
     allowed = np.zeros(problem.n, dtype=bool)
     allowed[_open(problem, members, room)] = True
     added: list[int] = []
@@ -67,30 +40,9 @@ def relevance_fill(problem: Problem, members: Sequence[int], room: int) -> list[
 def distinct_fill(
     problem: Problem, members: Sequence[int], room: int, *, threshold: float
 ) -> list[int]:
-    """Add non-members by relevance while they fit, passing over near-copies of what is kept.
+    """Like :func:`relevance_fill`, passing over items with cosine >= ``threshold`` to a kept one.
 
-    An item is a near-copy when its cosine with a member or an earlier added item is at least
-    ``threshold``. Near-copies are passed over only while something else fits; then they are
-    added in relevance order. Exact copies (cosine at least :data:`EXACT_COPY_COSINE`) are
-    never added.
-
-    Args:
-        problem: The selection instance.
-        members: Indices already selected.
-        room: Tokens left to spend.
-        threshold: Cosine at or above which an item counts as a copy of a kept one.
-
-    Returns:
-        The added indices, in order.
-
-    Example:
-        >>> import numpy as np
-        >>> vectors = [[1.0, 0.0], [1.0, 0.05], [0.6, 0.8]]
-        >>> p = Problem.build(vectors, [1.0, 0.0], tokens=[1, 1, 1], budget=3)
-        >>> distinct_fill(p, [0], room=1, threshold=0.9), relevance_fill(p, [0], room=1)
-        ([2], [1])
-        >>> distinct_fill(p, [0], room=2, threshold=0.9)  # room for the copy too
-        [2, 1]
+    Those are added last, in relevance order; exact copies (:data:`EXACT_COPY_COSINE`) never.
     """
     added = _distinct_walk(problem, members, room, threshold)
     left = room - int(problem.tokens[np.asarray(added, dtype=np.int64)].sum())
@@ -147,9 +99,7 @@ def _distinct_from_vectors(
         if not fits.size:
             break
         block = rest[fits]
-        # Everything up to the block's last candidate has been seen (the skipped ones do not
-        # fit now, so they never will).
-        at += int(fits[-1]) + 1
+        at += int(fits[-1]) + 1  # the skipped ones do not fit now, so they never will
         left = vectors[block]
         near = np.zeros(block.size, dtype=bool)
         rows = max(1, problem.similarity_ceiling // (4 * block.size))
@@ -171,24 +121,7 @@ def _distinct_from_vectors(
 def diverse_fill(
     problem: Problem, members: Sequence[int], room: int, *, lambda_mult: float = 0.5
 ) -> list[int]:
-    """Add non-members by maximal marginal relevance against the members, while they fit.
-
-    The next item maximises ``lambda_mult * rel(j) - (1 - lambda_mult) * max_s cos(j, s)``
-    over the members and items added so far (ties: lower index); items that do not fit are
-    skipped.
-
-    Args:
-        problem: The selection instance.
-        members: Indices already selected.
-        room: Tokens left to spend.
-        lambda_mult: Relevance/diversity trade-off in ``[0, 1]`` (LangChain's default 0.5).
-
-    Returns:
-        The added indices, in order.
-
-    Raises:
-        ValueError: If ``lambda_mult`` is outside ``[0, 1]``.
-    """
+    """Add non-members by maximal marginal relevance against the members, while they fit."""
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
     open_ = _open(problem, members, room)
@@ -210,8 +143,7 @@ def diverse_fill(
         for block in blocks:
             np.maximum(redundancy, (mine @ problem.vectors[block].T).max(axis=1), out=redundancy)
         return added + _lazy_walk(problem, open_, redundancy, room, lambda_mult)
-    # The kept matrix is symmetric, so the members' rows hold every item's cosines to them:
-    # whole rows are read (contiguous) instead of an (open x members) gather.
+    # The kept matrix is symmetric: whole (contiguous) member rows instead of a gather.
     everyone = np.full(problem.n, -np.inf, dtype=np.float32)
     for block in blocks:
         np.maximum(everyone, matrix[block].max(axis=0), out=everyone)
@@ -226,11 +158,7 @@ def _row_walk(
     room: int,
     lambda_mult: float,
 ) -> list[int]:
-    """The walk over the kept cosine matrix: each step re-scores every live item from one row.
-
-    Slots are compacted to the live items once half are closed; ties still go to the lower
-    index.
-    """
+    """The walk over the kept cosine matrix: each step re-scores every live item from one row."""
     n = problem.n
     ids = np.arange(n)
     sub = matrix

@@ -1,11 +1,4 @@
-"""Budgeted greedy maximisation of the coverage objective.
-
-:func:`lazy_greedy` is cost-aware lazy greedy (CELF); it picks exactly what
-:func:`plain_greedy` picks with far fewer evaluations. :func:`budgeted_greedy` ranks by
-``gain / tokens ** cost_exponent`` and keeps that solution while it reaches a fraction
-``guarantee`` of the classic knapsack greedy (best of gain-per-token greedy and best single
-item), so the result is within ``guarantee * (1 - 1/e) / 2`` of the optimum.
-"""
+"""Budgeted greedy maximisation of the coverage objective: lazy (CELF), plain and guaranteed."""
 
 from __future__ import annotations
 
@@ -20,16 +13,12 @@ from langchain_pacms.core.objective import CoverageObjective
 
 __all__ = ["Completion", "GreedyResult", "budgeted_greedy", "lazy_greedy", "plain_greedy"]
 
-Completion = Callable[[list[int], int], list[int]]
-"""``(members, room) -> extra``: candidates to add to ``members`` within ``room`` tokens."""
+Completion = Callable[[list[int], int], list[int]]  # (members, room) -> what to add within room
 
 
 @dataclass(frozen=True)
 class GreedyResult:
-    """Items picked on top of the start set, in pick order, with their marginal gains.
-
-    The last ``completed`` picks came from a completion rather than from the greedy.
-    """
+    """Picks after the start set with their marginal gains; the last ``completed`` are a fill's."""
 
     picks: list[int]
     gains: list[float]
@@ -50,20 +39,7 @@ def lazy_greedy(
     *,
     cost_exponent: float = 1.0,
 ) -> GreedyResult:
-    """Cost-aware lazy greedy from a start set.
-
-    Args:
-        objective: The objective to maximise.
-        costs: Token cost of every candidate.
-        budget: Total budget (the start set's cost is charged first).
-        start: Indices already in the set (mandatory items).
-        rank: Tie-break rank of every candidate (lower wins ties).
-        cost_exponent: Gains are divided by ``cost ** cost_exponent``; 1 is gain per token, 0 is
-            plain gain.
-
-    Returns:
-        The picks made after ``start``; stops when nothing that fits has a positive gain.
-    """
+    """Cost-aware lazy greedy (CELF) on ``gain / cost ** cost_exponent``, ties to lower rank."""
     coverage = objective.coverage_of(start)
     return _lazy(objective, costs, budget, start, rank, cost_exponent, coverage, None, 0.0)
 
@@ -89,17 +65,15 @@ def _lazy(
     gain_of = initial.tolist()
     rank_of = rank.tolist()
     per = _divisors(cost_of, cost_exponent)  # gain / per[j] is _ratio(...)
-    # Gains only fall, and the loop ends at the first pick whose score is not positive or is
-    # below the floor: a candidate already there can never be picked. It is left out of the
-    # heap (with a margin, so that rounding in this vectorised test never drops one).
+    # Gains only fall: a candidate already below the floor (with a margin for rounding) can
+    # never be picked, so it is left out of the heap.
     hopeful = initial > 0.0
     if floor > 0.0:
         scaled = np.maximum(costs, 1).astype(np.float64) ** cost_exponent
         hopeful &= initial >= floor * scaled * (1.0 - 1e-9)
     fits = ~in_set & (costs <= remaining)
     live = np.flatnonzero(fits & hopeful).tolist()
-    # Entries: (-gain / cost**exponent, tie-break rank, index, picks made when evaluated, gain).
-    # An index is in the heap at most once, so tuples never compare beyond it.
+    # (-gain / cost**exponent, rank, index, picks made when evaluated, gain); indices unique.
     heap = [(-(gain_of[j] / per[j]), rank_of[j], j, 0, gain_of[j]) for j in live]
     heapq.heapify(heap)
     picks: list[int] = []
@@ -108,8 +82,7 @@ def _lazy(
     evaluations = int(np.count_nonzero(fits))  # every initial gain was evaluated
     gain = objective.gain
     total = objective.rows.uses_total  # sparse rows need no running sum of the coverage
-    # A candidate whose gain no other pick can change is never re-evaluated: its stale entry
-    # is exact, so it goes in when it reaches the top, as it would after a re-evaluation.
+    # A candidate whose gain no other pick can change keeps its (exact) stale entry.
     still = objective.rows.steady()
     steady = [False] * len(cost_of) if still is None else still.tolist()
     covered = objective.covered(coverage) if total else 0.0
@@ -154,10 +127,7 @@ def plain_greedy(
     *,
     cost_exponent: float = 1.0,
 ) -> GreedyResult:
-    """Reference greedy that re-evaluates every candidate each round (for tests and checks).
-
-    Takes the same arguments and returns the same as :func:`lazy_greedy`.
-    """
+    """Reference greedy re-evaluating every candidate each round, as :func:`lazy_greedy` picks."""
     coverage = objective.coverage_of(start)
     remaining = budget - int(costs[start].sum())
     available = np.ones(costs.shape[0], dtype=bool)
@@ -237,32 +207,9 @@ def budgeted_greedy(
     min_gain: float = 0.0,
     complete: Completion | None = None,
 ) -> GreedyResult:
-    """Greedy with the best-single-item check and a worst-case guarantee.
+    """Greedy stopped by the floors, kept unless below ``guarantee`` times the classic greedy.
 
-    The preferred solution (greedy on ``gain / cost ** cost_exponent``, stopped by the floors,
-    finished by ``complete``) is returned unless it is below ``guarantee`` times the classic
-    guaranteed solution, which is then returned (finished by ``complete``).
-
-    Args:
-        objective: The objective to maximise.
-        costs: Token cost of every candidate.
-        budget: Total budget (the start set's cost is charged first).
-        start: Indices already in the set (mandatory items).
-        rank: Tie-break rank of every candidate (lower wins ties).
-        cost_exponent: Ranking exponent of the preferred greedy.
-        guarantee: Fraction in ``[0, 1]`` of the guaranteed value the preferred solution must
-            reach; 0 skips the guaranteed solution (no guarantee).
-        gain_floor: Stop the preferred greedy below this fraction in ``[0, 1]`` of the best
-            single score.
-        min_gain: Stop it below this absolute score ``>= 0`` (capped at the best single score).
-        complete: Fills the returned solution (see :data:`Completion`).
-
-    Returns:
-        The chosen picks after ``start``, in pick order, with their marginal gains.
-
-    Raises:
-        ValueError: For a ``guarantee`` or ``gain_floor`` outside ``[0, 1]``, a negative
-            ``min_gain``, or a completion that returns a member or overspends.
+    Classic: the better of gain-per-token greedy and best item, within ``(1 - 1/e) / 2``.
     """
     if not 0.0 <= guarantee <= 1.0:
         raise ValueError(f"guarantee must be in [0, 1], got {guarantee}")

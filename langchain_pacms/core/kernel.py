@@ -1,19 +1,4 @@
-"""The rows of the coverage kernel ``w_ij``, dense or sparse, and what the greedy asks of them.
-
-Row ``j`` holds ``w_ij`` for every target ``i``: one dense matrix (:class:`DenseRows`) or only
-the non-zero weights (:class:`SparseRows`, built by :func:`sparse_rows`) when most are zero or a
-dense matrix would not fit the problem's ``similarity_ceiling``. Both give the *lift*
-``sum_i max(w_ij, c_i) - sum_i c_i`` of a row against a coverage vector ``c`` and raise ``c``
-by a row; their values agree up to rounding.
-
-Example:
-    >>> import numpy as np
-    >>> weights = np.array([[0.5, 0.0], [0.0, 0.25]], np.float32)
-    >>> dense, sparse = DenseRows(weights), SparseRows.from_dense(weights)
-    >>> c = np.array([0.0, 0.5], np.float32)
-    >>> dense.lifts(c).tolist(), sparse.lifts(c).tolist()
-    ([0.5, 0.0], [0.5, 0.0])
-"""
+"""Rows ``w_ij`` of the coverage kernel, dense or sparse, and their lifts over a coverage."""
 
 from __future__ import annotations
 
@@ -27,10 +12,8 @@ from langchain_pacms.core.problem import Problem
 
 __all__ = ["DenseRows", "KernelRows", "SparseRows", "sparse_rows"]
 
-# Rows per block when lifting every row of a dense matrix, so temporaries stay small at large n.
-_BLOCK = 512
-# Most bytes of running coverages that DenseRows.lifts_along holds at once.
-_ALONG_BYTES = 8 * 2**20
+_BLOCK = 512  # rows per block when lifting every row of a dense matrix
+_ALONG_BYTES = 8 * 2**20  # most bytes of running coverages DenseRows.lifts_along holds
 
 
 def covered(coverage: NDArray[np.float32]) -> float:
@@ -39,14 +22,9 @@ def covered(coverage: NDArray[np.float32]) -> float:
 
 
 class DenseRows:
-    """Kernel rows as one read-only ``(n, m)`` float32 matrix.
+    """Kernel rows as one read-only, C-contiguous ``(n, m)`` float32 matrix."""
 
-    Args:
-        matrix: Row ``j`` holds ``w_ij`` for every target ``i``; C-contiguous.
-    """
-
-    uses_total = True
-    """:meth:`lift` reads its ``total`` argument."""
+    uses_total = True  # lift reads its total argument
 
     def __init__(self, matrix: NDArray[np.float32]) -> None:
         self.matrix = matrix
@@ -113,20 +91,9 @@ class DenseRows:
 
 
 class SparseRows:
-    """Kernel rows keeping only their non-zero weights (compressed rows).
+    """Kernel rows keeping only their positive weights (compressed rows, targets ascending)."""
 
-    Row ``j``'s non-zeros are ``data[indptr[j]:indptr[j + 1]]`` at targets
-    ``indices[indptr[j]:indptr[j + 1]]``, in increasing target order.
-
-    Args:
-        indptr: ``(n + 1,)`` int64 row offsets.
-        indices: int64 target index of every non-zero.
-        data: float32 value of every non-zero (positive).
-        width: Number of targets ``m``.
-    """
-
-    uses_total = False
-    """:meth:`lift` ignores its ``total`` argument (callers may pass anything)."""
+    uses_total = False  # lift ignores its total argument (callers may pass anything)
 
     def __init__(
         self,
@@ -204,11 +171,7 @@ class SparseRows:
     def lifts_along(
         self, picks: list[int], coverage: NDArray[np.float32], total: float
     ) -> list[float]:
-        """Lifts of adding ``picks`` one after another to ``coverage`` (raised in place).
-
-        Computed at once with a running maximum per target over the float32 bit patterns
-        (exact, as non-negative floats order like their bits).
-        """
+        """Lifts of adding ``picks`` one after another, via a running max over float32 bits."""
         if not picks:
             return []
         rows = np.asarray(picks, dtype=np.int64)
@@ -239,7 +202,6 @@ class SparseRows:
 
 
 KernelRows = DenseRows | SparseRows
-"""Either way of holding the kernel rows."""
 
 
 def sparse_rows(
@@ -250,25 +212,7 @@ def sparse_rows(
     *,
     max_nonzeros: int | None = None,
 ) -> tuple[SparseRows, NDArray[np.float32]] | None:
-    """The non-zeros of ``kernel(cosines to targets)``, built a row block at a time.
-
-    Read at the kept matrix's near pairs when there is one, else from
-    :meth:`~langchain_pacms.core.Problem.cosine_blocks`. Column sums are accumulated in float32
-    in row order, as a dense ``sum(axis=0)`` would.
-
-    Args:
-        problem: The selection instance.
-        targets: Column candidates, ascending.
-        threshold: Cosines at or below it give zero.
-        kernel: Maps cosines to kernel values in place and returns them; it must be positive
-            exactly where the cosine is above ``threshold``.
-        max_nonzeros: Give up (return ``None``) once the kept matrix has more cosines above
-            ``threshold`` than this, counted over all its columns; ``None``: no limit.
-
-    Returns:
-        The rows (unscaled kernel values) and the column sums of the kernel, or ``None`` when
-        ``max_nonzeros`` was exceeded.
-    """
+    """Sparse rows of ``kernel(cosines to targets)`` and column sums; None over max_nonzeros."""
     m = int(targets.shape[0])
     tau = np.float32(threshold)
     pairs = problem.near_pairs(threshold)  # None without a kept matrix

@@ -1,15 +1,4 @@
-"""``mmr``: LangChain's maximal-marginal-relevance ranking, walked under the budget.
-
-:class:`MmrRanking` gives the picks of LangChain's ``maximal_marginal_relevance``, ranking only
-as far as the walk reads it.
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem
-    >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
-    >>> mmr(p).order.tolist()
-    [0, 1]
-"""
+"""``mmr``: LangChain's maximal-marginal-relevance ranking, walked under the budget."""
 
 from __future__ import annotations
 
@@ -25,39 +14,16 @@ from langchain_pacms.core.problem import Problem
 __all__ = ["MMR_BLOCK", "MMR_GRAM_LIMIT", "MmrRanking", "mmr", "mmr_ranking"]
 
 
-MMR_GRAM_LIMIT = 12_000
-"""Largest pool for which :class:`MmrRanking` may compute all pairwise dot products at once."""
-
-MMR_BLOCK = 256
-"""Picks after which :class:`MmrRanking` brings every candidate's redundancy up to date."""
-
+MMR_GRAM_LIMIT = 12_000  # largest pool whose pairwise dot products MmrRanking computes at once
+MMR_BLOCK = 256  # picks after which MmrRanking brings every candidate's redundancy up to date
 _MMR_CHUNK = 16  # candidates re-scored at once while looking for the next pick
 _MMR_ROWS_BYTES = 16 * 2**20  # vectors multiplied at once by a full redundancy update
 
 
 class MmrRanking:
-    """LangChain's maximal-marginal-relevance ranking, computed only as far as it is read.
+    """LangChain's ``maximal_marginal_relevance`` (``k = n``), ranked as far as :meth:`extend` asks.
 
-    Like LangChain's ``maximal_marginal_relevance`` with ``k = n``: start from the most
-    query-similar item, then take the item maximising
-    ``lambda_mult * sim(q, i) - (1 - lambda_mult) * max_{s in S} sim(i, s)`` (first index on
-    ties). :meth:`extend` ranks more items on demand. Rankings match LangChain's except between
-    scores equal up to rounding (such as exact duplicates). A zero query gives zero relevance
-    where LangChain raises. Safe to extend from several threads.
-
-    Args:
-        vectors: ``(n, d)`` candidate embeddings.
-        query: ``(d,)`` query embedding.
-        lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
-        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query.
-        block: Picks between two full redundancy updates (at least 1).
-        gram_limit: Largest pool for which all pairwise dot products may be computed at once.
-
-    Example:
-        >>> ranking = MmrRanking(np.eye(3), np.array([1.0, 0.5, 0.0]))
-        >>> ranking.extend(2)
-        >>> ranking.order.tolist(), len(ranking)
-        ([0, 1], 2)
+    Equal up to rounding ties; a zero query gives zero relevance. Thread-safe.
     """
 
     def __init__(
@@ -234,40 +200,14 @@ def mmr_ranking(
     *,
     relevance: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Full maximal-marginal-relevance ranking (:class:`MmrRanking` of every item).
-
-    Args:
-        vectors: ``(n, d)`` candidate embeddings.
-        query: ``(d,)`` query embedding.
-        lambda_mult: Relevance/diversity trade-off in ``[0, 1]``.
-        relevance: Optional ``(n,)`` relevance that replaces the cosines to the query.
-
-    Returns:
-        The ranking and the MMR score of each item at the step it was taken.
-
-    Example:
-        >>> order, scores = mmr_ranking(np.eye(3), np.array([1.0, 0.5, 0.0]))
-        >>> order.tolist()
-        [0, 1, 2]
-    """
+    """The full ranking (:class:`MmrRanking` of every item) and each item's score when taken."""
     ranking = MmrRanking(vectors, query, lambda_mult, relevance=relevance)
     ranking.extend(len(vectors))
     return ranking.order.copy(), ranking.scores.copy()
 
 
 def mmr(problem: Problem, *, lambda_mult: float = 0.5) -> Pick:
-    """LangChain's MMR ranking over all candidates, walked under the budget.
-
-    Given :attr:`~langchain_pacms.core.Problem.scores` replace the cosines to the query. The
-    walk takes every ranked candidate that fits and stops ranking once nothing left could fit;
-    problems linked by :meth:`~langchain_pacms.core.Problem.with_budget` share the ranking.
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
-        >>> [mmr(p.with_budget(b)).order.tolist() for b in (4, 8)]
-        [[0], [0, 1]]
-    """
+    """LangChain's MMR ranking (shared across budgets), walked while anything left could fit."""
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
     start, remaining, passed = mandatory_state(problem)

@@ -1,18 +1,7 @@
-"""The PACMS objective: relevance-weighted facility-location coverage.
+"""The PACMS objective ``G(S) = lam * sum_{j in S} rel(j) + (1 - lam) * sum_i max_{j in S} w_ij``.
 
-For candidates with unit embeddings ``e_i`` and query ``e_q``::
-
-    rel(i)  = max(0, cos(e_i, e_q))
-    k(i, j) = max(0, (cos(e_i, e_j) - tau) / (1 - tau))       similarity kernel, k(i, i) = 1
-    t(i)    = rel(i) / density(i)                              target weight
-    w_ij    = t(i) * k(i, j)
-    F(S)    = sum_i max_{j in S} w_ij
-    G(S)    = lam * sum_{j in S} rel(j) + (1 - lam) * F(S)
-
-With ``tau = 0`` and ``density = 1`` this is the published PACMS objective. ``tau > 0`` keeps
-coverage for near-duplicates only; with density normalisation (``density(i) = sum_k k(i, k)``,
-at least 1) a cluster of near-copies weighs about as much as one item. ``G`` is monotone
-submodular for every setting, so the greedy guarantees hold.
+``w_ij = rel(i) / density(i) * max(0, (cos_ij - tau) / (1 - tau))``, density ``sum_k k(i, k)``
+or 1; ``tau = 0`` and density 1 give the published objective. Monotone submodular.
 """
 
 from __future__ import annotations
@@ -27,38 +16,11 @@ from langchain_pacms.core.problem import Problem
 
 __all__ = ["CoverageObjective"]
 
-# Kept-matrix kernels with at most one entry in this many above the threshold are held sparse.
-_SPARSE_SHARE = 8
+_SPARSE_SHARE = 8  # kernels with at most one entry in this many above the threshold: sparse
 
 
 class CoverageObjective:
-    """Marginal gains and values of ``G`` over one :class:`Problem`.
-
-    Row ``j`` of the kernel holds ``w_ij`` over the targets with positive weight
-    (:attr:`targets`), dense or sparse (see :mod:`.kernel`); the two agree up to float64
-    rounding of the gains. Coverage vectors are indexed like the targets.
-
-    Args:
-        problem: The selection instance.
-        relevance_weight: ``lam`` in ``[0, 1]``; 0 is the published objective.
-        similarity_threshold: ``tau`` in ``[0, 1)``: cosines at or below it give no coverage.
-        density: Divide each target's weight by its kernel density ``sum_k k(i, k)``.
-        coverage_prior: Experimental, not shipped: ``eps >= 0`` added to every target's
-            relevance, ``t(i) = (rel(i) + eps) / density(i)``.
-
-    Attributes:
-        rows: The kernel rows: ``w_{targets[k], j}`` at row ``j``, column ``k`` (an ``(n, m)``
-            matrix, dense or sparse).
-        targets: ``(m,)`` indices of the candidates with a positive target weight.
-        coverage_scale: ``1 - lam``.
-        modular: ``(n,)`` float64, ``lam * rel``.
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=2)
-        >>> CoverageObjective(p).value([0])
-        1.0
-    """
+    """Marginal gains and values of ``G``; coverages index the positive-weight ``targets``."""
 
     def __init__(
         self,
@@ -76,8 +38,7 @@ class CoverageObjective:
         if coverage_prior < 0.0:
             raise ValueError(f"coverage_prior must be >= 0, got {coverage_prior}")
         self.similarity_threshold = float(similarity_threshold)
-        # Only targets with rel(i) + prior > 0 can contribute to F; with lam = 1, F has weight 0.
-        # Weights depend on the candidates alone, so problems linked by with_budget share them.
+        # Weights depend on the candidates alone: problems linked by with_budget share them.
         key = (
             "coverage",
             relevance_weight < 1.0,
@@ -97,17 +58,14 @@ class CoverageObjective:
     def _weights(
         self, problem: Problem, coverage: bool, density: bool, coverage_prior: float
     ) -> tuple[NDArray[np.int64], KernelRows]:
-        """Targets and the kernel rows (see the class attributes)."""
-        # Every item is a target with weight rel(i) + prior: generic coverage of the whole pool.
+        """Targets (``rel(i) + prior > 0``) and the kernel rows."""
         prior = problem.relevance.astype(np.float32) + np.float32(coverage_prior)
         active = prior > 0 if coverage else np.zeros(problem.n, dtype=bool)
         targets = np.flatnonzero(active).astype(np.int64)
         target = prior[targets]
-        # The kernel is symmetric, so column k of row j is k(targets[k], j) and a column sum is
-        # the density of that target: one (n, m) block of cosines serves both.
+        # The kernel is symmetric: a column sum is that target's density.
         fits = 4 * problem.n * targets.shape[0] <= problem.similarity_ceiling
-        # Within the ceiling the rows are dense unless the kept matrix shows them mostly
-        # zero (near-duplicate coverage): then reading their non-zeros is cheaper.
+        # Dense within the ceiling, unless the kept matrix shows the rows mostly zero.
         built = (
             sparse_rows(
                 problem,
@@ -151,11 +109,7 @@ class CoverageObjective:
         return covered(coverage)
 
     def gain(self, j: int, coverage: NDArray[np.float32], covered: float | None = None) -> float:
-        """Marginal gain of adding candidate ``j`` to a set with coverage ``coverage``.
-
-        Pass ``covered`` (:meth:`covered` of ``coverage``) to reuse it across evaluations. Not
-        thread-safe: it uses a scratch buffer owned by the objective.
-        """
+        """Marginal gain of adding ``j`` to ``coverage`` (sum: ``covered``); not thread-safe."""
         if covered is None:
             covered = self.covered(coverage)
         return self._modular[j] + self._scale * self.rows.lift(j, coverage, covered)
@@ -171,18 +125,7 @@ class CoverageObjective:
     def gains_along(
         self, picks: list[int], coverage: NDArray[np.float32], covered: float
     ) -> list[float]:
-        """Marginal gains of adding ``picks`` one after another; ``coverage`` is raised in place.
-
-        Each gain equals :meth:`gain` at its turn, after the picks before it were added.
-
-        Args:
-            picks: Candidates to add, in order.
-            coverage: Coverage vector of the set they are added to.
-            covered: :meth:`covered` of ``coverage``.
-
-        Returns:
-            One gain per pick.
-        """
+        """Marginal gains of adding ``picks`` one after another; ``coverage`` is raised in place."""
         lifts = self.rows.lifts_along(picks, coverage, covered)
         return [self._modular[j] + self._scale * lift for j, lift in zip(picks, lifts)]
 

@@ -1,17 +1,4 @@
-"""``pacms`` and ``pacms_paper``: budgeted greedy on the coverage objective, then a fill.
-
-``pacms`` runs the budgeted greedy (:mod:`.greedy`) on the coverage objective
-(:mod:`.objective`) until its gains become negligible, then fills the leftover budget
-(:mod:`.fill`). ``pacms_paper`` uses the published objective and algorithm
-(:data:`PAPER_OPTIONS`).
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem
-    >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
-    >>> pacms_paper(p).order.tolist()
-    [0, 1]
-"""
+"""``pacms`` and ``pacms_paper``: budgeted greedy on the coverage objective, then a fill."""
 
 from __future__ import annotations
 
@@ -46,31 +33,19 @@ __all__ = [
 
 
 def auto_relevance_weight(problem: Problem) -> float:
-    """Experimental: a relevance weight that grows as the budget gets tight.
-
-    Falls linearly from 1 at a budget of 0% of the pool's tokens to 0 at 50% and beyond. Used
-    only under ``pacms(experimental_auto_relevance_weight=True)``; not a shipped default.
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build(np.eye(2), [1.0, 0.5], tokens=[10, 10], budget=5)
-        >>> auto_relevance_weight(p)
-        0.5
-    """
+    """Experimental relevance weight: 1 at a budget of 0% of the pool's tokens, 0 from 50% on."""
     total = int(problem.tokens.sum())
     ratio = problem.budget / total if total else 1.0
     return float(np.clip(1.0 - 2.0 * ratio, 0.0, 1.0))
 
 
-FillWalk = Callable[[Problem, Sequence[int], int], list[int]]
-"""``walk(problem, members, room)``: what to add to ``members`` within ``room`` tokens."""
+FillWalk = Callable[[Problem, Sequence[int], int], list[int]]  # (problem, members, room) -> adds
 
 FILLS: dict[str, Callable[..., list[int]]] = {
     "relevance": relevance_fill,
     "diverse": diverse_fill,
     "distinct": distinct_fill,
 }
-"""Named ways for ``pacms`` to spend the budget its greedy leaves (see :mod:`.fill`)."""
 
 
 def _fill_walk(fill: bool | str | None, threshold: float) -> FillWalk | None:
@@ -109,28 +84,9 @@ def _relevance_weight(problem: Problem, value: object, auto: bool) -> float:
 
 
 def feedback_relevance(problem: Problem, weight: float, items: int = 10) -> NDArray[np.float32]:
-    """Relevance raised by pseudo-relevance feedback from the most relevant candidates.
+    """Pseudo-relevance feedback: ``max(rel(i), weight * max rel * max(0, cos(e_i, c)))``.
 
-    ``rel'(i) = max(rel(i), weight * max_j rel(j) * max(0, cos(e_i, c)))``, where ``c`` is the
-    relevance-weighted mean of the ``items`` most relevant candidates' vectors.
-
-    Args:
-        problem: The selection instance.
-        weight: ``beta`` in ``[0, 1]``.
-        items: How many candidates make the centroid (at least 1).
-
-    Returns:
-        ``(n,)`` float32 relevance in ``[0, 1]``.
-
-    Raises:
-        ValueError: For a weight outside ``[0, 1]`` or fewer than one item.
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build([[1, 0, 0], [0.6, 0.8, 0], [0, 0.6, 0.8]], [1.0, 0.0, 0.0],
-        ...                   tokens=[1, 1, 1], budget=1)
-        >>> [round(float(r), 3) for r in feedback_relevance(p, 0.5, items=2)]
-        [1.0, 0.6, 0.1]
+    ``c``: the relevance-weighted mean of the ``items`` most relevant candidates' vectors.
     """
     if isinstance(weight, bool) or not 0.0 <= float(weight) <= 1.0:
         raise ValueError(f"relevance_feedback must be a number in [0, 1], got {weight!r}")
@@ -181,39 +137,31 @@ def pacms(
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
-    """Budgeted greedy on the coverage objective, with a worst-case guarantee.
+    """Budgeted greedy on the coverage objective with a worst-case guarantee, then a fill.
 
-    The defaults are measured in docs/results/longmemeval.md; :data:`PAPER_OPTIONS` gives the
-    published algorithm (``pacms_paper``).
+    The options of :class:`~langchain_pacms.integrations.Pacms` (see docs/results/longmemeval.md).
 
     Args:
         problem: The selection instance.
-        relevance_weight: ``lam`` of the objective, a number in ``[0, 1]``.
+        relevance_weight: ``lam`` of the objective, in ``[0, 1]``.
         similarity_threshold: Kernel threshold ``tau`` in ``[0, 1)`` on the embedder's scale.
         density: Normalise target weights by near-duplicate density.
-        cost_exponent: Preferred greedy ranks by ``gain / tokens ** cost_exponent``.
-        guarantee: Fraction of the guaranteed solution the preferred one must reach.
+        cost_exponent: The greedy ranks by ``gain / tokens ** cost_exponent``.
+        guarantee: Fraction of the guaranteed solution the greedy's must reach.
         gain_floor: Stop the greedy below this fraction of the best single score.
         min_gain: Stop the greedy below this absolute score (capped at the best single score).
-        fill: ``"distinct"`` (relevance order, skipping near-copies of kept items),
-            ``"diverse"`` (MMR), ``"relevance"``, or ``None``/``False``; ``True`` is diverse.
+        fill: ``"distinct"`` (relevance, no near-copies), ``"diverse"`` (MMR, also ``True``),
+            ``"relevance"``, or ``None``/``False``.
         fill_threshold: Near-copy cosine of the distinct fill; ``None``: similarity_threshold.
         relevance_feedback: Pseudo-relevance feedback weight in ``[0, 1]`` (0: none).
-        feedback_items: How many of the most relevant candidates make the feedback centroid.
-        calibrate: Read the settings on the pool's own cosine scale (:mod:`.calibration`); a
-            pool with mean cosine at least :data:`POOL_MEAN_COSINE_LIMIT` is picked in
-            relevance order with ``info["coverage"] == "meaningless"``.
+        feedback_items: Most relevant candidates making the feedback centroid.
+        calibrate: Read the settings on the pool's own cosine scale; a pool with mean cosine
+            at least :data:`POOL_MEAN_COSINE_LIMIT` is kept in relevance order.
         experimental_auto_relevance_weight: Use :func:`auto_relevance_weight`. Warns.
-        experimental_coverage_prior: Uniform prior added to every target's relevance. Warns.
+        experimental_coverage_prior: Prior added to every target's relevance. Warns.
 
     Returns:
         Picks in greedy order; scores are marginal gains (0 for fill items).
-
-    Example:
-        >>> import numpy as np
-        >>> p = Problem.build(np.eye(3), [1.0, 0.5, 0.0], tokens=[4, 4, 4], budget=8)
-        >>> pacms(p).order.tolist()
-        [0, 1]
     """
     lam = _relevance_weight(problem, relevance_weight, experimental_auto_relevance_weight)
     if experimental_coverage_prior:
@@ -252,9 +200,7 @@ def pacms(
         info = {"relevance_weight": lam, "evaluations": 0, **calibration}
         return Pick(start, scores, info=info)
     if walk is not None and walk is not relevance_fill:
-        # The diversity and distinct fills read cosines among most candidates: one product
-        # serves them and the objective's kernel.
-        problem.precompute_cosines()
+        problem.precompute_cosines()  # one product serves these fills and the kernel
     if calibrate:
         problem = on_pool_scale(problem)  # shares the cosines (they do not read relevance)
     if relevance_feedback:
@@ -302,9 +248,8 @@ PAPER_OPTIONS: dict[str, Any] = {
     "min_gain": 0.0,
     "fill": "relevance",
 }
-"""``pacms`` options that give the published objective and the classic cost-benefit greedy."""
 
 
 def pacms_paper(problem: Problem, **options: Any) -> Pick:
-    """``pacms`` with :data:`PAPER_OPTIONS` (explicit options still override them)."""
+    """``pacms`` with :data:`PAPER_OPTIONS`: the published objective and cost-benefit greedy."""
     return pacms(problem, **{**PAPER_OPTIONS, **options})

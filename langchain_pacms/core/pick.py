@@ -1,15 +1,4 @@
-"""What a strategy returns (:class:`Pick`), its signature, and the walks strategies share.
-
-The helpers charge the mandatory items, walk a ranking under the budget left and score the picks.
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem
-    >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[2, 2, 9], budget=5)
-    >>> start, remaining, taken = mandatory_state(p)
-    >>> walk(p, [2, 1, 0], remaining, taken)
-    [1, 0]
-"""
+"""What a strategy returns (:class:`Pick`), its signature, and the walks strategies share."""
 
 from __future__ import annotations
 
@@ -30,12 +19,11 @@ class Pick:
     """What a strategy chose.
 
     Attributes:
-        order: Chosen candidate indices in pick order (mandatory items first in
-            :func:`~langchain_pacms.core.solve`).
-        scores: Per-candidate score at pick time (marginal gain for ``pacms``, relevance for
-            ``topk``/``rag``, MMR score for ``mmr``, 0 for ``lastk``); NaN where not picked.
+        order: Chosen candidate indices in pick order (after ``solve``: mandatory first).
+        scores: Per-candidate score at pick time (``pacms``: marginal gain, ``topk``/``rag``:
+            relevance, ``mmr``: MMR score, ``lastk``: 0); NaN where not picked.
         over_budget: True when the mandatory items alone exceed the budget.
-        info: Strategy diagnostics (e.g. greedy evaluations, the relevance weight used).
+        info: Strategy diagnostics (e.g. greedy evaluations).
     """
 
     order: NDArray[np.int64]

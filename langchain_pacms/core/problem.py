@@ -1,15 +1,4 @@
-"""The selection problem as arrays: what every strategy receives.
-
-A :class:`Problem` holds unit-normalised candidate vectors, the query, token costs, the budget,
-the mandatory mask and chronological positions. It is immutable; derived arrays are computed
-lazily, and budget-independent work is shared with the problems derived from it.
-
-Example:
-    >>> import numpy as np
-    >>> p = Problem.build(np.eye(3), np.array([1.0, 0.0, 0.0]), tokens=[5, 5, 5], budget=10)
-    >>> p.relevance.tolist()
-    [1.0, 0.0, 0.0]
-"""
+"""The selection problem as arrays (:class:`Problem`): what every strategy receives."""
 
 from __future__ import annotations
 
@@ -32,12 +21,8 @@ from langchain_pacms.core.cosines import (
 
 __all__ = ["COSINE_MATRIX_LIMIT", "SIMILARITY_CEILING", "Problem"]
 
-COSINE_MATRIX_LIMIT = 4096
-"""Largest pool whose matrix of all pairwise cosines :meth:`Problem.precompute_cosines` keeps."""
-
-SIMILARITY_CEILING = 64 * 2**20
-"""Default :attr:`Problem.similarity_ceiling` in bytes (64 MiB)."""
-
+COSINE_MATRIX_LIMIT = 4096  # largest pool whose matrix of all pairwise cosines is kept
+SIMILARITY_CEILING = 64 * 2**20  # default Problem.similarity_ceiling in bytes
 _T = TypeVar("_T")
 
 
@@ -82,7 +67,7 @@ def _scores(relevance: ArrayLike | None, n: int) -> NDArray[np.float32] | None:
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """One budgeted selection instance.
+    """One budgeted selection instance, immutable; budget-independent work is shared.
 
     Attributes:
         vectors: ``(n, d)`` float32 unit rows (zero rows allowed).
@@ -91,10 +76,8 @@ class Problem:
         budget: Token budget (> 0).
         mandatory: ``(n,)`` bool mask of items that are always kept.
         positions: ``(n,)`` int64 chronological positions (larger is newer).
-        similarity_ceiling: Most bytes of pairwise similarities held at once; larger work is
-            done in row blocks. It bounds memory, not the picks.
-        scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem, or ``None``
-            to derive it from the vectors (see :attr:`relevance`).
+        similarity_ceiling: Most bytes of pairwise similarities held at once (not the picks).
+        scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem, or ``None``.
     """
 
     vectors: NDArray[np.float32]
@@ -105,8 +88,7 @@ class Problem:
     positions: NDArray[np.int64]
     similarity_ceiling: int = SIMILARITY_CEILING
     scores: NDArray[np.float32] | None = None
-    # Budget-independent results, kept for the problem's lifetime and shared by the problems
-    # that with_budget links.
+    # Budget-independent results, shared by the problems that with_budget links.
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
@@ -128,23 +110,18 @@ class Problem:
             vectors: ``(n, d)`` candidate embeddings, any scale.
             query: ``(d,)`` query embedding.
             tokens: Token cost per candidate.
-            budget: Token budget; must be positive.
-            mandatory: Optional boolean mask of always-kept candidates.
-            positions: Optional chronological positions; defaults to ``0..n-1``.
+            budget: Positive token budget.
+            mandatory: Mask of always-kept candidates (default: none).
+            positions: Chronological positions (default: ``0..n-1``).
             similarity_ceiling: Most bytes of pairwise similarities held at once.
-            relevance: Optional relevance per candidate, used instead of the query cosines
-                (clipped to ``[0, 1]``).
-
-        Returns:
-            The validated problem.
+            relevance: Used instead of the query cosines, clipped to ``[0, 1]``.
 
         Raises:
-            ValueError: On mismatched shapes, negative costs, a non-positive budget, a
-                non-positive ceiling or non-finite relevance.
+            ValueError: On bad shapes, negative costs, a non-positive budget or ceiling, or
+                non-finite relevance.
 
         Example:
-            >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1,
-            ...                   relevance=[0.25, 1.5])
+            >>> p = Problem.build(np.eye(2), [1, 0], tokens=[1, 1], budget=1, relevance=[0.25, 2])
             >>> p.relevance.tolist(), p.relevance_order().tolist()
             ([0.25, 1.0], [1, 0])
         """
@@ -193,21 +170,16 @@ class Problem:
     ) -> Problem:
         """This problem's candidates followed by ``vectors``, under another query and costs.
 
-        Equal to :meth:`build` on all the vectors, but the kept cosine matrix (and its near
-        pairs) is extended instead of recomputed when that gives bit-identical cosines
-        (:func:`rows_stable`). Nothing that depends on the query or costs is carried over.
+        As :meth:`build` on all the vectors, but extends a kept cosine matrix if bits allow.
 
         Args:
             vectors: ``(k, d)`` embeddings of the new candidates (``k >= 0``), any scale.
             query: ``(d,)`` query embedding.
-            tokens: Token cost of every candidate, old and new (``n + k`` of them).
-            budget: Token budget; must be positive.
-            mandatory: Optional boolean mask of always-kept candidates (``n + k``).
-            positions: Optional chronological positions; defaults to ``0..n+k-1``.
-            relevance: Optional relevance of every candidate, as in :meth:`build`.
-
-        Returns:
-            The problem over ``n + k`` candidates.
+            tokens: Token cost of all ``n + k`` candidates.
+            budget: Positive token budget.
+            mandatory: Mask of always-kept candidates (``n + k``).
+            positions: Chronological positions (default: ``0..n+k-1``).
+            relevance: Relevance of every candidate, as in :meth:`build`.
 
         Raises:
             ValueError: As :meth:`build`, or when the new vectors' dimension differs.
@@ -263,18 +235,13 @@ class Problem:
         mandatory: ArrayLike | None = None,
         positions: ArrayLike | None = None,
     ) -> Problem:
-        """The same vectors and query with other costs, budget, mandatory mask and positions.
-
-        The problems share their memo (see :meth:`shared`), as with :meth:`with_budget`.
+        """The same vectors and query with other costs, sharing :meth:`shared` results.
 
         Args:
-            tokens: Token cost per candidate (one per row of :attr:`vectors`).
-            budget: Token budget; must be positive.
-            mandatory: Optional boolean mask of always-kept candidates.
-            positions: Optional chronological positions; defaults to ``0..n-1``.
-
-        Returns:
-            The problem.
+            tokens: Token cost per candidate.
+            budget: Positive token budget.
+            mandatory: Mask of always-kept candidates (default: none).
+            positions: Chronological positions (default: ``0..n-1``).
 
         Raises:
             ValueError: As :meth:`build`, or when the number of candidates differs.
@@ -298,16 +265,12 @@ class Problem:
         """The same candidates under another budget, sharing budget-independent work.
 
         Args:
-            budget: The new token budget; must be positive.
-
-        Returns:
-            A problem equal to this one except for ``budget``.
+            budget: The new positive token budget.
 
         Raises:
             ValueError: If ``budget`` is not a positive integer.
 
         Example:
-            >>> import numpy as np
             >>> p = Problem.build(np.eye(3), np.ones(3), tokens=[5, 5, 5], budget=5)
             >>> [p.with_budget(b).budget for b in (5, 10, 15)]
             [5, 10, 15]
@@ -315,20 +278,14 @@ class Problem:
         if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
         other = replace(self, budget=int(budget))
-        # The memo is a cache, like the cached properties: sharing it leaves the problem equal.
         object.__setattr__(other, "_memo", self._memo)
         return other
 
     def with_relevance(self, relevance: ArrayLike) -> Problem:
-        """The same candidates, costs and budget with other relevance scores.
-
-        Only the kept cosine matrix is shared.
+        """The same candidates, costs and budget with other relevance (sharing only cosines).
 
         Args:
             relevance: ``(n,)`` scores in ``[0, 1]``, as :attr:`scores`.
-
-        Returns:
-            The problem.
 
         Raises:
             ValueError: If the scores are not ``n`` finite values.
@@ -351,15 +308,11 @@ class Problem:
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``build()``, computed once for this problem and those linked by :meth:`with_budget`.
 
-        Only for results independent of the budget, mandatory mask and positions; ``key`` must
-        name everything else they depend on.
+        Only for results independent of the budget, mandatory mask and positions.
 
         Args:
-            key: Identifies the result among the problems' shared results.
+            key: Names everything else the result depends on.
             build: Computes the result.
-
-        Returns:
-            The (possibly shared) result.
         """
         if key not in self._memo:
             self._memo[key] = build()
@@ -382,13 +335,7 @@ class Problem:
         return self.n <= COSINE_MATRIX_LIMIT and 4 * self.n * self.n <= self.similarity_ceiling
 
     def precompute_cosines(self) -> bool:
-        """Compute the matrix of all pairwise cosines once, so later blocks are read from it.
-
-        Skipped for pools above :data:`COSINE_MATRIX_LIMIT` or :attr:`similarity_ceiling`.
-
-        Returns:
-            Whether the matrix is now available.
-        """
+        """Keep the matrix of all pairwise cosines if it fits; return whether it is available."""
         if not self.fits_cosine_matrix():
             return False
 
@@ -406,24 +353,15 @@ class Problem:
         return self._memo.get("cosines")
 
     def near_pairs(self, threshold: float) -> NearPairs | None:
-        """The pairs of the kept cosine matrix at or above ``threshold``, row by row.
-
-        ``None`` without a kept matrix (see :meth:`precompute_cosines`); shared like it.
+        """The pairs of the kept cosine matrix at or above ``threshold`` (``None``: no matrix).
 
         Args:
             threshold: The cosine at or above which a pair is listed.
 
-        Returns:
-            The pairs, or ``None``.
-
         Example:
-            >>> p = Problem.build([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]], [1.0, 0.0],
-            ...                   tokens=[1, 1, 1], budget=1)
-            >>> p.precompute_cosines()
-            True
-            >>> pairs = p.near_pairs(0.9)
-            >>> pairs.indptr.tolist(), pairs.cols.tolist()
-            ([0, 2, 4, 5], [0, 1, 0, 1, 2])
+            >>> p = Problem.build([[1, 0], [1, 0.1], [0, 1]], [1, 0], tokens=[1, 1, 1], budget=1)
+            >>> p.precompute_cosines(), p.near_pairs(0.9).cols.tolist()
+            (True, [0, 1, 0, 1, 2])
         """
         matrix = self.cosine_matrix
         if matrix is None:
@@ -432,15 +370,10 @@ class Problem:
         return self.shared(("near", float(tau)), lambda: NearPairs.of(matrix >= tau))
 
     def cosine_columns(self, cols: NDArray[np.int64]) -> NDArray[np.float32]:
-        """Cosines of every candidate to candidates ``cols``, as a new ``(n, len(cols))`` array.
-
-        Read from :attr:`cosine_matrix` when kept, else ``vectors @ vectors[cols].T``.
+        """Cosines of every candidate to ``cols``, a new C-contiguous ``(n, len(cols))`` array.
 
         Args:
             cols: Column candidates.
-
-        Returns:
-            A writable, C-contiguous float32 array.
 
         Example:
             >>> p = Problem.build(np.eye(2), [1.0, 0.0], tokens=[1, 1], budget=1)
@@ -463,7 +396,7 @@ class Problem:
             The first row's index and the block, in row order.
 
         Example:
-            >>> p = Problem.build(np.eye(3), [1.0, 0.0, 0.0], tokens=[1, 1, 1], budget=1,
+            >>> p = Problem.build(np.eye(3), [1, 0, 0], tokens=[1, 1, 1], budget=1,
             ...                   similarity_ceiling=8)
             >>> [(start, block.tolist()) for start, block in p.cosine_blocks(np.array([0]))]
             [(0, [[1.0], [0.0]]), (2, [[0.0]])]

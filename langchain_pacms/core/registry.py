@@ -1,16 +1,4 @@
-"""The strategy registry: one signature, one set of guarantees, names looked up in one place.
-
-A strategy is a callable ``(problem, **options) -> Pick``. :func:`solve` charges the mandatory
-items first and checks what a strategy returned, so user strategies get the same guarantees as
-the built-in ones: ``pacms``, ``pacms_paper``, ``topk``, ``lastk``, ``mmr`` and ``rag``.
-
-Example:
-    >>> import numpy as np
-    >>> from langchain_pacms.core import Problem, solve
-    >>> p = Problem.build(np.eye(3), [1.0, 0.2, 0.0], tokens=[4, 4, 4], budget=8)
-    >>> solve(p, "topk").order.tolist()
-    [0, 1]
-"""
+"""The strategy registry, and :func:`solve`, which checks every strategy's pick the same way."""
 
 from __future__ import annotations
 
@@ -78,23 +66,9 @@ def available_strategies() -> list[str]:
 
 
 def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) -> Pick:
-    """Run a strategy with the shared guarantees.
+    """Run a strategy and check its pick (:class:`StrategyError` if it breaks an invariant).
 
-    If the mandatory items alone exceed the budget, exactly they are kept with
-    ``over_budget`` set. Otherwise the answer is checked: indices in range, no repeats,
-    mandatory items included, tokens within budget.
-
-    Args:
-        problem: The selection instance.
-        strategy: A registered name or a strategy callable.
-        **options: Passed to the strategy.
-
-    Returns:
-        The checked pick.
-
-    Raises:
-        ValueError: For an unknown strategy name or bad options.
-        StrategyError: If the strategy broke an invariant.
+    Mandatory items alone over the budget are kept as they are, with ``over_budget`` set.
     """
     fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
     mandatory = np.flatnonzero(problem.mandatory).astype(np.int64)
@@ -138,29 +112,7 @@ def _keyword_options(fn: Callable[..., Any]) -> list[str] | None:
 
 
 def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | None:
-    """Why ``strategy`` rejects ``options``, or ``None`` when it takes them.
-
-    Options the signature does not name are rejected; a built-in strategy is also run on a
-    two-item problem to check values. A user strategy is never called here.
-
-    Args:
-        strategy: A registered name or a strategy callable.
-        options: Keyword options for it.
-
-    Returns:
-        The reason, or ``None``.
-
-    Raises:
-        ValueError: For a name that is not registered (listing the registered ones).
-
-    Example:
-        >>> rejection("rag", {"k": 2}) is None
-        True
-        >>> rejection("rag", {"k": -1})
-        'rag needs k >= 1, got -1'
-        >>> rejection("rag", {"lambda_mult": 0.5})
-        "unknown option 'lambda_mult'; it accepts: k"
-    """
+    """Why ``strategy`` rejects ``options`` (a built-in is also run on a probe), or ``None``."""
     fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
     accepted = _keyword_options(fn)
     unknown = [] if accepted is None else sorted(set(options) - set(accepted))
@@ -177,18 +129,7 @@ def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | Non
 
 
 def check_options(strategy: str | Strategy, **options: Any) -> None:
-    """Raise when ``strategy`` rejects ``options`` (see :func:`rejection`).
-
-    Raises:
-        ValueError: Naming the strategy and what it rejected, or for an unknown strategy name.
-
-    Example:
-        >>> check_options("rag", k=2)
-        >>> check_options("rag", k=-1)
-        Traceback (most recent call last):
-        ...
-        ValueError: strategy 'rag' rejects its options {'k': -1}: rag needs k >= 1, got -1
-    """
+    """Raise :class:`ValueError` when ``strategy`` rejects ``options`` (see :func:`rejection`)."""
     reason = rejection(strategy, options)
     if reason is not None:
         label = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")

@@ -1,18 +1,4 @@
-"""A content-hash embedding cache around any LangChain ``Embeddings``.
-
-Vectors are keyed by (model identity, kind, sha256 of the text); only misses reach the wrapped
-model, in batches. The cache is thread- and task-safe and can be backed by any LangChain
-``ByteStore``. Concurrent calls that miss the same text send it to the model once; a waiting
-call embeds the text itself if the other call fails or outlives its ``timeout``. Async methods
-run blocking model calls on a daemon thread of their own, never on the loop's default executor.
-
-Example:
-    >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
-    >>> cached = CachedEmbeddings(HashedTfidfEmbeddings(dim=64))
-    >>> _ = cached.embed_matrix(["a", "b"]); _ = cached.embed_matrix(["a", "c"])
-    >>> cached.hits, cached.misses
-    (1, 3)
-"""
+"""A content-hash embedding cache around any LangChain ``Embeddings``: :class:`CachedEmbeddings`."""
 
 from __future__ import annotations
 
@@ -39,8 +25,7 @@ from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
 
-ENTRY_OVERHEAD_BYTES = 400
-"""Bytes one in-memory cache entry costs beyond its vector's data."""
+ENTRY_OVERHEAD_BYTES = 400  # bytes one in-memory cache entry costs beyond its vector's data
 
 
 def _entry_bytes(_key: str, vector: NDArray[np.float32]) -> int:
@@ -52,7 +37,7 @@ _SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re
 
 
 def _key_prefix(namespace: str) -> str:
-    """A store-safe key prefix for ``namespace``: a sanitised start plus a hash of all of it."""
+    """A store-safe key prefix: a sanitised start of ``namespace`` plus a hash of all of it."""
     readable = _UNSAFE.sub("_", namespace)[:48].strip("._-") or "ns"
     digest = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{readable}.{digest}"
@@ -72,9 +57,8 @@ def _plain(value: Any) -> bool:
 def model_identity(embeddings: Embeddings) -> str:
     """A string that names an embedding model well enough to key a cache.
 
-    Uses ``embeddings.cache_identity`` when defined. Otherwise the class path and the plain-data
-    settings (pydantic fields, or public scalar attributes); unset fields and names that
-    suggest a secret (key, token, password, ...) are left out.
+    ``embeddings.cache_identity`` when defined, else the class path and the plain-data settings
+    (pydantic fields or public scalars), leaving out unset ones and names suggesting a secret.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -102,14 +86,12 @@ def model_identity(embeddings: Embeddings) -> str:
 
 
 class _Flight:
-    """A text being embedded by one call, which others wait for until ``expires``."""
+    """A text being embedded by one call (a coroutine or not), waited for until ``expires``."""
 
     __slots__ = ("asynchronous", "expires", "future", "thread")
 
     def __init__(self, thread: int, expires: float, *, asynchronous: bool) -> None:
-        self.thread = thread  # the embedding call's thread
-        self.asynchronous = asynchronous  # whether the embedding call is a coroutine
-        self.expires = expires  # time.monotonic() deadline of the owning call
+        self.thread, self.asynchronous, self.expires = thread, asynchronous, expires
         self.future: concurrent.futures.Future[NDArray[np.float32]] = concurrent.futures.Future()
 
 
@@ -117,11 +99,7 @@ _ASYNC_METHODS = {"document": "aembed_documents", "query": "aembed_query"}
 
 
 def _blocks(model: Embeddings, kind: str) -> bool:
-    """Whether ``model``'s async method for ``kind`` texts is LangChain's default one.
-
-    That default runs the sync method on the loop's default executor. Wrappers are followed
-    (:data:`~langchain_pacms.embeddings.profile.WRAPPED_MODEL_ATTRIBUTES`), except a
-    ``CachedEmbeddings``.
+    """Whether ``model`` (under wrappers but a cache) uses LangChain's default async method.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -154,19 +132,28 @@ def _deadline(timeout: float | None) -> float:
 class CachedEmbeddings(Embeddings):
     """Embeddings wrapper that embeds each distinct text once.
 
+    Thread- and task-safe: concurrent calls that miss a text send it to the model once; a
+    waiting call embeds it itself if the other fails or outlives its ``timeout``.
+
     Args:
         embeddings: The model to wrap.
         store: Optional ``ByteStore`` for the vectors; default is an in-memory LRU map.
         namespace: Cache namespace; defaults to :func:`model_identity` of the model.
         batch_size: Most texts sent to the model in one call.
         max_entries: Most vectors in the in-memory map (ignored when ``store`` is given).
-        max_bytes: Most bytes the in-memory map holds, each entry counted as its vector's
-            ``nbytes`` plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: no byte cap). The least
-            recently used vectors are forgotten beyond either cap.
+        max_bytes: Most bytes in the in-memory map, an entry counting its vector's ``nbytes``
+            plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: no byte cap); LRU beyond either cap.
 
     Attributes:
         hits: Texts answered from the cache so far.
         misses: Texts sent to the model so far.
+
+    Example:
+        >>> from langchain_pacms.embeddings import HashedTfidfEmbeddings
+        >>> cached = CachedEmbeddings(HashedTfidfEmbeddings(dim=64))
+        >>> _ = cached.embed_matrix(["a", "b"]); _ = cached.embed_matrix(["a", "c"])
+        >>> cached.hits, cached.misses
+        (1, 3)
     """
 
     def __init__(
@@ -190,15 +177,13 @@ class CachedEmbeddings(Embeddings):
         self.namespace = namespace or model_identity(embeddings)
         self._prefix = _key_prefix(self.namespace)
         self.batch_size = batch_size
-        self.hits = 0
-        self.misses = 0
+        self.hits = self.misses = 0
         self._memory: LruMemo[str, NDArray[np.float32]] = LruMemo(
             max_entries, max_bytes=max_bytes, weigh=_entry_bytes
         )
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # cache key -> the call embedding it now
 
-    # -- keys and storage -------------------------------------------------------------------
     def _key(self, text: str, kind: str) -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return f"{self._prefix}/{kind}/{digest}"
@@ -253,7 +238,6 @@ class CachedEmbeddings(Embeddings):
         with self._lock:
             self.hits = self.misses = 0
 
-    # -- the shared plan: look up, claim misses, embed, assemble ----------------------------
     def _plan(self, texts: Sequence[str], kind: str) -> tuple[list[str], list[Any], dict[str, str]]:
         """Keys and cached vectors of ``texts``, and the distinct misses (text -> key)."""
         for t in texts:
@@ -269,12 +253,7 @@ class CachedEmbeddings(Embeddings):
     def _claim(
         self, todo: dict[str, str], *, asynchronous: bool, expires: float
     ) -> tuple[dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]]:
-        """Split the misses into those this call embeds and those another call is embedding.
-
-        Returns the claimed texts and their flights (to :meth:`_release`), the texts embedded
-        without a claim, and the flights to wait for. A synchronous call never waits for its
-        own thread's or an async call's flight; expired flights are taken over.
-        """
+        """Split the misses: claimed (and flights), unclaimed, and others' flights to wait for."""
         mine: dict[str, str] = {}
         flights: dict[str, _Flight] = {}
         unclaimed: dict[str, str] = {}
@@ -298,10 +277,7 @@ class CachedEmbeddings(Embeddings):
     def _stored_since(
         self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
     ) -> dict[str, str]:
-        """Look the claimed misses up again (another call may have stored them); return the rest.
-
-        Found vectors go to ``fresh`` and count as hits.
-        """
+        """Look the claimed misses up again (found ones go to ``fresh``); return the rest."""
         if not mine:
             return mine
         found = self._lookup(list(mine.values()))
@@ -326,9 +302,7 @@ class CachedEmbeddings(Embeddings):
                 flight.future.set_result(fresh[key])
             else:
                 flight.future.cancel()
-                # A bare cancel() does not wake concurrent.futures.wait(); executors follow it
-                # with this call, which does (its waiters then embed the text themselves).
-                flight.future.set_running_or_notify_cancel()
+                flight.future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
 
     @contextlib.contextmanager
     def _claimed(
@@ -336,11 +310,7 @@ class CachedEmbeddings(Embeddings):
     ) -> Iterator[
         tuple[dict[str, str], dict[str, NDArray[np.float32]], dict[str, tuple[str, _Flight]]]
     ]:
-        """Hold this call's claim on the misses ``todo`` (see :meth:`_claim`) for a block.
-
-        Yields the texts to embed, the map of vectors by key, and the flights to wait for;
-        leaving the block releases the claims with the vectors the map holds.
-        """
+        """Hold the claim on ``todo``: yield texts to embed, vectors by key, flights to await."""
         mine, flights, unclaimed, waits = self._claim(
             todo, asynchronous=asynchronous, expires=deadline
         )
@@ -363,10 +333,7 @@ class CachedEmbeddings(Embeddings):
         deadline: float,
         timeout: float | None,
     ) -> dict[str, str]:
-        """Copy the vectors of finished flights into ``fresh``; return the texts to embed here.
-
-        Raises :class:`TimeoutError` if this call's time ran out with vectors still pending.
-        """
+        """Copy finished flights' vectors into ``fresh``; return the texts to embed here."""
         pending = sum(not flight.future.done() for _, flight in waits.values())
         if pending and time.monotonic() >= deadline:
             raise TimeoutError(
@@ -438,23 +405,16 @@ class CachedEmbeddings(Embeddings):
             vectors.extend(await self._embed_async(batch, kind))
         return self._keep(todo, vectors)
 
-    # -- public API ---------------------------------------------------------------------------
     def embed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
         """Embed texts as a ``(n, d)`` float32 array, embedding only cache misses.
 
-        A text another synchronous call is embedding is waited for, not sent again.
-
         Args:
             texts: The texts.
             kind: ``"document"`` or ``"query"``.
-            timeout: Most seconds to wait for vectors another call is embedding (and how long
-                others wait for this call's). It does not interrupt this call's own model
-                request. ``None``: no limit.
-
-        Returns:
-            One row per input text, in input order.
+            timeout: Most seconds (``None``: no limit) to wait for vectors another call is
+                embedding, and others for this call's; it never interrupts a model request.
 
         Raises:
             TimeoutError: If ``timeout`` passed while waiting for another call's vectors.
@@ -479,7 +439,7 @@ class CachedEmbeddings(Embeddings):
     async def aembed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
-        """Async twin of :meth:`embed_matrix`; it waits for texts any other call is embedding."""
+        """Async :meth:`embed_matrix`, waiting for any call; blocking models run on own threads."""
         deadline = _deadline(timeout)
         keys, found, todo = self._plan(texts, kind)
         with self._claimed(todo, deadline, asynchronous=True) as (batch, fresh, waits):

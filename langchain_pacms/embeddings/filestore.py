@@ -1,18 +1,4 @@
-"""A LangChain ``ByteStore`` on the local filesystem, for embedding caches that outlive a run.
-
-One file per key, named by the key's sha256 under 256 sub-folders, holding a header with the
-key and then the value. Writes are atomic (:func:`os.replace`); unreadable or foreign files read
-as missing.
-
-Example:
-    >>> import tempfile
-    >>> store = LocalByteStore(tempfile.mkdtemp())
-    >>> store.mset([("a", b"1"), ("b", b"2")])
-    >>> store.mget(["a", "zz"])
-    [b'1', None]
-    >>> sorted(store.yield_keys(prefix="a"))
-    ['a']
-"""
+"""A LangChain ``ByteStore`` on the local filesystem, for embedding caches that outlive a run."""
 
 from __future__ import annotations
 
@@ -34,16 +20,7 @@ _TMP_SUFFIX = ".tmp"
 
 
 class LocalByteStore(ByteStore):
-    """Bytes values on disk, one file per key.
-
-    Args:
-        root: Folder of the store; created if missing.
-        fsync: Flush every file to disk before it is moved into place (survives power loss;
-            slower).
-
-    Attributes:
-        root: The store folder.
-    """
+    """Bytes values on disk, one atomically written file per key; ``fsync`` survives power loss."""
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.root = Path(root).expanduser()
@@ -53,7 +30,6 @@ class LocalByteStore(ByteStore):
     def __repr__(self) -> str:
         return f"LocalByteStore({str(self.root)!r})"
 
-    # -- layout ------------------------------------------------------------------------------
     @staticmethod
     def _encode_key(key: str) -> bytes:
         if not isinstance(key, str):
@@ -86,8 +62,7 @@ class LocalByteStore(ByteStore):
 
     def _write(self, raw_key: bytes, value: bytes) -> None:
         path = self._path(raw_key)
-        # parents: the root too, in case it was removed (a cache prune) while the store lived.
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)  # the root may have been pruned
         tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}{_TMP_SUFFIX}"
         try:
             with open(tmp, "wb") as fh:
@@ -102,7 +77,6 @@ class LocalByteStore(ByteStore):
             tmp.unlink(missing_ok=True)
             raise
 
-    # -- ByteStore API -------------------------------------------------------------------------
     def mget(self, keys: Sequence[str]) -> list[bytes | None]:
         """Values of ``keys`` (``None`` for a missing key), in order."""
         return [self._read(self._encode_key(k)) for k in keys]

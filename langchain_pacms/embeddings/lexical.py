@@ -1,15 +1,4 @@
-"""A built-in, offline lexical embedder: hashed word and bigram term frequencies.
-
-The package default: no model, server or download. Each text becomes ``dim`` signed hashed
-features (lower-cased words and bigrams, sublinear term frequency) of unit length; the selector
-applies IDF over each pool. Relevance to the query comes from the same features kept sparse
-(:meth:`HashedTfidfEmbeddings.pool_relevance`).
-
-Example:
-    >>> emb = HashedTfidfEmbeddings(dim=256)
-    >>> len(emb.embed_query("staging database port"))
-    256
-"""
+"""The built-in offline lexical embedder (the package default): hashed word and bigram counts."""
 
 from __future__ import annotations
 
@@ -32,9 +21,7 @@ from langchain_pacms.embeddings.sparse import (
 
 __all__ = ["SPARSE_ROWS_BYTES", "HashedTfidfEmbeddings"]
 
-SPARSE_ROWS_BYTES = 32 * 2**20
-"""Default most bytes of sparse rows one embedder keeps in memory (least recently used go)."""
-
+SPARSE_ROWS_BYTES = 32 * 2**20  # default most bytes of sparse rows one embedder keeps (LRU)
 _ROW_OVERHEAD_BYTES = 300  # two array headers, the tuple and the map slot, beyond the data
 
 
@@ -45,23 +32,20 @@ def _row_bytes(text: str, row: SparseRow) -> int:
 class HashedTfidfEmbeddings(Embeddings):
     """Hashed unigram + bigram term-frequency vectors with pool-level IDF.
 
+    Each text becomes ``dim`` signed hashed features with sublinear counts, of unit length.
+
     Args:
         dim: Number of hashed features (a power of two).
         bigrams: Include adjacent word pairs as features.
-        relevance_buckets: Buckets of the sparse rows :meth:`pool_relevance` scores with (a
-            power of two), or ``None`` to offer no pool relevance.
-        rows_bytes: Most bytes of sparse rows kept in memory for :meth:`pool_relevance`
-            (``0`` keeps none).
+        relevance_buckets: Sparse-row buckets of :meth:`pool_relevance` (a power of two), or
+            ``None`` to offer no pool relevance.
+        rows_bytes: Most bytes of sparse rows kept for :meth:`pool_relevance` (0: none).
 
     Attributes:
-        pacms_profile: What :class:`~langchain_pacms.ContextSelector` uses with this embedder
-            unless told otherwise: a near-copy threshold of 0.85, a gain floor of 0.01,
-            relevance feedback 0.6 and pool IDF (measured: docs/results/longmemeval.md).
+        pacms_profile: The profile the selector uses with it unless told otherwise.
 
     Example:
-        >>> emb = HashedTfidfEmbeddings()
-        >>> vectors = emb.embed_matrix(["a cat", "a dog"])
-        >>> vectors.shape
+        >>> HashedTfidfEmbeddings().embed_matrix(["a cat", "a dog"]).shape
         (2, 4096)
     """
 
@@ -137,18 +121,14 @@ class HashedTfidfEmbeddings(Embeddings):
         return [r if r is not None else made[t] for t, r in zip(texts, rows)]
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
-        """Relevance of every text of a pool to ``query``: sparse TF-IDF cosines, pool IDF.
-
-        The dense vectors' features in :attr:`relevance_buckets` buckets, weighted by IDF over
-        ``texts``. Recent texts' rows are kept (up to ``rows_bytes``). Thread-safe.
+        """Relevance of every text of a pool to ``query``: TF-IDF cosines, IDF over the pool.
 
         Args:
             texts: The pool, which also gives the document frequencies.
             query: The query.
 
         Returns:
-            ``(len(texts),)`` float32 relevances in ``[0, 1]``, or ``None`` when the embedder
-            was built with ``relevance_buckets=None``.
+            ``(len(texts),)`` float32 in ``[0, 1]``; ``None`` with ``relevance_buckets=None``.
 
         Example:
             >>> emb = HashedTfidfEmbeddings()

@@ -1,19 +1,4 @@
-"""Task prefixes for embedding models trained with them.
-
-:class:`PrefixedEmbeddings` puts a task instruction before queries and documents (as
-``nomic-embed-text`` and ``mxbai-embed-large`` expect); :func:`task_prefixes` knows the
-documented ones by model name.
-
-Example:
-    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> model = PrefixedEmbeddings(
-    ...     DeterministicFakeEmbedding(size=4), query_prefix="q: ", document_prefix="d: "
-    ... )
-    >>> model.embed_query("hi") == DeterministicFakeEmbedding(size=4).embed_query("q: hi")
-    True
-    >>> task_prefixes("nomic-embed-text:latest")
-    ('search_query: ', 'search_document: ')
-"""
+"""Task prefixes for embedding models trained with them (``nomic-embed-text``, ...)."""
 
 from __future__ import annotations
 
@@ -25,26 +10,22 @@ from langchain_pacms.embeddings.cache import model_identity
 
 __all__ = ["TASK_PREFIXES", "PrefixedEmbeddings", "task_prefixes"]
 
-_PASSED_THROUGH = frozenset({"pacms_profile", "reweight_pool"})
-"""What a model may declare for the selector; the wrapper answers with the wrapped model's."""
-
+_PASSED_THROUGH = frozenset({"pacms_profile", "reweight_pool"})  # read from the wrapped model
 TASK_PREFIXES: dict[str, tuple[str, str]] = {
     "nomic-embed-text": ("search_query: ", "search_document: "),
     "mxbai-embed-large": ("Represent this sentence for searching relevant passages: ", ""),
 }
-"""``model -> (query prefix, document prefix)``, as the models' authors document them."""
 
 
 def task_prefixes(model: str) -> tuple[str, str] | None:
     """The ``(query, document)`` prefixes a model expects, or None if it needs none we know.
 
-    A tag (``:latest``) and a namespace (``library/``) are ignored.
-
     Args:
-        model: A model name such as ``nomic-embed-text:latest``.
+        model: A model name; a tag (``:latest``) and a namespace (``library/``) are ignored.
 
-    Returns:
-        The prefixes, or None.
+    Example:
+        >>> task_prefixes("nomic-embed-text:latest")
+        ('search_query: ', 'search_document: ')
     """
     base = model.strip().rsplit("/", 1)[-1].split(":", 1)[0].lower()
     return TASK_PREFIXES.get(base)
@@ -53,8 +34,7 @@ def task_prefixes(model: str) -> tuple[str, str] | None:
 class PrefixedEmbeddings(Embeddings):
     """Wraps an ``Embeddings`` and puts a task prefix in front of every query and document.
 
-    The wrapped model's ``pacms_profile`` and ``reweight_pool`` are read through the wrapper;
-    nothing else is (no fast path skips the prefixes).
+    Only the wrapped model's ``pacms_profile`` and ``reweight_pool`` are read through it.
 
     Args:
         embeddings: The model to wrap.
@@ -62,7 +42,13 @@ class PrefixedEmbeddings(Embeddings):
         document_prefix: Put before every document text.
 
     Raises:
-        ValueError: If both prefixes are empty (the wrapper would change nothing).
+        ValueError: If both prefixes are empty.
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> m = DeterministicFakeEmbedding(size=4)
+        >>> PrefixedEmbeddings(m, query_prefix="q: ").embed_query("a") == m.embed_query("q: a")
+        True
     """
 
     def __init__(

@@ -1,14 +1,4 @@
-"""What the selector must know about an embedder, declared once: :class:`EmbedderProfile`.
-
-An embeddings class declares its cosine scale and options as a class attribute
-``pacms_profile``; :func:`resolve_profile` finds it through known wrappers and gives every
-other model :data:`CALIBRATED_PROFILE` (dense defaults read on each pool's own scale).
-
-Example:
-    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-    >>> resolve_profile(DeterministicFakeEmbedding(size=4)).calibration
-    'pool'
-"""
+"""What the selector must know about an embedder, declared once: :class:`EmbedderProfile`."""
 
 from __future__ import annotations
 
@@ -32,16 +22,9 @@ __all__ = [
 
 logger = logging.getLogger("langchain_pacms.embeddings")
 
-DENSE_SIMILARITY_THRESHOLD = 0.85
-"""``pacms`` kernel threshold for dense neural embedders (measured:
-docs/results/longmemeval.md)."""
-
-WRAPPED_MODEL_ATTRIBUTES = ("embeddings", "underlying_embeddings")
-"""Attributes under which known wrappers hold the model they wrap."""
-
-
-CALIBRATIONS = (None, "pool")
-"""The values :attr:`EmbedderProfile.calibration` takes."""
+DENSE_SIMILARITY_THRESHOLD = 0.85  # for dense neural embedders (docs/results/longmemeval.md)
+WRAPPED_MODEL_ATTRIBUTES = ("embeddings", "underlying_embeddings")  # where wrappers hold a model
+CALIBRATIONS = (None, "pool")  # the values of EmbedderProfile.calibration
 
 
 def _unit(name: str, value: object) -> float:
@@ -52,22 +35,17 @@ def _unit(name: str, value: object) -> float:
 
 @dataclass(frozen=True)
 class EmbedderProfile:
-    """How ``pacms`` reads one embedder's vectors.
+    """How ``pacms`` reads one embedder's vectors (an embeddings class's ``pacms_profile``).
 
     Attributes:
         name: A short name shown by the selector (``dense``, ``hashed-tfidf``, ...).
-        similarity_threshold: Near-duplicate kernel threshold on this embedder's cosine
-            scale, in ``[0, 1)``.
-        min_gain: Absolute gain floor in ``[0, 1)`` below which the greedy hands the rest of
-            the budget to the fill (0: none).
-        relevance_feedback: Pseudo-relevance feedback weight in ``[0, 1)`` (0: none; see
-            :func:`~langchain_pacms.core.feedback_relevance`).
-        idf_reweighting: Reweight each pool's vectors by inverse document frequency over the
-            pool (:func:`idf_reweight`; for sparse lexical vectors).
-        tool_loop_similarity_threshold: Kernel threshold in ``[0, 1)`` when only the newest
-            step is mandatory (a tool loop); ``None``: ``similarity_threshold``.
-        calibration: ``None`` (a declared scale) or ``"pool"``: ``pacms`` reads the settings
-            on each pool's own cosine scale (its ``calibrate`` option).
+        similarity_threshold: Near-duplicate kernel threshold in ``[0, 1)`` on its scale.
+        min_gain: Gain floor in ``[0, 1)`` below which the greedy hands over to the fill.
+        relevance_feedback: Pseudo-relevance feedback weight in ``[0, 1)`` (0: none).
+        idf_reweighting: Reweight each pool's vectors by IDF over the pool (lexical vectors).
+        tool_loop_similarity_threshold: Kernel threshold in ``[0, 1)`` within a tool loop;
+            ``None``: ``similarity_threshold``.
+        calibration: ``None`` (a declared scale) or ``"pool"`` (``pacms``'s ``calibrate``).
 
     Example:
         >>> EmbedderProfile(name="my-model", similarity_threshold=0.7)
@@ -104,11 +82,8 @@ class EmbedderProfile:
             raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
 
 
-DENSE_PROFILE = EmbedderProfile()
-"""Dense cosines as they come: no gain floor, feedback or reweighting."""
-
-CALIBRATED_PROFILE = EmbedderProfile(name="calibrated", calibration="pool")
-"""The profile of every model that declares none: :data:`DENSE_PROFILE` read on each pool."""
+DENSE_PROFILE = EmbedderProfile()  # dense cosines as they come
+CALIBRATED_PROFILE = EmbedderProfile(name="calibrated", calibration="pool")  # for undeclared ones
 
 
 def unwrap_embeddings(embeddings: Embeddings) -> Embeddings:
@@ -145,14 +120,11 @@ def _holds_a_model(embeddings: Embeddings) -> bool:
 def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     """The profile an embedder declares (``pacms_profile``), under any known wrappers.
 
-    A model that declares none gets :data:`CALIBRATED_PROFILE`, with a warning if it wraps
-    another model under an unknown attribute.
+    Else :data:`CALIBRATED_PROFILE` (dense defaults on each pool's own scale), with a warning
+    if the model wraps another under an unknown attribute.
 
     Args:
         embeddings: The embeddings, wrapped or not.
-
-    Returns:
-        The profile.
 
     Example:
         >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
@@ -178,18 +150,10 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
 def idf_reweight(
     vectors: NDArray[np.float32], query: NDArray[np.float32]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """Weight features by inverse document frequency over one pool, then re-normalise.
-
-    Args:
-        vectors: ``(n, d)`` term-frequency vectors of the pool.
-        query: ``(d,)`` term-frequency vector of the query.
-
-    Returns:
-        New ``(vectors, query)`` arrays; inputs are not modified.
+    """New pool vectors and query weighted by inverse document frequency over the pool, unit.
 
     Example:
-        >>> pool = np.array([[1, 1, 0], [1, 0, 1]], dtype=np.float32)
-        >>> vectors, q = idf_reweight(pool, np.array([1, 1, 0], dtype=np.float32))
+        >>> _, q = idf_reweight(np.array([[1, 1, 0], [1, 0, 1]], "f"), np.ones(3, "f"))
         >>> bool(q[1] > q[0])  # the rarer feature weighs more
         True
     """

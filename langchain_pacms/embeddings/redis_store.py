@@ -1,16 +1,4 @@
-"""A LangChain ``ByteStore`` on Redis, so several processes or hosts share one embedding cache.
-
-Needs the ``redis`` extra (``pip install "langchain-pacms[redis]"``). Keys live under a prefix
-(default ``pacms:``). Bound it with the server's ``maxmemory`` and ``allkeys-lru`` policy or the
-store's ``ttl_seconds``; ``local_bytes`` keeps values in the process too.
-
-Example:
-    >>> store = RedisByteStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
-    >>> store.mset([("a", b"1")]); store.mget(["a", "zz"])  # doctest: +SKIP
-    [b'1', None]
-    >>> from langchain_pacms import ContextSelector  # doctest: +SKIP
-    >>> selector = ContextSelector(cache_store=store)  # doctest: +SKIP
-"""
+"""A LangChain ``ByteStore`` on Redis (the ``redis`` extra), so processes share one cache."""
 
 from __future__ import annotations
 
@@ -34,14 +22,11 @@ from langchain_pacms._lru import LruMemo
 
 __all__ = ["DEFAULT_PREFIX", "REDIS_SCHEMES", "RedisByteStore"]
 
-DEFAULT_PREFIX = "pacms:"
-"""What every key of a :class:`RedisByteStore` starts with in Redis, unless told otherwise."""
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-"""The URL schemes a :class:`RedisByteStore` connects with (TCP, TLS, a Unix socket)."""
+DEFAULT_PREFIX = "pacms:"  # what every key of a RedisByteStore starts with, unless told otherwise
+REDIS_SCHEMES = ("redis", "rediss", "unix")  # TCP, TLS, a Unix socket
 _GLOB = re.compile(r"([*?\[\]\\])")
 _SCAN_COUNT = 1000  # keys Redis looks at per SCAN round trip
-LOCAL_ENTRY_OVERHEAD = 120
-"""Bytes one value held in this process costs beyond its own length."""
+LOCAL_ENTRY_OVERHEAD = 120  # bytes one value held in this process costs beyond its length
 
 
 def _weigh(key: str, value: bytes) -> int:
@@ -59,28 +44,10 @@ def _shown(url: str) -> str:
 
 
 class RedisByteStore(ByteStore):
-    """Bytes values in Redis under a key prefix.
+    """Bytes values in Redis under a key ``prefix``, each expiring after ``ttl_seconds`` if set.
 
-    Args:
-        url: Where Redis is: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...``
-            (TLS) or ``unix:///path/to/socket``.
-        prefix: Put before every key in Redis (and taken off the keys listed).
-        ttl_seconds: When set, each value written expires after this many seconds.
-        local_bytes: Also keep up to this many bytes of values in this process (least
-            recently used go first) and answer from them. Only for values that never change:
-            other processes' writes are not seen. ``0``: hold none.
-        **client_options: Passed to ``redis.Redis.from_url`` and ``redis.asyncio.Redis.from_url``
-            (for example ``socket_timeout``).
-
-    Raises:
-        ValueError: For a URL of another scheme, a non-positive ``ttl_seconds`` or a negative
-            ``local_bytes``.
-
-    Example:
-        >>> RedisByteStore("http://example.org")
-        Traceback (most recent call last):
-        ...
-        ValueError: cache URL: expected redis://, rediss:// or unix://, got 'http://example.org'
+    ``local_bytes`` also keeps that many bytes of values in the process (LRU) and answers from
+    them: only for values that never change. ``client_options`` go to ``Redis.from_url``.
     """
 
     def __init__(
@@ -113,7 +80,6 @@ class RedisByteStore(ByteStore):
     def __repr__(self) -> str:
         return f"RedisByteStore({_shown(self.url)!r}, prefix={self.prefix!r})"
 
-    # -- what the sync and async methods share ---------------------------------------------
     def _full(self, keys: Sequence[str]) -> list[str]:
         return [self.prefix + key for key in keys]
 
@@ -160,7 +126,6 @@ class RedisByteStore(ByteStore):
             self._async = (loop, aredis.Redis.from_url(self.url, **self._options))
         return self._async[1]
 
-    # -- ByteStore ---------------------------------------------------------------------------
     def mget(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values of ``keys`` (``None`` for a missing key), in one round trip at most."""
         found, asked = self._held(keys)

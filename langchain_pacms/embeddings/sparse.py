@@ -1,16 +1,4 @@
-"""Exact query relevance from sparse hashed term vectors, with inverse document frequency per pool.
-
-Each text is a sparse row over ``2^18`` hashed buckets; a pool is scored against a query by the
-cosine of their TF-IDF rows, IDF ``ln((1 + n) / (1 + df)) + 1`` counted over the pool, clipped
-at zero. An embedder offering this (:class:`PoolRelevance`) gives the selector its relevance,
-while its dense vectors still give the pairwise similarities.
-
-Example:
-    >>> rows = [sparse_row(t) for t in ["the cat sat on the mat", "dogs bark", "a cat"]]
-    >>> rel = idf_cosines(rows, sparse_row("where did the cat sit"))
-    >>> int(rel.argmax()), float(rel[1])
-    (0, 0.0)
-"""
+"""Exact query relevance from sparse hashed term rows, with inverse document frequency per pool."""
 
 from __future__ import annotations
 
@@ -34,11 +22,8 @@ __all__ = [
     "text_features",
 ]
 
-RELEVANCE_BUCKETS = 1 << 18
-"""Hash buckets of the sparse rows: enough that a pool's distinct features rarely share one."""
-
-WORDS = re.compile(r"[^\W_]+", re.UNICODE)
-"""The built-in lexical embedder's words: runs of letters and digits, lower-cased first."""
+RELEVANCE_BUCKETS = 1 << 18  # enough buckets that a pool's distinct features rarely share one
+WORDS = re.compile(r"[^\W_]+", re.UNICODE)  # runs of letters and digits (of lower-cased text)
 
 
 @runtime_checkable
@@ -46,10 +31,7 @@ class PoolRelevance(Protocol):
     """An embedder that scores a whole pool against a query itself (used as relevance)."""
 
     def pool_relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
-        """Relevance of each text to ``query`` in ``[0, 1]``, in the order of ``texts``.
-
-        ``None`` declines: the selector then scores relevance from the vectors.
-        """
+        """Relevance of each text to ``query`` in ``[0, 1]``, or ``None`` to use the vectors."""
         ...
 
 
@@ -75,23 +57,7 @@ def text_features(text: str, *, bigrams: bool = True) -> Counter[str]:
 
 
 def sparse_row(text: str, *, buckets: int = RELEVANCE_BUCKETS, bigrams: bool = True) -> SparseRow:
-    """The sparse row of one text: sublinear tf (``1 + ln tf``), signed by hash, per bucket.
-
-    Features are hashed with CRC-32: the top bit gives the sign, the low bits the bucket.
-
-    Args:
-        text: The text.
-        buckets: Number of buckets (a power of two).
-        bigrams: Count adjacent word pairs as features too.
-
-    Returns:
-        The row; empty for a text without words.
-
-    Example:
-        >>> row = sparse_row("red red apples", buckets=1 << 4)
-        >>> len(row.buckets) <= 3, bool(np.all(np.diff(row.buckets) > 0))
-        (True, True)
-    """
+    """One text's row: ``1 + ln tf`` per CRC-32 bucket (low bits), signed by the top bit."""
     feats = text_features(text, bigrams=bigrams)
     if not feats:
         return SparseRow(np.zeros(0, dtype=np.int64), np.zeros(0))
@@ -122,23 +88,7 @@ def _scratch(buckets: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
 def idf_cosines(
     rows: Sequence[SparseRow], query: SparseRow, *, buckets: int = RELEVANCE_BUCKETS
 ) -> NDArray[np.float64]:
-    """Cosine of each row with the query after pool IDF weighting, clipped at zero.
-
-    Document frequencies count ``rows`` only, not the query.
-
-    Args:
-        rows: The pool's rows (from :func:`sparse_row` with the same ``buckets``).
-        query: The query's row.
-        buckets: The rows' bucket count.
-
-    Returns:
-        ``(len(rows),)`` relevances in ``[0, 1]``; zero for an empty row or query.
-
-    Example:
-        >>> rows = [sparse_row("red apples"), sparse_row("green pears")]
-        >>> idf_cosines(rows, sparse_row("red")).round(3).tolist()
-        [0.577, 0.0]
-    """
+    """Cosine of each row with the query, IDF ``ln((1 + n) / (1 + df)) + 1`` over ``rows``, >= 0."""
     n = len(rows)
     out = np.zeros(n)
     if not n or not len(query.buckets):
