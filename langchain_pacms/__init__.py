@@ -1,11 +1,4 @@
-"""langchain-pacms: budgeted, query-aware context selection for LangChain and LangGraph agents.
-
-Example:
-    >>> from langchain_pacms import ContextSelector
-    >>> selection = ContextSelector().select(["a", "b"], "a", budget=1)
-    >>> selection.kept_ids
-    ('0',)
-"""
+"""langchain-pacms: budgeted, query-aware context selection for LangChain and LangGraph agents."""
 
 from __future__ import annotations
 
@@ -77,8 +70,7 @@ __all__ = [
     "register_strategy",
 ]
 
-# Integrations load on first access, so importing the package stays light and the middleware's
-# optional dependency (LangChain v1) is only needed by those who use it.
+# Integrations load on first access: the middleware's extra is needed only by its users.
 _LAZY = {
     "PACMSCompressor": "langchain_pacms.integrations.compressor",
     "PACMSMiddleware": "langchain_pacms.integrations.middleware",

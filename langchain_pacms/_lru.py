@@ -16,20 +16,10 @@ D = TypeVar("D")
 
 
 class LruMemo(Generic[K, V]):
-    """A map that forgets its least recently used entries past a count or a byte size.
+    """A thread-safe map that forgets its least recently used entries past its caps.
 
-    Thread-safe. ``max_entries`` and ``max_bytes`` (entries weighed by ``weigh(key, value)``)
-    cap it; ``None`` means no cap. :attr:`nbytes` is the weight held now. A copy or a pickle
-    keeps the caps and starts empty.
-
-    Example:
-        >>> memo: LruMemo[str, int] = LruMemo(max_entries=2)
-        >>> memo.put("a", 1); memo.put("b", 2)
-        >>> memo.get("a")  # "a" is now the most recently used
-        1
-        >>> memo.put("c", 3)  # past the cap: "b" is forgotten
-        >>> "b" in memo, memo.get_many(["a", "c", "z"])
-        (False, [1, 3, None])
+    Caps: ``max_entries``, ``max_bytes`` (of ``weigh(key, value)``, held now: :attr:`nbytes`);
+    ``None``: no cap. A copy or a pickle starts empty.
     """
 
     def __init__(
@@ -61,8 +51,7 @@ class LruMemo(Generic[K, V]):
     def get(self, key: K, default: D) -> V | D: ...
     def get(self, key: K, default: Any = None) -> Any:
         """The value held under ``key``, now the most recently used (``default`` if none)."""
-        # No lock: each OrderedDict call is atomic, and an entry another thread evicts between
-        # the two is still a correct answer.
+        # No lock: each OrderedDict call is atomic; an entry evicted between them is still right
         found = self._entries.get(key, _ABSENT)
         if found is _ABSENT:
             return default

@@ -1,9 +1,6 @@
 """One body for a method and its async twin: a generator of steps, run by a sync or async driver.
 
-The generator yields each outside call it needs and takes back the answer; :func:`drive`
-answers with blocking calls, :func:`adrive` awaits async ones, and a call's error is raised at
-its ``yield``. :class:`Call` pairs a sync function with its async twin, and
-:func:`parameters_of` / :func:`method_parameters_of` write a twin pair's parameter list once.
+The steps yield each outside call (:class:`Call`) and get its answer back (or its error raised).
 """
 
 from __future__ import annotations
@@ -33,11 +30,7 @@ _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
 
 
 def parameters_of(template: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
-    """Give a ``(*args, **kwargs)`` function the parameters of ``template``.
-
-    A function and its async twin take the same arguments: both pass them to ``template``
-    (which checks and normalises them), so the list is written once; type checkers,
-    ``help()`` and :func:`inspect.signature` see ``template``'s parameters on both.
+    """Give a ``(*args, **kwargs)`` function (which passes them to ``template``) its parameters.
 
     Example:
         >>> def _args(text: str, *, times: int = 2) -> tuple[str, int]:
@@ -91,9 +84,7 @@ def _signature(
 
 
 def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> T:
-    """Run ``steps`` to their result, answering each request they yield with ``answer``.
-
-    An exception from ``answer`` is raised inside the steps at the request.
+    """Run ``steps`` to their result, answering each request with ``answer`` (errors raised in).
 
     Example:
         >>> def steps():
@@ -119,7 +110,7 @@ def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> 
 
 
 async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]) -> T:
-    """Async twin of :func:`drive`: each answer is awaited (:func:`drive` runs this loop too)."""
+    """Async twin of :func:`drive`: each answer is awaited."""
     try:
         request = next(steps)
         while True:
@@ -135,7 +126,7 @@ async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Await
 
 @dataclass(frozen=True)
 class Call:
-    """One outside call of a shared body: a sync function and its async twin, with arguments."""
+    """One outside call: a sync function and its async twin, with the arguments."""
 
     sync: Callable[..., Any]
     asynchronous: Callable[..., Awaitable[Any]]
@@ -147,7 +138,7 @@ class Call:
         return self.sync(*self.args, **self.kwargs)
 
     def arun(self) -> Awaitable[Any]:
-        """Call the async function (the awaitable it returns)."""
+        """Call the async function."""
         return self.asynchronous(*self.args, **self.kwargs)
 
 
@@ -156,16 +147,7 @@ Steps = Generator[Call, Any, T]
 
 
 def drive_calls(steps: Steps[T]) -> T:
-    """Run ``steps`` with the sync function of each :class:`Call`.
-
-    Example:
-        >>> async def never():
-        ...     raise AssertionError
-        >>> def steps():
-        ...     return (yield Call(len, never, ("abc",)))
-        >>> drive_calls(steps())
-        3
-    """
+    """Run ``steps`` with the sync function of each :class:`Call`."""
     return drive(steps, Call.run)
 
 

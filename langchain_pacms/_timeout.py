@@ -1,17 +1,6 @@
-"""Run a blocking call on a daemon thread of its own: with a time limit, or awaited.
+"""Run a blocking call on a fresh daemon thread, with a time limit or awaited.
 
-Each call gets a fresh daemon thread, so calls never queue behind one another or the loop's
-default executor. Abandoned calls still running are counted; past :data:`MAX_STALLED` of them
-new calls fail at once.
-
-Example:
-    >>> call_with_timeout(lambda: 6 * 7, 1.0, what="answer")
-    42
-    >>> import time
-    >>> call_with_timeout(lambda: time.sleep(0.5), 0.01, what="nap")
-    Traceback (most recent call last):
-    ...
-    TimeoutError: nap took longer than embed_timeout=0.01s
+Abandoned calls still running are counted; past :data:`MAX_STALLED` new calls fail at once.
 """
 
 from __future__ import annotations
@@ -40,19 +29,7 @@ _stalled = 0
 
 
 def check_embed_timeout(timeout: object) -> float | None:
-    """``timeout`` as an ``embed_timeout``: seconds ``> 0``, or ``None`` for no limit.
-
-    Raises:
-        ValueError: For anything else (``0``, a negative number, a bool, a string).
-
-    Example:
-        >>> check_embed_timeout(2.5), check_embed_timeout(None)
-        (2.5, None)
-        >>> check_embed_timeout(0)
-        Traceback (most recent call last):
-        ...
-        ValueError: embed_timeout must be seconds > 0 or None, got 0
-    """
+    """``timeout`` as an ``embed_timeout`` (seconds ``> 0`` or ``None``), else ``ValueError``."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -61,12 +38,7 @@ def check_embed_timeout(timeout: object) -> float | None:
 
 
 def timeout_error(what: str, timeout: float) -> TimeoutError:
-    """The error a timed-out call raises, naming the option and its value.
-
-    Example:
-        >>> str(timeout_error("embedding", 2))
-        'embedding took longer than embed_timeout=2s'
-    """
+    """The error a timed-out call raises, naming the option and its value."""
     return TimeoutError(f"{what} took longer than embed_timeout={timeout}s")
 
 
@@ -108,11 +80,9 @@ def _abandon(future: concurrent.futures.Future[T]) -> None:
 
 
 def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
-    """``fn()``, or :class:`TimeoutError` once ``timeout`` seconds have passed.
+    """``fn()``, or :class:`TimeoutError` naming ``what`` past ``timeout`` seconds or when stalled.
 
-    ``fn`` runs on a new daemon thread; an overrun is left to finish in the background and
-    ``what`` names the call in the error. Also raises :class:`TimeoutError` at once when
-    :data:`MAX_STALLED` earlier calls are still stalled.
+    An overrun is left to finish in the background.
     """
     future = _start(fn, what)
     done, _ = concurrent.futures.wait([future], timeout=timeout)
@@ -123,15 +93,9 @@ def call_with_timeout(fn: Callable[[], T], timeout: float, *, what: str) -> T:
 
 
 async def call_in_thread(fn: Callable[[], T], *, what: str) -> T:
-    """Await ``fn()`` run on a new daemon thread, never on the event loop's default executor.
+    """Await ``fn()`` on a new daemon thread (not the loop's executor); stalled: ``TimeoutError``.
 
-    Cancelling the awaiting task leaves ``fn`` to finish in the background, counted as stalled.
-    Raises :class:`TimeoutError` (naming ``what``) when :data:`MAX_STALLED` calls are stalled.
-
-    Example:
-        >>> import asyncio
-        >>> asyncio.run(call_in_thread(lambda: 6 * 7, what="answer"))
-        42
+    A cancelled await leaves ``fn`` to finish in the background, counted as stalled.
     """
     future = _start(fn, what)
     try:

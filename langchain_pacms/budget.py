@@ -1,11 +1,4 @@
-"""The token budget of a selection: one value, checked once, from the agent-facing call to the core.
-
-Example:
-    >>> Budget(tokens=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: Budget(tokens=...) must be a positive int, got 0
-"""
+"""The token budget of a selection: one value, checked once, from the agent's call to the core."""
 
 from __future__ import annotations
 
@@ -48,14 +41,7 @@ def _positive(name: str, value: Any) -> int:
 
 
 def max_input_tokens(model: Any) -> int | None:
-    """A chat model's ``profile["max_input_tokens"]``, or ``None`` when it has none.
-
-    Example:
-        >>> class Model:
-        ...     profile = {"max_input_tokens": 8000}
-        >>> max_input_tokens(Model()), max_input_tokens(object())
-        (8000, None)
-    """
+    """A chat model's ``profile["max_input_tokens"]``, or ``None`` when it has none."""
     profile = getattr(model, "profile", None)
     if not isinstance(profile, Mapping):
         return None
@@ -70,12 +56,11 @@ class Budget:
     Give exactly one of ``tokens``, ``ratio``, ``fraction`` or ``context_window``.
 
     Attributes:
-        tokens: An absolute number of tokens.
-        ratio: A share in ``(0, 1]`` of the tokens selected from (the selector's pool; for the
-            hook and the middleware, the conversation's own tokens).
+        tokens: A number of tokens.
+        ratio: A share in ``(0, 1]`` of the tokens selected from (for the hook and the
+            middleware, of the conversation).
         fraction: A share in ``(0, 1]`` of the chat model's ``profile["max_input_tokens"]``.
-        context_window: The model's input window; the budget is
-            ``floor((context_window - answer_reserve) * fill)``.
+        context_window: The model's input window; the budget: ``(window - answer_reserve) * fill``.
         answer_reserve: Tokens a window budget leaves for the answer (``>= 0``).
         fill: Share in ``(0, 1]`` of ``context_window - answer_reserve`` to fill.
 
@@ -125,13 +110,13 @@ class Budget:
     def coerce(cls, budget: BudgetInput) -> Budget:
         """The :class:`Budget` that ``budget`` means, else ``ValueError``.
 
-        A :class:`Budget`, a positive ``int`` (tokens), or LangChain's ``("tokens", n)``,
-        ``("ratio", x)`` and ``("fraction", x)``.
+        ``budget``: a :class:`Budget`, a positive ``int`` (tokens), or LangChain's
+        ``("tokens", n)``, ``("ratio", x)`` or ``("fraction", x)``.
 
         Example:
-            >>> Budget.coerce(("ratio", 0.5))
-            Budget(tokens=None, ratio=0.5, fraction=None, context_window=None, answer_reserve=4096, fill=1.0)
-        """  # noqa: E501
+            >>> Budget.coerce(("ratio", 0.5)).ratio
+            0.5
+        """
         if isinstance(budget, Budget):
             return budget
         tokens = _integer(budget)
@@ -159,12 +144,11 @@ class Budget:
         """The number of tokens this budget allows (at least 1).
 
         Args:
-            total: The tokens selected from (a ``ratio`` budget is a share of them).
-            model: The chat model (a ``fraction`` budget is a share of its
-                ``profile["max_input_tokens"]``).
+            total: The tokens selected from (for a ``ratio`` budget).
+            model: The chat model (for a ``fraction`` budget).
 
         Raises:
-            ValueError: For a ``fraction`` budget without a model that has such a profile.
+            ValueError: For a ``fraction`` budget without a model that has a profile.
 
         Example:
             >>> class Model:

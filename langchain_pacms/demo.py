@@ -1,14 +1,7 @@
-"""The bundled demo: one agent session, every strategy, one tight budget.
+"""The bundled demo: one coding-agent session, every strategy, one tight budget.
 
-The session is a day of work between a developer and a coding agent. Its final question needs
-two facts: one restated many times, one said once. :func:`run_demo` selects with each strategy
-and reports, per fact, whether a kept candidate still states it. Strategies are timed on a warm
-embedding cache.
-
-Example:
-    >>> rows = {row.strategy: row for row in run_demo()}
-    >>> rows["pacms"].facts_kept, rows["topk"].facts_kept
-    ((True, True), (True, False))
+Its final question needs two facts (one restated many times, one said once); each row tells
+whether a kept candidate still states each fact.
 """
 
 from __future__ import annotations
@@ -95,25 +88,13 @@ def run_demo(
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     selector: Selector | None = None,
 ) -> list[DemoRow]:
-    """Select from the demo session with each strategy.
-
-    Args:
-        budget_ratio: Budget as a fraction of the session's tokens.
-        strategies: Registered strategy names to compare.
-        selector: Selector to use (default: offline defaults).
-
-    Returns:
-        One :class:`DemoRow` per strategy, in the order given.
-
-    Raises:
-        ValueError: For a strategy name that is not registered.
-    """
+    """One :class:`DemoRow` per strategy (timed on a warm embedding cache), in the order given."""
     unknown = [s for s in strategies if s not in available_strategies()]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {available_strategies()}")
     session = load_demo_session()
     selector = selector or ContextSelector()
-    # Untimed warm-up: fills the embedding cache so no strategy is charged the cold embedding.
+    # untimed warm-up: no strategy is charged the cold embedding
     budget = Budget(ratio=budget_ratio)
     selector.select(session.candidates, session.query, budget)
     rows = []

@@ -1,11 +1,4 @@
-"""``RemoteSelector``: a :class:`~langchain_pacms.selector.Selector` that asks ``pacms serve``.
-
-Example:
-    >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens there
-    >>> sel = remote.select(["old", "new"], "new", budget=1)
-    >>> sel.fell_back, sel.kept_ids
-    (True, ('1',))
-"""
+"""``RemoteSelector``: a :class:`~langchain_pacms.selector.Selector` that asks ``pacms serve``."""
 
 from __future__ import annotations
 
@@ -102,18 +95,8 @@ def check_answer(
 ) -> Selection:
     """The :class:`Selection` a service's answer gives, or :class:`RemoteAnswerError`.
 
-    The answer must keep only sent ids, each once, listed alike in ``pick_order``; keep every
-    mandatory id; fit ``budget`` by the sender's ``tokens`` (unless exactly the mandatory part
-    is kept); keep something if something fits; give finite scores. The token totals, budget
-    and ``over_budget`` are the sender's; the service's ``timings`` join ``timings`` as
+    Token totals, budget and ``over_budget`` are the sender's; the service's timings join as
     ``server_*``.
-
-    Example:
-        >>> cands = [Candidate("old", "a"), Candidate("new", "b", mandatory=True)]
-        >>> check_answer(cands, [5, 5], 6, {"kept_ids": ["a"], "pick_order": ["a"]})
-        Traceback (most recent call last):
-        ...
-        langchain_pacms.remote.RemoteAnswerError: the answer drops mandatory id 'b'
     """
     if not isinstance(body, dict):
         raise RemoteAnswerError("the answer is not a JSON object")
@@ -207,16 +190,14 @@ class _Reader:
 class RemoteSelector:
     """Select through a running ``pacms serve``; fail soft to recency.
 
-    Token counts and the budget are resolved locally and sent, so client and service agree on
-    every number. When the service fails, is late or gives an answer :func:`check_answer`
-    refuses, the selection falls back to recency (``fell_back``, the reason in ``error``).
+    Token counts and the budget are resolved locally and sent. When the service fails, is late
+    or gives a bad answer, the selection falls back to recency (``fell_back``, ``error``).
 
     Args:
         url: The service's base URL.
-        timeout: Seconds to wait for a whole answer before falling back (a total deadline).
-        token_counter: Counter for the local token counts (default: tiktoken ``o200k_base``,
-            as the service counts).
-        strategy: Strategy sent with each request (``None``: the service's default).
+        timeout: Seconds to wait for a whole answer before falling back.
+        token_counter: Counter for the token counts (default: ``o200k_base``, as the service's).
+        strategy: Strategy name sent with each request (``None``: the service's default).
         strategy_options: Options sent with that strategy.
         strict: Raise instead of falling back.
         token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``).
@@ -307,7 +288,6 @@ class RemoteSelector:
             self.strategy, self.strategy_options, self.profile, strategy, options
         )
 
-    # -- the steps shared by select and aselect -----------------------------------------------
     def _request(
         self,
         cands: Sequence[Candidate],
@@ -344,24 +324,6 @@ class RemoteSelector:
             "relevant_ids": [str(i) for i in relevant_ids],
         }
 
-    def _fallback(
-        self,
-        err: Exception,
-        cands: tuple[Candidate, ...],
-        tokens: np.ndarray,
-        budget: int,
-        timings: dict[str, float],
-        started: float,
-    ) -> Selection:
-        """Recency within the budget (a local selector's fallback), or ``err`` when strict."""
-        if self.strict:
-            raise err
-        timings["remote"] = time.perf_counter() - started
-        message = self._streak.note(err)
-        return unscored_selection(
-            cands, tokens, budget, "lastk", error=message, timings=timings, started=started
-        )
-
     def _selecting_remotely(
         self, call: SelectArguments
     ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
@@ -379,12 +341,17 @@ class RemoteSelector:
             body = yield payload
             timings["remote"] = time.perf_counter() - started
             selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
-        except Exception as err:
-            return self._fallback(err, cands, tokens, allowed, timings, started)
+        except Exception as err:  # recency within the budget, as a local selector falls back
+            if self.strict:
+                raise
+            timings["remote"] = time.perf_counter() - started
+            message = self._streak.note(err)
+            return unscored_selection(
+                cands, tokens, allowed, "lastk", error=message, timings=timings, started=started
+            )
         self._streak.end()
         return selection
 
-    # -- sync and async ----------------------------------------------------------------------
     def _reader(
         self, response: httpx.Response, payload: dict[str, Any], deadline: float
     ) -> _Reader:
@@ -442,7 +409,14 @@ class RemoteSelector:
 
     @method_parameters_of(select_arguments)
     def select(self, *args: Any, **kwargs: Any) -> Selection:
-        """Select through the service (as ``ContextSelector.select``; bad input raises first)."""
+        """Select through the service (as ``ContextSelector.select``; bad input raises first).
+
+        Example:
+            >>> remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # nothing listens
+            >>> sel = remote.select(["old", "new"], "new", budget=1)
+            >>> sel.fell_back, sel.kept_ids
+            (True, ('1',))
+        """
         return drive(self._selecting_remotely(select_arguments(*args, **kwargs)), self._post)
 
     @method_parameters_of(select_arguments)

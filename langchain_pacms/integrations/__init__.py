@@ -1,11 +1,6 @@
 """LangChain and LangGraph integrations: a pre-model hook, an agent middleware, a compressor.
 
-``PACMSMiddleware`` (needs ``langchain-pacms[middleware]``) and ``PACMSCompressor`` are
-imported on first access.
-
-Example:
-    >>> from langchain_pacms.integrations import Pacms, create_pacms_hook
-    >>> hook = create_pacms_hook(2000, strategy=Pacms(similarity_threshold=0.3))
+``PACMSMiddleware`` (needs ``langchain-pacms[middleware]``) and ``PACMSCompressor`` load lazily.
 """
 
 from __future__ import annotations

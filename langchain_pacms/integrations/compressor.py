@@ -1,15 +1,4 @@
-"""``PACMSCompressor``: budgeted, query-aware document selection as a LangChain compressor.
-
-Example:
-    >>> from langchain_core.documents import Document
-    >>> from langchain_pacms.integrations.compressor import PACMSCompressor
-    >>> docs = [Document("The staging DB listens on port 6543."), Document("Lunch was great.")]
-    >>> kept = PACMSCompressor(12).compress_documents(docs, "Which port does the staging DB use?")
-    >>> [d.page_content for d in kept]
-    ['The staging DB listens on port 6543.']
-    >>> kept[0].metadata["pacms_strategy"], kept[0].metadata["pacms_pick_rank"]
-    ('pacms', 0)
-"""
+"""``PACMSCompressor``: budgeted, query-aware document selection as a LangChain compressor."""
 
 from __future__ import annotations
 
@@ -28,11 +17,7 @@ from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.budget import Budget, BudgetInput
 from langchain_pacms.core import Strategy
 from langchain_pacms.integrations.options import StrategyOptions
-from langchain_pacms.messages.report import (
-    areport_selection,
-    report_selection,
-    traced_selection,
-)
+from langchain_pacms.messages.report import areport_selection, report_selection, traced_selection
 from langchain_pacms.selector import Candidate, ContextSelector, Selection, Selector
 
 if TYPE_CHECKING:
@@ -52,10 +37,7 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -> Selection:
-    """``selection`` with each kept document swapped for a dropped, higher-ranked copy of it.
-
-    A swap is made when it stays within the budget; the copy takes the pick rank and gain.
-    """
+    """``selection`` with kept documents swapped for dropped, higher-ranked copies within budget."""
     kept = set(selection.kept_ids)
     room = selection.budget - selection.tokens_kept
     copies: dict[tuple[str, ...], list[int]] = {}
@@ -104,14 +86,13 @@ class PACMSCompressor(BaseDocumentCompressor):
     """Keep the documents that best cover a query within a token budget.
 
     Use it as ``base_compressor`` of ``ContextualCompressionRetriever`` or in a
-    ``DocumentCompressorPipeline``. It returns new documents (inputs are not mutated) in input
-    order, with metadata ``pacms_relevance``, ``pacms_gain`` (the score at pick time, or
-    ``None``), ``pacms_pick_rank`` (``0`` for the first pick) and ``pacms_strategy`` (the one
-    that ran: ``"lastk"`` when it fell back).
+    ``DocumentCompressorPipeline``. It returns new documents in input order, with metadata
+    ``pacms_relevance``, ``pacms_gain`` (at pick time, or ``None``), ``pacms_pick_rank`` (from
+    ``0``) and ``pacms_strategy`` (the one that ran: ``"lastk"`` when it fell back).
 
     Args:
-        budget: The token budget per call: a number of tokens, ``("tokens", n)``,
-            ``("ratio", x)`` (of the documents' tokens) or a ``Budget``.
+        budget: Tokens per call, ``("tokens", n)``, ``("ratio", x)`` (of the documents' tokens)
+            or a ``Budget``.
         strategy: A strategy name or callable, or its options (``StrategyOptions(...)``,
             ``Pacms(...)``); ``None``: the selector's default.
         selector: A :class:`~langchain_pacms.selector.Selector` (share one to share its warm
@@ -121,8 +102,7 @@ class PACMSCompressor(BaseDocumentCompressor):
 
     Raises:
         TypeError: For an unknown keyword (the valid ones are listed).
-        ValueError: For a missing or bad budget, a bad selector, an unknown strategy or options
-            it does not accept.
+        ValueError: For a missing or bad budget, a bad selector, strategy or options.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -163,7 +143,6 @@ class PACMSCompressor(BaseDocumentCompressor):
         }
         super().__init__(**fields)
 
-    # -- documents <-> candidates -----------------------------------------------------------
     def _candidates(self, documents: Sequence[Document]) -> list[Candidate]:
         if isinstance(documents, (str, Document)) or not isinstance(documents, Sequence):
             raise ValueError("documents must be a sequence of Document")
@@ -183,23 +162,12 @@ class PACMSCompressor(BaseDocumentCompressor):
             )
         return out
 
-    def _select_kwargs(self) -> dict[str, Any]:
-        """The selector's keyword arguments besides candidates and query."""
-        chosen = self.strategy
-        if chosen is None:
-            return {"budget": self.budget}
-        return {"budget": self.budget, "strategy": chosen.strategy, **chosen.options}
-
     def _result(
         self, documents: Sequence[Document], selection: Selection
     ) -> tuple[list[Document], Selection]:
-        """The kept documents and the selection, copies kept at their higher rank."""
+        """The kept documents with their metadata, and the selection."""
         if self.input_order == "ranked":
             selection = _prefer_higher_ranked(documents, selection)
-        return self._documents(documents, selection), selection
-
-    @staticmethod
-    def _documents(documents: Sequence[Document], selection: Selection) -> list[Document]:
         rank = {cid: r for r, cid in enumerate(selection.pick_order)}
         out = []
         for cid in selection.kept_ids:  # original order
@@ -211,7 +179,7 @@ class PACMSCompressor(BaseDocumentCompressor):
                 f"{METADATA_PREFIX}strategy": selection.strategy,
             }
             out.append(doc.model_copy(update={"metadata": {**doc.metadata, **extra}}))
-        return out
+        return out, selection
 
     def _steps(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None
@@ -220,6 +188,8 @@ class PACMSCompressor(BaseDocumentCompressor):
         selector, budget = self.selector, self.budget
         candidates = self._candidates(documents)
         strategy = self.strategy
+        options = {} if strategy is None else {"strategy": strategy.strategy, **strategy.options}
+        kwargs = {"budget": budget, **options}
         inputs = {
             "source": "compressor",
             "documents": len(candidates),
@@ -230,9 +200,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         }
 
         def body(child: RunnableConfig) -> Steps[tuple[Any, dict[str, Any]]]:
-            selection = yield Call(
-                selector.select, selector.aselect, (candidates, query), self._select_kwargs()
-            )
+            selection = yield Call(selector.select, selector.aselect, (candidates, query), kwargs)
             result = self._result(documents, selection)
             event = yield Call(
                 report_selection,
@@ -245,7 +213,6 @@ class PACMSCompressor(BaseDocumentCompressor):
         config: RunnableConfig | None = None if callbacks is None else {"callbacks": callbacks}
         return (yield from traced_selection(body, config, inputs))
 
-    # -- public API -------------------------------------------------------------------------
     def compress_with_selection(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> tuple[list[Document], Selection]:
@@ -268,18 +235,14 @@ class PACMSCompressor(BaseDocumentCompressor):
         return await adrive_calls(self._steps(documents, query, callbacks))
 
     def compress_documents(
-        self,
-        documents: Sequence[Document],
-        query: str,
-        callbacks: Callbacks | None = None,
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """Keep the documents that best serve ``query`` within the budget.
 
         Args:
             documents: The retrieved documents.
             query: The query the kept documents should serve.
-            callbacks: The calling run's callbacks, which get a ``pacms_selection`` child run and
-                custom event.
+            callbacks: The calling run's callbacks (they get a ``pacms_selection`` child run).
 
         Returns:
             New documents, in the original order, with ``pacms_*`` metadata.
@@ -287,16 +250,19 @@ class PACMSCompressor(BaseDocumentCompressor):
         Raises:
             ValueError: For an empty query or non-document input (embedding failures fall back to
                 recency unless the selector is ``strict``).
+
+        Example:
+            >>> docs = [Document("The staging DB listens on port 6543."), Document("We had lunch.")]
+            >>> kept = PACMSCompressor(12).compress_documents(docs, "Which port has staging DB?")
+            >>> [(d.page_content, d.metadata["pacms_pick_rank"]) for d in kept]
+            [('The staging DB listens on port 6543.', 0)]
         """
         if not documents:
             return []
         return self.compress_with_selection(documents, query, callbacks)[0]
 
     async def acompress_documents(
-        self,
-        documents: Sequence[Document],
-        query: str,
-        callbacks: Callbacks | None = None,
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """Async twin of :meth:`compress_documents`, using the selector's ``aselect``."""
         if not documents:

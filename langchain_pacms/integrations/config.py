@@ -1,11 +1,4 @@
-"""One frozen configuration of the pre-model hook and the agent middleware, checked when made.
-
-Example:
-    >>> resolve_config(None, {"budget": 500}, {"relevance_wieght": 0.3}, "create_pacms_hook")
-    Traceback (most recent call last):
-    ...
-    TypeError: create_pacms_hook() got an unknown keyword: relevance_wieght. ...
-"""
+"""One frozen configuration of the pre-model hook and the agent middleware, checked when made."""
 
 from __future__ import annotations
 
@@ -77,41 +70,31 @@ def _one_of(name: str, value: Any, allowed: Sequence[Any]) -> None:
 class SelectionConfig:
     """Every option of the hook and the middleware, checked once at construction.
 
-    The first seven fields are also keywords of ``create_pacms_hook`` and ``PACMSMiddleware``;
-    the others are advanced options.
+    The first seven fields are also keywords of ``create_pacms_hook`` and ``PACMSMiddleware``.
 
     Attributes:
-        budget: A :class:`~langchain_pacms.budget.Budget`, tokens, ``("tokens", n)``,
-            ``("ratio", x)`` (of the conversation) or ``("fraction", x)`` (of the model's window).
+        budget: Tokens, ``("tokens", n)``, ``("ratio", x)`` (of the conversation),
+            ``("fraction", x)`` (of the model's window) or a :class:`~langchain_pacms.Budget`.
         strategy: A strategy name or its options; ``None``: the selector's own. ``pacms`` runs
             without relevance feedback, and with the profile's ``tool_loop_similarity_threshold``
-            when only the newest step is mandatory, unless the options say otherwise (measured:
-            docs/results/lifecycle.md).
-        memory: Where memories come from (:class:`~.options.MemoryOptions`); ``None``: none.
-        retriever: A retriever whose documents join the pool as ``document`` candidates.
+            when only the newest step is mandatory, unless the options say otherwise.
+        memory: Where memories come from (:class:`~.options.MemoryOptions`).
+        retriever: A retriever whose documents join the pool.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
-        selector: A :class:`~langchain_pacms.selector.Selector` (it keeps its own settings), or the
-            ``Embeddings`` of the ``ContextSelector`` built here (default: the offline embedder).
-        log: Append one JSONL record per model call (every candidate's verdict) to this path.
+        selector: A ``Selector``, or the ``Embeddings`` of the ``ContextSelector`` built here.
+        log: A JSONL path: one record per model call (every candidate's verdict).
         query: ``state -> str`` giving the text to select for (default: see ``query_mode``).
-        query_mode: ``"agent"`` (default): the latest human message plus the agent's latest step;
-            ``"task"``: the latest human message alone.
-        prompt: A system prompt the model gets that the hook does not see (``create_react_agent``'s
-            ``prompt=``), charged to the budget. Hook only.
+        query_mode: ``"agent"``: the latest human message and agent step; ``"task"``: that message.
+        prompt: A system prompt the model gets unseen by the hook, charged. Hook only.
         reserve_tokens: More tokens the model gets unseen by the selection, charged to the budget.
-        model: The chat model a ``fraction`` budget is a share of. Hook only (the middleware reads
-            ``request.model``).
-        tools: The tools bound to the model, whose schemas are charged to the budget. Hook only (the
-            middleware charges ``request.tools``).
-        tokens_per_message: Framing tokens per sent message; ``None``:
-            :data:`DEFAULT_TOKENS_PER_MESSAGE` with a ``fraction`` budget, else ``0``.
+        model: The chat model of a ``fraction`` budget. Hook only (the middleware reads requests).
+        tools: The tools bound to the model, their schemas charged. Hook only.
+        tokens_per_message: Framing tokens per sent message (``None``: 3 if ``fraction``, else 0).
         strict: Raise on selection failure instead of falling back to recency.
         context_role: ``"system"`` or ``"human"``: role of the memory/document message.
-        embed_timeout: Seconds the selector built here waits for embeddings before falling back
-            (``None``: no limit).
+        embed_timeout: Seconds the selector built here waits for embeddings (``None``: no limit).
         memory_ceiling_bytes: Memory ceiling of the selector built here (``None``: its default).
-        output_key: The hook's state key for the selection (default ``llm_input_messages``);
-            ``"messages"`` replaces the stored history.
+        output_key: The hook's state key for the selection; ``"messages"`` replaces the history.
 
     Example:
         >>> from langchain_pacms.integrations.options import Pacms
@@ -205,8 +188,8 @@ def resolve_config(
     """The configuration of a hook or middleware: ``config``, or the one its keywords make.
 
     Args:
-        config: The configuration passed as ``config=`` (then no other keyword).
-        keywords: The other keywords of :data:`AGENT_KEYWORDS`, by name (``None``: not given).
+        config: The ``config=`` keyword (then no other keyword).
+        keywords: The other keywords of :data:`AGENT_KEYWORDS` (``None``: not given).
         unknown: Any other keyword the call got.
         owner: The call's name, for the errors.
 

@@ -1,11 +1,4 @@
-"""Select until what is sent fits the budget: the selection rounds, and the floor of fold stubs.
-
-Example:
-    >>> from langchain_pacms.selector import Candidate
-    >>> cands = [Candidate("a", id="x", tokens=5), Candidate("b", id="y", tokens=3)]
-    >>> stub_floor(cands, room=10) is None  # no fold stub: no floor
-    True
-"""
+"""Select until what is sent fits the budget: the selection rounds, and the floor of fold stubs."""
 
 from __future__ import annotations
 
@@ -52,16 +45,12 @@ class _Fit(NamedTuple):
 
 
 def stub_floor(
-    cands: Sequence[Candidate],
-    room: int,
-    first: Collection[int] = (),
-    folded: Collection[int] = (),
+    cands: Sequence[Candidate], room: int, first: Collection[int] = (), folded: Collection[int] = ()
 ) -> list[Candidate] | None:
-    """The pool with fold stubs made mandatory as the least their spans send, where they fit.
+    """The pool with each span's floor mandatory: its stub, or the span if no dearer or ``folded``.
 
-    Reused spans (``first``) go first, then newest first; a span's floor is its stub, or the
-    span itself when that costs no more or is ``folded`` already. A span over its stub costs
-    what it adds. ``None`` when there is no stub, a cost is unknown, or no floor fits.
+    Floors go in while they fit (``first`` spans, then newest first); a span over its stub costs
+    what it adds. ``None`` when no floor fits or a cost is unknown.
     """
     if any(c.tokens is None for c in cands):
         return None
@@ -148,13 +137,9 @@ def fit(
     sent_of: Callable[[list[BaseMessage]], int],
     lift_reused: bool,
 ) -> Steps[tuple[Selection, list[BaseMessage]]]:
-    """Select until what is sent, framing and unseen prompt included, fits the budget.
+    """Select until what is sent (by ``sent_of`` of ``apply(selection)``) fits the budget.
 
-    A round over budget selects again with less room; once one fits, the room is bisected
-    while worth a round and the fitting round that sends the most wins. A span picked with its
-    own variant drops the variant and selects again. Failing that, only the mandatory part is
-    kept. ``info`` gains ``tokens_sent``, ``tokens_unseen``, ``rounds``, ``stub_floor`` and
-    ``lifted``. ``apply`` gives a selection's messages, ``sent_of`` their tokens.
+    Over budget: again with less room, then bisected; the fitting round sending the most wins.
     """
     budget, unseen = pool.budget, pool.unseen
     cands = list(pool.candidates)
@@ -199,8 +184,7 @@ def fit(
             and c.source.stub
             and c.source.full_id in kept
         }
-        # A stub kept with its whole span: one of the floor gives way to the span; any other
-        # leaves the pool, and the selection runs again.
+        # a stub kept with its span: a floor stub gives way, any other leaves the pool (again)
         spare = {c.id for c in selection.candidates if c.id in shadowed and not c.mandatory}
         if spare:
             cands = [c for c in cands if c.id not in spare]
@@ -212,15 +196,12 @@ def fit(
         if sent <= budget:
             if fitted is None or sent > fitted.sent:
                 fitted = _Fit(sent, selection, out, floor)
-            # after a round that sent too much, the room between the two is searched
-            # (halving) while the gap is worth a round: the best fitting round is sent
+            # after a round over budget, the room between is halved while the gap is worth it
             low = max(low, room)
             if not over or over - low <= max(_GAP, budget // 50):
                 break
             room = (low + over) // 2
             continue
-        # the floor's stubs are mandatory in the pool only while they fit: past the
-        # budget (a stub shows left-out locators again), the next round has less room
         if room <= 1 or all(c.id in fixed for c in selection.kept):
             break
         over = min(over or room, room)
@@ -229,8 +210,7 @@ def fit(
             if room <= low:
                 break
             continue
-        # below what this round kept (not just its room: a round that left slack would
-        # pick the same again), by what the sent messages exceed the budget
+        # below what this round kept (a round with slack would pick the same), by the excess
         room = min(room, selection.tokens_kept) - (sent - budget)
     if fitted is not None and selection is not fitted.selection:
         sent, selection, out, floor = fitted

@@ -1,10 +1,4 @@
-"""Fold stubs in per-call selection: each tool span's stub variant, reused spans, sidecar writes.
-
-Example:
-    >>> stubs = FoldStubs(ToolLoopOptions())
-    >>> stubs.variants([], len)  # fold_stubs is off without a sidecar store
-    {}
-"""
+"""Fold stubs in per-call selection: each tool span's stub variant, reused spans, sidecar writes."""
 
 from __future__ import annotations
 
@@ -48,10 +42,7 @@ class FoldStubs:
         return fold_variants(messages, token_counter=token_counter, memo=self._memo)
 
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:
-        """``pool`` with its reused tool spans, and those the lifecycle folded already.
-
-        Reused: a later call took up a value of its results, or it holds a file's newest read.
-        """
+        """``pool`` with its reused tool spans (values used later, newest reads) and folded ones."""
         tools = [
             sp
             for sp in pool.spans

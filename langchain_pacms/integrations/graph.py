@@ -1,11 +1,4 @@
-"""A LangGraph pre-model hook (or graph node) that selects the context of each model call.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> hook = create_pacms_hook(50)
-    >>> hook.invoke({"messages": [HumanMessage("hello")]})["llm_input_messages"][0].content
-    'hello'
-"""
+"""A LangGraph pre-model hook (or graph node) that selects the context of each model call."""
 
 from __future__ import annotations
 
@@ -71,9 +64,10 @@ class PACMSHook(RunnerViews, RunnableLambda):
         last_selection: The most recent selection (for debugging; shared by concurrent runs).
 
     Example:
-        >>> hook = create_pacms_hook(100)
-        >>> isinstance(hook, PACMSHook), hook.name
-        (True, 'pacms_pre_model_hook')
+        >>> from langchain_core.messages import HumanMessage
+        >>> hook = create_pacms_hook(50)
+        >>> hook.invoke({"messages": [HumanMessage("hello")]})["llm_input_messages"][0].content
+        'hello'
     """
 
     def __init__(self, runner: SelectionRunner):
@@ -112,19 +106,17 @@ def create_pacms_hook(
 
     Use it as ``pre_model_hook=`` of ``create_react_agent`` or as a ``StateGraph`` node. Each
     call selects from the conversation, memories and documents and returns
-    ``{"llm_input_messages": [...]}``; ``state["messages"]`` is not changed. The budget covers
+    ``{"llm_input_messages": [...]}`` (``state["messages"]`` is not changed). The budget covers
     all the hook sends; pass ``create_react_agent``'s prompt as ``SelectionConfig(prompt=...)``.
 
     Args:
-        budget: A number of tokens, ``("tokens", n)``, ``("ratio", x)``, ``("fraction", x)``
-            (needs ``SelectionConfig(model=...)``) or a :class:`~langchain_pacms.budget.Budget`.
-        strategy: A strategy name or its options (``StrategyOptions("rag", k=4)``,
-            ``Pacms(...)``); default: the selector's (``pacms``).
+        budget: Tokens, ``("tokens", n)``, ``("ratio", x)``, ``("fraction", x)`` (needs
+            ``SelectionConfig(model=...)``) or a :class:`~langchain_pacms.budget.Budget`.
+        strategy: A strategy name or its options (``StrategyOptions("rag", k=4)``, ``Pacms()``).
         memory: Where memories come from (:class:`~.options.MemoryOptions`).
         retriever: A retriever whose documents join the pool.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).
-        selector: A :class:`~langchain_pacms.selector.Selector`, or the ``Embeddings`` of the
-            ``ContextSelector`` built here (default: the offline lexical embedder).
+        selector: A ``Selector``, or the ``Embeddings`` of the ``ContextSelector`` built here.
         log: A JSONL path: one record per model call.
         config: All of the above and the advanced options as one :class:`SelectionConfig`.
         **unknown: Any other keyword is a ``TypeError`` listing the valid ones.
@@ -134,8 +126,8 @@ def create_pacms_hook(
 
     Raises:
         TypeError: For an unknown keyword.
-        ValueError: For a missing or bad budget, both keywords and ``config``, a bad strategy
-            or option, or a ``fraction`` budget without a ``model`` that has a profile.
+        ValueError: For a bad or missing budget, strategy or option, both keywords and
+            ``config``, or a ``fraction`` budget without a ``model`` that has a profile.
 
     Example:
         >>> from langchain_pacms import Budget

@@ -1,10 +1,4 @@
-"""What a call looks up besides the conversation: memories from a store, documents from a retriever.
-
-Example:
-    >>> from langchain_pacms._steps import drive_calls
-    >>> drive_calls(lookups(SelectionConfig(budget=9), "doc", None, "q", None, None, None))
-    ([], [], None)
-"""
+"""What a call looks up besides the conversation: a store's memories, a retriever's documents."""
 
 from __future__ import annotations
 
@@ -41,13 +35,7 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
 def namespaces(
     memory: MemoryOptions, state: Any, config: RunnableConfig | None, context: Any
 ) -> list[tuple]:
-    """Memory namespaces with ``{placeholders}`` filled (one without its value is skipped).
-
-    Example:
-        >>> memory = MemoryOptions([("memories", "{user_id}")])
-        >>> namespaces(memory, None, {"configurable": {"user_id": "u1"}}, None)
-        [('memories', 'u1')]
-    """
+    """Memory namespaces with ``{placeholders}`` filled (one without its value is skipped)."""
     values = _template_values(config, context)
     out = []
     for ns in memory.namespaces:
@@ -70,11 +58,9 @@ def lookups(
     config: Any,
     context: Any,
 ) -> Steps[tuple[list[Any], list[Any], str | None]]:
-    """One call's memories (from the store's namespaces) and documents (from the retriever).
+    """Steps to one call's ``(memories, documents, error)`` (the configured store before ``store``).
 
-    The configured store comes before the graph's ``store``. Steps whose value is
-    ``(memories, documents, error)``: a failed lookup is logged and reported in ``error``,
-    or raised under ``strict``.
+    A failed lookup is logged and reported in ``error``, or raised under ``strict``.
     """
     memories: list[Any] = []
     documents: list[Any] = []
@@ -109,10 +95,7 @@ def _namespace_items(
     """One namespace's memories: the nearest ones, or, without a vector index, a scan."""
     if query.strip() and getattr(store, "index_config", None):
         items = yield Call(
-            store.search,
-            store.asearch,
-            (ns,),
-            {"query": query, "limit": memory.limit},
+            store.search, store.asearch, (ns,), {"query": query, "limit": memory.limit}
         )
         return list(items)
     cap = memory.scan_limit

@@ -23,11 +23,7 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_pacms.budget import BudgetInput
-from langchain_pacms.integrations.config import (
-    DEFAULT_OUTPUT_KEY,
-    SelectionConfig,
-    resolve_config,
-)
+from langchain_pacms.integrations.config import DEFAULT_OUTPUT_KEY, SelectionConfig, resolve_config
 from langchain_pacms.integrations.options import MemoryOptions, StrategyOptions, ToolLoopOptions
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
 from langchain_pacms.messages.runs import run_config
@@ -125,9 +121,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         return request.override(messages=cast("list[AnyMessage]", selected))
 
     def wrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], ModelResponse],
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> Any:
         """Replace the request's messages by the selected ones, then call the model.
 
@@ -138,9 +132,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         return handler(self._rejoin(request, self.runner.run(messages, **inputs)))
 
     async def awrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
         """Async twin of :meth:`wrap_model_call`."""
         messages, inputs = self._inputs(request)

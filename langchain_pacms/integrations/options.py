@@ -1,11 +1,4 @@
-"""The typed options of the hook, the middleware and the compressor, each checked when made.
-
-Example:
-    >>> StrategyOptions("rag", lambda_mult=0.5)
-    Traceback (most recent call last):
-    ...
-    ValueError: strategy 'rag' rejects its options {'lambda_mult': 0.5}: unknown option 'lambda_mult'; it accepts: k
-"""  # noqa: E501
+"""The typed options of the hook, the middleware and the compressor, each checked when made."""
 
 from __future__ import annotations
 
@@ -26,14 +19,7 @@ Namespace = tuple[str, ...] | Callable[[Any, Mapping[str, Any]], tuple[str, ...]
 
 
 def positive_int(name: str, value: Any) -> int:
-    """``value`` when it is a positive ``int``, else ``ValueError`` naming ``name``.
-
-    Example:
-        >>> positive_int("limit", 0)
-        Traceback (most recent call last):
-        ...
-        ValueError: limit must be a positive int, got 0
-    """
+    """``value`` when it is a positive ``int``, else ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
@@ -54,16 +40,12 @@ def _flag(name: str, value: Any) -> None:
 
 
 class StrategyOptions:
-    """A strategy and its keyword options, checked against the strategy when made.
+    """A strategy and its keyword options (read-only), checked against the strategy when made.
 
     Args:
         strategy: A registered strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``,
             ...) or a strategy callable.
         **options: The strategy's keyword options.
-
-    Attributes:
-        strategy: The strategy name or callable.
-        options: Its options (read-only).
 
     Raises:
         ValueError: For an unknown strategy, an option it does not take or a bad value.
@@ -118,9 +100,6 @@ class StrategyOptions:
     def coerce(cls, strategy: str | Strategy | StrategyOptions) -> StrategyOptions:
         """``strategy`` itself when it is options already, else the strategy without options.
 
-        Raises:
-            ValueError: For an unknown name or something that is no strategy.
-
         Example:
             >>> StrategyOptions.coerce("topk")
             StrategyOptions('topk')
@@ -132,9 +111,8 @@ class StrategyOptions:
 class Pacms(StrategyOptions):
     """The ``pacms`` strategy with typed options (see :func:`~langchain_pacms.core.pacms.pacms`).
 
-    An option left ``None`` is not passed: the strategy's default (or the embedder profile's)
-    applies. ``fill=False`` turns the fill off. ``experimental_*``, ``cost_exponent`` and
-    ``guarantee`` are research settings, not agent tuning knobs.
+    An option left ``None`` is not passed (the default applies); ``fill=False`` turns the fill
+    off. ``experimental_*``, ``cost_exponent`` and ``guarantee`` are research settings.
 
     Example:
         >>> Pacms(similarity_threshold=0.3)
@@ -175,10 +153,9 @@ class MemoryOptions:
     Attributes:
         namespaces: The namespaces to search, e.g. ``[("memories", "{user_id}")]`` (filled from
             the configurable and the runtime context), or ``(state, values) -> tuple`` callables.
-        store: The store (default: the graph's or the agent's store).
+        store: The store (default: the graph's or the agent's).
         limit: Most items fetched per namespace from a store with a vector index.
-        scan_limit: Most items read per namespace from a store without one (all join the pool;
-            a warning says when the cap cut a namespace short).
+        scan_limit: Most items read per namespace from a store without one (all join the pool).
 
     Example:
         >>> MemoryOptions([("memories", "{user_id}")]).limit
@@ -217,17 +194,15 @@ class ToolLoopOptions:
 
     Attributes:
         keep_latest_turn: ``True``: everything from the latest human message on is mandatory;
-            ``False``: only that message, the system prompt and the newest span; ``"auto"``
-            (default): ``True`` unless that part alone exceeds the budget.
+            ``False``: that message, the system prompt and the newest span; ``"auto"``: ``True``
+            while it fits the budget.
         lift_reused: Rank a tool span whose results a later call used (a path, an id), or the
-            newest read of a file, as the most relevant (measured: docs/results/lifecycle.md).
-        fold_stubs: Send optional tool spans not kept whole as fold stubs (one line with their
-            locators), payloads written to ``sidecar_store`` for ``recover_context``
-            (:func:`~langchain_pacms.lifecycle.make_recover_tool`). ``None``: on with a store.
-        sidecar_store: The ``BaseStore`` fold stubs write their payloads to, under the run's
-            ``thread_id`` (else :func:`~langchain_pacms.messages.run_thread`).
-        placeholders: Also offer each optional tool span with its results replaced by a short
-            placeholder (not with ``fold_stubs``).
+            newest read of a file, as the most relevant.
+        fold_stubs: Send optional tool spans not kept whole as fold stubs (one line of locators),
+            payloads written to ``sidecar_store`` for ``recover_context``; ``None``: on with one.
+        sidecar_store: The ``BaseStore`` for those payloads, under the run's ``thread_id``
+            (else :func:`~langchain_pacms.messages.run_thread`).
+        placeholders: Also offer optional tool spans with placeholder results (not with stubs).
 
     Example:
         >>> ToolLoopOptions(fold_stubs=True)

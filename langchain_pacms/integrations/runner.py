@@ -1,7 +1,4 @@
-"""The per-call plumbing shared by the LangGraph hook and the LangChain middleware.
-
-``messages -> (memories, documents) -> candidates -> Selector -> messages -> report``.
-"""
+"""The per-call selection shared by the LangGraph hook and the LangChain middleware."""
 
 from __future__ import annotations
 
@@ -64,19 +61,14 @@ _FLOOR = (
 
 
 class _Request(NamedTuple):
-    """What one model call's request adds to the budget: the model it goes to, its tools."""
+    """What a model call's request adds: its budget (by the model's profile), its tools' tokens."""
 
-    budget: int | None  # the call's budget, when the model's profile sets it
-    tools: int  # tokens of the bound tools' schemas
+    budget: int | None
+    tools: int
 
 
 def tool_schema_text(tool: Any) -> str:
-    """A bound tool's schema as the budget counts it: ``convert_to_openai_tool``, as JSON.
-
-    Example:
-        >>> tool_schema_text({"name": "ls", "description": "List.", "parameters": {}})
-        '{"function": {"description": "List.", "name": "ls", "parameters": {}}, "type": "function"}'
-    """
+    """A bound tool's schema as the budget counts it: ``convert_to_openai_tool``, as JSON."""
     schema = convert_to_openai_tool(tool)
     return json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
 
@@ -106,7 +98,7 @@ def run_arguments(
     model: Any = None,
     tools: Sequence[Any] | None = None,
 ) -> _RunArguments:
-    """The parameters of :meth:`SelectionRunner.run` and ``arun``, written once (in order).
+    """The parameters of :meth:`SelectionRunner.run` and ``arun``, as a tuple in order.
 
     Example:
         >>> run_arguments(["hi"], model="m")
@@ -118,11 +110,10 @@ def run_arguments(
 class SelectionRunner:
     """Select for each model call (sync or async) with one :class:`SelectionConfig`.
 
-    Each call: the query, the lookups, the candidates, a selection that fits the budget, the
-    report. A failure falls back to recency, or raises under ``strict``.
+    A failure falls back to recency, or raises under ``strict``.
 
     Args:
-        config: The validated options.
+        config: The options.
         source: Which integration runs it (``"hook"``, ``"middleware"``), for the reports.
 
     Example:
@@ -149,14 +140,13 @@ class SelectionRunner:
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
         self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
-        self._folds = FoldStubs(config.tool_loop)  # the fold stubs of the spans seen, between calls
+        self._folds = FoldStubs(config.tool_loop)
 
-    # -- pure pieces -------------------------------------------------------------------------
     def resolve_budget(self, candidates: Sequence[Candidate], model: Any = None) -> int:
         """The token budget of one call, including what the selection does not see.
 
-        A ``ratio`` is a share of the conversation's tokens; a ``fraction`` of ``model``'s
-        (default: the configured one's) ``profile["max_input_tokens"]``, else ``ValueError``.
+        A ``ratio`` is a share of the conversation; a ``fraction`` of ``model``'s (default: the
+        configured one's) ``profile["max_input_tokens"]``, else ``ValueError``.
 
         Example:
             >>> SelectionRunner(SelectionConfig(budget=99)).resolve_budget([])
@@ -184,7 +174,7 @@ class SelectionRunner:
         return budget.resolve(total=total)
 
     def unseen_tokens(self) -> int:
-        """Tokens the model receives besides the selection: ``prompt`` and ``reserve_tokens``.
+        """Tokens the model gets besides the selection: ``prompt`` and ``reserve_tokens``.
 
         Example:
             >>> SelectionRunner(SelectionConfig(budget=99, reserve_tokens=7)).unseen_tokens()
@@ -194,12 +184,8 @@ class SelectionRunner:
         if prompt is None:
             return self.config.reserve_tokens
         message = SystemMessage(prompt) if isinstance(prompt, str) else prompt
-        framing = self.config.message_framing
-        return (
-            sent_tokens([message], self.selector.token_counter)
-            + framing
-            + self.config.reserve_tokens
-        )
+        tokens = sent_tokens([message], self.selector.token_counter)
+        return tokens + self.config.message_framing + self.config.reserve_tokens
 
     def tool_tokens(self, tools: Sequence[Any]) -> int:
         """The tokens of the bound tools' schemas (:func:`tool_schema_text`), each counted once.
@@ -265,8 +251,7 @@ class SelectionRunner:
     ) -> Pool:
         """The call's pool: candidates priced by what they send, the budget, the unseen tokens.
 
-        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget,
-        else only the task message, the newest span and the system prompt are.
+        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget.
         """
         keep = self.config.tool_loop.keep_latest_turn
         request = self.request() if request is None else request
@@ -323,19 +308,12 @@ class SelectionRunner:
 
         Example:
             >>> from langchain_pacms.selector import Candidate
-            >>> runner = SelectionRunner(SelectionConfig(budget=99))
-            >>> runner.context_tokens([Candidate("hello")])
+            >>> SelectionRunner(SelectionConfig(budget=99)).context_tokens([Candidate("hello")])
             0
         """
         kinds = {c.kind for c in candidates}
-        headers = [
-            header
-            for kind, header in (
-                ("memory", CONTEXT_MEMORIES_HEADER),
-                ("document", CONTEXT_DOCUMENTS_HEADER),
-            )
-            if kind in kinds
-        ]
+        pairs = (("memory", CONTEXT_MEMORIES_HEADER), ("document", CONTEXT_DOCUMENTS_HEADER))
+        headers = [header for kind, header in pairs if kind in kinds]
         if not headers:
             return 0
         text = "\n\n".join(f"{header}\n" for header in headers)
@@ -359,24 +337,19 @@ class SelectionRunner:
             return {"strategy": None if chosen is None else chosen.strategy, **options}
         return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
-    def _apply(
-        self, messages: Sequence[BaseMessage], selection: Selection, spans: Sequence[Span]
-    ) -> list[BaseMessage]:
-        return apply_selection(messages, selection, spans, context_role=self.config.context_role)
-
-    # -- steps (one generator for the sync and the async path) -------------------------------
     def fit(
         self, messages: Sequence[BaseMessage], pool: Pool, query: str
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
         """Select until what is sent fits the budget (see :func:`~.fit.fit`)."""
         counter, framing = self.selector.token_counter, self.config.message_framing
+        role = self.config.context_role
         return (
             yield from fit(
                 self.selector,
                 pool,
                 query,
                 options=self._select_kwargs(query, pool.in_turn),
-                apply=lambda selection: self._apply(messages, selection, pool.spans),
+                apply=lambda sel: apply_selection(messages, sel, pool.spans, context_role=role),
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,
             )
@@ -391,7 +364,7 @@ class SelectionRunner:
         context: Any,
         request: _Request,
     ) -> Steps[tuple[list[BaseMessage], dict[str, Any] | None]]:
-        """One call's selection: the messages to send and the summary the trace records."""
+        """One call's steps: the messages to send and the summary the trace records."""
         if not messages:
             return [], None
         try:
@@ -502,14 +475,7 @@ class SelectionRunner:
 
 
 class RunnerViews:
-    """What the hook and the middleware show of their :class:`SelectionRunner`.
-
-    Example:
-        >>> from langchain_pacms.integrations import create_pacms_hook
-        >>> hook = create_pacms_hook(10)
-        >>> hook.selector is hook.runner.selector
-        True
-    """
+    """What the hook and the middleware show of their :class:`SelectionRunner`."""
 
     runner: SelectionRunner
 
