@@ -1,10 +1,4 @@
-"""The selection service and the inspector page (extra ``server``: FastAPI and uvicorn).
-
-Example:
-    >>> from langchain_pacms.server import create_app
-    >>> create_app().fastapi.title
-    'pacms selection service'
-"""
+"""The selection service and the inspector page (extra ``server``: FastAPI and uvicorn)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The selection service: ``POST /select``, ``POST /select_debug``, ``GET /strategies``, the page.
-
-One warm selector serves every request, each on a worker thread.
-
-Example:
-    >>> app = create_app(max_candidates=10)
-    >>> sorted(r.path for r in app.fastapi.routes if r.path.startswith("/s"))
-    ['/select', '/select_debug', '/sessions', '/sessions/{sid}/events', '/static', '/strategies']
-"""
+"""The selection service's routes and the inspector page, around one warm selector."""
 
 from __future__ import annotations
 
@@ -53,7 +45,6 @@ BODY = {
         "content": {"application/json": {"schema": {"$ref": REF + "SelectRequest"}}},
     }
 }
-
 
 CONFIG_ENV = "PACMS_SERVE_CONFIG"
 """The environment variable :func:`app_from_env` reads its settings from (a JSON object)."""
@@ -121,19 +112,14 @@ def create_app(
     Args:
         selector: The selector every request uses (default: offline defaults).
         max_candidates: Largest pool accepted (more: 422).
-        max_text_chars: The work budget of one request: the most characters of candidate
-            texts and query together that it may have tokenized and embedded (more: 413).
+        max_text_chars: Most characters of candidate texts and query in one request (more: 413).
         max_body_bytes: Largest request body accepted (more: 413).
         body_timeout: Seconds a client may take to send its body (slower: 408).
         selection_threads: Most selections worked on at once (default: the CPUs, at least 2).
-        allowed_hosts: ``Host`` names accepted (others: 400); default
-            :data:`~langchain_pacms.server.front.LOOPBACK_HOSTS`; ``"*"`` accepts any.
-        token: When set, every request must carry ``Authorization: Bearer <token>`` (else 401).
-        live: Where each session's recent selections are kept (default: :class:`LiveSessions`
-            in this process; :class:`~langchain_pacms.server.live_redis.RedisSessions` shares
-            them between processes).
-        watch: A hook's JSONL selection log to follow, shown as session ``"watch"`` (kept in
-            this process whatever ``live`` is).
+        allowed_hosts: ``Host`` names accepted, ``"*"`` any (others: 400; default: loopback).
+        token: If set, every request needs ``Authorization: Bearer <token>`` (else 401).
+        live: Where sessions' recent selections are kept (default: in this process).
+        watch: A hook's JSONL selection log to follow, shown as session ``"watch"``.
 
     Returns:
         The ASGI application; ``.fastapi`` is the FastAPI app.
@@ -223,19 +209,11 @@ def create_app(
     async def demo() -> dict[str, Any]:
         """The bundled demo session: candidates, query and the facts the query needs."""
         s = load_demo_session()
+        fields = ("id", "text", "kind", "mandatory", "position")
         return {
             "title": s.title,
             "query": s.query,
-            "candidates": [
-                {
-                    "id": c.id,
-                    "text": c.text,
-                    "kind": c.kind,
-                    "mandatory": c.mandatory,
-                    "position": c.position,
-                }
-                for c in s.candidates
-            ],
+            "candidates": [{k: getattr(c, k) for k in fields} for c in s.candidates],
             "facts": [{"name": f.name, "ids": list(s.fact_ids(f))} for f in s.facts],
         }
 
@@ -280,10 +258,7 @@ def create_app(
 def app_from_env() -> Front:
     """Build the app from the JSON settings in the :data:`CONFIG_ENV` environment variable.
 
-    The settings are :func:`create_app`'s keywords plus ``cache_url``, a Redis URL for a shared
-    embedding cache and shared live sessions
-    (:class:`~langchain_pacms.server.live_redis.RedisSessions`); ``pacms serve`` sets them for
-    each uvicorn worker.
+    They are :func:`create_app`'s keywords plus ``cache_url`` (Redis: shared embeddings, sessions).
 
     Example:
         >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'

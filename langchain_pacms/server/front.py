@@ -1,9 +1,4 @@
-"""The ASGI front of the service: who may call, body limits, and a worker thread per request.
-
-Example:
-    >>> Guard(None, None).refusal({b"host": b"example.com"}).status_code
-    400
-"""
+"""The ASGI front of the service: who may call, body limits, and a worker thread per request."""
 
 from __future__ import annotations
 
@@ -69,16 +64,8 @@ class Guard:
         return None
 
 
-def _is_json(headers: Mapping[bytes, bytes]) -> bool:
-    media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-    return media == b"application/json"
-
-
 class Front:
-    """The ASGI front of the service: who may call, body limits, then the routes or FastAPI.
-
-    Refused requests get 400 or 401; bodies not JSON 415, too large 413, too slow 408.
-    """
+    """Guards each request (400, 401), reads its body (415, 413, 408), then routes it."""
 
     def __init__(
         self,
@@ -92,9 +79,7 @@ class Front:
         self.fastapi = app
         self.app: ASGIApp = app
         self.limit, self.timeout = limit, timeout
-        self.routes = routes
-        self.run = run
-        self.guard = guard
+        self.routes, self.run, self.guard = routes, run, guard
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         """Answer one ASGI event: refuse it, work a selection route, or pass it to FastAPI."""
@@ -109,7 +94,8 @@ class Front:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        if not _is_json(headers):
+        media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if media != b"application/json":
             await problem_response(415, "Content-Type: the body must be sent as application/json")(
                 scope, receive, send
             )

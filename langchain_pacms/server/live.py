@@ -1,17 +1,4 @@
-"""Live mode: the recent selections of each session, kept and streamed to the page.
-
-A :class:`SessionLog` keeps them: :class:`LiveSessions` in this process's memory, or
-:class:`~langchain_pacms.server.live_redis.RedisSessions` in Redis, shared by every worker and
-host that names it. Everything is bounded; each streamed event's id is its record's sequence
-number, so a reconnecting ``EventSource`` resumes where it stopped.
-
-Example:
-    >>> live = LiveSessions(max_records=2)
-    >>> for n in range(3):
-    ...     _ = live.add("run-1", {"n": n})
-    >>> [data for _, data in live.since("run-1", 0)]
-    ['{"n":1}', '{"n":2}']
-"""
+"""Live mode: each session's recent selections, kept (bounded) and streamed to the page."""
 
 from __future__ import annotations
 
@@ -63,15 +50,7 @@ MAX_CLIENTS = 16
 
 
 def session_id(value: str) -> str:
-    """``value`` if it is a valid session id: 1-64 letters, digits, ``.``, ``_``, ``:`` or ``-``.
-
-    Raises:
-        ValueError: Naming the header, for anything else.
-
-    Example:
-        >>> session_id("agent-7:thread.1")
-        'agent-7:thread.1'
-    """
+    """``value`` if it is 1-64 letters, digits, ``.``, ``_``, ``:`` or ``-``; else ValueError."""
     if not _SESSION.fullmatch(value):
         raise ValueError(
             f"{SESSION_HEADER}: a session id is 1-64 letters, digits or '._:-', got {value[:80]!r}"
@@ -80,12 +59,7 @@ def session_id(value: str) -> str:
 
 
 def record_json(record: dict[str, Any]) -> str:
-    """``record`` as the compact JSON a log keeps and a stream sends.
-
-    Example:
-        >>> record_json({"query": "port?", "n": 1})
-        '{"query":"port?","n":1}'
-    """
+    """``record`` as the compact JSON a log keeps and a stream sends."""
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
@@ -113,13 +87,7 @@ class SessionLog(Protocol):
 
 
 class StreamCount:
-    """The streams this process serves, at most ``max_clients`` at once (any thread may count).
-
-    Example:
-        >>> streams = StreamCount(max_clients=1)
-        >>> streams.open_stream(), streams.open_stream()
-        (True, False)
-    """
+    """The streams this process serves, at most ``max_clients`` at once (any thread may count)."""
 
     def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
         self.max_clients = max_clients
@@ -141,14 +109,7 @@ class StreamCount:
 
 
 class LiveSessions(StreamCount):
-    """The recent records of each session in this process's memory, bounded, thread-safe.
-
-    Args:
-        max_sessions: Sessions kept (the least recently updated go first).
-        max_records: Records kept per session (the oldest go first).
-        max_bytes: Characters of all records' JSON together (the newest record always stays).
-        max_clients: Streams open at once (see :meth:`open_stream`).
-    """
+    """The recent records of each session in this process's memory, bounded, thread-safe."""
 
     def __init__(
         self,
@@ -202,24 +163,8 @@ class LiveSessions(StreamCount):
         ]
 
 
-def _is_record(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("candidates"), list)
-
-
 class JsonlTail:
-    r"""Follow a JSONL selection log: each complete new line that is a record goes to ``live``.
-
-    Lines that are too long, not JSON or not records are skipped; a log that shrinks or is
-    replaced is read again from its start.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
-        >>> tail = JsonlTail(path, LiveSessions())
-        >>> _ = path.write_text('{"candidates": [], "query": "q"}\nnot json\n{"cand')
-        >>> tail.poll()
-        1
-    """
+    """Follow a JSONL selection log into ``live`` (records only; reread if shrunk or replaced)."""
 
     def __init__(
         self,
@@ -274,7 +219,7 @@ class JsonlTail:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if _is_record(record):
+            if isinstance(record, dict) and isinstance(record.get("candidates"), list):
                 self.live.add(self.session, record)
                 added += 1
         if len(rest) > self.max_line:
@@ -284,21 +229,7 @@ class JsonlTail:
 
 
 class WatchedLog:
-    r"""A :class:`SessionLog` whose session :data:`WATCH_SESSION` is a followed JSONL log.
-
-    That session's records are the tail's, kept in this process (each process follows the file
-    itself, so a shared log would hold each line once per process); it is read again whenever it
-    is looked at. Every other session, and the stream count, is ``rest``'s.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
-        >>> _ = path.write_text('{"candidates": [], "query": "q"}\n')
-        >>> log = WatchedLog(JsonlTail(path, LiveSessions()), LiveSessions())
-        >>> _ = log.add("agent", {"n": 1})
-        >>> [(s["id"], s["records"]) for s in log.summary()]
-        [('watch', 1), ('agent', 1)]
-    """
+    """``rest``, plus session :data:`WATCH_SESSION`: a followed JSONL log kept in this process."""
 
     def __init__(self, tail: JsonlTail, rest: SessionLog) -> None:
         self.tail, self.rest = tail, rest
@@ -336,12 +267,7 @@ class WatchedLog:
 
 
 async def event_stream(live: SessionLog, session: str, after: int) -> AsyncIterator[bytes]:
-    """Server-sent events: ``session``'s records numbered above ``after``, then each new one.
-
-    A keep-alive comment follows :data:`KEEPALIVE_SECONDS` of silence. Each look runs on a
-    worker thread (a shared log is a network round trip away, a followed log is read). Runs
-    until the client leaves.
-    """
+    """``session``'s records above ``after``, then each new one, as server-sent events."""
     yield b"retry: 1000\n\n"
     quiet = 0.0
     while True:

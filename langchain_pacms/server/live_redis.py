@@ -1,25 +1,4 @@
-"""Live sessions in Redis: every worker and host that names one Redis sees the same records.
-
-A :class:`~langchain_pacms.server.live.SessionLog` like
-:class:`~langchain_pacms.server.live.LiveSessions`, with the same bounds, kept in Redis under a
-key prefix (default ``pacms-live:``). Each add is one Lua script, run atomically: it takes the
-next number of one shared counter, appends the record to its session's list and applies every
-bound, so records are numbered in the order they are kept, whichever process adds them, and a
-stream that resumes after a number misses nothing. Needs the ``redis`` extra.
-
-Keys (under the prefix): ``seq`` (the counter; it never expires, so numbers never repeat),
-``order`` (sessions by their newest number), ``touched`` (sessions by the time of their last
-add, in ms), ``bytes`` (the bytes of each session's records) and ``records:<session>`` (a list
-of ``"<number> <json>"``). Each add sets every key but ``seq`` to expire ``ttl_seconds`` later;
-a session not added to within ``ttl_seconds`` is gone.
-
-Example:
-    >>> log = RedisSessions("redis://127.0.0.1:6379/0", max_records=2)  # doctest: +SKIP
-    >>> [log.add("run-1", {"n": n}) for n in range(3)]  # doctest: +SKIP
-    [1, 2, 3]
-    >>> [data for _, data in log.since("run-1", 0)]  # doctest: +SKIP
-    ['{"n":1}', '{"n":2}']
-"""
+"""Live sessions in Redis, shared by every worker and host that names it (``redis`` extra)."""
 
 from __future__ import annotations
 
@@ -56,8 +35,10 @@ DEFAULT_TTL_SECONDS = 24 * 3600
 SOCKET_SECONDS = 5.0
 """Default connect and read timeout of the Redis client (a stalled Redis holds no thread long)."""
 
-# KEYS: seq, order, touched, bytes. ARGV: records-key prefix, session, data, max_records,
-# max_sessions, max_bytes, ttl_seconds. Returns the record's number.
+# One atomic add: number the record from the shared counter, append it, apply every bound.
+# KEYS: seq (never expires), order (sessions by newest number), touched (by last add, ms), bytes
+# (each session's). ARGV: records-key prefix, session, data, max_records, max_sessions, max_bytes,
+# ttl_seconds. Each list holds "<number> <json>" entries. Returns the record's number.
 _ADD = """
 local seq = redis.call('INCR', KEYS[1])
 local clock = redis.call('TIME')
@@ -69,9 +50,7 @@ local function drop(name)
   redis.call('ZREM', KEYS[3], name)
   redis.call('HDEL', KEYS[4], name)
 end
-local function size(entry)
-  return #entry - string.find(entry, ' ', 1, true)
-end
+local function size(entry) return #entry - string.find(entry, ' ', 1, true) end
 for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - ttl * 1000)) do
   drop(name)
 end
@@ -88,14 +67,10 @@ while redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[5]) do
   drop(redis.call('ZRANGE', KEYS[2], 0, 0)[1])
 end
 local total = 0
-for _, held in ipairs(redis.call('HVALS', KEYS[4])) do
-  total = total + tonumber(held)
-end
+for _, held in ipairs(redis.call('HVALS', KEYS[4])) do total = total + tonumber(held) end
 while total > tonumber(ARGV[6]) and total > #data do
   local name = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if not name then
-    break
-  end
+  if not name then break end
   local oldest = redis.call('LPOP', ARGV[1] .. name)
   if oldest then
     total = total - size(oldest)
@@ -106,9 +81,7 @@ while total > tonumber(ARGV[6]) and total > #data do
     drop(name)
   end
 end
-for _, each in ipairs({key, KEYS[2], KEYS[3], KEYS[4]}) do
-  redis.call('EXPIRE', each, ttl)
-end
+for _, each in ipairs({key, KEYS[2], KEYS[3], KEYS[4]}) do redis.call('EXPIRE', each, ttl) end
 return seq
 """
 
@@ -127,31 +100,7 @@ return out
 
 
 class RedisSessions(StreamCount):
-    """The recent records of each session in Redis, bounded, shared by every process using it.
-
-    Args:
-        url: Where Redis is (``redis://``, ``rediss://`` or ``unix://``, as for
-            :class:`~langchain_pacms.embeddings.redis_store.RedisByteStore`).
-        prefix: Put before every key in Redis.
-        max_sessions: Sessions kept (the least recently updated go first).
-        max_records: Records kept per session (the oldest go first).
-        max_bytes: Bytes of all records' JSON together (the newest record always stays).
-        max_clients: Streams this process serves at once (each process counts its own).
-        ttl_seconds: A session's records expire this long after its last add.
-        **client_options: Passed to ``redis.Redis.from_url`` (default: 5 s socket timeouts).
-
-    A Redis that fails costs the live records, never a selection: :meth:`add` then returns
-    ``0``, :meth:`since` and :meth:`summary` nothing, with one warning per streak of failures.
-
-    Raises:
-        ValueError: For a URL of another scheme or a non-positive bound.
-
-    Example:
-        >>> RedisSessions("redis://127.0.0.1:1/0", max_records=0)
-        Traceback (most recent call last):
-        ...
-        ValueError: max_records must be a positive int, got 0
-    """
+    """Sessions' recent records in Redis, bounded, with a TTL (a failing Redis costs only those)."""
 
     def __init__(
         self,
@@ -177,9 +126,8 @@ class RedisSessions(StreamCount):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         super().__init__(max_clients)
-        self.prefix = prefix
+        self.prefix, self.ttl_seconds = prefix, ttl_seconds
         self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
-        self.ttl_seconds = ttl_seconds
         client_options.setdefault("socket_timeout", SOCKET_SECONDS)
         client_options.setdefault("socket_connect_timeout", SOCKET_SECONDS)
         self.client: redis.Redis = redis.Redis.from_url(url, **client_options)
@@ -201,29 +149,16 @@ class RedisSessions(StreamCount):
         if first:
             logger.warning("live sessions: Redis failed (%s: %s)", type(err).__name__, err)
 
-    def _answered(self) -> None:
-        self._failing = False
-
     def add(self, session: str, record: dict[str, Any]) -> int:
-        """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number.
-
-        ``0`` when Redis fails (the record is not kept).
-        """
-        args: list[str | int] = [
-            self._records(""),
-            session,
-            record_json(record),
-            self.max_records,
-            self.max_sessions,
-            self.max_bytes,
-            self.ttl_seconds,
-        ]
+        """Keep ``record`` as the newest of ``session``; its sequence number (``0``: not kept)."""
+        bounds = (self.max_records, self.max_sessions, self.max_bytes, self.ttl_seconds)
+        args: list[str | int] = [self._records(""), session, record_json(record), *bounds]
         try:
             seq = int(cast(int, self._add(keys=self._keys, args=args)))
         except redis.RedisError as err:
             self._failed(err)
             return 0
-        self._answered()
+        self._failing = False
         return seq
 
     def since(self, session: str, after: int) -> list[tuple[int, str]]:
@@ -233,7 +168,7 @@ class RedisSessions(StreamCount):
         except redis.RedisError as err:
             self._failed(err)
             return []
-        self._answered()
+        self._failing = False
         out = []
         for entry in entries:
             seq, _, data = entry.partition(b" ")
@@ -253,7 +188,7 @@ class RedisSessions(StreamCount):
         except redis.RedisError as err:
             self._failed(err)
             return []
-        self._answered()
+        self._failing = False
         return [
             {"id": name.decode("utf-8"), "records": count, "last": int(last)}
             for (name, last), count in zip(newest, counts)

@@ -1,13 +1,4 @@
-"""The ``h11`` protocol of uvicorn with a deadline for each request's line and headers.
-
-A client that trickles its request head (slowloris) would otherwise hold its connection for as
-long as it likes; here it is closed once the deadline passes.
-
-Example:
-    >>> protocol = header_timeout_protocol(2.5)
-    >>> protocol.func.__name__, protocol.keywords
-    ('HeaderTimeoutProtocol', {'header_timeout': 2.5})
-"""
+"""uvicorn's ``h11`` protocol with a deadline for each request's head (against slowloris)."""
 
 from __future__ import annotations
 
@@ -27,19 +18,7 @@ __all__ = ["HeaderTimeoutProtocol", "header_timeout_protocol"]
 
 
 def header_timeout_protocol(seconds: float) -> Callable[..., HeaderTimeoutProtocol]:
-    """The uvicorn ``http=`` setting for :class:`HeaderTimeoutProtocol` with a ``seconds`` deadline.
-
-    uvicorn calls it to build each connection's protocol; it pickles, so uvicorn's worker
-    processes (``workers=N``) get the same deadline.
-
-    Args:
-        seconds: How long a client may take to send a request's line and headers.
-
-    Returns:
-        The protocol factory to pass as ``uvicorn.Config(http=...)`` or ``uvicorn.run(http=...)``.
-
-    Raises:
-        ValueError: For a deadline that is not a positive finite number.
+    """The uvicorn ``http=`` setting (picklable) for a ``seconds`` :class:`HeaderTimeoutProtocol`.
 
     Example:
         >>> header_timeout_protocol(0)
@@ -53,13 +32,7 @@ def header_timeout_protocol(seconds: float) -> Callable[..., HeaderTimeoutProtoc
 
 
 class HeaderTimeoutProtocol(H11Protocol):
-    """The ``h11`` protocol of uvicorn, closing a connection whose request head is too slow.
-
-    The clock starts when the connection opens and again when a response is complete (the next
-    request on the connection may follow), and stops once the request line and headers are in.
-    When ``header_timeout`` seconds pass first, a client that has sent part of a head gets 408;
-    one that has sent nothing is closed without an answer, as an idle kept-alive connection is.
-    """
+    """uvicorn's ``h11`` protocol, closing a connection whose request head is too slow."""
 
     def __init__(
         self,

@@ -1,10 +1,4 @@
-"""Request and response bodies of the selection service (pydantic; shown in the OpenAPI schema).
-
-Example:
-    >>> req = SelectRequest(candidates=[CandidateIn(text="a")], query="a", budget_tokens=5)
-    >>> req.strategy is None
-    True
-"""
+"""Request and response bodies of the selection service (pydantic; shown in the OpenAPI schema)."""
 
 from __future__ import annotations
 

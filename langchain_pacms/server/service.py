@@ -1,9 +1,4 @@
-"""One selection request's work, start to end: ``POST /select`` and ``POST /select_debug``.
-
-Example:
-    >>> capped_words("short words pass")
-    'short words pass'
-"""
+"""One selection request's work, start to end: ``POST /select`` and ``POST /select_debug``."""
 
 from __future__ import annotations
 
@@ -23,21 +18,10 @@ from langchain_pacms.server.front import problem_response
 from langchain_pacms.server.live import SessionLog, session_id
 from langchain_pacms.server.schemas import SelectRequest
 
-__all__ = [
-    "MAX_TEXT_CHARS",
-    "TEXT_PREVIEW",
-    "WORD_CAP",
-    "Service",
-    "capped_words",
-    "strategy_info",
-    "text_chars",
-]
+__all__ = ["MAX_TEXT_CHARS", "TEXT_PREVIEW", "WORD_CAP", "Service", "capped_words", "strategy_info"]
 
 MAX_TEXT_CHARS = 4_000_000
-"""Default work budget of one request: characters of candidate texts and query together.
-
-About a million tokens of English; tokenizing and embedding them takes about 1.5 s of one
-core with the built-in embedder, where the body limit alone would allow twice as much."""
+"""Default work budget of one request: characters of candidate texts and query together."""
 WORD_CAP = 256
 """Longest run of non-whitespace characters counted or embedded as one word."""
 _LONG_RUN = re.compile(rf"(?<!\S)\S{{{WORD_CAP + 1},}}")
@@ -58,16 +42,6 @@ def capped_words(text: str) -> str:
     if len(text) <= WORD_CAP:
         return text
     return _LONG_RUN.sub(_split_run, text)
-
-
-def text_chars(req: SelectRequest) -> int:
-    """The characters ``req`` has tokenized and embedded: its candidates' texts and its query.
-
-    Example:
-        >>> text_chars(SelectRequest(candidates=[{"text": "abc"}], query="q?", budget_tokens=5))
-        5
-    """
-    return sum(len(c.text) for c in req.candidates) + len(req.query)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -153,14 +127,6 @@ def _summary(sel: Selection) -> dict[str, Any]:
     }
 
 
-def _debug(sel: Selection) -> dict[str, Any]:
-    return {
-        **_summary(sel),
-        "candidates": [v.__dict__ for v in sel.verdicts()],
-        "info": dict(sel.info),
-    }
-
-
 TEXT_PREVIEW = 200
 """Characters of each candidate's text kept with a session's record (for the page's detail)."""
 
@@ -177,21 +143,8 @@ def _live_record(req: SelectRequest, sel: Selection) -> dict[str, Any]:
     }
 
 
-def _json(body: dict[str, Any]) -> Response:
-    data = json.dumps(body, separators=(",", ":"), default=str).encode()
-    return Response(data, media_type="application/json")
-
-
 class Service:
-    """One request's work (parse, validate, select, answer) as one call on a worker thread.
-
-    Args:
-        selector: The warm selector every request uses.
-        max_candidates: Largest pool accepted (more: 422).
-        live: Where the selections of requests naming a session are kept.
-        max_text_chars: The work budget: most characters of candidate texts and query in one
-            request (more: 413, before anything is tokenized or embedded).
-    """
+    """One request's work (parse, validate, select, answer) as one call on a worker thread."""
 
     def __init__(
         self,
@@ -230,7 +183,7 @@ class Service:
                 f"candidates: {n} candidates exceed the limit of "
                 f"{self.max_candidates} (max_candidates)",
             )
-        chars = text_chars(req)
+        chars = sum(len(c.text) for c in req.candidates) + len(req.query)
         if chars > self.max_text_chars:
             return problem_response(
                 413,
@@ -267,4 +220,8 @@ class Service:
             return problem_response(422, str(err))
         if session is not None:
             self.live.add(session, _live_record(req, sel))
-        return _json(_debug(sel) if debug else _summary(sel))
+        body = _summary(sel)
+        if debug:
+            body.update(candidates=[v.__dict__ for v in sel.verdicts()], info=dict(sel.info))
+        data = json.dumps(body, separators=(",", ":"), default=str).encode()
+        return Response(data, media_type="application/json")
