@@ -13,7 +13,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_pacms._timeout import check_embed_timeout
-from langchain_pacms.budget import Budget
+from langchain_pacms.budget import Budget, BudgetInput
 from langchain_pacms.integrations.options import (
     MemoryOptions,
     StrategyOptions,
@@ -177,6 +177,39 @@ class SelectionConfig:
         if self.tokens_per_message is not None:
             return self.tokens_per_message
         return DEFAULT_TOKENS_PER_MESSAGE if self.budget.fraction is not None else 0
+
+
+def agent_arguments(
+    budget: BudgetInput | None = None,
+    *,
+    strategy: str | StrategyOptions | None = None,
+    memory: MemoryOptions | None = None,
+    retriever: BaseRetriever | None = None,
+    tool_loop: ToolLoopOptions | None = None,
+    selector: Selector | Embeddings | None = None,
+    log: str | Path | None = None,
+    config: SelectionConfig | None = None,
+    **unknown: Any,
+) -> tuple[SelectionConfig | None, dict[str, Any], dict[str, Any]]:
+    """The parameters of ``create_pacms_hook`` and ``PACMSMiddleware``, written once.
+
+    Returns ``config``, the other :data:`AGENT_KEYWORDS` and any unknown keyword: the arguments
+    of :func:`resolve_config` before its ``owner``.
+
+    Example:
+        >>> agent_arguments(10, log="run.jsonl")[1]["log"]
+        'run.jsonl'
+    """
+    keywords = {
+        "budget": budget,
+        "strategy": strategy,
+        "memory": memory,
+        "retriever": retriever,
+        "tool_loop": tool_loop,
+        "selector": selector,
+        "log": log,
+    }
+    return config, keywords, unknown
 
 
 def resolve_config(

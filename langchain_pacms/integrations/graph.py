@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, RemoveMessage
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.budget import BudgetInput
-from langchain_pacms.integrations.config import SelectionConfig, resolve_config
-from langchain_pacms.integrations.options import MemoryOptions, StrategyOptions, ToolLoopOptions
+from langchain_pacms._steps import parameters_of
+from langchain_pacms.integrations.config import agent_arguments, resolve_config
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
-from langchain_pacms.selector import Selector
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
 
@@ -90,18 +85,8 @@ class PACMSHook(RunnerViews, RunnableLambda):
         )
 
 
-def create_pacms_hook(
-    budget: BudgetInput | None = None,
-    *,
-    strategy: str | StrategyOptions | None = None,
-    memory: MemoryOptions | None = None,
-    retriever: BaseRetriever | None = None,
-    tool_loop: ToolLoopOptions | None = None,
-    selector: Selector | Embeddings | None = None,
-    log: str | Path | None = None,
-    config: SelectionConfig | None = None,
-    **unknown: Any,
-) -> PACMSHook:
+@parameters_of(agent_arguments)
+def create_pacms_hook(*args: Any, **kwargs: Any) -> PACMSHook:  # noqa: D417 (*args: the parameters)
     """Build a pre-model hook that keeps the most useful context under a token budget.
 
     Use it as ``pre_model_hook=`` of ``create_react_agent`` or as a ``StateGraph`` node. Each
@@ -130,23 +115,14 @@ def create_pacms_hook(
             ``config``, or a ``fraction`` budget without a ``model`` that has a profile.
 
     Example:
-        >>> from langchain_pacms import Budget
+        >>> from langchain_pacms import Budget, MemoryOptions, SelectionConfig
         >>> hook = create_pacms_hook(config=SelectionConfig(
         ...     budget=Budget(context_window=128_000, fill=0.25), prompt="Be careful.",
         ...     memory=MemoryOptions([("memories", "{user_id}")])))
         >>> agent = create_react_agent(model, tools, prompt="Be careful.",
         ...                            pre_model_hook=hook)  # doctest: +SKIP
     """
-    keywords = {
-        "budget": budget,
-        "strategy": strategy,
-        "memory": memory,
-        "retriever": retriever,
-        "tool_loop": tool_loop,
-        "selector": selector,
-        "log": log,
-    }
-    resolved = resolve_config(config, keywords, unknown, "create_pacms_hook")
+    resolved = resolve_config(*agent_arguments(*args, **kwargs), "create_pacms_hook")
     runner = SelectionRunner(resolved, source="hook")
     runner.request()  # a fraction budget without the model's profile fails now
     return PACMSHook(runner)

@@ -6,7 +6,6 @@ Needs LangChain v1: ``pip install "langchain-pacms[middleware]"``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, cast
 
 from langchain_pacms.errors import missing_extra
@@ -18,16 +17,16 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
         "PACMSMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
-from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AnyMessage, BaseMessage
-from langchain_core.retrievers import BaseRetriever
 
-from langchain_pacms.budget import BudgetInput
-from langchain_pacms.integrations.config import DEFAULT_OUTPUT_KEY, SelectionConfig, resolve_config
-from langchain_pacms.integrations.options import MemoryOptions, StrategyOptions, ToolLoopOptions
+from langchain_pacms._steps import method_parameters_of
+from langchain_pacms.integrations.config import (
+    DEFAULT_OUTPUT_KEY,
+    agent_arguments,
+    resolve_config,
+)
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
 from langchain_pacms.messages.runs import run_config
-from langchain_pacms.selector import Selector
 
 __all__ = ["PACMSMiddleware"]
 
@@ -57,35 +56,16 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
 
     Example:
         >>> from langchain.agents import create_agent  # doctest: +SKIP
+        >>> from langchain_pacms import MemoryOptions
         >>> mw = PACMSMiddleware(("fraction", 0.5), memory=MemoryOptions([("memories", "{u}")]))
         >>> agent = create_agent(model, tools, middleware=[mw])  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        budget: BudgetInput | None = None,
-        *,
-        strategy: str | StrategyOptions | None = None,
-        memory: MemoryOptions | None = None,
-        retriever: BaseRetriever | None = None,
-        tool_loop: ToolLoopOptions | None = None,
-        selector: Selector | Embeddings | None = None,
-        log: str | Path | None = None,
-        config: SelectionConfig | None = None,
-        **unknown: Any,
-    ) -> None:
+    @method_parameters_of(agent_arguments)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         self.tools = []
-        keywords = {
-            "budget": budget,
-            "strategy": strategy,
-            "memory": memory,
-            "retriever": retriever,
-            "tool_loop": tool_loop,
-            "selector": selector,
-            "log": log,
-        }
-        resolved = resolve_config(config, keywords, unknown, "PACMSMiddleware")
+        resolved = resolve_config(*agent_arguments(*args, **kwargs), "PACMSMiddleware")
         if resolved.prompt is not None:
             raise ValueError(
                 "prompt is for the pre-model hook; the middleware counts the request's system "
