@@ -1,18 +1,4 @@
-"""The message layer: what the selection integrations and the lifecycle read in messages.
-
-It cuts a conversation into spans (the selection candidates) and turns a selection back into
-messages a provider accepts; it reads a message's text, cost, payload, locators and the values
-later tool calls take up; it reports each selection. It imports neither the integrations nor
-the lifecycle.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    >>> call = {"name": "read", "args": {"path": "a.py"}, "id": "c1"}
-    >>> msgs = [HumanMessage("read a.py"), AIMessage("", tool_calls=[call]),
-    ...         ToolMessage("x = 1", tool_call_id="c1")]
-    >>> [(s.id, s.kind, s.indices) for s in messages_to_candidates(msgs)[1]]
-    [('m0', 'turn', (0,)), ('t1', 'tool', (1, 2))]
-"""
+"""The message layer under the integrations and the lifecycle: spans, text, costs, reports."""
 
 from langchain_pacms.messages.calls import read_paths
 from langchain_pacms.messages.handles import call_values, reusable_values

@@ -1,13 +1,4 @@
-"""What a tool call does, read from its name and arguments: read, search, write, run or other.
-
-Recognised: an editor verb with a path argument, a shell command, else the tool's name with
-its path-like arguments.
-
-Example:
-    >>> call = classify_call({"name": "bash", "args": {"command": "cat src/app.py"}})
-    >>> call.kind, sorted(call.paths), call.whole
-    ('read', ['src/app.py'], True)
-"""
+"""What a tool call does, read from its name and arguments: read, search, write, run or other."""
 
 from __future__ import annotations
 
@@ -69,25 +60,13 @@ _SHELL_WRITE = re.compile(
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call, classified (see :func:`classify_call`).
+    """One tool call, classified (see :func:`classify_call`)."""
 
-    Attributes:
-        signature: ``name(json args)``: equal signatures mean the same call repeated.
-        kind: ``read``, ``search``, ``write``, ``run`` or ``other``.
-        paths: The files it names.
-        whole: A read of whole files (no line range, no filter).
-        uses: The values in its arguments.
-
-    Example:
-        >>> classify_call({"name": "read_file", "args": {"path": "a.py", "offset": 9}}).whole
-        False
-    """
-
-    signature: str
+    signature: str  # name(json args): equal signatures mean the same call repeated
     kind: CallKind
-    paths: frozenset[str]
-    whole: bool
-    uses: frozenset[str]
+    paths: frozenset[str]  # the files it names
+    whole: bool  # a read of whole files (no line range, no filter)
+    uses: frozenset[str]  # the values in its arguments
 
 
 @by_message
@@ -97,13 +76,7 @@ def _read_paths(message: BaseMessage) -> frozenset[str]:
 
 
 def read_paths(message: BaseMessage) -> frozenset[str]:
-    """The files a message's tool calls read, whole or in part (memoised per message).
-
-    Example:
-        >>> call = {"name": "bash", "args": {"command": "sed -n '10,40p' src/app.py"}, "id": "c1"}
-        >>> read_paths(AIMessage("", tool_calls=[call]))
-        frozenset({'src/app.py'})
-    """
+    """The files a message's tool calls read, whole or in part (memoised per message)."""
     return _read_paths(message)
 
 
@@ -188,13 +161,7 @@ def _shell_of(args: Mapping[str, Any], words: set[str], paths: set[str]) -> str 
 
 
 def classify_call(call: Mapping[str, Any]) -> ToolCall:
-    """Classify one tool call (``name`` and ``args``, as in ``AIMessage.tool_calls``).
-
-    Example:
-        >>> classify_call({"name": "str_replace_editor",
-        ...                "args": {"command": "str_replace", "path": "a.py"}}).kind
-        'write'
-    """
+    """Classify a tool call (``name``, ``args``) by editor verb, else shell command, else name."""
     name = str(call.get("name") or "")
     args = call.get("args") or {}
     args = args if isinstance(args, Mapping) else {}

@@ -1,12 +1,4 @@
-"""Handles: the values in a text that a later tool call could take up.
-
-Paths, URLs, file names, identifiers mixing letters and digits, long numbers and dates, of
-four characters or more; matched as a set against later calls' arguments.
-
-Example:
-    >>> sorted(reusable_values("GET https://x.io/a for HAT039 on 2024-05-21"))
-    ['2024-05-21', 'HAT039', 'https://x.io/a']
-"""
+"""Handles: the values (paths, URLs, ids, long numbers, dates) a later tool call could take up."""
 
 from __future__ import annotations
 
@@ -38,22 +30,12 @@ _SHORT = 8_000  # texts up to this many characters have their values remembered
 
 
 def distinct_chunks(text: str) -> str:
-    r"""The distinct whitespace-separated chunks of ``text``, one per line (in no order).
-
-    Example:
-        >>> sorted(distinct_chunks("ok ok ok\nfail").split())
-        ['fail', 'ok']
-    """
+    """The distinct whitespace-separated chunks of ``text``, one per line (in no order)."""
     return "\n".join(set(text.split()))
 
 
 def handles_of(text: str) -> frozenset[str]:
-    """The handles in all of ``text``, four characters or more (not remembered, not capped).
-
-    Example:
-        >>> sorted(handles_of("see docs/api.md, then HAT039."))
-        ['HAT039', 'docs/api.md']
-    """
+    """The handles in all of ``text``, four characters or more (not remembered, not capped)."""
     found = _HANDLE.findall(distinct_chunks(text))
     return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
 
@@ -64,22 +46,12 @@ def _short_values(text: str) -> frozenset[str]:
 
 
 def reusable_values(text: str) -> frozenset[str]:
-    """The values in ``text`` a later tool call could take up (short texts memoised).
-
-    Example:
-        >>> sorted(reusable_values("Booked HAT039 for user mia_li_3668, see docs/policy.md"))
-        ['HAT039', 'docs/policy.md', 'mia_li_3668']
-    """
+    """The values in ``text`` a later tool call could take up (short texts memoised)."""
     return _short_values(text) if len(text) <= _SHORT else handles_of(text[:SCAN])
 
 
 def leaves(value: Any) -> list[str]:
-    """The scalar values inside a call's (nested) arguments, as text.
-
-    Example:
-        >>> leaves({"ids": ["A1", "B2"], "opts": {"n": 3}})
-        ['A1', 'B2', '3']
-    """
+    """The scalar values inside a call's (nested) arguments, as text."""
     if isinstance(value, Mapping):
         return [leaf for v in value.values() for leaf in leaves(v)]
     if isinstance(value, (list, tuple)):
@@ -94,11 +66,5 @@ def _call_values(message: BaseMessage) -> frozenset[str]:
 
 
 def call_values(message: BaseMessage) -> frozenset[str]:
-    """The values in a message's tool-call arguments (memoised per message).
-
-    Example:
-        >>> call = {"name": "get_reservation", "args": {"id": "HAT039"}, "id": "c1"}
-        >>> call_values(AIMessage("", tool_calls=[call]))
-        frozenset({'HAT039'})
-    """
+    """The values in a message's tool-call arguments (memoised per message)."""
     return _call_values(message)

@@ -1,12 +1,4 @@
-"""A conversation as the model reads it: what is still there, who spoke, what is asked now.
-
-Example:
-    >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
-    >>> msgs = [HumanMessage("a", id="1"), RemoveMessage(id="1"), HumanMessage("b"),
-    ...         AIMessage("c")]
-    >>> query_from_messages(apply_removals(msgs))
-    'b'
-"""
+"""A conversation as the model reads it: what is still there, who spoke, what is asked now."""
 
 from __future__ import annotations
 
@@ -22,16 +14,7 @@ __all__ = ["agent_query", "apply_removals", "is_human", "query_from_messages"]
 
 
 def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with each ``RemoveMessage`` applied, as LangGraph's ``add_messages`` does.
-
-    No ``RemoveMessage`` is left, and unlike ``add_messages`` no message gains an id.
-
-    Example:
-        >>> msgs = [HumanMessage("a", id="1"), AIMessage("b", id="2"), RemoveMessage(id="2"),
-        ...         HumanMessage("c")]
-        >>> [m.content for m in apply_removals(msgs)]
-        ['a', 'c']
-    """
+    """``messages`` with each ``RemoveMessage`` applied as ``add_messages`` does (adding no ids)."""
     if not any(isinstance(m, RemoveMessage) for m in messages):
         return list(messages)
     removed: set[str] = set()  # ids a later RemoveMessage deletes
@@ -48,12 +31,7 @@ def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 
 def is_human(message: BaseMessage) -> bool:
-    """A user's message: a ``HumanMessage``, or a ``ChatMessage`` with role user/human.
-
-    Example:
-        >>> is_human(ChatMessage("hi", role="user")), is_human(AIMessage("hi"))
-        (True, False)
-    """
+    """A user's message: a ``HumanMessage``, or a ``ChatMessage`` with role user/human."""
     if isinstance(message, HumanMessage):
         return True
     return isinstance(message, ChatMessage) and message.role in ("user", "human")
@@ -73,16 +51,7 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
 
 
 def agent_query(messages: Sequence[BaseMessage]) -> str:
-    """The task plus what the agent is doing now: the query for a call inside a tool loop.
-
-    Example:
-        >>> call = {"name": "read_file", "args": {"path": "src/app.py"}, "id": "c1"}
-        >>> print(agent_query([HumanMessage("fix the crash"),
-        ...                    AIMessage("Reading the entry point.", tool_calls=[call])]))
-        fix the crash
-        Reading the entry point.
-        read_file {"path": "src/app.py"}
-    """
+    """The task plus what the agent is doing now: the query for a call inside a tool loop."""
     task = query_from_messages(messages)
     for message in reversed(messages):
         if is_human(message):

@@ -1,13 +1,4 @@
-"""Values computed from message objects, memoised by the messages' identity.
-
-Messages are never changed in place by the lifecycle, so a value stays valid while its
-message lives; each entry holds its messages, so an id is not reused while it is cached.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> by_message(lambda m: len(m.content.split()))(HumanMessage("one two"))
-    2
-"""
+"""Values of message objects memoised by identity (messages are never edited in place)."""
 
 from __future__ import annotations
 
@@ -24,15 +15,7 @@ T = TypeVar("T")
 
 
 class by_message(Generic[T]):
-    """Memoise a function of one message by the message's identity.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> length = by_message(lambda m: len(m.content))
-        >>> m = HumanMessage("hello")
-        >>> length(m), length(m), length.hits
-        (5, 5, 1)
-    """
+    """Memoise a function of one message by the message's identity."""
 
     def __init__(self, fn: Callable[[BaseMessage], T], size: int = 50_000) -> None:
         self.fn, self.size, self.hits = fn, size, 0
@@ -50,14 +33,7 @@ class by_message(Generic[T]):
 
 
 class by_messages(Generic[T]):
-    """Memoise ``compute()`` by the identity of a few messages and a key.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> memo, a = by_messages(), HumanMessage("ab")
-        >>> memo((a,), "k", lambda: "first"), memo((a,), "k", lambda: "not called"), memo.hits
-        ('first', 'first', 1)
-    """
+    """Memoise ``compute()`` by the identity of a few messages and a key."""
 
     def __init__(self, size: int = 8_192) -> None:
         self.size, self.hits = size, 0

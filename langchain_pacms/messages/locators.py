@@ -1,13 +1,7 @@
-r"""Locators: the exact values in a payload that a fold stub or a mask keeps in view.
+"""Locators: the exact values in a payload that a fold stub or a mask keeps in view.
 
-By rank: (1) URLs, paths, file names, ``key=value`` pairs, uuids, ticket ids; (2) identifiers
-mixing letters and digits; (3) short quoted literals; (4) numbers of three or more digits,
-decimals and scientific notation. A stub writes them whole within a budget, then groups
-paths by directory and counts the rest.
-
-Example:
-    >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
-    ['https://x.io/a', 'HAT039', 'Boston', '1920']
+By rank: (1) URLs, paths, file names, ``key=value``, uuids, ticket ids; (2) identifiers mixing
+letters and digits; (3) short quoted literals; (4) numbers of three or more digits, decimals.
 """
 
 from __future__ import annotations
@@ -77,17 +71,7 @@ def _tokens(text: str) -> Iterator[str]:
 
 
 def ranked_locators(text: str) -> list[str]:
-    """Every locator of ``text`` once, best rank first, first seen first within a rank.
-
-    Example:
-        >>> ranked_locators("1920 ms for HAT039 at https://x.io/a, then HAT039 again")
-        ['https://x.io/a', 'HAT039', '1920']
-    """
-    return _ranked(text)
-
-
-def _ranked(text: str) -> list[str]:
-    """Unique locators of ``text``, by rank, first seen first within a rank."""
+    """Every locator of ``text`` once, best rank first, first seen first within a rank."""
     found: dict[str, int] = {}
     for token in _tokens(text[:_SCAN]):
         if token not in found:
@@ -110,10 +94,10 @@ def find_locators(
         The locators (none that is part of one already taken).
 
     Example:
-        >>> find_locators("GET https://x.io/a -> /tmp/out.json", shown=frozenset({"/tmp/out.json"}))
-        ['https://x.io/a']
+        >>> find_locators('GET https://x.io/a -> {"id": "HAT039", "city": "Boston"} in 1920 ms')
+        ['https://x.io/a', 'HAT039', 'Boston', '1920']
     """
-    return _fill(_ranked(text), limit, budget, shown)
+    return _fill(ranked_locators(text), limit, budget, shown)
 
 
 def _fill(ranked: list[str], limit: int, budget: int | None, shown: Container[str]) -> list[str]:
@@ -133,28 +117,13 @@ def locator_budget(payload_chars: int) -> int:
     """Characters a fold stub spends on locators: two fifths of the payload, within 500-4,000.
 
     The bounds: docs/results/lifecycle.md.
-
-    Example:
-        >>> locator_budget(100), locator_budget(5_000), locator_budget(10**6)
-        (500, 2000, 4000)
     """
     return max(_FLOOR, min(_CEILING, int(_SHARE * payload_chars)))
 
 
 @dataclass(frozen=True)
 class StubLocators:
-    """The locators a fold stub shows: written whole, grouped by directory, and a count.
-
-    Attributes:
-        whole: Locators written out as they are.
-        grouped: ``(directory, names)`` pairs; a directory ends with ``/``.
-        left_out: Locators of the payload the stub neither shows nor leaves to elsewhere.
-
-    Example:
-        >>> stub = StubLocators(("HAT039",), (("/srv/app/", ("a.py", "b.py")),), 3)
-        >>> str(stub)
-        'HAT039, /srv/app/{a.py,b.py} (+3 more)'
-    """
+    """The locators a fold stub shows: ``whole``, ``grouped`` by directory, a ``left_out`` count."""
 
     whole: tuple[str, ...] = ()
     grouped: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -193,14 +162,8 @@ def _split(token: str) -> tuple[str, str] | None:
 
 
 def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> StubLocators:
-    r"""The locators a fold stub of ``payload`` shows, without those in ``shown`` (memoised).
-
-    Example:
-        >>> str(stub_locators("sha-of-payload", 'saved "report.md" to /srv/out as RPT-7 (412 kB)',
-        ...                   frozenset({"report.md", "RPT-7"})))
-        '/srv/out, 412'
-    """
-    ranked = _memo(("stub", sha256, len(payload)), lambda: _ranked(payload))
+    """The locators a fold stub of ``payload`` shows, without those in ``shown`` (memoised)."""
+    ranked = _memo(("stub", sha256, len(payload)), lambda: ranked_locators(payload))
     hidden = tuple(t for t in ranked if t in shown)
     key = (sha256, len(payload), hidden)
     found = _STUBS.get(key)
@@ -211,12 +174,7 @@ def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()
 
 
 def stub_budget(payload: str) -> int:
-    r"""A stub's budget for locators written whole: :func:`locator_budget`, or 4,000 for a listing.
-
-    Example:
-        >>> stub_budget("x = 1\n" * 40), stub_budget("src/a.py\nsrc/b.py\n" * 20)
-        (500, 4000)
-    """
+    """A stub's budget for whole locators: :func:`locator_budget`, or 4,000 for a listing."""
     lines = [line.strip() for line in payload[:_SCAN].splitlines() if line.strip()]
     paths = sum(1 for line in lines if _ONE_PATH.fullmatch(line))
     listing = bool(lines) and paths >= _LISTING_SHARE * len(lines)
@@ -260,17 +218,11 @@ def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[s
 
 
 def _words(text: str) -> list[str]:
-    return [*_ranked(text), *_WORDS.findall(text[:_SCAN])]
+    return [*ranked_locators(text), *_WORDS.findall(text[:_SCAN])]
 
 
 def durable_locators(texts: Iterable[str]) -> frozenset[str]:
-    """The locators and words of ``texts``: what fold stubs in the same history need not repeat.
-
-    Example:
-        >>> shown = durable_locators(['user mia_li_3668 on HAT136, cabin "economy"'])
-        >>> {"mia_li_3668", "economy", "HAT136"} <= shown
-        True
-    """
+    """The locators and words of ``texts``: what fold stubs in the same history need not repeat."""
     key = tuple(texts)  # the texts are the history's own strings: their hashes are cached
     hit = _UNIONS.get(key)
     if hit is not None:
@@ -284,13 +236,7 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
 
 
 class ShownBefore:
-    """:func:`durable_locators` of the first ``end`` groups of texts, for any ``end``, built once.
-
-    Example:
-        >>> shown = ShownBefore([["user mia_li_3668"], ["booked HAT136"]])
-        >>> "HAT136" in shown, "HAT136" in shown.upto(1)
-        (True, False)
-    """
+    """:func:`durable_locators` of the first ``end`` groups of texts, any ``end``, built once."""
 
     def __init__(self, groups: Iterable[Iterable[str]]) -> None:
         first: dict[str, int] = {}
@@ -313,14 +259,7 @@ class ShownBefore:
 
 
 def locator_lines(text: str, budget: int) -> list[str]:
-    r"""Lines of ``text`` that hold a new locator of rank 1 or 2 (or a new traceback frame).
-
-    Lines are kept in order until ``budget`` characters are spent.
-
-    Example:
-        >>> locator_lines("ok\nFAILED tests/test_a.py::t1\nok\nFAILED tests/test_a.py::t1", 100)
-        ['FAILED tests/test_a.py::t1']
-    """
+    """Lines of ``text`` with a new rank-1/2 locator or frame, in order, within ``budget``."""
     kept: list[str] = []
     seen: set[str] = set()
     spent = 0

@@ -1,10 +1,4 @@
-"""Each message's text, cost and values, memoised between calls; what messages cost.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> sent_tokens([HumanMessage("one two")], lambda t: len(t.split()), memo=MessageMemo())
-    2
-"""
+"""Each message's text, cost and values, memoised between calls; what messages cost."""
 
 from __future__ import annotations
 
@@ -28,19 +22,6 @@ class MessageMemo:
 
     An entry is used only while the message still holds the same ``content``, ``name`` and
     ``tool_calls``; the memo keeps weak references only.
-
-    Args:
-        max_entries: Most messages remembered (> 0).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> memo, words = MessageMemo(max_entries=2), (lambda text: len(text.split()))
-        >>> msg = HumanMessage("one two three")
-        >>> memo.tokens(msg, words), memo.tokens(msg, words), memo.hits
-        (3, 3, 1)
-        >>> msg.content = "one"  # edited in place: counted again
-        >>> memo.tokens(msg, words)
-        1
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
@@ -72,24 +53,12 @@ class MessageMemo:
         return self._entry(message).tokens(token_counter)
 
     def measure(self, message: BaseMessage, token_counter: Callable[[str], int]) -> tuple[str, int]:
-        """The message's text and cost, looked up once.
-
-        Example:
-            >>> from langchain_core.messages import HumanMessage
-            >>> MessageMemo().measure(HumanMessage("one two"), lambda t: len(t.split()))
-            ('one two', 2)
-        """
+        """The message's text and cost, looked up once."""
         entry = self._entry(message)
         return entry.text, entry.tokens(token_counter)
 
     def values(self, message: BaseMessage) -> frozenset[str]:
-        """The values in the message's content a later tool call could take up, found once.
-
-        Example:
-            >>> from langchain_core.messages import HumanMessage
-            >>> sorted(MessageMemo().values(HumanMessage("open docs/api.md for HAT039")))
-            ['HAT039', 'docs/api.md']
-        """
+        """The values in the message's content a later tool call could take up, found once."""
         entry = self._entry(message)
         if entry.handles is None:
             entry.handles = reusable_values(payload_of([message], (0,)))
@@ -104,7 +73,7 @@ class _MemoEntry:
     def __init__(self, message: BaseMessage) -> None:
         self.ref = weakref.ref(message)
         content = message.content
-        # Lists can be edited in place: keep a copy to compare with (strings are immutable).
+        # lists can be edited in place: keep a copy to compare with
         self.content = content if isinstance(content, str) else copy.deepcopy(content)
         self.name = message.name
         calls = _calls_of(message)
@@ -140,17 +109,7 @@ def sent_tokens(
     *,
     memo: MessageMemo | None = None,
 ) -> int:
-    """The tokens of the messages a model receives, counted as the selection budget counts them.
-
-    Each message counts its :func:`~langchain_pacms.messages.text.message_text` plus the JSON of
-    each content block that is not text. With a ``memo``, seen messages are not counted again.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> block = {"type": "json", "json": {"two": 3}}  # "one [json]", then 5 words of JSON
-        >>> sent_tokens([HumanMessage(["one", block])], lambda t: len(t.split()))
-        7
-    """
+    """The tokens of the messages a model receives, as the budget counts them (``memo``: once)."""
     if memo is not None:
         return sum(memo.tokens(m, token_counter) for m in messages)
     return sum(message_tokens(m, token_counter) for m in messages)

@@ -1,14 +1,4 @@
-r"""The exact payload of messages, and the mark a lifecycle edit leaves on a message it rewrote.
-
-A payload is what a fold stores and recovery returns, byte for byte. A rewritten message
-carries ``additional_kwargs[LIFECYCLE_KEY]``: its object id, state, payload sha256 and, on a
-fold stub, the locators it leaves out (``"elsewhere"``).
-
-Example:
-    >>> from langchain_core.messages import HumanMessage
-    >>> payload_of([HumanMessage("fix it"), HumanMessage("now")], (1,))
-    'now'
-"""
+"""The exact payload of messages, and the mark a lifecycle edit leaves on a message it rewrote."""
 
 from __future__ import annotations
 
@@ -25,12 +15,7 @@ LIFECYCLE_KEY = "pacms_lifecycle"
 
 
 def content_payload(content: str | list[Any]) -> str:
-    """A message content as payload text: a string as it is, list content as JSON.
-
-    Example:
-        >>> content_payload([{"type": "text", "text": "hi"}])
-        '[{"text": "hi", "type": "text"}]'
-    """
+    """A message content as payload text: a string as it is, list content as JSON."""
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
@@ -47,7 +32,7 @@ def payload_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
         indices: The object's message positions.
 
     Returns:
-        The payload text.
+        The payload text, byte for byte.
 
     Example:
         >>> from langchain_core.messages import ToolMessage, AIMessage

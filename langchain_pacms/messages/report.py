@@ -1,12 +1,6 @@
 """Make each selection visible: a traced run, a custom event, a log line and a JSONL log.
 
 Reporting never breaks the agent: failures are logged and ignored.
-
-Example:
-    >>> from langchain_pacms import ContextSelector
-    >>> sel = ContextSelector().select(["a", "b"], "a", budget=1)
-    >>> selection_event(sel, source="doc")["kept"]
-    1
 """
 
 from __future__ import annotations
@@ -51,23 +45,7 @@ EVENT_NAME = "pacms_selection"
 
 
 def selection_event(selection: Selection, *, source: str, **extra: Any) -> dict[str, Any]:
-    """The compact summary sent as the ``pacms_selection`` custom event.
-
-    Args:
-        selection: The verdict.
-        source: Which integration selected (``"hook"``, ``"middleware"``, ...).
-        **extra: More fields (e.g. ``memory_error``).
-
-    Returns:
-        Counts, tokens (``tokens_sent``: what the model receives), strategy, fallback flags,
-        kept ids and kept/dropped counts per kind.
-
-    Example:
-        >>> from langchain_pacms import ContextSelector
-        >>> sel = ContextSelector().select(["x y", "z"], "z", budget=1)
-        >>> selection_event(sel, source="doc")["kept_ids"]
-        ['1']
-    """
+    """The compact summary sent as the ``pacms_selection`` custom event, plus ``extra``."""
     kept = set(selection.kept_ids)
     kept_kinds = Counter(c.kind for c in selection.candidates if c.id in kept)
     dropped_kinds = Counter(c.kind for c in selection.candidates if c.id not in kept)
@@ -108,24 +86,7 @@ def traced_selection(
     config: RunnableConfig | None,
     inputs: dict[str, Any],
 ) -> Steps[T]:
-    """Run a selection's steps as a ``pacms_selection`` child run of the current run.
-
-    Args:
-        body: ``child_config -> steps`` returning ``(result, summary)``.
-        config: The current run's config (default: the run in context, if any).
-        inputs: The run's inputs.
-
-    Returns:
-        Steps whose value is the result.
-
-    Example:
-        >>> from langchain_pacms._steps import drive_calls
-        >>> def body(child):
-        ...     return "result", {"kept": 1}
-        ...     yield  # a generator of steps
-        >>> drive_calls(traced_selection(body, None, {"messages": 2}))
-        'result'
-    """
+    """Steps running ``body`` (``child_config -> steps of (result, summary)``) as a child run."""
     run = yield Call(_start_run, _astart_run, (config, inputs))
     try:
         result, summary = yield from body(patch_config(config, callbacks=run.get_child()))
@@ -146,8 +107,7 @@ class SelectionLog:
         >>> import tempfile, pathlib
         >>> from langchain_pacms import ContextSelector
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "sel.jsonl"
-        >>> SelectionLog(path).write(ContextSelector().select(["a"], "a", budget=5), query="a",
-        ...                          source="doc")
+        >>> SelectionLog(path).write(ContextSelector().select(["a"], "a", 5), query="a", source="x")
         >>> len(path.read_text().splitlines())
         1
     """
@@ -221,16 +181,6 @@ def _write_log(
         logger.warning("could not write the selection log %s: %s", log.path, err)
 
 
-def _logged_event(
-    selection: Selection, log: SelectionLog | None, query: str, source: str, extra: dict[str, Any]
-) -> dict[str, Any]:
-    """The event payload, after the log line and the JSONL record."""
-    event = selection_event(selection, source=source, **extra)
-    _log_line(event)
-    _write_log(log, selection, query, source, extra)
-    return event
-
-
 def _dispatch_failed(err: Exception) -> None:
     if isinstance(err, RuntimeError):
         return  # not inside a run: nobody to tell
@@ -246,15 +196,11 @@ def report_arguments(
     log: SelectionLog | None = None,
     **extra: Any,
 ) -> tuple[dict[str, Any], RunnableConfig | None]:
-    """The parameters of :func:`report_selection` and its twin: the event (logged) and config.
-
-    Example:
-        >>> from langchain_pacms import ContextSelector
-        >>> sel = ContextSelector().select(["a"], "a", budget=5)
-        >>> report_arguments(sel, query="a", source="doc")[0]["source"]
-        'doc'
-    """
-    return _logged_event(selection, log, query, source, extra), config
+    """The parameters of :func:`report_selection` and its twin: the event (logged) and config."""
+    event = selection_event(selection, source=source, **extra)
+    _log_line(event)
+    _write_log(log, selection, query, source, extra)
+    return event, config
 
 
 @parameters_of(report_arguments)
@@ -264,19 +210,13 @@ def report_selection(*args: Any, **kwargs: Any) -> dict[str, Any]:  # noqa: D417
     Args:
         selection: The verdict.
         query: The query it was made for.
-        source: Which integration selected.
+        source: Which integration selected (``"hook"``, ``"middleware"``, ...).
         config: The current run's config (default: the one in context, if any).
         log: Optional JSONL log.
-        **extra: Extra fields for the event and the record.
+        **extra: Extra fields for the event and the record (e.g. ``memory_error``).
 
     Returns:
         The event payload.
-
-    Example:
-        >>> from langchain_pacms import ContextSelector
-        >>> sel = ContextSelector().select(["a"], "a", budget=5)
-        >>> report_selection(sel, query="a", source="doc")["strategy"]
-        'pacms'
     """
     event, config = report_arguments(*args, **kwargs)
     try:

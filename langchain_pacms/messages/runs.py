@@ -1,9 +1,4 @@
-"""Which run a call belongs to: the run's config in context, and the thread of its messages.
-
-Example:
-    >>> thread_of({"configurable": {"thread_id": "t-1"}}), run_config() is None
-    ('t-1', True)
-"""
+"""Which run a call belongs to: the run's config in context, and the thread of its messages."""
 
 from __future__ import annotations
 
@@ -22,12 +17,7 @@ DEFAULT_THREAD = "default"
 
 
 def run_config() -> Any:
-    """The config of the run in context (``None`` outside a LangGraph run).
-
-    Example:
-        >>> run_config() is None
-        True
-    """
+    """The config of the run in context (``None`` outside a LangGraph run)."""
     try:
         return get_config()
     except Exception:
@@ -35,18 +25,7 @@ def run_config() -> Any:
 
 
 def run_thread(messages: Sequence[Any]) -> str:
-    """The thread of a run that has no thread id: named after its first message.
-
-    A message without an id is named by a hash of its type and content.
-
-    Raises:
-        ValueError: If ``messages`` is empty.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> run_thread([HumanMessage("hi", id="m-1")]), run_thread([HumanMessage("hi")])[:8]
-        ('run:m-1', 'run:sha2')
-    """
+    """The thread of a run without a thread id: its first message's id, else a hash of it."""
     if not messages:
         raise ValueError("a run with no messages has no thread")
     first = messages[0]
@@ -58,16 +37,7 @@ def run_thread(messages: Sequence[Any]) -> str:
 
 
 def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:
-    """The run's ``configurable.thread_id`` as a string, else the run's own thread.
-
-    Without a thread id the thread is :func:`run_thread` of ``messages``, or
-    :data:`DEFAULT_THREAD` when there are none.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> thread_of({"configurable": {"thread_id": 7}}), thread_of({}, [HumanMessage("", id="m")])
-        ('7', 'run:m')
-    """
+    """The run's ``thread_id``, else :func:`run_thread` of ``messages``, else the default."""
     found = ((config or {}).get("configurable") or {}).get("thread_id")
     if found is not None:
         return str(found)

@@ -1,16 +1,4 @@
-"""Turn a selection back into a message list a provider accepts.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage, SystemMessage
-    >>> from langchain_pacms.messages.spans import messages_to_candidates
-    >>> from langchain_pacms.selector import ContextSelector
-    >>> msgs = [SystemMessage("Be brief."), HumanMessage("My code is 7-ALPHA."),
-    ...         HumanMessage("Lunch?"), HumanMessage("What is my code?")]
-    >>> cands, spans = messages_to_candidates(msgs)
-    >>> sel = ContextSelector().select(cands, "What is my code?", budget=18)
-    >>> [m.text for m in apply_selection(msgs, sel, spans)]
-    ['Be brief.', 'My code is 7-ALPHA.', 'What is my code?']
-"""
+"""Turn a selection back into a message list a provider accepts."""
 
 from __future__ import annotations
 
@@ -48,18 +36,15 @@ def _bullets(texts: Iterable[str]) -> str:
 
 
 def build_context_message(
-    memories: Sequence[str] = (),
-    documents: Sequence[str] = (),
-    *,
-    role: str = "system",
+    memories: Sequence[str] = (), documents: Sequence[str] = (), *, role: str = "system"
 ) -> BaseMessage | None:
     """The one marked message that carries kept memories and documents to the model.
 
     Args:
         memories: Memory texts, in pool order.
         documents: Document texts, in pool order.
-        role: ``"system"`` or ``"human"`` (for providers that accept one leading system
-            message only).
+        role: ``"system"``, or ``"human"`` for providers that accept one leading system
+            message only.
 
     Returns:
         The message, or ``None`` when there is nothing to carry.
@@ -124,8 +109,7 @@ def apply_selection(
             the first non-system message.
 
     Returns:
-        The messages to send (fold stubs show again the locators they lost:
-        :func:`reshow_left_out`).
+        The messages to send; fold stubs show again the locators they lost.
 
     Raises:
         ValueError: If ``spans`` is not given and a candidate carries no :class:`Span`.
@@ -134,8 +118,7 @@ def apply_selection(
         >>> from langchain_pacms.messages.spans import messages_to_candidates
         >>> from langchain_pacms.selector import ContextSelector
         >>> msgs = [HumanMessage("a b c d e f"), HumanMessage("g")]
-        >>> cands, spans = messages_to_candidates(msgs)
-        >>> sel = ContextSelector().select(cands, "g", budget=1)
+        >>> sel = ContextSelector().select(messages_to_candidates(msgs)[0], "g", budget=1)
         >>> [m.content for m in apply_selection(msgs, sel)]
         ['g']
     """
@@ -174,18 +157,7 @@ def apply_selection(
 
 
 def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with every fold stub showing again the left-out locators no message shows.
-
-    Messages are copied, never modified.
-
-    Example:
-        >>> from langchain_core.messages import ToolMessage
-        >>> mark = {"object": "function:tool:1", "state": "folded", "elsewhere": ["HAT039"]}
-        >>> stub = ToolMessage("[folded: 1 line; locators: 4WQ150]", tool_call_id="c1",
-        ...                    additional_kwargs={LIFECYCLE_KEY: mark})
-        >>> reshow_left_out([stub])[0].content
-        '[folded: 1 line; locators: 4WQ150, HAT039]'
-    """
+    """``messages`` (copied) with each fold stub showing again lost locators no message shows."""
     marked = [
         i
         for i, m in enumerate(messages)

@@ -1,15 +1,7 @@
 """Cut a conversation into spans: the selection candidates, each a group of whole messages.
 
-A system message is its own mandatory span; a call with all its results is one ``tool``
-span; a human message with the plain AI replies that follow it is one ``turn`` span; the
-latest human message and the span holding the last message are mandatory; memories and
-documents join the pool.
-
-Example:
-    >>> from langchain_core.messages import HumanMessage, SystemMessage
-    >>> cands, spans = messages_to_candidates([SystemMessage("Be brief."), HumanMessage("Hi")])
-    >>> [(c.id, c.kind, c.mandatory) for c in cands]
-    [('m0', 'system', True), ('m1', 'turn', True)]
+A system message is a mandatory span; a call with its results one ``tool`` span; a human
+message with the plain AI replies after it one ``turn`` span.
 """
 
 from __future__ import annotations
@@ -293,15 +285,7 @@ def _sent_cost(
 
 
 def span_messages(messages: Sequence[BaseMessage], span: Span) -> list[BaseMessage]:
-    """The messages a kept conversation span sends (a tool span: call, results, placeholders).
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> msgs = [HumanMessage("list"), AIMessage("", tool_calls=[{"name": "ls", "args": {},
-        ...                                                          "id": "c1"}])]
-        >>> [m.content for m in span_messages(msgs, messages_to_candidates(msgs)[1][1])]
-        ['', '[no result was recorded for this ls call]']
-    """
+    """The messages a kept conversation span sends (a tool span: call, results, placeholders)."""
     if span.sends:
         return list(span.sends)
     if span.kind != "tool":

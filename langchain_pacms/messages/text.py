@@ -1,11 +1,4 @@
-r"""What a message says and what it costs: its text, as scored and counted, and its blocks.
-
-Example:
-    >>> from langchain_core.messages import AIMessage
-    >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
-    >>> message_text(AIMessage("Adding.", tool_calls=[call]))
-    'Adding.\nadd({"a": 1})'
-"""
+"""What a message says and what it costs: its text, as scored and counted, and its blocks."""
 
 from __future__ import annotations
 
@@ -92,20 +85,9 @@ def _standard_parts(blocks: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def content_text(content: str | list[Any] | BaseMessage) -> str:
-    r"""The text of a message (or of its content), for scoring and counting.
+    """The text of a message (or of its content), for scoring and counting.
 
-    Text and reasoning blocks give their text; other blocks (image, audio, JSON, ...) a
-    ``[type]`` marker; tool-call blocks nothing. The content is never changed.
-
-    Args:
-        content: A message, or its ``content`` (a string or a list of blocks).
-
-    Returns:
-        The text.
-
-    Example:
-        >>> content_text(["see", {"type": "text", "text": "this"}, {"type": "audio"}])
-        'see\nthis\n[audio]'
+    Text and reasoning blocks give their text, tool-call blocks nothing, others a ``[type]`` marker.
     """
     message = content if isinstance(content, BaseMessage) else None
     raw: str | list[Any] = content.content if isinstance(content, BaseMessage) else content
@@ -118,34 +100,15 @@ def content_text(content: str | list[Any] | BaseMessage) -> str:
     return "\n".join(_standard_parts(blocks))
 
 
-def _block_dumps(content: str | list[Any]) -> list[str]:
-    """The blocks of ``content`` that are not text, each serialised as it is charged."""
-    if isinstance(content, str):
-        return []
-    return [
-        json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
-        for block in _content_parts(content)[1]
-    ]
-
-
 def content_cost(text: str, content: str | list[Any], token_counter: Callable[[str], int]) -> int:
-    """What a message costs: its ``text``, plus each other block of its ``content`` serialised.
-
-    Example:
-        >>> content_cost("one [json]", ["one", {"type": "json", "json": {"two": 3}}],
-        ...              lambda t: len(t.split()))
-        7
-    """
-    return token_counter(text) + sum(token_counter(d) for d in _block_dumps(content))
+    """What a message costs: its ``text``, plus each other block of its ``content`` serialised."""
+    blocks = [] if isinstance(content, str) else _content_parts(content)[1]
+    dumps = [json.dumps(b, sort_keys=True, ensure_ascii=False, default=str) for b in blocks]
+    return token_counter(text) + sum(token_counter(d) for d in dumps)
 
 
 def message_tokens(message: BaseMessage, token_counter: Callable[[str], int]) -> int:
-    """What one message costs as the budget counts it: :func:`message_text` and its blocks.
-
-    Example:
-        >>> message_tokens(HumanMessage("one two"), lambda t: len(t.split()))
-        2
-    """
+    """What one message costs as the budget counts it: :func:`message_text` and its blocks."""
     return content_cost(message_text(message), message.content, token_counter)
 
 
@@ -159,12 +122,7 @@ def _tool_call_text(call: Mapping[str, Any]) -> str:
 
 
 def message_text(message: BaseMessage) -> str:
-    """A message's text as scored: calls as ``name({json args})`` lines, a result as ``name: text``.
-
-    Example:
-        >>> message_text(ToolMessage("42", tool_call_id="c1", name="add"))
-        'add: 42'
-    """
+    """A message's text as scored: calls as ``name({json args})``, a result as ``name: text``."""
     text = content_text(message)
     if isinstance(message, AIMessage) and message.tool_calls:
         calls = "\n".join(_tool_call_text(c) for c in message.tool_calls)
@@ -179,10 +137,6 @@ def memory_text(item: Any) -> str:
 
     For a dict: the first string under ``content``, ``text``, ``memory``, ``fact`` or ``summary``,
     else the whole value as JSON.
-
-    Example:
-        >>> memory_text({"content": "Prefers metric units."})
-        'Prefers metric units.'
     """
     if isinstance(item, str):
         return item
@@ -198,22 +152,12 @@ def memory_text(item: Any) -> str:
 
 
 def document_text(document: Any) -> str:
-    """The text of one retrieved document (``Document.page_content``, or ``str(document)``).
-
-    Example:
-        >>> document_text(Document("Port 6543."))
-        'Port 6543.'
-    """
+    """The text of one retrieved document (``Document.page_content``, or ``str(document)``)."""
     if isinstance(document, Document):
         return document.page_content
     return document if isinstance(document, str) else memory_text(document)
 
 
 def bullet(text: str) -> str:
-    r"""A memory or document as one bullet of the context message (continuation lines indented).
-
-    Example:
-        >>> bullet("Likes tea.\nAnd scones.")
-        '- Likes tea.\n  And scones.'
-    """
+    """A memory or document as one bullet of the context message (continuation lines indented)."""
     return "- " + text.strip().replace("\n", "\n  ")

@@ -1,15 +1,4 @@
-"""Selectors: candidates + query + budget -> :class:`Selection`.
-
-Text becomes vectors (a cached LangChain ``Embeddings``) and token counts here; the numeric
-work is :mod:`langchain_pacms.core`'s. :class:`ContextSelector` selects in process;
-:class:`Selector` is the protocol the integrations call.
-
-Example:
-    >>> from langchain_pacms import ContextSelector
-    >>> pool = ["The staging DB listens on port 6543.", "Lunch was great.", "CI is flaky."]
-    >>> ContextSelector().select(pool, "Which port does the staging DB use?", 12).kept_ids
-    ('0',)
-"""
+"""Selectors: candidates + query + budget -> :class:`Selection` (in process, or the protocol)."""
 
 from langchain_pacms.embeddings.profile import DENSE_SIMILARITY_THRESHOLD, EmbedderProfile
 from langchain_pacms.selector.caches import (

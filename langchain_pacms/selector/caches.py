@@ -1,10 +1,4 @@
-"""How a selector spends its memory ceiling: the embedding cache, sparse rows, the token memo.
-
-Example:
-    >>> model, cache, counter = selector_caches(None, ceiling=2**20)
-    >>> type(model).__name__, cache.embeddings is model, counter.max_bytes
-    ('HashedTfidfEmbeddings', True, 131072)
-"""
+"""How a selector spends its memory ceiling: the embedding cache, sparse rows, the token memo."""
 
 from __future__ import annotations
 
@@ -37,14 +31,7 @@ SPARSE_ROWS_SHARE = 0.125
 
 
 def cache_ceiling(value: object) -> int:
-    """``value`` as a ``memory_ceiling_bytes`` (a positive int), else ``ValueError``.
-
-    Example:
-        >>> cache_ceiling(0)
-        Traceback (most recent call last):
-        ...
-        ValueError: memory_ceiling_bytes must be a positive int, got 0
-    """
+    """``value`` as a ``memory_ceiling_bytes`` (a positive int), else ``ValueError``."""
     ceiling = as_int(value)
     if ceiling is None or ceiling <= 0:
         raise ValueError(f"memory_ceiling_bytes must be a positive int, got {value!r}")
@@ -52,12 +39,7 @@ def cache_ceiling(value: object) -> int:
 
 
 def token_memo_bytes(ceiling: int = DEFAULT_MEMORY_CEILING, *, sparse_rows: bool = True) -> int:
-    """The bytes of a memory ceiling left for the token memo (less with ``sparse_rows``).
-
-    Example:
-        >>> token_memo_bytes() // 2**20, token_memo_bytes(sparse_rows=False) // 2**20
-        (32, 64)
-    """
+    """The bytes of a memory ceiling left for the token memo (less with ``sparse_rows``)."""
     vector_bytes = max(1, int(ceiling * EMBEDDING_SHARE))
     row_bytes = int(ceiling * SPARSE_ROWS_SHARE) if sparse_rows else 0
     return max(1, ceiling - vector_bytes - row_bytes)
@@ -70,10 +52,7 @@ def selector_caches(
     cache_store: ByteStore | None = None,
     token_counter: TokenCounter | Any = None,
 ) -> tuple[Embeddings, CachedEmbeddings, TokenCounter]:
-    """A selector's ``(model, cache, counter)``, the caches built here sharing ``ceiling``.
-
-    ``embeddings=None`` builds the built-in embedder; components passed in keep their own caps.
-    """
+    """A selector's ``(model, cache, counter)``; components passed in keep their own caps."""
     row_bytes = 0 if embeddings is not None else int(ceiling * SPARSE_ROWS_SHARE)
     model = embeddings if embeddings is not None else HashedTfidfEmbeddings(rows_bytes=row_bytes)
     cache = (

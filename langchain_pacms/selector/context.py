@@ -47,26 +47,24 @@ __all__ = ["ContextSelector"]
 class ContextSelector:
     """Pick the context an LLM call keeps under a token budget.
 
-    Holds one warm embedding cache and token counter for its whole life: create it once and
-    reuse it. A call on the last pool's texts (plus new ones) reuses that pool's work; the
-    picks are those of a fresh selector.
+    Keeps one warm embedding cache and token counter: create it once and reuse it. A call on
+    the last pool's texts (plus new ones) reuses that pool's work, with a fresh selector's picks.
 
     Args:
         embeddings: Any LangChain ``Embeddings``; default: the built-in offline
             :class:`~langchain_pacms.embeddings.HashedTfidfEmbeddings`.
-        profile: The :class:`EmbedderProfile` ``pacms`` runs with. Default: the one the embedder
+        profile: How ``pacms`` reads the embedder's cosines. Default: the one the embedder
             declares (``pacms_profile``, found through common wrappers), else the calibrated one.
-        memory_ceiling_bytes: Most bytes for the selector's caches (see
-            :mod:`~langchain_pacms.selector.caches`); components passed in keep their own caps.
+        memory_ceiling_bytes: Most bytes for the selector's caches; components passed in keep
+            their own caps.
         blas_threads: Most BLAS threads for the selector's own matrix products, set only while
             they run (``None``: leave BLAS as it is).
         token_counter: A ``Callable[[str], int]``, an encoding name, or ``None`` for tiktoken's
             ``o200k_base`` built offline.
-        strategy: Default strategy name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or a
-            registered one) or a strategy callable.
-        strategy_options: Default keyword options for the strategy (checked here: a bad one
-            raises ``ValueError``).
-        cache_store: Optional ``ByteStore`` that backs the embedding cache.
+        strategy: Default strategy: a name (``pacms``, ``topk``, ``lastk``, ``mmr``, ``rag``, or
+            a registered one) or a callable.
+        strategy_options: Default strategy options (a bad one raises ``ValueError`` here).
+        cache_store: A ``ByteStore`` to back the embedding cache.
         strict: Raise on embedding failure instead of falling back to recency.
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit);
             timed calls embed on daemon threads of their own.
@@ -127,9 +125,8 @@ class ContextSelector:
         """The :class:`EmbedderProfile` this selector runs ``pacms`` with.
 
         Example:
-            >>> profile = ContextSelector().profile  # the built-in lexical embedder's
-            >>> profile.name, profile.similarity_threshold, profile.min_gain
-            ('hashed-tfidf', 0.85, 0.01)
+            >>> ContextSelector().profile.name  # the built-in lexical embedder's
+            'hashed-tfidf'
         """
         return self._pools.profile
 
@@ -168,7 +165,6 @@ class ContextSelector:
             f"blas_threads={self.blas_threads!r})"
         )
 
-    # -- inputs, options and the fallback -----------------------------------------------------
     def count_tokens(self, candidates: Sequence[CandidateInput]) -> list[int]:
         """Each candidate's token cost: its own ``tokens``, else its text counted.
 
@@ -197,10 +193,9 @@ class ContextSelector:
         """What :meth:`select` works on: ``(candidates, tokens, budget)``, the budget in tokens.
 
         Example:
-            >>> cands, tokens, budget = ContextSelector().resolve(
-            ...     ["hello world", "hi"], "hello", ("ratio", 0.5))
-            >>> [c.id for c in cands], tokens.tolist(), budget
-            (['0', '1'], [2, 1], 1)
+            >>> _, tokens, budget = ContextSelector().resolve(["hello world", "hi"], "hi", 2)
+            >>> tokens.tolist(), budget
+            ([2, 1], 2)
         """
         return resolve_inputs(candidates, query, budget, self.token_counter)
 
@@ -214,7 +209,7 @@ class ContextSelector:
     ) -> Selection:
         """The selection :meth:`select` falls back to: the newest candidates that fit the budget.
 
-        ``error`` becomes the selection's ``error``, logged once per streak of failures. It never
+        ``error`` becomes the selection's ``error``, logged once per streak of failures; it never
         raises for a failure, even under ``strict``.
 
         Example:
@@ -234,14 +229,10 @@ class ContextSelector:
         """End the failure streak: the next fallback logs its warning again.
 
         Example:
-            >>> selector = ContextSelector()
-            >>> selector.recency(["a"], "q", budget=1, error=OSError("down")).error
-            'OSError: down'
-            >>> selector.note_recovery()  # a new outage warns again
+            >>> ContextSelector().note_recovery()
         """
         self._streak.end()
 
-    # -- vectors ------------------------------------------------------------------------------
     def reweight_pool(
         self, vectors: NDArray[np.float32], query: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -250,8 +241,7 @@ class ContextSelector:
         Example:
             >>> selector = ContextSelector()
             >>> docs = selector.embeddings.embed_matrix(["red apples", "green apples"])
-            >>> query = selector.embeddings.embed_matrix(["red"], kind="query")[0]
-            >>> selector.reweight_pool(docs, query)[0].shape == docs.shape
+            >>> selector.reweight_pool(docs, docs[0])[0].shape == docs.shape
             True
         """
         return self._pools.reweight(vectors, query)
@@ -265,7 +255,6 @@ class ContextSelector:
         """
         return self._pools.relevance(texts, query)
 
-    # -- selecting ----------------------------------------------------------------------------
     @method_parameters_of(select_arguments)
     def select(self, *args: Any, **kwargs: Any) -> Selection:  # noqa: D417 (*args: the parameters)
         """Select candidates for ``query`` under a token budget.
@@ -275,7 +264,7 @@ class ContextSelector:
             query: Text the kept context should serve (usually the latest user message).
             budget: A :class:`~langchain_pacms.budget.Budget`, a number of tokens, or
                 ``("tokens", n)`` / ``("ratio", x)`` (a share of the pool's tokens).
-            strategy: Override the selector's default strategy for this call.
+            strategy: This call's strategy, instead of the selector's default.
             relevant_ids: Ids of candidates known to matter: their relevance is raised to the
                 pool's highest before the strategy runs.
             **options: Strategy options (e.g. ``relevance_weight=0.3`` for ``pacms``).
@@ -296,19 +285,17 @@ class ContextSelector:
             ('0',)
         """
         call = select_arguments(*args, **kwargs)
-        return drive(self._selecting(call), lambda texts: self._embed(texts, call[1]))
+        query = call[1]
+        return drive(self._selecting(call), lambda t: self._pools.embed(t, query, self._last_pool))
 
     @method_parameters_of(select_arguments)
     async def aselect(self, *args: Any, **kwargs: Any) -> Selection:
         """Async twin of :meth:`select` (embeds with the model's async API)."""
         call = select_arguments(*args, **kwargs)
-        return await adrive(self._selecting(call), lambda texts: self._aembed(texts, call[1]))
-
-    def _embed(self, texts: list[str], query: str) -> Pool:
-        return self._pools.embed(texts, query, self._last_pool)
-
-    async def _aembed(self, texts: list[str], query: str) -> Pool:
-        return await self._pools.aembed(texts, query, self._last_pool)
+        query = call[1]
+        return await adrive(
+            self._selecting(call), lambda t: self._pools.aembed(t, query, self._last_pool)
+        )
 
     def _selecting(self, call: SelectArguments) -> Generator[list[str], Pool, Selection]:
         """The steps of :meth:`select` and :meth:`aselect`: they yield the texts to embed."""
@@ -356,21 +343,18 @@ class ContextSelector:
         timings["total"] = time.perf_counter() - started
         return selection_of(cands, tokens, allowed, pick, problem.relevance, name, timings=timings)
 
-    # -- preparing ----------------------------------------------------------------------------
     def prepare(
         self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
     ) -> Problem:
         """The :class:`~langchain_pacms.core.Problem` that :meth:`select` would solve.
 
-        Solve it with the options of :meth:`resolve_options` for :meth:`select`'s picks. There is
-        no recency fallback: an embedding failure raises ``EmbeddingError``.
+        Solved with :meth:`resolve_options`'s options, it gives :meth:`select`'s picks. No
+        recency fallback: an embedding failure raises ``EmbeddingError``.
 
         Example:
             >>> from langchain_pacms.core import solve
-            >>> selector = ContextSelector()
-            >>> problem = selector.prepare(["red apples", "green pears"], "red", ("ratio", 0.5))
-            >>> name, options = selector.resolve_options("topk")
-            >>> solve(problem, name, **options).order.tolist()
+            >>> problem = ContextSelector().prepare(["red apples", "green pears"], "red", 2)
+            >>> solve(problem, "topk").order.tolist()
             [0]
         """
         steps = self._preparing(candidates, query, budget)
@@ -379,13 +363,7 @@ class ContextSelector:
     async def aprepare(
         self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
     ) -> Problem:
-        """Async twin of :meth:`prepare`.
-
-        Example:
-            >>> import asyncio
-            >>> asyncio.run(ContextSelector().aprepare(["a b", "c"], "a", budget=2)).n
-            2
-        """
+        """Async twin of :meth:`prepare`."""
         steps = self._preparing(candidates, query, budget)
         return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))
 

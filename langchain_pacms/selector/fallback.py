@@ -1,13 +1,4 @@
-"""Fail soft: the recency selection a selector falls back to, and one warning per outage.
-
-Example:
-    >>> import numpy as np
-    >>> cands = (Candidate("a b", id="0", position=0), Candidate("c", id="1", position=1))
-    >>> sel = unscored_selection(cands, np.array([2, 1]), 1, "pacms", error="down", timings={},
-    ...                          started=0.0)
-    >>> sel.kept_ids, sel.strategy, sel.fell_back
-    (('1',), 'lastk', True)
-"""
+"""Fail soft: the recency selection a selector falls back to, and one warning per outage."""
 
 from __future__ import annotations
 
@@ -28,16 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 class FailureStreak:
-    """Logs a failure's warning once per streak of failures.
-
-    Example:
-        >>> streak = FailureStreak()
-        >>> streak.note(OSError("down"))  # logs a warning
-        'OSError: down'
-        >>> streak.note(OSError("down"))  # the same outage: no new warning
-        'OSError: down'
-        >>> streak.end()  # the next failure warns again
-    """
+    """Logs a failure's warning once per streak of failures."""
 
     def __init__(self) -> None:
         self.failing = False
@@ -51,10 +33,7 @@ class FailureStreak:
         return message
 
     def absorb(self, err: Exception, query: str, *, strict: bool) -> str | None:
-        """The message of the embedding failure ``err``, noted; raised instead under ``strict``.
-
-        ``None`` for the all-zero embedding of a query without words (no failure).
-        """
+        """``err``'s message, noted (raised under ``strict``; ``None``: a wordless query)."""
         if isinstance(err, EmbeddingError) and err.zero_query and not has_words(query):
             return None
         if strict:
@@ -77,11 +56,7 @@ def unscored_selection(
     started: float,
     wordless: bool = False,
 ) -> Selection:
-    """The selection made without scores: the newest candidates that fit, mandatory ones first.
-
-    ``lastk`` that skips an item too large for what is left; ``fell_back`` unless the query
-    was ``wordless``. ``timings`` gains ``solve`` and ``total`` (since ``started``).
-    """
+    """The unscored selection: the newest that fit, mandatory first (fell back unless wordless)."""
     n = len(cands)
     t0 = time.perf_counter()
     if n == 0:
@@ -96,7 +71,7 @@ def unscored_selection(
             mandatory=mandatory,
             positions=positions,
         )
-        # Recency that keeps what fits: a too-large newest item is skipped, not a stop.
+        # recency that skips a too-large newest item instead of stopping
         pick = solve(problem, "lastk", contiguous=False)
         strategy = "lastk"
     timings["solve"] = time.perf_counter() - t0

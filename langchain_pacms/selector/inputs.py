@@ -1,8 +1,4 @@
-"""What a selection is asked: candidates normalised, their token costs, the budget, the query.
-
-Every selector resolves its inputs here, so all send the same numbers and raise the same
-errors for bad input.
-"""
+"""A selection's inputs resolved: candidates normalised, token costs, the budget, the query."""
 
 from __future__ import annotations
 
@@ -16,26 +12,11 @@ from langchain_pacms.budget import Budget, BudgetInput
 from langchain_pacms.selector.selection import KINDS, Candidate, CandidateInput
 from langchain_pacms.tokens import TokenCounter
 
-__all__ = [
-    "as_int",
-    "check_query",
-    "normalise",
-    "relevant_mask",
-    "resolve_inputs",
-    "token_costs",
-]
+__all__ = ["as_int", "check_query", "normalise", "relevant_mask", "resolve_inputs", "token_costs"]
 
 
 def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
-    """The candidates as :class:`Candidate` objects, missing ids and positions filled in.
-
-    Raises ``ValueError`` naming the first bad candidate (type, text, kind, duplicate id,
-    tokens, position or mandatory flag).
-
-    Example:
-        >>> [(c.id, c.position) for c in normalise(["a", Candidate("b", id="x")])]
-        [('0', 0), ('x', 1)]
-    """
+    """The candidates as :class:`Candidate` objects with ids and positions, else ``ValueError``."""
     if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
         raise ValueError("candidates must be a sequence of str or Candidate")
     placed = _placed_all(candidates)
@@ -70,7 +51,7 @@ def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
             raise ValueError(
                 f"candidate {cid!r} has invalid position {cand.position!r}; expected an int"
             )
-        mandatory = _as_bool(cand.mandatory)
+        mandatory = bool(cand.mandatory) if isinstance(cand.mandatory, (bool, np.bool_)) else None
         if mandatory is None:
             raise ValueError(f"candidate {cid!r} has mandatory={cand.mandatory!r}; expected a bool")
         if (
@@ -85,22 +66,10 @@ def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
 
 
 def as_int(value: object) -> int | None:
-    """``value`` as an ``int`` when it is an integer (Python's or numpy's, not a bool).
-
-    Example:
-        >>> as_int(np.int64(3)), as_int(True), as_int(2.0)
-        (3, None, None)
-    """
+    """``value`` as an ``int`` when it is an integer (Python's or numpy's, not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         return None
     return int(value)
-
-
-def _as_bool(value: object) -> bool | None:
-    """``value`` as a ``bool`` when it is one (Python's or numpy's), else ``None``."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    return None
 
 
 def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] | None:
@@ -125,7 +94,6 @@ def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] |
 def _placed(
     cand: Candidate, cid: str, position: int, mandatory: bool, tokens: int | None
 ) -> Candidate:
-    """``cand`` with these fields set."""
     if type(cand) is not Candidate:
         return replace(cand, id=cid, position=position, mandatory=mandatory, tokens=tokens)
     return Candidate(
@@ -134,14 +102,7 @@ def _placed(
 
 
 def check_query(query: object) -> None:
-    """Raise ``ValueError`` unless ``query`` is a string with some non-space text.
-
-    Example:
-        >>> check_query(" ")
-        Traceback (most recent call last):
-        ...
-        ValueError: query is empty; pass the text the selection should be relevant to
-    """
+    """Raise ``ValueError`` unless ``query`` is a string with some non-space text."""
     if not isinstance(query, str):
         raise ValueError(f"query must be a str, got {type(query).__name__}")
     if not query.strip():
@@ -155,16 +116,9 @@ def token_costs(cands: Sequence[Candidate], counter: TokenCounter) -> list[int]:
 
 
 def resolve_inputs(
-    candidates: Sequence[CandidateInput],
-    query: str,
-    budget: BudgetInput,
-    counter: TokenCounter,
+    candidates: Sequence[CandidateInput], query: str, budget: BudgetInput, counter: TokenCounter
 ) -> tuple[tuple[Candidate, ...], NDArray[np.int64], int]:
-    """``(candidates, tokens, budget)``: the pool normalised, its costs and the budget in tokens.
-
-    The query is checked, not used. Raises ``ValueError`` for bad input, a ``fraction``
-    budget included (the selector does not know the model).
-    """
+    """``(candidates, tokens, budget)``, the budget in tokens; bad input raises ``ValueError``."""
     check_query(query)
     cands = normalise(candidates)
     tokens = np.array(token_costs(cands, counter), dtype=np.int64)

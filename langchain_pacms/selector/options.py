@@ -1,10 +1,4 @@
-"""The strategy and options a selection runs: a selector's defaults merged with a call's own.
-
-Example:
-    >>> from langchain_pacms.embeddings.profile import DENSE_PROFILE
-    >>> resolve_options("topk", {"k": 1}, DENSE_PROFILE, None, None)
-    ('topk', {'k': 1})
-"""
+"""The strategy and options a selection runs: a selector's defaults merged with a call's own."""
 
 from __future__ import annotations
 
@@ -24,11 +18,9 @@ def resolve_options(
     strategy: str | Strategy | None,
     options: Mapping[str, Any] | None,
 ) -> tuple[str | Strategy, dict[str, Any]]:
-    """The strategy and keyword options a selection with these arguments would run.
+    """The strategy and options a call runs: ``options`` over ``own_options`` for ``own``.
 
-    Call ``options`` are merged over ``own_options`` when the strategy is ``own`` (the
-    selector's). ``pacms`` gets the ``profile``'s ``similarity_threshold``, ``min_gain`` and
-    ``relevance_feedback`` unless given, and ``calibrate=True`` for a calibrated profile.
+    ``pacms`` gets the ``profile``'s defaults unless given (``calibrate=True`` if calibrated).
     """
     given = dict(options or {})
     if strategy is None or strategy == own:
@@ -47,15 +39,7 @@ def resolve_options(
 def check_strategy(
     strategy: str | Strategy, options: Mapping[str, Any], profile: EmbedderProfile
 ) -> None:
-    """Raise ``ValueError`` now for an unknown strategy, or options it does not take or rejects.
-
-    Example:
-        >>> from langchain_pacms.embeddings.profile import DENSE_PROFILE
-        >>> check_strategy("rag", {"k": -1}, DENSE_PROFILE)
-        Traceback (most recent call last):
-        ...
-        ValueError: strategy 'rag' rejected strategy_options {'k': -1}: rag needs k >= 1, got -1
-    """
+    """Raise ``ValueError`` now for an unknown strategy, or options it does not take or rejects."""
     if isinstance(strategy, str):
         get_strategy(strategy)  # unknown: raises, listing the registered names
     elif not callable(strategy):

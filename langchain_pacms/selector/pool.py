@@ -1,13 +1,4 @@
-"""A pool's vectors: embedded under a deadline, checked, reweighted, and reused from the last pool.
-
-Example:
-    >>> from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings
-    >>> model = HashedTfidfEmbeddings()
-    >>> embedder = PoolEmbedder(CachedEmbeddings(model), model.pacms_profile, model)
-    >>> pool = embedder.embed(["red apples", "pears"], "red", None)
-    >>> pool.texts, pool.relevance.round(3)
-    (('red apples', 'pears'), array([0.577, 0.   ], dtype=float32))
-"""
+"""A pool's vectors: embedded under a deadline, checked, reweighted, reused from the last pool."""
 
 from __future__ import annotations
 
@@ -67,28 +58,14 @@ Lent = tuple[Pool, NDArray[np.int64]]
 
 
 def has_words(query: str) -> bool:
-    """Whether ``query`` has a word: a run of letters or digits, as the built-in embedder reads.
-
-    Example:
-        >>> has_words("port 6543?"), has_words("\N{THUMBS UP SIGN} ???")
-        (True, False)
-    """
+    """Whether ``query`` has a word: a run of letters or digits, as the built-in embedder reads."""
     return WORDS.search(query) is not None
 
 
 def checked_vectors(
     vectors: NDArray[np.float32], query_vec: NDArray[np.float32], *, others: bool = False
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-    """``(vectors, query_vec)`` unchanged, or :class:`EmbeddingError` when they cannot be scored.
-
-    With ``others`` (other rows already checked) these rows may all be zero.
-
-    Example:
-        >>> checked_vectors(np.ones((2, 3), np.float32), np.full(3, np.nan, np.float32))
-        Traceback (most recent call last):
-        ...
-        langchain_pacms.selector.selection.EmbeddingError: the query embedding holds NaN or inf
-    """
+    """``(vectors, query_vec)``, or :class:`EmbeddingError` if unscorable (``others``: may be 0)."""
     if vectors.size and vectors.shape[1] != query_vec.shape[0]:
         raise EmbeddingError("query and document embeddings differ in dimension")
     bad = ~np.isfinite(vectors).all(axis=1) if vectors.size else np.zeros(0, dtype=bool)
@@ -111,40 +88,20 @@ def checked_vectors(
 def _used_features(
     vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
-    """The vectors and query on the features they use, and those (``None``: most, kept all).
-
-    Example:
-        >>> docs = np.array([[1, 0, 0, 2], [0, 0, 0, 3]], np.float32)
-        >>> vectors, q, kept = _used_features(docs, np.array([1, 0, 0, 0], np.float32))
-        >>> vectors.tolist(), q.tolist(), kept.tolist()
-        ([[1.0, 2.0], [0.0, 3.0]], [1.0, 0.0], [0, 3])
-    """
+    """The vectors and query on the features they use, and those (``None``: most, kept all)."""
     if not vectors.size or vectors.shape[1] != query_vec.shape[0]:
         return vectors, query_vec, None
     used = vectors.any(axis=0)
     used |= query_vec != 0  # NaN and inf are not 0: checks after this still see them
-    return _kept(used, vectors, query_vec)
-
-
-def _kept(
-    used: NDArray[np.bool_], vectors: NDArray[np.float32], query_vec: NDArray[np.float32]
-) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
-    """``vectors`` and ``query_vec`` on the ``used`` features, unless they are most of them."""
     if 2 * int(used.sum()) > used.size:
         return vectors, query_vec, None
     return np.compress(used, vectors, axis=1), query_vec[used], np.flatnonzero(used)
 
 
 def _grown(
-    last: Pool,
-    where: NDArray[np.int64],
-    fresh: NDArray[np.float32],
-    query_vec: NDArray[np.float32],
+    last: Pool, where: NDArray[np.int64], fresh: NDArray[np.float32], query_vec: NDArray[np.float32]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.int64] | None]:
-    """:func:`_used_features` of a pool whose row ``i`` is ``last``'s row ``where[i]`` if ``>= 0``.
-
-    The other rows are ``fresh``, in order.
-    """
+    """:func:`_used_features` of ``last``'s rows ``where`` (``-1``: the next ``fresh`` row)."""
     assert last.raw is not None and last.features is not None
     dim = last.dim
     if query_vec.shape[0] != dim or (fresh.size and fresh.shape[1] != dim):
@@ -204,10 +161,7 @@ def pool_problem(
 def reused_problem(
     cands: Sequence[Candidate], tokens: NDArray[np.int64], budget: int, pool: Pool
 ) -> Problem:
-    """The pool's problem under these costs, reusing or growing the last pool's problem.
-
-    The picks are exactly those of a new problem.
-    """
+    """The pool's problem under these costs, reusing or growing the last pool's (same picks)."""
     mandatory, positions = pool_flags(cands)
     if pool.problem is not None:
         return pool.problem.with_costs(
@@ -270,11 +224,7 @@ class PoolEmbedder:
         return vectors, query
 
     def relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
-        """The scorer's relevance of a pool to the query, or ``None`` without a scorer.
-
-        Raises:
-            EmbeddingError: If it gives the wrong number of values, or non-finite ones.
-        """
+        """The scorer's relevance of a pool to the query (``None``: no scorer); checked."""
         model = self.scorer
         if model is None:
             return None
@@ -302,12 +252,7 @@ class PoolEmbedder:
         return last
 
     def embed(self, texts: list[str], query: str, last: Pool | None) -> Pool:
-        """The pool of ``texts`` under ``query``, embedded within :attr:`timeout`.
-
-        Raises:
-            TimeoutError: When the embedding takes longer than :attr:`timeout`.
-            EmbeddingError: When the vectors cannot be scored.
-        """
+        """The pool of ``texts`` under ``query``, embedded within :attr:`timeout`."""
         deadline = self._deadline()
         if self.timeout is None or self._cannot_stall:
             return self._embed(texts, query, last, deadline)

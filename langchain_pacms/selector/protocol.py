@@ -1,10 +1,4 @@
-"""``Selector``: the protocol the integrations, the lifecycle planners and the service call.
-
-Example:
-    >>> from langchain_pacms import ContextSelector
-    >>> isinstance(ContextSelector(), Selector)
-    True
-"""
+"""``Selector``: the protocol the integrations, the lifecycle planners and the service call."""
 
 from __future__ import annotations
 
@@ -36,14 +30,7 @@ def select_arguments(
     relevant_ids: Collection[str] = (),
     **options: Any,
 ) -> SelectArguments:
-    """The parameters of every selector's ``select`` and ``aselect``, written once.
-
-    What each means: :meth:`~langchain_pacms.ContextSelector.select`.
-
-    Example:
-        >>> select_arguments(["a"], "q", 5, top=1)
-        (['a'], 'q', 5, None, (), {'top': 1})
-    """
+    """Every selector's ``select``/``aselect`` parameters (meanings: ``ContextSelector.select``)."""
     return candidates, query, budget, strategy, relevant_ids, options
 
 
@@ -52,6 +39,11 @@ class Selector(Protocol):
     """Selects candidates for a query under a token budget, sync or async.
 
     ``ContextSelector`` (in process) and ``RemoteSelector`` (``pacms serve``) implement it.
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> isinstance(ContextSelector(), Selector)
+        True
     """
 
     @property

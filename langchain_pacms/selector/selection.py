@@ -1,9 +1,4 @@
-"""What a selection takes and gives: :class:`Candidate`, :class:`Selection`, :class:`Verdict`.
-
-Example:
-    >>> Candidate("The staging DB listens on port 6543.", id="db").kind
-    'turn'
-"""
+"""What a selection takes and gives: :class:`Candidate`, :class:`Selection`, :class:`Verdict`."""
 
 from __future__ import annotations
 
@@ -47,6 +42,10 @@ class Candidate:
         tokens: Token cost; counted with the selector's counter when ``None``.
         metadata: Free-form data carried through to the :class:`Selection`.
         source: What the candidate came from (a ``Document``, messages, a store item).
+
+    Example:
+        >>> Candidate("The staging DB listens on port 6543.", id="db").kind
+        'turn'
     """
 
     text: str
@@ -175,9 +174,6 @@ class EmbeddingError(PACMSError, ValueError):
     Args:
         message: What is wrong.
         zero_query: The query's embedding is all zero (and nothing checked before it failed).
-
-    Attributes:
-        zero_query: As given.
     """
 
     def __init__(self, message: str, *, zero_query: bool = False) -> None:
@@ -186,12 +182,7 @@ class EmbeddingError(PACMSError, ValueError):
 
 
 def strategy_label(strategy: str | Strategy) -> str:
-    """A strategy's name: the registered name, or a callable's ``__name__``.
-
-    Example:
-        >>> strategy_label("pacms"), strategy_label(len)
-        ('pacms', 'len')
-    """
+    """A strategy's name: the registered name, or a callable's ``__name__``."""
     return strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "custom")
 
 
@@ -208,16 +199,7 @@ def selection_of(
     error: str | None = None,
     wordless: bool = False,
 ) -> Selection:
-    """The :class:`Selection` that ``pick`` makes of a normalised pool.
-
-    Example:
-        >>> cands = [Candidate("a", id="x"), Candidate("b", id="y")]
-        >>> pick = Pick(np.array([1]), np.array([np.nan, 0.5]))
-        >>> sel = selection_of(cands, np.array([3, 4]), 5, pick, np.zeros(2, np.float32),
-        ...                    "topk", timings={})
-        >>> sel.kept_ids, sel.gains["y"], sel.tokens_dropped
-        (('y',), 0.5, 3)
-    """
+    """The :class:`Selection` that ``pick`` makes of a normalised pool."""
     n = len(cands)
     ids = [str(c.id) for c in cands]
     kept_mask = np.zeros(n, dtype=bool)
