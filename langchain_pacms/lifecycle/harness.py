@@ -96,7 +96,7 @@ class LifecycleHarness:
         commit: When to commit (default ``CommitRule()``).
         masking: What a mask keeps (default ``Masking()``).
         token_counter: Counter, encoding name or ``None`` (``o200k_base``); share the selector's.
-        log_path: Append one JSONL record per commit to this file.
+        log: Append one JSONL record per commit to this file.
 
     Raises:
         TypeError: If ``planner`` is no ``Planner``, ``commit`` no ``CommitRule`` or ``masking``
@@ -117,7 +117,7 @@ class LifecycleHarness:
         commit: CommitRule | None = None,
         masking: Masking | None = None,
         token_counter: Any = None,
-        log_path: str | os.PathLike[str] | None = None,
+        log: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(planner, Planner):
             raise TypeError(
@@ -131,7 +131,7 @@ class LifecycleHarness:
         self.commit = commit if commit is not None else CommitRule()
         self.masking = masking if masking is not None else Masking()
         self.token_counter: TokenCounter = resolve_token_counter(token_counter)
-        self.log = SelectionLog(log_path) if log_path is not None else None
+        self.log = SelectionLog(log) if log is not None else None
         self.stats = HarnessStats()
         self._threads: dict[str, _Thread] = {}
 

@@ -35,7 +35,7 @@ class HarnessOptions(TypedDict, total=False):
             :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
         store: The sidecar store (default: an ``InMemoryStore``).
         token_counter: The token counter (share the selector's).
-        log_path: Append one JSONL record per commit to this file.
+        log: Append one JSONL record per commit to this file (as ``PACMSMiddleware(log=...)``).
     """
 
     planner: Planner | None
@@ -43,7 +43,7 @@ class HarnessOptions(TypedDict, total=False):
     commit: CommitRule | None
     masking: Masking | None
     token_counter: Any
-    log_path: str | os.PathLike[str] | None
+    log: str | os.PathLike[str] | None
 
 
 def build_harness(

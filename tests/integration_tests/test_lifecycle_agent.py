@@ -197,7 +197,7 @@ def test_unknown_or_conflicting_options_fail_at_construction():
         LifecycleMiddleware,
     )
 
-    options = "planner, store, commit, masking, token_counter, log_path"
+    options = "planner, store, commit, masking, token_counter, log"
     with pytest.raises(
         TypeError,
         match=re.escape(

@@ -269,7 +269,7 @@ def test_commit_event_and_jsonl_log(tmp_path):
             seen.append((name, data))
 
     log = tmp_path / "life.jsonl"
-    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), log_path=log)
+    harness = LifecycleHarness(ScriptedPlanner(fold("function:tool:1")), log=log)
     step = RunnableLambda(lambda msgs: harness.step(msgs, thread_id="t"))
     commit = step.invoke(history(), config={"callbacks": [Handler()]})
     assert commit is not None
