@@ -22,6 +22,7 @@ from langchain_pacms.lifecycle.fold import (
 from langchain_pacms.lifecycle.mask import mask_object
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.rewrite import message_size
+from langchain_pacms.lifecycle.tuning import Masking
 from langchain_pacms.messages.locators import ShownBefore
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.tokens import resolve_token_counter
@@ -35,6 +36,7 @@ __all__ = [
     "provider_problems",
     "restore",
 ]
+_MASKING = Masking()
 
 Op = Literal["fold", "mask", "prune"]
 
@@ -88,12 +90,11 @@ def _rewrite_object(
     obj: ContextObject,
     action: Action,
     shown: Container[str],
-    mask_head: int,
-    mask_tail: int,
+    masking: Masking,
 ) -> tuple[list[int], SidecarRecord | None]:
     """Fold or mask ``obj`` in ``out``: the rewritten indices and the sidecar record."""
     if action.op == "mask":
-        return mask_object(out, obj, mask_head, mask_tail), None
+        return mask_object(out, obj, masking.head, masking.tail), None
     if action.op != "fold":
         raise ValueError(f"unknown op {action.op!r} (expected fold, mask or prune)")
     return fold_object(messages, out, obj, action.scope, shown)
@@ -105,14 +106,13 @@ def action_gain(
     action: Action,
     *,
     shown: frozenset[str] = frozenset(),
-    mask_head: int = 400,
-    mask_tail: int = 200,
+    masking: Masking = _MASKING,
 ) -> int:
     """Characters a fold or mask of ``obj`` takes out of view (negative: the stub is larger)."""
     if action.op == "prune":
         return sum(message_size(messages[i], len) for i in obj.indices)
     out = list(messages)
-    indices, _ = _rewrite_object(messages, out, obj, action, shown, mask_head, mask_tail)
+    indices, _ = _rewrite_object(messages, out, obj, action, shown, masking)
     return sum(message_size(messages[i], len) - message_size(out[i], len) for i in indices)
 
 
@@ -122,8 +122,7 @@ def apply_actions(
     actions: Sequence[Action],
     *,
     token_counter: Any = None,
-    mask_head: int = 400,
-    mask_tail: int = 200,
+    masking: Masking = _MASKING,
     dedupe: bool = True,
     shown: frozenset[str] | ShownBefore | None = None,
 ) -> ActionResult:
@@ -136,8 +135,7 @@ def apply_actions(
         index: Its :class:`ContextIndex`.
         actions: The actions.
         token_counter: Counter for ``tokens_after`` (default: offline ``o200k_base``).
-        mask_head: Characters a mask keeps at the start of each content.
-        mask_tail: Characters a mask keeps at the end.
+        masking: What a mask keeps of each content (default ``Masking()``).
         dedupe: Leave out of fold stubs the locators visible elsewhere in the history.
         shown: With ``dedupe``, what counts as visible: a set or a ``shown_before`` (default:
             the whole history).
@@ -191,9 +189,7 @@ def apply_actions(
                 seen = shown.upto(obj.indices[0] + 1)
             else:
                 seen = grown if grown is not None else shown or frozenset()
-            indices, record = _rewrite_object(
-                messages, out, obj, action, seen, mask_head, mask_tail
-            )
+            indices, record = _rewrite_object(messages, out, obj, action, seen, masking)
             touched.update(dict.fromkeys(indices))
             if record is not None:
                 sidecars.append(record)

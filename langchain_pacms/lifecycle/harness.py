@@ -176,8 +176,7 @@ class LifecycleHarness:
             index,
             actions,
             token_counter=self.token_counter,
-            mask_head=self.masking.head,
-            mask_tail=self.masking.tail,
+            masking=self.masking,
             prior=prior,
         )
 

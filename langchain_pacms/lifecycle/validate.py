@@ -9,9 +9,11 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action, ActionResult, apply_actions, provider_problems
 from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.lifecycle.tuning import Masking
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = ["Checked", "Rejection", "check_actions", "merge_actions"]
+_MASKING = Masking()
 
 _OPS = ("fold", "mask", "prune")
 _RANK = {op: n for n, op in enumerate(_OPS)}
@@ -132,8 +134,7 @@ def check_actions(
     actions: Sequence[Action],
     *,
     token_counter: TokenCounter | None = None,
-    mask_head: int = 400,
-    mask_tail: int = 200,
+    masking: Masking = _MASKING,
     prior: Checked | None = None,
 ) -> Checked:
     r"""Validate, normalise and rehearse ``actions`` on a copy of ``messages``.
@@ -147,8 +148,7 @@ def check_actions(
         index: Its :class:`~langchain_pacms.lifecycle.objects.ContextIndex`.
         actions: The proposed actions (one plan, or staged plans merged).
         token_counter: Counter for the rehearsal's token figures.
-        mask_head: Characters a mask keeps at the start.
-        mask_tail: Characters a mask keeps at the end.
+        masking: What a mask keeps (default ``Masking()``).
         prior: An earlier check of the same history and settings; when ``actions`` are its
             accepted actions, only the savings check is made again.
 
@@ -168,8 +168,7 @@ def check_actions(
             index,
             chosen,
             token_counter=token_counter,
-            mask_head=mask_head,
-            mask_tail=mask_tail,
+            masking=masking,
         )
 
     rejected: list[Rejection] = []

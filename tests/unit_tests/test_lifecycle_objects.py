@@ -6,6 +6,7 @@ from pacms_fakes import fold
 
 from langchain_pacms.lifecycle import (
     Action,
+    Masking,
     apply_actions,
     find_locators,
     index_messages,
@@ -93,7 +94,7 @@ def test_mask_and_prune():
     msgs = history()
     index = index_messages(msgs)
     masked = apply_actions(
-        msgs, index, [Action("mask", "function:tool:1")], mask_head=10, mask_tail=5
+        msgs, index, [Action("mask", "function:tool:1")], masking=Masking(head=10, tail=5)
     )
     assert "elided by mask" in masked.messages[3].content
     assert masked.messages[3].content.startswith("x = 1\nx = ")
