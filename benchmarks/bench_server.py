@@ -4,8 +4,10 @@ Builds ``--pools`` distinct pools of ``--candidates`` candidates from the bundle
 (each pool's texts carry its own agent number, so no two pools share a text, as different
 agents' conversations do not). Then it starts one service per setting, all before any timing:
 ``pacms serve`` with 1 worker, and for each larger count in ``--workers`` that many workers
-with an embedding cache each and, given ``--cache-url``, that many sharing one cache in Redis.
-Each worker of each service gets every pool twice to warm it. Two kinds of load are timed:
+with an embedding cache each, given ``--cache-url`` that many sharing one cache in Redis, and
+for each count in ``--threads`` that many workers with that many selection threads each (the
+others run ``pacms serve``'s default). Each worker of each service gets every pool twice to
+warm it. Two kinds of load are timed:
 
 * ``rotating``: each request carries the next pool in turn (what a service shared by many agents
   sees: the selector's reuse of the last pool never applies);
@@ -26,7 +28,7 @@ run, this client's per request and in cores, and every other process's in cores 
 busy time less both), so a loaded machine shows in the table.
 
     python benchmarks/bench_server.py [--workers 1,2] [--clients 1,8,32,64] [--seconds 8]
-        [--cache-url redis://127.0.0.1:6379/0]
+        [--cache-url redis://127.0.0.1:6379/0] [--threads 2]
 
 ``--cache-url`` defaults to ``$PACMS_TEST_REDIS_URL``. The services run with the environment
 of this script: ``pacms serve`` as a user starts it.
@@ -260,11 +262,9 @@ class Service:
     process: subprocess.Popen[bytes]
 
 
-def start_service(name: str, note: str, workers: int, cache_url: str | None) -> Service:
+def start_service(name: str, note: str, workers: int, extra: list[str]) -> Service:
     port = free_port()
-    extra = ["--workers", str(workers)]
-    if cache_url is not None:
-        extra += ["--cache-url", cache_url]
+    extra = ["--workers", str(workers), *extra]
     server = subprocess.Popen(
         [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port), *extra],
         stdout=subprocess.DEVNULL,
@@ -286,8 +286,8 @@ def start_service(name: str, note: str, workers: int, cache_url: str | None) -> 
 
 def warm(service: Service, load: Load, passes: int = 2) -> None:
     """Send every body ``passes`` times to each worker process of ``service``, on a connection
-    to each (opened in batches until every worker has accepted one: the workers share the
-    listening socket, so which one accepts is not ours to choose)."""
+    to each (opened in batches until every worker has accepted one: which worker accepts a
+    connection is not ours to choose)."""
 
     async def send_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for _ in range(passes):
@@ -362,16 +362,21 @@ def measure(
     return lines, rate, ratio
 
 
-def settings(workers: list[int], cache_url: str | None) -> list[tuple[str, str, int, str | None]]:
-    """(name, cache note, workers, cache URL) of every service to run."""
-    out: list[tuple[str, str, int, str | None]] = []
+def settings(
+    workers: list[int], cache_url: str | None, threads: list[int]
+) -> list[tuple[str, str, int, list[str]]]:
+    """(name, note, workers, further ``pacms serve`` options) of every service to run."""
+    out: list[tuple[str, str, int, list[str]]] = []
     for n in workers:
         if n == 1:
-            out.append(("1 worker", "in memory", 1, None))
+            out.append(("1 worker", "in memory", 1, []))
             continue
-        out.append((f"{n} workers", "a cache each", n, None))
+        out.append((f"{n} workers", "a cache each", n, []))
         if cache_url is not None:
-            out.append((f"{n} workers + Redis", "one Redis cache", n, cache_url))
+            out.append((f"{n} workers + Redis", "one Redis cache", n, ["--cache-url", cache_url]))
+        for t in threads:
+            note = f"a cache each, --selection-threads {t}"
+            out.append((f"{n} workers x {t} threads", note, n, ["--selection-threads", str(t)]))
     return out
 
 
@@ -385,9 +390,16 @@ def main() -> None:
     parser.add_argument("--single", type=int, default=150, help="requests at 1 client")
     parser.add_argument("--budget-ratio", type=float, default=0.05)
     parser.add_argument("--cache-url", default=os.environ.get("PACMS_TEST_REDIS_URL"))
+    parser.add_argument(
+        "--threads",
+        default="",
+        help="also run each worker count above 1 with these selection threads per worker "
+        "(comma list; default: none)",
+    )
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     clients = [int(c) for c in args.clients.split(",")]
+    threads = [int(t) for t in args.threads.split(",") if t]
 
     all_pools, query = pools(args.pools, args.candidates)
     bodies = [
@@ -405,8 +417,8 @@ def main() -> None:
     rates: dict[str, float] = {}  # setting -> rotating 8-client requests/s
     services: list[Service] = []
     try:
-        for name, note, n_workers, cache_url in settings(workers, args.cache_url):
-            services.append(start_service(name, note, n_workers, cache_url))
+        for name, note, n_workers, extra in settings(workers, args.cache_url, threads):
+            services.append(start_service(name, note, n_workers, extra))
             warm(services[-1], Load(services[-1].port, raw, expected))
         for mode, sent, answers in (
             ("rotating", raw, expected),

@@ -9,9 +9,10 @@ import json
 import logging
 import math
 import os
+import socket
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["is_loopback", "register", "uvicorn_options"]
 
@@ -100,31 +101,133 @@ def _run(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"pacms serve: {problem}", file=sys.stderr)
             return 2
+    try:
+        port = _free_port(args.host, args.port)
+    except OSError as err:
+        print(f"pacms serve: cannot listen on {args.host} port {args.port}: {err}", file=sys.stderr)
+        return 2
+    reuse_port = args.workers > 1 and _can_reuse_port()
+    threads = args.selection_threads
+    if threads is None and reuse_port:  # connections spread: the CPUs shared among the workers
+        threads = max(1, (os.cpu_count() or 1) // args.workers)
     config = {
         "max_candidates": args.max_candidates,
         "max_text_chars": args.max_text_chars,
         "max_body_bytes": args.max_body_bytes,
-        "selection_threads": args.selection_threads,
+        "selection_threads": threads,
         "allowed_hosts": ["127.0.0.1", "localhost", "[::1]", args.host, *args.allow_host],
         "token": token,
         "watch": args.watch,
         "cache_url": args.cache_url,
     }
-    print(f"pacms service and inspector on http://{args.host}:{args.port}/")
+    where = f"http://[{args.host}]:{port}" if ":" in args.host else f"http://{args.host}:{port}"
+    print(f"pacms service and inspector on {where}/")
     if args.workers > 1:
+        listener = "a listener each (SO_REUSEPORT)" if reuse_port else "one shared listener"
         cache = "one shared cache" if args.cache_url else "a cache each (no --cache-url)"
-        print(f"{args.workers} worker processes, {cache}")
+        running = f"{threads} selection thread{'s' * (threads != 1)}" if threads else "the default"
+        print(f"{args.workers} worker processes, each running {running}; {listener}; {cache}")
     if args.watch is not None:
-        print(f"following {args.watch}: http://{args.host}:{args.port}/?follow=watch")
+        print(f"following {args.watch}: {where}/?follow=watch")
+    options: dict[str, Any] = {
+        "factory": True,
+        "workers": args.workers,
+        "log_level": args.log_level,
+        **uvicorn_options(args.host, port, args.header_timeout),
+    }
     with _environment(CONFIG_ENV, json.dumps(config)):
-        uvicorn.run(
-            APP_FACTORY,
-            factory=True,
-            workers=args.workers,
-            log_level=args.log_level,
-            **uvicorn_options(args.host, args.port, args.header_timeout),
+        if not reuse_port:
+            uvicorn.run(APP_FACTORY, **options)
+            return 0
+        from uvicorn.config import STARTUP_FAILURE
+        from uvicorn.supervisors import Multiprocess
+
+        listeners = [_Listener(family, address) for family, address in _addresses(args.host, port)]
+        # each worker unpickles the listeners as sockets of its own (see _Listener)
+        supervisor = Multiprocess(
+            uvicorn.Config(APP_FACTORY, **options), cast("list[socket.socket]", listeners)
         )
-    return 0
+        supervisor.run()
+    failed = any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes)
+    return STARTUP_FAILURE if failed else 0
+
+
+def _can_reuse_port() -> bool:
+    """Whether each worker can have a listener of its own on the port.
+
+    Linux's ``SO_REUSEPORT`` spreads new connections over a port's listeners; elsewhere it does
+    not, or does not exist.
+    """
+    return sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+
+
+def _addresses(host: str, port: int) -> list[tuple[int, tuple[Any, ...]]]:
+    """(family, socket address) of each address ``host`` names, to listen on ``port``."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    return list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+
+
+def _free_port(host: str, port: int) -> int:
+    """Bind ``port`` on every address of ``host`` and let go: the port (the one picked, for 0).
+
+    The bind is a plain one (no ``SO_REUSEPORT``), so it fails while anything listens there,
+    the workers of another ``pacms serve`` included.
+
+    Raises:
+        OSError: ``host`` does not resolve or the port is taken.
+    """
+    held: list[socket.socket] = []
+    try:
+        for family, address in _addresses(host, port):
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            held.append(sock)
+            if os.name == "posix":  # a stopped server's closing connections do not count
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((address[0], port, *address[2:]))
+            port = sock.getsockname()[1]
+    finally:
+        for sock in held:
+            sock.close()
+    return port
+
+
+def _reuse_port_socket(family: int, address: tuple[Any, ...]) -> socket.socket:
+    """A socket bound to ``address`` in the port's ``SO_REUSEPORT`` group.
+
+    If it cannot be bound the worker exits with uvicorn's startup-failure code, which stops the
+    supervisor instead of starting the worker again and again.
+    """
+    from uvicorn.config import STARTUP_FAILURE
+
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        print(
+            f"pacms serve worker {os.getpid()}: cannot listen on {address}: {err}", file=sys.stderr
+        )
+        sys.exit(STARTUP_FAILURE)
+    return sock
+
+
+class _Listener:
+    """A listening address that unpickles as a new socket bound to it.
+
+    uvicorn pickles the sockets it is given to each worker process it spawns; given these, each
+    worker binds a socket of its own in the port's ``SO_REUSEPORT`` group, and the kernel
+    spreads new connections over the workers (one shared socket goes to whichever worker wakes
+    first, often all of a burst of connections to one worker).
+    """
+
+    def __init__(self, family: int, address: tuple[Any, ...]) -> None:
+        self.family = family
+        self.address = address
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reuse_port_socket, (self.family, self.address))
 
 
 def uvicorn_options(
@@ -213,15 +316,17 @@ def register(subparsers: Any) -> None:
         "--selection-threads",
         type=_positive,
         default=None,
-        help="most selections worked on at once; more wait their turn "
-        "(default: the number of CPUs, at least 2)",
+        help="most selections a worker works on at once; more wait their turn (default: the "
+        "number of CPUs, at least 2; with --workers N on Linux, where each worker has a "
+        "listener of its own, the CPUs divided among the workers, at least 1 each)",
     )
     parser.add_argument(
         "--workers",
         type=_positive,
         default=1,
-        help="worker processes, each with its own selector; give them one embedding cache "
-        "with --cache-url (default 1)",
+        help="worker processes, each with its own selector (on Linux, each with its own "
+        "listener on the port, which spreads connections over them); give them one embedding "
+        "cache with --cache-url (default 1)",
     )
     parser.add_argument(
         "--cache-url",

@@ -9,6 +9,7 @@ import httpx
 import uvicorn
 from pacms_server import serving
 
+from langchain_pacms.cli import serve
 from langchain_pacms.cli.main import build_parser, main
 
 
@@ -34,6 +35,7 @@ def test_beyond_loopback_needs_a_token_or_insecure(
     monkeypatch.delenv("PACMS_SERVE_TOKEN", raising=False)
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    monkeypatch.setattr(serve, "_free_port", lambda host, port: port)  # binds nothing here
     assert main(["serve", "--host", host, "--port", "9999", *extra]) == code
     out = capsys.readouterr().out
     assert (said in out) if said else "warning" not in out
