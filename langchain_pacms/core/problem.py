@@ -78,6 +78,11 @@ class Problem:
         positions: ``(n,)`` int64 chronological positions (larger is newer).
         similarity_ceiling: Most bytes of pairwise similarities held at once (not the picks).
         scores: ``(n,)`` float32 relevance in ``[0, 1]`` given with the problem, or ``None``.
+
+    Example:
+        >>> p = Problem.build(np.eye(3), np.array([1.0, 0.0, 0.0]), tokens=[5, 5, 5], budget=10)
+        >>> p.n, p.budget, p.relevance.tolist()
+        (3, 10, [1.0, 0.0, 0.0])
     """
 
     vectors: NDArray[np.float32]

@@ -43,6 +43,16 @@ def register_strategy(name: str, strategy: Strategy, *, replace: bool = False) -
 
     Raises:
         ValueError: If the name is taken and ``replace`` is false, or the name is empty.
+
+    Example:
+        >>> import numpy as np
+        >>> from langchain_pacms.core import Pick, Problem, solve
+        >>> def first(p, **_):
+        ...     return Pick(np.array([0]), np.array([0.0, np.nan]))
+        >>> register_strategy("first", first, replace=True)
+        >>> p = Problem.build(np.eye(2), [0.0, 1.0], tokens=[1, 1], budget=1)
+        >>> solve(p, "first").order.tolist(), solve(p, "topk").order.tolist()
+        ([0], [1])
     """
     if not name or not isinstance(name, str):
         raise ValueError("strategy name must be a non-empty string")
@@ -61,7 +71,12 @@ def get_strategy(name: str) -> Strategy:
 
 
 def available_strategies() -> list[str]:
-    """Names of the registered strategies, sorted."""
+    """Names of the registered strategies, sorted.
+
+    Example:
+        >>> {"pacms", "topk", "mmr"} <= set(available_strategies())
+        True
+    """
     return sorted(_REGISTRY)
 
 

@@ -55,6 +55,11 @@ class LifecycleMiddleware(AgentMiddleware):
     Raises:
         TypeError: For an unknown keyword (the message lists the valid ones).
         ValueError: For ``harness`` together with options.
+
+    Example:
+        >>> from langchain.agents import create_agent  # doctest: +SKIP
+        >>> agent = create_agent(model, tools, middleware=[LifecycleMiddleware(),
+        ...                      PACMSMiddleware(8000)])  # doctest: +SKIP
     """
 
     state_schema = LifecycleState

@@ -120,6 +120,15 @@ def create_lifecycle_node(
     Raises:
         TypeError: For an unknown keyword (the message lists the valid ones).
         ValueError: For ``harness`` together with options.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langgraph.graph import START, MessagesState, StateGraph
+        >>> graph = StateGraph(MessagesState)
+        >>> _ = graph.add_node("lifecycle", create_lifecycle_node())
+        >>> _ = graph.add_edge(START, "lifecycle")
+        >>> graph.compile().invoke({"messages": [HumanMessage("hi")]})["messages"][0].content
+        'hi'
     """
     live = build_harness(harness, options, create_lifecycle_node)
 

@@ -98,6 +98,12 @@ class Selection:
         timings: Seconds spent per phase (``tokens``, ``embed``, ``solve``, ``total``).
         info: Strategy diagnostics. ``info["query_has_no_words"]``: the query had no words, so
             the newest candidates that fit were kept (not a failure: no ``fell_back``).
+
+    Example:
+        >>> from langchain_pacms import ContextSelector
+        >>> sel = ContextSelector().select(["blue plums", "red apples"], "red", budget=3)
+        >>> sel.kept_ids, sel.tokens_kept, sel.fell_back
+        (('1',), 2, False)
     """
 
     candidates: tuple[Candidate, ...]
