@@ -609,17 +609,19 @@ HORIZON_GRID: tuple[dict[str, Any], ...] = tuple(
         "mask_min_tokens": 60,
         "keep_above": 1.0,
         "keep_recent": 0,
-        "keep_file_views": False,
+        "keep_file_views": views,
         "max_stubs": k,
     }
-    for k in (3, 6, 12)
+    for views in (False, True)
+    for k in (1, 2, 3, 6, 12, 20, 30, 40)
 )
-"""Settings that also prune every stub but the newest few (``max_stubs``), for matching.
+"""Settings that also prune every stub but the newest ``max_stubs``, for matching.
 
 They are never the default: a planner that drops the pointer to a folded payload drops the
-model's way back to it. They do not keep file views (a kept view is not bounded by the
-horizon). With :data:`HEURISTIC_GRID` they are the settings :func:`_match` chooses from on the
-development split when the default does not dominate a baseline there.
+model's way back to it. Without kept file views they prune the most (a kept view is not bounded
+by the horizon); with them, and a wide horizon, they sit just above the default's pruning. With
+:data:`HEURISTIC_GRID` they are the settings :func:`_match` chooses from on the development
+split when the default does not dominate a baseline there.
 """
 
 BASELINES = (

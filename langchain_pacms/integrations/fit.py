@@ -49,7 +49,7 @@ def stub_floor(
 ) -> list[Candidate] | None:
     """The pool with each span's floor mandatory: its stub, or the span if no dearer or ``folded``.
 
-    Floors go in while they fit (``first`` spans, then newest first); a span over its stub costs
+    Floors go in while they fit (``first`` spans, then oldest first); a span over its stub costs
     what it adds. ``None`` when no floor fits or a cost is unknown.
     """
     if any(c.tokens is None for c in cands):
@@ -68,7 +68,7 @@ def stub_floor(
         ):
             least_of.append((c, c))
     least_of.sort(
-        key=lambda pair: (pair[0].source.indices[0] not in first, -int(pair[0].position or 0))
+        key=lambda pair: (pair[0].source.indices[0] not in first, int(pair[0].position or 0))
     )
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
     floor: dict[str, Candidate] = {}  # span id -> its floor (the stub or the span)

@@ -349,44 +349,45 @@ def test_when_every_stub_fits_no_tool_round_vanishes():
     assert selection.tokens_kept == sum(selection.tokens[k] for k in kept)
 
 
-def test_when_the_stubs_do_not_all_fit_the_newest_go_first():
+def test_when_the_stubs_do_not_all_fit_the_oldest_go_first():
+    # the first outputs of a tool loop (listings, searches) name what later steps open
     stubs = fold_variants(LOOP, token_counter=SELECTOR.token_counter)
     cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
     whole = sent_tokens(LOOP[:2] + LOOP[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[10] + cost[8] + 5)  # room for two stubs, not three
+    hook = _floor_hook(whole + cost[2] + cost[4] + 5)  # room for two stubs, not three
     out = hook.invoke({"messages": LOOP})["llm_input_messages"]
     rounds = _sent_rounds(out)
-    assert rounds == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    assert rounds == {"c0_0": "stub", "c1_0": "stub", "c5_0": "whole"}
     assert hook.last_selection.info["stub_floor"] is True
 
 
-def test_a_stub_too_large_for_what_is_left_is_passed_over_for_older_ones_that_fit():
-    loop = list(LOOP)  # the fourth round's output names many paths: its stub is the largest
-    loop[9] = ToolMessage(" ".join(f"/srv/d{k}/f{k}.json" for k in range(40)), tool_call_id="c3_0")
+def test_a_stub_too_large_for_what_is_left_is_passed_over_for_newer_ones_that_fit():
+    loop = list(LOOP)  # the second round's output names many paths: its stub is the largest
+    loop[5] = ToolMessage(" ".join(f"/srv/d{k}/f{k}.json" for k in range(40)), tool_call_id="c1_0")
     stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
     cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
-    assert cost[8] > cost[6] + cost[4] + 5
+    assert cost[4] > cost[6] + cost[8] + 5
     whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[10] + cost[6] + 5)
+    hook = _floor_hook(whole + cost[2] + cost[6] + 5)
     rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
-    assert rounds == {"c2_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    assert rounds == {"c0_0": "stub", "c2_0": "stub", "c5_0": "whole"}
 
 
-def test_a_record_later_calls_used_takes_the_floor_before_newer_stubs():
+def test_a_record_later_calls_used_takes_the_floor_before_older_stubs():
     loop = list(LOOP)
-    loop[3] = ToolMessage("/srv/out0.json booking HAT039 " + "word " * 80, tool_call_id="c0_0")
-    loop[8] = AIMessage("step 3", tool_calls=[call("bash", "c3_0", cmd="get HAT039")])
+    loop[9] = ToolMessage("/srv/out3.json booking HAT039 " + "word " * 80, tool_call_id="c3_0")
+    loop[10] = AIMessage("step 4", tool_calls=[call("bash", "c4_0", cmd="get HAT039")])
     stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
     cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
     whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[2] + cost[10] + 5)  # room for two stubs, not three
+    hook = _floor_hook(whole + cost[8] + cost[2] + 5)  # room for two stubs, not three
     rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
-    # the first output's id went into a later call: its stub goes first, then the newest
-    assert rounds == {"c0_0": "stub", "c4_0": "stub", "c5_0": "whole"}
-    # an id the task message states is no sign of reuse: newest first again
+    # the fourth output's id went into a later call: its stub goes first, then the oldest
+    assert rounds == {"c0_0": "stub", "c3_0": "stub", "c5_0": "whole"}
+    # an id the task message states is no sign of reuse: oldest first again
     loop[1] = HumanMessage("fix booking HAT039")
     rounds = _sent_rounds(hook.invoke({"messages": loop})["llm_input_messages"])
-    assert rounds == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    assert rounds == {"c0_0": "stub", "c1_0": "stub", "c5_0": "whole"}
 
 
 def test_spans_the_lifecycle_folded_are_their_own_floor():
@@ -394,41 +395,44 @@ def test_spans_the_lifecycle_folded_are_their_own_floor():
     spans = [o for o in index.objects if o.kind == "tool"][:-1]
     folded = apply_actions(LOOP, index, [Action("fold", o.id) for o in spans]).messages
     assert set(fold_variants(folded)) == {12}  # a stub variant for the newest span alone
-    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (6, 8, 10)}
+    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (2, 4, 6)}
     whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[8] + cost[10] + 5)
+    hook = _floor_hook(whole + cost[2] + cost[4] + 5)
     out = hook.invoke({"messages": folded})["llm_input_messages"]
     assert hook.last_selection.info["stub_floor"] is True
-    assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    assert _sent_rounds(out) == {"c0_0": "stub", "c1_0": "stub", "c5_0": "whole"}
 
 
 def test_a_stub_leaves_out_what_the_history_before_it_shows_and_gets_it_back_when_dropped():
     loop = list(LOOP)
     loop[2] = AIMessage("step 0", tool_calls=[call("bash", "c0_0", cmd="get HAT039")])
-    loop[9] = ToolMessage("/srv/out3.json booking HAT039 " + "word " * 80, tool_call_id="c3_0")
-    variant = fold_variants(loop, token_counter=SELECTOR.token_counter)[8]
+    # the first output names many paths: its stub is too large for the budget below
+    loop[3] = ToolMessage(" ".join(f"/srv/d{k}/f{k}.json" for k in range(40)), tool_call_id="c0_0")
+    loop[5] = ToolMessage("/srv/out1.json booking HAT039 " + "word " * 80, tool_call_id="c1_0")
+    variant = fold_variants(loop, token_counter=SELECTOR.token_counter)[4]
     stub = variant.messages[1]
-    assert "HAT039" not in str(stub.content) and "/srv/out3.json" in str(stub.content)
+    assert "HAT039" not in str(stub.content) and "/srv/out1.json" in str(stub.content)
     assert stub.additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
     # what the history after the span shows does not count: the stub stays as it was
-    reread = call("bash", "c6_0", cmd="cat /srv/out3.json")
+    reread = call("bash", "c6_0", cmd="cat /srv/out1.json")
     longer = [
         *loop,
         AIMessage("step 6", tool_calls=[reread]),
         ToolMessage("done", tool_call_id="c6_0"),
     ]
-    assert fold_variants(longer, token_counter=SELECTOR.token_counter)[8].messages[1].content == (
+    assert fold_variants(longer, token_counter=SELECTOR.token_counter)[4].messages[1].content == (
         stub.content
     )
-    # room for the newest two stubs: the first step's call is not sent, so the stub of step 3
-    # shows HAT039 again
+    # room for one small stub: the first step is not sent, so the stub of step 1 shows HAT039
+    # again
     stubs = fold_variants(loop, token_counter=SELECTOR.token_counter)
     cost = {i: sent_tokens(v.messages, SELECTOR.token_counter) for i, v in stubs.items()}
+    assert cost[2] > cost[4] + 12
     whole = sent_tokens(loop[:2] + loop[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[10] + cost[8] + 12)
+    hook = _floor_hook(whole + cost[4] + 12)
     out = hook.invoke({"messages": loop})["llm_input_messages"]
-    assert _sent_rounds(out) == {"c3_0": "stub", "c4_0": "stub", "c5_0": "whole"}
-    sent = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c3_0")
+    assert _sent_rounds(out) == {"c1_0": "stub", "c5_0": "whole"}
+    sent = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c1_0")
     assert str(sent.content).endswith(", HAT039]")
     assert sent_tokens(out, SELECTOR.token_counter) <= hook.last_selection.budget
 
@@ -436,22 +440,22 @@ def test_a_stub_leaves_out_what_the_history_before_it_shows_and_gets_it_back_whe
 def test_a_folded_record_whose_ids_later_calls_show_goes_first_and_keeps_them_in_view():
     # the lifecycle's stub of the first output leaves out HAT039: a later call shows it
     loop = list(LOOP)
-    loop[3] = ToolMessage("/srv/out0.json booking HAT039 " + "word " * 80, tool_call_id="c0_0")
+    loop[7] = ToolMessage("/srv/out2.json booking HAT039 " + "word " * 80, tool_call_id="c2_0")
     loop[8] = AIMessage("step 3", tool_calls=[call("bash", "c3_0", cmd="get HAT039")])
     index = index_messages(loop)
     spans = [o for o in index.objects if o.kind == "tool"][:-1]
     folded = apply_actions(loop, index, [Action("fold", o.id) for o in spans]).messages
-    assert "HAT039" not in str(folded[3].content)
-    assert folded[3].additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
-    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (2, 10)}
+    assert "HAT039" not in str(folded[7].content)
+    assert folded[7].additional_kwargs[LIFECYCLE_KEY]["elsewhere"] == ["HAT039"]
+    cost = {i: sent_tokens(folded[i : i + 2], SELECTOR.token_counter) for i in (2, 6)}
     whole = sent_tokens(folded[:2] + folded[12:], SELECTOR.token_counter)
-    hook = _floor_hook(whole + cost[2] + cost[10] + 12)  # two floors and a few tokens
+    hook = _floor_hook(whole + cost[2] + cost[6] + 12)  # two floors and a few tokens
     out = hook.invoke({"messages": folded})["llm_input_messages"]
-    # its values went into a later call: it takes the floor before the newer stubs
-    assert _sent_rounds(out) == {"c0_0": "stub", "c4_0": "stub", "c5_0": "whole"}
+    # its values went into a later call: it takes the floor before the older stubs
+    assert _sent_rounds(out) == {"c0_0": "stub", "c2_0": "stub", "c5_0": "whole"}
     # the call that showed HAT039 is not sent, so the stub shows it again, within the budget
-    stub = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c0_0")
-    assert str(stub.content).endswith(", HAT039]") and "HAT039" not in str(folded[3].content)
+    stub = next(m for m in out if isinstance(m, ToolMessage) and m.tool_call_id == "c2_0")
+    assert str(stub.content).endswith(", HAT039]") and "HAT039" not in str(folded[7].content)
     assert sent_tokens(out, SELECTOR.token_counter) <= hook.last_selection.budget
 
 
