@@ -119,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         "token": token,
         "watch": args.watch,
         "cache_url": args.cache_url,
+        "live_prefix": args.live_prefix,
     }
     where = f"http://[{args.host}]:{port}" if ":" in args.host else f"http://{args.host}:{port}"
     print(f"pacms service and inspector on {where}/")
@@ -266,6 +267,12 @@ def _positive(value: str) -> int:
     return number
 
 
+def _key_prefix(value: str) -> str:
+    if not value or len(value) > 100 or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(f"must be 1-100 characters, no spaces, got {value!r}")
+    return value
+
+
 def _seconds(value: str) -> float:
     number = float(value)
     if not (math.isfinite(number) and number > 0):
@@ -334,6 +341,15 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help="keep the embedding cache in Redis at URL (redis://host:port/db), shared by "
         "every worker and host that names it (needs the 'redis' extra)",
+    )
+    parser.add_argument(
+        "--live-prefix",
+        default=None,
+        type=_key_prefix,
+        metavar="PREFIX",
+        help="with --cache-url, the Redis key prefix of live mode's sessions (default: "
+        "'pacms-live:' and, with a token, a hash of it, so deployments sharing a Redis "
+        "database but not a token never see each other's sessions)",
     )
     parser.add_argument(
         "--token",

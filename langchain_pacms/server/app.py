@@ -258,7 +258,8 @@ def create_app(
 def app_from_env() -> Front:
     """Build the app from the JSON settings in the :data:`CONFIG_ENV` environment variable.
 
-    They are :func:`create_app`'s keywords plus ``cache_url`` (Redis: shared embeddings, sessions).
+    They are :func:`create_app`'s keywords plus ``cache_url`` (Redis: shared embeddings, sessions)
+    and ``live_prefix`` (the sessions' key prefix; default :func:`.live_redis.deployment_prefix`).
 
     Example:
         >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'
@@ -268,13 +269,15 @@ def app_from_env() -> Front:
     """
     options = json.loads(os.environ.get(CONFIG_ENV) or "{}")
     cache_url = options.pop("cache_url", None)
+    live_prefix = options.pop("live_prefix", None)
     selector = None
     if cache_url is not None:
         from langchain_pacms.embeddings.redis_store import RedisByteStore
-        from langchain_pacms.server.live_redis import RedisSessions
+        from langchain_pacms.server.live_redis import RedisSessions, deployment_prefix
 
         # the vectors this process reads are also held locally, in the selector's cache share
         local = int(DEFAULT_MEMORY_CEILING * EMBEDDING_SHARE)
         selector = ContextSelector(cache_store=RedisByteStore(cache_url, local_bytes=local))
-        options["live"] = RedisSessions(cache_url)
+        prefix = live_prefix or deployment_prefix(options.get("token"))
+        options["live"] = RedisSessions(cache_url, prefix=prefix)
     return create_app(selector, **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from typing import Any, cast
@@ -24,12 +25,31 @@ from langchain_pacms.server.live import (
     record_json,
 )
 
-__all__ = ["DEFAULT_TTL_SECONDS", "LIVE_PREFIX", "RedisSessions"]
+__all__ = ["DEFAULT_TTL_SECONDS", "LIVE_PREFIX", "RedisSessions", "deployment_prefix"]
 
 logger = logging.getLogger(__name__)
 
 LIVE_PREFIX = "pacms-live:"
 """What every key of a :class:`RedisSessions` starts with (apart from the embedding cache's)."""
+
+
+def deployment_prefix(token: str | None) -> str:
+    """The key prefix of a deployment's live sessions: its own for each bearer token.
+
+    Deployments that share a Redis database but not a token never see each other's sessions;
+    every worker and host of one deployment (one token) shares them.
+
+    Example:
+        >>> deployment_prefix(None)
+        'pacms-live:'
+        >>> deployment_prefix("s3cret") == deployment_prefix("s3cret") != deployment_prefix("x")
+        True
+    """
+    if token is None:
+        return LIVE_PREFIX
+    return f"{LIVE_PREFIX}{hashlib.sha256(token.encode()).hexdigest()[:16]}:"
+
+
 DEFAULT_TTL_SECONDS = 24 * 3600
 """Default life of a session's records after its last add."""
 SOCKET_SECONDS = 5.0

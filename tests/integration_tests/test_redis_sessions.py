@@ -9,6 +9,7 @@ Needs ``PACMS_TEST_REDIS_URL`` (``.ci/run`` starts a throwaway Redis and sets it
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ pytest.importorskip("fastapi", reason="needs the 'server' extra")
 pytest.importorskip("redis", reason='needs the "redis" extra (pip install redis)')
 from pacms_server import free_port
 
+from langchain_pacms.server.app import CONFIG_ENV, app_from_env
 from langchain_pacms.server.live import (
     WATCH_SESSION,
     JsonlTail,
@@ -32,7 +34,7 @@ from langchain_pacms.server.live import (
     WatchedLog,
     record_json,
 )
-from langchain_pacms.server.live_redis import RedisSessions
+from langchain_pacms.server.live_redis import RedisSessions, deployment_prefix
 
 REDIS_URL = os.environ.get("PACMS_TEST_REDIS_URL")
 pytestmark = pytest.mark.skipif(
@@ -201,3 +203,43 @@ def test_a_redis_that_is_down_costs_the_records_not_the_caller(
 def test_bad_settings_are_refused(url: str, options: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RedisSessions(url, **options)
+
+
+def test_deployments_sharing_a_database_but_not_a_token_keep_their_sessions_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    tokens, named = [uuid.uuid4().hex for _ in range(3)], f"pacms-test-live:{uuid.uuid4().hex}:"
+    prefixes = [deployment_prefix(tokens[0]), deployment_prefix(tokens[1]), named]
+    assert len(set(prefixes)) == 3 and deployment_prefix(tokens[0]) == prefixes[0]
+
+    def service(token: str, **more: str) -> TestClient:
+        settings = {"cache_url": REDIS_URL, "token": token, **more}
+        monkeypatch.setenv(CONFIG_ENV, json.dumps(settings))
+        return TestClient(
+            app_from_env(),
+            base_url="http://127.0.0.1",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    first, second = service(tokens[0]), service(tokens[1])
+    third = service(tokens[1], live_prefix=named)  # an explicit prefix wins over the token's
+    request: dict = {
+        "candidates": [{"id": "a", "text": "port 6543"}],
+        "query": "port",
+        "budget_tokens": 9,
+    }
+    try:
+        for client, session in ((first, "agent-1"), (third, "agent-2")):
+            answer = client.post("/select", json=request, headers={"X-Pacms-Session": session})
+            assert answer.status_code == 200, answer.text
+        listed = [
+            [s["id"] for s in c.get("/sessions").json()["sessions"]] for c in (first, second, third)
+        ]
+        assert listed == [["agent-1"], [], ["agent-2"]]
+        client = RedisSessions(str(REDIS_URL), prefix=named).client
+        assert any(client.scan_iter(match=f"{named}records:*"))
+    finally:
+        for prefix in prefixes:
+            wipe(RedisSessions(str(REDIS_URL), prefix=prefix))

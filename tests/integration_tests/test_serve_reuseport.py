@@ -179,3 +179,18 @@ def test_without_reuse_port_the_workers_share_uvicorns_listener(
     assert main(["serve", "--port", port, "--workers", "2", "--header-timeout", "3", *extra]) == 0
     assert seen["workers"] == 2 and seen["http"].keywords == {"header_timeout": 3.0}
     assert json.loads(seen["config"])["selection_threads"] == threads
+
+
+def test_the_live_prefix_reaches_the_workers_and_a_bad_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict = {}
+    monkeypatch.setattr(
+        uvicorn, "run", lambda app, **kw: seen.update(config=os.environ[CONFIG_ENV])
+    )
+    assert main(["serve", "--port", str(free_port()), "--live-prefix", "team-a:"]) == 0
+    assert json.loads(seen["config"])["live_prefix"] == "team-a:"
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--port", str(free_port()), "--live-prefix", "team a"])
+    assert stop.value.code == 2
+    assert "--live-prefix: must be 1-100 characters" in capsys.readouterr().err
