@@ -166,8 +166,8 @@ def add_lifecycle_parser(benches: Any) -> None:
     p.add_argument(
         "--selection",
         action="store_true",
-        help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%% and "
-        "30%% of the prefix, pacms also 70%%, as the hook selects with its defaults), "
+        help="also replay per-call selection (pacms, topk, mmr, lastk keeping 50%%, 30%% "
+        "and 70%% of the prefix, as the hook selects with its defaults), "
         "without and with fold stubs for dropped tool spans, and behind the "
         "heuristic planner (life+select rows)",
     )

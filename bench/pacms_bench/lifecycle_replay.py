@@ -363,14 +363,12 @@ def _judge_inputs(
 
 
 SELECTION = (
-    *(f"select:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk")),
+    *(f"select:{s}@{r}" for r in (0.5, 0.3, 0.7) for s in ("pacms", "topk", "mmr", "lastk")),
     *SELECTION_STUBS,
-    "select:pacms@0.7",
-    "select+stubs:pacms@0.7",
     *SELECTION_LIFE,
 )
-"""Per-call selection policies (each strategy keeping 50% and 30% of the prefix's tokens,
-``pacms`` also 70%), without and with fold stubs, and behind the heuristic planner (see
+"""Per-call selection policies (each strategy keeping 50%, 30% and 70% of the prefix's
+tokens), without and with fold stubs, and behind the heuristic planner (see
 :mod:`pacms_bench.selection_replay`)."""
 
 

@@ -48,9 +48,9 @@ _FAMILIES = {"select": False, "select+stubs": True, _LIFE: True}
 _THREAD = "replay"
 
 SELECTION_STUBS = tuple(
-    f"select+stubs:{s}@{r}" for r in (0.5, 0.3) for s in ("pacms", "topk", "mmr", "lastk")
+    f"select+stubs:{s}@{r}" for r in (0.5, 0.3, 0.7) for s in ("pacms", "topk", "mmr", "lastk")
 )
-"""Per-call selection with fold stubs (each strategy keeping 50% and 30% of the tokens)."""
+"""Per-call selection with fold stubs (each strategy keeping 50%, 30% and 70% of the tokens)."""
 
 SELECTION_LIFE = (
     *(f"{_LIFE}:{s}@0.5" for s in ("pacms", "topk", "mmr", "lastk")),
