@@ -331,9 +331,14 @@ class SelectionRunner:
                 if "relevance_feedback" not in given:
                     options["relevance_feedback"] = 0.0
                 if in_turn and "similarity_threshold" not in given and loop is not None:
-                    # a looser kernel; the fill still passes over near-copies only
-                    options.setdefault("fill_threshold", self.selector.profile.similarity_threshold)
-                    options["similarity_threshold"] = loop
+                    # a looser kernel, and its greedy runs to the budget; the fill still passes
+                    # over near-copies only (docs/results/lifecycle.md)
+                    tool_loop = {
+                        "fill_threshold": self.selector.profile.similarity_threshold,
+                        "gain_floor": 0.0,
+                        "similarity_threshold": loop,
+                    }
+                    options.update({k: v for k, v in tool_loop.items() if k not in given})
             return {"strategy": None if chosen is None else chosen.strategy, **options}
         return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 

@@ -67,6 +67,19 @@ def test_inside_the_latest_turn_the_profiles_tool_loop_threshold_applies():
     assert options["similarity_threshold"] == 0.3
     # the fill still passes over near-copies only, at the profile's own threshold
     assert options["fill_threshold"] == selector.similarity_threshold == 0.85
+    # and the coverage greedy runs to the budget (no gain floor)
+    assert options["gain_floor"] == 0.0
+
+
+@pytest.mark.parametrize("where", ["config", "selector"])
+def test_a_tool_loop_setting_the_user_gave_is_kept(where: str):
+    given = {"gain_floor": 0.2, "fill_threshold": 0.9}
+    if where == "config":
+        options = resolved(RecordingSelector(), tool_loop=IN_TURN, strategy=Pacms(**given))
+    else:
+        options = resolved(RecordingSelector(strategy_options=given), tool_loop=IN_TURN)
+    assert options["gain_floor"] == 0.2 and options["fill_threshold"] == 0.9
+    assert options["similarity_threshold"] == 0.3  # what the user left unset still applies
 
 
 def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_default():
@@ -97,7 +110,7 @@ def test_a_similarity_threshold_set_by_the_user_is_kept(where: str):
             RecordingSelector(strategy_options={"similarity_threshold": 0.7}), tool_loop=IN_TURN
         )
     assert options["similarity_threshold"] == (0.5 if where == "config" else 0.7)
-    assert "fill_threshold" not in options
+    assert "fill_threshold" not in options and "gain_floor" not in options
 
 
 def test_a_profile_without_a_tool_loop_threshold_keeps_its_own():
