@@ -1,4 +1,7 @@
-"""Handles: the values (paths, URLs, ids, long numbers, dates) a later tool call could take up."""
+"""Handles: the values (paths, URLs, ids, long numbers, dates) a later tool call could take up.
+
+They are locators (``messages.locators``, one vocabulary) read with quoted literals left open.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +13,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms.messages.identity import by_message
+from langchain_pacms.messages.locators import PATH, locator_rank, value_tokens
 
 __all__ = ["PATH", "call_values", "distinct_chunks", "handles_of", "leaves", "reusable_values"]
 
-_EXT = r"(?:py|js|ts|tsx|json|md|txt|csv|ya?ml|toml|ini|cfg|html|css|sql|sh|rs|go|java|c|h|cpp|rb)"
-_PATHS = rf"[\w.-]*/[\w.@%+-]+(?:/[\w.@%+-]+)*|\b[\w-]+\.{_EXT}\b"
-PATH = re.compile(_PATHS)
-"""A path with a slash, or a file name with a known extension."""
-_HANDLE = re.compile(
-    r"https?://[^\s\"'<>)\]]+"  # URLs
-    rf"|{_PATHS}"  # paths and file names
-    r"|\b[A-Za-z_]+\d[\w-]*"  # letters then digits: credit_card_4421486, HAT039, call_00_x
-    r"|\b\d+[A-Za-z_][\w-]*"  # digits then letters: 2FBBAH, 7f3a9c
-    r"|\b\d{4,}(?:[-:.]\d+)*"  # long numbers and dates: 23553, 2024-05-21
-)
+# the numbers a call takes up: long ones, dates and serials, scientific notation
+_CALL_NUMBER = re.compile(r"\d{4,}(?:[-:.]\d+)*|\d+(?:\.\d+)?[eE][-+]?\d+|\d+(?:\.\d+){2,}")
 SCAN = 200_000
 """Characters of one payload scanned for values."""
 _SHORT = 8_000  # texts up to this many characters have their values remembered
@@ -35,9 +30,26 @@ def distinct_chunks(text: str) -> str:
 
 
 def handles_of(text: str) -> frozenset[str]:
-    """The handles in all of ``text``, four characters or more (not remembered, not capped)."""
-    found = _HANDLE.findall(distinct_chunks(text))
-    return frozenset(t for m in found if len(t := m.rstrip(".,:-")) >= 4)
+    """The handles in all of ``text``, four characters or more (not remembered, not capped).
+
+    Locators of rank 1 and 2 (a ``key=value`` one as its key and its value) and the numbers a
+    call takes up, over the distinct whitespace-separated chunks.
+
+    Example:
+        >>> sorted(handles_of("cat -n src/app.py | sed -n '2225,2280p'  # id=HAT039 3.5"))
+        ['2225', '2280p', 'HAT039', 'src/app.py']
+    """
+    found: set[str] = set()
+    for token in value_tokens(distinct_chunks(text)):
+        if "=" in token and "://" not in token:
+            parts = [part.rstrip(".,:-") for part in token.split("=", 1)]
+        else:
+            parts = [token]
+        for part in parts:
+            rank = locator_rank(part)
+            if len(part) >= 4 and (rank <= 2 or (rank == 4 and _CALL_NUMBER.fullmatch(part))):
+                found.add(part)
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=4_096)

@@ -1,7 +1,10 @@
-"""Locators: the exact values in a payload that a fold stub or a mask keeps in view.
+"""Locators: the exact values in a text, the one vocabulary of fold stubs, masks and handles.
 
 By rank: (1) URLs, paths, file names, ``key=value``, uuids, ticket ids; (2) identifiers mixing
-letters and digits; (3) short quoted literals; (4) numbers of three or more digits, decimals.
+letters and digits; (3) short quoted literals; (4) dates, serials (``2024-05-21``,
+``1.2.840.10008``), numbers of three or more digits, decimals. Stubs and masks show them
+(:func:`ranked_locators`); the planner's handles (``messages.handles``) read the same tokens
+with quoted literals left open (:func:`value_tokens`).
 """
 
 from __future__ import annotations
@@ -15,18 +18,23 @@ from functools import partial
 from langchain_pacms._lru import LruMemo
 
 __all__ = [
+    "PATH",
     "ShownBefore",
     "StubLocators",
     "durable_locators",
     "find_locators",
     "locator_budget",
     "locator_lines",
+    "locator_rank",
     "ranked_locators",
     "stub_budget",
     "stub_locators",
+    "value_tokens",
 ]
 
-_EXT = r"(?:py|js|ts|json|md|txt|csv|yaml|yml|toml|ini|cfg|html|sql|sh|rs|go|java|c|h|rst)"
+_EXT = (
+    r"(?:py|js|ts|tsx|json|md|txt|csv|ya?ml|toml|ini|cfg|html|css|sql|sh|rs|go|java|c|h|cpp|rb|rst)"
+)
 _PATH = r"(?<!<)(?:[\w.-]+)?(?:/[\w.@%+-]+)+(?:\.\w+)?"  # a path with a slash (not </tag>)
 _STRONG = (
     r"https?://[^\s\"'<>)\]]+"  # URLs
@@ -38,11 +46,19 @@ _STRONG = (
 )
 _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
+_SERIAL = r"\b\d{4,}(?:[-:.]\d+)+|\b\d+(?:\.\d+){2,}\b"  # dates, long numbers with separators
 _NUMBER = r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b|\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
-_LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_NUMBER}")
+_LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_SERIAL}|{_NUMBER}")
+_VALUE = re.compile(rf"{_STRONG}|{_MIXED}|{_SERIAL}|{_NUMBER}")  # quoted literals left open
 _WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
-_RANKS = ((1, re.compile(_STRONG)), (2, re.compile(_MIXED)), (4, re.compile(_NUMBER)))
+_RANKS = (
+    (1, re.compile(_STRONG)),
+    (2, re.compile(_MIXED)),
+    (4, re.compile(rf"{_SERIAL}|{_NUMBER}")),
+)
 _IS_PATH = re.compile(_PATH)
+PATH = re.compile(rf"{_PATH}|\b[\w-]+\.{_EXT}\b")
+"""A path with a slash, or a file name with a known extension."""
 # a traceback frame: Python's ``File "p", line 5`` and the ``path:line`` of most other tools
 _FRAME = re.compile(rf'File "([^"\n]+)", line (\d+)|((?:{_PATH})|\b[\w-]+\.\w+):(\d+)')
 _SCAN = 200_000  # characters of a payload scanned
@@ -56,18 +72,33 @@ _UNIONS: LruMemo[tuple[str, ...], frozenset[str]] = LruMemo(16)
 _STUBS: LruMemo[tuple[str, int, tuple[str, ...]], StubLocators] = LruMemo(4096)
 
 
-def _rank(token: str) -> int:
-    """1 strong, 2 mixed, 3 other quoted literal, 4 number."""
+def locator_rank(token: str) -> int:
+    """A token's rank: 1 strong, 2 mixed, 3 other (a quoted literal), 4 number.
+
+    Example:
+        >>> [locator_rank(t) for t in ("src/a.py", "HAT039", "Boston", "2024-05-21")]
+        [1, 2, 3, 4]
+    """
     return next((rank for rank, pattern in _RANKS if pattern.fullmatch(token)), 3)
 
 
-def _tokens(text: str) -> Iterator[str]:
+def _tokens(text: str, pattern: re.Pattern[str] = _LOCATOR) -> Iterator[str]:
     """The locators of ``text`` in order, repeats included (quoted literals verbatim)."""
-    for match in _LOCATOR.finditer(text):
+    for match in pattern.finditer(text):
         group = match.lastindex  # only a quoted literal has a group
         token = match.group(group) if group else match.group(0).strip().rstrip(".,:")
         if len(token) >= 2:
             yield token
+
+
+def value_tokens(text: str) -> Iterator[str]:
+    """The locators of ``text`` with quoted literals left open: their values count one by one.
+
+    Example:
+        >>> list(value_tokens("sed -n '2225,2280p' pydicom/dataset.py"))
+        ['2225', '2280p', 'pydicom/dataset.py']
+    """
+    return _tokens(text, _VALUE)
 
 
 def ranked_locators(text: str) -> list[str]:
@@ -75,7 +106,7 @@ def ranked_locators(text: str) -> list[str]:
     found: dict[str, int] = {}
     for token in _tokens(text[:_SCAN]):
         if token not in found:
-            found[token] = _rank(token)
+            found[token] = locator_rank(token)
     return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
 
 
@@ -266,7 +297,7 @@ def locator_lines(text: str, budget: int) -> list[str]:
     for line in text.splitlines():
         if spent + len(line) + 1 > budget:
             continue
-        tokens = {t for t in _tokens(line) if _rank(t) <= 2}
+        tokens = {t for t in _tokens(line) if locator_rank(t) <= 2}
         if not tokens:  # a frame names its file: no locator, no frame
             continue
         tokens.update(
