@@ -6,19 +6,16 @@ They are locators (``messages.locators``, one vocabulary) read with quoted liter
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms.messages.identity import by_message
-from langchain_pacms.messages.locators import PATH, locator_rank, value_tokens
+from langchain_pacms.messages.locators import LONG_NUMBER, PATH, locator_rank, value_tokens
 
 __all__ = ["PATH", "call_values", "distinct_chunks", "handles_of", "leaves", "reusable_values"]
 
-# the numbers a call takes up: long ones, dates and serials, scientific notation
-_CALL_NUMBER = re.compile(r"\d{4,}(?:[-:.]\d+)*|\d+(?:\.\d+)?[eE][-+]?\d+|\d+(?:\.\d+){2,}")
 SCAN = 200_000
 """Characters of one payload scanned for values."""
 _SHORT = 8_000  # texts up to this many characters have their values remembered
@@ -47,7 +44,7 @@ def handles_of(text: str) -> frozenset[str]:
             parts = [token]
         for part in parts:
             rank = locator_rank(part)
-            if len(part) >= 4 and (rank <= 2 or (rank == 4 and _CALL_NUMBER.fullmatch(part))):
+            if len(part) >= 4 and (rank <= 2 or (rank == 4 and LONG_NUMBER.fullmatch(part))):
                 found.add(part)
     return frozenset(found)
 

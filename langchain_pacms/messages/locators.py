@@ -18,6 +18,7 @@ from functools import partial
 from langchain_pacms._lru import LruMemo
 
 __all__ = [
+    "LONG_NUMBER",
     "PATH",
     "ShownBefore",
     "StubLocators",
@@ -47,7 +48,8 @@ _STRONG = (
 _MIXED = r"\b(?=\w*[A-Za-z])(?=\w*\d)\w{3,}"  # letters and digits in one word
 _QUOTED = r"\"([^\"\s:][^\"\n]{1,63})\"(?!\s*:)|'([^'\s:][^'\n]{1,63})'(?!\s*:)|`([^`\n]{2,64})`"
 _SERIAL = r"\b\d{4,}(?:[-:.]\d+)+|\b\d+(?:\.\d+){2,}\b"  # dates, long numbers with separators
-_NUMBER = r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b|\b\d{3,}(?:\.\d+)?|\b\d+\.\d+"
+_SCI = r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b"  # scientific notation
+_NUMBER = rf"{_SCI}|\b\d{{3,}}(?:\.\d+)?|\b\d+\.\d+"
 _LOCATOR = re.compile(rf"{_STRONG}|{_MIXED}|{_QUOTED}|{_SERIAL}|{_NUMBER}")
 _VALUE = re.compile(rf"{_STRONG}|{_MIXED}|{_SERIAL}|{_NUMBER}")  # quoted literals left open
 _WORDS = re.compile(r"\w(?:[\w.@:/+-]*\w)?")
@@ -59,6 +61,8 @@ _RANKS = (
 _IS_PATH = re.compile(_PATH)
 PATH = re.compile(rf"{_PATH}|\b[\w-]+\.{_EXT}\b")
 """A path with a slash, or a file name with a known extension."""
+LONG_NUMBER = re.compile(rf"\d{{4,}}|{_SERIAL}|{_SCI}")
+"""The rank-4 locators a tool call takes up: four digits or more, dates, serials, ``1e-8``."""
 # a traceback frame: Python's ``File "p", line 5`` and the ``path:line`` of most other tools
 _FRAME = re.compile(rf'File "([^"\n]+)", line (\d+)|((?:{_PATH})|\b[\w-]+\.\w+):(\d+)')
 _SCAN = 200_000  # characters of a payload scanned

@@ -210,7 +210,7 @@ def test_deployments_sharing_a_database_but_not_a_token_keep_their_sessions_apar
 ) -> None:
     from fastapi.testclient import TestClient
 
-    tokens, named = [uuid.uuid4().hex for _ in range(3)], f"pacms-test-live:{uuid.uuid4().hex}:"
+    tokens, named = [uuid.uuid4().hex for _ in range(2)], f"pacms-test-live:{uuid.uuid4().hex}:"
     prefixes = [deployment_prefix(tokens[0]), deployment_prefix(tokens[1]), named]
     assert len(set(prefixes)) == 3 and deployment_prefix(tokens[0]) == prefixes[0]
 
