@@ -31,13 +31,16 @@ logger = logging.getLogger(__name__)
 
 LIVE_PREFIX = "pacms-live:"
 """What every key of a :class:`RedisSessions` starts with (apart from the embedding cache's)."""
+_PREFIX_SALT = b"langchain-pacms live-session prefix"
 
 
 def deployment_prefix(token: str | None) -> str:
     """The key prefix of a deployment's live sessions: its own for each bearer token.
 
     Deployments that share a Redis database but not a token never see each other's sessions;
-    every worker and host of one deployment (one token) shares them.
+    every worker and host of one deployment (one token) shares them. The prefix carries 16 hex
+    digits of a salted scrypt of the token (about 50 ms, once per worker), so whoever can list
+    the keys cannot test guesses of the token against it at the speed of a plain hash.
 
     Example:
         >>> deployment_prefix(None)
@@ -47,7 +50,8 @@ def deployment_prefix(token: str | None) -> str:
     """
     if token is None:
         return LIVE_PREFIX
-    return f"{LIVE_PREFIX}{hashlib.sha256(token.encode()).hexdigest()[:16]}:"
+    key = hashlib.scrypt(token.encode(), salt=_PREFIX_SALT, n=2**14, r=8, p=1, dklen=8)
+    return f"{LIVE_PREFIX}{key.hex()}:"
 
 
 DEFAULT_TTL_SECONDS = 24 * 3600

@@ -205,6 +205,18 @@ def test_bad_settings_are_refused(url: str, options: dict[str, int], message: st
         RedisSessions(url, **options)
 
 
+def test_a_deployment_prefix_is_slow_to_test_token_guesses_against() -> None:
+    import hashlib
+
+    token = "correct horse"
+    digits = deployment_prefix(token).removeprefix("pacms-live:").removesuffix(":")
+    assert len(digits) == 16 and int(digits, 16) >= 0
+    assert digits != hashlib.sha256(token.encode()).hexdigest()[:16]  # not a plain fast hash
+    salt = b"langchain-pacms live-session prefix"
+    scrypt = hashlib.scrypt(token.encode(), salt=salt, n=2**14, r=8, p=1, dklen=8)
+    assert digits == scrypt.hex()
+
+
 def test_deployments_sharing_a_database_but_not_a_token_keep_their_sessions_apart(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
