@@ -56,7 +56,7 @@ _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
 _FLOOR = (
     "; the fold stubs of earlier tool spans that fit, those whose values later calls used"
-    " first, then newest first (the stub floor)"
+    " first, then oldest first (the stub floor)"
 )
 
 

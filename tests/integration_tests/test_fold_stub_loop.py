@@ -93,7 +93,7 @@ def _check(
     assert script.recovered is not None
     module, payload = script.recovered
     assert json.loads(payload)["results"] == module_text(module, MARKS)  # NUL and accent included
-    assert events[-1]["mandatory"].endswith("newest first (the stub floor)")
+    assert events[-1]["mandatory"].endswith("oldest first (the stub floor)")
     folded = events[-1]["folded"]
     assert folded and all(i.startswith("function:tool:") for i in folded)
 
