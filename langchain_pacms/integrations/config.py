@@ -77,7 +77,8 @@ class SelectionConfig:
             ``("fraction", x)`` (of the model's window) or a :class:`~langchain_pacms.Budget`.
         strategy: A strategy name or its options; ``None``: the selector's own. ``pacms`` runs
             without relevance feedback, and with the profile's ``tool_loop_similarity_threshold``
-            when only the newest step is mandatory, unless the options say otherwise.
+            among tool rounds (only the newest step mandatory, or earlier turns with tool
+            calls), unless the options say otherwise.
         memory: Where memories come from (:class:`~.options.MemoryOptions`).
         retriever: A retriever whose documents join the pool.
         tool_loop: How tool spans are selected (:class:`~.options.ToolLoopOptions`).

@@ -60,6 +60,11 @@ _FLOOR = (
 )
 
 
+def _tool_rounds(pool: Pool) -> bool:
+    """Whether ``pool`` selects among tool rounds: in a tool loop, or earlier rounds with calls."""
+    return pool.in_turn or any(span.kind == "tool" and not span.mandatory for span in pool.spans)
+
+
 class _Request(NamedTuple):
     """What a model call's request adds: its budget (by the model's profile), its tools' tokens."""
 
@@ -319,7 +324,7 @@ class SelectionRunner:
         text = "\n\n".join(f"{header}\n" for header in headers)
         return self.selector.token_counter(text) + self.config.message_framing
 
-    def _select_kwargs(self, query: str, in_turn: bool = False) -> dict[str, Any]:
+    def _select_kwargs(self, query: str, tool_rounds: bool = False) -> dict[str, Any]:
         if query.strip():
             chosen = self.config.strategy
             options = {} if chosen is None else dict(chosen.options)
@@ -330,9 +335,9 @@ class SelectionRunner:
                 loop = self.selector.profile.tool_loop_similarity_threshold
                 if "relevance_feedback" not in given:
                     options["relevance_feedback"] = 0.0
-                if in_turn and "similarity_threshold" not in given and loop is not None:
-                    # a looser kernel, and its greedy runs to the budget; the fill still passes
-                    # over near-copies only (docs/results/lifecycle.md)
+                if tool_rounds and "similarity_threshold" not in given and loop is not None:
+                    # tool outputs share their words: a looser kernel, and its greedy runs to
+                    # the budget; the fill still passes over near-copies only (docs/integrations.md)
                     tool_loop = {
                         "fill_threshold": self.selector.profile.similarity_threshold,
                         "gain_floor": 0.0,
@@ -353,7 +358,7 @@ class SelectionRunner:
                 self.selector,
                 pool,
                 query,
-                options=self._select_kwargs(query, pool.in_turn),
+                options=self._select_kwargs(query, _tool_rounds(pool)),
                 apply=lambda sel: apply_selection(messages, sel, pool.spans, context_role=role),
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,

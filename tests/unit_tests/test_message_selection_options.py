@@ -99,6 +99,28 @@ def test_a_tool_loop_that_outgrew_the_budget_gets_the_tool_loop_threshold_by_def
     assert "fill_threshold" not in resolved(RecordingSelector())
 
 
+def test_a_conversation_with_earlier_tool_rounds_gets_the_tool_loop_threshold():
+    from langchain_core.messages import ToolMessage
+
+    chat: list[Any] = [SystemMessage("You are an airline agent.")]
+    for k in range(6):
+        call = {"name": "get_reservation", "args": {"reservation_id": f"R{k}X9"}, "id": f"c{k}"}
+        chat += [
+            HumanMessage(f"Please look at reservation R{k}X9."),
+            AIMessage("", tool_calls=[call]),
+            ToolMessage(f'{{"reservation_id": "R{k}X9", "cabin": "economy"}}', tool_call_id=f"c{k}"),
+            AIMessage(f"Reservation R{k}X9 is in economy."),
+        ]
+    chat.append(HumanMessage("Which reservation was the third one?"))  # the latest turn fits
+    options = resolved(RecordingSelector(), chat)
+    assert options["similarity_threshold"] == 0.3 and options["fill_threshold"] == 0.85
+    assert options["gain_floor"] == 0.0
+    # the same rounds without calls (a plain chat) keep the retrieval threshold
+    plain = [m for m in chat if not isinstance(m, ToolMessage) and not getattr(m, "tool_calls", 0)]
+    options = resolved(RecordingSelector(), plain)
+    assert options["similarity_threshold"] == 0.85 and "fill_threshold" not in options
+
+
 @pytest.mark.parametrize("where", ["config", "selector"])
 def test_a_similarity_threshold_set_by_the_user_is_kept(where: str):
     if where == "config":
