@@ -108,7 +108,7 @@ def test_a_conversation_with_earlier_tool_rounds_gets_the_tool_loop_threshold():
         chat += [
             HumanMessage(f"Please look at reservation R{k}X9."),
             AIMessage("", tool_calls=[call]),
-            ToolMessage(f'{{"reservation_id": "R{k}X9", "cabin": "economy"}}', tool_call_id=f"c{k}"),
+            ToolMessage(f'{{"id": "R{k}X9", "cabin": "economy"}}', tool_call_id=f"c{k}"),
             AIMessage(f"Reservation R{k}X9 is in economy."),
         ]
     chat.append(HumanMessage("Which reservation was the third one?"))  # the latest turn fits
