@@ -14,6 +14,7 @@ from langchain_pacms.core.objective import CoverageObjective
 __all__ = ["Completion", "GreedyResult", "budgeted_greedy", "lazy_greedy", "plain_greedy"]
 
 Completion = Callable[[list[int], int], list[int]]  # (members, room) -> what to add within room
+_SLACK = 1e-4  # relative margin of the online bound over float32 rounding of the gains
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,32 @@ def _knapsack_bound(gains: NDArray[np.float64], costs: NDArray[np.int64], room: 
     return bound
 
 
+def _within(
+    guarantee: float,
+    objective: CoverageObjective,
+    costs: NDArray[np.int64],
+    room: int,
+    start: NDArray[np.int64],
+    fits: NDArray[np.bool_],
+    result: GreedyResult,
+    singles: NDArray[np.float64],
+) -> bool:
+    """Whether ``result`` is provably within ``guarantee`` of the optimal gain within ``room``.
+
+    Two upper bounds on the optimum (the objective is monotone submodular): the fractional
+    knapsack of single-item gains, then ``result``'s gain plus that of the marginal gains after
+    it (a set within ``room`` gains at most its members' marginal gains over ``result``).
+    """
+    gained = sum(result.gains)
+    if gained >= guarantee * _knapsack_bound(singles[fits], costs[fits], room):
+        return True
+    members = np.concatenate([start, np.asarray(result.picks, dtype=np.int64)])
+    marginal = objective.gains(objective.coverage_of(members))
+    marginal[members] = 0.0
+    bound = gained + _knapsack_bound(marginal[fits], costs[fits], room)
+    return gained >= guarantee * bound * (1.0 + _SLACK)
+
+
 def _complete(
     objective: CoverageObjective,
     costs: NDArray[np.int64],
@@ -236,8 +263,8 @@ def budgeted_greedy(
     if guarantee == 0.0:
         return preferred
     classic = cost_exponent == 1.0 and floor == 0.0
-    if not classic and sum(preferred.gains) >= guarantee * _knapsack_bound(
-        singles[fits], costs[fits], remaining
+    if not classic and _within(
+        guarantee, objective, costs, remaining, start, fits, preferred, singles
     ):
         return preferred  # already within the guarantee of the optimum: skip the second run
     guaranteed = preferred if classic else run(1.0, 0.0)

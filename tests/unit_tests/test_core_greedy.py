@@ -443,3 +443,51 @@ def test_pacms_matches_reference_implementation(block: int):
         }
         pick = solve(p, "pacms", **options)
         assert pick.order.tolist() == reference_pacms(p, **options), seed
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_online_bound_skips_the_second_run_without_changing_the_pick(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+):
+    # The guarded greedy may stop after its first run when the gain reached is provably within
+    # the guarantee of the optimum; the pick must be what running the guarded path gives.
+    import langchain_pacms.core.greedy as greedy
+
+    rng = np.random.default_rng(5000 + seed)
+    p = random_problem(5000 + seed, n=int(rng.integers(2, 60)), near_duplicates=seed % 3 == 0)
+    tau = float(rng.choice([0.0, 0.3, 0.85]))
+    obj = CoverageObjective(p, similarity_threshold=tau, density=bool(seed % 2))
+    start = np.flatnonzero(p.mandatory).astype(np.int64)
+    options = {
+        "cost_exponent": 0.0,
+        "guarantee": float(rng.choice([0.25, 0.5, 1.0])),
+        "gain_floor": float(rng.choice([0.0, 0.05])),
+    }
+    fast = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), **options)
+    singles_only = greedy._knapsack_bound
+
+    def without_online_bound(guarantee, objective, costs, room, start, fits, result, singles):
+        return sum(result.gains) >= guarantee * singles_only(singles[fits], costs[fits], room)
+
+    monkeypatch.setattr(greedy, "_within", without_online_bound)
+    full = budgeted_greedy(obj, p.tokens, p.budget, start, rank_of(p), **options)
+    assert fast.picks == full.picks and fast.completed == full.completed
+    assert fast.evaluations <= full.evaluations
+
+
+def test_the_online_bound_saves_the_second_run_on_a_loose_kernel():
+    # With a loose kernel every single gain is large, so the single-item bound alone says
+    # nothing and the guarded path ran the greedy twice.
+    p = random_problem(7, n=200, d=8, mandatory_rate=0.0)
+    obj = CoverageObjective(p, similarity_threshold=0.3)
+    start = np.zeros(0, dtype=np.int64)
+    args = (obj, p.tokens, p.budget, start, rank_of(p))
+    once = budgeted_greedy(*args, cost_exponent=0.0, guarantee=0.25)
+    singles = obj.gains(obj.coverage_of(start))
+    fits = p.tokens <= p.budget
+    from langchain_pacms.core.greedy import _knapsack_bound
+
+    assert sum(once.gains) < 0.25 * _knapsack_bound(singles[fits], p.tokens[fits], p.budget)
+    first_run = budgeted_greedy(*args, cost_exponent=0.0, guarantee=0.0)
+    assert once.picks == first_run.picks
+    assert once.evaluations == first_run.evaluations  # no second run
