@@ -172,30 +172,21 @@ def _knapsack_bound(gains: NDArray[np.float64], costs: NDArray[np.int64], room: 
     return bound
 
 
-def _within(
-    guarantee: float,
+def _online_bound(
     objective: CoverageObjective,
     costs: NDArray[np.int64],
     room: int,
-    start: NDArray[np.int64],
+    members: NDArray[np.int64],
     fits: NDArray[np.bool_],
-    result: GreedyResult,
-    singles: NDArray[np.float64],
-) -> bool:
-    """Whether ``result`` is provably within ``guarantee`` of the optimal gain within ``room``.
+) -> float:
+    """What any set within ``room`` adds over ``members``: at most its members' marginal gains.
 
-    Two upper bounds on the optimum (the objective is monotone submodular): the fractional
-    knapsack of single-item gains, then ``result``'s gain plus that of the marginal gains after
-    it (a set within ``room`` gains at most its members' marginal gains over ``result``).
+    The fractional knapsack of the marginal gains after ``members`` (the objective is monotone
+    submodular), so ``F(members) - F(start)`` plus this bounds the optimal gain from the start.
     """
-    gained = sum(result.gains)
-    if gained >= guarantee * _knapsack_bound(singles[fits], costs[fits], room):
-        return True
-    members = np.concatenate([start, np.asarray(result.picks, dtype=np.int64)])
     marginal = objective.gains(objective.coverage_of(members))
     marginal[members] = 0.0
-    bound = gained + _knapsack_bound(marginal[fits], costs[fits], room)
-    return gained >= guarantee * bound * (1.0 + _SLACK)
+    return _knapsack_bound(marginal[fits], costs[fits], room)
 
 
 def _complete(
@@ -263,10 +254,16 @@ def budgeted_greedy(
     if guarantee == 0.0:
         return preferred
     classic = cost_exponent == 1.0 and floor == 0.0
-    if not classic and _within(
-        guarantee, objective, costs, remaining, start, fits, preferred, singles
-    ):
-        return preferred  # already within the guarantee of the optimum: skip the second run
+    if not classic:
+        # already within the guarantee of the optimum (by the single-item bound, else the
+        # online one after the first run): skip the second run
+        gained = sum(preferred.gains)
+        if gained >= guarantee * _knapsack_bound(singles[fits], costs[fits], remaining):
+            return preferred
+        members = np.concatenate([start, np.asarray(preferred.picks, dtype=np.int64)])
+        bound = gained + _online_bound(objective, costs, remaining, members, fits)
+        if gained >= guarantee * bound * (1.0 + _SLACK):
+            return preferred
     guaranteed = preferred if classic else run(1.0, 0.0)
     evaluations = preferred.evaluations + (
         guaranteed.evaluations if guaranteed is not preferred else 0
