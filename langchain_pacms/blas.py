@@ -1,9 +1,9 @@
-"""How many threads BLAS may use, set from Python (``threadpoolctl``, else OpenBLAS's own setter).
+"""How many threads BLAS may use, set from Python (OpenBLAS's own setter, or ``threadpoolctl``).
 
 :class:`~langchain_pacms.ContextSelector` runs its small products under :func:`blas_threads`
 (measured: docs/benchmarks.md). The limit is process-wide: concurrent and nested blocks share
 the first block's limit, and the last one out restores the previous setting. Libraries are found
-with ``threadpoolctl`` (else in ``/proc/self/maps`` on Linux) and set through their own setters.
+with ``threadpoolctl``; OpenBLAS is set through its own setter (a plain C call).
 
 Example:
     >>> with blas_threads(1):
@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from threadpoolctl import ThreadpoolController
+
 __all__ = ["blas_setup", "blas_threads", "set_blas_threads"]
 
 _SET_NAMES = (
@@ -29,43 +31,21 @@ _SET_NAMES = (
     "scipy_openblas_set_num_threads64_",
     "scipy_openblas_set_num_threads",
 )
-_CORENAME_NAMES = tuple(name.replace("set_num_threads", "get_corename") for name in _SET_NAMES)
-
-
-def _openblas_libs() -> list[Any]:
-    """Every OpenBLAS library loaded in this process (Linux; empty elsewhere)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            paths = {ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ".so" in ln}
-    except OSError:
-        return []
-    libs = []
-    for path in sorted(paths):
-        with contextlib.suppress(OSError):
-            libs.append(ctypes.CDLL(path))
-    return libs
-
-
-def _openblas_handles() -> list[tuple[Any, Any]]:
-    """``(set, get)`` thread functions of every OpenBLAS loaded in this process (Linux)."""
-    return [pair for lib in _openblas_libs() for pair in _setter_pair(lib)]
 
 
 @functools.lru_cache(maxsize=1)
-def _handles() -> tuple[tuple[Any, Any], ...]:
-    """``(set, get)`` thread functions of the loaded BLAS libraries, looked up once."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return tuple(_openblas_handles())
+def _blas() -> tuple[tuple[tuple[Any, Any], ...], str | None]:
+    """``(set, get)`` thread functions of the loaded BLAS libraries and OpenBLAS's kernel, once."""
     handles: list[tuple[Any, Any]] = []
+    kernel: str | None = None
     for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
         if lib.internal_api == "openblas":
+            kernel = kernel or getattr(lib, "architecture", None)
             with contextlib.suppress(OSError):
                 handles.extend(_setter_pair(ctypes.CDLL(lib.filepath)))
         else:  # MKL, BLIS, FlexiBLAS: their controllers set the library directly
             handles.append((lib.set_num_threads, lib.get_num_threads))
-    return tuple(handles)
+    return tuple(handles), kernel
 
 
 def _setter_pair(lib: Any) -> list[tuple[Any, Any]]:
@@ -78,34 +58,23 @@ def _setter_pair(lib: Any) -> list[tuple[Any, Any]]:
 
 
 def blas_setup() -> str | None:
-    """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"`` (Linux).
+    """The OpenBLAS kernel and thread count in effect, e.g. ``"Haswell x1"``.
 
-    None without a reachable OpenBLAS; ``"? x1"`` when it does not name its kernel.
+    None without a BLAS whose threads can be set; ``"? x1"`` when it names no kernel (not OpenBLAS).
 
     Example:
         >>> blas_setup() is None or " x" in blas_setup()
         True
     """
-    handles = _handles()
+    handles, kernel = _blas()
     if not handles:
         return None
-    return f"{_blas_kernel() or '?'} x{int(handles[0][1]())}"
-
-
-def _blas_kernel() -> str | None:
-    for lib in _openblas_libs():
-        for name in _CORENAME_NAMES:
-            get = getattr(lib, name, None)
-            if get is not None:
-                get.restype = ctypes.c_char_p
-                value = get()
-                return value.decode("ascii", "replace") if value else None
-    return None
+    return f"{kernel or '?'} x{int(handles[0][1]())}"
 
 
 def _limit(threads: int) -> Callable[[], None]:
     """Set BLAS to ``threads`` threads; return the call that restores the previous setting."""
-    handles = _handles()
+    handles = _blas()[0]
     before = [int(get()) for _, get in handles]
     for setter, _ in handles:
         setter(threads)
