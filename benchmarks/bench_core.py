@@ -22,7 +22,7 @@ Usage::
 
     python benchmarks/bench_core.py            # n in 100, 500, 2000, 10000; d in 384, 768
     python benchmarks/bench_core.py --quick    # n in 100, 500, 2000; d = 384; fewer repeats
-    python benchmarks/bench_core.py --blas-threads 1   # single-threaded BLAS (threadpoolctl)
+    python benchmarks/bench_core.py --blas-threads 1   # single-threaded BLAS
     python benchmarks/bench_core.py --plot time.png --plot-only a.json b.json  # redraw
 """
 
@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from langchain_pacms.core import Problem, solve
 
@@ -185,17 +186,10 @@ def machine() -> dict[str, Any]:
                     break
     except OSError:
         pass
-    try:
-        from threadpoolctl import threadpool_info
-
-        info["blas"] = [
-            {k: p.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
-            for p in threadpool_info()
-        ]
-    except ImportError:
-        config = np.show_config(mode="dicts")  # type: ignore[call-arg]
-        blas = config.get("Build Dependencies", {}).get("blas", {})
-        info["blas"] = [{"name": blas.get("name"), "version": blas.get("version")}]
+    info["blas"] = [
+        {k: p.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+        for p in threadpool_info()
+    ]
     info["loadavg"] = loadavg()
     return info
 
@@ -469,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         "--blas-threads",
         type=int,
         default=None,
-        help="limit BLAS threads (needs threadpoolctl); default: numpy's own",
+        help="limit BLAS threads; default: numpy's own",
     )
     parser.add_argument(
         "--budgets",
@@ -508,8 +502,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.langchain_max_n is None:
         args.langchain_max_n = 500 if args.quick else sys.maxsize
     if args.blas_threads is not None:
-        from threadpoolctl import threadpool_limits  # optional: pip install threadpoolctl
-
         with threadpool_limits(limits=args.blas_threads, user_api="blas"):
             report = run(args)
     else:

@@ -25,6 +25,7 @@ import dataclasses
 from typing import Any
 
 from bench_core import fresh, machine, make_problem, timed
+from threadpoolctl import threadpool_limits
 
 from langchain_pacms.core import Problem, solve
 
@@ -95,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, nargs="+", default=[384, 768, 4096])
     parser.add_argument("--strategies", nargs="+", default=["pacms", "pacms_paper"])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--blas-threads", type=int, default=None, help="cap BLAS threads (threadpoolctl)"
-    )
+    parser.add_argument("--blas-threads", type=int, default=None, help="cap BLAS threads")
     args = parser.parse_args(argv)
     info = machine()
     print(
@@ -106,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         f"budgets {BUDGETS} of the pool's tokens"
     )
     if args.blas_threads is not None:
-        from threadpoolctl import threadpool_limits  # optional: pip install threadpoolctl
-
         with threadpool_limits(limits=args.blas_threads, user_api="blas"):
             run(args)
     else:
