@@ -368,8 +368,8 @@ def register(subparsers: Any) -> None:
         "--watch",
         default=None,
         metavar="PATH",
-        help="follow a hook's JSONL selection log (its log_path): the page shows each new "
-        "record live (session 'watch')",
+        help="follow the JSONL selection log a hook or middleware writes (log=PATH): each new "
+        "record shows live on the page (session 'watch')",
     )
     parser.add_argument(
         "--insecure",
