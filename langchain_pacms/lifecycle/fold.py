@@ -20,6 +20,7 @@ from langchain_pacms.messages.locators import (
     ShownBefore,
     StubLocators,
     durable_locators,
+    ranked_stub_locators,
     stub_locators,
 )
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of
@@ -28,8 +29,8 @@ __all__ = [
     "Scope",
     "SidecarRecord",
     "call_texts",
+    "fold_locators",
     "fold_object",
-    "fold_source",
     "shown_before",
     "span_payload",
     "stub_shows",
@@ -257,19 +258,22 @@ def _fold_material(
     return _FOLDS(held, (span, obj.kind), compute)
 
 
-def fold_source(
+def fold_locators(
     messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope = "output"
-) -> str:
-    """The text whose locators a fold stub of ``obj`` shows (a span's call texts, then results).
+) -> list[str]:
+    """Every locator a fold stub of ``obj`` may show, best first (memoised by content).
+
+    The locators of a span's call texts, then of its results (:func:`ranked_stub_locators`).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
+        >>> msgs = [HumanMessage("see /srv/app.py, HAT039")]
         >>> from langchain_pacms.lifecycle.objects import index_messages
-        >>> fold_source([HumanMessage("hi")], index_messages([HumanMessage("hi")]).objects[0])
-        'hi'
+        >>> fold_locators(msgs, index_messages(msgs).objects[0])
+        ['/srv/app.py', 'HAT039']
     """
-    span = _is_span(messages, obj, scope)
-    return _source(messages, obj, span, payload_of(messages, obj.indices))
+    _, sha256, _, source, _ = _fold_material(messages, obj, _is_span(messages, obj, scope))
+    return ranked_stub_locators(sha256, source)
 
 
 def _source(messages: Sequence[BaseMessage], obj: ContextObject, span: bool, results: str) -> str:

@@ -18,11 +18,10 @@ from langchain_pacms.lifecycle.analysis import (
     object_features,
     words_of,
 )
-from langchain_pacms.lifecycle.fold import call_texts, fold_source
+from langchain_pacms.lifecycle.fold import call_texts, fold_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
 from langchain_pacms.lifecycle.tuning import PlannerTuning
-from langchain_pacms.messages.locators import ranked_locators
 
 if TYPE_CHECKING:
     from langchain_pacms.selector import ContextSelector
@@ -132,8 +131,8 @@ class HeuristicPlanner:
         key = (tuple(map(id, held)), obj.id, obj.kind, action.op, action.scope)
         hit = self._gains.get(key)
         if hit is None or any(x is not y for x, y in zip(hit[0], held, strict=True)):
-            source = fold_source(a.messages, obj, action.scope) if action.op == "fold" else ""
-            hit = (held, tuple(ranked_locators(source)), {})
+            fold = action.op == "fold"
+            hit = (held, tuple(fold_locators(a.messages, obj, action.scope)) if fold else (), {})
             self._gains.put(key, hit)
         hidden = tuple(t for t in hit[1] if t in a.shown)
         gains = hit[2]

@@ -28,6 +28,7 @@ __all__ = [
     "locator_lines",
     "locator_rank",
     "ranked_locators",
+    "ranked_stub_locators",
     "stub_budget",
     "stub_locators",
     "value_tokens",
@@ -198,7 +199,7 @@ def _split(token: str) -> tuple[str, str] | None:
 
 def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()) -> StubLocators:
     """The locators a fold stub of ``payload`` shows, without those in ``shown`` (memoised)."""
-    ranked = _memo(("stub", sha256, len(payload)), lambda: ranked_locators(payload))
+    ranked = ranked_stub_locators(sha256, payload)
     hidden = tuple(t for t in ranked if t in shown)
     key = (sha256, len(payload), hidden)
     found = _STUBS.get(key)
@@ -206,6 +207,18 @@ def stub_locators(sha256: str, payload: str, shown: Container[str] = frozenset()
         found = _layout(ranked, frozenset(hidden), stub_budget(payload))
         _STUBS.put(key, found)
     return found
+
+
+def ranked_stub_locators(sha256: str, payload: str) -> list[str]:
+    """:func:`ranked_locators` of ``payload`` (a stub's source), memoised by ``sha256``.
+
+    ``sha256`` names the folded payload the source comes from (see :func:`stub_locators`).
+
+    Example:
+        >>> ranked_stub_locators("d1", "grep HAT039 in src/a.py")
+        ['src/a.py', 'HAT039']
+    """
+    return _memo(("stub", sha256, len(payload)), lambda: ranked_locators(payload))
 
 
 def stub_budget(payload: str) -> int:

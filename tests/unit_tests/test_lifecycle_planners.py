@@ -447,6 +447,32 @@ def test_aplan_equals_plan_and_planning_is_deterministic():
     assert isinstance(planner, Planner) and first.planner == "heuristic"
 
 
+def test_a_history_loaded_again_gets_the_same_plan_from_content_memos():
+    # a checkpointer hands the next run new message objects with the same contents: the
+    # planner's per-object memos miss, the locator memo (by payload hash) serves them
+    h = History().user("Summarise the helpers")
+    for k in range(4):
+        path = f"src/app/helpers_{k}.py"
+        h.call("read_file", code_body(path, 200), path=path)
+    h.call("shell", log_text(120, build="build_id=bld_7f3a91c2 "), command="make build")
+    h.call("fetch_artifact", "artifact ok", build="bld_7f3a91c2")
+    first, _ = ask(h, "Now write the changelog entry for the release.", fillers=3)
+    assert {a.op for a in first.actions} == {"fold"} and len(first.actions) == 5
+    planner = classic(keep_recent=0)
+    assert planner.plan(index_messages(h.messages), h.messages) == first
+    loaded = [m.model_copy() for m in h.messages]
+    assert planner.plan(index_messages(loaded), loaded) == first
+    # the same ids over other contents: what a fresh planner sees, not the remembered plan
+    edited = [
+        m.model_copy(update={"content": m.content.replace("helpers", "parsers")})
+        if isinstance(m, ToolMessage)
+        else m
+        for m in h.messages
+    ]
+    fresh = classic(keep_recent=0).plan(index_messages(edited), edited)
+    assert planner.plan(index_messages(edited), edited) == fresh
+
+
 def test_summary_is_one_line_with_counts():
     h = History().user("Fix it")
     h.call("read_file", code_body("a.py"), path="a.py")
