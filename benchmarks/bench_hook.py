@@ -5,6 +5,8 @@ answer (300 messages, ~50k tokens). The embedding cache is warmed once, as it is
 agent. Two timings, each the median over many calls of ``hook.invoke(state)``:
 
 * ``repeat``: the same state again (everything cached);
+* ``reload``: the same state as new message objects with the same contents (what a graph meets
+  when a checkpointer loads the state again for a new run): per-object memos miss;
 * ``grow``: each call sees the conversation plus one new round (a few new texts to embed), which
   is what an agent loop does, in a sliding 300-message window (the oldest round leaves);
 * ``append``: one new round per call with nothing leaving (the history only grows, as in a
@@ -92,6 +94,13 @@ def main() -> None:
         repeat.append(time.perf_counter() - t0)
         repeat_cpu.append(time.process_time() - c0)
 
+    reload_cpu = []
+    for _ in range(min(args.calls, 50)):
+        loaded = {"messages": [m.model_copy() for m in state["messages"]]}
+        c0 = time.process_time()
+        hook.invoke(loaded)
+        reload_cpu.append(time.process_time() - c0)
+
     grow, grow_cpu = [], []
     stream = [*messages, *(m for t in range(75, 75 + args.calls) for m in round_of(t))]
     for i in range(args.calls):
@@ -131,6 +140,10 @@ def main() -> None:
         f"(min {min(repeat) * 1000:.2f} ms, p90 "
         f"{median_ms(sorted(repeat)[int(0.9 * len(repeat)) :]):.2f} ms; "
         f"process CPU median {median_ms(repeat_cpu):.2f} ms)"
+    )
+    print(
+        "hook overhead per model call, the same state loaded again (new message objects): "
+        f"process CPU median {median_ms(reload_cpu):.2f} ms"
     )
     print(
         f"hook overhead per model call, growing conversation: median {median_ms(grow):.2f} ms "
