@@ -147,7 +147,9 @@ def _load_by_ids(source: Path, ids: list[str], say: Any) -> list[Any]:
 def _recall(args: argparse.Namespace) -> int:
     from pacms_bench.backends import check_embeddings, selector_from_spec
     from pacms_bench.longmemeval import resolve_source
-    from pacms_bench.recall import RecallConfig, ResultCache, load_questions, run_recall
+    from pacms_bench.recall import load_questions, run_recall
+    from pacms_bench.recall_cache import ResultCache
+    from pacms_bench.recall_config import RecallConfig
 
     say = (lambda *_: None) if args.quiet else functools.partial(print, file=sys.stderr)
     started = time.perf_counter()
@@ -271,7 +273,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def _add_recall_parser(sub: Any) -> None:
     from pacms_bench.backends import EMBEDDINGS_HELP
-    from pacms_bench.recall import (
+    from pacms_bench.recall_config import (
         BUDGET_BASES,
         DEFAULT_BUDGETS,
         DEFAULT_LEVELS,

@@ -66,8 +66,10 @@ def _llm_planner(spec: str, ollama_url: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pacms_bench.lifecycle_replay import SELECTION, run_lifecycle_eval, write_report
+    from pacms_bench.lifecycle_replay import run_lifecycle_eval
+    from pacms_bench.lifecycle_report import write_report
     from pacms_bench.replay_cache import ReplayCache
+    from pacms_bench.replay_policies import SELECTION
     from pacms_bench.traces import load_traces
 
     say = (

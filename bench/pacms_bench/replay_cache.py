@@ -33,10 +33,16 @@ from pacms_bench.cells import CellFolder
 __all__ = ["ReplayCache", "replay_fingerprint", "session_digest"]
 
 # What decides a replay cell besides the selection code: parts of the library (folders or
-# modules) and the bench's replay, selection policies, judge, trace loader and this module.
+# modules) and the bench's replay (its run, policies, cuts, cost replay, settings and token
+# counts), selection policies, judge, trace loader and this module.
 _LIBRARY_CODE = ("lifecycle", "messages", "integrations", "tokens.py")
 _REPLAY_CODE = (
     "lifecycle_replay.py",
+    "replay_policies.py",
+    "replay_cuts.py",
+    "replay_cost.py",
+    "replay_settings.py",
+    "replay_tokens.py",
     "selection_replay.py",
     "dependency_judge.py",
     "traces.py",
@@ -50,13 +56,13 @@ def replay_fingerprint() -> str:
     Covers the library's ``lifecycle/``, ``messages/`` and ``integrations/`` (message mapping
     and per-call selection) and ``tokens.py``, the replay and its selection policies, judge,
     trace loader and this module, and the selection code that
-    :func:`~pacms_bench.recall.code_fingerprint` covers.
+    :func:`~pacms_bench.recall_cache.code_fingerprint` covers.
 
     Example:
         >>> len(replay_fingerprint()), replay_fingerprint() == replay_fingerprint()
         (16, True)
     """
-    from pacms_bench.recall import BENCH_ROOT, LIBRARY_ROOT, code_fingerprint, hash_sources
+    from pacms_bench.recall_cache import BENCH_ROOT, LIBRARY_ROOT, code_fingerprint, hash_sources
 
     digest = hashlib.sha256(code_fingerprint().encode())
     hash_sources(digest, LIBRARY_ROOT, _LIBRARY_CODE)

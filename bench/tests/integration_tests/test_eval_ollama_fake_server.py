@@ -33,7 +33,8 @@ from pacms_bench.cli import main
 from pacms_bench.longmemeval import iter_questions
 from pacms_bench.qa import run_qa
 from pacms_bench.qa_cli import CHECK_PROMPT, DEFAULT_MAX_TOKENS, JUDGE_NUM_CTX
-from pacms_bench.recall import RecallConfig, load_questions, run_recall
+from pacms_bench.recall import load_questions, run_recall
+from pacms_bench.recall_config import RecallConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"
 

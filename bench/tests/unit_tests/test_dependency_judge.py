@@ -16,7 +16,7 @@ from pacms_bench.dependency_judge import (
     minimal_cover,
     verdict,
 )
-from pacms_bench.lifecycle_replay import _judge_inputs
+from pacms_bench.replay_cuts import _judge_inputs
 
 USER_OUT = (
     '{"user_id": "mia_li_3668", "reservations": ["ZFA04Y", "K1NW8N"], '

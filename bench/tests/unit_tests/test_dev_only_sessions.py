@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
-from pacms_bench.lifecycle_replay import _split
+from pacms_bench.replay_settings import dev_split
 from pacms_bench.traces import TraceSession, default_traces_dir, load_mini_swe, load_traces
 
 TRACES = default_traces_dir()
@@ -58,8 +58,8 @@ def test_dev_only_sessions_leave_the_test_split_as_it_was(
 ) -> None:
     plain = [_session(n) for n in sorted(names)]
     more = [_session(f"dev__{n}", dev_only=True) for n in sorted(extra)]
-    dev_before, test_before = _split(plain, 0.3, seed)
-    dev, test = _split([*more, *plain], 0.3, seed)
+    dev_before, test_before = dev_split(plain, 0.3, seed)
+    dev, test = dev_split([*more, *plain], 0.3, seed)
     assert [s.name for s in test] == [s.name for s in test_before]
     assert not any(s.dev_only for s in test)
     assert {s.name for s in dev} == {s.name for s in dev_before} | {s.name for s in more}
@@ -91,7 +91,7 @@ def test_a_missing_dev_only_folder_is_no_problem(tmp_path: Path) -> None:
 @needs_traces
 def test_the_dev_folder_joins_development_and_the_test_split_is_unchanged() -> None:
     sessions, _ = load_traces(TRACES, ["mini-swe"])
-    dev, test = _split(sessions, 0.3, 0)
+    dev, test = dev_split(sessions, 0.3, 0)
     assert sorted(s.name for s in test) == MINI_SWE_TEST
     extra = [s for s in sessions if s.dev_only]
     assert len(extra) == 40 and all(s in dev for s in extra)

@@ -12,17 +12,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_pacms.lifecycle import Action, Plan, index_messages, provider_problems
 from langchain_pacms.tokens import TokenCounter
 from pacms_bench.dependency_judge import extract, future_dependencies, verdict
-from pacms_bench.lifecycle_replay import (
-    POLICIES,
-    PolicyPlanner,
-    cost_replay,
-    cut_points,
-    evaluate_cuts,
-    run_lifecycle_eval,
-    wilson,
-    write_report,
-)
+from pacms_bench.lifecycle_replay import run_lifecycle_eval
+from pacms_bench.lifecycle_report import write_report
 from pacms_bench.replay_cache import ReplayCache
+from pacms_bench.replay_cost import cost_replay
+from pacms_bench.replay_cuts import cut_points, evaluate_cuts, wilson
+from pacms_bench.replay_policies import POLICIES, PolicyPlanner
 from pacms_bench.traces import (
     TraceSession,
     default_traces_dir,
@@ -264,7 +259,8 @@ def test_the_report_prices_every_baseline(tmp_path):
 
 
 def test_a_rerun_reads_every_cell_from_the_cache(tmp_path, monkeypatch):
-    import pacms_bench.lifecycle_replay as replay
+    import pacms_bench.replay_cost as costs
+    import pacms_bench.replay_cuts as cuts
 
     cache = ReplayCache.create(tmp_path)
     first = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), cache=cache)
@@ -272,8 +268,8 @@ def test_a_rerun_reads_every_cell_from_the_cache(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("recomputed a cached cell")
 
-    monkeypatch.setattr(replay, "_cut_cells", fail)
-    monkeypatch.setattr(replay, "cost_replay", fail)
+    monkeypatch.setattr(cuts, "_cut_cells", fail)
+    monkeypatch.setattr(costs, "cost_replay", fail)
     again = run_lifecycle_eval(pair(), max_cuts=3, thresholds=(0.3,), cache=cache)
     assert timeless(first) == timeless(again)
     other = ReplayCache(str(tmp_path), "older-code")
@@ -343,37 +339,49 @@ def test_the_cli_runs_on_chosen_sessions_and_resumes_from_its_cache(tmp_path, ca
 
 
 def test_dominance_is_no_worse_on_both_and_better_on_one():
-    from pacms_bench.lifecycle_replay import _dominates
+    from pacms_bench.replay_settings import dominates
 
     row = lambda strict, pruning: {"strict_no_impact": strict, "pruning_mean": pruning}  # noqa: E731
-    assert _dominates(row(1.0, 0.3), row(1.0, 0.25))  # equal at 100%, prunes more
-    assert not _dominates(row(1.0, 0.3), row(1.0, 0.3))
-    assert not _dominates(row(0.93, 0.36), row(0.955, 0.26))  # prunes more, but less safe
+    assert dominates(row(1.0, 0.3), row(1.0, 0.25))  # equal at 100%, prunes more
+    assert not dominates(row(1.0, 0.3), row(1.0, 0.3))
+    assert not dominates(row(0.93, 0.36), row(0.955, 0.26))  # prunes more, but less safe
 
 
 def test_the_replay_fingerprint_covers_every_eval_module_the_replay_imports():
     import ast
 
-    from pacms_bench import lifecycle_replay, replay_cache
+    from pacms_bench import replay_cache
 
-    tree = ast.parse(Path(lifecycle_replay.__file__).read_text(encoding="utf-8"))
-    imported = {
-        node.module.rsplit(".", 1)[-1]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pacms_bench.")
-    }
+    def imports(module: str) -> set[str]:
+        source = Path(replay_cache.__file__).with_name(f"{module}.py").read_text(encoding="utf-8")
+        return {
+            node.module.rsplit(".", 1)[-1]
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pacms_bench.")
+        }
+
+    # the replay is lifecycle_replay and the replay_* modules it is made of (the cache's own
+    # imports are the fingerprint itself); every module they import must be hashed too
+    replay, todo = set(), ["lifecycle_replay"]
+    while todo:
+        replay.add(module := todo.pop())
+        found = {m for m in imports(module) if m.startswith("replay_")}
+        todo += found - replay - {"replay_cache"}
+    imported = replay.union(*map(imports, replay))
+    assert {"selection_replay", "replay_policies", "replay_cuts", "replay_cost"} <= imported
     covered = {Path(part).stem for part in replay_cache._REPLAY_CODE}
-    assert "selection_replay" in imported
-    assert imported - {"progress"} <= covered  # the progress bar decides no cell
+    # the progress bar and the report's targets and files decide no cell
+    missing = imported - {"progress", "lifecycle_report"} - covered
+    assert not missing, f"add to replay_cache._REPLAY_CODE: {sorted(missing)}"
 
 
 def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting():
-    from pacms_bench.lifecycle_replay import (
-        BASELINES,
+    from pacms_bench.replay_policies import BASELINES
+    from pacms_bench.replay_settings import (
         HEURISTIC_GRID,
         HORIZON_GRID,
-        _dominates,
-        _match,
+        dominates,
+        match_baselines,
         matched_name,
     )
 
@@ -383,7 +391,7 @@ def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting
         (None, g, evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row())
         for g in HEURISTIC_GRID
     ]
-    matched = _match(dev, mild, scored, 3, 0, TokenCounter(), None, lambda: None)
+    matched = match_baselines(dev, mild, scored, 3, 0, TokenCounter(), None, lambda: None)
     rows = [row for _, _, row in scored] + [
         evaluate_cuts(dev, "heuristic", settings=g, max_cuts=3).row() for g in HORIZON_GRID
     ]
@@ -391,7 +399,7 @@ def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting
     assert matched
     for name in BASELINES[1:]:
         other = evaluate_cuts(dev, name, max_cuts=3).row()
-        if _dominates(mine, other):
+        if dominates(mine, other):
             assert name not in matched
             continue
         m = matched.get(name)

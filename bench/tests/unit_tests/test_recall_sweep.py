@@ -17,22 +17,17 @@ from langchain_pacms.selector import DENSE_SIMILARITY_THRESHOLD
 from pacms_bench.backends import selector_from_spec
 from pacms_bench.cli import main, source_label
 from pacms_bench.longmemeval import Question, Round, default_data_dir, iter_questions
-from pacms_bench.recall import (
+from pacms_bench.recall import blas_setup, blas_threads, load_questions, run_recall, sweep_question
+from pacms_bench.recall_cache import ResultCache, question_digest
+from pacms_bench.recall_config import (
     ROW_FIELDS,
     RecallConfig,
-    RecallReport,
     RecallRow,
-    ResultCache,
     StrategySpec,
-    blas_setup,
-    blas_threads,
     budget_tokens,
-    load_questions,
     parse_strategy_spec,
-    question_digest,
-    run_recall,
-    sweep_question,
 )
+from pacms_bench.recall_report import RecallReport
 from pacms_bench.redundancy import inject_redundancy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lme_mini"

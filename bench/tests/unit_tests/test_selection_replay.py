@@ -15,7 +15,9 @@ from langchain_pacms.integrations import Budget, SelectionConfig, SelectionRunne
 from langchain_pacms.lifecycle import check_actions, index_messages
 from langchain_pacms.messages import LIFECYCLE_KEY, sent_tokens
 from langchain_pacms.tokens import TokenCounter
-from pacms_bench.lifecycle_replay import POLICIES, SELECTION, _tokens, evaluate_cuts
+from pacms_bench.replay_cuts import evaluate_cuts
+from pacms_bench.replay_policies import POLICIES, SELECTION
+from pacms_bench.replay_tokens import message_tokens
 from pacms_bench.selection_replay import (
     SELECTION_LIFE,
     SELECTION_STUBS,
@@ -103,7 +105,7 @@ def _folded_prefix(counter: TokenCounter) -> tuple[list[BaseMessage], list[BaseM
 def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the_folds():
     counter = TokenCounter()
     prefix, folded = _folded_prefix(counter)
-    share = _tokens(folded, counter) / _tokens(prefix, counter)
+    share = message_tokens(folded, counter) / message_tokens(prefix, counter)
     policy = selection_policy("life+select:pacms@0.5", counter)
     # the folds already left less than the share: the selection keeps the whole view
     assert share < 0.5
@@ -112,8 +114,8 @@ def test_selection_behind_the_lifecycle_takes_its_share_of_the_prefix_before_the
     # a share below what the folds left: the selection fits the view into it
     tight = dataclasses.replace(policy, ratio=share / 2)
     view, _ = tight(folded, base=prefix)
-    assert _tokens(view, counter) <= share / 2 * _tokens(prefix, counter) + 1
-    assert _tokens(view, counter) < _tokens(folded, counter)
+    assert message_tokens(view, counter) <= share / 2 * message_tokens(prefix, counter) + 1
+    assert message_tokens(view, counter) < message_tokens(folded, counter)
 
 
 @pytest.mark.parametrize("kept", [0.13, 0.16, 0.19, 0.22])

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from pacms_bench.dependency_judge import cut_dependencies, future_dependencies, restated
-from pacms_bench.lifecycle_replay import evaluate_cuts, write_report
+from pacms_bench.lifecycle_report import write_report
+from pacms_bench.replay_cuts import evaluate_cuts
 from pacms_bench.traces import TraceSession
 
 
