@@ -55,6 +55,26 @@ class CoverageObjective:
         self._scale = float(self.coverage_scale)
         self._modular = self.modular.tolist()
 
+    @classmethod
+    def of_rows(cls, rows: KernelRows) -> CoverageObjective:
+        """The coverage objective of given kernel rows (no modular part); targets: their columns.
+
+        Example:
+            >>> from langchain_pacms.core.kernel import SparseRows
+            >>> rows = SparseRows.from_dense(np.array([[1, 0], [1, 1]], dtype=np.float32))
+            >>> CoverageObjective.of_rows(rows).value([1])
+            2.0
+        """
+        objective = cls.__new__(cls)
+        objective.similarity_threshold = 0.0
+        objective.targets = np.arange(rows.shape[1], dtype=np.int64)
+        objective.rows = rows
+        objective.coverage_scale = np.float32(1.0)
+        objective.modular = np.zeros(rows.shape[0], dtype=np.float64)
+        objective._scale = 1.0
+        objective._modular = objective.modular.tolist()
+        return objective
+
     def _weights(
         self, problem: Problem, coverage: bool, density: bool, coverage_prior: float
     ) -> tuple[NDArray[np.int64], KernelRows]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from langchain_pacms.core.greedy import budgeted_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.pick import Pick
 from langchain_pacms.core.problem import Problem
+from langchain_pacms.core.values import value_coverage
 
 __all__ = [
     "FILLS",
@@ -134,6 +135,7 @@ def pacms(
     relevance_feedback: float = 0.0,
     feedback_items: int = 10,
     calibrate: bool = False,
+    values: Sequence[Collection[Hashable]] | None = None,
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:
@@ -157,12 +159,18 @@ def pacms(
         feedback_items: Most relevant candidates making the feedback centroid.
         calibrate: Read the settings on the pool's own cosine scale; a pool with mean cosine
             at least :data:`POOL_MEAN_COSINE_LIMIT` is kept in relevance order.
+        values: The exact values each candidate holds (paths, ids, numbers), one collection
+            per candidate: coverage is then over these values
+            (:func:`~langchain_pacms.core.values.value_coverage`; the similarity and fill
+            options do not apply). Tool loops pass them.
         experimental_auto_relevance_weight: Use :func:`auto_relevance_weight`. Warns.
         experimental_coverage_prior: Prior added to every target's relevance. Warns.
 
     Returns:
         Picks in greedy order; scores are marginal gains (0 for fill items).
     """
+    if values is not None:
+        return value_coverage(problem, values)
     lam = _relevance_weight(problem, relevance_weight, experimental_auto_relevance_weight)
     if experimental_coverage_prior:
         warnings.warn(

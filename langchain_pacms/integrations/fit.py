@@ -136,10 +136,12 @@ def fit(
     apply: Callable[[Selection], list[BaseMessage]],
     sent_of: Callable[[list[BaseMessage]], int],
     lift_reused: bool,
+    values_of: Callable[[Candidate], Collection[str]] | None = None,
 ) -> Steps[tuple[Selection, list[BaseMessage]]]:
     """Select until what is sent (by ``sent_of`` of ``apply(selection)``) fits the budget.
 
     Over budget: again with less room, then bisected; the fitting round sending the most wins.
+    With ``values_of``, ``pacms`` covers the values it gives for each candidate.
     """
     budget, unseen = pool.budget, pool.unseen
     cands = list(pool.candidates)
@@ -168,11 +170,13 @@ def fit(
             room = 1
         floored = stub_floor(cands, room, pool.reused, pool.folded)
         floor = floored is not None
+        offered = cands if floored is None else floored
+        values = {} if values_of is None else {"values": [values_of(c) for c in offered]}
         selection = yield Call(
             selector.select,
             selector.aselect,
-            (cands if floored is None else floored, query if query.strip() else _NO_QUERY),
-            {**options, "budget": max(1, room), "relevant_ids": lifted},
+            (offered, query if query.strip() else _NO_QUERY),
+            {**options, **values, "budget": max(1, room), "relevant_ids": lifted},
         )
         rounds += 1
         kept = set(selection.kept_ids)

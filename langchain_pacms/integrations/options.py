@@ -113,6 +113,8 @@ class Pacms(StrategyOptions):
 
     An option left ``None`` is not passed (the default applies); ``fill=False`` turns the fill
     off. ``experimental_*``, ``cost_exponent`` and ``guarantee`` are research settings.
+    ``pacms``'s ``values`` are not a setting: a tool loop passes each call's
+    (``ToolLoopOptions.cover_values``).
 
     Example:
         >>> Pacms(similarity_threshold=0.3)
@@ -203,6 +205,10 @@ class ToolLoopOptions:
         sidecar_store: The ``BaseStore`` for those payloads, under the run's ``thread_id``
             (else :func:`~langchain_pacms.messages.run_thread`).
         placeholders: Also offer optional tool spans with placeholder results (not with stubs).
+        cover_values: Where ``pacms`` selects among tool rounds, cover the exact values the
+            candidates hold (paths, ids, numbers; see
+            :func:`~langchain_pacms.core.values.value_coverage`) instead of their embeddings'
+            similarity. Needs a local selector (a ``RemoteSelector`` selects as before).
 
     Example:
         >>> ToolLoopOptions(fold_stubs=True)
@@ -216,6 +222,7 @@ class ToolLoopOptions:
     fold_stubs: bool | None = None
     sidecar_store: BaseStore | None = None
     placeholders: bool = False
+    cover_values: bool = True
 
     def __post_init__(self) -> None:
         if self.keep_latest_turn not in (True, False, "auto"):
@@ -224,6 +231,7 @@ class ToolLoopOptions:
             )
         _flag("lift_reused", self.lift_reused)
         _flag("placeholders", self.placeholders)
+        _flag("cover_values", self.cover_values)
         store = self.sidecar_store
         if store is not None and not isinstance(store, BaseStore):
             raise ValueError(

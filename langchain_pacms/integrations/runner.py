@@ -34,6 +34,7 @@ from langchain_pacms.messages import (
     messages_to_candidates,
     query_from_messages,
     report_selection,
+    reusable_values,
     selection_event,
     sent_tokens,
     span_messages,
@@ -145,6 +146,7 @@ class SelectionRunner:
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
         self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
+        self._values: LruMemo[str, frozenset[str]] = LruMemo(4096)  # candidate text -> values
         self._folds = FoldStubs(config.tool_loop)
 
     def resolve_budget(self, candidates: Sequence[Candidate], model: Any = None) -> int:
@@ -347,21 +349,48 @@ class SelectionRunner:
             return {"strategy": None if chosen is None else chosen.strategy, **options}
         return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
 
+    def _covers_values(self, query: str, tool_rounds: bool) -> bool:
+        """Whether ``pacms`` covers the candidates' values (``ToolLoopOptions.cover_values``).
+
+        Only for ``pacms`` as it comes: options the user gave it are for its embedding coverage.
+        """
+        chosen = self.config.strategy
+        name = self.selector.strategy if chosen is None else chosen.strategy
+        own = self.selector.strategy_options if name == self.selector.strategy else {}
+        return (
+            tool_rounds
+            and name == "pacms"
+            and not (own or (chosen is not None and chosen.options))
+            and bool(query.strip())
+            and self.config.tool_loop.cover_values
+            and isinstance(self.selector, ContextSelector)  # the service takes scalar options
+        )
+
+    def _values_of(self, candidate: Candidate) -> frozenset[str]:
+        """The values a candidate's text holds (paths, ids, numbers), memoised by text."""
+        found = self._values.get(candidate.text)
+        if found is None:
+            found = reusable_values(candidate.text)
+            self._values.put(candidate.text, found)
+        return found
+
     def fit(
         self, messages: Sequence[BaseMessage], pool: Pool, query: str
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
         """Select until what is sent fits the budget (see :func:`~.fit.fit`)."""
         counter, framing = self.selector.token_counter, self.config.message_framing
         role = self.config.context_role
+        rounds = _tool_rounds(pool)
         return (
             yield from fit(
                 self.selector,
                 pool,
                 query,
-                options=self._select_kwargs(query, _tool_rounds(pool)),
+                options=self._select_kwargs(query, rounds),
                 apply=lambda sel: apply_selection(messages, sel, pool.spans, context_role=role),
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,
+                values_of=self._values_of if self._covers_values(query, rounds) else None,
             )
         )
 

@@ -119,11 +119,20 @@ def test_the_hook_keeps_the_newest_read_of_a_file_over_a_search_that_matches_the
     msgs = _reads(["sed -n 1,40p src/util.py", "grep -rn port src"])
     mandatory = sent_tokens(msgs[:2] + msgs[-2:], SELECTOR.token_counter)
     budget = mandatory + sent_tokens(msgs[2:4], SELECTOR.token_counter) + 4
-    lifted = create_pacms_hook(budget, selector=SELECTOR, tool_loop=IN_TURN)
-    plain = create_pacms_hook(budget, selector=SELECTOR, tool_loop=NOT_LIFTED)
+    by_similarity = {"keep_latest_turn": False, "cover_values": False}
+    lifted = create_pacms_hook(
+        budget, selector=SELECTOR, tool_loop=ToolLoopOptions(**by_similarity)
+    )
+    plain = create_pacms_hook(
+        budget, selector=SELECTOR, tool_loop=ToolLoopOptions(lift_reused=False, **by_similarity)
+    )
     assert _kept_calls(lifted.invoke({"messages": msgs})["llm_input_messages"]) == ["c0", "c2"]
     assert lifted.last_selection.info["lifted"] == 1
     assert _kept_calls(plain.invoke({"messages": msgs})["llm_input_messages"]) == ["c1", "c2"]
+    # covering values (the default) keeps the read too: it names a path, the search nothing
+    for tool_loop in (IN_TURN, NOT_LIFTED):
+        hook = create_pacms_hook(budget, selector=SELECTOR, tool_loop=tool_loop)
+        assert _kept_calls(hook.invoke({"messages": msgs})["llm_input_messages"]) == ["c0", "c2"]
 
 
 def test_a_read_the_agent_made_again_is_not_the_newest():

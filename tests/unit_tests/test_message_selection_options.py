@@ -172,3 +172,39 @@ def test_other_strategies_get_no_feedback_option():
     )
     runner.run(conversation())
     assert selector.calls[-1] == ("topk", {})
+
+
+def test_tool_rounds_are_selected_by_the_values_they_hold():
+    from langchain_core.messages import ToolMessage
+
+    loop: list[Any] = [SystemMessage("You fix bugs."), HumanMessage("fix the parser in src/p.py")]
+    for k in range(8):
+        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
+        # even rounds repeat the task's path; odd ones hold an id of their own
+        held = "src/p.py" if k % 2 == 0 else f"src/p.py BUG-{k}0{k}"
+        loop += [
+            AIMessage(f"step {k}", tool_calls=[call]),
+            ToolMessage(f"{held}: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
+        ]
+    selector = RecordingSelector()
+    runner = SelectionRunner(
+        SelectionConfig(budget=Budget(ratio=0.4), selector=selector), source="test"
+    )
+    out = runner.run(loop)
+    options = selector.calls[-1][1]
+    assert len(options["values"]) == len(runner.last_selection.candidates)
+    assert runner.last_selection.info["coverage"] == "values"
+    sent = " ".join(str(m.content) for m in out)
+    kept = [k for k in range(7) if f"token {k} " in sent]  # the newest round is mandatory
+    assert kept and all(k % 2 for k in kept)  # the rounds with values of their own come first
+    # opting out, and a chat without tool rounds, select by the embeddings' similarity
+    off = ToolLoopOptions(cover_values=False)
+    assert "values" not in resolved(RecordingSelector(), loop, tool_loop=off)
+    # options given to pacms are for its embedding coverage: they keep it
+    assert "values" not in resolved(RecordingSelector(), loop, strategy=Pacms(gain_floor=0.1))
+    assert "values" not in resolved(RecordingSelector())
+
+
+def test_cover_values_must_be_a_flag():
+    with pytest.raises(ValueError, match="cover_values"):
+        ToolLoopOptions(cover_values="yes")  # type: ignore[arg-type]
