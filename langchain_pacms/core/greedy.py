@@ -10,8 +10,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from langchain_pacms.core.objective import CoverageObjective
+from langchain_pacms.core.problem import Problem
 
-__all__ = ["Completion", "GreedyResult", "budgeted_greedy", "lazy_greedy", "plain_greedy"]
+__all__ = [
+    "Completion",
+    "GreedyResult",
+    "budgeted_greedy",
+    "lazy_greedy",
+    "plain_greedy",
+    "problem_greedy",
+]
 
 Completion = Callable[[list[int], int], list[int]]  # (members, room) -> what to add within room
 _SLACK = 1e-4  # relative margin of the online bound over float32 rounding of the gains
@@ -281,3 +289,27 @@ def budgeted_greedy(
         # The guaranteed set alone carries the bound; it is completed only once chosen.
         chosen = _complete(objective, costs, remaining, start, guaranteed, complete)
     return GreedyResult(chosen.picks, chosen.gains, evaluations, chosen.completed)
+
+
+def problem_greedy(
+    problem: Problem,
+    objective: CoverageObjective,
+    start: NDArray[np.int64],
+    scores: NDArray[np.float64],
+    *,
+    complete: Completion | None,
+    **options: float,
+) -> GreedyResult:
+    """:func:`budgeted_greedy` on ``problem`` (ties to higher relevance), its gains in ``scores``.
+
+    ``scores`` gets each greedy pick's marginal gain and 0 for a completion's picks.
+    """
+    rank = np.empty(problem.n, dtype=np.int64)
+    rank[problem.relevance_order()] = np.arange(problem.n)
+    result = budgeted_greedy(
+        objective, problem.tokens, problem.budget, start, rank, complete=complete, **options
+    )
+    greedy = len(result.picks) - result.completed
+    scores[result.picks[:greedy]] = result.gains[:greedy]
+    scores[result.picks[greedy:]] = 0.0
+    return result

@@ -17,7 +17,7 @@ from langchain_pacms.core.calibration import (
     pool_threshold,
 )
 from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
-from langchain_pacms.core.greedy import budgeted_greedy
+from langchain_pacms.core.greedy import problem_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.pick import Pick
 from langchain_pacms.core.problem import Problem
@@ -220,23 +220,17 @@ def pacms(
         density=density,
         coverage_prior=experimental_coverage_prior,
     )
-    rank = np.empty(problem.n, dtype=np.int64)
-    rank[problem.relevance_order()] = np.arange(problem.n)
-    result = budgeted_greedy(
+    result = problem_greedy(
+        problem,
         objective,
-        problem.tokens,
-        problem.budget,
         start,
-        rank,
+        scores,
         cost_exponent=cost_exponent,
         guarantee=guarantee,
         gain_floor=gain_floor,
         min_gain=min_gain,
         complete=None if walk is None else (lambda members, room: walk(problem, members, room)),
     )
-    greedy = len(result.picks) - result.completed
-    scores[result.picks[:greedy]] = result.gains[:greedy]
-    scores[result.picks[greedy:]] = 0.0
     info = {
         "relevance_weight": lam,
         "evaluations": result.evaluations,

@@ -15,7 +15,7 @@ from collections.abc import Collection, Hashable, Sequence
 import numpy as np
 
 from langchain_pacms.core.fill import relevance_fill
-from langchain_pacms.core.greedy import budgeted_greedy
+from langchain_pacms.core.greedy import problem_greedy
 from langchain_pacms.core.kernel import SparseRows
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.pick import Pick
@@ -78,19 +78,13 @@ def value_coverage(
     if int(problem.tokens[start].sum()) > problem.budget:  # as solve() answers it
         return Pick(start, scores, over_budget=True)
     objective = CoverageObjective.of_rows(value_rows(problem, values, prior))
-    rank = np.empty(problem.n, dtype=np.int64)
-    rank[problem.relevance_order()] = np.arange(problem.n)
-    result = budgeted_greedy(
+    result = problem_greedy(
+        problem,
         objective,
-        problem.tokens,
-        problem.budget,
         start,
-        rank,
+        scores,
         complete=lambda members, room: relevance_fill(problem, members, room),
     )
-    greedy = len(result.picks) - result.completed
-    scores[result.picks[:greedy]] = result.gains[:greedy]
-    scores[result.picks[greedy:]] = 0.0
     info = {
         "coverage": "values",
         "values": objective.targets.shape[0],
