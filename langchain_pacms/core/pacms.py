@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,7 +135,7 @@ def pacms(
     relevance_feedback: float = 0.0,
     feedback_items: int = 10,
     calibrate: bool = False,
-    values: Sequence[Collection[Hashable]] | None = None,
+    values: Sequence[Collection[str]] | None = None,
     experimental_auto_relevance_weight: bool = False,
     experimental_coverage_prior: float = 0.0,
 ) -> Pick:

@@ -10,7 +10,7 @@ is filled in relevance order.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -28,9 +28,12 @@ VALUE_PRIOR = 0.1
 
 
 def value_rows(
-    problem: Problem, values: Sequence[Collection[Hashable]], prior: float = VALUE_PRIOR
+    problem: Problem, values: Sequence[Collection[str]], prior: float = VALUE_PRIOR
 ) -> SparseRows:
     """Candidate ``j``'s row: weight ``prior + rel(j)`` on each distinct value it holds.
+
+    Values are numbered in the order first met, each candidate's in sorted order, so the rows
+    (and the sums over them) do not depend on the process's string hashing.
 
     Example:
         >>> p = Problem.build(np.eye(2, dtype=np.float32), np.zeros(2, np.float32),
@@ -42,8 +45,8 @@ def value_rows(
         raise ValueError(
             f"values must give one collection per candidate ({problem.n}), got {len(values)}"
         )
-    ids: dict[Hashable, int] = {}
-    columns = [sorted({ids.setdefault(v, len(ids)) for v in held}) for held in values]
+    ids: dict[str, int] = {}
+    columns = [sorted({ids.setdefault(v, len(ids)) for v in sorted(held)}) for held in values]
     indptr = np.zeros(problem.n + 1, dtype=np.int64)
     np.cumsum([len(c) for c in columns], out=indptr[1:])
     indices = np.fromiter((i for c in columns for i in c), dtype=np.int64, count=int(indptr[-1]))
@@ -53,7 +56,7 @@ def value_rows(
 
 
 def value_coverage(
-    problem: Problem, values: Sequence[Collection[Hashable]], *, prior: float = VALUE_PRIOR
+    problem: Problem, values: Sequence[Collection[str]], *, prior: float = VALUE_PRIOR
 ) -> Pick:
     """Mandatory items, then the greedy on value coverage per token, then a relevance fill.
 

@@ -52,6 +52,7 @@ __all__ = ["RunnerViews", "SelectionRunner", "run_arguments", "tool_schema_text"
 
 logger = logging.getLogger(__name__)
 
+_VALUES_MEMO_CHARS = 8_000_000  # characters of candidate texts whose values are remembered
 _LATEST_TURN = "system prompt and the latest turn"
 _NEWEST_STEP = "system prompt, the latest human message and the newest step"
 _OVER = " (the latest turn alone exceeds the budget)"
@@ -146,7 +147,10 @@ class SelectionRunner:
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
         self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
-        self._values: LruMemo[str, frozenset[str]] = LruMemo(4096)  # candidate text -> values
+        # candidate text -> its values; bounded by the texts' size, as it holds them
+        self._values: LruMemo[str, frozenset[str]] = LruMemo(
+            4096, max_bytes=_VALUES_MEMO_CHARS, weigh=lambda text, _: len(text)
+        )
         self._folds = FoldStubs(config.tool_loop)
 
     def resolve_budget(self, candidates: Sequence[Candidate], model: Any = None) -> int:

@@ -109,3 +109,30 @@ def test_rows_of_an_empty_pool_and_of_candidates_without_values():
     assert value_rows(problem([], 1), []).shape == (0, 0)
     assert isinstance(value_rows(problem([3], 1), [set()]), SparseRows)
     assert value_coverage(problem([3, 1], 2), [set(), set()]).order.tolist() == [1]
+
+
+def test_rows_do_not_depend_on_string_hashing():
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from langchain_pacms.core import Problem\n"
+        "from langchain_pacms.core.values import value_rows\n"
+        "p = Problem.build(np.eye(3, dtype=np.float32), np.zeros(3, np.float32),"
+        " tokens=[1, 1, 1], budget=3)\n"
+        "r = value_rows(p, [frozenset('abcdefgh'), frozenset('xyzab'), frozenset('hq')])\n"
+        "print(r.indices.tolist())\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(seen) == 1
