@@ -22,6 +22,7 @@ from langchain_pacms.lifecycle.fold import call_texts, fold_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
 from langchain_pacms.lifecycle.tuning import PlannerTuning
+from langchain_pacms.messages.payload import payload_of
 
 if TYPE_CHECKING:
     from langchain_pacms.selector import ContextSelector
@@ -39,6 +40,13 @@ _KIND_PRIOR: dict[str, float] = {
     "assistant": 0.6,
     "user": 1.0,
 }
+
+_FEATURE_CHARS = 32_000_000  # characters the feature memo's keys hold at most
+
+
+def _key_chars(key: tuple[str, ...], _: object) -> int:
+    return sum(map(len, key))
+
 
 _Gains = tuple[tuple[BaseMessage, ...], tuple[str, ...], dict[tuple[str, ...], int]]
 """An object's messages, its stub's source locators, and its gain per set of those shown."""
@@ -75,11 +83,16 @@ class HeuristicPlanner:
             raise TypeError(f"tuning must be a PlannerTuning, got {type(tuning).__name__}")
         self.selector = selector
         self.tuning = tuning if tuning is not None else PlannerTuning()
-        self._cache: LruMemo[tuple[str, str], Features] = LruMemo(self.tuning.cache_size)
+        self._cache: LruMemo[tuple[str, ...], Features] = LruMemo(
+            self.tuning.cache_size, max_bytes=_FEATURE_CHARS, weigh=_key_chars
+        )
         self._gains: LruMemo[tuple[Any, ...], _Gains] = LruMemo(self.tuning.cache_size)
 
     def _features(self, obj: ContextObject, messages: Sequence[BaseMessage]) -> Features:
-        key = (obj.sha256, obj.signature)
+        # Keyed by all the features read: the calls, the text (a call's prose included) and
+        # the payload: its digest while active, else its current text (the stub or mask).
+        held = obj.sha256 if obj.state == "active" else payload_of(messages, obj.indices)
+        key = (obj.kind, obj.signature, obj.text, held)
         hit = self._cache.get(key)
         if hit is None:
             hit = object_features(obj, messages)

@@ -54,3 +54,51 @@ def test_a_value_shown_elsewhere_later_changes_the_remembered_gain() -> None:
     assert _plan(planner, named) == _plan(
         HeuristicPlanner(tuning=PlannerTuning(cache_size=0)), named
     )
+
+
+def _lookup(prose: str) -> list[BaseMessage]:
+    """A tool loop whose first call reads a large config; ``prose`` is that call's text."""
+    body = "\n".join(f"entry {i}: value {i * 7} unit alpha beta gamma" for i in range(120))
+    call = {"name": "read_config", "args": {"name": "cfg"}, "id": "c1"}
+    msgs: list[BaseMessage] = [
+        HumanMessage("Find the staging server port in the deployment inventory"),
+        AIMessage(prose, tool_calls=[call]),
+        ToolMessage(body, tool_call_id="c1"),
+    ]
+    for k in range(2, 6):
+        step = {"name": "list", "args": {"n": k}, "id": f"c{k}"}
+        msgs += [AIMessage("", tool_calls=[step]), ToolMessage(f"item {k}", tool_call_id=f"c{k}")]
+    return msgs
+
+
+def test_a_planner_shared_by_two_threads_plans_each_as_a_fresh_one() -> None:
+    # the same call and result under different prose: the words scored for relevance differ,
+    # so what one thread's history taught the planner must not decide the other's plan
+    tuning = PlannerTuning(keep_above=0.6)
+    elsewhere, named = (
+        _lookup("Looking elsewhere first."),
+        _lookup("Reading the staging server port from the deployment inventory."),
+    )
+    assert [a[:2] for a in _plan(HeuristicPlanner(tuning=tuning), elsewhere)] == [
+        ("fold", "function:tool:1")
+    ]
+    assert _plan(HeuristicPlanner(tuning=tuning), named) == []
+    shared = HeuristicPlanner(tuning=tuning)
+    _plan(shared, elsewhere)
+    assert _plan(shared, named) == []
+
+
+_PROSE = st.lists(
+    st.sampled_from(["staging", "server", "port", "inventory", "looking", "elsewhere", "now"]),
+    max_size=6,
+).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_PROSE, min_size=2, max_size=5))
+def test_a_shared_planner_plans_every_thread_as_a_fresh_one(proses: list[str]) -> None:
+    tuning = PlannerTuning(keep_above=0.6)
+    shared = HeuristicPlanner(tuning=tuning)
+    for prose in proses:
+        msgs = _lookup(prose)
+        assert _plan(shared, msgs) == _plan(HeuristicPlanner(tuning=tuning), msgs)
