@@ -305,6 +305,15 @@ class RemoteSelector:
             name, opts = self._remote_strategy, {**self.strategy_options, **options}
         else:
             name, opts = strategy, dict(options)
+        values = opts.pop("values", None)
+        if values is not None:  # sent with their candidates, to pacms by name
+            if len(values) != len(cands):
+                raise ValueError(
+                    f"values must give one collection per candidate ({len(cands)}), "
+                    f"got {len(values)}"
+                )
+            name = name or "pacms"
+        held = [None] * len(cands) if values is None else [sorted(map(str, v)) for v in values]
         return {
             "candidates": [
                 {
@@ -314,8 +323,9 @@ class RemoteSelector:
                     "mandatory": c.mandatory,
                     "tokens": int(t),
                     "position": int(c.position or 0),
+                    **({} if v is None else {"values": v}),
                 }
-                for c, t in zip(cands, tokens.tolist())
+                for c, t, v in zip(cands, tokens.tolist(), held)
             ],
             "query": query,
             "budget_tokens": budget,

@@ -367,7 +367,6 @@ class SelectionRunner:
             and not (own or (chosen is not None and chosen.options))
             and bool(query.strip())
             and self.config.tool_loop.cover_values
-            and isinstance(self.selector, ContextSelector)  # the service takes scalar options
         )
 
     def _values_of(self, candidate: Candidate) -> frozenset[str]:

@@ -59,6 +59,11 @@ class CandidateIn(BaseModel):
         le=MAX_INT,
         description="Chronological position (larger is newer), in [0, 2**53]; default: index.",
     )
+    values: list[str] | None = Field(
+        default=None,
+        description="The exact values the candidate holds (paths, ids, numbers). Given for "
+        "every candidate, pacms covers these values instead of the embeddings' similarity.",
+    )
 
 
 class SelectRequest(BaseModel):

@@ -166,6 +166,23 @@ class Service:
         """``POST /select_debug``: the verdict with every candidate's scores."""
         return self._answer(raw, session, debug=True)
 
+    def _values(self, req: SelectRequest) -> dict[str, Any]:
+        """``values=`` for ``pacms`` when every candidate gives them (other strategies ignore them).
+
+        Raises:
+            ValueError: If some candidates give values and others do not.
+        """
+        given = [c.values is not None for c in req.candidates]
+        if not any(given):
+            return {}
+        if not all(given):
+            missing = given.index(False)
+            raise ValueError(f"candidates[{missing}].values: give values for every candidate")
+        name, _ = self.selector.resolve_options(req.strategy, req.strategy_options)
+        if name != "pacms":  # a property of the candidates that only pacms reads
+            return {}
+        return {"values": [frozenset(c.values or ()) for c in req.candidates]}
+
     def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
         try:
             if session is not None:
@@ -183,7 +200,8 @@ class Service:
                 f"candidates: {n} candidates exceed the limit of "
                 f"{self.max_candidates} (max_candidates)",
             )
-        chars = sum(len(c.text) for c in req.candidates) + len(req.query)
+        chars = sum(len(c.text) + sum(map(len, c.values or ())) for c in req.candidates)
+        chars += len(req.query)
         if chars > self.max_text_chars:
             return problem_response(
                 413,
@@ -213,6 +231,7 @@ class Service:
                 strategy=req.strategy,
                 relevant_ids=req.relevant_ids,
                 **req.strategy_options,
+                **self._values(req),
             )
         except TypeError as err:
             return problem_response(422, f"strategy_options: {err}")

@@ -240,3 +240,73 @@ def test_a_request_whose_client_left_while_queued_is_never_worked() -> None:
         assert selector.calls == 1  # the abandoned request never reached the selector
         assert httpx.post(f"{base}/select", json=body, timeout=10).status_code == 200
         assert selector.calls == 2
+
+
+def _tool_loop() -> list[BaseMessage]:
+    """A coding loop whose rounds hold values (paths, ids) a later step may take up."""
+    from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+
+    loop: list[BaseMessage] = [
+        SystemMessage("You fix bugs."),
+        HumanMessage("fix the parser in src/p.py"),
+    ]
+    for k in range(10):
+        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
+        held = "src/p.py" if k % 2 == 0 else f"src/p.py BUG-{k}0{k} src/q{k}.py"
+        loop += [
+            AIMessage(f"step {k}", tool_calls=[call]),
+            ToolMessage(f"{held}: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
+        ]
+    return loop
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_tool_loop_through_the_service_covers_values_as_locally(
+    url: str, use_async: bool
+) -> None:
+    from langchain_pacms import Budget
+
+    loop = _tool_loop()
+    local = create_pacms_hook(budget=Budget(ratio=0.4))
+    remote = create_pacms_hook(
+        budget=Budget(ratio=0.4), selector=RemoteSelector(url, timeout=5, strict=True)
+    )
+    if use_async:
+        sent = (await remote.ainvoke({"messages": loop}))["llm_input_messages"]
+    else:
+        sent = remote.invoke({"messages": loop})["llm_input_messages"]
+    expected = local.invoke({"messages": loop})["llm_input_messages"]
+    assert [m.content for m in sent] == [m.content for m in expected]
+    assert remote.last_selection is not None and local.last_selection is not None
+    assert remote.last_selection.info["coverage"] == "values"
+    assert remote.last_selection.kept_ids == local.last_selection.kept_ids
+    assert len(remote.last_selection.kept_ids) < len(remote.last_selection.candidates)
+
+
+def test_the_service_takes_values_for_every_candidate_and_pacms_alone_reads_them(url: str) -> None:
+    cands = [
+        {"id": "a", "text": "grep found src/a.py", "values": ["src/a.py"]},
+        {"id": "b", "text": "ls shows src/b.py and src/a.py", "values": ["src/a.py", "src/b.py"]},
+        {"id": "c", "text": "the tests pass", "values": []},
+    ]
+    body = {"candidates": cands, "query": "where is b?", "budget_tokens": 9}
+    ok = httpx.post(f"{url}/select_debug", json=body)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["info"]["coverage"] == "values" and ok.json()["kept_ids"] == ["b"]
+    partial = {**body, "candidates": [*cands[:2], {"id": "c", "text": "the tests pass"}]}
+    refused = httpx.post(f"{url}/select", json=partial)
+    assert refused.status_code == 422 and "candidates[2].values" in refused.text
+    plain = [{k: v for k, v in c.items() if k != "values"} for c in cands]
+    for strategy in ("topk", "mmr", "lastk"):  # a session compares strategies as it is
+        other = httpx.post(f"{url}/select", json={**body, "strategy": strategy})
+        alone = httpx.post(
+            f"{url}/select", json={**body, "candidates": plain, "strategy": strategy}
+        )
+        assert other.status_code == 200 and other.json()["kept_ids"] == alone.json()["kept_ids"]
+
+
+def test_values_that_do_not_match_the_candidates_raise_as_locally() -> None:
+    remote = RemoteSelector("http://127.0.0.1:9", timeout=0.2)  # never asked: the input is bad
+    for selector in (ContextSelector(), remote):
+        with pytest.raises(ValueError, match=r"one collection per candidate \(2\), got 1"):
+            selector.select(["a b", "c d"], "q", budget=5, values=[{"x"}])
