@@ -12,6 +12,8 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 
 import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage
 from pacms_fakes import (
@@ -310,3 +312,34 @@ def test_values_that_do_not_match_the_candidates_raise_as_locally() -> None:
     for selector in (ContextSelector(), remote):
         with pytest.raises(ValueError, match=r"one collection per candidate \(2\), got 1"):
             selector.select(["a b", "c d"], "q", budget=5, values=[{"x"}])
+
+
+_WORDS = ["port", "staging", "parser", "crash", "token", "file", "config", "retry", "cache"]
+_VALUES = ["src/a.py", "src/b.py", "BUG-101", "6543", "tests/test_p.py", "0x0010"]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6),
+            st.frozensets(st.sampled_from(_VALUES), max_size=3),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    st.integers(1, 40),
+)
+def test_the_service_covers_values_as_the_local_selector_does(
+    url: str, pool: list[tuple[list[str], frozenset[str]]], budget: int
+) -> None:
+    texts = [" ".join(words + sorted(held)) for words, held in pool]
+    values = [held for _, held in pool]
+    local = ContextSelector().select(texts, "fix the staging port", budget, values=values)
+    remote = RemoteSelector(url, timeout=5, strict=True).select(
+        texts, "fix the staging port", budget, values=values
+    )
+    assert remote.kept_ids == local.kept_ids and remote.pick_order == local.pick_order
+    assert remote.info["coverage"] == local.info["coverage"] == "values"
