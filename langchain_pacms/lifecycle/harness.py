@@ -23,6 +23,7 @@ from langchain_pacms.lifecycle.actions import Action, restore
 from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
 from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats, transcript_of
 from langchain_pacms.lifecycle.fold import SidecarRecord
+from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
@@ -90,7 +91,8 @@ class LifecycleHarness:
     """Rehearse, validate, stage and commit a planner's lifecycle actions.
 
     Args:
-        planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner`.
+        planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default
+            ``HeuristicPlanner()``, the setting the lifecycle results measure).
         store: The LangGraph ``BaseStore`` for sidecars (default: a new, in-process
             ``InMemoryStore``; ``SqliteStore`` or ``PostgresStore`` persist).
         commit: When to commit (default ``CommitRule()``).
@@ -103,15 +105,14 @@ class LifecycleHarness:
             no ``Masking``.
 
     Example:
-        >>> from langchain_pacms.lifecycle import HeuristicPlanner
-        >>> harness = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary="tool"))
-        >>> harness.commit.boundary, harness.masking.head
-        ('tool', 400)
+        >>> harness = LifecycleHarness()
+        >>> harness.planner.name, harness.commit.boundary, harness.masking.head
+        ('heuristic', 'auto', 400)
     """
 
     def __init__(
         self,
-        planner: Planner,
+        planner: Planner | None = None,
         *,
         store: BaseStore | None = None,
         commit: CommitRule | None = None,
@@ -119,6 +120,8 @@ class LifecycleHarness:
         token_counter: Any = None,
         log: str | os.PathLike[str] | None = None,
     ) -> None:
+        if planner is None:
+            planner = HeuristicPlanner()
         if not isinstance(planner, Planner):
             raise TypeError(
                 f"planner must have name, plan() and aplan(); got {type(planner).__name__}"

@@ -13,7 +13,6 @@ from langgraph.store.base import BaseStore
 
 from langchain_pacms.lifecycle.commit import Commit
 from langchain_pacms.lifecycle.harness import LifecycleHarness
-from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.plan import Planner
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.messages.runs import thread_of
@@ -76,7 +75,7 @@ def build_harness(
         return harness
     chosen = dict(options)
     planner = chosen.pop("planner", None)
-    return LifecycleHarness(planner if planner is not None else HeuristicPlanner(), **chosen)
+    return LifecycleHarness(planner, **chosen)
 
 
 def state_update(commit: Commit | None) -> dict[str, Any] | None:

@@ -362,9 +362,12 @@ def test_auto_boundary_is_the_turn_in_a_chat_and_the_tool_in_a_long_loop():
 def test_the_default_harness_commits_inside_a_single_task_tool_loop():
     from langchain_pacms.lifecycle import HeuristicPlanner
 
-    harness = LifecycleHarness(HeuristicPlanner())  # every default
+    harness = LifecycleHarness()  # every default, the planner's too
+    assert isinstance(harness.planner, HeuristicPlanner)
     commits = [harness.step(_loop(n), thread_id="t") for n in range(1, 9)]
     assert commits[: TOOL_LOOP_STEPS - 1] == [None] * (TOOL_LOOP_STEPS - 1)
     assert any(c is not None for c in commits[TOOL_LOOP_STEPS - 1 :])
+    named = LifecycleHarness(HeuristicPlanner())
+    assert [named.step(_loop(n), thread_id="t") for n in range(1, 9)] == commits
     turn = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary="turn"))
     assert all(turn.step(_loop(n), thread_id="t") is None for n in range(1, 9))
