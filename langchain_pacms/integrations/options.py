@@ -208,7 +208,7 @@ class ToolLoopOptions:
         cover_values: Where ``pacms`` selects among tool rounds, cover the exact values the
             candidates hold (paths, ids, numbers; see
             :func:`~langchain_pacms.core.values.value_coverage`) instead of their embeddings'
-            similarity. Needs a local selector (a ``RemoteSelector`` selects as before).
+            similarity (a ``RemoteSelector`` sends the values to the service).
 
     Example:
         >>> ToolLoopOptions(fold_stubs=True)
