@@ -13,7 +13,13 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms._lru import LruMemo
 from langchain_pacms.lifecycle.actions import Action, apply_actions
-from langchain_pacms.lifecycle.fold import SidecarRecord, call_texts, shown_before
+from langchain_pacms.lifecycle.fold import (
+    Scope,
+    SidecarRecord,
+    call_texts,
+    fold_locators,
+    shown_before,
+)
 from langchain_pacms.lifecycle.objects import ContextObject, index_messages
 
 __all__ = ["FoldMemo", "FoldVariant", "fold_variants"]
@@ -55,10 +61,12 @@ class FoldMemo(LruMemo[Hashable, FoldVariant]):
         super().__init__(max_entries)
 
 
-def _span_key(messages: Sequence[BaseMessage], obj: ContextObject, calls: bool) -> Hashable:
+def _span_key(
+    messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope, hidden: tuple[str, ...]
+) -> Hashable:
     head = messages[obj.indices[0]].content
     text = head if isinstance(head, str) else json.dumps(head, sort_keys=True, default=str)
-    return (obj.id, obj.sha256, obj.signature, len(obj.indices), calls, text)
+    return (obj.id, obj.sha256, obj.signature, len(obj.indices), scope, text, hidden)
 
 
 def fold_variants(
@@ -70,8 +78,10 @@ def fold_variants(
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its ``AIMessage``'s index.
 
-    A stub leaves out what the history before its span shows, so it stays the same while the
-    history grows. ``messages`` is not modified.
+    A stub leaves out the locators the history up to its span's call shows, so it stays the
+    same while the history grows; a variant is reused only for the same span, id and left-out
+    locators (another thread's history, or an earlier part of this one that changed, gets its
+    own). ``messages`` is not modified.
 
     Args:
         messages: The history, oldest first.
@@ -94,30 +104,24 @@ def fold_variants(
     spans = [
         o for o in index.objects if o.kind == "tool" and o.state == "active" and len(o.indices) > 1
     ]
+    shown = shown_before(messages)
     found: dict[int, FoldVariant] = {}
-    todo: list[tuple[ContextObject, Hashable]] = []
+    todo: list[tuple[ContextObject, Scope, Hashable]] = []
     for o in spans:
-        key = _span_key(messages, o, calls)
+        scope: Scope = "span" if calls and any(call_texts(messages[o.indices[0]])) else "output"
+        seen = shown.upto(o.indices[0] + 1)  # what the history shows up to the span's call
+        hidden = tuple(t for t in fold_locators(messages, o, scope) if t in seen)
+        key = _span_key(messages, o, scope, hidden)
         hit = memo.get(key) if memo is not None else None
         if hit is not None:
             found[o.indices[0]] = hit
         else:
-            todo.append((o, key))
+            todo.append((o, scope, key))
     if todo:
-        # a stub leaves out what the history shows up to its span's call (a stable prefix)
-        actions = [
-            Action(
-                "fold",
-                o.id,
-                scope="span" if calls and any(call_texts(messages[o.indices[0]])) else "output",
-            )
-            for o, _ in todo
-        ]
-        folded = apply_actions(
-            messages, index, actions, token_counter=token_counter, shown=shown_before(messages)
-        )
+        actions = [Action("fold", o.id, scope=scope) for o, scope, _ in todo]
+        folded = apply_actions(messages, index, actions, token_counter=token_counter, shown=shown)
         records = {r.object_id: r for r in folded.sidecars}
-        for o, key in todo:
+        for o, _, key in todo:
             variant = FoldVariant(tuple(folded.messages[i] for i in o.indices), records[o.id])
             found[o.indices[0]] = variant
             if memo is not None:

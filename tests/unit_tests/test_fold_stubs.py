@@ -484,6 +484,38 @@ def test_the_memo_returns_the_same_variants_and_refolds_a_changed_span():
     ]
 
 
+def _stub_texts(variants: dict[int, Any]) -> list[tuple[Any, list[Any]]]:
+    return [(v.record, [m.content for m in v.messages]) for v in variants.values()]
+
+
+def test_one_memo_for_two_threads_stubs_each_from_its_own_history():
+    # the same call and output first in both threads; one task names a path the output holds,
+    # so that thread's stub leaves it out as shown, and the other's must still show it
+    def thread(task: str) -> list[BaseMessage]:
+        out = "\n".join(f"src/pkg/mod{i}.py:{i}: parse(x)" for i in range(6))
+        return [
+            SystemMessage("You fix bugs."),
+            HumanMessage(task),
+            AIMessage("", tool_calls=[call("bash", "c1", command="grep -rn parse src")]),
+            ToolMessage(out, tool_call_id="c1"),
+        ]
+
+    memo = FoldMemo()
+    named, plain = thread("fix the parser; see src/pkg/mod3.py"), thread("fix the parser")
+    assert "src/pkg/mod3.py" not in str(fold_variants(named, memo=memo)[2].messages[1].content)
+    shared = fold_variants(plain, memo=memo)
+    assert "src/pkg/mod3.py" in str(shared[2].messages[1].content)
+    assert _stub_texts(shared) == _stub_texts(fold_variants(plain))
+
+
+@slow_examples(40)
+@given(st.lists(conversations(), min_size=2, max_size=4))
+def test_a_memo_shared_by_threads_gives_each_its_fresh_variants(threads):
+    memo = FoldMemo()
+    for msgs in threads:
+        assert _stub_texts(fold_variants(msgs, memo=memo)) == _stub_texts(fold_variants(msgs))
+
+
 def test_the_memo_forgets_the_least_recently_used():
     memo = FoldMemo(max_entries=2)
     fold_variants(LOOP, memo=memo)
