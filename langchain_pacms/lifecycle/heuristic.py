@@ -22,6 +22,7 @@ from langchain_pacms.lifecycle.fold import call_texts, fold_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
 from langchain_pacms.lifecycle.tuning import PlannerTuning
+from langchain_pacms.messages.identity import by_messages
 from langchain_pacms.messages.payload import payload_of
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ def _key_chars(key: tuple[str, ...], _: object) -> int:
     return sum(map(len, key))
 
 
-_Gains = tuple[tuple[BaseMessage, ...], tuple[str, ...], dict[tuple[str, ...], int]]
-"""An object's messages, its stub's source locators, and its gain per set of those shown."""
+_Gains = tuple[tuple[str, ...], dict[tuple[str, ...], int]]
+"""An object's stub's source locators, and its gain per set of those shown."""
 
 
 class HeuristicPlanner:
@@ -86,7 +87,7 @@ class HeuristicPlanner:
         self._cache: LruMemo[tuple[str, ...], Features] = LruMemo(
             self.tuning.cache_size, max_bytes=_FEATURE_CHARS, weigh=_key_chars
         )
-        self._gains: LruMemo[tuple[Any, ...], _Gains] = LruMemo(self.tuning.cache_size)
+        self._gains: by_messages[_Gains] = by_messages(self.tuning.cache_size)
 
     def _features(self, obj: ContextObject, messages: Sequence[BaseMessage]) -> Features:
         # Keyed by all the features read: the calls, the text (a call's prose included) and
@@ -141,14 +142,14 @@ class HeuristicPlanner:
     def _gain(self, a: Analysis, obj: ContextObject, action: Action) -> int:
         """:func:`~langchain_pacms.lifecycle.actions.action_gain`, memoised per object."""
         held = tuple(a.messages[i] for i in obj.indices)
-        key = (tuple(map(id, held)), obj.id, obj.kind, action.op, action.scope)
-        hit = self._gains.get(key)
-        if hit is None or any(x is not y for x, y in zip(hit[0], held, strict=True)):
+
+        def located() -> _Gains:
             fold = action.op == "fold"
-            hit = (held, tuple(fold_locators(a.messages, obj, action.scope)) if fold else (), {})
-            self._gains.put(key, hit)
-        hidden = tuple(t for t in hit[1] if t in a.shown)
-        gains = hit[2]
+            return (tuple(fold_locators(a.messages, obj, action.scope)) if fold else (), {})
+
+        key = (obj.id, obj.kind, action.op, action.scope)
+        locators, gains = self._gains(held, key, located)
+        hidden = tuple(t for t in locators if t in a.shown)
         if hidden not in gains:
             gains[hidden] = action_gain(a.messages, obj, action, shown=a.shown)
         return gains[hidden]
