@@ -72,7 +72,16 @@ _LISTING_SHARE = 0.7  # of a payload's lines that are paths, for a listing
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
 _CEILING = 4_000  # characters a stub never exceeds
-_MEMO: LruMemo[tuple[str, str, int], list[str]] = LruMemo(8192)
+_MEMO_CHARS = 16_000_000  # characters the locator memo holds at most, its keys' texts included
+
+
+def _memo_chars(key: tuple[str, str, int], found: list[str]) -> int:
+    return len(key[1]) + sum(map(len, found))
+
+
+_MEMO: LruMemo[tuple[str, str, int], list[str]] = LruMemo(
+    8192, max_bytes=_MEMO_CHARS, weigh=_memo_chars
+)
 _UNIONS: LruMemo[tuple[str, ...], frozenset[str]] = LruMemo(16)
 _STUBS: LruMemo[tuple[str, int, tuple[str, ...]], StubLocators] = LruMemo(4096)
 

@@ -131,3 +131,15 @@ def test_the_locator_rules_import_nothing_from_the_judge() -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any((m or "").startswith("pacms_bench") for m in imported)
+
+
+def test_the_locator_memo_holds_a_bounded_number_of_characters(monkeypatch):
+    from langchain_pacms.messages import locators
+
+    assert locators._MEMO.max_bytes == locators._MEMO_CHARS  # the shipped memo is capped too
+    memo = locators.LruMemo(8192, max_bytes=200_000, weigh=locators._memo_chars)
+    monkeypatch.setattr(locators, "_MEMO", memo)
+    for i in range(30):  # long human messages, as a pasted log: each about 50,000 characters
+        locators.durable_locators([f"see src/app_{i}.py " + "word " * 10_000])
+    assert 0 < memo.nbytes <= 200_000 and len(memo) < 30
+    assert locators.durable_locators(["see src/app_29.py"]) >= {"src/app_29.py"}
