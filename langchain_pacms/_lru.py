@@ -96,6 +96,17 @@ class LruMemo(Generic[K, V]):
                 entries.move_to_end(key)
             self._shrink()
 
+    def discard(self, keys: Iterable[K], when: Callable[[V], bool]) -> None:
+        """Forget the entries under ``keys`` whose ``when(value)`` holds (nothing else moves)."""
+        with self._lock:
+            entries = self._entries
+            for key in keys:
+                found = entries.get(key, _ABSENT)
+                if found is not _ABSENT and when(found):
+                    del entries[key]
+                    if self.weigh is not None:
+                        self.nbytes -= self.weigh(key, found)
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:

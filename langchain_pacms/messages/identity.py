@@ -2,11 +2,14 @@
 
 A value is reused only while the message holds the same ``content``, ``additional_kwargs`` and
 ``tool_calls`` objects, so a message whose field was assigned anew is read afresh. A list or
-dict edited in place is not noticed: copy the message (``model_copy``) to change it.
+dict edited in place is not noticed: copy the message (``model_copy``) to change it. The memos
+hold messages weakly: an entry goes once a message it was made from is collected.
 """
 
 from __future__ import annotations
 
+import weakref
+from collections import deque
 from collections.abc import Callable
 from operator import is_
 from typing import Any, Generic, TypeVar
@@ -19,30 +22,56 @@ __all__ = ["by_message", "by_messages"]
 
 T = TypeVar("T")
 
+_Refs = tuple["weakref.ref[BaseMessage]", ...]
 
-def _held(messages: tuple[BaseMessage, ...]) -> tuple[Any, ...]:
-    """Each message with the field objects a memoised value is made of (compared by identity)."""
+
+def _fields(messages: tuple[BaseMessage, ...]) -> tuple[Any, ...]:
+    """The field objects of each message a memoised value is made of (compared by identity)."""
     held: list[Any] = []
     for m in messages:
         fields = m.__dict__  # pydantic keeps the fields there: no attribute machinery
-        held += (
-            m,
-            fields.get("content"),
-            fields.get("additional_kwargs"),
-            fields.get("tool_calls"),
-        )
+        held += (fields.get("content"), fields.get("additional_kwargs"), fields.get("tool_calls"))
     return tuple(held)
 
 
-class by_message(Generic[T]):
+def _gone(entry: tuple[Any, ...]) -> bool:
+    """Whether a message an entry was made from is no longer alive."""
+    return any(ref() is None for ref in entry[0])
+
+
+class _Memo:
+    """An LRU memo whose entries go once a message they were made from is collected."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.hits = size, 0
+        self._memo: LruMemo[Any, tuple[Any, ...]] = LruMemo(size)
+        self._dead: deque[Any] = deque()  # keys of entries whose messages died (weakref callbacks)
+
+    def _refs(self, messages: tuple[BaseMessage, ...], key: Any) -> _Refs:
+        dead = self._dead
+
+        def died(_: weakref.ref[BaseMessage]) -> None:
+            dead.append(key)
+
+        return tuple(weakref.ref(m, died) for m in messages)
+
+    def _purge(self) -> None:
+        # a callback only appends: it may run inside the memo's lock (a collection there)
+        dead = self._dead
+        self._memo.discard([dead.popleft() for _ in range(len(dead))], _gone)
+
+
+class by_message(_Memo, Generic[T]):
     """Memoise a function of one message by the message's identity (and its fields')."""
 
     def __init__(self, fn: Callable[[BaseMessage], T], size: int = 50_000) -> None:
-        self.fn, self.size, self.hits = fn, size, 0
-        self._memo: LruMemo[int, tuple[Any, Any, Any, Any, T]] = LruMemo(size)
+        super().__init__(size)
+        self.fn = fn
 
     def __call__(self, message: BaseMessage) -> T:
         """The function's value for ``message``, computed on its first call only."""
+        if self._dead:
+            self._purge()
         fields = message.__dict__
         content, extra, calls = (
             fields.get("content"),
@@ -52,7 +81,7 @@ class by_message(Generic[T]):
         hit = self._memo.get(id(message))
         if (
             hit is not None
-            and hit[0] is message
+            and hit[0][0]() is message
             and hit[1] is content
             and hit[2] is extra
             and hit[3] is calls
@@ -60,25 +89,32 @@ class by_message(Generic[T]):
             self.hits += 1
             return hit[4]
         value = self.fn(message)
-        self._memo.put(id(message), (message, content, extra, calls, value))
+        key = id(message)
+        self._memo.put(key, (self._refs((message,), key), content, extra, calls, value))
         return value
 
 
-class by_messages(Generic[T]):
+class by_messages(_Memo, Generic[T]):
     """Memoise ``compute()`` by the identity of a few messages (and their fields') and a key."""
 
     def __init__(self, size: int = 8_192) -> None:
-        self.size, self.hits = size, 0
-        self._memo: LruMemo[tuple[Any, ...], tuple[tuple[Any, ...], T]] = LruMemo(size)
+        super().__init__(size)
 
     def __call__(self, messages: tuple[BaseMessage, ...], key: Any, compute: Callable[[], T]) -> T:
         """What ``compute()`` returned for these message objects and ``key``, else its value."""
+        if self._dead:
+            self._purge()
         slot = (key, *map(id, messages))
-        held = _held(messages)
+        fields = _fields(messages)
         hit = self._memo.get(slot)
-        if hit is not None and len(hit[0]) == len(held) and all(map(is_, hit[0], held)):
+        if (
+            hit is not None
+            and len(hit[0]) == len(messages)
+            and all(ref() is m for ref, m in zip(hit[0], messages, strict=True))
+            and all(map(is_, hit[1], fields))
+        ):
             self.hits += 1
-            return hit[1]
+            return hit[2]
         value = compute()
-        self._memo.put(slot, (held, value))
+        self._memo.put(slot, (self._refs(messages, slot), fields, value))
         return value

@@ -53,3 +53,20 @@ def test_a_message_edited_by_assignment_is_folded_and_planned_afresh():
     fresh = HeuristicPlanner(tuning=PlannerTuning(keep_above=0.6))
     index = index_messages(msgs, latest="step")
     assert planner.plan(index, msgs).actions == fresh.plan(index, msgs).actions
+
+
+def test_an_entry_goes_once_its_message_is_collected():
+    import gc
+
+    memo = by_message(lambda m: str(m.content).upper())
+    pairs = by_messages[str](64)
+    kept = HumanMessage("kept")
+    for k in range(20):
+        m = HumanMessage(f"message {k}")
+        assert memo(m) == f"MESSAGE {k}"
+        assert pairs((m, kept), "k", lambda m=m: str(m.content)) == f"message {k}"
+    del m
+    gc.collect()
+    assert memo(kept) == "KEPT"  # a call forgets the entries of collected messages first
+    assert len(memo._memo) == 1
+    assert pairs((kept,), "k", lambda: "kept") == "kept" and len(pairs._memo) == 1
