@@ -47,6 +47,7 @@ class FoldMemo(LruMemo[Hashable, FoldVariant]):
 
     Args:
         max_entries: Most variants remembered (> 0).
+        max_chars: Most characters of payloads and stubs remembered (> 0).
 
     Example:
         >>> FoldMemo(0)
@@ -55,10 +56,16 @@ class FoldMemo(LruMemo[Hashable, FoldVariant]):
         ValueError: max_entries must be an int >= 1, got 0
     """
 
-    def __init__(self, max_entries: int = 4096) -> None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
-        super().__init__(max_entries)
+    def __init__(self, max_entries: int = 4096, *, max_chars: int = 64_000_000) -> None:
+        for name, cap in (("max_entries", max_entries), ("max_chars", max_chars)):
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {cap!r}")
+        super().__init__(max_entries, max_bytes=max_chars, weigh=_variant_chars)
+
+
+def _variant_chars(_: Hashable, variant: FoldVariant) -> int:
+    stubs = sum(len(m.content) if isinstance(m.content, str) else 0 for m in variant.messages)
+    return len(variant.record.payload) + stubs
 
 
 def _span_key(

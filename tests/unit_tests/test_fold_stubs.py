@@ -541,3 +541,12 @@ def test_a_sidecar_store_turns_fold_stubs_on_by_default():
     assert ToolLoopOptions(sidecar_store=store).fold_stubs is True
     assert ToolLoopOptions().fold_stubs is False
     assert SelectionConfig(budget=100).tool_loop.fold_stubs is False
+
+
+def test_the_memo_holds_a_bounded_number_of_characters():
+    memo = FoldMemo(max_chars=20_000)
+    big = tool_loop([["x" * 3_000 + f" src/f{k}.py"] for k in range(12)])
+    fold_variants(big, memo=memo)
+    assert 0 < memo.nbytes <= 20_000 and len(memo) < 12
+    with pytest.raises(ValueError, match="max_chars"):
+        FoldMemo(max_chars=0)
