@@ -305,6 +305,21 @@ class LifecycleHarness:
         if not at_boundary(messages, self.commit.boundary):
             return None  # nothing can commit here; staged actions are re-checked at the next one
         thread = self._threads.setdefault(thread_id, _Thread())
+        try:
+            return (yield from self._step(thread_id, thread, messages, known_ids, config))
+        finally:  # a thread with nothing staged keeps no state here
+            if not thread.staged and thread.checked is None:
+                self._threads.pop(thread_id, None)
+
+    def _step(
+        self,
+        thread_id: str,
+        thread: _Thread,
+        messages: Sequence[BaseMessage],
+        known_ids: Mapping[str, str] | None,
+        config: RunnableConfig | None,
+    ) -> Steps[Commit | None]:
+        """:meth:`_steps` at a boundary, for the thread's state."""
         index = self.index(messages, known_ids)
         if len(index.objects) > 1:
             plan = yield Call(self.planner.plan, self.planner.aplan, (index, messages))

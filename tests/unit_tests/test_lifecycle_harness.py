@@ -371,3 +371,13 @@ def test_the_default_harness_commits_inside_a_single_task_tool_loop():
     assert [named.step(_loop(n), thread_id="t") for n in range(1, 9)] == commits
     turn = LifecycleHarness(HeuristicPlanner(), commit=CommitRule(boundary="turn"))
     assert all(turn.step(_loop(n), thread_id="t") is None for n in range(1, 9))
+
+
+def test_a_thread_with_nothing_staged_leaves_no_state_in_the_harness():
+    harness = LifecycleHarness()
+    for t in range(50):
+        harness.step(_loop(TOOL_LOOP_STEPS + 2), thread_id=f"t{t}")
+    assert harness._threads == {}  # each thread committed and had nothing left staged
+    waiting = LifecycleHarness(commit=CommitRule(threshold=0.99))  # nothing pays: all stay staged
+    waiting.step(_loop(TOOL_LOOP_STEPS + 2), thread_id="w")
+    assert waiting.staged("w") and "w" in waiting._threads
