@@ -139,6 +139,22 @@ def tool_round(name: str, args: dict[str, Any], output: str, n: int | str = 1) -
     ]
 
 
+def values_loop(rounds: int = 8) -> list[BaseMessage]:
+    """A coding loop: even rounds repeat the task's path, odd ones hold values of their own."""
+    loop: list[BaseMessage] = [
+        SystemMessage("You fix bugs."),
+        HumanMessage("fix the parser in src/p.py"),
+    ]
+    for k in range(rounds):
+        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
+        held = "src/p.py" if k % 2 == 0 else f"src/p.py BUG-{k}0{k}"
+        loop += [
+            AIMessage(f"step {k}", tool_calls=[call]),
+            ToolMessage(f"{held}: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
+        ]
+    return loop
+
+
 def span_messages(payload: str) -> list[BaseMessage]:
     """The messages an audit record's payload holds: a span's calls and results."""
     return messages_from_dict(json.loads(payload))

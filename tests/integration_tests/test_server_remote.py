@@ -24,6 +24,7 @@ from pacms_fakes import (
     assert_provider_valid,
     create_react_agent,
     long_conversation,
+    values_loop,
 )
 from pacms_server import free_port, running
 
@@ -244,31 +245,13 @@ def test_a_request_whose_client_left_while_queued_is_never_worked() -> None:
         assert selector.calls == 2
 
 
-def _tool_loop() -> list[BaseMessage]:
-    """A coding loop whose rounds hold values (paths, ids) a later step may take up."""
-    from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
-
-    loop: list[BaseMessage] = [
-        SystemMessage("You fix bugs."),
-        HumanMessage("fix the parser in src/p.py"),
-    ]
-    for k in range(10):
-        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
-        held = "src/p.py" if k % 2 == 0 else f"src/p.py BUG-{k}0{k} src/q{k}.py"
-        loop += [
-            AIMessage(f"step {k}", tool_calls=[call]),
-            ToolMessage(f"{held}: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
-        ]
-    return loop
-
-
 @pytest.mark.parametrize("use_async", [False, True])
 async def test_a_tool_loop_through_the_service_covers_values_as_locally(
     url: str, use_async: bool
 ) -> None:
     from langchain_pacms import Budget
 
-    loop = _tool_loop()
+    loop = values_loop(10)
     local = create_pacms_hook(budget=Budget(ratio=0.4))
     remote = create_pacms_hook(
         budget=Budget(ratio=0.4), selector=RemoteSelector(url, timeout=5, strict=True)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from pacms_fakes import values_loop
 
 from langchain_pacms import Budget, ContextSelector, Pacms, ToolLoopOptions
 from langchain_pacms.integrations.config import SelectionConfig
@@ -175,17 +176,7 @@ def test_other_strategies_get_no_feedback_option():
 
 
 def test_tool_rounds_are_selected_by_the_values_they_hold():
-    from langchain_core.messages import ToolMessage
-
-    loop: list[Any] = [SystemMessage("You fix bugs."), HumanMessage("fix the parser in src/p.py")]
-    for k in range(8):
-        call = {"name": "bash", "args": {"command": f"grep -n tok{k} src"}, "id": f"c{k}"}
-        # even rounds repeat the task's path; odd ones hold an id of their own
-        held = "src/p.py" if k % 2 == 0 else f"src/p.py BUG-{k}0{k}"
-        loop += [
-            AIMessage(f"step {k}", tool_calls=[call]),
-            ToolMessage(f"{held}: token {k} " + "parse " * 30, tool_call_id=f"c{k}"),
-        ]
+    loop = values_loop(8)  # even rounds repeat the task's path; odd ones hold an id of their own
     selector = RecordingSelector()
     runner = SelectionRunner(
         SelectionConfig(budget=Budget(ratio=0.4), selector=selector), source="test"
