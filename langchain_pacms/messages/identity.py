@@ -57,8 +57,13 @@ class _Memo:
 
     def _purge(self) -> None:
         # a callback only appends: it may run inside the memo's lock (a collection there)
-        dead = self._dead
-        self._memo.discard([dead.popleft() for _ in range(len(dead))], _gone)
+        keys = []
+        try:
+            while True:
+                keys.append(self._dead.popleft())
+        except IndexError:  # emptied (another thread may purge at the same time)
+            pass
+        self._memo.discard(keys, _gone)
 
 
 class by_message(_Memo, Generic[T]):

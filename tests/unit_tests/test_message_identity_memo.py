@@ -70,3 +70,21 @@ def test_an_entry_goes_once_its_message_is_collected():
     assert memo(kept) == "KEPT"  # a call forgets the entries of collected messages first
     assert len(memo._memo) == 1
     assert pairs((kept,), "k", lambda: "kept") == "kept" and len(pairs._memo) == 1
+
+
+def test_threads_purging_at_once_do_not_fail():
+    import gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    memo = by_message(lambda m: len(str(m.content)))
+
+    def work(k: int) -> int:
+        total = 0
+        for j in range(300):
+            total += memo(HumanMessage(f"{k} {j}"))  # each message dies at once: purges race
+            if j % 50 == 0:
+                gc.collect()
+        return total
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(n > 0 for n in pool.map(work, range(8)))
