@@ -42,7 +42,6 @@ from pacms_bench.lifecycle_report import totals_and_targets
 from pacms_bench.progress import progress_bar
 from pacms_bench.replay_cache import ReplayCache
 from pacms_bench.replay_cost import BASELINE_COST_THRESHOLDS, cost_runs, session_cost
-from pacms_bench.replay_cuts import evaluate_cuts
 from pacms_bench.replay_policies import BASELINES
 from pacms_bench.replay_settings import (
     DEV_STRICT,
@@ -82,15 +81,7 @@ def _fill(task: Task) -> None:
     )
     if kind == "cuts":
         policy, settings, max_cuts, seed = rest
-        evaluate_cuts(
-            [session],
-            policy,
-            settings=settings,
-            max_cuts=max_cuts,
-            seed=seed,
-            counter=counter,
-            cache=cache,
-        )
+        scorer([session], max_cuts, seed, counter, cache, lambda: None)(policy, settings)
     else:
         run, boundary, cached_price = rest
         session_cost(session, run, boundary, cached_price, counter, cache)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Callable
+from itertools import chain
 from operator import is_
 from typing import Any, Generic, TypeVar
 
@@ -25,13 +26,10 @@ T = TypeVar("T")
 _Refs = tuple["weakref.ref[BaseMessage]", ...]
 
 
-def _fields(messages: tuple[BaseMessage, ...]) -> tuple[Any, ...]:
-    """The field objects of each message a memoised value is made of (compared by identity)."""
-    held: list[Any] = []
-    for m in messages:
-        fields = m.__dict__  # pydantic keeps the fields there: no attribute machinery
-        held += (fields.get("content"), fields.get("additional_kwargs"), fields.get("tool_calls"))
-    return tuple(held)
+def _fields(message: BaseMessage) -> tuple[Any, Any, Any]:
+    """The field objects a memoised value is made of (compared by identity)."""
+    held = message.__dict__  # pydantic keeps the fields there: no attribute machinery
+    return held.get("content"), held.get("additional_kwargs"), held.get("tool_calls")
 
 
 def _gone(entry: tuple[Any, ...]) -> bool:
@@ -77,25 +75,13 @@ class by_message(_Memo, Generic[T]):
         """The function's value for ``message``, computed on its first call only."""
         if self._dead:
             self._purge()
-        fields = message.__dict__
-        content, extra, calls = (
-            fields.get("content"),
-            fields.get("additional_kwargs"),
-            fields.get("tool_calls"),
-        )
-        hit = self._memo.get(id(message))
-        if (
-            hit is not None
-            and hit[0][0]() is message
-            and hit[1] is content
-            and hit[2] is extra
-            and hit[3] is calls
-        ):
+        key, fields = id(message), _fields(message)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0][0]() is message and all(map(is_, hit[1], fields)):
             self.hits += 1
-            return hit[4]
+            return hit[2]
         value = self.fn(message)
-        key = id(message)
-        self._memo.put(key, (self._refs((message,), key), content, extra, calls, value))
+        self._memo.put(key, (self._refs((message,), key), fields, value))
         return value
 
 
@@ -110,11 +96,10 @@ class by_messages(_Memo, Generic[T]):
         if self._dead:
             self._purge()
         slot = (key, *map(id, messages))
-        fields = _fields(messages)
-        hit = self._memo.get(slot)
+        fields = tuple(chain.from_iterable(map(_fields, messages)))
+        hit = self._memo.get(slot)  # the slot names each message: the lengths agree
         if (
             hit is not None
-            and len(hit[0]) == len(messages)
             and all(ref() is m for ref, m in zip(hit[0], messages, strict=True))
             and all(map(is_, hit[1], fields))
         ):

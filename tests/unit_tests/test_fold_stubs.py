@@ -516,6 +516,30 @@ def test_a_memo_shared_by_threads_gives_each_its_fresh_variants(threads):
         assert _stub_texts(fold_variants(msgs, memo=memo)) == _stub_texts(fold_variants(msgs))
 
 
+_PATHS = [f"src/pkg/mod{i}.py" for i in range(6)]
+
+
+@slow_examples(40)
+@given(
+    st.lists(
+        st.tuples(st.frozensets(st.sampled_from(_PATHS)), st.lists(st.sampled_from(_PATHS))),
+        min_size=2,
+        max_size=4,
+    )
+)
+def test_threads_with_the_same_rounds_and_other_tasks_get_their_own_stubs(threads):
+    # every thread runs the same tool rounds (so the same ids and payloads); their tasks name
+    # other paths, which each thread's stubs leave out as shown, or must list
+    rounds = [["\n".join(f"{p}:{k}: parse(x)" for p in _PATHS[k:] + _PATHS[:k])] for k in range(3)]
+    memo = FoldMemo()
+    for named, mentioned in threads:
+        msgs = tool_loop(rounds)
+        msgs[1] = HumanMessage(
+            f"fix the parser; see {' '.join(sorted(named))} {' '.join(mentioned)}"
+        )
+        assert _stub_texts(fold_variants(msgs, memo=memo)) == _stub_texts(fold_variants(msgs))
+
+
 def test_the_memo_forgets_the_least_recently_used():
     memo = FoldMemo(max_entries=2)
     fold_variants(LOOP, memo=memo)

@@ -88,3 +88,19 @@ def test_threads_purging_at_once_do_not_fail():
 
     with ThreadPoolExecutor(4) as pool:
         assert all(n > 0 for n in pool.map(work, range(8)))
+
+
+def test_a_purge_whose_queue_another_thread_emptied_does_not_fail():
+    from collections import deque
+
+    class Emptied(deque):  # type: ignore[type-arg]
+        """A queue that another thread empties right after the first key is taken."""
+
+        def popleft(self):  # type: ignore[no-untyped-def]
+            key = super().popleft()
+            self.clear()
+            return key
+
+    memo = by_message(lambda m: str(m.content))
+    memo._dead = Emptied([1, 2, 3])
+    assert memo(HumanMessage("after")) == "after" and not memo._dead
