@@ -26,6 +26,7 @@ from langchain_pacms.integrations.config import (
     resolve_config,
 )
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
+from langchain_pacms.lifecycle import make_recover_tool
 from langchain_pacms.messages.runs import run_config
 
 __all__ = ["PACMSMiddleware"]
@@ -37,6 +38,12 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
     The request's system message stays in place and is mandatory; kept memories and documents
     go in one context message first. A ``fraction`` budget is a share of ``request.model``'s
     ``profile["max_input_tokens"]``, and the schemas of ``request.tools`` are charged.
+
+    With fold stubs (``tool_loop=ToolLoopOptions(sidecar_store=store)``) it adds the
+    ``recover_context`` tool over that store to the agent, so the model can read back what a
+    stub stands for. An agent keeps one tool per name (``create_agent`` prefers a tool passed
+    in ``tools`` to a middleware's, and a later middleware's to an earlier one's): with a
+    ``LifecycleMiddleware`` too, give both the same store.
 
     Args:
         budget: The token budget (as for :func:`~langchain_pacms.integrations.create_pacms_hook`).
@@ -64,8 +71,9 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
     @method_parameters_of(agent_arguments)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
-        self.tools = []
         resolved = resolve_config(*agent_arguments(*args, **kwargs), "PACMSMiddleware")
+        store = resolved.tool_loop.sidecar_store if resolved.tool_loop.fold_stubs else None
+        self.tools = [] if store is None else [make_recover_tool(store)]
         if resolved.prompt is not None:
             raise ValueError(
                 "prompt is for the pre-model hook; the middleware counts the request's system "

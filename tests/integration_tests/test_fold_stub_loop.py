@@ -107,12 +107,15 @@ def _agent_inputs() -> tuple[StubChecker, RecordingChatModel, list[Any], Selecti
         selector=ContextSelector(),
         tool_loop=ToolLoopOptions(fold_stubs=True, sidecar_store=store),
     )
-    return script, RecordingChatModel(script=script), [read_file, make_recover_tool(store)], config
+    return script, RecordingChatModel(script=script), [read_file], config
 
 
 def test_hook_with_fold_stubs_keeps_the_budget_and_recovers_byte_for_byte():
     script, model, tools, config = _agent_inputs()
-    agent = create_react_agent(model, tools, pre_model_hook=create_pacms_hook(config=config))
+    assert config.tool_loop.sidecar_store is not None
+    recover = make_recover_tool(config.tool_loop.sidecar_store)  # a hook adds no tools
+    hook = create_pacms_hook(config=config)
+    agent = create_react_agent(model, [*tools, recover], pre_model_hook=hook)
     collector = EventCollector()
     agent.invoke(*loop_run(collector, system=True, thread_id=THREAD))
     _check(model, script, collector.selections, config.selector.token_counter)
@@ -124,7 +127,8 @@ async def test_middleware_with_fold_stubs_async_keeps_the_budget_and_recovers():
     from langchain_pacms.integrations import PACMSMiddleware
 
     script, model, tools, config = _agent_inputs()
-    middleware = PACMSMiddleware(config=config)
+    middleware = PACMSMiddleware(config=config)  # brings recover_context over its store
+    assert [t.name for t in middleware.tools] == [RECOVER_TOOL_NAME]
     agent = create_agent(model, tools, system_prompt=LOOP_SYSTEM, middleware=[middleware])
     collector = EventCollector()
     await agent.ainvoke(*loop_run(collector, thread_id=THREAD))

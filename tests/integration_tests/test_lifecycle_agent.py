@@ -137,6 +137,27 @@ def test_create_agent_async_with_selection_in_the_same_agent():
     _check_run(model, state)  # no checkpointer: the "default" thread
 
 
+def test_selection_with_fold_stubs_beside_the_lifecycle_on_one_store():
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    model = RecordingChatModel(script=respond)
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0), store=store)
+    selection = PACMSMiddleware(30_000, tool_loop=ToolLoopOptions(sidecar_store=store))
+    agent = create_agent(
+        model, [read_file], middleware=[lifecycle, selection], checkpointer=InMemorySaver()
+    )
+    config: Any = {"configurable": {"thread_id": "job-2"}}
+    agent.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    state = agent.invoke({"messages": [HumanMessage("what is k77?")]}, config)
+    names = [getattr(t, "name", "") for t in model.bound_tools]
+    assert names.count(RECOVER_TOOL_NAME) == 1  # one tool of the name, reading the shared store
+    _check_run(model, state)  # the lifecycle's fold comes back through it byte for byte
+
+
 def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
     from langchain_pacms.integrations import create_pacms_hook
 
