@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import RunnableConfig
 
 from langchain_pacms._steps import Call, Steps
 from langchain_pacms.integrations.fit import Pool
@@ -17,7 +16,6 @@ from langchain_pacms.messages.handles import reusable_values
 from langchain_pacms.messages.memo import MessageMemo
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.reuse import latest_reads, reused_spans
-from langchain_pacms.messages.runs import thread_of
 from langchain_pacms.messages.spans import Span
 from langchain_pacms.selector import Selection
 
@@ -80,9 +78,9 @@ class FoldStubs:
         messages: Sequence[BaseMessage],
         selection: Selection,
         folds: Mapping[int, FoldVariant],
-        config: RunnableConfig | None,
+        thread: str,
     ) -> Steps[list[str]]:
-        """Write each sent fold stub's payload to the sidecar store first; the ids written."""
+        """Write each sent fold stub's payload to ``thread``'s sidecars first; the ids written."""
         sent = [
             c.source.indices[0]
             for c in selection.kept
@@ -91,7 +89,7 @@ class FoldStubs:
         if not sent:
             return []
         assert self.options.sidecar_store is not None  # checked by ToolLoopOptions
-        sidecars = SidecarStore(self.options.sidecar_store, thread_of(config, messages))
+        sidecars = SidecarStore(self.options.sidecar_store, thread)
         records = [folds[i].record for i in sent]
         yield Call(sidecars.put_many, sidecars.aput_many, (records,))
         return [r.object_id for r in records]

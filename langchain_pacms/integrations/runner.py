@@ -38,6 +38,8 @@ from langchain_pacms.messages import (
     selection_event,
     sent_tokens,
     span_messages,
+    state_messages,
+    thread_of,
     traced_selection,
 )
 from langchain_pacms.selector import (
@@ -426,7 +428,9 @@ class SelectionRunner:
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
-            folded = yield from self._folds.store(messages, selection, folds, config)
+            # the thread the recover tool reads: named after the state's first message
+            thread = thread_of(config, state_messages(state) or messages)
+            folded = yield from self._folds.store(messages, selection, folds, thread)
         except Exception as err:
             if self.config.strict:
                 raise

@@ -24,7 +24,7 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarStore,
 )
 from langchain_pacms.messages.payload import payload_of
-from langchain_pacms.messages.runs import run_thread
+from langchain_pacms.messages.runs import run_thread, state_messages
 
 __all__ = ["RECOVER_TOOL_NAME", "RecoverInput", "make_recover_tool"]
 
@@ -58,13 +58,8 @@ class RecoverInput(BaseModel):
 
 def _messages(state: Any) -> tuple[Sequence[BaseMessage], Mapping[str, str] | None]:
     """The messages and the lifecycle's id map of a graph state (empty when there is none)."""
-    if isinstance(state, Mapping):
-        messages, known = state.get("messages"), state.get(IDS_KEY)
-    else:
-        messages, known = getattr(state, "messages", None), getattr(state, IDS_KEY, None)
-    if not isinstance(messages, Sequence) or not all(isinstance(m, BaseMessage) for m in messages):
-        return [], None
-    return messages, known if isinstance(known, Mapping) else None
+    known = state.get(IDS_KEY) if isinstance(state, Mapping) else getattr(state, IDS_KEY, None)
+    return state_messages(state), known if isinstance(known, Mapping) else None
 
 
 def _thread(

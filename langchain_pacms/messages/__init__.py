@@ -16,7 +16,13 @@ from langchain_pacms.messages.report import (
     traced_selection,
 )
 from langchain_pacms.messages.reuse import latest_reads, reused_spans
-from langchain_pacms.messages.runs import DEFAULT_THREAD, run_config, run_thread, thread_of
+from langchain_pacms.messages.runs import (
+    DEFAULT_THREAD,
+    run_config,
+    run_thread,
+    state_messages,
+    thread_of,
+)
 from langchain_pacms.messages.selection import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
@@ -67,6 +73,7 @@ __all__ = [
     "selection_event",
     "sent_tokens",
     "span_messages",
+    "state_messages",
     "stub_locators",
     "thread_of",
     "traced_selection",

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
-__all__ = ["DEFAULT_THREAD", "run_config", "run_thread", "thread_of"]
+__all__ = ["DEFAULT_THREAD", "run_config", "run_thread", "state_messages", "thread_of"]
 
 DEFAULT_THREAD = "default"
 """Thread id used when a run has neither a ``configurable.thread_id`` nor messages."""
@@ -34,6 +34,27 @@ def run_thread(messages: Sequence[Any]) -> str:
     text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return "run:sha256:" + digest[:16]
+
+
+def state_messages(state: Any) -> Sequence[BaseMessage]:
+    """A graph state's ``messages`` (key or attribute) when all are messages, else ``[]``.
+
+    What a tool reading ``InjectedState`` sees of the history: the thread of a run without a
+    thread id is named after its first message (:func:`run_thread`).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> state = {"messages": [HumanMessage("hi")]}
+        >>> [m.content for m in state_messages(state)], state_messages(None)
+        (['hi'], [])
+    """
+    if isinstance(state, Mapping):
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    if not isinstance(messages, Sequence) or not all(isinstance(m, BaseMessage) for m in messages):
+        return []
+    return messages
 
 
 def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:

@@ -150,3 +150,51 @@ def test_without_fold_stubs_dropped_outputs_leave_no_stub():
     agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 200})
     assert not any(STUB.search(str(m.content)) for m in model.received[-1])
     assert len(model.received[-1]) < 61  # outputs were dropped, not stubbed
+
+
+class FirstStubRecovery:
+    """Reads modules, then recovers the first stubbed output it sees and keeps what came back."""
+
+    def __init__(self, reads: int) -> None:
+        self.reads = reads
+        self.wanted: tuple[str, int] | None = None
+        self.recovered = ""
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        if index < self.reads:
+            return read_module(index)
+        if index == self.reads:
+            outputs = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+            self.wanted = next(
+                (found.group(1), module_number(c["args"]["path"]))
+                for m in messages
+                for c in getattr(m, "tool_calls", None) or []
+                if (found := STUB.search(str(outputs[c["id"]].content)))
+            )
+            args = {"object_id": self.wanted[0]}
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, args, "r1")])
+        self.recovered = str(messages[-1].content)
+        return AIMessage("done")
+
+
+@pytest.mark.parametrize("system_prompt", [LOOP_SYSTEM, None])
+def test_middleware_stubs_recover_in_a_run_without_a_thread_id(system_prompt: str | None):
+    # the stubs' payloads go to the thread the recover tool reads: the one named after the
+    # state's first message, not the request's (which starts with the system prompt)
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware
+
+    script = FirstStubRecovery(20)
+    store = InMemoryStore()
+    middleware = PACMSMiddleware(1_500, tool_loop=ToolLoopOptions(sidecar_store=store))
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        system_prompt=system_prompt,
+        middleware=[middleware],
+    )
+    agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 100})
+    assert script.wanted is not None
+    assert script.recovered.startswith("{"), script.recovered
+    assert json.loads(script.recovered)["results"] == module_text(script.wanted[1], MARKS)
