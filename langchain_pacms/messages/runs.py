@@ -10,6 +10,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
+from langchain_pacms.messages.selection import CONTEXT_MESSAGE_ID
+
 __all__ = ["DEFAULT_THREAD", "run_config", "run_thread", "state_messages", "thread_of"]
 
 DEFAULT_THREAD = "default"
@@ -25,10 +27,20 @@ def run_config() -> Any:
 
 
 def run_thread(messages: Sequence[Any]) -> str:
-    """The thread of a run without a thread id: its first message's id, else a hash of it."""
+    """The thread of a run without a thread id: its first message's id, else a hash of it.
+
+    The context message a hook writes into the state (id :data:`CONTEXT_MESSAGE_ID`, the same
+    in every run) does not count: the message after it names the thread.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> task = HumanMessage("fix it", id="h1")
+        >>> run_thread([task]), run_thread([SystemMessage("memories", id="pacms-context"), task])
+        ('run:h1', 'run:h1')
+    """
     if not messages:
         raise ValueError("a run with no messages has no thread")
-    first = messages[0]
+    first = next((m for m in messages if getattr(m, "id", None) != CONTEXT_MESSAGE_ID), messages[0])
     if getattr(first, "id", None):
         return f"run:{first.id}"
     text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"

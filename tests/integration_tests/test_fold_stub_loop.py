@@ -198,3 +198,32 @@ def test_middleware_stubs_recover_in_a_run_without_a_thread_id(system_prompt: st
     assert script.wanted is not None
     assert script.recovered.startswith("{"), script.recovered
     assert json.loads(script.recovered)["results"] == module_text(script.wanted[1], MARKS)
+
+
+def test_hook_writing_the_history_keeps_each_run_without_a_thread_id_apart():
+    # output_key="messages" puts the memories' context message (the same id in every run)
+    # first in the state; the thread is named after the message after it
+    from langchain_pacms import MemoryOptions
+
+    store = InMemoryStore()
+    store.put(("memories",), "m1", {"text": "the user prefers short answers"})
+    scripts = [FirstStubRecovery(20), FirstStubRecovery(20)]
+    for script in scripts:
+        hook = create_pacms_hook(
+            config=SelectionConfig(
+                budget=1_500,
+                output_key="messages",
+                memory=MemoryOptions([("memories",)]),
+                tool_loop=ToolLoopOptions(sidecar_store=store),
+            )
+        )
+        tools = [read_file, make_recover_tool(store)]
+        model = RecordingChatModel(script=script)
+        agent = create_react_agent(model, tools, pre_model_hook=hook, store=store)
+        state = agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, {"recursion_limit": 100})
+        assert state["messages"][0].id == "pacms-context"
+        assert script.wanted is not None
+        assert json.loads(script.recovered)["results"] == module_text(script.wanted[1], MARKS)
+    namespaces = store.list_namespaces(prefix=("pacms_sidecar",))
+    assert len(namespaces) == 2  # one per run
+    assert ("pacms_sidecar", "run:pacms-context") not in namespaces
