@@ -30,14 +30,22 @@ class FoldStubs:
         self._memo: FoldMemo | None = None  # the variants of the spans seen, between calls
 
     def variants(
-        self, messages: Sequence[BaseMessage], token_counter: Callable[[str], int]
+        self,
+        messages: Sequence[BaseMessage],
+        token_counter: Callable[[str], int],
+        known_ids: Mapping[str, str] | None = None,
     ) -> Mapping[int, FoldVariant]:
-        """The fold-stub variants of the tool spans (none unless ``fold_stubs``)."""
+        """The fold-stub variants of the tool spans (none unless ``fold_stubs``).
+
+        ``known_ids``: the lifecycle's object ids of this history (see :func:`fold_variants`).
+        """
         if not self.options.fold_stubs:
             return {}
         if self._memo is None:
             self._memo = FoldMemo()
-        return fold_variants(messages, token_counter=token_counter, memo=self._memo)
+        return fold_variants(
+            messages, token_counter=token_counter, memo=self._memo, known_ids=known_ids
+        )
 
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:
         """``pool`` with its reused tool spans (values used later, newest reads) and folded ones."""

@@ -19,6 +19,7 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups, namespaces
+from langchain_pacms.lifecycle import known_ids_of
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
@@ -416,7 +417,8 @@ class SelectionRunner:
             memories, documents, lookup_error = yield from lookups(
                 self.config, self.source, store, query, state, config, context
             )
-            folds = self._folds.variants(messages, self.selector.token_counter)
+            counter = self.selector.token_counter
+            folds = self._folds.variants(messages, counter, known_ids_of(state))
             pool = self.candidates(
                 messages,
                 memories,

@@ -22,7 +22,12 @@ from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
 from langchain_pacms.lifecycle.mask import mask_text
-from langchain_pacms.lifecycle.node import IDS_KEY, HarnessOptions, create_lifecycle_node
+from langchain_pacms.lifecycle.node import (
+    IDS_KEY,
+    HarnessOptions,
+    create_lifecycle_node,
+    known_ids_of,
+)
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverInput, make_recover_tool
@@ -86,6 +91,7 @@ __all__ = [
     "find_locators",
     "fold_variants",
     "index_messages",
+    "known_ids_of",
     "make_recover_tool",
     "mask_text",
     "payload_of",

@@ -20,10 +20,24 @@ from langchain_pacms.messages.runs import thread_of
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["IDS_KEY", "HarnessOptions", "build_harness", "create_lifecycle_node"]
+__all__ = ["IDS_KEY", "HarnessOptions", "build_harness", "create_lifecycle_node", "known_ids_of"]
 
 IDS_KEY = "pacms_lifecycle_ids"
 """State key holding ``message id -> object id`` (so ids stay stable after prunes)."""
+
+
+def known_ids_of(state: Any) -> Mapping[str, str] | None:
+    """A graph state's ``message id -> object id`` map (:data:`IDS_KEY`), ``None`` without one.
+
+    Whatever names objects of that state (a fold stub sent by per-call selection, the
+    ``recover_context`` tool) reads it, so an object keeps its id after a prune.
+
+    Example:
+        >>> known_ids_of({IDS_KEY: {"t1": "function:tool:2"}}), known_ids_of({"messages": []})
+        ({'t1': 'function:tool:2'}, None)
+    """
+    known = state.get(IDS_KEY) if isinstance(state, Mapping) else getattr(state, IDS_KEY, None)
+    return known if isinstance(known, Mapping) else None
 
 
 class HarnessOptions(TypedDict, total=False):
@@ -92,8 +106,7 @@ def state_inputs(
     messages = state.get(key)
     if messages is None:
         raise KeyError(f"the lifecycle node reads state[{key!r}], which this state lacks")
-    known = state.get(IDS_KEY)
-    return messages, known if isinstance(known, Mapping) else None
+    return messages, known_ids_of(state)
 
 
 def create_lifecycle_node(

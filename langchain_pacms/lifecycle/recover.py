@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
-from langchain_pacms.lifecycle.node import IDS_KEY
+from langchain_pacms.lifecycle.node import known_ids_of
 from langchain_pacms.lifecycle.objects import index_messages
 from langchain_pacms.lifecycle.sidecar import (
     SidecarError,
@@ -58,8 +58,7 @@ class RecoverInput(BaseModel):
 
 def _messages(state: Any) -> tuple[Sequence[BaseMessage], Mapping[str, str] | None]:
     """The messages and the lifecycle's id map of a graph state (empty when there is none)."""
-    known = state.get(IDS_KEY) if isinstance(state, Mapping) else getattr(state, IDS_KEY, None)
-    return state_messages(state), known if isinstance(known, Mapping) else None
+    return state_messages(state), known_ids_of(state)
 
 
 def _thread(

@@ -6,7 +6,7 @@ A stub's sidecar record must be stored before its messages reach the model.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage
@@ -82,6 +82,7 @@ def fold_variants(
     token_counter: Callable[[str], int] | str | None = None,
     calls: bool = True,
     memo: FoldMemo | None = None,
+    known_ids: Mapping[str, str] | None = None,
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its ``AIMessage``'s index.
 
@@ -96,6 +97,9 @@ def fold_variants(
         calls: Fold a call message that carries text or long arguments with its results
             (``scope="span"``).
         memo: Variants of earlier calls to reuse; new ones are added.
+        known_ids: The lifecycle's ``message id -> object id`` map of this history
+            (:func:`~langchain_pacms.lifecycle.node.known_ids_of` of the state), so each stub
+            names its span by the id ``recover_context`` finds it under after a prune.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -107,7 +111,7 @@ def fold_variants(
         >>> variant.messages[1].content, fold_variants(msgs, memo=memo)[1] is variant
         ('[folded: 1 line; recover_context("function:tool:1"); locators: port=8080]', True)
     """
-    index = index_messages(messages, token_counter=token_counter)
+    index = index_messages(messages, token_counter=token_counter, known_ids=known_ids)
     spans = [
         o for o in index.objects if o.kind == "tool" and o.state == "active" and len(o.indices) > 1
     ]

@@ -227,3 +227,41 @@ def test_hook_writing_the_history_keeps_each_run_without_a_thread_id_apart():
     namespaces = store.list_namespaces(prefix=("pacms_sidecar",))
     assert len(namespaces) == 2  # one per run
     assert ("pacms_sidecar", "run:pacms-context") not in namespaces
+
+
+class RereadThenRecover(FirstStubRecovery):
+    """Reads module 0 twice (the lifecycle prunes the first read), then recovers a stub."""
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        if index == 6:
+            read = call("read_file", {"path": "src/module_0.py"}, "again")
+            return AIMessage("Step 6: module 0 once more.", tool_calls=[read])
+        return super().__call__(messages, index)
+
+
+def test_middleware_stubs_name_spans_by_the_lifecycle_ids_after_a_prune():
+    # after the lifecycle prunes a superseded read, per-call selection numbers the spans with
+    # the lifecycle's ids, so recover_context finds the payload each stub stood for
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    script = RereadThenRecover(20)
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(store=store)
+    selection = PACMSMiddleware(1_500, tool_loop=ToolLoopOptions(sidecar_store=store))
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        middleware=[lifecycle, selection],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "reread"}, "recursion_limit": 100}
+    state = agent.invoke({"messages": [HumanMessage(LOOP_TASK)]}, config)
+    assert lifecycle.harness.stats.commits >= 1
+    assert lifecycle.harness.audit("reread").list_ids()  # the first read of module 0 left
+    assert script.wanted is not None
+    assert json.loads(script.recovered)["results"] == module_text(script.wanted[1], MARKS)
+    assert state["messages"][-1].content == "done"
