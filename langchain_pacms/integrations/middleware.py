@@ -26,7 +26,7 @@ from langchain_pacms.integrations.config import (
     resolve_config,
 )
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
-from langchain_pacms.lifecycle import make_recover_tool
+from langchain_pacms.lifecycle import RecoverCheck, make_recover_tool
 from langchain_pacms.messages.runs import run_config
 
 __all__ = ["PACMSMiddleware"]
@@ -74,6 +74,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         resolved = resolve_config(*agent_arguments(*args, **kwargs), "PACMSMiddleware")
         store = resolved.tool_loop.sidecar_store if resolved.tool_loop.fold_stubs else None
         self.tools = [] if store is None else [make_recover_tool(store)]
+        self._check_tools = None if store is None else RecoverCheck(store, "PACMSMiddleware")
         if resolved.prompt is not None:
             raise ValueError(
                 "prompt is for the pre-model hook; the middleware counts the request's system "
@@ -90,6 +91,8 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
 
     def _inputs(self, request: ModelRequest) -> tuple[list[BaseMessage], dict[str, Any]]:
         """The messages to select from (system message first) and the runner's other inputs."""
+        if self._check_tools is not None:
+            self._check_tools(request.tools)
         head = [request.system_message] if request.system_message is not None else []
         runtime = request.runtime
         return [*head, *request.messages], {

@@ -30,7 +30,14 @@ from langchain_pacms.lifecycle.node import (
 )
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
-from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverInput, make_recover_tool
+from langchain_pacms.lifecycle.recover import (
+    RECOVER_TOOL_NAME,
+    RecoverCheck,
+    RecoverInput,
+    RecoverTool,
+    make_recover_tool,
+    unreadable_store,
+)
 from langchain_pacms.lifecycle.sidecar import (
     AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
@@ -76,7 +83,9 @@ __all__ = [
     "PlanSchema",
     "Planner",
     "PlannerTuning",
+    "RecoverCheck",
     "RecoverInput",
+    "RecoverTool",
     "Rejection",
     "SidecarError",
     "SidecarIntegrityError",
@@ -99,6 +108,7 @@ __all__ = [
     "recent_turns",
     "restore",
     "span_payload",
+    "unreadable_store",
 ]
 
 _LAZY = {"LifecycleMiddleware", "LifecycleState"}

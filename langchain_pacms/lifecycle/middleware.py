@@ -10,7 +10,7 @@ from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.errors import missing_extra
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ToolCallRequest
 except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
     raise missing_extra(
@@ -24,7 +24,7 @@ from typing_extensions import NotRequired, Unpack
 
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, state_update
-from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, make_recover_tool
+from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverCheck, make_recover_tool
 from langchain_pacms.messages.runs import run_config, thread_of
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
@@ -76,6 +76,7 @@ class LifecycleMiddleware(AgentMiddleware):
         self.harness = build_harness(harness, options, LifecycleMiddleware)
         self.tools = [make_recover_tool(self.harness.store)] if recover_tool else []
         self.reactivate = reactivate
+        self._check_tools = RecoverCheck(self.harness.store, "LifecycleMiddleware")
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Step the harness; return the commit as a state update (``None``: no change)."""
@@ -132,6 +133,18 @@ class LifecycleMiddleware(AgentMiddleware):
             }
         )
         return Command(update={"messages": [*restored, note]})
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        """Call the model (warns once if the agent's ``recover_context`` reads another store)."""
+        self._check_tools(request.tools)
+        return handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> Any:
+        """Async twin of :meth:`wrap_model_call`."""
+        self._check_tools(request.tools)
+        return await handler(request)
 
     def wrap_tool_call(
         self,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.tools import StructuredTool, ToolException
 from langgraph.prebuilt import InjectedState
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
@@ -26,7 +26,14 @@ from langchain_pacms.lifecycle.sidecar import (
 from langchain_pacms.messages.payload import payload_of
 from langchain_pacms.messages.runs import run_thread, state_messages
 
-__all__ = ["RECOVER_TOOL_NAME", "RecoverInput", "make_recover_tool"]
+__all__ = [
+    "RECOVER_TOOL_NAME",
+    "RecoverCheck",
+    "RecoverInput",
+    "RecoverTool",
+    "make_recover_tool",
+    "unreadable_store",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +169,62 @@ def _recovering(
         ) from exc
 
 
+class RecoverTool(StructuredTool):
+    """The ``recover_context`` tool :func:`make_recover_tool` builds: it reads ``sidecar_store``."""
+
+    sidecar_store: BaseStore = Field(exclude=True, repr=False)
+
+
+def unreadable_store(tools: Sequence[Any], store: BaseStore) -> str | None:
+    """Why the agent's ``recover_context`` (among ``tools``) cannot read ``store``, else ``None``.
+
+    ``None`` also when the agent has no such tool or one this package did not build.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> store = InMemoryStore()
+        >>> unreadable_store([make_recover_tool(store)], store) is None
+        True
+        >>> unreadable_store([make_recover_tool(InMemoryStore())], store)[:43]
+        "the agent's recover_context reads another s"
+    """
+    for tool in tools:
+        if isinstance(tool, RecoverTool) and tool.name == RECOVER_TOOL_NAME:
+            if tool.sidecar_store is store:
+                return None
+            theirs, mine = type(tool.sidecar_store).__name__, type(store).__name__
+            return (
+                f"the agent's {RECOVER_TOOL_NAME} reads another store ({theirs}) than the one "
+                f"these payloads are written to ({mine}), so they cannot be recovered; an agent "
+                "keeps one tool per name: give every middleware that folds the same store"
+            )
+    return None
+
+
+class RecoverCheck:
+    """Logs a warning, on the first model call, when the agent's tool cannot read ``store``.
+
+    Args:
+        store: Where the middleware writes folded payloads.
+        owner: The middleware's name, for the warning.
+    """
+
+    def __init__(self, store: BaseStore, owner: str) -> None:
+        self.store, self.owner, self.done = store, owner, False
+
+    def __call__(self, tools: Sequence[Any]) -> None:
+        """Check ``tools`` (a model request's) once."""
+        if self.done:
+            return
+        self.done = True
+        why = unreadable_store(tools, self.store)
+        if why is not None:
+            logger.warning("%s: %s", self.owner, why)
+
+
 def make_recover_tool(
     store: BaseStore, *, thread_id: str | None = None, default_thread_id: str | None = None
-) -> BaseTool:
+) -> RecoverTool:
     r"""Build the ``recover_context(object_id)`` tool over the sidecars in ``store``.
 
     The payload is checked against the sha256 its stub carries; every failure comes back to the
@@ -205,11 +265,14 @@ def make_recover_tool(
             _recovering(store, thread_id, default_thread_id, object_id, config, state)
         )
 
-    return StructuredTool.from_function(
+    tool = RecoverTool.from_function(
         func=recover,
         coroutine=arecover,
         name=RECOVER_TOOL_NAME,
         description=_DESCRIPTION,
         args_schema=RecoverInput,
         handle_tool_error=True,
+        sidecar_store=store,
     )
+    assert isinstance(tool, RecoverTool)  # from_function builds its own class
+    return tool

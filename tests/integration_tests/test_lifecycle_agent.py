@@ -158,6 +158,36 @@ def test_selection_with_fold_stubs_beside_the_lifecycle_on_one_store():
     _check_run(model, state)  # the lifecycle's fold comes back through it byte for byte
 
 
+@pytest.mark.parametrize(("shared", "own_tool"), [(True, False), (False, False), (True, True)])
+def test_middlewares_folding_to_two_stores_are_told_on_the_first_call(shared, own_tool, caplog):
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0), store=store)
+    other = store if shared else InMemoryStore()
+    selection = PACMSMiddleware(30_000, tool_loop=ToolLoopOptions(sidecar_store=other))
+    model = RecordingChatModel(script=respond)
+    tools = [read_file, make_recover_tool(InMemoryStore())] if own_tool else [read_file]
+    agent = create_agent(model, tools, middleware=[lifecycle, selection])
+    with caplog.at_level("WARNING"):
+        agent.invoke({"messages": [HumanMessage("read data.json")]})
+    warned = [r.getMessage() for r in caplog.records if "cannot be recovered" in r.getMessage()]
+    if own_tool:  # a tool passed in tools wins the name over both middlewares' tools
+        assert [w.split(":")[0] for w in warned] == ["LifecycleMiddleware", "PACMSMiddleware"]
+    elif shared:
+        assert warned == []
+    else:  # the selection's tool won the name: the lifecycle's folds are out of its reach
+        assert warned == [
+            "LifecycleMiddleware: the agent's recover_context reads another store "
+            "(InMemoryStore) than the one these payloads are written to (InMemoryStore), so "
+            "they cannot be recovered; an agent keeps one tool per name: give every "
+            "middleware that folds the same store"
+        ]
+
+
 def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
     from langchain_pacms.integrations import create_pacms_hook
 
