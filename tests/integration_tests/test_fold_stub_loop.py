@@ -10,10 +10,13 @@ sidecar store; and the model recovers a stubbed output byte for byte with ``reco
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import (
@@ -31,6 +34,7 @@ from pacms_fakes import (
     module_reader,
     module_text,
     read_module,
+    slow_examples,
 )
 
 from langchain_pacms import ContextSelector, SelectionConfig, ToolLoopOptions
@@ -265,3 +269,90 @@ def test_middleware_stubs_name_spans_by_the_lifecycle_ids_after_a_prune():
     assert script.wanted is not None
     assert json.loads(script.recovered)["results"] == module_text(script.wanted[1], MARKS)
     assert state["messages"][-1].content == "done"
+
+
+class RandomReader:
+    """Reads random modules (re-reads get pruned), now and then recovers a stub it sees.
+
+    Each recovery's result is compared with the output the stub stood for.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.asked: dict[str, int] = {}  # recovery call id -> module its stub stood for
+        self.right = 0
+        self.wrong: list[tuple[int, str]] = []
+        self.turn_start = 0
+
+    def _stubs(self, messages: list[BaseMessage]) -> list[tuple[str, int]]:
+        outputs = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        return [
+            (found.group(1), module_number(c["args"]["path"]))
+            for m in messages
+            for c in getattr(m, "tool_calls", None) or []
+            if c["name"] == "read_file"
+            and c["id"] in outputs
+            and (found := STUB.search(str(outputs[c["id"]].content)))
+        ]
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.tool_call_id in self.asked:
+            module = self.asked.pop(last.tool_call_id)
+            body = str(last.content)
+            if body.startswith("{") and json.loads(body)["results"] == module_text(module, MARKS):
+                self.right += 1
+            else:
+                self.wrong.append((module, body[:120]))
+        if isinstance(last, HumanMessage):
+            self.turn_start = index
+        steps = index - self.turn_start  # model calls so far in this turn
+        if steps >= 12 and self.rng.random() < 0.1:
+            return AIMessage("turn done")
+        stubs = self._stubs(messages) if steps else []
+        if stubs and (steps == 10 or self.rng.random() < 0.3):  # at least one a turn
+            object_id, module = self.rng.choice(stubs)
+            self.asked[f"r{index}"] = module
+            return AIMessage(
+                "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": object_id}, f"r{index}")]
+            )
+        read = call("read_file", {"path": f"src/module_{self.rng.randrange(25)}.py"}, f"c{index}")
+        return AIMessage(f"Step {index}.", tool_calls=[read])
+
+
+@slow_examples(4)
+@given(seed=st.integers(0, 2**32 - 1), threaded=st.booleans())
+def test_every_recovery_in_an_agent_with_both_middlewares_returns_what_its_stub_stood_for(
+    seed: int, threaded: bool
+):
+    # the lifecycle folds, masks and prunes; selection stubs what it drops; the model recovers
+    # stubs of either at random, with and without a thread id, over several turns
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    script = RandomReader(seed)
+    store = InMemoryStore()
+    middleware = [
+        LifecycleMiddleware(store=store),
+        PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store)),
+    ]
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        system_prompt=LOOP_SYSTEM,
+        middleware=middleware,
+        checkpointer=InMemorySaver() if threaded else None,
+    )
+    config: Any = {"recursion_limit": 400}
+    if threaded:
+        config["configurable"] = {"thread_id": f"soak-{seed}"}
+    history: list[BaseMessage] = []
+    for turn in range(3):
+        asked = HumanMessage(f"Turn {turn}: go through the modules.")
+        state = agent.invoke({"messages": [asked] if threaded else [*history, asked]}, config)
+        history = state["messages"]
+    assert script.wrong == []
+    assert script.right and not script.asked  # recoveries happened, and every one came back
