@@ -83,6 +83,14 @@ def tool_schema_text(tool: Any) -> str:
     return json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _kept_if_first(candidate: Candidate) -> Candidate:
+    """``candidate``, mandatory if it is the whole span of the conversation's first message."""
+    source = candidate.source
+    if isinstance(source, Span) and not source.stub and source.indices[:1] == (0,):
+        return dataclasses.replace(candidate, mandatory=True)
+    return candidate
+
+
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
     """``messages`` converted (else ``TypeError``), removals applied, old context dropped."""
     if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
@@ -262,10 +270,12 @@ class SelectionRunner:
         placeholders: bool = True,
         folds: Mapping[int, Sequence[BaseMessage]] | None = None,
         request: _Request | None = None,
+        keep_first: bool = False,
     ) -> Pool:
         """The call's pool: candidates priced by what they send, the budget, the unseen tokens.
 
-        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget.
+        With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget;
+        with ``keep_first`` the first message's span is mandatory.
         """
         keep = self.config.tool_loop.keep_latest_turn
         request = self.request() if request is None else request
@@ -281,6 +291,8 @@ class SelectionRunner:
                 token_counter=self.selector.token_counter,
                 memo=self._memo,
             )
+            if keep_first:
+                cands = [_kept_if_first(c) for c in cands]
             return self._framed(messages, cands), spans
 
         latest = keep is not False
@@ -304,6 +316,15 @@ class SelectionRunner:
             charged=self.context_tokens(cands),
             in_turn=not latest,
         )
+
+    def _keeps_first(self, config: RunnableConfig | None) -> bool:
+        """Whether the first message must stay (``output_key="messages"``, no ``thread_id``).
+
+        The hook then rewrites the history of a run whose sidecars are named after its first
+        message (:func:`~langchain_pacms.messages.run_thread`): that message must not change.
+        """
+        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        return self.config.output_key == "messages" and thread is None
 
     def _framed(self, messages: Sequence[BaseMessage], cands: list[Candidate]) -> list[Candidate]:
         """``cands``, each costing also the framing of the messages it sends, if any."""
@@ -425,6 +446,7 @@ class SelectionRunner:
                 documents,
                 folds={i: v.messages for i, v in folds.items()},
                 request=request,
+                keep_first=self._keeps_first(config),
             )
             pool = self._folds.reused(messages, pool, self._memo)
             selection, out = yield from self.fit(messages, pool, query)
@@ -444,7 +466,14 @@ class SelectionRunner:
             )
             failure = {"fell_back": True, "error": f"{type(err).__name__}: {err}"}
             try:
-                fallback = self.candidates(messages, (), (), placeholders=False, request=request)
+                fallback = self.candidates(
+                    messages,
+                    (),
+                    (),
+                    placeholders=False,
+                    request=request,
+                    keep_first=self._keeps_first(config),
+                )
                 selection, out = yield from self.fit(messages, fallback, "")
                 return out, selection_event(selection, source=self.source, **failure)
             except Exception as again:  # last resort: never stall the agent

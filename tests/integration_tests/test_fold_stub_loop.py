@@ -346,13 +346,50 @@ def test_every_recovery_in_an_agent_with_both_middlewares_returns_what_its_stub_
         middleware=middleware,
         checkpointer=InMemorySaver() if threaded else None,
     )
+    _three_turns(agent, script, f"soak-{seed}" if threaded else None)
+
+
+def _three_turns(agent: Any, script: RandomReader, thread: str | None) -> None:
+    """Three turns (without a thread id the caller passes the history back), then the checks."""
     config: Any = {"recursion_limit": 400}
-    if threaded:
-        config["configurable"] = {"thread_id": f"soak-{seed}"}
+    if thread is not None:
+        config["configurable"] = {"thread_id": thread}
     history: list[BaseMessage] = []
     for turn in range(3):
         asked = HumanMessage(f"Turn {turn}: go through the modules.")
-        state = agent.invoke({"messages": [asked] if threaded else [*history, asked]}, config)
-        history = state["messages"]
+        state = agent.invoke({"messages": [*history, asked]}, config)
+        history = [] if thread is not None else state["messages"]
     assert script.wrong == []
     assert script.right and not script.asked  # recoveries happened, and every one came back
+
+
+@slow_examples(4)
+@given(seed=st.integers(0, 2**32 - 1), threaded=st.booleans(), memories=st.booleans())
+def test_a_hook_that_rewrites_the_history_keeps_every_stub_recoverable(
+    seed: int, threaded: bool, memories: bool
+):
+    # output_key="messages": the selection becomes the history, so without a thread id the
+    # message that names the run's sidecars (the first) is kept, turn after turn
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms import MemoryOptions
+
+    script = RandomReader(seed)
+    store = InMemoryStore()
+    store.put(("memories",), "m1", {"text": "the user reads modules in order"})
+    hook = create_pacms_hook(
+        config=SelectionConfig(
+            budget=1_200,
+            output_key="messages",
+            memory=MemoryOptions([("memories",)]) if memories else None,
+            tool_loop=ToolLoopOptions(sidecar_store=store),
+        )
+    )
+    agent = create_react_agent(
+        RecordingChatModel(script=script),
+        [read_file, make_recover_tool(store)],
+        pre_model_hook=hook,
+        store=store,
+        checkpointer=InMemorySaver() if threaded else None,
+    )
+    _three_turns(agent, script, f"rewrite-{seed}" if threaded else None)
