@@ -83,12 +83,16 @@ def tool_schema_text(tool: Any) -> str:
     return json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _kept_if_first(candidate: Candidate) -> Candidate:
-    """``candidate``, mandatory if it is the whole span of the conversation's first message."""
-    source = candidate.source
-    if isinstance(source, Span) and not source.stub and source.indices[:1] == (0,):
-        return dataclasses.replace(candidate, mandatory=True)
-    return candidate
+def _first_kept(cands: list[Candidate], room: int) -> list[Candidate]:
+    """``cands`` with the first message's span mandatory if it fits ``room`` with the others."""
+    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
+    for k, c in enumerate(cands):
+        source = c.source
+        if isinstance(source, Span) and not source.stub and source.indices[:1] == (0,):
+            if not c.mandatory and used + int(c.tokens or 0) <= room:
+                return [*cands[:k], dataclasses.replace(c, mandatory=True), *cands[k + 1 :]]
+            break
+    return cands
 
 
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
@@ -275,7 +279,7 @@ class SelectionRunner:
         """The call's pool: candidates priced by what they send, the budget, the unseen tokens.
 
         With ``keep_latest_turn="auto"`` the latest turn is mandatory while it fits the budget;
-        with ``keep_first`` the first message's span is mandatory.
+        with ``keep_first`` so is the first message's span, while it fits with the rest.
         """
         keep = self.config.tool_loop.keep_latest_turn
         request = self.request() if request is None else request
@@ -291,8 +295,6 @@ class SelectionRunner:
                 token_counter=self.selector.token_counter,
                 memo=self._memo,
             )
-            if keep_first:
-                cands = [_kept_if_first(c) for c in cands]
             return self._framed(messages, cands), spans
 
         latest = keep is not False
@@ -307,6 +309,8 @@ class SelectionRunner:
             latest = False
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
+        if keep_first:
+            cands = _first_kept(cands, budget - unseen)
         return Pool(
             cands,
             spans,

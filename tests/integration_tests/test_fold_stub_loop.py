@@ -393,3 +393,22 @@ def test_a_hook_that_rewrites_the_history_keeps_every_stub_recoverable(
         checkpointer=InMemorySaver() if threaded else None,
     )
     _three_turns(agent, script, f"rewrite-{seed}" if threaded else None)
+
+
+@pytest.mark.parametrize(("first_words", "kept"), [(20, True), (3_000, False)])
+def test_a_rewriting_hook_keeps_the_first_message_only_while_it_fits(first_words, kept):
+    # without a thread id the first message names the run's sidecars, so it stays, unless it
+    # would break the budget beside the mandatory part
+    hook = create_pacms_hook(
+        config=SelectionConfig(budget=300, output_key="messages", selector=ContextSelector())
+    )
+    history: list[BaseMessage] = [HumanMessage("first " * first_words, id="h0")]
+    for k in range(6):
+        history += [AIMessage(f"noted {k} " + "words " * 60, id=f"a{k}")]
+        history += [HumanMessage(f"question {k}", id=f"h{k + 1}")]
+    for thread in (None, "t1"):
+        config: Any = {"configurable": {"thread_id": thread}} if thread else {}
+        out = hook.invoke({"messages": history}, config)["messages"][1:]  # after the removal
+        first_kept = out[0].id == "h0"
+        assert first_kept is (kept and thread is None)  # with a thread id nothing changes
+        assert sum(ContextSelector().count_tokens([str(m.content) for m in out])) <= 300
