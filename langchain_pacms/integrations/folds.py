@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 
 from langchain_pacms._steps import Call, Steps
 from langchain_pacms.integrations.fit import Pool
@@ -16,6 +17,7 @@ from langchain_pacms.messages.handles import reusable_values
 from langchain_pacms.messages.memo import MessageMemo
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.reuse import latest_reads, reused_spans
+from langchain_pacms.messages.runs import state_messages, thread_of
 from langchain_pacms.messages.spans import Span
 from langchain_pacms.selector import Selection
 
@@ -86,9 +88,14 @@ class FoldStubs:
         messages: Sequence[BaseMessage],
         selection: Selection,
         folds: Mapping[int, FoldVariant],
-        thread: str,
+        config: RunnableConfig | None,
+        state: Any,
     ) -> Steps[list[str]]:
-        """Write each sent fold stub's payload to ``thread``'s sidecars first; the ids written."""
+        """Write each sent fold stub's payload to the sidecar store first; the ids written.
+
+        The thread is the one ``recover_context`` reads: the run's ``thread_id``, else named
+        after the first message of the graph ``state`` (``messages`` without one).
+        """
         sent = [
             c.source.indices[0]
             for c in selection.kept
@@ -97,6 +104,7 @@ class FoldStubs:
         if not sent:
             return []
         assert self.options.sidecar_store is not None  # checked by ToolLoopOptions
+        thread = thread_of(config, state_messages(state) or messages)
         sidecars = SidecarStore(self.options.sidecar_store, thread)
         records = [folds[i].record for i in sent]
         yield Call(sidecars.put_many, sidecars.aput_many, (records,))

@@ -39,8 +39,7 @@ from langchain_pacms.messages import (
     selection_event,
     sent_tokens,
     span_messages,
-    state_messages,
-    thread_of,
+    thread_id_of,
     traced_selection,
 )
 from langchain_pacms.selector import (
@@ -309,17 +308,10 @@ class SelectionRunner:
             latest = False
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
-        if keep_first:
-            cands = _first_kept(cands, budget - unseen)
-        return Pool(
-            cands,
-            spans,
-            mandatory,
-            budget,
-            unseen,
-            charged=self.context_tokens(cands),
-            in_turn=not latest,
-        )
+        charged = self.context_tokens(cands)
+        if keep_first:  # in the room the fit has (see fit)
+            cands = _first_kept(cands, budget - unseen - charged)
+        return Pool(cands, spans, mandatory, budget, unseen, charged=charged, in_turn=not latest)
 
     def _keeps_first(self, config: RunnableConfig | None) -> bool:
         """Whether the first message must stay (``output_key="messages"``, no ``thread_id``).
@@ -327,8 +319,7 @@ class SelectionRunner:
         The hook then rewrites the history of a run whose sidecars are named after its first
         message (:func:`~langchain_pacms.messages.run_thread`): that message must not change.
         """
-        thread = ((config or {}).get("configurable") or {}).get("thread_id")
-        return self.config.output_key == "messages" and thread is None
+        return self.config.output_key == "messages" and thread_id_of(config) is None
 
     def _framed(self, messages: Sequence[BaseMessage], cands: list[Candidate]) -> list[Candidate]:
         """``cands``, each costing also the framing of the messages it sends, if any."""
@@ -456,9 +447,7 @@ class SelectionRunner:
             selection, out = yield from self.fit(messages, pool, query)
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
-            # the thread the recover tool reads: named after the state's first message
-            thread = thread_of(config, state_messages(state) or messages)
-            folded = yield from self._folds.store(messages, selection, folds, thread)
+            folded = yield from self._folds.store(messages, selection, folds, config, state)
         except Exception as err:
             if self.config.strict:
                 raise

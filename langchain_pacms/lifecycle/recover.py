@@ -24,7 +24,7 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarStore,
 )
 from langchain_pacms.messages.payload import payload_of
-from langchain_pacms.messages.runs import run_thread, state_messages
+from langchain_pacms.messages.runs import run_thread, state_messages, thread_id_of
 
 __all__ = [
     "RECOVER_TOOL_NAME",
@@ -76,7 +76,7 @@ def _thread(
 ) -> str:
     if thread_id is not None:
         return thread_id
-    found = (config.get("configurable") or {}).get("thread_id")
+    found = thread_id_of(config)
     if found is not None:
         return str(found)
     if messages:

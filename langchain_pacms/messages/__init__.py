@@ -21,6 +21,7 @@ from langchain_pacms.messages.runs import (
     run_config,
     run_thread,
     state_messages,
+    thread_id_of,
     thread_of,
 )
 from langchain_pacms.messages.selection import (
@@ -75,6 +76,7 @@ __all__ = [
     "span_messages",
     "state_messages",
     "stub_locators",
+    "thread_id_of",
     "thread_of",
     "traced_selection",
 ]

@@ -12,7 +12,14 @@ from langgraph.config import get_config
 
 from langchain_pacms.messages.selection import CONTEXT_MESSAGE_ID
 
-__all__ = ["DEFAULT_THREAD", "run_config", "run_thread", "state_messages", "thread_of"]
+__all__ = [
+    "DEFAULT_THREAD",
+    "run_config",
+    "run_thread",
+    "state_messages",
+    "thread_id_of",
+    "thread_of",
+]
 
 DEFAULT_THREAD = "default"
 """Thread id used when a run has neither a ``configurable.thread_id`` nor messages."""
@@ -69,9 +76,14 @@ def state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
+def thread_id_of(config: RunnableConfig | None) -> Any:
+    """The run's ``configurable.thread_id`` (``None`` without one)."""
+    return ((config or {}).get("configurable") or {}).get("thread_id")
+
+
 def thread_of(config: RunnableConfig | None, messages: Sequence[BaseMessage] = ()) -> str:
     """The run's ``thread_id``, else :func:`run_thread` of ``messages``, else the default."""
-    found = ((config or {}).get("configurable") or {}).get("thread_id")
+    found = thread_id_of(config)
     if found is not None:
         return str(found)
     return run_thread(messages) if messages else DEFAULT_THREAD
