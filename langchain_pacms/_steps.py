@@ -42,12 +42,7 @@ def parameters_of(template: Callable[P, Any]) -> Callable[[Callable[..., R]], Ca
         >>> repeat("ab"), list(inspect.signature(repeat).parameters)
         ('abab', ['text', 'times'])
     """
-
-    def decorate(function: Callable[..., R]) -> Callable[P, R]:
-        function.__signature__ = _signature(template, function, ())  # type: ignore[attr-defined]
-        return function
-
-    return decorate
+    return _giving(template, ())
 
 
 def method_parameters_of(
@@ -65,22 +60,21 @@ def method_parameters_of(
         >>> Echo().say("hi"), list(inspect.signature(Echo().say).parameters)
         ('hi', ['text'])
     """
+    return _giving(template, (_SELF,))
 
-    def decorate(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
-        method.__signature__ = _signature(template, method, (_SELF,))  # type: ignore[attr-defined]
-        return method
+
+def _giving(template: Callable[..., Any], first: tuple[inspect.Parameter, ...]) -> Any:
+    """A decorator giving a function ``first`` and then ``template``'s parameters."""
+
+    def decorate(function: Callable[..., R]) -> Callable[..., R]:
+        own = inspect.signature(template)
+        function.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[*first, *own.parameters.values()],
+            return_annotation=inspect.signature(function).return_annotation,
+        )
+        return function
 
     return decorate
-
-
-def _signature(
-    template: Callable[..., Any], function: Callable[..., Any], first: tuple[inspect.Parameter, ...]
-) -> inspect.Signature:
-    own = inspect.signature(template)
-    return own.replace(
-        parameters=[*first, *own.parameters.values()],
-        return_annotation=inspect.signature(function).return_annotation,
-    )
 
 
 def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> T:

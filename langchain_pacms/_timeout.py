@@ -66,8 +66,7 @@ def _start(fn: Callable[[], T], what: str) -> concurrent.futures.Future[T]:
                 "callers gave up on them; the backend looks stalled"
             )
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    thread = threading.Thread(target=_settle, args=(future, fn), name="pacms-embed", daemon=True)
-    thread.start()
+    threading.Thread(target=_settle, args=(future, fn), name="pacms-embed", daemon=True).start()
     return future
 
 

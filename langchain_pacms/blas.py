@@ -2,8 +2,7 @@
 
 :class:`~langchain_pacms.ContextSelector` runs its small products under :func:`blas_threads`
 (measured: docs/benchmarks.md). The limit is process-wide: concurrent and nested blocks share
-the first block's limit, and the last one out restores the previous setting. Libraries are found
-with ``threadpoolctl``; OpenBLAS is set through its own setter (a plain C call).
+the first block's limit, and the last one out restores the previous setting.
 
 Example:
     >>> with blas_threads(1):

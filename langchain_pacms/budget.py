@@ -85,12 +85,9 @@ class Budget:
                 + (f", not {' and '.join(given)}" if given else "")
                 + ' (or budget=n, ("tokens", n), ("ratio", x), ("fraction", x))'
             )
-        if self.tokens is not None:
-            object.__setattr__(self, "tokens", _positive("tokens", self.tokens))
-        if self.ratio is not None:
-            object.__setattr__(self, "ratio", _share("ratio", self.ratio))
-        if self.fraction is not None:
-            object.__setattr__(self, "fraction", _share("fraction", self.fraction))
+        for name, check in (("tokens", _positive), ("ratio", _share), ("fraction", _share)):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check(name, getattr(self, name)))
         object.__setattr__(self, "fill", _share("fill", self.fill))
         reserve = _integer(self.answer_reserve)
         if reserve is None or reserve < 0:

@@ -110,9 +110,7 @@ def run_demo(
                 tokens_kept=sel.tokens_kept,
                 tokens_total=sel.tokens_total,
                 budget=sel.budget,
-                facts_kept=tuple(
-                    any(fact.stated_in(text) for text in kept_texts) for fact in session.facts
-                ),
+                facts_kept=tuple(any(f.stated_in(t) for t in kept_texts) for f in session.facts),
                 milliseconds=1000 * sel.timings["total"],
             )
         )

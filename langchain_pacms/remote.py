@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import threading
@@ -62,14 +63,10 @@ def _ids(value: Any, name: str) -> list[str]:
 
 
 def _number(value: Any, name: str) -> float:
-    try:
-        ok = not isinstance(value, bool) and isinstance(value, (int, float))
-        number = float(value) if ok else math.nan
-    except OverflowError:
-        number = math.nan
-    if not math.isfinite(number):
-        raise RemoteAnswerError(f"{name} is not a finite number")
-    return number
+    with contextlib.suppress(OverflowError):  # an int too large for a float
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value)
+    raise RemoteAnswerError(f"{name} is not a finite number")
 
 
 def _scores(
@@ -223,11 +220,8 @@ class RemoteSelector:
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not (0 < timeout < float("inf"))
-        ):
+        number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if not number or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("strategy must be a strategy name: a callable cannot be sent")
@@ -342,30 +336,24 @@ class RemoteSelector:
         started = time.perf_counter()
         cands, tokens, allowed = resolve_inputs(candidates, query, budget, self.token_counter)
         timings = {"tokens": time.perf_counter() - started}
-        if not cands:  # nothing to send: an empty selection
-            return unscored_selection(
-                cands, tokens, allowed, "lastk", error=None, timings=timings, started=started
-            )
-        payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
-        try:
-            body = yield payload
-            timings["remote"] = time.perf_counter() - started
-            selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
-        except Exception as err:  # recency within the budget, as a local selector falls back
-            if self.strict:
-                raise
-            timings["remote"] = time.perf_counter() - started
-            message = self._streak.note(err)
-            return unscored_selection(
-                cands, tokens, allowed, "lastk", error=message, timings=timings, started=started
-            )
-        self._streak.end()
-        return selection
-
-    def _reader(
-        self, response: httpx.Response, payload: dict[str, Any], deadline: float
-    ) -> _Reader:
-        return _Reader(response, answer_limit(payload), deadline, self.timeout)
+        error = None
+        if cands:  # else nothing to send: an empty selection
+            payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
+            try:
+                body = yield payload
+                timings["remote"] = time.perf_counter() - started
+                selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
+            except Exception as err:  # recency within the budget, as a local selector falls back
+                if self.strict:
+                    raise
+                timings["remote"] = time.perf_counter() - started
+                error = self._streak.note(err)
+            else:
+                self._streak.end()
+                return selection
+        return unscored_selection(
+            cands, tokens, allowed, "lastk", error=error, timings=timings, started=started
+        )
 
     def _read(self, payload: dict[str, Any], deadline: float) -> Any:
         """POST ``payload`` with the shared sync client and read the answer in slices."""
@@ -374,7 +362,7 @@ class RemoteSelector:
                 self._client = httpx.Client(timeout=self.timeout, headers=self._headers)
             client = self._client
         with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
-            reader = self._reader(response, payload, deadline)
+            reader = _Reader(response, answer_limit(payload), deadline, self.timeout)
             for chunk in response.iter_raw():
                 reader.feed(chunk)
         return reader.answer()
@@ -407,7 +395,7 @@ class RemoteSelector:
 
         async def read() -> Any:
             async with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
-                reader = self._reader(response, payload, deadline)
+                reader = _Reader(response, answer_limit(payload), deadline, self.timeout)
                 async for chunk in response.aiter_raw():
                     reader.feed(chunk)
             return reader.answer()

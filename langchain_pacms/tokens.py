@@ -107,12 +107,8 @@ def _bundled_ranks(name: str, expected_hash: str) -> dict[bytes, int]:
         raise ValueError(
             f"bundled {name} rank file has sha256 {digest}, tiktoken expects {expected_hash}"
         )
-    ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    pairs = (line.split() for line in raw.splitlines() if line)
+    return {base64.b64decode(token): int(rank) for token, rank in pairs}
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> Any:
@@ -277,11 +273,7 @@ def _counts_messages(counter: Callable[..., Any], name: str) -> bool:
 
 def _one_message(counter: MessagesCounter) -> Callable[[str], int]:
     """A ``str -> int`` counter from a message-list one: the text as one human message."""
-
-    def count(text: str) -> int:
-        return counter([HumanMessage(content=text)])
-
-    return count
+    return lambda text: counter([HumanMessage(content=text)])
 
 
 def _weigh(text: str, _count: int) -> int:

@@ -1,7 +1,6 @@
 """Entry point of the ``pacms`` command: one sub-command per module.
 
-Each sub-command module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` (a callable taking the parsed namespace and returning an exit code).
+Each module's ``register(subparsers)`` adds its parser and sets ``func`` (namespace -> exit code).
 """
 
 from __future__ import annotations
@@ -15,10 +14,7 @@ from langchain_pacms import __version__
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = (
-    "langchain_pacms.cli.demo",
-    "langchain_pacms.cli.serve",
-)
+_COMMAND_MODULES = ("langchain_pacms.cli.demo", "langchain_pacms.cli.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

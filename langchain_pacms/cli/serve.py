@@ -37,12 +37,9 @@ def is_loopback(host: str) -> bool:
         >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
         (True, True, False)
     """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    with contextlib.suppress(ValueError):
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    return False
 
 
 def _cache_problem(url: str) -> str | None:
@@ -50,7 +47,7 @@ def _cache_problem(url: str) -> str | None:
     try:
         from langchain_pacms.embeddings.redis_store import RedisByteStore
     except ImportError as err:
-        return f"{err}"
+        return str(err)
     try:
         store = RedisByteStore(url, socket_connect_timeout=5)
         store.client.ping()
@@ -96,17 +93,17 @@ def _run(args: argparse.Namespace) -> int:
             f"warning: binding {args.host} exposes the service beyond this machine "
             f"({'bearer token required' if token else 'no authentication'}; plain HTTP)"
         )
-    if args.cache_url is not None:
-        problem = _cache_problem(args.cache_url)
-        if problem is not None:
-            print(f"pacms serve: {problem}", file=sys.stderr)
-            return 2
+    problem = None if args.cache_url is None else _cache_problem(args.cache_url)
+    if problem is not None:
+        print(f"pacms serve: {problem}", file=sys.stderr)
+        return 2
     try:
         port = _free_port(args.host, args.port)
     except OSError as err:
         print(f"pacms serve: cannot listen on {args.host} port {args.port}: {err}", file=sys.stderr)
         return 2
-    reuse_port = args.workers > 1 and _can_reuse_port()
+    # Linux's SO_REUSEPORT spreads new connections over a port's listeners (one per worker)
+    reuse_port = args.workers > 1 and sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
     threads = args.selection_threads
     if threads is None and reuse_port:  # connections spread: the CPUs shared among the workers
         threads = max(1, (os.cpu_count() or 1) // args.workers)
@@ -153,15 +150,6 @@ def _run(args: argparse.Namespace) -> int:
     return STARTUP_FAILURE if failed else 0
 
 
-def _can_reuse_port() -> bool:
-    """Whether each worker can have a listener of its own on the port.
-
-    Linux's ``SO_REUSEPORT`` spreads new connections over a port's listeners; elsewhere it does
-    not, or does not exist.
-    """
-    return sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
-
-
 def _addresses(host: str, port: int) -> list[tuple[int, tuple[Any, ...]]]:
     """(family, socket address) of each address ``host`` names, to listen on ``port``."""
     found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -169,13 +157,10 @@ def _addresses(host: str, port: int) -> list[tuple[int, tuple[Any, ...]]]:
 
 
 def _free_port(host: str, port: int) -> int:
-    """Bind ``port`` on every address of ``host`` and let go: the port (the one picked, for 0).
+    """Bind ``port`` plainly on every address of ``host`` and let go: the port (picked, for 0).
 
-    The bind is a plain one (no ``SO_REUSEPORT``), so it fails while anything listens there,
-    the workers of another ``pacms serve`` included.
-
-    Raises:
-        OSError: ``host`` does not resolve or the port is taken.
+    Without ``SO_REUSEPORT`` it fails (``OSError``) while anything listens there, another
+    ``pacms serve``'s workers included, or when ``host`` does not resolve.
     """
     held: list[socket.socket] = []
     try:
@@ -195,8 +180,8 @@ def _free_port(host: str, port: int) -> int:
 def _reuse_port_socket(family: int, address: tuple[Any, ...]) -> socket.socket:
     """A socket bound to ``address`` in the port's ``SO_REUSEPORT`` group.
 
-    If it cannot be bound the worker exits with uvicorn's startup-failure code, which stops the
-    supervisor instead of starting the worker again and again.
+    On failure the worker exits with uvicorn's startup-failure code, so the supervisor stops
+    instead of restarting it again and again.
     """
     from uvicorn.config import STARTUP_FAILURE
 
@@ -215,12 +200,10 @@ def _reuse_port_socket(family: int, address: tuple[Any, ...]) -> socket.socket:
 
 
 class _Listener:
-    """A listening address that unpickles as a new socket bound to it.
+    """A listening address that unpickles (in each uvicorn worker) as a new socket bound to it.
 
-    uvicorn pickles the sockets it is given to each worker process it spawns; given these, each
-    worker binds a socket of its own in the port's ``SO_REUSEPORT`` group, and the kernel
-    spreads new connections over the workers (one shared socket goes to whichever worker wakes
-    first, often all of a burst of connections to one worker).
+    With a socket each in the port's ``SO_REUSEPORT`` group the kernel spreads connections over
+    the workers; one shared socket goes to whichever wakes first, often a whole burst to one.
     """
 
     def __init__(self, family: int, address: tuple[Any, ...]) -> None:
@@ -234,13 +217,12 @@ class _Listener:
 def uvicorn_options(
     host: str, port: int, header_timeout: float = HEADER_TIMEOUT_SECONDS
 ) -> dict[str, Any]:
-    """The uvicorn settings ``pacms serve`` runs with: bounded headers and idle connections.
+    """The uvicorn settings ``pacms serve`` runs with (needs the ``server`` extra).
 
-    The ``h11`` parser bounds request headers (:data:`MAX_HEADER_BYTES`); a connection that has
-    not sent a request's line and headers within ``header_timeout`` seconds is closed (see
-    :class:`~langchain_pacms.server.protocol.HeaderTimeoutProtocol`); idle connections close
-    after :data:`KEEP_ALIVE_SECONDS`; beyond :data:`MAX_CONNECTIONS` requests get 503; on exit,
-    open requests are closed after :data:`SHUTDOWN_SECONDS`. Needs the ``server`` extra.
+    Headers are bounded (:data:`MAX_HEADER_BYTES`) and due within ``header_timeout`` seconds
+    (:class:`~langchain_pacms.server.protocol.HeaderTimeoutProtocol`); idle connections close
+    after :data:`KEEP_ALIVE_SECONDS`, requests beyond :data:`MAX_CONNECTIONS` get 503, and on
+    exit open requests close after :data:`SHUTDOWN_SECONDS`.
 
     Example:
         >>> options = uvicorn_options("127.0.0.1", 8077, header_timeout=5)
@@ -322,7 +304,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--selection-threads",
         type=_positive,
-        default=None,
         help="most selections a worker works on at once; more wait their turn (default: the "
         "number of CPUs, at least 2; with --workers N on Linux, where each worker has a "
         "listener of its own, the CPUs divided among the workers, at least 1 each)",
@@ -337,14 +318,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--cache-url",
-        default=None,
         metavar="URL",
         help="keep the embedding cache in Redis at URL (redis://host:port/db), shared by "
         "every worker and host that names it (needs the 'redis' extra)",
     )
     parser.add_argument(
         "--live-prefix",
-        default=None,
         type=_key_prefix,
         metavar="PREFIX",
         help="with --cache-url, the Redis key prefix of live mode's sessions (default: "
@@ -353,7 +332,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--token",
-        default=None,
         help=f"require 'Authorization: Bearer TOKEN' on every request (default: ${TOKEN_ENV})",
     )
     parser.add_argument(
@@ -366,15 +344,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--watch",
-        default=None,
         metavar="PATH",
         help="follow the JSONL selection log a hook or middleware writes (log=PATH): each new "
         "record shows live on the page (session 'watch')",
     )
     parser.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow binding beyond loopback without a token",
+        "--insecure", action="store_true", help="allow binding beyond loopback without a token"
     )
     parser.add_argument(
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from langchain_pacms.core.problem import Problem
 
@@ -46,18 +47,11 @@ def on_pool_scale(problem: Problem) -> Problem:
         [0.502, 0.004, 0.003]
     """
 
-    def build() -> Problem:
+    def scaled() -> NDArray[np.float64]:
         rel = problem.relevance.astype(np.float64)
         shift = min(max(float(rel.mean()), 0.0), 0.999)
-        scaled = (np.maximum(0.0, rel - shift) + RELEVANCE_TIE_WEIGHT * rel) / (
+        return (np.maximum(0.0, rel - shift) + RELEVANCE_TIE_WEIGHT * rel) / (
             1.0 - shift + RELEVANCE_TIE_WEIGHT
         )
-        return problem.with_relevance(scaled)
 
-    base = problem.shared(("pool_scale",), build)
-    return base.with_costs(
-        tokens=problem.tokens,
-        budget=problem.budget,
-        mandatory=problem.mandatory,
-        positions=problem.positions,
-    )
+    return problem.with_shared_relevance(("pool_scale",), scaled)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from langchain_pacms.core.pick import walk
 from langchain_pacms.core.problem import Problem
 
 __all__ = ["EXACT_COPY_COSINE", "distinct_fill", "diverse_fill", "relevance_fill"]
@@ -17,24 +18,21 @@ _BLOCK = 256  # members per block when measuring redundancy against them
 _COMPACT_MIN = 64  # the row walk compacts its slots only while more items than this are left
 
 
-def _open(problem: Problem, members: Sequence[int], room: int) -> np.ndarray:
-    """Non-members that fit in ``room`` on their own."""
+def _taken(problem: Problem, members: Sequence[int]) -> NDArray[np.bool_]:
+    """The mask of ``members``."""
     taken = np.zeros(problem.n, dtype=bool)
     taken[np.asarray(members, dtype=np.int64)] = True
-    return np.flatnonzero(~taken & (problem.tokens <= room))
+    return taken
+
+
+def _open(problem: Problem, members: Sequence[int], room: int) -> NDArray[np.int64]:
+    """Non-members that fit in ``room`` on their own."""
+    return np.flatnonzero(~_taken(problem, members) & (problem.tokens <= room))
 
 
 def relevance_fill(problem: Problem, members: Sequence[int], room: int) -> list[int]:
     """Add non-members by relevance (ties: earlier position) while they fit."""
-    allowed = np.zeros(problem.n, dtype=bool)
-    allowed[_open(problem, members, room)] = True
-    added: list[int] = []
-    tokens = problem.tokens.tolist()
-    for j in problem.relevance_order().tolist():
-        if allowed[j] and tokens[j] <= room:
-            added.append(j)
-            room -= tokens[j]
-    return added
+    return walk(problem, problem.relevance_order().tolist(), room, _taken(problem, members))
 
 
 def distinct_fill(
@@ -54,16 +52,13 @@ def _distinct_walk(
     problem: Problem, members: Sequence[int], room: int, threshold: float
 ) -> list[int]:
     """The relevance walk of :func:`distinct_fill` that passes over every near-copy."""
-    open_ = _open(problem, members, room)
-    if not open_.size:
+    kept = _taken(problem, members)
+    allowed = ~kept & (problem.tokens <= room)
+    if not allowed.any():
         return []
-    allowed = np.zeros(problem.n, dtype=bool)
-    allowed[open_] = True
     pairs = problem.near_pairs(threshold)
     if pairs is None:
         return _distinct_from_vectors(problem, members, room, threshold, allowed)
-    kept = np.zeros(problem.n, dtype=bool)
-    kept[np.asarray(members, dtype=np.int64)] = True
     near = np.zeros(problem.n, dtype=bool)
     near[pairs.cols[kept[pairs.rows]]] = True
     tokens = problem.tokens.tolist()

@@ -35,10 +35,6 @@ class GreedyResult:
     completed: int = 0
 
 
-def _ratio(gain: float, cost: int, exponent: float) -> float:
-    return gain / (max(cost, 1) ** exponent)
-
-
 def lazy_greedy(
     objective: CoverageObjective,
     costs: NDArray[np.int64],
@@ -73,7 +69,7 @@ def _lazy(
     cost_of = costs.tolist()
     gain_of = initial.tolist()
     rank_of = rank.tolist()
-    per = _divisors(cost_of, cost_exponent)  # gain / per[j] is _ratio(...)
+    per = _divisors(cost_of, cost_exponent)
     # Gains only fall: a candidate already below the floor (with a margin for rounding) can
     # never be picked, so it is left out of the heap.
     hopeful = initial > 0.0
@@ -141,6 +137,7 @@ def plain_greedy(
     remaining = budget - int(costs[start].sum())
     available = np.ones(costs.shape[0], dtype=bool)
     available[start] = False
+    per = _divisors(costs.tolist(), cost_exponent)
     picks: list[int] = []
     gains: list[float] = []
     evaluations = 0
@@ -149,7 +146,7 @@ def plain_greedy(
         for j in np.flatnonzero(available & (costs <= remaining)).tolist():
             gain = objective.gain(j, coverage)
             evaluations += 1
-            key = (-_ratio(gain, int(costs[j]), cost_exponent), int(rank[j]), j, gain)
+            key = (-(gain / per[j]), int(rank[j]), j, gain)
             if best is None or key < best:
                 best = key
         if best is None or best[3] <= 0.0:

@@ -227,8 +227,8 @@ def sparse_rows(
         slot = np.full(problem.n, -1, dtype=np.int64)
         slot[targets] = np.arange(m)
         keep = above & (slot[cols] >= 0)
-        values = kernel(cosines[keep])
-        return _compressed(problem.n, m, rows[keep], [slot[cols[keep]]], [values])
+        counts = np.bincount(rows[keep], minlength=problem.n)
+        return _compressed(m, counts, [slot[cols[keep]]], [kernel(cosines[keep])])
     counts = np.zeros(problem.n, dtype=np.int64)
     cols_parts: list[NDArray[np.int64]] = []
     data_parts: list[NDArray[np.float32]] = []
@@ -239,21 +239,17 @@ def sparse_rows(
         counts[start : start + block.shape[0]] = np.bincount(rows, minlength=block.shape[0])
         cols_parts.append(cols)
         data_parts.append(values)
-    return _compressed(problem.n, m, counts, cols_parts, data_parts, counted=True)
+    return _compressed(m, counts, cols_parts, data_parts)
 
 
 def _compressed(
-    n: int,
     m: int,
-    rows: NDArray[np.int64],
+    counts: NDArray[np.int64],
     cols_parts: list[NDArray[np.int64]],
     data_parts: list[NDArray[np.float32]],
-    *,
-    counted: bool = False,
 ) -> tuple[SparseRows, NDArray[np.float32]]:
-    """Compressed rows and float32 column sums; ``rows`` are per entry, or per-row counts."""
-    counts = rows if counted else np.bincount(rows, minlength=n)
-    indptr = np.zeros(n + 1, dtype=np.int64)
+    """Compressed rows from each row's entry count, and their float32 column sums."""
+    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.concatenate(cols_parts) if cols_parts else np.zeros(0, dtype=np.int64)
     data = np.concatenate(data_parts) if data_parts else np.zeros(0, dtype=np.float32)

@@ -19,7 +19,7 @@ from langchain_pacms.core.calibration import (
 from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
 from langchain_pacms.core.greedy import problem_greedy
 from langchain_pacms.core.objective import CoverageObjective
-from langchain_pacms.core.pick import Pick
+from langchain_pacms.core.pick import Pick, mandatory_state
 from langchain_pacms.core.problem import Problem
 from langchain_pacms.core.values import value_coverage
 
@@ -106,20 +106,6 @@ def feedback_relevance(problem: Problem, weight: float, items: int = 10) -> NDAr
     return np.clip(lifted, 0.0, 1.0).astype(np.float32)
 
 
-def _with_feedback(problem: Problem, weight: float, items: int) -> Problem:
-    """The problem with :func:`feedback_relevance`, built once per pool."""
-    base = problem.shared(
-        ("relevance_feedback", float(weight), int(items)),
-        lambda: problem.with_relevance(feedback_relevance(problem, weight, items)),
-    )
-    return base.with_costs(
-        tokens=problem.tokens,
-        budget=problem.budget,
-        mandatory=problem.mandatory,
-        positions=problem.positions,
-    )
-
-
 def pacms(
     problem: Problem,
     *,
@@ -185,14 +171,13 @@ def pacms(
             f"fill_threshold must be None or a number in [0, 1), got {fill_threshold!r}"
         )
     walk = _fill_walk(fill, similarity_threshold if fill_threshold is None else fill_threshold)
-    start = np.flatnonzero(problem.mandatory).astype(np.int64)
+    start, room, _ = mandatory_state(problem)
     scores = np.full(problem.n, np.nan)
     calibration: dict[str, Any] = {}
     if calibrate:
         mean = problem.shared(("pool_mean_cosine",), lambda: pool_mean_cosine(problem))
         calibration = {"pool_mean_cosine": mean, "coverage": "meaningful"}
         if mean >= POOL_MEAN_COSINE_LIMIT:
-            room = problem.budget - int(problem.tokens[start].sum())
             order = [*start.tolist(), *relevance_fill(problem, start.tolist(), room)]
             scores[order[start.size :]] = 0.0
             calibration["coverage"] = "meaningless"
@@ -212,7 +197,10 @@ def pacms(
     if calibrate:
         problem = on_pool_scale(problem)  # shares the cosines (they do not read relevance)
     if relevance_feedback:
-        problem = _with_feedback(problem, relevance_feedback, feedback_items)
+        problem = problem.with_shared_relevance(
+            ("relevance_feedback", float(relevance_feedback), int(feedback_items)),
+            functools.partial(feedback_relevance, problem, relevance_feedback, feedback_items),
+        )
     objective = CoverageObjective(
         problem,
         relevance_weight=lam,
@@ -229,7 +217,7 @@ def pacms(
         guarantee=guarantee,
         gain_floor=gain_floor,
         min_gain=min_gain,
-        complete=None if walk is None else (lambda members, room: walk(problem, members, room)),
+        complete=None if walk is None else functools.partial(walk, problem),
     )
     info = {
         "relevance_weight": lam,

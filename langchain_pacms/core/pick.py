@@ -50,10 +50,11 @@ def walk(
 ) -> list[int]:
     """Add ranked candidates that still fit; ``taken`` is updated in place."""
     added: list[int] = []
+    tokens = problem.tokens.tolist()
     for j in ranking:
         if taken[j]:
             continue
-        cost = int(problem.tokens[j])
+        cost = tokens[j]
         if cost > remaining:
             if stop_at_first_misfit:
                 break

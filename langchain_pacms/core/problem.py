@@ -27,24 +27,30 @@ _T = TypeVar("_T")
 
 
 def _costs(
-    tokens: ArrayLike, budget: int, mandatory: ArrayLike | None, positions: ArrayLike | None
+    tokens: ArrayLike,
+    budget: int,
+    mandatory: ArrayLike | None,
+    positions: ArrayLike | None,
+    n: int | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]]:
-    """Validated copies of a problem's token costs, mandatory mask and positions."""
+    """Validated copies of a problem's token costs, mandatory mask and positions (``n`` each)."""
     tok = np.asarray(tokens)
-    n = int(tok.shape[0]) if tok.ndim == 1 else -1
-    if n < 0:
+    if tok.ndim != 1:
         raise ValueError("tokens must be a 1-D sequence of integers")
-    if n and not np.issubdtype(tok.dtype, np.integer):
+    count = int(tok.shape[0])
+    if count and not np.issubdtype(tok.dtype, np.integer):
         raise ValueError("tokens must be integers")
     tok = tok.astype(np.int64)
     if (tok < 0).any():
         raise ValueError("token counts must be >= 0")
     if isinstance(budget, bool) or int(budget) != budget or budget <= 0:
         raise ValueError(f"budget must be a positive integer, got {budget!r}")
-    mand = np.zeros(n, bool) if mandatory is None else np.array(mandatory, dtype=bool)
-    pos = np.arange(n) if positions is None else np.array(positions, dtype=np.int64)
-    if mand.shape != (n,) or pos.shape != (n,):
+    mand = np.zeros(count, bool) if mandatory is None else np.array(mandatory, dtype=bool)
+    pos = np.arange(count) if positions is None else np.array(positions, dtype=np.int64)
+    if mand.shape != (count,) or pos.shape != (count,):
         raise ValueError("mandatory and positions must have one entry per candidate")
+    if n is not None and count != n:
+        raise ValueError(f"tokens must have one entry per candidate ({n}), got {count}")
     return tok, mand, pos
 
 
@@ -204,10 +210,8 @@ class Problem:
         q = _floats(query)
         if q.shape != (dim,):
             raise ValueError(f"query must have shape ({dim},), got {q.shape}")
-        tok, mand, pos = _costs(tokens, budget, mandatory, positions)
         n = self.n + new.shape[0]
-        if tok.shape[0] != n:
-            raise ValueError(f"tokens must have one entry per candidate ({n}), got {tok.shape[0]}")
+        tok, mand, pos = _costs(tokens, budget, mandatory, positions, n)
         unit = np.concatenate([self.vectors, unit_rows(new)]) if new.shape[0] else self.vectors
         problem = Problem(
             vectors=unit,
@@ -257,11 +261,7 @@ class Problem:
             >>> q.vectors is p.vectors, q.tokens.tolist(), q.mandatory.tolist()
             (True, [3, 1], [False, True])
         """
-        tok, mand, pos = _costs(tokens, budget, mandatory, positions)
-        if tok.shape[0] != self.n:
-            raise ValueError(
-                f"tokens must have one entry per candidate ({self.n}), got {tok.shape[0]}"
-            )
+        tok, mand, pos = _costs(tokens, budget, mandatory, positions, self.n)
         other = replace(self, tokens=tok, budget=int(budget), mandatory=mand, positions=pos)
         object.__setattr__(other, "_memo", self._memo)
         return other
@@ -309,6 +309,16 @@ class Problem:
         if self.cosine_matrix is not None:
             other._memo["cosines"] = self.cosine_matrix
         return other
+
+    def with_shared_relevance(self, key: Hashable, relevance: Callable[[], ArrayLike]) -> Problem:
+        """This problem with ``relevance()`` instead, built once per pool (``key`` names it)."""
+        base = self.shared(key, lambda: self.with_relevance(relevance()))
+        return base.with_costs(
+            tokens=self.tokens,
+            budget=self.budget,
+            mandatory=self.mandatory,
+            positions=self.positions,
+        )
 
     def shared(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """``build()``, computed once for this problem and those linked by :meth:`with_budget`.
@@ -409,13 +419,13 @@ class Problem:
         cols = np.asarray(cols, dtype=np.int64)
         rows = max(1, self.similarity_ceiling // (4 * max(1, cols.shape[0])))
         matrix = self.cosine_matrix
-        right = None if matrix is not None else self.vectors[cols]
-        for start in range(0, self.n, rows):
-            if right is None:
-                assert matrix is not None
+        if matrix is not None:
+            for start in range(0, self.n, rows):
                 yield start, np.take(matrix[start : start + rows], cols, axis=1)
-            else:
-                yield start, self.vectors[start : start + rows] @ right.T
+            return
+        right = self.vectors[cols]
+        for start in range(0, self.n, rows):
+            yield start, self.vectors[start : start + rows] @ right.T
 
     def recency_order(self) -> NDArray[np.int64]:
         """Indices from newest to oldest (ties: later index first)."""

@@ -1,15 +1,14 @@
 """Coverage of the exact values candidates hold (paths, ids, numbers): ``pacms`` in tool loops.
 
-What later steps of an agent reuse from earlier tool outputs is mostly exact values. Given each
-candidate's values, the objective is facility location over the values instead of over the
-candidates: a value is covered by the kept candidate holding it with the highest weight, a
-candidate's weight being :data:`VALUE_PRIOR` plus its relevance. It is monotone submodular, so
-the budgeted greedy keeps its guarantee; the greedy ranks by gain per token, and the budget left
-is filled in relevance order.
+Later agent steps mostly reuse exact values from earlier tool outputs. The objective is facility
+location over the values: a value is covered by the kept candidate holding it with the highest
+weight, :data:`VALUE_PRIOR` plus its relevance. It is monotone submodular, so the budgeted greedy
+(by gain per token) keeps its guarantee; the budget left is filled in relevance order.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ from langchain_pacms.core.problem import Problem
 __all__ = ["VALUE_PRIOR", "value_coverage", "value_rows"]
 
 VALUE_PRIOR = 0.1
-"""A value's weight beside its candidate's relevance (chosen on development agent runs)."""
+"""A value's weight beside its candidate's relevance."""
 
 
 def value_rows(
@@ -82,11 +81,7 @@ def value_coverage(
         return Pick(start, scores, over_budget=True)
     objective = CoverageObjective.of_rows(value_rows(problem, values, prior))
     result = problem_greedy(
-        problem,
-        objective,
-        start,
-        scores,
-        complete=lambda members, room: relevance_fill(problem, members, room),
+        problem, objective, start, scores, complete=functools.partial(relevance_fill, problem)
     )
     info = {
         "coverage": "values",

@@ -99,13 +99,7 @@ _ASYNC_METHODS = {"document": "aembed_documents", "query": "aembed_query"}
 
 
 def _blocks(model: Embeddings, kind: str) -> bool:
-    """Whether ``model`` (under wrappers but a cache) uses LangChain's default async method.
-
-    Example:
-        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-        >>> _blocks(DeterministicFakeEmbedding(size=2), "query")
-        True
-    """
+    """Whether ``model`` (under wrappers but a cache) uses LangChain's default async method."""
     method = _ASYNC_METHODS[kind]
     seen: set[int] = set()
     inner: Any = model
@@ -250,59 +244,19 @@ class CachedEmbeddings(Embeddings):
             self.hits += sum(f is not None for f in found)
         return keys, found, todo
 
-    def _claim(
-        self, todo: dict[str, str], *, asynchronous: bool, expires: float
-    ) -> tuple[dict[str, str], dict[str, _Flight], dict[str, str], dict[str, tuple[str, _Flight]]]:
-        """Split the misses: claimed (and flights), unclaimed, and others' flights to wait for."""
-        mine: dict[str, str] = {}
-        flights: dict[str, _Flight] = {}
-        unclaimed: dict[str, str] = {}
-        waits: dict[str, tuple[str, _Flight]] = {}
-        me = threading.get_ident()
-        now = time.monotonic()
-        with self._lock:
-            for text, key in todo.items():
-                flight = self._flights.get(key)
-                if flight is None or flight.expires <= now:
-                    self._flights[key] = flights[key] = _Flight(
-                        me, expires, asynchronous=asynchronous
-                    )
-                    mine[text] = key
-                elif asynchronous or not (flight.asynchronous or flight.thread == me):
-                    waits[text] = (key, flight)
-                else:
-                    unclaimed[text] = key
-        return mine, flights, unclaimed, waits
-
-    def _stored_since(
-        self, mine: dict[str, str], fresh: dict[str, NDArray[np.float32]]
+    def _arrived(
+        self, todo: dict[str, str], found: Sequence[Any], fresh: dict[str, NDArray[np.float32]]
     ) -> dict[str, str]:
-        """Look the claimed misses up again (found ones go to ``fresh``); return the rest."""
-        if not mine:
-            return mine
-        found = self._lookup(list(mine.values()))
+        """Put the ``found`` vectors of ``todo`` in ``fresh`` (as hits); return the rest."""
         rest: dict[str, str] = {}
-        for (text, key), vector in zip(mine.items(), found):
+        for (text, key), vector in zip(todo.items(), found):
             if vector is None:
                 rest[text] = key
             else:
                 fresh[key] = vector
         with self._lock:
-            self.hits += len(mine) - len(rest)
+            self.hits += len(todo) - len(rest)
         return rest
-
-    def _release(self, flights: dict[str, _Flight], fresh: dict[str, NDArray[np.float32]]) -> None:
-        """End this call's flights: hand over the vectors it got, cancel the rest."""
-        with self._lock:
-            for key, flight in flights.items():
-                if self._flights.get(key) is flight:  # not taken over by a later call
-                    del self._flights[key]
-        for key, flight in flights.items():
-            if key in fresh:
-                flight.future.set_result(fresh[key])
-            else:
-                flight.future.cancel()
-                flight.future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
 
     @contextlib.contextmanager
     def _claimed(
@@ -310,15 +264,43 @@ class CachedEmbeddings(Embeddings):
     ) -> Iterator[
         tuple[dict[str, str], dict[str, NDArray[np.float32]], dict[str, tuple[str, _Flight]]]
     ]:
-        """Hold the claim on ``todo``: yield texts to embed, vectors by key, flights to await."""
-        mine, flights, unclaimed, waits = self._claim(
-            todo, asynchronous=asynchronous, expires=deadline
-        )
+        """Claim the misses ``todo``: yield texts to embed, vectors by key, flights to await.
+
+        A text another call embeds is waited for, unless this call is sync and that one is
+        async or on this thread: then it is embedded here too (waiting could deadlock).
+        """
+        mine: dict[str, str] = {}
+        flights: dict[str, _Flight] = {}
+        unclaimed: dict[str, str] = {}
+        waits: dict[str, tuple[str, _Flight]] = {}
+        me, now = threading.get_ident(), time.monotonic()
+        with self._lock:
+            for text, key in todo.items():
+                flight = self._flights.get(key)
+                if flight is None or flight.expires <= now:
+                    self._flights[key] = flights[key] = _Flight(
+                        me, deadline, asynchronous=asynchronous
+                    )
+                    mine[text] = key
+                elif asynchronous or not (flight.asynchronous or flight.thread == me):
+                    waits[text] = (key, flight)
+                else:
+                    unclaimed[text] = key
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            yield {**self._stored_since(mine, fresh), **unclaimed}, fresh, waits
-        finally:
-            self._release(flights, fresh)
+            stored = self._lookup(list(mine.values())) if mine else []  # stored meanwhile?
+            yield {**self._arrived(mine, stored, fresh), **unclaimed}, fresh, waits
+        finally:  # hand this call's vectors to its waiters; cancel the rest
+            with self._lock:
+                for key, flight in flights.items():
+                    if self._flights.get(key) is flight:  # not taken over by a later call
+                        del self._flights[key]
+            for key, flight in flights.items():
+                if key in fresh:
+                    flight.future.set_result(fresh[key])
+                else:
+                    flight.future.cancel()
+                    flight.future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
 
     @staticmethod
     def _horizon(waits: dict[str, tuple[str, _Flight]], deadline: float) -> float | None:
@@ -340,15 +322,9 @@ class CachedEmbeddings(Embeddings):
                 f"gave up after timeout={timeout}s waiting for {pending} text(s) that another "
                 "call is embedding"
             )
-        lost: dict[str, str] = {}
-        for text, (key, flight) in waits.items():
-            if not flight.future.done() or flight.future.cancelled():
-                lost[text] = key
-            else:
-                fresh[key] = flight.future.result()
-        with self._lock:
-            self.hits += len(waits) - len(lost)
-        return lost
+        futures = [flight.future for _, flight in waits.values()]
+        landed = [f.result() if f.done() and not f.cancelled() else None for f in futures]
+        return self._arrived({text: key for text, (key, _) in waits.items()}, landed, fresh)
 
     def _keep(self, todo: dict[str, str], vectors: list[Any]) -> dict[str, NDArray[np.float32]]:
         """Check and store the model's vectors of the misses ``todo``; return them by key."""
@@ -372,9 +348,6 @@ class CachedEmbeddings(Embeddings):
             raise ValueError(f"embedding model returned vectors of differing shapes: {dims}")
         return np.stack(rows).astype(np.float32, copy=False)
 
-    def _batches(self, todo: list[str]) -> list[list[str]]:
-        return [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
-
     def _embed_sync(self, batch: list[str], kind: str) -> list[Any]:
         if kind == "query":
             return [self.embeddings.embed_query(t) for t in batch]
@@ -389,19 +362,20 @@ class CachedEmbeddings(Embeddings):
             return [await self.embeddings.aembed_query(t) for t in batch]
         return await self.embeddings.aembed_documents(batch)
 
-    def _count_misses(self, texts: list[str]) -> list[list[str]]:
-        """Count ``texts`` as sent to the model; return them in batches."""
+    def _batches(self, todo: dict[str, str]) -> list[list[str]]:
+        """Count the texts of ``todo`` as sent to the model; return them in batches."""
+        texts = list(todo)
         with self._lock:
             self.misses += len(texts)
-        return self._batches(texts)
+        return [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
 
     def _embed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
-        batches = self._count_misses(list(todo))
-        return self._keep(todo, [v for batch in batches for v in self._embed_sync(batch, kind)])
+        vectors = [v for batch in self._batches(todo) for v in self._embed_sync(batch, kind)]
+        return self._keep(todo, vectors)
 
     async def _aembed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
         vectors: list[Any] = []
-        for batch in self._count_misses(list(todo)):
+        for batch in self._batches(todo):
             vectors.extend(await self._embed_async(batch, kind))
         return self._keep(todo, vectors)
 

@@ -63,13 +63,8 @@ class EmbedderProfile:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty str, got {self.name!r}")
-        object.__setattr__(
-            self, "similarity_threshold", _unit("similarity_threshold", self.similarity_threshold)
-        )
-        object.__setattr__(self, "min_gain", _unit("min_gain", self.min_gain))
-        object.__setattr__(
-            self, "relevance_feedback", _unit("relevance_feedback", self.relevance_feedback)
-        )
+        for unit in ("similarity_threshold", "min_gain", "relevance_feedback"):
+            object.__setattr__(self, unit, _unit(unit, getattr(self, unit)))
         if not isinstance(self.idf_reweighting, bool):
             raise ValueError(f"idf_reweighting must be a bool, got {self.idf_reweighting!r}")
         if self.tool_loop_similarity_threshold is not None:
@@ -112,11 +107,6 @@ def _fields(obj: object) -> dict[str, object]:
     return vars(obj) if hasattr(obj, "__dict__") else {}
 
 
-def _holds_a_model(embeddings: Embeddings) -> bool:
-    """Whether ``embeddings`` keeps another ``Embeddings`` in an attribute (a wrapper)."""
-    return any(isinstance(value, Embeddings) for value in _fields(embeddings).values())
-
-
 def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     """The profile an embedder declares (``pacms_profile``), under any known wrappers.
 
@@ -135,7 +125,7 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
     declared = getattr(type(model), "pacms_profile", None)
     if isinstance(declared, EmbedderProfile):
         return declared
-    if _holds_a_model(model):
+    if any(isinstance(value, Embeddings) for value in _fields(model).values()):  # a wrapper
         logger.warning(
             "%s wraps another embeddings model that the selector cannot see through; using "
             "the calibrated profile (similarity_threshold=%s on each pool's own cosine scale, "

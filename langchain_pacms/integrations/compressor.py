@@ -31,18 +31,14 @@ METADATA_PREFIX = "pacms_"
 _WORDS = re.compile(r"\w+")
 
 
-def _words(text: str) -> tuple[str, ...]:
-    """A document's words, case-folded: copies that differ in case, spacing or punctuation."""
-    return tuple(_WORDS.findall(text.casefold()))
-
-
 def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -> Selection:
     """``selection`` with kept documents swapped for dropped, higher-ranked copies within budget."""
     kept = set(selection.kept_ids)
     room = selection.budget - selection.tokens_kept
     copies: dict[tuple[str, ...], list[int]] = {}
+    # copies: documents with the same words, whatever their case, spacing or punctuation
     for index, doc in enumerate(documents):
-        copies.setdefault(_words(doc.page_content), []).append(index)
+        copies.setdefault(tuple(_WORDS.findall(doc.page_content.casefold())), []).append(index)
     swaps: dict[str, str] = {}  # replaced id -> the higher-ranked copy kept in its place
     for key, group in copies.items():
         if not key or len(group) < 2:
@@ -146,21 +142,20 @@ class PACMSCompressor(BaseDocumentCompressor):
     def _candidates(self, documents: Sequence[Document]) -> list[Candidate]:
         if isinstance(documents, (str, Document)) or not isinstance(documents, Sequence):
             raise ValueError("documents must be a sequence of Document")
-        n = len(documents)
-        out = []
         for index, doc in enumerate(documents):
             if not isinstance(doc, Document):
                 raise ValueError(f"document {index} is {type(doc).__name__}, expected Document")
-            out.append(
-                Candidate(
-                    text=doc.page_content,
-                    id=str(index),  # by index: Document.id may be None or repeated
-                    kind="document",
-                    position=n - 1 - index if self.input_order == "ranked" else index,
-                    source=doc,
-                )
+        n = len(documents)
+        return [
+            Candidate(
+                text=doc.page_content,
+                id=str(index),  # by index: Document.id may be None or repeated
+                kind="document",
+                position=n - 1 - index if self.input_order == "ranked" else index,
+                source=doc,
             )
-        return out
+            for index, doc in enumerate(documents)
+        ]
 
     def _result(
         self, documents: Sequence[Document], selection: Selection
@@ -185,9 +180,8 @@ class PACMSCompressor(BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None
     ) -> Steps[tuple[list[Document], Selection]]:
         """One compression as a ``pacms_selection`` run on ``callbacks`` (sync and async)."""
-        selector, budget = self.selector, self.budget
+        selector, budget, strategy = self.selector, self.budget, self.strategy
         candidates = self._candidates(documents)
-        strategy = self.strategy
         options = {} if strategy is None else {"strategy": strategy.strategy, **strategy.options}
         kwargs = {"budget": budget, **options}
         inputs = {

@@ -152,19 +152,17 @@ class SelectionConfig:
 
     def _check_parts(self) -> None:
         """Raise unless each option object is of its type (else it would go unused)."""
-        parts: tuple[tuple[str, Any, Any], ...] = (
-            ("memory", self.memory, MemoryOptions),
-            ("retriever", self.retriever, BaseRetriever),
-            ("tool_loop", self.tool_loop, ToolLoopOptions),
+        parts: tuple[tuple[str, Any, tuple[Any, ...]], ...] = (
+            ("memory", self.memory, (MemoryOptions,)),
+            ("retriever", self.retriever, (BaseRetriever,)),
+            ("tool_loop", self.tool_loop, (ToolLoopOptions,)),
             ("selector", self.selector, (Selector, Embeddings)),
             ("log", self.log, (str, Path)),
-            ("query", self.query, Callable),
+            ("query", self.query, (Callable,)),
         )
-        for name, value, kind in parts:
-            if value is not None and not isinstance(value, kind):
-                wanted = " or ".join(
-                    k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,))
-                )
+        for name, value, kinds in parts:
+            if value is not None and not isinstance(value, kinds):
+                wanted = " or ".join(k.__name__ for k in kinds)
                 raise ValueError(f"{name} must be a {wanted}, got {type(value).__name__}")
 
     @property

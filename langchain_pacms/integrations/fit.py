@@ -147,19 +147,15 @@ def fit(
     cands = list(pool.candidates)
     fixed = {c.id for c in cands if c.mandatory}
     room = budget - unseen - pool.charged
-    floor = False
-    lifted = (
-        [
-            c.id
-            for c in cands
-            if isinstance(c.source, Span)
-            and c.source.kind == "tool"
-            and not (c.source.stub or c.mandatory)
-            and c.source.indices[0] in pool.reused
-        ]
+    lifted = [
+        c.id
+        for c in cands
         if lift_reused
-        else []
-    )
+        and isinstance(c.source, Span)
+        and c.source.kind == "tool"
+        and not (c.source.stub or c.mandatory)
+        and c.source.indices[0] in pool.reused
+    ]
     fitted: _Fit | None = None  # the fitting round that sends the most
     low = over = 0  # the most room known to fit, the least known not to (0: none yet)
     rounds = 0

@@ -28,18 +28,16 @@ def _state_messages(state: Any) -> Sequence[BaseMessage]:
     return messages
 
 
-def _graph_runtime(config: RunnableConfig | None) -> Runtime | None:
-    """The running graph's ``Runtime``: from ``get_runtime``, else from ``config`` (Python 3.10)."""
+def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:
+    """What :meth:`SelectionRunner.run` needs besides the messages, from the running graph.
+
+    Its ``Runtime`` comes from ``get_runtime``, else from ``config`` (Python 3.10).
+    """
     try:
-        return get_runtime()
+        runtime: Runtime | None = get_runtime()
     except Exception:
         values = ((config or {}).get("configurable") or {}).values()
-        return next((v for v in values if isinstance(v, Runtime)), None)
-
-
-def _run_inputs(state: Any, config: RunnableConfig) -> dict[str, Any]:
-    """What :meth:`SelectionRunner.run` needs besides the messages, from the running graph."""
-    runtime = _graph_runtime(config)
+        runtime = next((v for v in values if isinstance(v, Runtime)), None)
     store = getattr(runtime, "store", None)
     return {
         "state": state,

@@ -20,11 +20,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
 from langchain_core.messages import AnyMessage, BaseMessage
 
 from langchain_pacms._steps import method_parameters_of
-from langchain_pacms.integrations.config import (
-    DEFAULT_OUTPUT_KEY,
-    agent_arguments,
-    resolve_config,
-)
+from langchain_pacms.integrations.config import DEFAULT_OUTPUT_KEY, agent_arguments, resolve_config
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
 from langchain_pacms.lifecycle import RecoverCheck, make_recover_tool
 from langchain_pacms.messages.runs import run_config

@@ -205,10 +205,9 @@ class ToolLoopOptions:
         sidecar_store: The ``BaseStore`` for those payloads, under the run's ``thread_id``
             (else :func:`~langchain_pacms.messages.run_thread`).
         placeholders: Also offer optional tool spans with placeholder results (not with stubs).
-        cover_values: Where ``pacms`` selects among tool rounds, cover the exact values the
-            candidates hold (paths, ids, numbers; see
-            :func:`~langchain_pacms.core.values.value_coverage`) instead of their embeddings'
-            similarity (a ``RemoteSelector`` sends the values to the service).
+        cover_values: Where ``pacms`` selects among tool rounds, cover the candidates' exact
+            values (paths, ids, numbers; :func:`~langchain_pacms.core.values.value_coverage`),
+            not their embeddings' similarity (a ``RemoteSelector`` sends the values).
 
     Example:
         >>> ToolLoopOptions(fold_stubs=True)

@@ -78,8 +78,7 @@ class _Request(NamedTuple):
 
 def tool_schema_text(tool: Any) -> str:
     """A bound tool's schema as the budget counts it: ``convert_to_openai_tool``, as JSON."""
-    schema = convert_to_openai_tool(tool)
-    return json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
+    return json.dumps(convert_to_openai_tool(tool), sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _first_kept(cands: list[Candidate], room: int) -> list[Candidate]:
@@ -253,11 +252,8 @@ class SelectionRunner:
             raise TypeError(f"query callable must return a str, got {type(query).__name__}")
         if query.strip():
             return query
-        for message in reversed(messages):  # no human text: use the newest text there is
-            text = content_text(message)
-            if text.strip():
-                return text
-        return ""
+        texts = (content_text(m) for m in reversed(messages))  # no human text: the newest there is
+        return next((text for text in texts if text.strip()), "")
 
     def namespaces(self, state: Any, config: RunnableConfig | None, context: Any) -> list[tuple]:
         """Memory namespaces with ``{placeholders}`` filled (see :func:`.lookups.namespaces`)."""
@@ -349,44 +345,35 @@ class SelectionRunner:
         text = "\n\n".join(f"{header}\n" for header in headers)
         return self.selector.token_counter(text) + self.config.message_framing
 
-    def _select_kwargs(self, query: str, tool_rounds: bool = False) -> dict[str, Any]:
-        if query.strip():
-            chosen = self.config.strategy
-            options = {} if chosen is None else dict(chosen.options)
-            name = self.selector.strategy if chosen is None else chosen.strategy
-            own = self.selector.strategy_options if name == self.selector.strategy else {}
-            if name == "pacms":  # see SelectionConfig.strategy
-                given = {**own, **options}
-                loop = self.selector.profile.tool_loop_similarity_threshold
-                if "relevance_feedback" not in given:
-                    options["relevance_feedback"] = 0.0
-                if tool_rounds and "similarity_threshold" not in given and loop is not None:
-                    # tool outputs share their words: a looser kernel, and its greedy runs to
-                    # the budget; the fill still passes over near-copies only (docs/integrations.md)
-                    tool_loop = {
-                        "fill_threshold": self.selector.profile.similarity_threshold,
-                        "gain_floor": 0.0,
-                        "similarity_threshold": loop,
-                    }
-                    options.update({k: v for k, v in tool_loop.items() if k not in given})
-            return {"strategy": None if chosen is None else chosen.strategy, **options}
-        return {"strategy": "lastk", "contiguous": False}  # nothing to be relevant to: recency
+    def _select_kwargs(self, query: str, tool_rounds: bool) -> tuple[dict[str, Any], bool]:
+        """The selection's strategy options, and whether ``pacms`` covers the candidates' values.
 
-    def _covers_values(self, query: str, tool_rounds: bool) -> bool:
-        """Whether ``pacms`` covers the candidates' values (``ToolLoopOptions.cover_values``).
-
-        Only for ``pacms`` as it comes: options the user gave it are for its embedding coverage.
+        Values are covered (``ToolLoopOptions.cover_values``) only by ``pacms`` as it comes:
+        options the user gave it are for its embedding coverage.
         """
+        if not query.strip():  # nothing to be relevant to: recency
+            return {"strategy": "lastk", "contiguous": False}, False
         chosen = self.config.strategy
+        options = {} if chosen is None else dict(chosen.options)
         name = self.selector.strategy if chosen is None else chosen.strategy
         own = self.selector.strategy_options if name == self.selector.strategy else {}
-        return (
-            tool_rounds
-            and name == "pacms"
-            and not (own or (chosen is not None and chosen.options))
-            and bool(query.strip())
-            and self.config.tool_loop.cover_values
-        )
+        covers = tool_rounds and name == "pacms" and not (own or options)
+        if name == "pacms":  # see SelectionConfig.strategy
+            given = {**own, **options}
+            loop = self.selector.profile.tool_loop_similarity_threshold
+            if "relevance_feedback" not in given:
+                options["relevance_feedback"] = 0.0
+            if tool_rounds and "similarity_threshold" not in given and loop is not None:
+                # tool outputs share their words: a looser kernel, and its greedy runs to
+                # the budget; the fill still passes over near-copies only (docs/integrations.md)
+                tool_loop = {
+                    "fill_threshold": self.selector.profile.similarity_threshold,
+                    "gain_floor": 0.0,
+                    "similarity_threshold": loop,
+                }
+                options.update({k: v for k, v in tool_loop.items() if k not in given})
+        strategy = None if chosen is None else chosen.strategy
+        return {"strategy": strategy, **options}, covers and self.config.tool_loop.cover_values
 
     def _values_of(self, candidate: Candidate) -> frozenset[str]:
         """The values a candidate's text holds (paths, ids, numbers), memoised by text."""
@@ -402,17 +389,17 @@ class SelectionRunner:
         """Select until what is sent fits the budget (see :func:`~.fit.fit`)."""
         counter, framing = self.selector.token_counter, self.config.message_framing
         role = self.config.context_role
-        rounds = _tool_rounds(pool)
+        options, covers = self._select_kwargs(query, _tool_rounds(pool))
         return (
             yield from fit(
                 self.selector,
                 pool,
                 query,
-                options=self._select_kwargs(query, rounds),
+                options=options,
                 apply=lambda sel: apply_selection(messages, sel, pool.spans, context_role=role),
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,
-                values_of=self._values_of if self._covers_values(query, rounds) else None,
+                values_of=self._values_of if covers else None,
             )
         )
 
@@ -428,6 +415,7 @@ class SelectionRunner:
         """One call's steps: the messages to send and the summary the trace records."""
         if not messages:
             return [], None
+        keep_first = self._keeps_first(config)
         try:
             query = self.query_for(state, messages)
             memories, documents, lookup_error = yield from lookups(
@@ -441,7 +429,7 @@ class SelectionRunner:
                 documents,
                 folds={i: v.messages for i, v in folds.items()},
                 request=request,
-                keep_first=self._keeps_first(config),
+                keep_first=keep_first,
             )
             pool = self._folds.reused(messages, pool, self._memo)
             selection, out = yield from self.fit(messages, pool, query)
@@ -451,21 +439,16 @@ class SelectionRunner:
         except Exception as err:
             if self.config.strict:
                 raise
+            error = f"{type(err).__name__}: {err}"
             logger.warning(
-                "pacms %s: selection failed (%s: %s); keeping the most recent context",
+                "pacms %s: selection failed (%s); keeping the most recent context",
                 self.source,
-                type(err).__name__,
-                err,
+                error,
             )
-            failure = {"fell_back": True, "error": f"{type(err).__name__}: {err}"}
+            failure = {"fell_back": True, "error": error}
             try:
                 fallback = self.candidates(
-                    messages,
-                    (),
-                    (),
-                    placeholders=False,
-                    request=request,
-                    keep_first=self._keeps_first(config),
+                    messages, (), (), placeholders=False, request=request, keep_first=keep_first
                 )
                 selection, out = yield from self.fit(messages, fallback, "")
                 return out, selection_event(selection, source=self.source, **failure)

@@ -1,7 +1,4 @@
-"""Fold, mask and prune context objects on a copy of a message list.
-
-Fold and mask keep ids and tool calls, so the list stays one a provider accepts.
-"""
+"""Fold, mask and prune objects on a copy of a history (fold and mask keep ids and tool calls)."""
 
 from __future__ import annotations
 
@@ -159,8 +156,7 @@ def apply_actions(
     touched: dict[int, None] = {}
     drop: set[int] = set()
     applied: list[Action] = []
-    done: set[str] = set()
-    saved: dict[str, int] = {}
+    saved: dict[str, int] = {}  # also: the objects done (one action per object)
     before = after = 0
     shown = shown if dedupe else None
     grown: set[str] | None = None  # ``shown`` and the locators of this call's stubs so far
@@ -168,43 +164,42 @@ def apply_actions(
         obj = index.by_id[action.target]
         if obj.kind == "system":
             raise ValueError(f"{obj.id}: system prompts are never folded, masked or pruned")
-        if obj.id in done:
+        if obj.id in saved:
             continue
-        done.add(obj.id)
         before += obj.tokens
+        applied.append(action)
         if action.op == "prune":
             drop.update(obj.indices)
+            saved[obj.id] = obj.tokens
+            continue
+        if shown is None and dedupe and action.op == "fold":
+            # what this edit prunes is no longer visible: its call arguments do not count
+            gone = {
+                i
+                for a in actions
+                if a.op == "prune" and a.target in index.by_id
+                for i in index.by_id[a.target].indices
+            }
+            shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
+        seen: Container[str]
+        if isinstance(shown, ShownBefore):
+            seen = shown.upto(obj.indices[0] + 1)
         else:
-            if shown is None and dedupe and action.op == "fold":
-                # what this edit prunes is no longer visible: its call arguments do not count
-                gone = {
-                    i
-                    for a in actions
-                    if a.op == "prune" and a.target in index.by_id
-                    for i in index.by_id[a.target].indices
-                }
-                shown = visible_locators([m for i, m in enumerate(messages) if i not in gone])
-            seen: Container[str]
-            if isinstance(shown, ShownBefore):
-                seen = shown.upto(obj.indices[0] + 1)
-            else:
-                seen = grown if grown is not None else shown or frozenset()
-            indices, record = _rewrite_object(messages, out, obj, action, seen, masking)
-            touched.update(dict.fromkeys(indices))
-            if record is not None:
-                sidecars.append(record)
-                if isinstance(shown, frozenset):  # a later stub need not repeat its locators
-                    grown = set(shown) if grown is None else grown
-                    grown.update(stub_shows(out[indices[0]]))
-        now = 0
-        if action.op != "prune":  # the messages it left alone count the same before and after
-            now = obj.tokens + sum(
-                message_size(out[i], count, held=True) - message_size(messages[i], count, held=True)
-                for i in dict.fromkeys(indices)
-            )
+            seen = grown if grown is not None else shown or frozenset()
+        indices, record = _rewrite_object(messages, out, obj, action, seen, masking)
+        touched.update(dict.fromkeys(indices))
+        if record is not None:
+            sidecars.append(record)
+            if isinstance(shown, frozenset):  # a later stub need not repeat its locators
+                grown = set(shown) if grown is None else grown
+                grown.update(stub_shows(out[indices[0]]))
+        # the messages it left alone count the same before and after
+        now = obj.tokens + sum(
+            message_size(out[i], count, held=True) - message_size(messages[i], count, held=True)
+            for i in dict.fromkeys(indices)
+        )
         after += now
         saved[obj.id] = obj.tokens - now
-        applied.append(action)
     replaced = {str(out[i].id): out[i] for i in touched if out[i].id and i not in drop}
     removed = tuple(str(messages[i].id) for i in sorted(drop) if messages[i].id)
     kept = [m for i, m in enumerate(out) if i not in drop]
@@ -281,15 +276,11 @@ def restore(
     if record.sha256 != obj.sha256:
         raise ValueError(f"{obj.id}: the sidecar is not the payload its fold stub points at")
     out = list(messages)
-    results = [i for i in obj.indices if isinstance(out[i], ToolMessage)]
-    targets = results or [obj.indices[0]]
-    head = out[obj.indices[0]]
-    span = bool((head.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("span"))
+    targets = [i for i in obj.indices if isinstance(out[i], ToolMessage)] or [obj.indices[0]]
+    span = bool((out[obj.indices[0]].additional_kwargs.get(LIFECYCLE_KEY) or {}).get("span"))
     payload: dict[str, Any] = json.loads(record.payload) if span else {"results": record.payload}
-    if len(targets) > 1:
-        texts = [str(part["content"]) for part in json.loads(payload["results"])]
-    else:
-        texts = [payload["results"]]
+    results = payload["results"]
+    texts = [str(p["content"]) for p in json.loads(results)] if len(targets) > 1 else [results]
     changes: list[tuple[int, str, dict[str, Any]]] = [
         (i, t, {}) for i, t in zip(targets, texts, strict=True)
     ]

@@ -183,18 +183,11 @@ def analyse(
     live: dict[str, frozenset[str]] = {}
     superseded: dict[str, tuple[str, str, frozenset[str]]] = {}
     edited: dict[str, list[str]] = {}
-    for o in candidates:
-        if o.kind != "tool":
-            continue
+    for o in [c for c in candidates if c.kind == "tool"]:
         handles = features[o.id].handles
         live[o.id] = frozenset(t for t in (handles & used) - known if last_use[t] > o.position)
-        edited[o.id] = sorted(
-            p
-            for c in calls.get(o.id, ())
-            if c.kind == "read"
-            for p in c.paths
-            if last_write.get(p, -1) > o.position
-        )
+        reads = [p for c in calls.get(o.id, ()) if c.kind == "read" for p in c.paths]
+        edited[o.id] = sorted(p for p in reads if last_write.get(p, -1) > o.position)
         cover = _cover(o, calls.get(o.id, ()), last_signature, last_whole_read, index, changes)
         if cover is not None:
             by, why = cover
@@ -234,8 +227,6 @@ def _cover(
     changes: Sequence[int],
 ) -> tuple[str, str] | None:
     """The later object that supersedes every call of ``obj``, with why (or ``None``)."""
-    if not calls:
-        return None
     by: tuple[int, str] | None = None
     why = ""
     for call in calls:

@@ -43,9 +43,8 @@ def boundary_in_force(
 def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") -> bool:
     """Whether the history ends at a point where a commit is safe.
 
-    ``"turn"``: after a user message or an AI answer without tool calls; ``"tool"`` also after a
-    tool call's results are all in; ``"auto"`` (default) is ``"tool"`` after
-    :data:`TOOL_LOOP_STEPS` tool-calling steps since the latest user message.
+    ``"turn"``: after a user message or an AI answer without tool calls; ``"tool"`` also once a
+    tool call's results are all in; ``"auto"`` (default): see :func:`boundary_in_force`.
 
     Raises:
         ValueError: If ``boundary`` is not ``"auto"``, ``"turn"`` or ``"tool"``.
@@ -66,8 +65,6 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") ->
         return True
     if boundary_in_force(messages, boundary) == "turn" or last.type != "tool":
         return False
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            answered = {str(getattr(m, "tool_call_id", "")) for m in messages if m.type == "tool"}
-            return all(str(c.get("id")) in answered for c in message.tool_calls)
-    return False
+    call = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    answered = {str(getattr(m, "tool_call_id", "")) for m in messages if m.type == "tool"}
+    return call is not None and all(str(c.get("id")) in answered for c in call.tool_calls)

@@ -1,7 +1,4 @@
-"""Fold: a payload leaves the history for a sidecar; the messages keep a short stub.
-
-The stub holds the recovery pointer, a description and the locators not shown elsewhere.
-"""
+"""Fold: a payload leaves for a sidecar; a stub (pointer, description, new locators) stays."""
 
 from __future__ import annotations
 
@@ -9,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -18,7 +15,6 @@ from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT, REWRITES, rewrite
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.locators import (
     ShownBefore,
-    StubLocators,
     durable_locators,
     ranked_stub_locators,
     stub_locators,
@@ -131,39 +127,6 @@ def _is_span(messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope) 
     )
 
 
-def _fold(
-    messages: list[BaseMessage],
-    obj: ContextObject,
-    record: SidecarRecord,
-    locators: StubLocators,
-    span: bool,
-    elsewhere: list[str],
-    length: str,
-) -> list[int]:
-    results = [i for i in obj.indices if isinstance(messages[i], ToolMessage)]
-    # a tool result's stub follows its call (in view): it gives only the results' length
-    shown = length if results else record.description
-    stub = f'[folded: {shown}; recover_context("{obj.id}")' + (
-        f"; locators: {locators}]" if locators else "]"
-    )
-    mark = {"object": obj.id, "state": "folded", "sha256": record.sha256}
-    targets = results or [obj.indices[0]]
-    for n, i in enumerate(targets):
-        text = stub if n == 0 else f"[folded with {obj.id}]"
-        # list content is stored as JSON; the mark says so, for restore to parse it back
-        listed = {"list_content": True} if isinstance(messages[i].content, list) else {}
-        left_out = {"elsewhere": elsewhere} if n == 0 and elsewhere else {}
-        messages[i] = rewrite(messages[i], text, {**mark, **listed, **left_out})
-    if not span:
-        return targets
-    head = messages[obj.indices[0]]
-    assert isinstance(head, AIMessage)
-    listed = {"list_content": True} if isinstance(head.content, list) else {}
-    pointer = f"[folded with {obj.id}]"
-    messages[obj.indices[0]] = rewrite(head, "", {**mark, **listed, "span": True}, pointer)
-    return [*targets, obj.indices[0]]  # the stub first
-
-
 def fold_object(
     messages: Sequence[BaseMessage],
     out: list[BaseMessage],
@@ -187,12 +150,30 @@ def fold_object(
     locators = stub_locators(sha256, source, shown)
     every = stub_locators(sha256, source).locators if shown else ()
     elsewhere = tuple(t for t in every if t in shown)
-
     record = SidecarRecord(obj.id, payload, sha256, obj.kind, obj.lineage, description)
+    pointer = f"[folded with {obj.id}]"
+
+    def mark(message: BaseMessage, extra: dict[str, Any]) -> dict[str, Any]:
+        # list content is stored as JSON; the mark says so, for restore to parse it back
+        listed = {"list_content": True} if isinstance(message.content, list) else {}
+        return {"object": obj.id, "state": "folded", "sha256": sha256, **listed, **extra}
 
     def fold() -> list[tuple[int, BaseMessage]]:
-        indices = _fold(out, obj, record, locators, span, list(elsewhere), length)
-        return [(obj.indices.index(i), out[i]) for i in indices]
+        results = [i for i in obj.indices if isinstance(out[i], ToolMessage)]
+        # a tool result's stub follows its call (in view): it gives only the results' length
+        size = length if results else description
+        stub = f'[folded: {size}; recover_context("{obj.id}")' + (
+            f"; locators: {locators}]" if locators else "]"
+        )
+        targets = results or [obj.indices[0]]
+        for n, i in enumerate(targets):
+            left_out = {"elsewhere": list(elsewhere)} if n == 0 and elsewhere else {}
+            out[i] = rewrite(out[i], pointer if n else stub, mark(out[i], left_out))
+        if span:  # the call's text and long arguments go too; the stub stays first
+            head = out[obj.indices[0]]
+            out[obj.indices[0]] = rewrite(head, "", mark(head, {"span": True}), pointer)
+            targets = [*targets, obj.indices[0]]
+        return [(obj.indices.index(i), out[i]) for i in targets]
 
     # the stubs depend on the object's messages and what they leave out (memoised by id)
     held = tuple(messages[i] for i in obj.indices)
@@ -251,8 +232,9 @@ def _fold_material(
         results = payload_of(messages, obj.indices)
         payload = span_payload(messages, obj) if span else results
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-        description = _describe(messages, obj, results)
-        return payload, digest, description, _source(messages, obj, span, results), _lines(results)
+        # a span's locators come from its texts as written, not from their JSON-escaped payload
+        source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
+        return payload, digest, _describe(messages, obj, results), source, _lines(results)
 
     held = tuple(messages[i] for i in obj.indices)
     return _FOLDS(held, (span, obj.kind), compute)
@@ -274,11 +256,6 @@ def fold_locators(
     """
     _, sha256, _, source, _ = _fold_material(messages, obj, _is_span(messages, obj, scope))
     return ranked_stub_locators(sha256, source)
-
-
-def _source(messages: Sequence[BaseMessage], obj: ContextObject, span: bool, results: str) -> str:
-    # a span's locators come from its texts as written, not from their JSON-escaped payload
-    return "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
 
 
 def call_texts(head: BaseMessage) -> list[str]:

@@ -1,7 +1,4 @@
-"""The lifecycle harness: plan on the side, rehearse and validate, stage, commit when it pays.
-
-Payloads and originals are stored before a commit (a failed write means no commit).
-"""
+"""The lifecycle harness: plan, rehearse and validate, stage, store, then commit when it pays."""
 
 from __future__ import annotations
 
@@ -44,14 +41,8 @@ class _Thread:
     checked: tuple[ContextIndex, Checked] | None = None  # this step's plan, checked on its index
 
 
-@dataclass(frozen=True)
-class _Decision:
-    index: ContextIndex
-    checked: Checked
-    reason: str | None
-
-
 _StepArguments = tuple[Sequence[BaseMessage], str, Mapping[str, str] | None, RunnableConfig | None]
+_ReactivateArguments = tuple[Sequence[BaseMessage], str, str, Mapping[str, str] | None]
 
 
 def step_arguments(
@@ -77,7 +68,7 @@ def reactivate_arguments(
     *,
     thread_id: str | None = None,
     known_ids: Mapping[str, str] | None = None,
-) -> tuple[Sequence[BaseMessage], str, str, Mapping[str, str] | None]:
+) -> _ReactivateArguments:
     """The parameters of :meth:`LifecycleHarness.reactivate` and its twin (the thread resolved).
 
     Example:
@@ -120,8 +111,7 @@ class LifecycleHarness:
         token_counter: Any = None,
         log: str | os.PathLike[str] | None = None,
     ) -> None:
-        if planner is None:
-            planner = HeuristicPlanner()
+        planner = HeuristicPlanner() if planner is None else planner
         if not isinstance(planner, Planner):
             raise TypeError(
                 f"planner must have name, plan() and aplan(); got {type(planner).__name__}"
@@ -195,28 +185,28 @@ class LifecycleHarness:
         checked = self.check(messages, index, plan.actions)
         self.stats.actions_accepted += len(checked.accepted)
         self.stats.actions_rejected += len(checked.rejected)
-        for rejection in checked.rejected:
-            self.stats.rejections[rejection.reason] += 1
+        self.stats.rejections.update(r.reason for r in checked.rejected)
         thread.staged, _ = merge_actions(thread.staged, checked.accepted)
         thread.checked = (index, checked)
 
     def _decide(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex
-    ) -> _Decision:
+    ) -> tuple[Checked, str | None]:
+        """The staged actions checked again, and why they commit now (``None``: they do not)."""
         staged, thread.checked = thread.checked, None
         # when nothing else is staged, this step's check of the plan rehearsed what is staged
         prior = staged[1] if staged is not None and staged[0] is index else None
         checked = self.check(messages, index, thread.staged, prior)
         thread.staged = list(checked.accepted)  # staged actions that no longer apply go
-        if not checked.accepted:
-            return _Decision(index, checked, None)
         active, rule = index.active_tokens, self.commit
+        if not checked.accepted:
+            return checked, None
         if rule.max_active_tokens is not None and active > rule.max_active_tokens:
-            return _Decision(index, checked, "max_active_tokens")
+            return checked, "max_active_tokens"
         share = checked.tokens_saved / active if active else 0.0
         if checked.tokens_saved and share >= rule.threshold and self.pays(messages, checked):
-            return _Decision(index, checked, "threshold")
-        return _Decision(index, checked, None)
+            return checked, "threshold"
+        return checked, None
 
     def pays(self, messages: Sequence[BaseMessage], checked: Checked) -> bool:
         """Whether committing ``checked`` pays under prompt caching (always, without a price).
@@ -227,55 +217,31 @@ class LifecycleHarness:
         price = self.commit.cached_price
         if price is None:
             return True
-        new = checked.result.messages
-        first = next(
-            (
-                i
-                for i, (a, b) in enumerate(zip(messages, new, strict=False))
-                if a.id != b.id or a.content != b.content
-            ),
-            min(len(messages), len(new)),
-        )
+        new, first = checked.result.messages, 0  # ``first``: the first message the edit changes
+        for a, b in zip(messages, new):
+            if a.id != b.id or a.content != b.content:
+                break
+            first += 1
         tail = sum(self.token_counter(str(m.content)) for m in new[first:])
         calls = sum(1 for m in messages if isinstance(m, AIMessage))
         return price * checked.tokens_saved * calls >= (1 - price) * tail
 
-    def _records(
-        self, messages: Sequence[BaseMessage], decision: _Decision
-    ) -> tuple[list[SidecarRecord], list[SidecarRecord]]:
-        audit = [
-            SidecarRecord.of(
-                a.target,
-                transcript_of(messages, decision.index.by_id[a.target].indices),
-                decision.index.by_id[a.target].kind,
-                decision.index.by_id[a.target].lineage,
-                f"{a.op}: {a.reason}",
-            )
-            for a in decision.checked.accepted
-            if a.op != "fold"
-        ]
-        return list(decision.checked.result.sidecars), audit
-
-    def _commit(
-        self, thread_id: str, thread: _Thread, messages: Sequence[BaseMessage], decision: _Decision
-    ) -> Commit:
-        result = decision.checked.result
+    def _commit(self, thread_id: str, index: ContextIndex, checked: Checked, reason: str) -> Commit:
+        result, before = checked.result, index.active_tokens
         updates: list[BaseMessage] = [RemoveMessage(id=mid) for mid in result.removed]
         updates.extend(result.replaced.values())
-        before = decision.index.active_tokens
         commit = Commit(
             thread_id=thread_id,
             messages=result.messages,
             updates=updates,
-            actions=decision.checked.accepted,
-            rejected=decision.checked.rejected,
+            actions=checked.accepted,
+            rejected=checked.rejected,
             sidecars=result.sidecars,
             tokens_before=before,
-            tokens_after=before - decision.checked.tokens_saved,
-            reason=str(decision.reason),
-            known_ids=decision.index.id_map,
+            tokens_after=before - checked.tokens_saved,
+            reason=reason,
+            known_ids=index.id_map,
         )
-        thread.staged = []
         self.stats.commits += 1
         self.stats.tokens_removed += before - commit.tokens_after
         self.stats.sidecars_written += len(commit.sidecars)
@@ -287,17 +253,13 @@ class LifecycleHarness:
             before,
             commit.tokens_after,
         )
-        self._log(commit)
+        if self.log is not None:
+            record = {"timestamp": datetime.now(timezone.utc).isoformat(), **commit.event()}
+            try:
+                self.log.append(record)
+            except OSError as err:
+                logger.warning("could not write the lifecycle log %s: %s", self.log.path, err)
         return commit
-
-    def _log(self, commit: Commit) -> None:
-        if self.log is None:
-            return
-        record = {"timestamp": datetime.now(timezone.utc).isoformat(), **commit.event()}
-        try:
-            self.log.append(record)
-        except OSError as err:
-            logger.warning("could not write the lifecycle log %s: %s", self.log.path, err)
 
     def _steps(self, call: _StepArguments) -> Steps[Commit | None]:
         """One harness step as the I/O calls it makes (driven by :meth:`step` and :meth:`astep`)."""
@@ -306,52 +268,44 @@ class LifecycleHarness:
             return None  # nothing can commit here; staged actions are re-checked at the next one
         thread = self._threads.setdefault(thread_id, _Thread())
         try:
-            return (yield from self._step(thread_id, thread, messages, known_ids, config))
+            index = self.index(messages, known_ids)
+            if len(index.objects) > 1:
+                plan = yield Call(self.planner.plan, self.planner.aplan, (index, messages))
+                self._stage(thread, messages, index, plan)
+            checked, reason = self._decide(thread, messages, index)
+            if reason is None:
+                return None
+            # the originals of masked and pruned objects go to the audit namespace
+            gone = [index.by_id[a.target] for a in checked.accepted if a.op != "fold"]
+            notes = [f"{a.op}: {a.reason}" for a in checked.accepted if a.op != "fold"]
+            audit = [
+                SidecarRecord.of(o.id, transcript_of(messages, o.indices), o.kind, o.lineage, note)
+                for o, note in zip(gone, notes)
+            ]
+            try:
+                sidecars = self.sidecars(thread_id)
+                yield Call(sidecars.put_many, sidecars.aput_many, (list(checked.result.sidecars),))
+                originals = self.audit(thread_id)
+                yield Call(originals.put_many, originals.aput_many, (audit,))
+            except Exception as err:  # any store failure: nothing is committed, nothing is lost
+                self.stats.commit_failures += 1
+                logger.warning(
+                    "lifecycle commit on %s abandoned: sidecar write failed: %s", thread_id, err
+                )
+                return None
+            thread.staged = []
+            commit = self._commit(thread_id, index, checked, reason)
+            try:
+                event = (COMMIT_EVENT, commit.event())
+                yield Call(dispatch_custom_event, adispatch_custom_event, event, {"config": config})
+            except RuntimeError:
+                pass  # not inside a run: nobody to tell
+            except Exception as err:  # a callback handler failed: never break the agent for it
+                logger.warning("%s event handler failed: %s", COMMIT_EVENT, err)
+            return commit
         finally:  # a thread with nothing staged keeps no state here
             if not thread.staged and thread.checked is None:
                 self._threads.pop(thread_id, None)
-
-    def _step(
-        self,
-        thread_id: str,
-        thread: _Thread,
-        messages: Sequence[BaseMessage],
-        known_ids: Mapping[str, str] | None,
-        config: RunnableConfig | None,
-    ) -> Steps[Commit | None]:
-        """:meth:`_steps` at a boundary, for the thread's state."""
-        index = self.index(messages, known_ids)
-        if len(index.objects) > 1:
-            plan = yield Call(self.planner.plan, self.planner.aplan, (index, messages))
-            self._stage(thread, messages, index, plan)
-        decision = self._decide(thread, messages, index)
-        if decision.reason is None:
-            return None
-        folded, audit = self._records(messages, decision)
-        try:
-            sidecars = self.sidecars(thread_id)
-            yield Call(sidecars.put_many, sidecars.aput_many, (folded,))
-            originals = self.audit(thread_id)
-            yield Call(originals.put_many, originals.aput_many, (audit,))
-        except Exception as err:  # any store failure: nothing is committed, nothing is lost
-            self.stats.commit_failures += 1
-            logger.warning(
-                "lifecycle commit on %s abandoned: sidecar write failed: %s", thread_id, err
-            )
-            return None
-        commit = self._commit(thread_id, thread, messages, decision)
-        try:
-            yield Call(
-                dispatch_custom_event,
-                adispatch_custom_event,
-                (COMMIT_EVENT, commit.event()),
-                {"config": config},
-            )
-        except RuntimeError:
-            pass  # not inside a run: nobody to tell
-        except Exception as err:  # a callback handler failed: never break the agent for it
-            logger.warning("%s event handler failed: %s", COMMIT_EVENT, err)
-        return commit
 
     @method_parameters_of(step_arguments)
     def step(self, *args: Any, **kwargs: Any) -> Commit | None:  # noqa: D417 (*args: the parameters)
@@ -373,6 +327,16 @@ class LifecycleHarness:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
         return await adrive_calls(self._steps(step_arguments(*args, **kwargs)))
 
+    def _reactivating(self, call: _ReactivateArguments) -> Steps[list[BaseMessage]]:
+        messages, object_id, thread_id, known_ids = call
+        index = self.index(messages, known_ids)
+        obj = index.by_id.get(object_id)  # its stub's sha256 names the payload
+        sidecars = self.sidecars(thread_id)
+        args = (object_id, obj.sha256 if obj is not None else None)
+        record = yield Call(sidecars.get, sidecars.aget, args)
+        result = restore(messages, index, record, token_counter=self.token_counter)
+        return list(result.replaced.values())
+
     @method_parameters_of(reactivate_arguments)
     def reactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:  # noqa: D417 (*args: the parameters)
         """State updates that bring a folded object's exact payload back into the history.
@@ -390,24 +354,12 @@ class LifecycleHarness:
             KeyError: If the object or its sidecar is unknown.
             ValueError: If the object is not folded or the sidecar fails its hash check.
         """
-        messages, object_id, thread_id, known_ids = reactivate_arguments(*args, **kwargs)
-        index = self.index(messages, known_ids)
-        record = self.sidecars(thread_id).get(object_id, _sha(index, object_id))
-        return self._restored(messages, index, record)
+        return drive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
 
     @method_parameters_of(reactivate_arguments)
     async def areactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`reactivate`."""
-        messages, object_id, thread_id, known_ids = reactivate_arguments(*args, **kwargs)
-        index = self.index(messages, known_ids)
-        record = await self.sidecars(thread_id).aget(object_id, _sha(index, object_id))
-        return self._restored(messages, index, record)
-
-    def _restored(
-        self, messages: Sequence[BaseMessage], index: ContextIndex, record: SidecarRecord
-    ) -> list[BaseMessage]:
-        result = restore(messages, index, record, token_counter=self.token_counter)
-        return list(result.replaced.values())
+        return await adrive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
 
 
 def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:
@@ -415,9 +367,3 @@ def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:
     if thread_id is not None:
         return thread_id
     return run_thread(messages) if messages else DEFAULT_THREAD
-
-
-def _sha(index: ContextIndex, object_id: str) -> str | None:
-    """The sha256 an object's fold stub carries (``None`` for an unknown object)."""
-    obj = index.by_id.get(object_id)
-    return obj.sha256 if obj is not None else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from langchain_core.messages import BaseMessage
@@ -100,42 +100,26 @@ class HeuristicPlanner:
             self._cache.put(key, hit)
         return hit
 
-    def _analyse(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Analysis:
-        return analyse(
-            index,
-            messages,
-            self._features,
-            keep_recent=self.tuning.keep_recent,
-            keep_file_views=self.tuning.keep_file_views,
-            recency_half_life=self.tuning.recency_half_life,
-            smallest=min(self.tuning.fold_min_tokens, self.tuning.mask_min_tokens),
-        )
-
     def _lexical(self, a: Analysis) -> dict[str, float]:
         query = words_of(a.query)
         if not query:
             return {o.id: 0.0 for o in a.scored}
         return {o.id: len(query & a.features[o.id].words) / len(query) for o in a.scored}
 
-    def _texts(self, a: Analysis) -> list[str]:
-        return [o.text[:_EMBED_CHARS] for o in a.scored]
-
-    def _cosines(self, a: Analysis, docs: Any, query: Any) -> dict[str, float]:
-        assert self.selector is not None
-        docs, query = self.selector.reweight_pool(np.asarray(docs), np.asarray(query))
-        norms = np.linalg.norm(docs, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-        scores = (docs @ query) / np.maximum(norms, 1e-12)
-        return {o.id: float(s) for o, s in zip(a.scored, scores)}
-
     def _relevance(self, a: Analysis) -> Steps[tuple[dict[str, float], str]]:
+        """Each scored object's relevance to the latest turns (cosine), and why it fell back."""
         if self.selector is None or not a.scored or not a.query.strip():
             return self._lexical(a), ""
         try:
             embed = self.selector.embeddings
-            docs = yield Call(embed.embed_matrix, embed.aembed_matrix, (self._texts(a),))
+            texts = [o.text[:_EMBED_CHARS] for o in a.scored]
+            docs = yield Call(embed.embed_matrix, embed.aembed_matrix, (texts,))
             kind = {"kind": "query"}
             query = (yield Call(embed.embed_matrix, embed.aembed_matrix, ([a.query],), kind))[0]
-            return self._cosines(a, docs, query), ""
+            docs, query = self.selector.reweight_pool(np.asarray(docs), np.asarray(query))
+            norms = np.linalg.norm(docs, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+            scores = (docs @ query) / np.maximum(norms, 1e-12)
+            return {o.id: float(s) for o, s in zip(a.scored, scores)}, ""
         except Exception as err:  # fail soft: word overlap instead
             return self._lexical(a), f"{type(err).__name__}: {err}"
 
@@ -167,23 +151,17 @@ class HeuristicPlanner:
 
     def _action(self, a: Analysis, obj: ContextObject, value: float) -> Action | None:
         tokens, rules = obj.tokens, self.tuning
-        if obj.kind == "user":
-            if (
-                obj.id != a.first_user
-                and tokens >= rules.user_fold_min_tokens
-                and (value < rules.keep_above)
-            ):
-                return Action("fold", obj.id, f"very large old user message ({tokens} tokens)")
-            return None
-        if obj.kind == "assistant":
-            if tokens >= rules.fold_min_tokens and value < rules.keep_above:
-                return Action(
-                    "fold",
-                    obj.id,
-                    f"large generated body ({tokens} tokens); folded so a later "
-                    "step can quote it exactly",
+        if obj.kind in ("user", "assistant"):
+            if obj.kind == "user":
+                big = obj.id != a.first_user and tokens >= rules.user_fold_min_tokens
+                why = f"very large old user message ({tokens} tokens)"
+            else:
+                big = tokens >= rules.fold_min_tokens
+                why = (
+                    f"large generated body ({tokens} tokens); folded so a later step can quote "
+                    "it exactly"
                 )
-            return None
+            return Action("fold", obj.id, why) if big and value < rules.keep_above else None
         live = sorted(a.live.get(obj.id, ()))
         cover = a.superseded.get(obj.id)
         if cover is not None:
@@ -196,43 +174,27 @@ class HeuristicPlanner:
             return None
         uses = f"; later calls use {', '.join(live[:3])}" if live else ""
         edited = a.edited.get(obj.id)
-        if self._noisy(a, obj) and not edited:
-            if live and tokens >= rules.mask_min_tokens:
-                return Action(
-                    "fold",
-                    obj.id,
-                    f"noisy output ({tokens} tokens){uses}: fold keeps them recoverable",
-                )
-            if tokens >= rules.mask_min_tokens:
-                return Action(
-                    "mask",
-                    obj.id,
-                    f"noisy output ({tokens} tokens, value {value:.2f}): head and tail kept",
-                )
+        noisy = self._noisy(a, obj) and not edited
+        if noisy and tokens >= rules.mask_min_tokens:
+            if live:
+                why = f"noisy output ({tokens} tokens){uses}: fold keeps them recoverable"
+                return Action("fold", obj.id, why)
+            why = f"noisy output ({tokens} tokens, value {value:.2f}): head and tail kept"
+            return Action("mask", obj.id, why)
+        if noisy or tokens < rules.fold_min_tokens:
             return None
-        if tokens >= rules.fold_min_tokens:
-            body = f"; {', '.join(edited)} is edited later" if edited else ""
-            return Action(
-                "fold",
-                obj.id,
-                f"large stable body ({tokens} tokens, value {value:.2f}){body}{uses}",
-            )
-        return None
+        body = f"; {', '.join(edited)} is edited later" if edited else ""
+        why = f"large stable body ({tokens} tokens, value {value:.2f}){body}{uses}"
+        return Action("fold", obj.id, why)
 
     def _scoped(self, a: Analysis, obj: ContextObject, action: Action | None) -> Action | None:
         """A tool span's fold with ``scope="span"`` when its call has text or long arguments."""
-        if (
-            action is None
-            or action.op != "fold"
-            or obj.kind != "tool"
-            or not self.tuning.fold_calls
-        ):
+        if action is None or action.op != "fold" or obj.kind != "tool":
             return action
-        if not any(call_texts(a.messages[obj.indices[0]])):
+        if not self.tuning.fold_calls or not any(call_texts(a.messages[obj.indices[0]])):
             return action
-        return Action(
-            "fold", obj.id, f"{action.reason}; with its call's text and arguments", scope="span"
-        )
+        why = f"{action.reason}; with its call's text and arguments"
+        return Action("fold", obj.id, why, scope="span")
 
     def _horizon(self, a: Analysis, actions: list[Action]) -> list[Action]:
         """``actions`` with every stub or mask beyond the newest ``max_stubs`` pruned instead."""
@@ -280,12 +242,24 @@ class HeuristicPlanner:
             summary += f" (relevance by word overlap: embedding failed, {failure})"
         return Plan(summary, tuple(actions), planner=self.name)
 
+    def _planning(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Steps[Plan]:
+        rules = self.tuning
+        analysis = analyse(
+            index,
+            messages,
+            self._features,
+            keep_recent=rules.keep_recent,
+            keep_file_views=rules.keep_file_views,
+            recency_half_life=rules.recency_half_life,
+            smallest=min(rules.fold_min_tokens, rules.mask_min_tokens),
+        )
+        relevance, failure = yield from self._relevance(analysis)
+        return self._decide(analysis, relevance, failure)
+
     def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Propose actions for ``index`` (built from ``messages``)."""
-        analysis = self._analyse(index, messages)
-        return self._decide(analysis, *drive_calls(self._relevance(analysis)))
+        return drive_calls(self._planning(index, messages))
 
     async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Async twin of :meth:`plan` (embeds with the model's async API)."""
-        analysis = self._analyse(index, messages)
-        return self._decide(analysis, *(await adrive_calls(self._relevance(analysis))))
+        return await adrive_calls(self._planning(index, messages))

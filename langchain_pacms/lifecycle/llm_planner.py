@@ -99,8 +99,7 @@ def _one_line(text: str, limit: int) -> str:
 def _preview(obj: ContextObject) -> str:
     if obj.kind == "tool" and obj.signature:
         head, _, body = obj.text.partition(obj.signature)
-        result = body or head
-        return f"{_one_line(obj.signature, _PREVIEW)} -> {_one_line(result, _PREVIEW)}"
+        return f"{_one_line(obj.signature, _PREVIEW)} -> {_one_line(body or head, _PREVIEW)}"
     return _one_line(obj.text, _PREVIEW)
 
 
@@ -147,9 +146,7 @@ class LLMPlanner:
             raise ValueError(f"max_objects must be >= 1, got {max_objects}")
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty string")
-        self.model = model
-        self.max_objects = max_objects
-        self.name = name
+        self.model, self.max_objects, self.name = model, max_objects, name
         self._runnable: Runnable[Any, Any]
         try:
             self._runnable = model.with_structured_output(PlanSchema, include_raw=True)
@@ -204,21 +201,19 @@ class LLMPlanner:
         except ValueError as err:
             return Plan.rejection(f"the reply holds no readable plan: {err}", planner=self.name)
         if not isinstance(data, Mapping) or not isinstance(data.get("actions", []), list):
-            return Plan.rejection(
-                "the reply is not an object with an 'actions' list", planner=self.name
-            )
+            why = "the reply is not an object with an 'actions' list"
+            return Plan.rejection(why, planner=self.name)
         items = data.get("actions", [])
         actions: list[Action] = []
-        dropped: list[str] = []
-        unknown = 0
-        for n, item in enumerate(items):
+        dropped: list[str] = []  # why each dropped action was dropped
+        for item in items:
             problem, action = self._check(item, index, {a.target for a in actions})
             if action is not None:
                 actions.append(action)
             else:
-                unknown += problem.endswith("unknown id")
-                dropped.append(problem or f"action {n} is invalid")
+                dropped.append(problem)
         if items and not actions:
+            unknown = sum(p.endswith("unknown id") for p in dropped)
             if unknown == len(items):
                 why = f"all {unknown} target ids are unknown (not in the index)"
             else:

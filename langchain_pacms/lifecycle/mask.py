@@ -1,8 +1,4 @@
-"""Mask: keep the head and tail of a noisy output, replace its middle with a marker.
-
-No recovery promise (the original goes to the audit namespace only); elided lines that hold a
-locator are kept within a budget that grows with what is elided.
-"""
+"""Mask: keep a noisy output's head, tail and (within a budget) locator lines; no recovery."""
 
 from __future__ import annotations
 
@@ -38,14 +34,9 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
     lines = middle.count("\n") + 1
     end = text[len(text) - tail :] if tail else ""
     kept = locator_lines(middle, locator_chars) if locator_chars > 0 else []
-    if not kept:
-        return f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask ...]\n{end}"
-    shown = "\n".join(kept)
-    note = f"kept {len(kept)} line{'s' * (len(kept) > 1)} with locators"
-    return (
-        f"{text[:head]}\n[... {len(middle)} chars, {lines} lines elided by mask; {note} ...]"
-        f"\n{shown}\n{end}"
-    )
+    note = f"; kept {len(kept)} line{'s' * (len(kept) > 1)} with locators" if kept else ""
+    marker = f"[... {len(middle)} chars, {lines} lines elided by mask{note} ...]"
+    return "\n".join([text[:head], marker, *kept, end])
 
 
 def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:

@@ -23,7 +23,7 @@ from langgraph.types import Command
 from typing_extensions import NotRequired, Unpack
 
 from langchain_pacms.lifecycle.harness import LifecycleHarness
-from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, state_update
+from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, step_update
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverCheck, make_recover_tool
 from langchain_pacms.messages.runs import run_config, thread_of
 
@@ -80,23 +80,13 @@ class LifecycleMiddleware(AgentMiddleware):
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Step the harness; return the commit as a state update (``None``: no change)."""
-        config = run_config()
-        messages, known = state_inputs(state)
-        commit = self.harness.step(
-            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
-        )
-        return state_update(commit)
+        return drive_calls(step_update(self.harness, state, run_config()))
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of :meth:`before_model`."""
-        config = run_config()
-        messages, known = state_inputs(state)
-        commit = await self.harness.astep(
-            messages, thread_id=thread_of(config, messages), known_ids=known, config=config
-        )
-        return state_update(commit)
+        return await adrive_calls(step_update(self.harness, state, run_config()))
 
     def _after_tool(
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
@@ -124,14 +114,11 @@ class LifecycleMiddleware(AgentMiddleware):
             return result
         if not restored:
             return result
-        note = result.model_copy(
-            update={
-                "content": (
-                    f"[{object_id} restored in place: its original message in the history "
-                    "above holds the exact payload again]"
-                )
-            }
+        text = (
+            f"[{object_id} restored in place: its original message in the history above holds "
+            "the exact payload again]"
         )
+        note = result.model_copy(update={"content": text})
         return Command(update={"messages": [*restored, note]})
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:

@@ -11,7 +11,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.lifecycle.commit import Commit
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.plan import Planner
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
@@ -29,8 +29,7 @@ IDS_KEY = "pacms_lifecycle_ids"
 def known_ids_of(state: Any) -> Mapping[str, str] | None:
     """A graph state's ``message id -> object id`` map (:data:`IDS_KEY`), ``None`` without one.
 
-    Whatever names objects of that state (a fold stub sent by per-call selection, the
-    ``recover_context`` tool) reads it, so an object keeps its id after a prune.
+    What names objects of that state (fold stubs, ``recover_context``) reads it: ids outlive prunes.
 
     Example:
         >>> known_ids_of({IDS_KEY: {"t1": "function:tool:2"}}), known_ids_of({"messages": []})
@@ -72,11 +71,8 @@ def build_harness(
     """
     unknown = sorted(set(options) - HarnessOptions.__optional_keys__)
     if unknown:
-        own = [
-            p.name
-            for p in inspect.signature(owner).parameters.values()
-            if p.kind is not p.VAR_KEYWORD
-        ]
+        params = inspect.signature(owner).parameters.values()
+        own = [p.name for p in params if p.kind is not p.VAR_KEYWORD]
         raise TypeError(
             f"{owner.__name__}() got an unknown keyword: {', '.join(unknown)}. Its keywords "
             f"are {', '.join([*own, *HarnessOptions.__annotations__])}"
@@ -87,16 +83,7 @@ def build_harness(
                 f"pass either harness= or harness options, not both (got {sorted(options)})"
             )
         return harness
-    chosen = dict(options)
-    planner = chosen.pop("planner", None)
-    return LifecycleHarness(planner, **chosen)
-
-
-def state_update(commit: Commit | None) -> dict[str, Any] | None:
-    """The graph state update for a commit (``None`` when nothing was committed)."""
-    if commit is None:
-        return None
-    return {"messages": commit.updates, IDS_KEY: dict(commit.known_ids)}
+    return LifecycleHarness(**options)
 
 
 def state_inputs(
@@ -107,6 +94,19 @@ def state_inputs(
     if messages is None:
         raise KeyError(f"the lifecycle node reads state[{key!r}], which this state lacks")
     return messages, known_ids_of(state)
+
+
+def step_update(
+    harness: LifecycleHarness,
+    state: Mapping[str, Any],
+    config: RunnableConfig | None,
+    key: str = "messages",
+) -> Steps[dict[str, Any] | None]:
+    """One harness step on a graph state: its commit as a state update (``None``: no commit)."""
+    messages, known = state_inputs(state, key)
+    options = {"thread_id": thread_of(config, messages), "known_ids": known, "config": config}
+    commit = yield Call(harness.step, harness.astep, (messages,), options)
+    return None if commit is None else {key: commit.updates, IDS_KEY: dict(commit.known_ids)}
 
 
 def create_lifecycle_node(
@@ -145,25 +145,13 @@ def create_lifecycle_node(
     live = build_harness(harness, options, create_lifecycle_node)
 
     def lifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
-        messages, known = state_inputs(state, messages_key)
-        thread = thread_of(config, messages)
-        commit = live.step(messages, thread_id=thread, known_ids=known, config=config)
-        return _keyed(state_update(commit), messages_key)
+        return drive_calls(step_update(live, state, config, messages_key))
 
     async def alifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
-        messages, known = state_inputs(state, messages_key)
-        thread = thread_of(config, messages)
-        commit = await live.astep(messages, thread_id=thread, known_ids=known, config=config)
-        return _keyed(state_update(commit), messages_key)
+        return await adrive_calls(step_update(live, state, config, messages_key))
 
     node: RunnableLambda[Any, dict[str, Any] | None] = RunnableLambda(
         lifecycle, afunc=alifecycle, name="pacms_lifecycle"
     )
     node.harness = live  # type: ignore[attr-defined]
     return node
-
-
-def _keyed(update: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
-    if update is None or key == "messages":
-        return update
-    return {key: update.pop("messages"), **update}

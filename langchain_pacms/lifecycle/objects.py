@@ -103,14 +103,6 @@ def _kind(message: BaseMessage, span_kind: str) -> ObjectKind:
     return "assistant" if isinstance(message, AIMessage) else "user"
 
 
-def _marker(messages: Sequence[BaseMessage], indices: Sequence[int]) -> Mapping[str, Any]:
-    for i in indices:
-        mark = messages[i].additional_kwargs.get(LIFECYCLE_KEY)
-        if isinstance(mark, Mapping):
-            return mark
-    return {}
-
-
 @by_message
 def _signature(message: BaseMessage) -> str:
     calls = getattr(message, "tool_calls", None) or []
@@ -174,24 +166,16 @@ def index_messages(
     known = dict(known_ids or {})
     _, spans = messages_to_candidates(messages, pair_turns=False, keep_latest_turn=True)
     newest = spans[-1].indices[0] if spans else -1
-    last_user = max(
-        (
-            i
-            for i, s in enumerate(spans)
-            if s.kind == "turn" and not isinstance(messages[s.indices[0]], AIMessage)
-        ),
-        default=-1,
-    )
-    latest_index = spans[last_user].indices[0] if last_user >= 0 else -1
-    numbers = {kind: 0 for kind in _PREFIX}
-    for object_id in [
-        *known.values(),
-        *(
-            str(m.additional_kwargs[LIFECYCLE_KEY].get("object", ""))
-            for m in messages
-            if isinstance(m.additional_kwargs.get(LIFECYCLE_KEY), Mapping)
-        ),
-    ]:
+    users = [
+        s.indices[0]
+        for s in spans
+        if s.kind == "turn" and not isinstance(messages[s.indices[0]], AIMessage)
+    ]
+    latest_index = users[-1] if users else -1
+    numbers = dict.fromkeys(_PREFIX, 0)
+    marks: list[Any] = [m.additional_kwargs.get(LIFECYCLE_KEY) for m in messages]
+    marked = [str(m.get("object", "")) for m in marks if isinstance(m, Mapping)]
+    for object_id in [*known.values(), *marked]:
         for kind, prefix in _PREFIX.items():
             tail = object_id.removeprefix(prefix + ":")
             if tail != object_id and tail.isdigit():
@@ -200,7 +184,9 @@ def index_messages(
     for span in spans:
         kind = _kind(messages[span.indices[0]], span.kind)
         lineage = tuple(messages[i].id or "" for i in span.indices)
-        mark = _marker(messages, span.indices)
+        mark: Mapping[str, Any] = next(
+            (marks[i] for i in span.indices if isinstance(marks[i], Mapping)), {}
+        )
         object_id = str(mark.get("object") or "") or next(
             (known[m] for m in lineage if m in known), ""
         )

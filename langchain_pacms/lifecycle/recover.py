@@ -63,32 +63,6 @@ class RecoverInput(BaseModel):
     state: Annotated[Any, InjectedState] = None
 
 
-def _messages(state: Any) -> tuple[Sequence[BaseMessage], Mapping[str, str] | None]:
-    """The messages and the lifecycle's id map of a graph state (empty when there is none)."""
-    return state_messages(state), known_ids_of(state)
-
-
-def _thread(
-    thread_id: str | None,
-    config: RunnableConfig,
-    default: str | None,
-    messages: Sequence[BaseMessage],
-) -> str:
-    if thread_id is not None:
-        return thread_id
-    found = thread_id_of(config)
-    if found is not None:
-        return str(found)
-    if messages:
-        return run_thread(messages)
-    if default is not None:
-        return default
-    raise ToolException(
-        "recover_context has no thread id: build it with make_recover_tool(store, "
-        "thread_id=...) or run with config={'configurable': {'thread_id': ...}}"
-    )
-
-
 def expected_sha256(
     messages: Sequence[BaseMessage], object_id: str, known_ids: Mapping[str, str] | None = None
 ) -> tuple[tuple[str, ...], bool]:
@@ -131,9 +105,16 @@ def _recovering(
     state: Any,
 ) -> Steps[str]:
     """The tool's body (sync and async): yields the store reads, returns the payload."""
-    messages, known = _messages(state)
+    messages, known = state_messages(state), known_ids_of(state)
+    found = thread_id if thread_id is not None else thread_id_of(config)
+    thread = str(found) if found is not None else (run_thread(messages) if messages else default)
+    if thread is None:
+        raise ToolException(
+            "recover_context has no thread id: build it with make_recover_tool(store, "
+            "thread_id=...) or run with config={'configurable': {'thread_id': ...}}"
+        )
     try:
-        sidecars = SidecarStore(store, _thread(thread_id, config, default, messages))
+        sidecars = SidecarStore(store, thread)
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
     hashes, folded = expected_sha256(messages, object_id, known)
@@ -255,15 +236,13 @@ def make_recover_tool(
     elif not isinstance(store, BaseStore):
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
 
+    reads = (store, thread_id, default_thread_id)  # what every call reads from
+
     def recover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
-        return drive_calls(
-            _recovering(store, thread_id, default_thread_id, object_id, config, state)
-        )
+        return drive_calls(_recovering(*reads, object_id, config, state))
 
     async def arecover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
-        return await adrive_calls(
-            _recovering(store, thread_id, default_thread_id, object_id, config, state)
-        )
+        return await adrive_calls(_recovering(*reads, object_id, config, state))
 
     tool = RecoverTool.from_function(
         func=recover,

@@ -93,14 +93,10 @@ def _split_key(key: str) -> tuple[str, str | None]:
     return key, None
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _encode(record: SidecarRecord) -> dict[str, Any]:
     """The store value for ``record`` (refuses a record whose hash does not match)."""
     data = record.payload.encode("utf-8", "surrogatepass")
-    if _digest(data) != record.sha256:
+    if hashlib.sha256(data).hexdigest() != record.sha256:
         raise SidecarIntegrityError(
             f"refusing to store {record.object_id!r}: its payload does not match its sha256"
         )
@@ -131,7 +127,7 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
         raise SidecarIntegrityError(f"{where}: unknown encoding {encoding!r}")
     if stored_id != object_id:
         raise SidecarIntegrityError(f"{where}: the value is the sidecar of {stored_id!r}")
-    if _digest(data) != expected:
+    if hashlib.sha256(data).hexdigest() != expected:
         raise SidecarIntegrityError(f"{where}: the stored payload does not match its sha256")
     payload = data.decode("utf-8", "surrogatepass")
     return SidecarRecord(object_id, payload, expected, kind, lineage, description)
@@ -172,8 +168,7 @@ class SidecarStore:
             raise TypeError(f"thread_id must be a string, got {type(thread_id).__name__}")
         if not thread_id:
             raise ValueError("thread_id must be a non-empty string")
-        self.store = store
-        self.thread_id = thread_id
+        self.store, self.thread_id = store, thread_id
         self.namespace: tuple[str, str] = (namespace, thread_label(thread_id))
 
     def __repr__(self) -> str:
@@ -185,23 +180,18 @@ class SidecarStore:
             for r in records
         ]
 
-    def _own(self, page: Result) -> tuple[list[Item], int]:
-        """This thread's items in a search page, and the page's length."""
-        items = [i for i in page if isinstance(i, Item)] if isinstance(page, list) else []
-        # a prefix search also returns deeper namespaces: keep this thread's items only
-        return [i for i in items if tuple(i.namespace) == self.namespace], len(items)
-
     def _search(self, object_id: str | None) -> Generator[list[Op], list[Result], list[Item]]:
         """Every item of this thread (of one object id when given), page by page."""
         where = {"object_id": object_id} if object_id is not None else None
         items: list[Item] = []
         offset = 0
         while True:
-            page = yield [SearchOp(self.namespace, filter=where, limit=_PAGE, offset=offset)]
-            own, found = self._own(page[0])
-            items.extend(own)
-            offset += found
-            if found < _PAGE:
+            page = (yield [SearchOp(self.namespace, filter=where, limit=_PAGE, offset=offset)])[0]
+            found = [i for i in page if isinstance(i, Item)] if isinstance(page, list) else []
+            # a prefix search also returns deeper namespaces: keep this thread's items only
+            items.extend(i for i in found if tuple(i.namespace) == self.namespace)
+            offset += len(found)
+            if len(found) < _PAGE:
                 return items
 
     def _getting(
@@ -212,8 +202,7 @@ class SidecarStore:
         wanted = (sha256 or prefix or "")[:_KEY_HEX] or None
         where = f"{object_id!r} in thread {self.thread_id!r}"
         if wanted is not None:
-            key = f"{object_id}@{wanted}"
-            found = (yield [GetOp(self.namespace, key)])[0]
+            found = (yield [GetOp(self.namespace, record_key(object_id, wanted))])[0]
             if isinstance(found, Item):
                 record = _decode(object_id, self.thread_id, found.value)
                 if sha256 is not None and record.sha256 != sha256:
@@ -224,21 +213,19 @@ class SidecarStore:
                 return record
         versions = yield from self._search(object_id)
         records = [_decode(object_id, self.thread_id, i.value) for i in versions]
+        if not records:
+            raise SidecarNotFoundError(f"no sidecar for {where}")
         if wanted is not None:
             # a record stored under its bare object id (before keys carried the hash)
             same = [r for r in records if r.sha256.startswith(wanted)]
             if same and (sha256 is None or same[0].sha256 == sha256):
                 return same[0]
-            if records:
-                stored = ", ".join(sorted({r.sha256[:12] for r in records}))
-                raise SidecarIntegrityError(
-                    f"no sidecar of {where} matches the sha256 its stub carries "
-                    f"({wanted[:12]}...); stored versions: {stored}"
-                )
-            raise SidecarNotFoundError(f"no sidecar for {where}")
+            stored = ", ".join(sorted({r.sha256[:12] for r in records}))
+            raise SidecarIntegrityError(
+                f"no sidecar of {where} matches the sha256 its stub carries "
+                f"({wanted[:12]}...); stored versions: {stored}"
+            )
         distinct = {r.sha256: r for r in records}
-        if not distinct:
-            raise SidecarNotFoundError(f"no sidecar for {where}")
         if len(distinct) > 1:
             keys = ", ".join(sorted(record_key(object_id, h) for h in distinct))
             raise SidecarAmbiguousError(

@@ -56,14 +56,10 @@ class PlannerTuning:
     cache_size: int = 4_096
 
     def __post_init__(self) -> None:
-        for name, low in (
-            ("fold_min_tokens", 1),
-            ("mask_min_tokens", 1),
-            ("user_fold_min_tokens", 1),
-            ("keep_recent", 0),
-            ("cache_size", 0),
-        ):
-            _check_int(name, getattr(self, name), low)
+        for name in ("fold_min_tokens", "mask_min_tokens", "user_fold_min_tokens"):
+            _check_int(name, getattr(self, name), 1)
+        for name in ("keep_recent", "cache_size"):
+            _check_int(name, getattr(self, name), 0)
         if self.max_stubs is not None:
             _check_int("max_stubs", self.max_stubs, 0)
         if not isinstance(self.keep_above, (int, float)) or not 0.0 < self.keep_above <= 1.0:

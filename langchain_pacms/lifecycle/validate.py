@@ -15,8 +15,7 @@ from langchain_pacms.tokens import TokenCounter
 __all__ = ["Checked", "Rejection", "check_actions", "merge_actions"]
 _MASKING = Masking()
 
-_OPS = ("fold", "mask", "prune")
-_RANK = {op: n for n, op in enumerate(_OPS)}
+_RANK = {"fold": 0, "mask": 1, "prune": 2}  # of two edits of one object, the lower rank wins
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,12 @@ class Checked:
 
 def merge_actions(*groups: Sequence[Action]) -> tuple[list[Action], list[Rejection]]:
     """One action per target (fold beats mask beats prune; plan order kept), and the dropped."""
-    best: dict[str, Action] = {}
-    order: list[str] = []
+    best: dict[str, Action] = {}  # in the order the targets first come
     dropped: list[Rejection] = []
     for action in (a for group in groups for a in group):
         current = best.get(action.target)
         if current is None:
             best[action.target] = action
-            order.append(action.target)
             continue
         if action.op == current.op:
             continue  # the same action proposed again
@@ -69,7 +66,7 @@ def merge_actions(*groups: Sequence[Action]) -> tuple[list[Action], list[Rejecti
         keep, drop = (action, current) if stronger else (current, action)
         best[action.target] = keep
         dropped.append(Rejection(drop, f"overlaps {keep.op} of the same object ({keep.op} kept)"))
-    return [best[t] for t in order], dropped
+    return list(best.values()), dropped
 
 
 def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action) -> str | None:
@@ -98,14 +95,9 @@ def _valid(
     rejected: list[Rejection],
 ) -> list[Action]:
     """The actions that pass every check before the savings one; the others go to ``rejected``."""
-    valid: list[Action] = []
-    for action in actions:
-        reason = _reason(index, messages, action)
-        if reason is None:
-            valid.append(action)
-        else:
-            rejected.append(Rejection(action, reason))
-    merged, overlaps = merge_actions(valid)
+    reasons = [(a, _reason(index, messages, a)) for a in actions]
+    rejected.extend(Rejection(a, reason) for a, reason in reasons if reason is not None)
+    merged, overlaps = merge_actions([a for a, reason in reasons if reason is None])
     rejected.extend(overlaps)
     before = set(provider_problems(messages))
     if not _problems(messages, index, merged) - before:
@@ -163,13 +155,7 @@ def check_actions(
     """
 
     def rehearse(chosen: Sequence[Action]) -> ActionResult:
-        return apply_actions(
-            messages,
-            index,
-            chosen,
-            token_counter=token_counter,
-            masking=masking,
-        )
+        return apply_actions(messages, index, chosen, token_counter=token_counter, masking=masking)
 
     rejected: list[Rejection] = []
     if prior is not None and tuple(actions) == prior.accepted:

@@ -1,7 +1,4 @@
-"""Fold-stub variants of tool spans: a span a selection drops can be sent as its stub instead.
-
-A stub's sidecar record must be stored before its messages reach the model.
-"""
+"""Fold-stub variants of tool spans a selection drops (store their records before sending)."""
 
 from __future__ import annotations
 
@@ -68,14 +65,6 @@ def _variant_chars(_: Hashable, variant: FoldVariant) -> int:
     return len(variant.record.payload) + stubs
 
 
-def _span_key(
-    messages: Sequence[BaseMessage], obj: ContextObject, scope: Scope, hidden: tuple[str, ...]
-) -> Hashable:
-    head = messages[obj.indices[0]].content
-    text = head if isinstance(head, str) else json.dumps(head, sort_keys=True, default=str)
-    return (obj.id, obj.sha256, obj.signature, len(obj.indices), scope, text, hidden)
-
-
 def fold_variants(
     messages: Sequence[BaseMessage],
     *,
@@ -86,10 +75,8 @@ def fold_variants(
 ) -> dict[int, FoldVariant]:
     """The fold-stub variant of every active tool span with results, by its ``AIMessage``'s index.
 
-    A stub leaves out the locators the history up to its span's call shows, so it stays the
-    same while the history grows; a variant is reused only for the same span, id and left-out
-    locators (another thread's history, or an earlier part of this one that changed, gets its
-    own). ``messages`` is not modified.
+    A stub leaves out the locators shown up to its span's call, so it stays the same as the
+    history grows; a variant is reused only for the same span, id and left-out locators.
 
     Args:
         messages: The history, oldest first.
@@ -122,7 +109,9 @@ def fold_variants(
         scope: Scope = "span" if calls and any(call_texts(messages[o.indices[0]])) else "output"
         seen = shown.upto(o.indices[0] + 1)  # what the history shows up to the span's call
         hidden = tuple(t for t in fold_locators(messages, o, scope) if t in seen)
-        key = _span_key(messages, o, scope, hidden)
+        head = messages[o.indices[0]].content
+        text = head if isinstance(head, str) else json.dumps(head, sort_keys=True, default=str)
+        key: Hashable = (o.id, o.sha256, o.signature, len(o.indices), scope, text, hidden)
         hit = memo.get(key) if memo is not None else None
         if hit is not None:
             found[o.indices[0]] = hit

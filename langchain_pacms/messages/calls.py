@@ -120,13 +120,9 @@ def _shell_kind(command: str) -> tuple[CallKind, bool, set[str]]:
 
 
 def _arg_paths(args: Mapping[str, Any]) -> set[str]:
-    found: set[str] = set()
-    for key, value in args.items():
-        if not _PATH_KEYS.search(str(key).lower()):
-            continue
-        values = value if isinstance(value, list) else [value]
-        found.update(v.removeprefix("./") for v in values if isinstance(v, str) and v)
-    return found
+    keyed = [v for k, v in args.items() if _PATH_KEYS.search(str(k).lower())]
+    named = [v if isinstance(v, list) else [v] for v in keyed]
+    return {v.removeprefix("./") for values in named for v in values if isinstance(v, str) and v}
 
 
 def _argv(value: Any) -> str | None:

@@ -1,7 +1,4 @@
-"""Handles: the values (paths, URLs, ids, long numbers, dates) a later tool call could take up.
-
-They are locators (``messages.locators``, one vocabulary) read with quoted literals left open.
-"""
+"""Handles: values a later tool call could take up (locators with quoted literals left open)."""
 
 from __future__ import annotations
 
@@ -38,11 +35,8 @@ def handles_of(text: str) -> frozenset[str]:
     """
     found: set[str] = set()
     for token in value_tokens(distinct_chunks(text)):
-        if "=" in token and "://" not in token:
-            parts = [part.rstrip(".,:-") for part in token.split("=", 1)]
-        else:
-            parts = [token]
-        for part in parts:
+        keyed = "=" in token and "://" not in token
+        for part in [p.rstrip(".,:-") for p in token.split("=", 1)] if keyed else [token]:
             rank = locator_rank(part)
             if len(part) >= 4 and (rank <= 2 or (rank == 4 and LONG_NUMBER.fullmatch(part))):
                 found.add(part)

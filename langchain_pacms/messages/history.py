@@ -26,8 +26,7 @@ def apply_removals(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             removed.add(str(message.id))
         elif message.id is None or message.id not in removed:
             kept.append(message)
-    kept.reverse()
-    return kept
+    return kept[::-1]
 
 
 def is_human(message: BaseMessage) -> bool:
@@ -44,10 +43,7 @@ def query_from_messages(messages: Sequence[BaseMessage]) -> str:
         >>> query_from_messages([HumanMessage("hi"), AIMessage("hello")])
         'hi'
     """
-    for message in reversed(messages):
-        if is_human(message):
-            return content_text(message)
-    return ""
+    return next((content_text(m) for m in reversed(messages) if is_human(m)), "")
 
 
 def agent_query(messages: Sequence[BaseMessage]) -> str:

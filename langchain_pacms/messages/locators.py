@@ -13,7 +13,6 @@ import copy
 import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 from langchain_pacms._lru import LruMemo
 
@@ -117,10 +116,7 @@ def value_tokens(text: str) -> Iterator[str]:
 
 def ranked_locators(text: str) -> list[str]:
     """Every locator of ``text`` once, best rank first, first seen first within a rank."""
-    found: dict[str, int] = {}
-    for token in _tokens(text[:_SCAN]):
-        if token not in found:
-            found[token] = locator_rank(token)
+    found = {token: locator_rank(token) for token in dict.fromkeys(_tokens(text[:_SCAN]))}
     return sorted(found, key=found.__getitem__)  # stable: first seen first within a rank
 
 
@@ -275,7 +271,8 @@ def _memo(key: tuple[str, str, int], compute: Callable[[], list[str]]) -> list[s
 
 
 def _words(text: str) -> list[str]:
-    return [*ranked_locators(text), *_WORDS.findall(text[:_SCAN])]
+    """The locators and words of ``text`` (memoised)."""
+    return _memo(("text", text, 0), lambda: [*ranked_locators(text), *_WORDS.findall(text[:_SCAN])])
 
 
 def durable_locators(texts: Iterable[str]) -> frozenset[str]:
@@ -284,10 +281,7 @@ def durable_locators(texts: Iterable[str]) -> frozenset[str]:
     hit = _UNIONS.get(key)
     if hit is not None:
         return hit
-    found: set[str] = set()
-    for text in key:
-        found.update(_memo(("text", text, 0), partial(_words, text)))
-    union = frozenset(found)
+    union = frozenset(token for text in key for token in _words(text))
     _UNIONS.put(key, union)
     return union
 
@@ -300,7 +294,7 @@ class ShownBefore:
         count = 0
         for count, texts in enumerate(groups, 1):
             for text in texts:
-                for token in _memo(("text", text, 0), partial(_words, text)):
+                for token in _words(text):
                     first.setdefault(token, count - 1)
         self._first: Mapping[str, int] = first
         self._end = count

@@ -1,7 +1,4 @@
-"""Make each selection visible: a traced run, a custom event, a log line and a JSONL log.
-
-Reporting never breaks the agent: failures are logged and ignored.
-"""
+"""Report each selection: traced run, custom event, log line, JSONL log (failures only logged)."""
 
 from __future__ import annotations
 
@@ -170,17 +167,6 @@ def _log_line(event: dict[str, Any]) -> None:
         )
 
 
-def _write_log(
-    log: SelectionLog | None, selection: Selection, query: str, source: str, extra: dict[str, Any]
-) -> None:
-    if log is None:
-        return
-    try:
-        log.write(selection, query=query, source=source, **extra)
-    except OSError as err:
-        logger.warning("could not write the selection log %s: %s", log.path, err)
-
-
 def _dispatch_failed(err: Exception) -> None:
     if isinstance(err, RuntimeError):
         return  # not inside a run: nobody to tell
@@ -199,7 +185,11 @@ def report_arguments(
     """The parameters of :func:`report_selection` and its twin: the event (logged) and config."""
     event = selection_event(selection, source=source, **extra)
     _log_line(event)
-    _write_log(log, selection, query, source, extra)
+    if log is not None:
+        try:
+            log.write(selection, query=query, source=source, **extra)
+        except OSError as err:
+            logger.warning("could not write the selection log %s: %s", log.path, err)
     return event, config
 
 

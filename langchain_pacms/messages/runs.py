@@ -67,10 +67,9 @@ def state_messages(state: Any) -> Sequence[BaseMessage]:
         >>> [m.content for m in state_messages(state)], state_messages(None)
         (['hi'], [])
     """
-    if isinstance(state, Mapping):
-        messages = state.get("messages")
-    else:
-        messages = getattr(state, "messages", None)
+    messages = (
+        state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
+    )
     if not isinstance(messages, Sequence) or not all(isinstance(m, BaseMessage) for m in messages):
         return []
     return messages

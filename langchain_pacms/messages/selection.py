@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -31,10 +32,6 @@ CONTEXT_DOCUMENTS_HEADER = "Relevant documents:"
 OMISSION_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
 
 
-def _bullets(texts: Iterable[str]) -> str:
-    return "\n".join(bullet(t) for t in texts)
-
-
 def build_context_message(
     memories: Sequence[str] = (), documents: Sequence[str] = (), *, role: str = "system"
 ) -> BaseMessage | None:
@@ -57,19 +54,14 @@ def build_context_message(
         Relevant memories:
         - Likes tea.
     """
-    sections = []
-    if memories:
-        sections.append(f"{CONTEXT_MEMORIES_HEADER}\n{_bullets(memories)}")
-    if documents:
-        sections.append(f"{CONTEXT_DOCUMENTS_HEADER}\n{_bullets(documents)}")
+    parts = ((CONTEXT_MEMORIES_HEADER, memories), (CONTEXT_DOCUMENTS_HEADER, documents))
+    sections = [f"{header}\n" + "\n".join(map(bullet, texts)) for header, texts in parts if texts]
     if not sections:
         return None
     if role not in ("system", "human"):
         raise ValueError(f"context message role must be 'system' or 'human', got {role!r}")
-    text = "\n\n".join(sections)
-    if role == "system":
-        return SystemMessage(text, id=CONTEXT_MESSAGE_ID)
-    return HumanMessage(text, id=CONTEXT_MESSAGE_ID)
+    kind = SystemMessage if role == "system" else HumanMessage
+    return kind("\n\n".join(sections), id=CONTEXT_MESSAGE_ID)
 
 
 def _spans_of(selection: Selection, spans: Sequence[Span] | None) -> dict[str, Span]:
@@ -124,28 +116,18 @@ def apply_selection(
     """
     by_id = _spans_of(selection, spans)
     kept = set(selection.kept_ids)
+    chosen = [span for span in by_id.values() if span.id in kept]
+    memories = [span.text for span in chosen if span.kind == "memory"]
+    documents = [span.text for span in chosen if span.kind == "document"]
     at: dict[int, list[BaseMessage]] = {}
-    memories: list[str] = []
-    documents: list[str] = []
-    for span in by_id.values():
-        if span.id not in kept:
-            continue
-        if span.kind == "memory":
-            memories.append(span.text)
-        elif span.kind == "document":
-            documents.append(span.text)
-        elif span.kind == "tool":
-            if span.stub and span.full_id in kept:
-                continue
+    for span in chosen:
+        if span.kind == "tool" and not (span.stub and span.full_id in kept):
             at[span.indices[0]] = span_messages(messages, span)
-        else:
-            for i in span.indices:
-                at[i] = [messages[i]]
+        elif span.kind not in ("tool", "memory", "document"):
+            at.update((i, [messages[i]]) for i in span.indices)
     order = sorted(at)
     result = [m for i in order for m in at[i]]
-    lead = 0
-    while lead < len(result) and isinstance(result[lead], SystemMessage):
-        lead += 1
+    lead = next((i for i, m in enumerate(result) if not isinstance(m, SystemMessage)), len(result))
     if start_on_human and lead < len(result) and not is_human(result[lead]):
         first = next(i for i in order if not isinstance(messages[i], SystemMessage))
         if any(not isinstance(messages[i], SystemMessage) for i in range(first)):
@@ -174,14 +156,7 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         )
         for m in messages
     ]
-    every = "\n".join(texts)
-    seen: dict[str, int] = {}  # value -> its occurrences in every text (stubs share values)
-
-    def occurrences(value: str) -> int:
-        if value not in seen:
-            seen[value] = every.count(value)
-        return seen[value]
-
+    occurrences = functools.cache("\n".join(texts).count)  # stubs share values: count each once
     for i in marked:
         stub = str(messages[i].content)
         # shown by another message: more occurrences in all the texts than in this one's

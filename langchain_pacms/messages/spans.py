@@ -72,17 +72,10 @@ class Span:
 def _placeholder_result(call: Mapping[str, Any], *, missing: bool) -> ToolMessage:
     name = call.get("name") or "tool"
     if missing:
-        return ToolMessage(
-            content=f"[no result was recorded for this {name} call]",
-            tool_call_id=str(call["id"]),
-            name=name,
-            status="error",
-        )
-    return ToolMessage(
-        content=f"[{name} result omitted to fit the context budget]",
-        tool_call_id=str(call["id"]),
-        name=name,
-    )
+        text, extra = f"[no result was recorded for this {name} call]", {"status": "error"}
+    else:
+        text, extra = f"[{name} result omitted to fit the context budget]", {}
+    return ToolMessage(content=text, tool_call_id=str(call["id"]), name=name, **extra)
 
 
 def _unanswered(
@@ -201,8 +194,7 @@ def messages_to_candidates(
             or last in indices
             or (keep_latest_turn and latest_human >= 0 and first > latest_human)
         )
-        if costed:
-            assert memo is not None and token_counter is not None
+        if memo is not None and token_counter is not None:
             measured = [memo.measure(messages[i], token_counter) for i in indices]
             texts = [text for text, _ in measured]
             own_cost = sum(cost for _, cost in measured)
@@ -228,16 +220,9 @@ def messages_to_candidates(
         folded = (fold_stubs or {}).get(first)
         if folded and not mandatory and sendable is messages[first] and not missing:
             render = memo.text if memo is not None else message_text
+            text = "\n".join(render(m) for m in folded)
             spans.append(
-                Span(
-                    f"t{first}:fold",
-                    "tool",
-                    (first,),
-                    False,
-                    "\n".join(render(m) for m in folded),
-                    stub=True,
-                    sends=tuple(folded),
-                )
+                Span(f"t{first}:fold", "tool", (first,), text=text, stub=True, sends=tuple(folded))
             )
         spans.append(
             Span(f"t{first}", "tool", tuple(indices), mandatory, "\n".join(texts), missing=missing)

@@ -152,10 +152,8 @@ def memory_text(item: Any) -> str:
 
 
 def document_text(document: Any) -> str:
-    """The text of one retrieved document (``Document.page_content``, or ``str(document)``)."""
-    if isinstance(document, Document):
-        return document.page_content
-    return document if isinstance(document, str) else memory_text(document)
+    """The text of one retrieved document (``Document.page_content``; else as a memory's)."""
+    return memory_text(document)
 
 
 def bullet(text: str) -> str:

@@ -78,10 +78,8 @@ def checked_vectors(
         raise EmbeddingError("the query embedding holds NaN or inf")
     if not query_vec.any():
         raise EmbeddingError("the query embedding is all zero", zero_query=True)
-    if vectors.size and not others:
-        zero = ~vectors.any(axis=1)
-        if zero.all():
-            raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
+    if vectors.size and not others and not vectors.any():
+        raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
     return vectors, query_vec
 
 
@@ -113,25 +111,18 @@ def _grown(
     if fresh.size:
         used |= fresh.any(axis=0)
     used |= query_vec != 0
-    full = np.zeros((where.shape[0], dim), dtype=np.float32)
-    if 2 * int(used.sum()) <= dim:  # still sparse: build only the used columns
-        cols = np.flatnonzero(used)
-        full = full[:, : cols.shape[0]]
-        at = np.searchsorted(cols, last.features)  # every kept feature of the last pool ...
-        known = at < cols.shape[0]
-        known[known] = cols[at[known]] == last.features[known]  # ... that this pool uses
-        block = np.zeros((old_rows.shape[0], cols.shape[0]), dtype=np.float32)
-        block[:, at[known]] = old_rows[:, known]
-        full[old] = block
-        if fresh.size:
-            full[~old] = fresh[:, cols]
-        return full, query_vec[cols], cols
-    block = np.zeros((old_rows.shape[0], dim), dtype=np.float32)
-    block[:, last.features] = old_rows
+    sparse = 2 * int(used.sum()) <= dim  # still sparse: build only the used columns
+    cols = np.flatnonzero(used) if sparse else np.arange(dim)
+    at = np.searchsorted(cols, last.features)  # every kept feature of the last pool ...
+    known = at < cols.shape[0]
+    known[known] = cols[at[known]] == last.features[known]  # ... that this pool uses
+    full = np.zeros((where.shape[0], cols.shape[0]), dtype=np.float32)
+    block = np.zeros((old_rows.shape[0], cols.shape[0]), dtype=np.float32)
+    block[:, at[known]] = old_rows[:, known]
     full[old] = block
     if fresh.size:
-        full[~old] = fresh
-    return full, query_vec, None
+        full[~old] = fresh[:, cols]
+    return full, query_vec[cols], cols if sparse else None
 
 
 def pool_flags(cands: Sequence[Candidate]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
@@ -182,17 +173,9 @@ def reused_problem(
 
 def lift(problem: Problem, lifted: NDArray[np.bool_]) -> Problem:
     """``problem`` with the ``lifted`` candidates raised to its highest relevance (memoised)."""
-
-    def build() -> Problem:
-        rel = problem.relevance
-        return problem.with_relevance(np.where(lifted, rel.max(), rel))
-
-    base = problem.shared(("relevant_ids", lifted.tobytes()), build)
-    return base.with_costs(
-        tokens=problem.tokens,
-        budget=problem.budget,
-        mandatory=problem.mandatory,
-        positions=problem.positions,
+    return problem.with_shared_relevance(
+        ("relevant_ids", lifted.tobytes()),
+        lambda: np.where(lifted, problem.relevance.max(), problem.relevance),
     )
 
 
@@ -225,16 +208,13 @@ class PoolEmbedder:
 
     def relevance(self, texts: Sequence[str], query: str) -> NDArray[np.float32] | None:
         """The scorer's relevance of a pool to the query (``None``: no scorer); checked."""
-        model = self.scorer
-        if model is None:
-            return None
-        scores = model.pool_relevance(texts, query)
+        scores = None if self.scorer is None else self.scorer.pool_relevance(texts, query)
         if scores is None:
             return None
         scores = np.asarray(scores, dtype=np.float32)
         if scores.shape != (len(texts),) or not np.isfinite(scores).all():
             raise EmbeddingError(
-                f"{type(model).__name__}.pool_relevance gave {scores.shape} values for "
+                f"{type(self.scorer).__name__}.pool_relevance gave {scores.shape} values for "
                 f"{len(texts)} texts, or non-finite ones"
             )
         return scores

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -206,14 +207,13 @@ def selection_of(
     wordless: bool = False,
 ) -> Selection:
     """The :class:`Selection` that ``pick`` makes of a normalised pool."""
-    n = len(cands)
     ids = [str(c.id) for c in cands]
-    kept_mask = np.zeros(n, dtype=bool)
+    kept_mask = np.zeros(len(cands), dtype=bool)
     kept_mask[pick.order] = True
     kept_tokens = int(tokens[kept_mask].sum())
     total = int(tokens.sum())
     order = pick.order.tolist()
-    scores = np.asarray(pick.scores, dtype=np.float64)[pick.order]
+    scores = np.asarray(pick.scores, dtype=np.float64)[pick.order].tolist()
     info = dict(pick.info or {})
     if wordless:
         info["query_has_no_words"] = True
@@ -222,13 +222,7 @@ def selection_of(
         kept_ids=tuple(i for i, k in zip(ids, kept_mask.tolist()) if k),
         pick_order=tuple(ids[j] for j in order),
         relevance=MappingProxyType(dict(zip(ids, relevance.tolist()))),
-        gains=MappingProxyType(
-            {
-                ids[j]: g
-                for j, g, ok in zip(order, scores.tolist(), np.isfinite(scores).tolist())
-                if ok
-            }
-        ),
+        gains=MappingProxyType({ids[j]: g for j, g in zip(order, scores) if math.isfinite(g)}),
         tokens=MappingProxyType(dict(zip(ids, tokens.tolist()))),
         tokens_total=total,
         tokens_kept=kept_tokens,

@@ -56,11 +56,9 @@ class Guard:
         if self.expected is not None and not hmac.compare_digest(
             headers.get(b"authorization", b""), self.expected
         ):
-            return JSONResponse(
-                {"detail": "Authorization: a bearer token is required"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            response = problem_response(401, "Authorization: a bearer token is required")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
         return None
 
 
@@ -84,48 +82,18 @@ class Front:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         """Answer one ASGI event: refuse it, work a selection route, or pass it to FastAPI."""
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         refusal = self.guard.refusal(headers)
         if refusal is not None:
-            await refusal(scope, receive, send)
-            return
+            return await refusal(scope, receive, send)
         if scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if media != b"application/json":
-            await problem_response(415, "Content-Type: the body must be sent as application/json")(
-                scope, receive, send
-            )
-            return
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            with anyio.fail_after(self.timeout):
-                more = True
-                while more:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        return
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > self.limit:
-                        await self._too_large(scope, receive, send)
-                        return
-                    chunks.append(chunk)
-                    more = message.get("more_body", False)
-        except TimeoutError:
-            await problem_response(408, f"request body not received within {self.timeout}s")(
-                scope, receive, send
-            )
-            return
-        body = b"".join(chunks)
+            return await self.app(scope, receive, send)
+        body = await self._body(headers, receive)
+        if body is None:  # the client left while sending it
+            return None
+        if isinstance(body, Response):
+            return await body(scope, receive, send)
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is not None and not scope.get("root_path"):
             session = headers.get(SESSION_HEADER.lower().encode())
@@ -133,23 +101,40 @@ class Front:
             response = await self.run.unless_gone(work, receive)
             if response is not None:  # None: the client left before its turn came
                 await response(scope, receive, send)
-            return
-        sent = False
+            return None
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return pending.pop() if pending else await receive()
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Any, send: Any) -> None:
-        response = problem_response(
-            413, f"body: request body exceeds {self.limit} bytes (max_body_bytes)"
-        )
-        await response(scope, receive, send)
+    async def _body(self, headers: Mapping[bytes, bytes], receive: Any) -> bytes | Response | None:
+        """The request's body, or the 415, 413 or 408 refusing it (``None``: the client left)."""
+        media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if media != b"application/json":
+            return problem_response(415, "Content-Type: the body must be sent as application/json")
+        too_large = f"body: request body exceeds {self.limit} bytes (max_body_bytes)"
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return problem_response(413, too_large)
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        try:
+            with anyio.fail_after(self.timeout):
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    chunks.append(message.get("body", b""))
+                    size += len(chunks[-1])
+                    if size > self.limit:
+                        return problem_response(413, too_large)
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            return problem_response(408, f"request body not received within {self.timeout}s")
+        return b"".join(chunks)
 
 
 class Worker:

@@ -123,8 +123,7 @@ class LiveSessions(StreamCount):
         self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, deque[tuple[int, str]]] = OrderedDict()
-        self._bytes = 0
-        self._seq = 0
+        self._bytes = self._seq = 0
 
     def add(self, session: str, record: dict[str, Any]) -> int:
         """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number."""
@@ -179,17 +178,14 @@ class JsonlTail:
         self.chunk, self.max_line = chunk, max_line
         self._lock = threading.Lock()
         self._file: tuple[int, int] | None = None  # (device, inode) being followed
-        self._offset = 0
-        self._partial = b""
-        self._skipping = False  # inside a line longer than max_line
+        self._offset, self._partial, self._skipping = 0, b"", False  # skipping a too long line
 
     def poll(self) -> int:
         """Read what was appended since the last call; the number of records added."""
         with self._lock:
             try:
                 with self.path.open("rb") as handle:
-                    stat = os.fstat(handle.fileno())
-                    self._start(stat, handle)
+                    self._start(os.fstat(handle.fileno()), handle)
                     handle.seek(self._offset)
                     data = handle.read(self.chunk)
             except OSError:
@@ -210,11 +206,10 @@ class JsonlTail:
 
     def _lines(self, data: bytes) -> int:
         *lines, rest = (self._partial + data).split(b"\n")
+        if self._skipping and lines:  # the end of a line longer than max_line
+            lines, self._skipping = lines[1:], False
         added = 0
         for line in lines:
-            if self._skipping:
-                self._skipping = False
-                continue
             try:
                 record = json.loads(line)
             except ValueError:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from langchain_pacms.errors import missing_extra
@@ -28,6 +29,7 @@ from langchain_pacms.server.live import (
 __all__ = ["DEFAULT_TTL_SECONDS", "LIVE_PREFIX", "RedisSessions", "deployment_prefix"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LIVE_PREFIX = "pacms-live:"
 """What every key of a :class:`RedisSessions` starts with (apart from the embedding cache's)."""
@@ -37,10 +39,9 @@ _PREFIX_SALT = b"langchain-pacms live-session prefix"
 def deployment_prefix(token: str | None) -> str:
     """The key prefix of a deployment's live sessions: its own for each bearer token.
 
-    Deployments that share a Redis database but not a token never see each other's sessions;
-    every worker and host of one deployment (one token) shares them. The prefix carries 16 hex
-    digits of a salted scrypt of the token (about 50 ms, once per worker), so whoever can list
-    the keys cannot test guesses of the token against it at the speed of a plain hash.
+    Deployments sharing a Redis database but not a token never see each other's sessions. The
+    prefix holds 16 hex digits of a salted scrypt of the token (about 50 ms, once per worker), so
+    whoever can list the keys cannot test guesses of the token at the speed of a plain hash.
 
     Example:
         >>> deployment_prefix(None)
@@ -167,52 +168,45 @@ class RedisSessions(StreamCount):
     def _records(self, session: str) -> str:
         return f"{self.prefix}records:{session}"
 
-    def _failed(self, err: redis.RedisError) -> None:
-        with self._failing_lock:
-            first, self._failing = not self._failing, True
-        if first:
-            logger.warning("live sessions: Redis failed (%s: %s)", type(err).__name__, err)
+    def _redis(self, work: Callable[[], T]) -> T | None:
+        """``work()``, or ``None`` if Redis fails (logged once until Redis answers again)."""
+        try:
+            result = work()
+        except redis.RedisError as err:
+            with self._failing_lock:
+                first, self._failing = not self._failing, True
+            if first:
+                logger.warning("live sessions: Redis failed (%s: %s)", type(err).__name__, err)
+            return None
+        self._failing = False
+        return result
 
     def add(self, session: str, record: dict[str, Any]) -> int:
         """Keep ``record`` as the newest of ``session``; its sequence number (``0``: not kept)."""
         bounds = (self.max_records, self.max_sessions, self.max_bytes, self.ttl_seconds)
         args: list[str | int] = [self._records(""), session, record_json(record), *bounds]
-        try:
-            seq = int(cast(int, self._add(keys=self._keys, args=args)))
-        except redis.RedisError as err:
-            self._failed(err)
-            return 0
-        self._failing = False
-        return seq
+        return self._redis(lambda: int(cast(int, self._add(keys=self._keys, args=args)))) or 0
 
     def since(self, session: str, after: int) -> list[tuple[int, str]]:
         """The kept records of ``session`` numbered above ``after``, oldest first."""
-        try:
-            entries = cast(list[bytes], self._since(keys=[self._records(session)], args=[after]))
-        except redis.RedisError as err:
-            self._failed(err)
-            return []
-        self._failing = False
-        out = []
-        for entry in entries:
-            seq, _, data = entry.partition(b" ")
-            out.append((int(seq), data.decode("utf-8")))
-        return out
+        key = self._records(session)
+        entries = self._redis(lambda: cast(list[bytes], self._since(keys=[key], args=[after])))
+        parts = (entry.partition(b" ") for entry in entries or ())
+        return [(int(seq), data.decode("utf-8")) for seq, _, data in parts]
 
     def summary(self) -> list[dict[str, Any]]:
         """Each session's id, number of records kept and newest sequence number, newest first."""
-        try:
+
+        def read() -> tuple[list[tuple[bytes, float]], list[int]]:
             newest = cast(
                 list[tuple[bytes, float]], self.client.zrevrange(self._keys[1], 0, -1, True)
             )
             pipe = self.client.pipeline(transaction=False)
             for name, _ in newest:
                 pipe.llen(self._records(name.decode("utf-8")))
-            counts = pipe.execute()
-        except redis.RedisError as err:
-            self._failed(err)
-            return []
-        self._failing = False
+            return newest, pipe.execute()
+
+        newest, counts = self._redis(read) or ([], [])
         return [
             {"id": name.decode("utf-8"), "records": count, "last": int(last)}
             for (name, last), count in zip(newest, counts)

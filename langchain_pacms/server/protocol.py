@@ -85,9 +85,8 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.conn.trailing_data[0]:  # h11 cannot answer before a request: write it as is
-            body = json.dumps(
-                {"detail": f"request head not received within {self.header_timeout}s"}
-            ).encode()
+            detail = f"request head not received within {self.header_timeout}s"
+            body = json.dumps({"detail": detail}).encode()
             self.transport.write(
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)

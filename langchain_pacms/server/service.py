@@ -16,7 +16,7 @@ from langchain_pacms.core import available_strategies, check_options, get_strate
 from langchain_pacms.selector import Candidate, Selection, Selector
 from langchain_pacms.server.front import problem_response
 from langchain_pacms.server.live import SessionLog, session_id
-from langchain_pacms.server.schemas import SelectRequest
+from langchain_pacms.server.schemas import SelectRequest, SelectResponse
 
 __all__ = ["MAX_TEXT_CHARS", "TEXT_PREVIEW", "WORD_CAP", "Service", "capped_words", "strategy_info"]
 
@@ -45,9 +45,8 @@ def capped_words(text: str) -> str:
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [p for p in loc if p != "body"]
     out = ""
-    for part in parts:
+    for part in (p for p in loc if p != "body"):
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "body"
 
@@ -57,33 +56,9 @@ def strategy_info(name: str, selector: Selector) -> dict[str, Any]:
     params = list(inspect.signature(get_strategy(name)).parameters.values())[1:]
     defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
     runs = {**defaults, **selector.resolve_options(name, {})[1]}
-    options = {}
-    for key in defaults:
-        value = runs[key]
-        ok = value is None or isinstance(value, (bool, int, float, str))
-        options[key] = value if ok and value is not inspect.Parameter.empty else None
+    plain = (bool, int, float, str, type(None))  # other values, and no default, show as null
+    options = {key: runs[key] if isinstance(runs[key], plain) else None for key in defaults}
     return {"name": name, "options": options}
-
-
-class _OptionsProbe:
-    """Check each strategy-and-options pair once; remember up to ``size`` accepted pairs."""
-
-    def __init__(self, selector: Selector, size: int = 256) -> None:
-        self.selector, self.size = selector, size
-        self.accepted: set[tuple[str | None, str]] = set()
-
-    def check(self, strategy: str | None, options: dict[str, Any]) -> None:
-        key = (strategy, json.dumps(options, sort_keys=True))
-        if key in self.accepted:
-            return
-        name, opts = self.selector.resolve_options(strategy, options)
-        try:
-            check_options(name, **opts)
-        except ValueError as err:
-            raise ValueError(f"strategy_options: {err}") from err
-        if len(self.accepted) >= self.size:
-            self.accepted.clear()
-        self.accepted.add(key)
 
 
 def _candidates(req: SelectRequest) -> list[Candidate]:
@@ -109,22 +84,6 @@ def _invalid(err: ValidationError) -> JSONResponse:
         return problem_response(400, "body: malformed JSON", errors=errors)
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
     return problem_response(422, detail, errors=errors)
-
-
-def _summary(sel: Selection) -> dict[str, Any]:
-    return {
-        "kept_ids": list(sel.kept_ids),
-        "pick_order": list(sel.pick_order),
-        "strategy": sel.strategy,
-        "budget": sel.budget,
-        "tokens_total": sel.tokens_total,
-        "tokens_kept": sel.tokens_kept,
-        "tokens_dropped": sel.tokens_dropped,
-        "over_budget": sel.over_budget,
-        "fell_back": sel.fell_back,
-        "error": sel.error,
-        "timings": dict(sel.timings),
-    }
 
 
 TEXT_PREVIEW = 200
@@ -156,7 +115,7 @@ class Service:
     ) -> None:
         self.selector, self.max_candidates, self.live = selector, max_candidates, live
         self.max_text_chars = max_text_chars
-        self.probe = _OptionsProbe(selector)
+        self._accepted: set[tuple[str | None, str]] = set()  # strategies and options checked
 
     def select(self, raw: bytes, session: str | None = None) -> Response:
         """``POST /select``: the verdict in brief."""
@@ -167,11 +126,7 @@ class Service:
         return self._answer(raw, session, debug=True)
 
     def _values(self, req: SelectRequest) -> dict[str, Any]:
-        """``values=`` for ``pacms`` when every candidate gives them (other strategies ignore them).
-
-        Raises:
-            ValueError: If some candidates give values and others do not.
-        """
+        """``values=`` for ``pacms`` if every candidate gives them; ValueError if only some do."""
         given = [c.values is not None for c in req.candidates]
         if not any(given):
             return {}
@@ -183,6 +138,20 @@ class Service:
             return {}
         return {"values": [frozenset(c.values or ()) for c in req.candidates]}
 
+    def _check_options(self, strategy: str | None, options: dict[str, Any]) -> None:
+        """Check a strategy-and-options pair the first time it comes (up to 256 remembered)."""
+        key = (strategy, json.dumps(options, sort_keys=True))
+        if key in self._accepted:
+            return
+        name, opts = self.selector.resolve_options(strategy, options)
+        try:
+            check_options(name, **opts)
+        except ValueError as err:
+            raise ValueError(f"strategy_options: {err}") from err
+        if len(self._accepted) >= 256:
+            self._accepted.clear()
+        self._accepted.add(key)
+
     def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
         try:
             if session is not None:
@@ -193,11 +162,10 @@ class Service:
             req = SelectRequest.model_validate_json(raw)
         except ValidationError as err:
             return _invalid(err)
-        n = len(req.candidates)
-        if n > self.max_candidates:
+        if len(req.candidates) > self.max_candidates:
             return problem_response(
                 422,
-                f"candidates: {n} candidates exceed the limit of "
+                f"candidates: {len(req.candidates)} candidates exceed the limit of "
                 f"{self.max_candidates} (max_candidates)",
             )
         chars = sum(len(c.text) + sum(map(len, c.values or ())) for c in req.candidates)
@@ -215,15 +183,13 @@ class Service:
                 f"choose from {available_strategies()}",
             )
         cands = _candidates(req)
-        ids = [str(c.id) for c in cands]
-        if len(set(ids)) != len(ids):
-            seen: set[str] = set()
-            for index, cid in enumerate(ids):
-                if cid in seen:
-                    return problem_response(422, f"candidates[{index}].id: duplicate id {cid!r}")
-                seen.add(cid)
+        seen: set[str] = set()
+        for index, cid in enumerate(str(c.id) for c in cands):
+            if cid in seen:
+                return problem_response(422, f"candidates[{index}].id: duplicate id {cid!r}")
+            seen.add(cid)
         try:
-            self.probe.check(req.strategy, req.strategy_options)
+            self._check_options(req.strategy, req.strategy_options)
             sel = self.selector.select(
                 cands,
                 capped_words(req.query),
@@ -239,7 +205,8 @@ class Service:
             return problem_response(422, str(err))
         if session is not None:
             self.live.add(session, _live_record(req, sel))
-        body = _summary(sel)
+        body = {name: getattr(sel, name) for name in SelectResponse.model_fields}
+        body["timings"] = dict(sel.timings)
         if debug:
             body.update(candidates=[v.__dict__ for v in sel.verdicts()], info=dict(sel.info))
         data = json.dumps(body, separators=(",", ":"), default=str).encode()
