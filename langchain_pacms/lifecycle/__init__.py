@@ -45,6 +45,8 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarStore,
+    adelete_thread_sidecars,
+    delete_thread_sidecars,
 )
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking, PlannerTuning
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
@@ -92,11 +94,13 @@ __all__ = [
     "SidecarNotFoundError",
     "SidecarRecord",
     "SidecarStore",
+    "adelete_thread_sidecars",
     "apply_actions",
     "at_boundary",
     "boundary_in_force",
     "check_actions",
     "create_lifecycle_node",
+    "delete_thread_sidecars",
     "find_locators",
     "fold_variants",
     "index_messages",

@@ -28,6 +28,8 @@ __all__ = [
     "SidecarIntegrityError",
     "SidecarNotFoundError",
     "SidecarStore",
+    "adelete_thread_sidecars",
+    "delete_thread_sidecars",
     "record_key",
     "thread_label",
 ]
@@ -37,6 +39,7 @@ SIDECAR_NAMESPACE = "pacms_sidecar"
 AUDIT_NAMESPACE = "pacms_audit"
 """First label of the audit records: the whole messages of masked and pruned objects."""
 
+_NAMESPACES = (SIDECAR_NAMESPACE, AUDIT_NAMESPACE)
 _ENCODING = "base64:utf-8+surrogatepass"
 _PAGE = 500
 _KEY_HEX = 16  # hex digits of the sha256 in a key: 64 bits, no accidental collision
@@ -238,6 +241,12 @@ class SidecarStore:
         items = yield from self._search(None)
         return sorted({_split_key(i.key)[0] for i in items}, key=_natural)
 
+    def _clearing(self) -> Generator[list[Op], list[Result], int]:
+        items = yield from self._search(None)
+        if items:
+            yield [PutOp(self.namespace, i.key, None) for i in items]  # a None value deletes
+        return len(items)
+
     async def _abatch(self, ops: Sequence[Op]) -> list[Result]:
         try:
             return await self.store.abatch(ops)
@@ -280,6 +289,19 @@ class SidecarStore:
         """Object ids with a sidecar in this thread (``function:tool:2`` before ``...:10``)."""
         return drive(self._listing(), self.store.batch)
 
+    def clear(self) -> int:
+        """Delete every record of this thread in this namespace; returns how many there were.
+
+        Example:
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_pacms.lifecycle.fold import SidecarRecord
+            >>> sidecars = SidecarStore(InMemoryStore(), "t")
+            >>> sidecars.put(SidecarRecord.of("function:tool:1", "x", "tool"))
+            >>> sidecars.clear(), sidecars.list_ids()
+            (1, [])
+        """
+        return drive(self._clearing(), self.store.batch)
+
     async def aput(self, record: SidecarRecord) -> None:
         """Async :meth:`put` (a sync-only store such as ``SqliteStore`` runs in a thread)."""
         await self._abatch(self._ops([record]))
@@ -297,3 +319,34 @@ class SidecarStore:
     async def alist_ids(self) -> list[str]:
         """Async :meth:`list_ids`."""
         return await adrive(self._listing(), self._abatch)
+
+    async def aclear(self) -> int:
+        """Async :meth:`clear`."""
+        return await adrive(self._clearing(), self._abatch)
+
+
+def delete_thread_sidecars(store: BaseStore, thread_id: str) -> int:
+    """Delete a thread's folded payloads and audit records; returns how many records went.
+
+    A checkpointer's ``delete_thread`` leaves the store alone: call this beside it, or the
+    payloads of a deleted thread stay in the store. A run without a thread id keeps its records
+    under :func:`~langchain_pacms.messages.runs.run_thread` of its messages.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langchain_pacms.lifecycle.fold import SidecarRecord
+        >>> store = InMemoryStore()
+        >>> SidecarStore(store, "t").put(SidecarRecord.of("function:tool:1", "x", "tool"))
+        >>> SidecarStore(store, "u").put(SidecarRecord.of("function:tool:1", "y", "tool"))
+        >>> delete_thread_sidecars(store, "t"), SidecarStore(store, "u").list_ids()
+        (1, ['function:tool:1'])
+    """
+    return sum(SidecarStore(store, thread_id, namespace=n).clear() for n in _NAMESPACES)
+
+
+async def adelete_thread_sidecars(store: BaseStore, thread_id: str) -> int:
+    """Async :func:`delete_thread_sidecars`."""
+    total = 0
+    for namespace in _NAMESPACES:
+        total += await SidecarStore(store, thread_id, namespace=namespace).aclear()
+    return total

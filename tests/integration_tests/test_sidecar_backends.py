@@ -11,11 +11,14 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.lifecycle import (
+    AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarRecord,
     SidecarStore,
+    adelete_thread_sidecars,
+    delete_thread_sidecars,
     make_recover_tool,
 )
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -107,3 +110,36 @@ async def test_async_twins_and_tool(store, thread):
     assert await tool.ainvoke({"object_id": "function:tool:2"}, config) == PAYLOADS[2]
     missing = await tool.ainvoke({"object_id": "function:tool:3"}, config)
     assert missing.startswith("recover_context failed: no sidecar for 'function:tool:3'")
+
+
+def _thread_with_records(store, thread, n):
+    sidecars = SidecarStore(store, thread)
+    sidecars.put_many(SidecarRecord.of(f"function:tool:{k}", f"p{k}", "tool") for k in range(n))
+    audit = SidecarStore(store, thread, namespace=AUDIT_NAMESPACE)
+    audit.put(SidecarRecord.of("function:tool:0", "pruned", "tool"))
+    return sidecars, audit
+
+
+def test_deleting_a_thread_takes_its_payloads_and_audit_only(store, thread):
+    sidecars, audit = _thread_with_records(store, thread, 503)  # more than one search page
+    kept, kept_audit = _thread_with_records(store, f"{thread}-b", 2)
+    assert delete_thread_sidecars(store, thread) == 504
+    assert sidecars.list_ids() == [] and audit.list_ids() == []
+    with pytest.raises(SidecarNotFoundError):
+        sidecars.get("function:tool:1")
+    assert kept.list_ids() == ["function:tool:0", "function:tool:1"]
+    assert kept_audit.get("function:tool:0").payload == "pruned"
+    assert delete_thread_sidecars(store, thread) == 0  # nothing left: nothing to do
+
+
+async def test_deleting_a_thread_async(store, thread):
+    sidecars, _ = _thread_with_records(store, thread, 3)
+    _thread_with_records(store, f"{thread}-b", 1)
+    tool = make_recover_tool(store)
+    config = {"configurable": {"thread_id": thread}}
+    assert await tool.ainvoke({"object_id": "function:tool:2"}, config) == "p2"
+    assert await adelete_thread_sidecars(store, thread) == 4
+    gone = await tool.ainvoke({"object_id": "function:tool:2"}, config)
+    assert gone.startswith("recover_context failed: no sidecar for 'function:tool:2'")
+    assert await sidecars.alist_ids() == []
+    assert await SidecarStore(store, f"{thread}-b").alist_ids() == ["function:tool:0"]
