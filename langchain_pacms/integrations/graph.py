@@ -14,6 +14,7 @@ from langgraph.store.base import BaseStore
 from langchain_pacms._steps import parameters_of
 from langchain_pacms.integrations.config import agent_arguments, resolve_config
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
+from langchain_pacms.messages.runs import keep_run, state_messages, thread_id_of
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
 
@@ -67,16 +68,21 @@ class PACMSHook(RunnerViews, RunnableLambda):
         self.runner = runner
         self.output_key = output_key = runner.config.output_key
 
-        def update(out: list[BaseMessage]) -> dict[str, Any]:
-            if output_key == "messages":  # replace the stored history, as add_messages needs
-                return {output_key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *out]}
-            return {output_key: out}
+        def update(state: Any, config: RunnableConfig, out: list[BaseMessage]) -> dict[str, Any]:
+            if output_key != "messages":
+                return {output_key: out}
+            if thread_id_of(config) is None:  # the run's sidecars are named after its history
+                out = keep_run(state_messages(state), out)
+            # replace the stored history, as add_messages needs
+            return {output_key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *out]}
 
         def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            return update(runner.run(_state_messages(state), **_run_inputs(state, config)))
+            out = runner.run(_state_messages(state), **_run_inputs(state, config))
+            return update(state, config, out)
 
         async def apacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            return update(await runner.arun(_state_messages(state), **_run_inputs(state, config)))
+            out = await runner.arun(_state_messages(state), **_run_inputs(state, config))
+            return update(state, config, out)
 
         super().__init__(
             pacms_pre_model_hook, afunc=apacms_pre_model_hook, name="pacms_pre_model_hook"

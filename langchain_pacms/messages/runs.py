@@ -14,6 +14,8 @@ from langchain_pacms.messages.selection import CONTEXT_MESSAGE_ID
 
 __all__ = [
     "DEFAULT_THREAD",
+    "RUN_KEY",
+    "keep_run",
     "run_config",
     "run_thread",
     "state_messages",
@@ -23,6 +25,8 @@ __all__ = [
 
 DEFAULT_THREAD = "default"
 """Thread id used when a run has neither a ``configurable.thread_id`` nor messages."""
+RUN_KEY = "pacms_run"
+"""``additional_kwargs`` key naming the run of a history whose first message was left out."""
 
 
 def run_config() -> Any:
@@ -47,12 +51,44 @@ def run_thread(messages: Sequence[Any]) -> str:
     """
     if not messages:
         raise ValueError("a run with no messages has no thread")
-    first = next((m for m in messages if getattr(m, "id", None) != CONTEXT_MESSAGE_ID), messages[0])
+    first = _first(messages)
+    marked = (getattr(first, "additional_kwargs", None) or {}).get(RUN_KEY)
+    if isinstance(marked, str) and marked:
+        return marked
     if getattr(first, "id", None):
         return f"run:{first.id}"
     text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return "run:sha256:" + digest[:16]
+
+
+def _first(messages: Sequence[Any]) -> Any:
+    return next((m for m in messages if getattr(m, "id", None) != CONTEXT_MESSAGE_ID), messages[0])
+
+
+def keep_run(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[BaseMessage]:
+    """``after`` (a history replacing ``before``) still named after ``before``'s run.
+
+    A run without a thread id keeps its sidecars under :func:`run_thread` of its history; when
+    the new history starts with another message, that message carries the run's name
+    (:data:`RUN_KEY`), so the payloads folded before stay recoverable.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> before = [HumanMessage("task", id="h1"), HumanMessage("next", id="h2")]
+        >>> run_thread(keep_run(before, before[1:])), run_thread(before[1:])
+        ('run:h1', 'run:h2')
+    """
+    if not before or not after:
+        return after
+    run = run_thread(before)
+    if run_thread(after) == run:
+        return after
+    first = _first(after)
+    marked = first.model_copy(
+        update={"additional_kwargs": {**first.additional_kwargs, RUN_KEY: run}}
+    )
+    return [marked if m is first else m for m in after]
 
 
 def state_messages(state: Any) -> Sequence[BaseMessage]:

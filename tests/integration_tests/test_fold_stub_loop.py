@@ -395,6 +395,57 @@ def test_a_hook_that_rewrites_the_history_keeps_every_stub_recoverable(
     _three_turns(agent, script, f"rewrite-{seed}" if threaded else None)
 
 
+def _read_step(k: int, modules: int) -> list[BaseMessage]:
+    path = {"path": f"src/module_{k}.py"}
+    body = "\n".join(module_text(k * 10 + r, MARKS) for r in range(modules))
+    return [
+        AIMessage(f"reading {k}", id=f"a{k}", tool_calls=[call("read_file", path, f"c{k}")]),
+        ToolMessage(body, tool_call_id=f"c{k}", id=f"t{k}", name="read_file"),
+    ]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_stubs_stay_recoverable_after_the_rewriting_hook_drops_the_first_message(use_async):
+    # no thread id: the run's sidecars are named after its first message; once a large newest
+    # step leaves no room for it, the new first message carries the run's name on
+    store = InMemoryStore()
+    hook = create_pacms_hook(
+        config=SelectionConfig(
+            budget=1_500, output_key="messages", tool_loop=ToolLoopOptions(sidecar_store=store)
+        )
+    )
+    tool = make_recover_tool(store)
+    history: list[BaseMessage] = [
+        HumanMessage("background " * 400, id="h0"),
+        AIMessage("noted", id="an"),
+        HumanMessage("now read the modules", id="h1"),
+    ]
+    outputs: dict[str, str] = {}
+    for k in range(8):
+        history += _read_step(k, 1)
+        outputs[f"c{k}"] = str(history[-1].content)
+
+    async def hook_call(messages: list[BaseMessage]) -> list[BaseMessage]:
+        state = {"messages": messages}
+        update = await hook.ainvoke(state) if use_async else hook.invoke(state)
+        return update["messages"][1:]  # after the removal of the old history
+
+    first = await hook_call(history)
+    assert first[0].id == "h0" and STUB.search(str([m.content for m in first]))
+    for k in (9, 10):  # each newest step leaves no room for the first message
+        history = await hook_call([*(first if k == 9 else history), *_read_step(k, 2)])
+        assert "h0" not in [m.id for m in history]
+        stubs = [
+            (found.group(1), m.tool_call_id)
+            for m in history
+            if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content)))
+        ]
+        assert stubs
+        for object_id, call_id in stubs:
+            back = tool.invoke({"object_id": object_id, "state": {"messages": history}})
+            assert json.loads(back)["results"] == outputs[call_id]
+
+
 @pytest.mark.parametrize(("first_words", "kept"), [(20, True), (3_000, False)])
 def test_a_rewriting_hook_keeps_the_first_message_only_while_it_fits(first_words, kept):
     # without a thread id the first message names the run's sidecars, so it stays, unless it
