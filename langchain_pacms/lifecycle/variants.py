@@ -109,9 +109,16 @@ def fold_variants(
         scope: Scope = "span" if calls and any(call_texts(messages[o.indices[0]])) else "output"
         seen = shown.upto(o.indices[0] + 1)  # what the history shows up to the span's call
         hidden = tuple(t for t in fold_locators(messages, o, scope) if t in seen)
-        head = messages[o.indices[0]].content
-        text = head if isinstance(head, str) else json.dumps(head, sort_keys=True, default=str)
-        key: Hashable = (o.id, o.sha256, o.signature, len(o.indices), scope, text, hidden)
+        head = messages[o.indices[0]]
+        text = head.content
+        if not isinstance(text, str):
+            text = json.dumps(text, sort_keys=True, default=str)
+        # the messages' own ids too: another thread or branch can hold the same span's contents
+        ids = tuple(
+            (m.id, getattr(m, "tool_call_id", None)) for m in (messages[i] for i in o.indices)
+        )
+        call_ids = tuple(c.get("id") for c in getattr(head, "tool_calls", None) or [])
+        key: Hashable = (o.id, o.sha256, o.signature, ids, call_ids, scope, text, hidden)
         hit = memo.get(key) if memo is not None else None
         if hit is not None:
             found[o.indices[0]] = hit

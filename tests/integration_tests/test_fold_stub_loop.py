@@ -349,6 +349,55 @@ def test_every_recovery_in_an_agent_with_both_middlewares_returns_what_its_stub_
     _three_turns(agent, script, f"soak-{seed}" if threaded else None)
 
 
+class PathReader(RandomReader):
+    """:class:`RandomReader` whose read calls say only which file they read (no step number)."""
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        answer = super().__call__(messages, index)
+        reads = [c for c in answer.tool_calls if c["name"] == "read_file"]
+        if not reads:
+            return answer
+        return answer.model_copy(update={"content": f"Reading {reads[0]['args']['path']}."})
+
+
+@slow_examples(4)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_recoveries_in_a_thread_forked_at_random_checkpoints_return_their_own_branchs_payload(
+    seed: int,
+):
+    # time travel: later turns start from a random earlier checkpoint of the thread, so two
+    # branches hold spans with one object id, often the same file read with the same words
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    script = PathReader(seed)
+    store = InMemoryStore()
+    middleware = [
+        LifecycleMiddleware(store=store),
+        PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store)),
+    ]
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        system_prompt=LOOP_SYSTEM,
+        middleware=middleware,
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"recursion_limit": 400, "configurable": {"thread_id": f"fork-{seed}"}}
+    rng = random.Random(seed)
+    for turn in range(6):
+        start = config
+        if turn >= 2 and rng.random() < 0.6:
+            mid_run = [h.config for h in agent.get_state_history(config) if h.next]
+            start = {**rng.choice(mid_run), "recursion_limit": 400}
+        agent.invoke({"messages": [HumanMessage(f"Turn {turn}: go through the modules.")]}, start)
+    assert script.wrong == []
+    assert script.right  # recoveries happened (those of abandoned branches may be unanswered)
+
+
 def _three_turns(agent: Any, script: RandomReader, thread: str | None) -> None:
     """Three turns (without a thread id the caller passes the history back), then the checks."""
     config: Any = {"recursion_limit": 400}

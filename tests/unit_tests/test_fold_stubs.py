@@ -92,6 +92,34 @@ def test_fold_variants_follow_the_lifecycle_ids_and_payloads():
     assert LOOP[2].content == "step 0"
 
 
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_one_memo_over_two_histories_with_the_same_contents_keeps_each_spans_own(with_ids):
+    # two threads (or two branches of a fork) that made the same calls with the same results:
+    # each variant keeps its own history's messages and the payload its recovery checks
+    def history(tag: str) -> list[BaseMessage]:
+        read = {"name": "read_file", "args": {"path": "src/a.py"}, "id": f"call-{tag}"}
+        return [
+            HumanMessage("review src/a.py", id=f"h-{tag}" if with_ids else None),
+            AIMessage("reading", tool_calls=[read], id=f"a-{tag}" if with_ids else None),
+            ToolMessage(
+                "x = 1\n" * 40, tool_call_id=f"call-{tag}", id=f"t-{tag}" if with_ids else None
+            ),
+            HumanMessage("next", id=f"n-{tag}" if with_ids else None),
+        ]
+
+    memo = FoldMemo()
+    for tag in ("a", "b"):
+        messages = history(tag)
+        (variant,) = fold_variants(messages, memo=memo).values()
+        assert [m.id for m in variant.messages] == [m.id for m in messages[1:3]]
+        assert variant.messages[0].tool_calls[0]["id"] == f"call-{tag}"
+        assert variant.messages[1].tool_call_id == f"call-{tag}"
+        (obj,) = [o for o in index_messages(messages).objects if o.kind == "tool"]
+        assert variant.record.sha256 == fold_variants(messages)[1].record.sha256  # no memo
+        assert json.loads(variant.record.payload)["tool_calls"][0]["id"] == f"call-{tag}"
+        assert variant.record.object_id == obj.id
+
+
 def test_fold_variants_leave_a_call_without_text_or_when_asked():
     quiet = [m.model_copy(update={"content": ""}) if isinstance(m, AIMessage) else m for m in LOOP]
     for msgs, variants in ((quiet, fold_variants(quiet)), (LOOP, fold_variants(LOOP, calls=False))):
