@@ -398,6 +398,46 @@ def test_recoveries_in_a_thread_forked_at_random_checkpoints_return_their_own_br
     assert script.right  # recoveries happened (those of abandoned branches may be unanswered)
 
 
+@slow_examples(3)
+@given(seed=st.integers(0, 2**32 - 1), lifecycle=st.booleans())
+def test_two_threads_doing_the_same_work_on_one_agent_each_recover_their_own(
+    seed: int, lifecycle: bool
+):
+    # one agent serving two threads that read the same files with the same words: each
+    # thread's stubs name its own messages, and each recovery returns its own payload
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    readers = {tag: PathReader(seed) for tag in "AB"}
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        turn = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
+        return readers[turn.text[-1]](messages, index)  # the latest turn is always sent
+
+    store = InMemoryStore()
+    middleware: list[Any] = [PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store))]
+    if lifecycle:
+        middleware.insert(0, LifecycleMiddleware(store=store))
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        system_prompt=LOOP_SYSTEM,
+        middleware=middleware,
+        checkpointer=InMemorySaver(),
+    )
+    for turn in range(3):
+        for tag in "AB":
+            config: Any = {"recursion_limit": 400, "configurable": {"thread_id": tag}}
+            said = f"Turn {turn}: go through the modules, thread {tag}"
+            agent.invoke({"messages": [HumanMessage(said)]}, config)
+    for reader in readers.values():
+        assert reader.wrong == []
+        assert reader.right and not reader.asked
+
+
 def _three_turns(agent: Any, script: RandomReader, thread: str | None) -> None:
     """Three turns (without a thread id the caller passes the history back), then the checks."""
     config: Any = {"recursion_limit": 400}
