@@ -327,25 +327,8 @@ def test_every_recovery_in_an_agent_with_both_middlewares_returns_what_its_stub_
 ):
     # the lifecycle folds, masks and prunes; selection stubs what it drops; the model recovers
     # stubs of either at random, with and without a thread id, over several turns
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from langchain_pacms.integrations import PACMSMiddleware
-    from langchain_pacms.lifecycle import LifecycleMiddleware
-
     script = RandomReader(seed)
-    store = InMemoryStore()
-    middleware = [
-        LifecycleMiddleware(store=store),
-        PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store)),
-    ]
-    agent = create_agent(
-        RecordingChatModel(script=script),
-        [read_file],
-        system_prompt=LOOP_SYSTEM,
-        middleware=middleware,
-        checkpointer=InMemorySaver() if threaded else None,
-    )
+    agent = _agent_with_both(script, threaded=threaded)
     _three_turns(agent, script, f"soak-{seed}" if threaded else None)
 
 
@@ -367,25 +350,8 @@ def test_recoveries_in_a_thread_forked_at_random_checkpoints_return_their_own_br
 ):
     # time travel: later turns start from a random earlier checkpoint of the thread, so two
     # branches hold spans with one object id, often the same file read with the same words
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from langchain_pacms.integrations import PACMSMiddleware
-    from langchain_pacms.lifecycle import LifecycleMiddleware
-
     script = PathReader(seed)
-    store = InMemoryStore()
-    middleware = [
-        LifecycleMiddleware(store=store),
-        PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store)),
-    ]
-    agent = create_agent(
-        RecordingChatModel(script=script),
-        [read_file],
-        system_prompt=LOOP_SYSTEM,
-        middleware=middleware,
-        checkpointer=InMemorySaver(),
-    )
+    agent = _agent_with_both(script)
     config: Any = {"recursion_limit": 400, "configurable": {"thread_id": f"fork-{seed}"}}
     rng = random.Random(seed)
     for turn in range(6):
@@ -405,29 +371,13 @@ def test_two_threads_doing_the_same_work_on_one_agent_each_recover_their_own(
 ):
     # one agent serving two threads that read the same files with the same words: each
     # thread's stubs name its own messages, and each recovery returns its own payload
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from langchain_pacms.integrations import PACMSMiddleware
-    from langchain_pacms.lifecycle import LifecycleMiddleware
-
     readers = {tag: PathReader(seed) for tag in "AB"}
 
     def script(messages: list[BaseMessage], index: int) -> AIMessage:
         turn = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
         return readers[turn.text[-1]](messages, index)  # the latest turn is always sent
 
-    store = InMemoryStore()
-    middleware: list[Any] = [PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store))]
-    if lifecycle:
-        middleware.insert(0, LifecycleMiddleware(store=store))
-    agent = create_agent(
-        RecordingChatModel(script=script),
-        [read_file],
-        system_prompt=LOOP_SYSTEM,
-        middleware=middleware,
-        checkpointer=InMemorySaver(),
-    )
+    agent = _agent_with_both(script, lifecycle=lifecycle)
     for turn in range(3):
         for tag in "AB":
             config: Any = {"recursion_limit": 400, "configurable": {"thread_id": tag}}
@@ -436,6 +386,27 @@ def test_two_threads_doing_the_same_work_on_one_agent_each_recover_their_own(
     for reader in readers.values():
         assert reader.wrong == []
         assert reader.right and not reader.asked
+
+
+def _agent_with_both(script: Any, *, threaded: bool = True, lifecycle: bool = True) -> Any:
+    """A module-reading agent: ``PACMSMiddleware`` fold stubs, and the lifecycle, on one store."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    store = InMemoryStore()
+    middleware: list[Any] = [PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store))]
+    if lifecycle:
+        middleware.insert(0, LifecycleMiddleware(store=store))
+    return create_agent(
+        RecordingChatModel(script=script),
+        [read_file],
+        system_prompt=LOOP_SYSTEM,
+        middleware=middleware,
+        checkpointer=InMemorySaver() if threaded else None,
+    )
 
 
 def _three_turns(agent: Any, script: RandomReader, thread: str | None) -> None:
