@@ -341,12 +341,16 @@ def delete_thread_sidecars(store: BaseStore, thread_id: str) -> int:
         >>> delete_thread_sidecars(store, "t"), SidecarStore(store, "u").list_ids()
         (1, ['function:tool:1'])
     """
-    return sum(SidecarStore(store, thread_id, namespace=n).clear() for n in _NAMESPACES)
+    return drive(_deleting(store, thread_id), store.batch)
 
 
 async def adelete_thread_sidecars(store: BaseStore, thread_id: str) -> int:
     """Async :func:`delete_thread_sidecars`."""
+    return await adrive(_deleting(store, thread_id), SidecarStore(store, thread_id)._abatch)
+
+
+def _deleting(store: BaseStore, thread_id: str) -> Generator[list[Op], list[Result], int]:
     total = 0
     for namespace in _NAMESPACES:
-        total += await SidecarStore(store, thread_id, namespace=namespace).aclear()
+        total += yield from SidecarStore(store, thread_id, namespace=namespace)._clearing()
     return total
