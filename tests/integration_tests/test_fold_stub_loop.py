@@ -277,23 +277,31 @@ class RandomReader:
     Each recovery's result is compared with the output the stub stood for.
     """
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, ids: str = "unique") -> None:
         self.rng = random.Random(seed)
+        self.ids = ids  # "unique", "constant" (one id for every call) or "per_round" (name:0)
         self.asked: dict[str, int] = {}  # recovery call id -> module its stub stood for
         self.right = 0
         self.wrong: list[tuple[int, str]] = []
         self.turn_start = 0
 
     def _stubs(self, messages: list[BaseMessage]) -> list[tuple[str, int]]:
-        outputs = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-        return [
-            (found.group(1), module_number(c["args"]["path"]))
-            for m in messages
-            for c in getattr(m, "tool_calls", None) or []
-            if c["name"] == "read_file"
-            and c["id"] in outputs
-            and (found := STUB.search(str(outputs[c["id"]].content)))
-        ]
+        # a result answers its id's call in the calling message before it (ids may repeat)
+        found: list[tuple[str, int]] = []
+        waiting: list[dict[str, Any]] = []
+        for m in messages:
+            if isinstance(m, AIMessage):
+                waiting = list(m.tool_calls)
+            elif isinstance(m, ToolMessage):
+                c = next((c for c in waiting if c["id"] == m.tool_call_id), None)
+                if c is not None:
+                    waiting.remove(c)
+                    if c["name"] == "read_file" and (stub := STUB.search(str(m.content))):
+                        found.append((stub.group(1), module_number(c["args"]["path"])))
+        return found
+
+    def _id(self, name: str, unique: str) -> str:
+        return {"unique": unique, "constant": "call_0", "per_round": f"{name}:0"}[self.ids]
 
     def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
         last = messages[-1]
@@ -312,11 +320,13 @@ class RandomReader:
         stubs = self._stubs(messages) if steps else []
         if stubs and (steps == 10 or self.rng.random() < 0.3):  # at least one a turn
             object_id, module = self.rng.choice(stubs)
-            self.asked[f"r{index}"] = module
+            asked = self._id(RECOVER_TOOL_NAME, f"r{index}")
+            self.asked[asked] = module  # answered by the next message
             return AIMessage(
-                "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": object_id}, f"r{index}")]
+                "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": object_id}, asked)]
             )
-        read = call("read_file", {"path": f"src/module_{self.rng.randrange(25)}.py"}, f"c{index}")
+        path = {"path": f"src/module_{self.rng.randrange(25)}.py"}
+        read = call("read_file", path, self._id("read_file", f"c{index}"))
         return AIMessage(f"Step {index}.", tool_calls=[read])
 
 
@@ -388,7 +398,42 @@ def test_two_threads_doing_the_same_work_on_one_agent_each_recover_their_own(
         assert reader.right and not reader.asked
 
 
-def _agent_with_both(script: Any, *, threaded: bool = True, lifecycle: bool = True) -> Any:
+@slow_examples(3)
+@given(seed=st.integers(0, 2**32 - 1), ids=st.sampled_from(["constant", "per_round"]))
+def test_recoveries_return_their_own_payload_when_the_model_reuses_tool_call_ids(
+    seed: int, ids: str
+):
+    # llama.cpp's server sends one id for every call, Kimi models "<name>:<index>" per round:
+    # each result answers the call before it, and each stub still names its own payload
+    script = PathReader(seed, ids)
+    _three_turns(_agent_with_both(script), script, f"ids-{seed}")
+
+
+def test_an_agent_rebuilt_every_turn_recovers_the_stubs_of_earlier_turns() -> None:
+    # a server building the agent per request: new middleware instances, one checkpointer and
+    # store; the model's call ids restart every turn, so each id recurs in the thread
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    script = PathReader(7)
+    config: Any = {"recursion_limit": 400, "configurable": {"thread_id": "rebuilt"}}
+    right = []
+    for turn in range(3):
+        agent = _agent_with_both(script, store=store, checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(f"Turn {turn}: go through the modules.")]}, config)
+        right.append(script.right)
+    assert script.wrong == []
+    assert right[0] < right[1] < right[2] and not script.asked
+
+
+def _agent_with_both(
+    script: Any,
+    *,
+    threaded: bool = True,
+    lifecycle: bool = True,
+    store: InMemoryStore | None = None,
+    checkpointer: Any = None,
+) -> Any:
     """A module-reading agent: ``PACMSMiddleware`` fold stubs, and the lifecycle, on one store."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
@@ -396,7 +441,7 @@ def _agent_with_both(script: Any, *, threaded: bool = True, lifecycle: bool = Tr
     from langchain_pacms.integrations import PACMSMiddleware
     from langchain_pacms.lifecycle import LifecycleMiddleware
 
-    store = InMemoryStore()
+    store = store or InMemoryStore()
     middleware: list[Any] = [PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store))]
     if lifecycle:
         middleware.insert(0, LifecycleMiddleware(store=store))
@@ -405,7 +450,7 @@ def _agent_with_both(script: Any, *, threaded: bool = True, lifecycle: bool = Tr
         [read_file],
         system_prompt=LOOP_SYSTEM,
         middleware=middleware,
-        checkpointer=InMemorySaver() if threaded else None,
+        checkpointer=checkpointer or (InMemorySaver() if threaded else None),
     )
 
 
