@@ -92,8 +92,8 @@ class LifecycleHarness:
         log: Append one JSONL record per commit to this file.
 
     Raises:
-        TypeError: If ``planner`` is no ``Planner``, ``commit`` no ``CommitRule`` or ``masking``
-            no ``Masking``.
+        TypeError: If ``planner`` is no ``Planner``, ``store`` no ``BaseStore``, ``commit`` no
+            ``CommitRule`` or ``masking`` no ``Masking``.
 
     Example:
         >>> harness = LifecycleHarness()
@@ -116,7 +116,11 @@ class LifecycleHarness:
             raise TypeError(
                 f"planner must have name, plan() and aplan(); got {type(planner).__name__}"
             )
-        for name, given, kind in (("commit", commit, CommitRule), ("masking", masking, Masking)):
+        for name, given, kind in (
+            ("store", store, BaseStore),
+            ("commit", commit, CommitRule),
+            ("masking", masking, Masking),
+        ):
             if given is not None and not isinstance(given, kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(given).__name__}")
         self.planner = planner

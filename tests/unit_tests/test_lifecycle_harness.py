@@ -19,6 +19,7 @@ from langchain_pacms.lifecycle import (
     SidecarStore,
     at_boundary,
     check_actions,
+    create_lifecycle_node,
     index_messages,
     payload_of,
     provider_problems,
@@ -322,6 +323,10 @@ def test_bad_options_fail_at_construction():
         LifecycleHarness(planner, commit=0.3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="masking must be a Masking"):
         LifecycleHarness(planner, masking=CommitRule())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="store must be a BaseStore, got str"):
+        LifecycleHarness(planner, store="sqlite:///sidecars.db")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="store must be a BaseStore"):
+        create_lifecycle_node(store={})  # type: ignore[arg-type]
     assert "scripted" in repr(LifecycleHarness(planner))
 
 
