@@ -18,6 +18,7 @@ from langchain_pacms.lifecycle.analysis import recent_turns
 from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
 from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
+from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.llm_planner import LLMPlanner, PlanAction, PlanSchema
@@ -72,6 +73,7 @@ __all__ = [
     "ContextObject",
     "FoldMemo",
     "FoldVariant",
+    "GraphStore",
     "HarnessOptions",
     "HarnessStats",
     "HeuristicPlanner",

@@ -13,13 +13,13 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
-from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, method_parameters_of
 from langchain_pacms.lifecycle.actions import Action, restore
 from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
 from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats, transcript_of
 from langchain_pacms.lifecycle.fold import SidecarRecord
+from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
 from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
@@ -84,8 +84,10 @@ class LifecycleHarness:
     Args:
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default
             ``HeuristicPlanner()``, the setting the lifecycle results measure).
-        store: The LangGraph ``BaseStore`` for sidecars (default: a new, in-process
-            ``InMemoryStore``; ``SqliteStore`` or ``PostgresStore`` persist).
+        store: The LangGraph ``BaseStore`` for sidecars (default: a
+            :class:`~langchain_pacms.lifecycle.graph_store.GraphStore`, the store of the graph
+            each step runs in, else an in-process ``InMemoryStore``; ``SqliteStore`` or
+            ``PostgresStore`` persist).
         commit: When to commit (default ``CommitRule()``).
         masking: What a mask keeps (default ``Masking()``).
         token_counter: Counter, encoding name or ``None`` (``o200k_base``); share the selector's.
@@ -124,7 +126,7 @@ class LifecycleHarness:
             if given is not None and not isinstance(given, kind):
                 raise TypeError(f"{name} must be a {kind.__name__}, got {type(given).__name__}")
         self.planner = planner
-        self.store: BaseStore = store if store is not None else InMemoryStore()
+        self.store: BaseStore = store if store is not None else GraphStore()
         self.commit = commit if commit is not None else CommitRule()
         self.masking = masking if masking is not None else Masking()
         self.token_counter: TokenCounter = resolve_token_counter(token_counter)

@@ -45,7 +45,9 @@ class HarnessOptions(TypedDict, total=False):
     Attributes:
         planner: Any :class:`~langchain_pacms.lifecycle.plan.Planner` (default: the offline
             :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`).
-        store: The sidecar store (default: an ``InMemoryStore``).
+        store: The sidecar store (default: a
+            :class:`~langchain_pacms.lifecycle.graph_store.GraphStore`: the graph's store, else
+            an in-process ``InMemoryStore``).
         token_counter: The token counter (share the selector's).
         log: Append one JSONL record per commit to this file (as ``PACMSMiddleware(log=...)``).
     """

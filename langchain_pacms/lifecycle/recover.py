@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
+from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.node import known_ids_of
 from langchain_pacms.lifecycle.objects import index_messages
 from langchain_pacms.lifecycle.sidecar import (
@@ -159,7 +160,8 @@ class RecoverTool(StructuredTool):
 def unreadable_store(tools: Sequence[Any], store: BaseStore) -> str | None:
     """Why the agent's ``recover_context`` (among ``tools``) cannot read ``store``, else ``None``.
 
-    ``None`` also when the agent has no such tool or one this package did not build.
+    ``None`` also when the agent has no such tool or one this package did not build. A
+    :class:`~langchain_pacms.lifecycle.graph_store.GraphStore` counts as the store it uses now.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -171,15 +173,21 @@ def unreadable_store(tools: Sequence[Any], store: BaseStore) -> str | None:
     """
     for tool in tools:
         if isinstance(tool, RecoverTool) and tool.name == RECOVER_TOOL_NAME:
-            if tool.sidecar_store is store:
+            theirs_now, mine_now = _now(tool.sidecar_store), _now(store)
+            if theirs_now is mine_now:
                 return None
-            theirs, mine = type(tool.sidecar_store).__name__, type(store).__name__
+            theirs, mine = type(theirs_now).__name__, type(mine_now).__name__
             return (
                 f"the agent's {RECOVER_TOOL_NAME} reads another store ({theirs}) than the one "
                 f"these payloads are written to ({mine}), so they cannot be recovered; an agent "
                 "keeps one tool per name: give every middleware that folds the same store"
             )
     return None
+
+
+def _now(store: BaseStore) -> BaseStore:
+    """The store ``store``'s operations go to now (a :class:`GraphStore` follows the run)."""
+    return store.current() if isinstance(store, GraphStore) else store
 
 
 class RecoverCheck:

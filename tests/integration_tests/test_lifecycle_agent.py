@@ -111,6 +111,40 @@ def test_create_agent_folds_at_the_turn_boundary_and_recovers_exactly():
     assert state["pacms_lifecycle_ids"][read_id(state)] == "function:tool:1"
 
 
+def test_without_a_store_of_its_own_the_lifecycle_folds_into_the_agents_store():
+    # two workers (new middleware and model each) share the agent's store and checkpointer:
+    # the first folds at the turn boundary, the second recovers the payload byte for byte
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware, SidecarStore
+
+    store, saver = InMemoryStore(), InMemorySaver()
+
+    def thanks(messages: list[BaseMessage], index: int) -> AIMessage:
+        said = messages[-1]
+        return AIMessage("glad to help") if said.text == "thanks" else respond(messages, index)
+
+    def worker() -> tuple[RecordingChatModel, Any]:
+        model = RecordingChatModel(script=thanks)
+        lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
+        agent = create_agent(
+            model, [read_file], middleware=[lifecycle], store=store, checkpointer=saver
+        )
+        return model, agent
+
+    config: Any = {"configurable": {"thread_id": "job-3"}}
+    _, first = worker()
+    first.invoke({"messages": [HumanMessage("read data.json")]}, config)
+    first.invoke({"messages": [HumanMessage("thanks")]}, config)  # the fold commits here
+    assert SidecarStore(store, "job-3").list_ids() == ["function:tool:1"]
+    model, second = worker()
+    state = second.invoke({"messages": [HumanMessage("what is k77?")]}, config)
+    (recovered,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
+    assert recovered.content == PAYLOAD
+    assert state["messages"][-1].content == "k77 is v-77-é✓"
+    assert all(PAYLOAD not in str(m.content) for m in model.received[0])
+
+
 def read_id(state: dict[str, Any]) -> str:
     return str(_tool_results(state["messages"], "read_file")[0].id)
 
@@ -188,16 +222,41 @@ def test_middlewares_folding_to_two_stores_are_told_on_the_first_call(shared, ow
         ]
 
 
-def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
+def test_no_warning_when_the_lifecycle_follows_the_agents_store_the_selection_writes_to(caplog):
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
+    selection = PACMSMiddleware(30_000, tool_loop=ToolLoopOptions(sidecar_store=store))
+    model = RecordingChatModel(script=respond)
+    agent = create_agent(model, [read_file], middleware=[lifecycle, selection], store=store)
+    with caplog.at_level("WARNING"):
+        agent.invoke({"messages": [HumanMessage("read data.json")]})
+    assert not [r for r in caplog.records if "cannot be recovered" in r.getMessage()]
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
+    other = create_agent(model, [read_file], middleware=[lifecycle, selection])  # no store
+    with caplog.at_level("WARNING"):
+        other.invoke({"messages": [HumanMessage("read data.json")]})
+    assert [r for r in caplog.records if "cannot be recovered" in r.getMessage()]
+
+
+@pytest.mark.parametrize("own_store", [True, False])
+def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook(own_store):
+    # without a store of its own the node folds into the graph's (compile(store=...)), which
+    # the tool built on the node's harness store reads too
     from langchain_pacms.integrations import create_pacms_hook
+    from langchain_pacms.lifecycle import SidecarStore
 
     class State(MessagesState):
         pacms_lifecycle_ids: dict[str, str]
         llm_input_messages: list[AnyMessage]
 
     store = InMemoryStore()
-    node = create_lifecycle_node(planner=classic(keep_recent=0), store=store)
-    recover = make_recover_tool(store)
+    node = create_lifecycle_node(planner=classic(keep_recent=0), store=store if own_store else None)
+    recover = make_recover_tool(node.harness.store)  # type: ignore[attr-defined]
     model = RecordingChatModel(script=respond)
     model.bind_tools([read_file, recover])
 
@@ -214,12 +273,13 @@ def test_hand_built_graph_with_the_lifecycle_node_and_the_selection_hook():
     graph.add_edge("select", "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "lifecycle")
-    app = graph.compile(checkpointer=InMemorySaver())
+    app = graph.compile(checkpointer=InMemorySaver(), store=None if own_store else store)
     config: Any = {"configurable": {"thread_id": "g1"}}
     app.invoke({"messages": [HumanMessage("read data.json")]}, config)
     state = app.invoke({"messages": [HumanMessage("what is k77?")]}, config)
     _check_run(model, state)
     assert node.harness.stats.commits == 1  # type: ignore[attr-defined]
+    assert SidecarStore(store, "g1").list_ids() == ["function:tool:1"]
 
 
 def test_recovery_can_reactivate_the_object_in_the_state():
