@@ -411,29 +411,36 @@ def test_recoveries_return_their_own_payload_when_the_model_reuses_tool_call_ids
 
 def test_an_agent_rebuilt_every_turn_recovers_the_stubs_of_earlier_turns() -> None:
     # a server building the agent per request: new middleware instances, one checkpointer and
-    # store; the model's call ids restart every turn, so each id recurs in the thread
+    # one agent store, which both middlewares use without a store of their own; the model's
+    # call ids restart every turn, so each id recurs in the thread
+    from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import GraphStore, LifecycleMiddleware
 
     store, saver = InMemoryStore(), InMemorySaver()
     script = PathReader(7)
     config: Any = {"recursion_limit": 400, "configurable": {"thread_id": "rebuilt"}}
     right = []
     for turn in range(3):
-        agent = _agent_with_both(script, store=store, checkpointer=saver)
+        selection = PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=GraphStore()))
+        agent = create_agent(
+            RecordingChatModel(script=script),
+            [read_file],
+            system_prompt=LOOP_SYSTEM,
+            middleware=[LifecycleMiddleware(), selection],
+            checkpointer=saver,
+            store=store,
+        )
         agent.invoke({"messages": [HumanMessage(f"Turn {turn}: go through the modules.")]}, config)
         right.append(script.right)
     assert script.wrong == []
     assert right[0] < right[1] < right[2] and not script.asked
+    assert SidecarStore(store, "rebuilt").list_ids()  # the payloads are in the agent's store
 
 
-def _agent_with_both(
-    script: Any,
-    *,
-    threaded: bool = True,
-    lifecycle: bool = True,
-    store: InMemoryStore | None = None,
-    checkpointer: Any = None,
-) -> Any:
+def _agent_with_both(script: Any, *, threaded: bool = True, lifecycle: bool = True) -> Any:
     """A module-reading agent: ``PACMSMiddleware`` fold stubs, and the lifecycle, on one store."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
@@ -441,7 +448,7 @@ def _agent_with_both(
     from langchain_pacms.integrations import PACMSMiddleware
     from langchain_pacms.lifecycle import LifecycleMiddleware
 
-    store = store or InMemoryStore()
+    store = InMemoryStore()
     middleware: list[Any] = [PACMSMiddleware(1_200, tool_loop=ToolLoopOptions(sidecar_store=store))]
     if lifecycle:
         middleware.insert(0, LifecycleMiddleware(store=store))
@@ -450,7 +457,7 @@ def _agent_with_both(
         [read_file],
         system_prompt=LOOP_SYSTEM,
         middleware=middleware,
-        checkpointer=checkpointer or (InMemorySaver() if threaded else None),
+        checkpointer=InMemorySaver() if threaded else None,
     )
 
 
