@@ -65,6 +65,12 @@ def respond(messages: list[BaseMessage], index: int) -> AIMessage:
     return AIMessage("", tool_calls=[call("read_file", {"path": "data.json"}, f"c{index}")])
 
 
+def thanks(messages: list[BaseMessage], index: int) -> AIMessage:
+    """:func:`respond`, but "thanks" is answered without a tool call (a turn that only commits)."""
+    said = messages[-1]
+    return AIMessage("glad to help") if said.text == "thanks" else respond(messages, index)
+
+
 def _tool_results(messages: list[BaseMessage], name: str) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage) and m.name == name]
 
@@ -119,10 +125,6 @@ def test_without_a_store_of_its_own_the_lifecycle_folds_into_the_agents_store():
     from langchain_pacms.lifecycle import LifecycleMiddleware, SidecarStore
 
     store, saver = InMemoryStore(), InMemorySaver()
-
-    def thanks(messages: list[BaseMessage], index: int) -> AIMessage:
-        said = messages[-1]
-        return AIMessage("glad to help") if said.text == "thanks" else respond(messages, index)
 
     def worker() -> tuple[RecordingChatModel, Any]:
         model = RecordingChatModel(script=thanks)

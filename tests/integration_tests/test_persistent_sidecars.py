@@ -10,6 +10,7 @@ import json
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sidecar_worker
@@ -21,6 +22,7 @@ pytest.importorskip("langgraph.store.sqlite", reason="needs the lifecycle extra"
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("sidecar_worker.py")
+AGENT_WORKER = Path(__file__).with_name("agent_worker.py")
 SURROGATES = sidecar_worker.SURROGATES
 
 
@@ -114,3 +116,42 @@ def test_postgres_payload_folded_by_one_process_is_recovered_by_another(tmp_path
         with PostgresStore.from_conn_string(POSTGRES_URI) as store:
             for key in ("function:tool:1", "extra:surrogates"):
                 store.delete(("pacms_sidecar", thread), key)
+
+
+@pytest.mark.skipif(
+    not POSTGRES_URI,
+    reason="PACMS_TEST_POSTGRES_URI is not set "
+    "(.ci/run starts a PostgreSQL server and sets it; see .ci/postgres.sh)",
+)
+def test_agent_workers_on_one_postgres_database_recover_each_others_folds():
+    # three processes serve one thread, each building the agent anew with LifecycleMiddleware()
+    # (no store of its own) on the agent's PostgresStore: the second folds, the third recovers
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the lifecycle extra")
+    import hashlib
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+    from test_lifecycle_agent import PAYLOAD
+
+    from langchain_pacms.lifecycle import delete_thread_sidecars
+
+    assert POSTGRES_URI
+    thread = f"agent-{uuid.uuid4().hex}"
+
+    def turn(said: str) -> dict[str, Any]:
+        out = run_python(AGENT_WORKER, POSTGRES_URI, thread, said, timeout=120)
+        return json.loads(out.splitlines()[-1])
+
+    try:
+        assert turn("read data.json")["recovered_sha256"] is None
+        turn("thanks")  # a turn boundary: the fold commits in this process
+        with PostgresStore.from_conn_string(POSTGRES_URI) as store:
+            assert SidecarStore(store, thread).list_ids() == ["function:tool:1"]
+        answer = turn("what is k77?")
+        assert answer["last"] == "k77 is v-77-é✓"
+        assert answer["recovered_sha256"] == hashlib.sha256(PAYLOAD.encode()).hexdigest()
+    finally:
+        with PostgresStore.from_conn_string(POSTGRES_URI) as store:
+            delete_thread_sidecars(store, thread)
+        with PostgresSaver.from_conn_string(POSTGRES_URI) as saver:
+            saver.delete_thread(thread)
