@@ -9,6 +9,8 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_pacms.messages.images import image_tokens
+
 __all__ = [
     "CALL_BLOCKS",
     "bullet",
@@ -101,10 +103,20 @@ def content_text(content: str | list[Any] | BaseMessage) -> str:
 
 
 def content_cost(text: str, content: str | list[Any], token_counter: Callable[[str], int]) -> int:
-    """What a message costs: its ``text``, plus each other block of its ``content`` serialised."""
+    """What a message costs: its ``text``, plus each other block of its ``content``.
+
+    An image costs what a chat model charges for it (:func:`~.images.image_tokens`), any other
+    block the tokens of its JSON form.
+    """
     blocks = [] if isinstance(content, str) else _content_parts(content)[1]
-    dumps = [json.dumps(b, sort_keys=True, ensure_ascii=False, default=str) for b in blocks]
-    return token_counter(text) + sum(token_counter(d) for d in dumps)
+    return token_counter(text) + sum(_block_cost(b, token_counter) for b in blocks)
+
+
+def _block_cost(block: Any, token_counter: Callable[[str], int]) -> int:
+    image = image_tokens(block) if isinstance(block, Mapping) else None
+    if image is not None:
+        return image
+    return token_counter(json.dumps(block, sort_keys=True, ensure_ascii=False, default=str))
 
 
 def message_tokens(message: BaseMessage, token_counter: Callable[[str], int]) -> int:

@@ -1,4 +1,4 @@
-"""Every content block is charged what it costs: blocks that are not text by their JSON size."""
+"""Every content block is charged what it costs: an image what models charge, the rest its JSON."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from test_messages import SELECTOR, selection_inputs, text
 
 from langchain_pacms.integrations import ToolLoopOptions, create_pacms_hook, messages_to_candidates
 from langchain_pacms.messages import MessageMemo, content_text, sent_tokens
+from langchain_pacms.messages.images import IMAGE_TOKENS
 from langchain_pacms.tokens import TokenCounter
 
 COUNTER = SELECTOR.token_counter
@@ -25,7 +26,8 @@ def dump(block: Any) -> str:
 
 
 def independent_tokens(messages: list[BaseMessage], counter=COUNTER) -> int:
-    """Each message's content, counted here: text blocks as text, every other block as JSON."""
+    """Each message's content, counted here: text as text, an image (these are unreadable) the
+    most one costs, every other block as JSON."""
     total = 0
     for m in messages:
         if isinstance(m.content, str):
@@ -38,6 +40,8 @@ def independent_tokens(messages: list[BaseMessage], counter=COUNTER) -> int:
                 total += counter(block["text"])
             elif block.get("type") in ("reasoning", "thinking"):
                 total += counter(block[block["type"]])
+            elif block.get("type") in ("image", "image_url"):  # of no size read here: the most
+                total += IMAGE_TOKENS
             else:
                 total += counter(dump(block))
     return total
@@ -81,12 +85,10 @@ def test_string_contents_cost_what_they_did():
     [
         web_search_result(),
         {"type": "json", "json": {"rows": [{"id": i, "name": f"item {i}"} for i in range(80)]}},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 200}},
-        {"type": "image", "base64": "iVBORw0K" * 200, "mime_type": "image/png"},
         {"type": "file", "file": {"file_data": "JVBERi0x" * 200, "filename": "a.pdf"}},
         {"kind": "unknown", "payload": list(range(300))},
     ],
-    ids=["web_search", "json", "image_url", "image", "file", "untyped"],
+    ids=["web_search", "json", "file", "untyped"],
 )
 def test_a_block_that_is_not_text_costs_its_json(block):
     message = ToolMessage(["rows follow", block], tool_call_id="c1", name="query")
@@ -117,12 +119,30 @@ def test_text_of_known_blocks_is_counted_as_text():
         assert sent_tokens([m], COUNTER) == COUNTER(content_text(m.content))
 
 
-def test_a_block_in_a_tool_result_costs_its_json():
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0K" * 2000}},
+        {"type": "image", "base64": "iVBORw0K" * 2000, "mime_type": "image/png"},
+    ],
+    ids=["image_url", "image"],
+)
+def test_an_image_costs_what_a_model_charges_not_its_json(block):
+    # PNG's signature repeated: no size to read, so the most one image costs
+    message = ToolMessage(["rows follow", block], tool_call_id="c1", name="query")
+    expected = COUNTER("query: rows follow\n[image]") + IMAGE_TOKENS
+    assert sent_tokens([message], COUNTER) == expected < COUNTER(dump(block))
+    assert MessageMemo().tokens(message, COUNTER) == expected
+
+
+def test_blocks_in_a_tool_result_cost_what_they_cost_outside_one():
     image = {"type": "image", "base64": "iVBORw0K" * 100, "mime_type": "image/png"}
-    result = {"type": "tool_result", "tool_use_id": "t1", "content": ["a chart", image]}
+    rows = {"type": "json", "json": {"rows": list(range(50))}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": ["a chart", image, rows]}
     message = HumanMessage([result])
-    assert content_text(message.content) == "a chart\n[image]"
-    assert sent_tokens([message], COUNTER) == COUNTER("a chart\n[image]") + COUNTER(dump(image))
+    assert content_text(message.content) == "a chart\n[image]\n[json]"
+    expected = COUNTER("a chart\n[image]\n[json]") + IMAGE_TOKENS + COUNTER(dump(rows))
+    assert sent_tokens([message], COUNTER) == expected
 
 
 def test_candidates_cost_their_blocks_with_and_without_a_memo():

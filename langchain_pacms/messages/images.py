@@ -1,0 +1,145 @@
+"""What an image content block costs a chat model: by its pixels, never by its base64 bytes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["IMAGE_TOKENS", "image_size", "image_tokens"]
+
+IMAGE_TOKENS = 1_600
+"""Tokens charged for an image of unknown size: about the most one image costs.
+
+Anthropic scales an image down until it costs at most about 1,600 tokens; OpenAI's high detail
+charges at most 1,445 (GPT-4o); Gemini 258 per tile.
+"""
+
+_HEAD_CHARS = 1 << 18  # base64 characters decoded to find the dimensions (192 KiB of image)
+_SPACE = re.compile(r"\s+")
+_JPEG_SIZE_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def image_tokens(block: Mapping[str, Any]) -> int | None:
+    """Tokens an image content block costs, or ``None`` when ``block`` is no image.
+
+    Inline (base64) images of a known format (PNG, JPEG, GIF, WebP) cost the larger of OpenAI's
+    high-detail charge (85 + 170 per 512-pixel tile after scaling to fit 2048 and to 768 on the
+    short side) and Anthropic's (width x height / 750, at most :data:`IMAGE_TOKENS`); any other
+    image (a URL, a file id, data that cannot be read) costs :data:`IMAGE_TOKENS`. Blocks in
+    LangChain's standard form (``{"type": "image", "base64": ...}``, also its older
+    ``source_type`` form), OpenAI's (``image_url``, ``input_image``) and Anthropic's
+    (``"source": {"type": "base64", ...}``) are read.
+
+    Example:
+        >>> image_tokens({"type": "image", "url": "https://example.com/a.png"})
+        1600
+        >>> image_tokens({"type": "text", "text": "hi"}) is None
+        True
+    """
+    kind = block.get("type")
+    if kind not in ("image", "image_url", "input_image"):
+        return None
+    size = image_size(_inline_data(block))
+    if size is None:
+        return IMAGE_TOKENS
+    width, height = size
+    anthropic = min(IMAGE_TOKENS, math.ceil(width * height / 750))
+    return max(_openai_high_detail(width, height), anthropic)
+
+
+def image_size(data: str | None) -> tuple[int, int] | None:
+    """``(width, height)`` of a base64 PNG, JPEG, GIF or WebP image (a data URL too), else ``None``.
+
+    Example:
+        >>> gif = b"GIF89a" + (640).to_bytes(2, "little") + (480).to_bytes(2, "little")
+        >>> image_size(base64.b64encode(gif).decode())
+        (640, 480)
+    """
+    if not data:
+        return None
+    if data.startswith("data:"):
+        head, _, data = data.partition(",")
+        if ";base64" not in head:
+            return None
+    chars = _SPACE.sub("", data[: _HEAD_CHARS + _HEAD_CHARS // 8])[:_HEAD_CHARS]
+    try:
+        raw = base64.b64decode(chars[: len(chars) // 4 * 4], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    size = _dimensions(raw)
+    return size if size is not None and size[0] > 0 and size[1] > 0 else None
+
+
+def _inline_data(block: Mapping[str, Any]) -> str | None:
+    """The base64 data (or data URL) of an image block, else ``None``."""
+    for key in ("base64", "data", "image_url", "url"):
+        value = block.get(key)
+        if isinstance(value, Mapping):  # OpenAI: {"image_url": {"url": ...}}
+            value = value.get("url")
+        if isinstance(value, str) and (key in ("base64", "data") or value.startswith("data:")):
+            return value
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "base64":
+        data = source.get("data")
+        return data if isinstance(data, str) else None
+    return None
+
+
+def _dimensions(raw: bytes) -> tuple[int, int] | None:
+    if raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", raw[16:24])
+        return width, height
+    if raw[:6] in (b"GIF87a", b"GIF89a") and len(raw) >= 10:
+        width, height = struct.unpack("<HH", raw[6:10])
+        return width, height
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return _webp(raw)
+    if raw[:2] == b"\xff\xd8":
+        return _jpeg(raw)
+    return None
+
+
+def _webp(raw: bytes) -> tuple[int, int] | None:
+    chunk = raw[12:16]
+    if chunk == b"VP8X" and len(raw) >= 30:
+        width = int.from_bytes(raw[24:27], "little") + 1
+        return width, int.from_bytes(raw[27:30], "little") + 1
+    if chunk == b"VP8L" and len(raw) >= 25:
+        bits = int.from_bytes(raw[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8 " and len(raw) >= 30:
+        width, height = struct.unpack("<HH", raw[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    return None
+
+
+def _jpeg(raw: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 9 <= len(raw):
+        if raw[at] != 0xFF:
+            return None
+        marker = raw[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in _JPEG_SIZE_MARKERS:
+            height, width = struct.unpack(">HH", raw[at + 5 : at + 9])
+            return width, height
+        if marker in (0x01, *range(0xD0, 0xD9)):  # markers without a length
+            at += 2
+            continue
+        at += 2 + int.from_bytes(raw[at + 2 : at + 4], "big")
+    return None
+
+
+def _openai_high_detail(width: int, height: int) -> int:
+    fit = min(1.0, 2048 / max(width, height))
+    wide, high = width * fit, height * fit
+    short = min(1.0, 768 / min(wide, high))
+    tiles = math.ceil(wide * short / 512) * math.ceil(high * short / 512)
+    return 85 + 170 * tiles
