@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_pacms.messages.images import image_tokens
+from langchain_pacms.messages.media import media_tokens
 
 __all__ = [
     "CALL_BLOCKS",
@@ -105,17 +105,17 @@ def content_text(content: str | list[Any] | BaseMessage) -> str:
 def content_cost(text: str, content: str | list[Any], token_counter: Callable[[str], int]) -> int:
     """What a message costs: its ``text``, plus each other block of its ``content``.
 
-    An image costs what a chat model charges for it (:func:`~.images.image_tokens`), any other
-    block the tokens of its JSON form.
+    An image or an inline PDF costs what a chat model charges for it
+    (:func:`~langchain_pacms.messages.media.media_tokens`), any other block its JSON's tokens.
     """
     blocks = [] if isinstance(content, str) else _content_parts(content)[1]
     return token_counter(text) + sum(_block_cost(b, token_counter) for b in blocks)
 
 
 def _block_cost(block: Any, token_counter: Callable[[str], int]) -> int:
-    image = image_tokens(block) if isinstance(block, Mapping) else None
-    if image is not None:
-        return image
+    media = media_tokens(block) if isinstance(block, Mapping) else None
+    if media is not None:
+        return media
     return token_counter(json.dumps(block, sort_keys=True, ensure_ascii=False, default=str))
 
 

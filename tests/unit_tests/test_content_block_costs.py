@@ -15,7 +15,7 @@ from test_messages import SELECTOR, selection_inputs, text
 
 from langchain_pacms.integrations import ToolLoopOptions, create_pacms_hook, messages_to_candidates
 from langchain_pacms.messages import MessageMemo, content_text, sent_tokens
-from langchain_pacms.messages.images import IMAGE_TOKENS
+from langchain_pacms.messages.media import IMAGE_TOKENS
 from langchain_pacms.tokens import TokenCounter
 
 COUNTER = SELECTOR.token_counter

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_pacms.messages import content_text, sent_tokens
-from langchain_pacms.messages.images import IMAGE_TOKENS
+from langchain_pacms.messages.media import IMAGE_TOKENS
 from langchain_pacms.tokens import TokenCounter
 
 COUNTER = TokenCounter()

@@ -1,7 +1,9 @@
-"""Images cost what chat models charge for them (by pixels), not the tokens of their base64."""
+"""Images and PDFs cost what chat models charge (by pixels and pages), not their base64's tokens."""
 
 import base64
 import io
+import json
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,14 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.messages.images import IMAGE_TOKENS, image_size, image_tokens
+from langchain_pacms.messages.media import (
+    IMAGE_TOKENS,
+    PDF_PAGE_TOKENS,
+    image_size,
+    image_tokens,
+    media_tokens,
+    pdf_pages,
+)
 from langchain_pacms.messages.text import message_tokens
 from langchain_pacms.tokens import TokenCounter
 
@@ -126,3 +135,95 @@ def test_a_screenshot_in_the_newest_message_leaves_room_for_the_history():
     sent = create_pacms_hook(2_500).invoke({"messages": history})["llm_input_messages"]
     assert len(sent) == len(history)
     assert any("page 7:" in m.text for m in sent)
+
+
+# -- PDFs ---------------------------------------------------------------------------------------
+def pdf_file(pages: int, words: int = 20, scan: int = 0) -> bytes:
+    """A real PDF (matplotlib's writer): ``pages`` pages of text, each with a ``scan`` x ``scan``
+    noise image (a scanned page's bytes)."""
+    matplotlib = pytest.importorskip("matplotlib", reason="the plot extra")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    noise = np.random.default_rng(0)
+    out = io.BytesIO()
+    with PdfPages(out) as pdf:
+        for page in range(pages):
+            figure = plt.figure()
+            figure.text(0.1, 0.5, f"page {page} " * words)
+            if scan:
+                figure.figimage(noise.random((scan, scan, 3)))
+            pdf.savefig(figure)
+            plt.close(figure)
+    return out.getvalue()
+
+
+def with_object_stream(pages: int) -> bytes:
+    """A PDF 1.5 whose page objects sit compressed in an object stream (as most writers do)."""
+    objects = b" ".join(b"<< /Type /Page /Parent 2 0 R >>" for _ in range(pages))
+    packed = zlib.compress(objects + b" << /Type /Pages /Count %d >>" % pages)
+    head = b"3 0 obj << /Type /ObjStm /N %d /Filter /FlateDecode /Length %d >>\nstream\n" % (
+        pages + 1,
+        len(packed),
+    )
+    catalog = b"%PDF-1.5\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
+    return catalog + head + packed + b"\nendstream\nendobj\n%%EOF\n"
+
+
+def pdf_blocks(raw: bytes) -> list[dict]:
+    """One PDF in every block form the package reads."""
+    data = base64.b64encode(raw).decode()
+    url = f"data:application/pdf;base64,{data}"
+    return [
+        {"type": "file", "base64": data, "mime_type": "application/pdf"},  # LangChain v1
+        {"type": "file", "source_type": "base64", "data": data, "mime_type": "application/pdf"},
+        {"type": "file", "file": {"file_data": url, "filename": "a.pdf"}},  # OpenAI chat
+        {"type": "input_file", "file_data": url, "filename": "a.pdf"},  # OpenAI responses
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        },
+    ]
+
+
+@pytest.mark.parametrize("pages", [1, 3, 12])
+def test_a_pdf_costs_its_pages_in_every_block_form(pages):
+    raw = pdf_file(pages)
+    assert pdf_pages(raw) == pages
+    assert {media_tokens(b) for b in pdf_blocks(raw)} == {pages * PDF_PAGE_TOKENS}
+
+
+def test_pages_inside_compressed_object_streams_count():
+    assert pdf_pages(with_object_stream(7)) == 7
+
+
+def test_files_whose_pages_cannot_be_counted_cost_their_json():
+    count = TokenCounter()
+    zipped = base64.b64encode(b"PK\x03\x04" + bytes(range(256)) * 20).decode()
+    for block in [
+        {"type": "file", "base64": zipped, "mime_type": "application/zip"},
+        {"type": "file", "url": "https://example.com/a.pdf"},
+        {"type": "file", "base64": "not base64!"},
+    ]:
+        assert media_tokens(block) is None
+        message = HumanMessage([block])
+        assert message_tokens(message, count) > count(json.dumps(block, sort_keys=True)) - 1
+    assert pdf_pages(b"%PDF-1.7 nothing here") is None
+
+
+def test_a_scanned_pdf_from_an_earlier_turn_stays_selectable():
+    # before, ten scanned pages counted as the tokens of their base64 (about 2.5 million), so
+    # the follow-up question lost the report; by pages it costs 46,000 and fits
+    report = pdf_file(10, scan=300)
+    attached = HumanMessage(
+        [{"type": "text", "text": "summarise the report"}, pdf_blocks(report)[0]]
+    )
+    history = [attached, AIMessage("It covers Q3 revenue."), HumanMessage("what does page 7 say?")]
+    count = TokenCounter()
+    cost = count("summarise the report\n[file]") + 10 * PDF_PAGE_TOKENS
+    assert message_tokens(attached, count) == cost
+    assert count(base64.b64encode(report).decode()) > 2_000_000
+    sent = create_pacms_hook(100_000).invoke({"messages": history})["llm_input_messages"]
+    assert attached in sent

@@ -1,4 +1,4 @@
-"""What an image content block costs a chat model: by its pixels, never by its base64 bytes."""
+"""What image and PDF content blocks cost a chat model: by pixels and pages, not by their base64."""
 
 from __future__ import annotations
 
@@ -7,10 +7,19 @@ import binascii
 import math
 import re
 import struct
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["IMAGE_TOKENS", "image_size", "image_tokens"]
+__all__ = [
+    "IMAGE_TOKENS",
+    "PDF_PAGE_TOKENS",
+    "image_size",
+    "image_tokens",
+    "media_tokens",
+    "pdf_pages",
+    "pdf_tokens",
+]
 
 IMAGE_TOKENS = 1_600
 """Tokens charged for an image of unknown size: about the most one image costs.
@@ -19,9 +28,104 @@ Anthropic scales an image down until it costs at most about 1,600 tokens; OpenAI
 charges at most 1,445 (GPT-4o); Gemini 258 per tile.
 """
 
+PDF_PAGE_TOKENS = 3_000 + IMAGE_TOKENS
+"""Tokens charged for each page of a PDF: a dense page's text and the page as an image.
+
+Anthropic and OpenAI send a model both for every page (Anthropic: 1,500-3,000 text tokens a
+page, plus the image).
+"""
+
 _HEAD_CHARS = 1 << 18  # base64 characters decoded to find the dimensions (192 KiB of image)
 _SPACE = re.compile(r"\s+")
 _JPEG_SIZE_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
+_PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm")
+_PDF_STREAM = re.compile(rb"stream\r?\n")
+
+
+def media_tokens(block: Mapping[str, Any]) -> int | None:
+    """Tokens an image or an inline PDF block costs; ``None`` for any other block.
+
+    See :func:`image_tokens` and :func:`pdf_tokens`; other blocks cost the tokens of their JSON.
+
+    Example:
+        >>> media_tokens({"type": "image", "url": "https://example.com/a.png"})
+        1600
+        >>> media_tokens({"type": "json", "json": {}}) is None
+        True
+    """
+    image = image_tokens(block)
+    return image if image is not None else pdf_tokens(block)
+
+
+def pdf_tokens(block: Mapping[str, Any]) -> int | None:
+    r"""Tokens an inline PDF block costs (:data:`PDF_PAGE_TOKENS` a page), else ``None``.
+
+    Reads LangChain's ``file`` blocks (``base64``, or ``data`` in the older form), OpenAI's
+    (``{"type": "file", "file": {"file_data": ...}}``, ``input_file``) and Anthropic's
+    (``{"type": "document", "source": {"type": "base64", ...}}``). ``None`` when the block is
+    no PDF or its pages cannot be counted (the block then costs its JSON, which is more).
+
+    Example:
+        >>> pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj 2 0 obj << /Type /Pages >> endobj"
+        >>> pdf_tokens({"type": "file", "base64": base64.b64encode(pdf).decode()})
+        4600
+    """
+    if block.get("type") not in ("file", "document", "input_file"):
+        return None
+    data = _file_data(block)
+    if data is None:
+        return None
+    if data.startswith("data:"):
+        head, _, data = data.partition(",")
+        if ";base64" not in head:
+            return None
+    try:
+        raw = base64.b64decode(_SPACE.sub("", data), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    pages = pdf_pages(raw)
+    return None if pages is None else pages * PDF_PAGE_TOKENS
+
+
+def pdf_pages(raw: bytes) -> int | None:
+    r"""How many pages a PDF file has (page objects, also in object streams), else ``None``.
+
+    Example:
+        >>> pdf_pages(b"%PDF-1.7\n<< /Type /Page >> << /Type /Page >> << /Type /Pages >>")
+        2
+        >>> pdf_pages(b"GIF89a") is None
+        True
+    """
+    if b"%PDF-" not in raw[:1024]:
+        return None
+    pages = len(_PDF_PAGE.findall(raw))
+    for found in _PDF_OBJECT_STREAM.finditer(raw):  # compressed objects (PDF 1.5 and later)
+        start = _PDF_STREAM.search(raw, found.end())
+        if start is None:
+            continue
+        try:
+            inner = zlib.decompressobj().decompress(raw[start.end() :])
+        except zlib.error:
+            continue
+        pages += len(_PDF_PAGE.findall(inner))
+    return pages or None
+
+
+def _file_data(block: Mapping[str, Any]) -> str | None:
+    """The base64 data (or data URL) of a file block, else ``None``."""
+    for key in ("base64", "data", "file_data"):
+        value = block.get(key)
+        if isinstance(value, str):
+            return value
+    inner = block.get("file")
+    if isinstance(inner, Mapping) and isinstance(inner.get("file_data"), str):
+        return str(inner["file_data"])
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "base64":
+        data = source.get("data")
+        return data if isinstance(data, str) else None
+    return None
 
 
 def image_tokens(block: Mapping[str, Any]) -> int | None:
