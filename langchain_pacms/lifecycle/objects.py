@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_pacms.messages.identity import by_message
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
 from langchain_pacms.messages.spans import messages_to_candidates
-from langchain_pacms.messages.text import content_text
+from langchain_pacms.messages.text import content_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
 
 __all__ = ["ContextIndex", "ContextObject", "ObjectKind", "ObjectState", "index_messages"]
@@ -41,7 +41,7 @@ class ContextObject:
         id: Stable id (``conversation:user:3``, ``function:tool:7``, ...).
         indices: Positions of its messages in the indexed list.
         lineage: The ids of the original messages (``""`` for a message without id).
-        tokens: Token count of its text as the model sees it now.
+        tokens: What it costs the model now: its text, and its other blocks (images by pixels).
         position: Order among the objects (0-based).
         sha256: Hex digest of its payload (what a fold would store).
         text: The text scored and counted.
@@ -101,6 +101,11 @@ def _kind(message: BaseMessage, span_kind: str) -> ObjectKind:
     if span_kind == "tool":
         return "tool"
     return "assistant" if isinstance(message, AIMessage) else "user"
+
+
+def _blocks_cost(message: BaseMessage, count: Callable[[str], int]) -> int:
+    """What a message's blocks other than text cost (an image what a model charges for it)."""
+    return 0 if isinstance(message.content, str) else content_cost("", message.content, count)
 
 
 @by_message
@@ -203,7 +208,8 @@ def index_messages(
                 kind=kind,
                 indices=tuple(span.indices),
                 lineage=lineage,
-                tokens=count(span.text),
+                tokens=count(span.text)
+                + sum(_blocks_cost(messages[i], count) for i in span.indices),
                 position=len(objects),
                 state=mark.get("state", "active"),
                 sha256=str(mark.get("sha256") or _digest(payload)),

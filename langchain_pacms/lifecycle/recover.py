@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, ToolException
 from langgraph.prebuilt import InjectedState
@@ -24,7 +25,8 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarNotFoundError,
     SidecarStore,
 )
-from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.media import media_tokens
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
 from langchain_pacms.messages.runs import run_thread, state_messages, thread_id_of
 
 __all__ = [
@@ -97,6 +99,44 @@ def _failure(exc: BaseException, known: list[str]) -> ToolException:
     return ToolException(f"recover_context failed: {exc}.{hint}")
 
 
+def _listed(
+    messages: Sequence[BaseMessage], object_id: str, known: Mapping[str, str] | None
+) -> bool:
+    """Whether the object's one tool result had list content (blocks) before it was folded."""
+    obj = index_messages(messages, known_ids=known).by_id.get(object_id) if messages else None
+    results = (
+        [messages[i] for i in obj.indices if isinstance(messages[i], ToolMessage)] if obj else []
+    )
+    if len(results) != 1:
+        return False
+    mark = results[0].additional_kwargs.get(LIFECYCLE_KEY) or {}
+    return isinstance(results[0].content, list) or bool(mark.get("list_content"))
+
+
+def _content(payload: str, listed: bool) -> str | list[Any]:
+    """What the tool returns: the payload, or a result's blocks again when they hold media.
+
+    A folded result whose content was blocks with an image or a file (a screenshot tool) comes
+    back as those blocks (after a span's call, as text), so the model sees the image again.
+    """
+    if not listed:
+        return payload
+    try:
+        value = json.loads(payload)
+        head: list[Any] = []
+        if isinstance(value, dict) and isinstance(value.get("results"), str):  # a span's payload
+            call = {"text": value.get("text"), "tool_calls": value.get("tool_calls")}
+            head = [{"type": "text", "text": json.dumps(call, ensure_ascii=False)}]
+            value = json.loads(value["results"])
+    except ValueError:
+        return payload
+    if not isinstance(value, list) or not any(
+        isinstance(b, Mapping) and media_tokens(b) is not None for b in value
+    ):
+        return payload
+    return [*head, *value]
+
+
 def _recovering(
     store: BaseStore,
     thread_id: str | None,
@@ -104,7 +144,7 @@ def _recovering(
     object_id: str,
     config: RunnableConfig,
     state: Any,
-) -> Steps[str]:
+) -> Steps[str | list[Any]]:
     """The tool's body (sync and async): yields the store reads, returns the payload."""
     messages, known = state_messages(state), known_ids_of(state)
     found = thread_id if thread_id is not None else thread_id_of(config)
@@ -119,15 +159,17 @@ def _recovering(
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
     hashes, folded = expected_sha256(messages, object_id, known)
+    listed = _listed(messages, object_id, known)
     try:
         for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
             try:
-                return str((yield Call(sidecars.get, sidecars.aget, (object_id, digest))).payload)
+                found = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
+                return _content(str(found.payload), listed)
             except (SidecarNotFoundError, SidecarIntegrityError):
                 continue
         last = hashes[-1] if hashes else None
         record = yield Call(sidecars.get, sidecars.aget, (object_id, last))
-        return str(record.payload)
+        return _content(str(record.payload), listed)
     except SidecarNotFoundError as exc:
         if hashes and not folded:
             raise ToolException(
@@ -246,10 +288,12 @@ def make_recover_tool(
 
     reads = (store, thread_id, default_thread_id)  # what every call reads from
 
-    def recover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
+    def recover(object_id: str, config: RunnableConfig, state: Any = None) -> str | list[Any]:
         return drive_calls(_recovering(*reads, object_id, config, state))
 
-    async def arecover(object_id: str, config: RunnableConfig, state: Any = None) -> str:
+    async def arecover(
+        object_id: str, config: RunnableConfig, state: Any = None
+    ) -> str | list[Any]:
         return await adrive_calls(_recovering(*reads, object_id, config, state))
 
     tool = RecoverTool.from_function(

@@ -6,7 +6,9 @@ exact original payload.
 """
 
 import asyncio
+import base64
 import inspect
+import io
 import json
 import re
 from typing import Any
@@ -145,6 +147,68 @@ def test_without_a_store_of_its_own_the_lifecycle_folds_into_the_agents_store():
     assert recovered.content == PAYLOAD
     assert state["messages"][-1].content == "k77 is v-77-é✓"
     assert all(PAYLOAD not in str(m.content) for m in model.received[0])
+
+
+def screenshot_blocks() -> list[dict[str, Any]]:
+    """A 1920x1080 PNG screenshot as a tool's content blocks (text, then the image)."""
+    image = pytest.importorskip("PIL.Image", reason="Pillow (a dependency of the plot extra)")
+    out = io.BytesIO()
+    image.new("RGB", (1920, 1080), "navy").save(out, "PNG")
+    data = base64.b64encode(out.getvalue()).decode()
+    return [
+        {"type": "text", "text": "login page, 1920x1080"},
+        {"type": "image", "base64": data, "mime_type": "image/png"},
+    ]
+
+
+def test_a_folded_screenshot_comes_back_as_an_image():
+    # a tool result of blocks with an image: folded into the store, recovered as those blocks
+    # (not as their JSON text, which would cost the base64's tokens and show no image)
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+    from langchain_pacms.messages.media import IMAGE_TOKENS
+    from langchain_pacms.messages.text import message_tokens
+    from langchain_pacms.tokens import TokenCounter
+
+    shot = screenshot_blocks()
+
+    @tool
+    def screenshot() -> list[dict[str, Any]]:
+        """Capture the screen."""
+        return shot
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return AIMessage("I see the login page.")
+        if last.text == "thanks":
+            return AIMessage("glad to help")
+        if "screen" in last.text and "again" in last.text:
+            stub = next(m for m in messages if STUB.search(str(m.content)))
+            object_id = STUB.search(str(stub.content)).group(1)  # type: ignore[union-attr]
+            return AIMessage(
+                "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": object_id}, "r1")]
+            )
+        return AIMessage("Looking.", tool_calls=[call("screenshot", {}, f"s{index}")])
+
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [screenshot],
+        middleware=[lifecycle],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "shots"}}
+    for said in ("take a screenshot", "thanks", "show me the screen again"):
+        state = agent.invoke({"messages": [HumanMessage(said)]}, config)
+    (folded,) = _tool_results(state["messages"], "screenshot")
+    assert str(folded.content).startswith("[folded: ")
+    (recovered,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
+    assert isinstance(recovered.content, list) and recovered.content[-2:] == shot
+    assert message_tokens(recovered, TokenCounter()) < 200 + IMAGE_TOKENS
 
 
 def read_id(state: dict[str, Any]) -> str:

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.store.base import BaseStore
@@ -144,3 +146,24 @@ def test_fold_then_recover_returns_the_folded_payload():
     assert (
         make_recover_tool(store).invoke({"object_id": "function:tool:1"}, _config("t")) == payload
     )
+
+
+@pytest.mark.parametrize("with_image", [True, False])
+def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image):
+    image = {"type": "image", "url": "https://example.com/shot.png"}
+    blocks = [{"type": "text", "text": "the login page"}, *([image] if with_image else [])]
+    msgs = [
+        HumanMessage("look", id="h1"),
+        *tool_round("shot", {}, "x"),
+        HumanMessage("ok", id="h2"),
+    ]
+    msgs[2] = msgs[2].model_copy(update={"content": blocks})
+    folded = fold(msgs)
+    store = InMemoryStore()
+    SidecarStore(store, "t").put_many(folded.sidecars)
+    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:1"}, "r1")
+    request["args"]["state"] = {"messages": folded.messages}
+    message = make_recover_tool(store).invoke(request, _config("t"))
+    # with an image the model gets the blocks again; text alone stays the exact payload text
+    expected = blocks if with_image else json.dumps(blocks, ensure_ascii=False, sort_keys=True)
+    assert message.content == expected
