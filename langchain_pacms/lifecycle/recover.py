@@ -163,8 +163,8 @@ def _recovering(
     try:
         for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
             try:
-                found = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
-                return _content(str(found.payload), listed)
+                stored = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
+                return _content(str(stored.payload), listed)
             except (SidecarNotFoundError, SidecarIntegrityError):
                 continue
         last = hashes[-1] if hashes else None

@@ -41,6 +41,7 @@ _JPEG_SIZE_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 _PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm")
 _PDF_STREAM = re.compile(rb"stream\r?\n")
+_PDF_INFLATED = 1 << 24  # bytes of one object stream read for page objects
 
 
 def media_tokens(block: Mapping[str, Any]) -> int | None:
@@ -64,7 +65,7 @@ def pdf_tokens(block: Mapping[str, Any]) -> int | None:
     Reads LangChain's ``file`` blocks (``base64``, or ``data`` in the older form), OpenAI's
     (``{"type": "file", "file": {"file_data": ...}}``, ``input_file``) and Anthropic's
     (``{"type": "document", "source": {"type": "base64", ...}}``). ``None`` when the block is
-    no PDF or its pages cannot be counted (the block then costs its JSON, which is more).
+    no PDF or its pages cannot be counted (the block then costs its JSON).
 
     Example:
         >>> pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj 2 0 obj << /Type /Pages >> endobj"
@@ -104,8 +105,9 @@ def pdf_pages(raw: bytes) -> int | None:
         start = _PDF_STREAM.search(raw, found.end())
         if start is None:
             continue
-        try:
-            inner = zlib.decompressobj().decompress(raw[start.end() :])
+        end = raw.find(b"endstream", start.end())
+        try:  # at most _PDF_INFLATED bytes: a stream that inflates without bound is cut there
+            inner = zlib.decompressobj().decompress(raw[start.end() : end], _PDF_INFLATED)
         except zlib.error:
             continue
         pages += len(_PDF_PAGE.findall(inner))
