@@ -13,7 +13,7 @@ from langchain_pacms.lifecycle.fold import visible_locators
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.messages.calls import ToolCall, classify_call
 from langchain_pacms.messages.handles import SCAN, distinct_chunks, handles_of
-from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.payload import readable_of
 
 __all__ = ["Analysis", "Features", "analyse", "object_features", "recent_turns", "words_of"]
 
@@ -67,7 +67,7 @@ def object_features(obj: ContextObject, messages: Sequence[BaseMessage]) -> Feat
     calls: tuple[ToolCall, ...] = ()
     if obj.kind == "tool" and isinstance(head, AIMessage):
         calls = tuple(classify_call(c) for c in head.tool_calls)
-    payload = payload_of(messages, obj.indices) if obj.kind == "tool" else obj.text
+    payload = readable_of(messages, obj.indices) if obj.kind == "tool" else obj.text
     sample = payload[:SCAN]
     noise = len(_NOISE.findall(sample[:_NOISE_SCAN]))
     return Features(calls, handles_of(sample), words_of(obj.text[:SCAN]), noise)
@@ -254,7 +254,7 @@ def _unchanged(
     obj: ContextObject, later: ContextObject, call: ToolCall, changes: Sequence[int]
 ) -> bool:
     """Whether ``later``, a rerun of ``call``, shows what ``obj`` shows."""
-    if later.sha256 == obj.sha256:
+    if later.shown_sha256 == obj.shown_sha256:
         return True
     between = bisect.bisect_left(changes, later.position) - bisect.bisect_right(
         changes, obj.position

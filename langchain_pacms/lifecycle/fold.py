@@ -19,7 +19,8 @@ from langchain_pacms.messages.locators import (
     ranked_stub_locators,
     stub_locators,
 )
-from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of, readable_of
+from langchain_pacms.messages.text import content_text
 
 __all__ = [
     "Scope",
@@ -207,7 +208,7 @@ def _visible_texts(m: BaseMessage) -> tuple[str, ...]:
     mark = m.additional_kwargs.get(LIFECYCLE_KEY) or {}
     kept = m.type in ("system", "human") or mark.get("state") == "folded"
     return (
-        *([content_payload(m.content)] if kept else []),
+        *([content_text(m.content)] if kept else []),
         *(
             v
             for call in getattr(m, "tool_calls", None) or []
@@ -229,10 +230,11 @@ def _fold_material(
     """A fold's payload, sha256, description, locator source and length (memoised)."""
 
     def compute() -> tuple[str, str, str, str, str]:
-        results = payload_of(messages, obj.indices)
-        payload = span_payload(messages, obj) if span else results
+        payload = span_payload(messages, obj) if span else payload_of(messages, obj.indices)
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-        # a span's locators come from its texts as written, not from their JSON-escaped payload
+        # locators, size and lines come from the texts as written (content blocks as their
+        # text), not from their JSON-escaped payload
+        results = readable_of(messages, obj.indices)
         source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
         return payload, digest, _describe(messages, obj, results), source, _lines(results)
 
@@ -266,4 +268,4 @@ def call_texts(head: BaseMessage) -> list[str]:
         for v in (c.get("args") or {}).values()
         if isinstance(v, str) and len(v) >= LONG_ARGUMENT
     ]
-    return [content_payload(head.content), *long]
+    return [content_text(head.content), *long]

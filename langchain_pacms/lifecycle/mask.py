@@ -7,7 +7,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_pacms.lifecycle.objects import ContextObject
 from langchain_pacms.lifecycle.rewrite import REWRITES, rewrite
 from langchain_pacms.messages.locators import locator_budget, locator_lines
-from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.text import content_text
 
 __all__ = ["mask_object", "mask_text"]
 
@@ -61,8 +61,7 @@ def _masked(message: BaseMessage, head: int, tail: int) -> str:
     """The masked content of ``message`` (memoised per message object)."""
 
     def compute() -> str:
-        content = message.content
-        text = content if isinstance(content, str) else payload_of((message,), (0,))
+        text = content_text(message.content)  # content blocks: their text
         return mask_text(text, head, tail, locator_budget(len(text) - head - tail))
 
     return REWRITES((message,), ("mask", head, tail), compute)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms.messages.identity import by_message
-from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
 from langchain_pacms.messages.spans import messages_to_candidates
 from langchain_pacms.messages.text import content_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
@@ -47,6 +47,8 @@ class ContextObject:
         text: The text scored and counted.
         latest: Protected as the current work (see ``latest`` of :func:`index_messages`).
         signature: For a tool object, its calls as ``name(json args)`` lines.
+        shown_sha256: Hex digest of what it shows (content blocks as their text, so two equal
+            outputs whose blocks carry different ids match); ``sha256`` for string contents.
 
     Example:
         >>> ContextObject("function:tool:1", "tool", (1, 2), ("a", "b"), 10, 0).state
@@ -64,6 +66,7 @@ class ContextObject:
     text: str = field(default="", repr=False)
     latest: bool = False
     signature: str = ""
+    shown_sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,13 @@ def _sha256(payload: str) -> str:
 
 _cached_sha256 = lru_cache(maxsize=1024)(_sha256)
 _CACHED_CHARS = 32_768  # the memo holds its keys: keep it small (at most ~32 MB of payloads)
+
+
+def _shown(messages: Sequence[BaseMessage], indices: Sequence[int], digest: str) -> str:
+    """The digest of what an object shows: ``digest`` unless a message holds content blocks."""
+    if all(isinstance(messages[i].content, str) for i in indices):
+        return digest
+    return _digest(readable_of(messages, indices))
 
 
 def _digest(payload: str) -> str:
@@ -212,10 +222,11 @@ def index_messages(
                 + sum(_blocks_cost(messages[i], count) for i in span.indices),
                 position=len(objects),
                 state=mark.get("state", "active"),
-                sha256=str(mark.get("sha256") or _digest(payload)),
+                sha256=(digest := str(mark.get("sha256") or _digest(payload))),
                 text=text,
                 latest=_is_latest(span.indices[0], latest_index, newest, latest),
                 signature=_signature(messages[span.indices[0]]) if kind == "tool" else "",
+                shown_sha256=_shown(messages, span.indices, digest),
             )
         )
     by_id = {o.id: o for o in objects}

@@ -10,6 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
+from langchain_pacms.messages.text import content_cost, content_text
 
 __all__ = ["LONG_ARGUMENT", "REWRITES", "message_size", "rewrite", "short_args"]
 
@@ -67,7 +68,7 @@ def _sized_texts(message: BaseMessage) -> tuple[str, ...]:
     """What :func:`message_size` counts: a message's content and each of its calls' arguments."""
     calls = getattr(message, "tool_calls", None) or []
     return (
-        str(message.content),
+        content_text(message.content),  # content blocks: their text
         *(json.dumps(c.get("args") or {}, ensure_ascii=False, default=str) for c in calls),
     )
 
@@ -78,9 +79,13 @@ _held_texts = by_message(_sized_texts)
 def message_size(message: BaseMessage, count: Callable[[str], int], *, held: bool = False) -> int:
     """Tokens of a message's content and of its calls' arguments (``held``: memoise the texts).
 
+    Content blocks count their text, and the others what they cost (an image by its pixels).
+
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> message_size(HumanMessage("one two"), lambda t: len(t.split()))
         2
     """
-    return sum(count(t) for t in (_held_texts if held else _sized_texts)(message))
+    texts = (_held_texts if held else _sized_texts)(message)
+    blocks = 0 if isinstance(message.content, str) else content_cost("", message.content, count)
+    return sum(count(t) for t in texts) + blocks

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms._lru import LruMemo
 from langchain_pacms.messages.handles import reusable_values
-from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.payload import readable_of
 from langchain_pacms.messages.text import content_cost, message_text, message_tokens
 
 __all__ = ["MessageMemo", "sent_tokens"]
@@ -61,7 +61,7 @@ class MessageMemo:
         """The values in the message's content a later tool call could take up, found once."""
         entry = self._entry(message)
         if entry.handles is None:
-            entry.handles = reusable_values(payload_of([message], (0,)))
+            entry.handles = reusable_values(readable_of([message], (0,)))
         return entry.handles
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-__all__ = ["LIFECYCLE_KEY", "content_payload", "payload_of"]
+from langchain_pacms.messages.text import content_text
+
+__all__ = ["LIFECYCLE_KEY", "content_payload", "payload_of", "readable_of"]
 
 LIFECYCLE_KEY = "pacms_lifecycle"
 """Key in ``additional_kwargs`` of a rewritten message: ``{"object": id, "state": ...}``."""
@@ -41,13 +43,34 @@ def payload_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
         ...            (0, 1))
         'x\x00y'
     """
+    return _joined(messages, indices, content_payload)
+
+
+def readable_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    r""":func:`payload_of` as a reader sees it: content blocks as their text, not their JSON.
+
+    What rules, locators and masks read (a tool whose output is blocks, as MCP tools give it,
+    reads as its text); the same as :func:`payload_of` for string contents.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> out = ToolMessage([{"type": "text", "text": "a.py\nb.py"}], tool_call_id="c")
+        >>> payload_of([out], (0,)), readable_of([out], (0,))
+        ('[{"text": "a.py\\nb.py", "type": "text"}]', 'a.py\nb.py')
+    """
+    return _joined(messages, indices, content_text)
+
+
+def _joined(
+    messages: Sequence[BaseMessage], indices: Sequence[int], read: Callable[[Any], str]
+) -> str:
     results = [messages[i] for i in indices if isinstance(messages[i], ToolMessage)]
     if not results:
-        return content_payload(messages[indices[0]].content)
+        return read(messages[indices[0]].content)
     if len(results) == 1:
-        return content_payload(results[0].content)
+        return read(results[0].content)
     parts = [
-        {"tool_call_id": str(m.tool_call_id), "content": content_payload(m.content)}  # type: ignore[attr-defined]
+        {"tool_call_id": str(m.tool_call_id), "content": read(m.content)}  # type: ignore[attr-defined]
         for m in results
     ]
     return json.dumps(parts, ensure_ascii=False)

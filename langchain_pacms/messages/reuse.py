@@ -8,7 +8,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms.messages.calls import read_paths
 from langchain_pacms.messages.handles import call_values, reusable_values
-from langchain_pacms.messages.payload import payload_of
+from langchain_pacms.messages.payload import readable_of
 
 __all__ = ["latest_reads", "reused_spans"]
 
@@ -22,7 +22,7 @@ def reused_spans(
     """
     known = frozenset().union(
         *(
-            reusable_values(m.content if isinstance(m.content, str) else payload_of(messages, (i,)))
+            reusable_values(readable_of(messages, (i,)))
             for i, m in enumerate(messages)
             if m.type in ("system", "human")
         )

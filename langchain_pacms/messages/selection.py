@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_pacms.messages.history import is_human
-from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload
+from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.spans import Span, span_messages
-from langchain_pacms.messages.text import bullet
+from langchain_pacms.messages.text import bullet, content_text
 from langchain_pacms.selector import Selection
 
 __all__ = [
@@ -149,7 +149,7 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     if not marked:
         return out
     texts = [
-        content_payload(m.content)
+        content_text(m.content)
         + "".join(
             json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
             for c in getattr(m, "tool_calls", None) or []

@@ -415,3 +415,29 @@ def test_a_baseline_the_default_does_not_dominate_is_met_by_a_dev_chosen_setting
     assert all(matched_name(b) in data["policies"] for b in data["matched"])
     assert set(target["not_matched"]) <= set(target["not_dominated"])
     assert target["above_every_baseline_matched"] == (not target["not_matched"])
+
+
+def _as_blocks(s: TraceSession) -> TraceSession:
+    """``s`` with every tool output as one text block with a fresh id, as MCP adapters send it."""
+    messages = tuple(
+        m.model_copy(update={"content": [{"type": "text", "text": m.content, "id": f"lc_{i}"}]})
+        if isinstance(m, ToolMessage) and isinstance(m.content, str)
+        else m
+        for i, m in enumerate(s.messages)
+    )
+    return TraceSession(s.dataset, s.name, messages, s.dev_only)
+
+
+@needs_traces
+@pytest.mark.parametrize("policy", ["heuristic", "select+stubs:pacms@0.5"])
+def test_tool_outputs_as_blocks_replay_as_strings_do(policy):
+    # real runs with their outputs in MCP's shape: every cut judged the same, pruning the same
+    sessions, _ = load_traces(TRACES, ["mini-swe", "tau-bench"])
+    some = [
+        s for d in ("mini-swe", "tau-bench") for s in [x for x in sessions if x.dataset == d][:3]
+    ]
+    for s in some:
+        plain = evaluate_cuts([s], policy).row()
+        assert evaluate_cuts([_as_blocks(s)], policy).row() | {"seconds": 0} == plain | {
+            "seconds": 0
+        }, s.name
