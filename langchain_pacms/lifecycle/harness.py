@@ -28,6 +28,7 @@ from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.lifecycle.validate import Checked, check_actions, merge_actions
 from langchain_pacms.messages.report import SelectionLog
 from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
+from langchain_pacms.messages.text import content_text
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
 __all__ = ["LifecycleHarness", "reactivate_arguments", "step_arguments"]
@@ -228,7 +229,7 @@ class LifecycleHarness:
             if a.id != b.id or a.content != b.content:
                 break
             first += 1
-        tail = sum(self.token_counter(str(m.content)) for m in new[first:])
+        tail = sum(self.token_counter(content_text(m.content)) for m in new[first:])
         calls = sum(1 for m in messages if isinstance(m, AIMessage))
         return price * checked.tokens_saved * calls >= (1 - price) * tail
 
