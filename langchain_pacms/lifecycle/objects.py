@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_pacms.messages.identity import by_message
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
 from langchain_pacms.messages.spans import messages_to_candidates
-from langchain_pacms.messages.text import content_cost, content_text
+from langchain_pacms.messages.text import blocks_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
 
 __all__ = ["ContextIndex", "ContextObject", "ObjectKind", "ObjectState", "index_messages"]
@@ -104,11 +104,6 @@ def _kind(message: BaseMessage, span_kind: str) -> ObjectKind:
     if span_kind == "tool":
         return "tool"
     return "assistant" if isinstance(message, AIMessage) else "user"
-
-
-def _blocks_cost(message: BaseMessage, count: Callable[[str], int]) -> int:
-    """What a message's blocks other than text cost (an image what a model charges for it)."""
-    return 0 if isinstance(message.content, str) else content_cost("", message.content, count)
 
 
 @by_message
@@ -219,7 +214,7 @@ def index_messages(
                 indices=tuple(span.indices),
                 lineage=lineage,
                 tokens=count(span.text)
-                + sum(_blocks_cost(messages[i], count) for i in span.indices),
+                + sum(blocks_cost(messages[i].content, count) for i in span.indices),
                 position=len(objects),
                 state=mark.get("state", "active"),
                 sha256=(digest := str(mark.get("sha256") or _digest(payload))),

@@ -18,7 +18,7 @@ from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_payload
 from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.node import known_ids_of
-from langchain_pacms.lifecycle.objects import index_messages
+from langchain_pacms.lifecycle.objects import ContextObject, index_messages
 from langchain_pacms.lifecycle.sidecar import (
     SidecarError,
     SidecarIntegrityError,
@@ -81,15 +81,26 @@ def expected_sha256(
         >>> len(hashes), folded, expected_sha256(msgs, "function:tool:9")
         (2, False, ((), False))
     """
-    if not messages:
-        return (), False
-    obj = index_messages(messages, known_ids=known_ids).by_id.get(object_id)
+    return _expected(messages, _object(messages, object_id, known_ids))
+
+
+def _object(
+    messages: Sequence[BaseMessage], object_id: str, known: Mapping[str, str] | None
+) -> ContextObject | None:
+    """The object ``object_id`` names in ``messages`` (``None``: unknown, or no messages)."""
+    return index_messages(messages, known_ids=known).by_id.get(object_id) if messages else None
+
+
+def _expected(
+    messages: Sequence[BaseMessage], obj: ContextObject | None
+) -> tuple[tuple[str, ...], bool]:
+    """:func:`expected_sha256` of an object found already."""
     if obj is None:
         return (), False
     if obj.state == "folded":
         return (obj.sha256,), True
     whole = (payload_of(messages, obj.indices), span_payload(messages, obj))
-    hashes = tuple(dict.fromkeys(SidecarRecord.of(object_id, p, obj.kind).sha256 for p in whole))
+    hashes = tuple(dict.fromkeys(SidecarRecord.of(obj.id, p, obj.kind).sha256 for p in whole))
     return hashes, False
 
 
@@ -99,14 +110,10 @@ def _failure(exc: BaseException, known: list[str]) -> ToolException:
     return ToolException(f"recover_context failed: {exc}.{hint}")
 
 
-def _listed(
-    messages: Sequence[BaseMessage], object_id: str, known: Mapping[str, str] | None
-) -> bool:
+def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> bool:
     """Whether the object's one tool result had list content (blocks) before it was folded."""
-    obj = index_messages(messages, known_ids=known).by_id.get(object_id) if messages else None
-    results = (
-        [messages[i] for i in obj.indices if isinstance(messages[i], ToolMessage)] if obj else []
-    )
+    held = obj.indices if obj is not None else ()
+    results = [messages[i] for i in held if isinstance(messages[i], ToolMessage)]
     if len(results) != 1:
         return False
     mark = results[0].additional_kwargs.get(LIFECYCLE_KEY) or {}
@@ -158,8 +165,9 @@ def _recovering(
         sidecars = SidecarStore(store, thread)
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
-    hashes, folded = expected_sha256(messages, object_id, known)
-    listed = _listed(messages, object_id, known)
+    obj = _object(messages, object_id, known)
+    hashes, folded = _expected(messages, obj)
+    listed = _listed(messages, obj)
     try:
         for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
             try:

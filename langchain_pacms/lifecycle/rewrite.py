@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
-from langchain_pacms.messages.text import content_cost, content_text
+from langchain_pacms.messages.text import blocks_cost, content_text
 
 __all__ = ["LONG_ARGUMENT", "REWRITES", "message_size", "rewrite", "short_args"]
 
@@ -87,5 +87,4 @@ def message_size(message: BaseMessage, count: Callable[[str], int], *, held: boo
         2
     """
     texts = (_held_texts if held else _sized_texts)(message)
-    blocks = 0 if isinstance(message.content, str) else content_cost("", message.content, count)
-    return sum(count(t) for t in texts) + blocks
+    return sum(count(t) for t in texts) + blocks_cost(message.content, count)

@@ -123,11 +123,7 @@ def _file_data(block: Mapping[str, Any]) -> str | None:
     inner = block.get("file")
     if isinstance(inner, Mapping) and isinstance(inner.get("file_data"), str):
         return str(inner["file_data"])
-    source = block.get("source")
-    if isinstance(source, Mapping) and source.get("type") == "base64":
-        data = source.get("data")
-        return data if isinstance(data, str) else None
-    return None
+    return _source_data(block)
 
 
 def image_tokens(block: Mapping[str, Any]) -> int | None:
@@ -189,11 +185,7 @@ def _inline_data(block: Mapping[str, Any]) -> str | None:
             value = value.get("url")
         if isinstance(value, str) and (key in ("base64", "data") or value.startswith("data:")):
             return value
-    source = block.get("source")
-    if isinstance(source, Mapping) and source.get("type") == "base64":
-        data = source.get("data")
-        return data if isinstance(data, str) else None
-    return None
+    return _source_data(block)
 
 
 def _dimensions(raw: bytes) -> tuple[int, int] | None:
@@ -249,3 +241,12 @@ def _openai_high_detail(width: int, height: int) -> int:
     short = min(1.0, 768 / min(wide, high))
     tiles = math.ceil(wide * short / 512) * math.ceil(high * short / 512)
     return 85 + 170 * tiles
+
+
+def _source_data(block: Mapping[str, Any]) -> str | None:
+    """The base64 data of Anthropic's ``"source": {"type": "base64", ...}``, else ``None``."""
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "base64":
+        data = source.get("data")
+        return data if isinstance(data, str) else None
+    return None

@@ -13,6 +13,7 @@ from langchain_pacms.messages.media import media_tokens
 
 __all__ = [
     "CALL_BLOCKS",
+    "blocks_cost",
     "bullet",
     "content_cost",
     "content_text",
@@ -108,8 +109,19 @@ def content_cost(text: str, content: str | list[Any], token_counter: Callable[[s
     An image or an inline PDF costs what a chat model charges for it
     (:func:`~langchain_pacms.messages.media.media_tokens`), any other block its JSON's tokens.
     """
-    blocks = [] if isinstance(content, str) else _content_parts(content)[1]
-    return token_counter(text) + sum(_block_cost(b, token_counter) for b in blocks)
+    return token_counter(text) + blocks_cost(content, token_counter)
+
+
+def blocks_cost(content: str | list[Any], token_counter: Callable[[str], int]) -> int:
+    """What a content's blocks other than text cost (``0`` for a string).
+
+    Example:
+        >>> blocks_cost([{"type": "text", "text": "hi"}, {"type": "image", "url": "u"}], len)
+        1600
+    """
+    if isinstance(content, str):
+        return 0
+    return sum(_block_cost(b, token_counter) for b in _content_parts(content)[1])
 
 
 def _block_cost(block: Any, token_counter: Callable[[str], int]) -> int:
