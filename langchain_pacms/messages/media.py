@@ -8,8 +8,10 @@ import math
 import re
 import struct
 import zlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -37,6 +39,8 @@ page, plus the image).
 
 _HEAD_CHARS = 1 << 18  # base64 characters decoded to find the dimensions (192 KiB of image)
 _SPACE = re.compile(r"\s+")
+_MEASURED: LruMemo[tuple[str, int, int, str], Any] = LruMemo(4096)  # by the data's value
+_ABSENT: Any = object()
 _JPEG_SIZE_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 _PDF_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm")
@@ -77,15 +81,7 @@ def pdf_tokens(block: Mapping[str, Any]) -> int | None:
     data = _file_data(block)
     if data is None:
         return None
-    if data.startswith("data:"):
-        head, _, data = data.partition(",")
-        if ";base64" not in head:
-            return None
-    try:
-        raw = base64.b64decode(_SPACE.sub("", data), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    pages = pdf_pages(raw)
+    pages = _measured("pdf", data, lambda d: pdf_pages(_decoded(d)))
     return None if pages is None else pages * PDF_PAGE_TOKENS
 
 
@@ -164,11 +160,51 @@ def image_size(data: str | None) -> tuple[int, int] | None:
     """
     if not data:
         return None
-    if data.startswith("data:"):
-        head, _, data = data.partition(",")
-        if ";base64" not in head:
-            return None
-    chars = _SPACE.sub("", data[: _HEAD_CHARS + _HEAD_CHARS // 8])[:_HEAD_CHARS]
+    return _measured("image", data, _image_size)
+
+
+T = TypeVar("T")
+
+
+def _measured(kind: str, data: str, measure: Callable[[str], T]) -> T:
+    """``measure(data)``, memoised by the data's value (a history re-read holds new strings)."""
+    key = (kind, len(data), hash(data), data[-64:])
+    found = _MEASURED.get(key, _ABSENT)
+    if found is not _ABSENT:
+        return cast(T, found)
+    value = measure(data)
+    _MEASURED.put(key, value)
+    return value
+
+
+def _base64(data: str) -> str | None:
+    """The base64 part of a data URL (``data`` itself when it is none), else ``None``."""
+    if not data.startswith("data:"):
+        return data
+    head, _, data = data.partition(",")
+    return data if ";base64" in head else None
+
+
+def _decoded(data: str) -> bytes:
+    """The bytes of base64 ``data`` (a data URL too; line breaks allowed), else ``b""``."""
+    chars = _base64(data)
+    if chars is None:
+        return b""
+    try:  # the plain string first: base64 in a block rarely holds line breaks
+        return base64.b64decode(chars, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    try:
+        return base64.b64decode(_SPACE.sub("", chars), validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _image_size(data: str) -> tuple[int, int] | None:
+    chars = _base64(data)
+    if chars is None:
+        return None
+    chars = _SPACE.sub("", chars[: _HEAD_CHARS + _HEAD_CHARS // 8])[:_HEAD_CHARS]
     try:
         raw = base64.b64decode(chars[: len(chars) // 4 * 4], validate=True)
     except (binascii.Error, ValueError):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_pacms.integrations import create_pacms_hook
+from langchain_pacms.messages import media
 from langchain_pacms.messages.media import (
     IMAGE_TOKENS,
     PDF_PAGE_TOKENS,
@@ -211,6 +212,26 @@ def test_files_whose_pages_cannot_be_counted_cost_their_json():
         message = HumanMessage([block])
         assert message_tokens(message, count) > count(json.dumps(block, sort_keys=True)) - 1
     assert pdf_pages(b"%PDF-1.7 nothing here") is None
+
+
+def test_base64_with_line_breaks_is_read():
+    wrapped = "\n".join(base64.encodebytes(pdf_file(4)).decode().split())
+    assert media_tokens({"type": "file", "base64": wrapped}) == 4 * PDF_PAGE_TOKENS
+    image = encoded(640, 480)
+    folded = "\r\n".join(image[i : i + 76] for i in range(0, len(image), 76))
+    assert image_size(folded) == (640, 480)
+
+
+def test_a_history_read_again_is_not_decoded_again(monkeypatch):
+    """A checkpointed history comes back as new strings of the same value: measured once."""
+    counted = []
+    monkeypatch.setattr(media, "pdf_pages", lambda raw: counted.append(raw) or 2)
+    data = base64.b64encode(pdf_file(2) + b"%% unique to this test").decode()
+    for _ in range(3):
+        again = json.loads(json.dumps({"base64": data}))["base64"]  # a new string object
+        assert again is not data
+        assert media_tokens({"type": "file", "base64": again}) == 2 * PDF_PAGE_TOKENS
+    assert len(counted) == 1
 
 
 def test_a_scanned_pdf_from_an_earlier_turn_stays_selectable():
