@@ -6,13 +6,20 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from langchain_pacms._steps import Call, Steps
 from langchain_pacms.integrations.fit import Pool
 from langchain_pacms.integrations.options import ToolLoopOptions
-from langchain_pacms.lifecycle import FoldMemo, FoldVariant, SidecarStore, fold_variants
+from langchain_pacms.lifecycle import (
+    FoldMemo,
+    FoldVariant,
+    SidecarStore,
+    fold_variants,
+    index_messages,
+    known_ids_of,
+)
 from langchain_pacms.messages.handles import reusable_values
 from langchain_pacms.messages.memo import MessageMemo
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
@@ -21,7 +28,41 @@ from langchain_pacms.messages.runs import state_messages, thread_of
 from langchain_pacms.messages.spans import Span
 from langchain_pacms.selector import Selection
 
-__all__ = ["FoldStubs"]
+__all__ = ["FoldStubs", "state_ids"]
+
+
+def state_ids(messages: Sequence[BaseMessage], state: Any) -> Mapping[str, str] | None:
+    """The ``message id -> object id`` map under which ``recover_context`` finds ``state``'s spans.
+
+    A fold stub names its span by an object id, and ``recover_context`` looks that id up in the
+    graph state. When the messages selected from are not the state's (a middleware before this
+    one trimmed the request or added example rounds), numbering them by their own positions
+    would give a span the id of another round of the state; their ids come from the state's
+    index instead (a message the state does not hold gets an id no state object has).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> def read(n):
+        ...     call = {"name": "read", "args": {"path": f"{n}.py"}, "id": f"c{n}"}
+        ...     return [AIMessage("", tool_calls=[call], id=f"a{n}"),
+        ...             ToolMessage(f"file {n}", tool_call_id=f"c{n}", id=f"t{n}")]
+        >>> held = [HumanMessage("go", id="h"), *read(1), *read(2)]
+        >>> trimmed = [held[0], *held[3:]]  # the request without the first round
+        >>> state_ids(trimmed, {"messages": held})["a2"]
+        'function:tool:2'
+    """
+    known = known_ids_of(state)
+    held = state_messages(state)
+    if not held or _same(messages, held):
+        return known
+    return index_messages(held, known_ids=known).id_map
+
+
+def _same(messages: Sequence[BaseMessage], held: Sequence[BaseMessage]) -> bool:
+    """Whether ``messages`` are ``held``'s message objects (system messages aside)."""
+    sent = [m for m in messages if not isinstance(m, SystemMessage)]
+    kept = [m for m in held if not isinstance(m, SystemMessage)]
+    return len(sent) == len(kept) and all(a is b for a, b in zip(sent, kept))
 
 
 class FoldStubs:
@@ -32,21 +73,20 @@ class FoldStubs:
         self._memo: FoldMemo | None = None  # the variants of the spans seen, between calls
 
     def variants(
-        self,
-        messages: Sequence[BaseMessage],
-        token_counter: Callable[[str], int],
-        known_ids: Mapping[str, str] | None = None,
+        self, messages: Sequence[BaseMessage], token_counter: Callable[[str], int], state: Any
     ) -> Mapping[int, FoldVariant]:
         """The fold-stub variants of the tool spans (none unless ``fold_stubs``).
 
-        ``known_ids``: the lifecycle's object ids of this history (see :func:`fold_variants`).
+        Each stub names its span as ``recover_context`` finds it in the graph ``state``
+        (:func:`state_ids`).
         """
         if not self.options.fold_stubs:
             return {}
         if self._memo is None:
             self._memo = FoldMemo()
+        known = state_ids(messages, state)
         return fold_variants(
-            messages, token_counter=token_counter, memo=self._memo, known_ids=known_ids
+            messages, token_counter=token_counter, memo=self._memo, known_ids=known
         )
 
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:

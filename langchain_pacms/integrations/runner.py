@@ -19,7 +19,6 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups, namespaces
-from langchain_pacms.lifecycle import known_ids_of
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
@@ -422,7 +421,7 @@ class SelectionRunner:
                 self.config, self.source, store, query, state, config, context
             )
             counter = self.selector.token_counter
-            folds = self._folds.variants(messages, counter, known_ids_of(state))
+            folds = self._folds.variants(messages, counter, state)
             pool = self.candidates(
                 messages,
                 memories,
