@@ -71,7 +71,9 @@ def recovering(rng: random.Random, reads: int, asked: list[tuple[str, str]]):
     def script(messages, index):
         if index < reads:
             path = f"mod_{index}.py"
-            return AIMessage(f"step {index}", tool_calls=[call("read_file", {"path": path}, f"c{index}")])
+            return AIMessage(
+                f"step {index}", tool_calls=[call("read_file", {"path": path}, f"c{index}")]
+            )
         if isinstance(messages[-1], ToolMessage) and messages[-1].name == RECOVER_TOOL_NAME:
             return AIMessage("done")
         shown = [
