@@ -11,13 +11,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_pacms.messages.identity import by_message
+from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
-from langchain_pacms.messages.spans import messages_to_candidates
+from langchain_pacms.messages.spans import cut_spans, span_text
 from langchain_pacms.messages.text import blocks_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
 
@@ -135,6 +135,41 @@ def _digest(payload: str) -> str:
     return _cached_sha256(payload) if len(payload) <= _CACHED_CHARS else _sha256(payload)
 
 
+class _Read(NamedTuple):
+    """What an object's messages say, as :func:`index_messages` reads them."""
+
+    text: str  # the object's text (a call without text: its signature)
+    counted: str  # what its tokens count: its span's text
+    sha256: str  # of its payload
+    signature: str  # a tool object's calls
+
+
+# what each object's messages say, by the message objects (see ``_read``)
+_READS: by_messages[_Read] = by_messages(8_192)
+
+
+def _read(held: tuple[BaseMessage, ...], span_kind: str) -> _Read:
+    """What the messages of a span of ``span_kind`` say (memoised when each content is a string).
+
+    Only the span's own messages are read, their ``name`` and ``tool_call_id`` too (held in the
+    memo's key). List contents are read afresh: LangChain reads their blocks together with other
+    fields of the message.
+    """
+
+    def compute() -> _Read:
+        return _Read(
+            "\n".join(content_text(m.content) or _signature(m) for m in held),
+            span_text(held, span_kind, range(len(held))),
+            _digest(payload_of(held, range(len(held)))),
+            _signature(held[0]) if span_kind == "tool" else "",
+        )
+
+    if not all(isinstance(m.content, str) for m in held):
+        return compute()
+    named = tuple((m.name, m.tool_call_id) for m in held if isinstance(m, ToolMessage))
+    return _READS(held, (span_kind, named), compute)
+
+
 def _is_latest(start: int, latest_index: int, newest: int, latest: str) -> bool:
     if latest == "step" and start == newest:
         return True
@@ -174,12 +209,12 @@ def index_messages(
         raise ValueError(f"latest must be 'turn' or 'step', not {latest!r}")
     count = resolve_token_counter(token_counter)
     known = dict(known_ids or {})
-    _, spans = messages_to_candidates(messages, pair_turns=False, keep_latest_turn=True)
-    newest = spans[-1].indices[0] if spans else -1
+    spans, _ = cut_spans(messages, pair_turns=False)
+    newest = spans[-1][1][0] if spans else -1
     users = [
-        s.indices[0]
-        for s in spans
-        if s.kind == "turn" and not isinstance(messages[s.indices[0]], AIMessage)
+        indices[0]
+        for span_kind, indices in spans
+        if span_kind == "turn" and not isinstance(messages[indices[0]], AIMessage)
     ]
     latest_index = users[-1] if users else -1
     numbers = dict.fromkeys(_PREFIX, 0)
@@ -191,11 +226,11 @@ def index_messages(
             if tail != object_id and tail.isdigit():
                 numbers[kind] = max(numbers[kind], int(tail))
     objects: list[ContextObject] = []
-    for span in spans:
-        kind = _kind(messages[span.indices[0]], span.kind)
-        lineage = tuple(messages[i].id or "" for i in span.indices)
+    for span_kind, indices in spans:
+        kind = _kind(messages[indices[0]], span_kind)
+        lineage = tuple(messages[i].id or "" for i in indices)
         mark: Mapping[str, Any] = next(
-            (marks[i] for i in span.indices if isinstance(marks[i], Mapping)), {}
+            (marks[i] for i in indices if isinstance(marks[i], Mapping)), {}
         )
         object_id = str(mark.get("object") or "") or next(
             (known[m] for m in lineage if m in known), ""
@@ -203,25 +238,22 @@ def index_messages(
         if not object_id:
             numbers[kind] += 1
             object_id = f"{_PREFIX[kind]}:{numbers[kind]}"
-        payload = payload_of(messages, span.indices)
-        text = "\n".join(
-            content_text(messages[i].content) or _signature(messages[i]) for i in span.indices
-        )
+        read = _read(tuple(messages[i] for i in indices), span_kind)
         objects.append(
             ContextObject(
                 id=object_id,
                 kind=kind,
-                indices=tuple(span.indices),
+                indices=tuple(indices),
                 lineage=lineage,
-                tokens=count(span.text)
-                + sum(blocks_cost(messages[i].content, count) for i in span.indices),
+                tokens=count(read.counted)
+                + sum(blocks_cost(messages[i].content, count) for i in indices),
                 position=len(objects),
                 state=mark.get("state", "active"),
-                sha256=(digest := str(mark.get("sha256") or _digest(payload))),
-                text=text,
-                latest=_is_latest(span.indices[0], latest_index, newest, latest),
-                signature=_signature(messages[span.indices[0]]) if kind == "tool" else "",
-                shown_sha256=_shown(messages, span.indices, digest),
+                sha256=(digest := str(mark.get("sha256") or read.sha256)),
+                text=read.text,
+                latest=_is_latest(indices[0], latest_index, newest, latest),
+                signature=read.signature,
+                shown_sha256=_shown(messages, indices, digest),
             )
         )
     by_id = {o.id: o for o in objects}

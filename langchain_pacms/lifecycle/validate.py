@@ -99,6 +99,8 @@ def _valid(
     rejected.extend(Rejection(a, reason) for a, reason in reasons if reason is not None)
     merged, overlaps = merge_actions([a for a, reason in reasons if reason is None])
     rejected.extend(overlaps)
+    if not any(a.op == "prune" for a in merged):
+        return merged  # only a prune changes which messages remain (see ``_problems``)
     before = set(provider_problems(messages))
     if not _problems(messages, index, merged) - before:
         return merged

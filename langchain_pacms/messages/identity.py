@@ -11,8 +11,6 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Callable
-from itertools import chain
-from operator import is_
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -30,6 +28,24 @@ def _fields(message: BaseMessage) -> tuple[Any, Any, Any]:
     """The field objects a memoised value is made of (compared by identity)."""
     held = message.__dict__  # pydantic keeps the fields there: no attribute machinery
     return held.get("content"), held.get("additional_kwargs"), held.get("tool_calls")
+
+
+def _same(fields: tuple[Any, Any, Any], message: BaseMessage) -> bool:
+    """Whether ``message`` still holds the field objects ``fields`` were read from."""
+    held = message.__dict__
+    return (
+        fields[0] is held.get("content")
+        and fields[1] is held.get("additional_kwargs")
+        and fields[2] is held.get("tool_calls")
+    )
+
+
+def _holds(entry: tuple[Any, ...], messages: tuple[BaseMessage, ...]) -> bool:
+    """Whether a :class:`by_messages` entry was made from these messages, as they are now."""
+    for ref, fields, message in zip(entry[0], entry[1], messages):  # the slot names each one
+        if ref() is not message or not _same(fields, message):
+            return False
+    return True
 
 
 def _gone(entry: tuple[Any, ...]) -> bool:
@@ -75,13 +91,13 @@ class by_message(_Memo, Generic[T]):
         """The function's value for ``message``, computed on its first call only."""
         if self._dead:
             self._purge()
-        key, fields = id(message), _fields(message)
+        key = id(message)
         hit = self._memo.get(key)
-        if hit is not None and hit[0][0]() is message and all(map(is_, hit[1], fields)):
+        if hit is not None and hit[0][0]() is message and _same(hit[1], message):
             self.hits += 1
             return hit[2]
         value = self.fn(message)
-        self._memo.put(key, (self._refs((message,), key), fields, value))
+        self._memo.put(key, (self._refs((message,), key), _fields(message), value))
         return value
 
 
@@ -96,15 +112,10 @@ class by_messages(_Memo, Generic[T]):
         if self._dead:
             self._purge()
         slot = (key, *map(id, messages))
-        fields = tuple(chain.from_iterable(map(_fields, messages)))
-        hit = self._memo.get(slot)  # the slot names each message: the lengths agree
-        if (
-            hit is not None
-            and all(ref() is m for ref, m in zip(hit[0], messages, strict=True))
-            and all(map(is_, hit[1], fields))
-        ):
+        hit = self._memo.get(slot)
+        if hit is not None and _holds(hit, messages):
             self.hits += 1
             return hit[2]
         value = compute()
-        self._memo.put(slot, (self._refs(messages, slot), fields, value))
+        self._memo.put(slot, (self._refs(messages, slot), tuple(map(_fields, messages)), value))
         return value

@@ -27,7 +27,7 @@ from langchain_pacms.messages.text import (
 )
 from langchain_pacms.selector import Candidate
 
-__all__ = ["Span", "messages_to_candidates", "span_messages"]
+__all__ = ["Span", "cut_spans", "messages_to_candidates", "span_messages", "span_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,10 +92,20 @@ def _unanswered(
     return out
 
 
-def _cut(
-    messages: Sequence[BaseMessage], pair_turns: bool
+def cut_spans(
+    messages: Sequence[BaseMessage], pair_turns: bool = True
 ) -> tuple[list[tuple[str, list[int]]], list[int]]:
-    """Message indices grouped into ``(kind, indices)`` units, and the orphan results."""
+    """The conversation's spans as ``(kind, indices)``, oldest first, and the orphan results.
+
+    What :func:`messages_to_candidates` cuts, without reading any text.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
+        >>> cut_spans([HumanMessage("1+?"), AIMessage("", tool_calls=[call]),
+        ...            ToolMessage("2", tool_call_id="c1"), ToolMessage("3", tool_call_id="c9")])
+        ([('turn', [0]), ('tool', [1, 2])], [3])
+    """
     units: list[tuple[str, list[int]]] = []
     owner: dict[str, list[int]] = {}  # call id -> [its unit, results it still takes]
     orphans: list[int] = []
@@ -174,7 +184,7 @@ def messages_to_candidates(
         >>> [(s.id, s.indices) for s in messages_to_candidates(msgs)[1]]
         [('m0', (0,)), ('t1', (1, 2)), ('m3', (3,))]
     """
-    units, orphans = _cut(messages, pair_turns)
+    units, orphans = cut_spans(messages, pair_turns)
     if orphans:
         logger.debug("dropping %d orphan ToolMessage(s) with no matching call", len(orphans))
     latest_human = max((i for i, m in enumerate(messages) if is_human(m)), default=-1)
@@ -205,12 +215,7 @@ def messages_to_candidates(
             if costed:
                 costs[spans[-1].id] = own_cost
             continue
-        sendable = _without_unanswerable_calls(messages[first])  # type: ignore[arg-type]
-        if sendable is not messages[first]:  # a copy without the id-less calls, or nothing
-            texts[0] = "" if sendable is None else message_text(sendable)
-        calls = [] if sendable is None else sendable.tool_calls
-        missing_calls = _unanswered(calls, [messages[i] for i in indices[1:]])
-        texts += [content_text(_placeholder_result(c, missing=True).content) for c in missing_calls]
+        sendable, calls, missing_calls = _tool_texts(messages, indices, texts)
         missing = tuple(str(c["id"]) for c in missing_calls)
         if tool_placeholders and not mandatory and len(indices) > 1:
             stub_text = "\n".join(
@@ -249,6 +254,39 @@ def messages_to_candidates(
         for pos, span in enumerate(spans)
     ]
     return candidates, spans
+
+
+def _tool_texts(
+    messages: Sequence[BaseMessage], indices: Sequence[int], texts: list[str]
+) -> tuple[AIMessage | None, list[Any], list[Mapping[str, Any]]]:
+    """A tool span's call as sent, its calls, and those no result answers.
+
+    ``texts``, its messages' texts, become the span's: the call's is the sent call's, and each
+    call no result answers adds its placeholder's.
+    """
+    sendable = _without_unanswerable_calls(messages[indices[0]])  # type: ignore[arg-type]
+    if sendable is not messages[indices[0]]:  # a copy without the id-less calls, or nothing
+        texts[0] = "" if sendable is None else message_text(sendable)
+    calls = [] if sendable is None else sendable.tool_calls
+    missing = _unanswered(calls, [messages[i] for i in indices[1:]])
+    texts += [content_text(_placeholder_result(c, missing=True).content) for c in missing]
+    return sendable, calls, missing
+
+
+def span_text(messages: Sequence[BaseMessage], kind: str, indices: Sequence[int]) -> str:
+    r"""The text of the span ``(kind, indices)`` of :func:`cut_spans` (``Span.text``).
+
+    It reads the span's own messages only.
+
+    Example:
+        >>> call = {"name": "add", "args": {"a": 1}, "id": "c1"}
+        >>> span_text([AIMessage("", tool_calls=[call])], "tool", [0])
+        'add({"a": 1})\n[no result was recorded for this add call]'
+    """
+    texts = [message_text(messages[i]) for i in indices]
+    if kind == "tool":
+        _tool_texts(messages, indices, texts)
+    return "\n".join(texts)
 
 
 def _sent_cost(
