@@ -47,7 +47,9 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarNotFoundError,
     SidecarStore,
     adelete_thread_sidecars,
+    afind_sidecar,
     delete_thread_sidecars,
+    find_sidecar,
 )
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking, PlannerTuning
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions
@@ -97,6 +99,7 @@ __all__ = [
     "SidecarRecord",
     "SidecarStore",
     "adelete_thread_sidecars",
+    "afind_sidecar",
     "apply_actions",
     "at_boundary",
     "boundary_in_force",
@@ -104,6 +107,7 @@ __all__ = [
     "create_lifecycle_node",
     "delete_thread_sidecars",
     "find_locators",
+    "find_sidecar",
     "fold_variants",
     "index_messages",
     "known_ids_of",

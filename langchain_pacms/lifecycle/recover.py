@@ -24,6 +24,8 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarStore,
+    afind_sidecar,
+    find_sidecar,
 )
 from langchain_pacms.messages.media import media_tokens
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
@@ -169,14 +171,15 @@ def _recovering(
     hashes, folded = _expected(messages, obj)
     listed = _listed(messages, obj)
     try:
-        for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
-            try:
-                stored = yield Call(sidecars.get, sidecars.aget, (object_id, digest))
-                return _content(str(stored.payload), listed)
-            except (SidecarNotFoundError, SidecarIntegrityError):
-                continue
-        last = hashes[-1] if hashes else None
-        record = yield Call(sidecars.get, sidecars.aget, (object_id, last))
+        try:
+            record = yield from _stored(sidecars, object_id, hashes)
+        except (SidecarNotFoundError, SidecarIntegrityError) as missing:
+            if not folded:
+                raise
+            # folded in a thread this one was copied from: found there by the stub's full hash
+            record = yield Call(find_sidecar, afind_sidecar, (store, object_id, hashes[0]))
+            if record is None:
+                raise missing from None
         return _content(str(record.payload), listed)
     except SidecarNotFoundError as exc:
         if hashes and not folded:
@@ -199,6 +202,16 @@ def _recovering(
             f"recover_context failed: the sidecar store could not be read "
             f"({type(exc).__name__}: {exc}); try again later"
         ) from exc
+
+
+def _stored(sidecars: SidecarStore, object_id: str, hashes: Sequence[str]) -> Steps[SidecarRecord]:
+    """This thread's record of ``object_id`` for one of ``hashes`` (the only one without any)."""
+    for digest in hashes[:-1]:  # a span still whole may be stored as either of its payloads
+        try:
+            return (yield Call(sidecars.get, sidecars.aget, (object_id, digest)))
+        except (SidecarNotFoundError, SidecarIntegrityError):
+            continue
+    return (yield Call(sidecars.get, sidecars.aget, (object_id, hashes[-1] if hashes else None)))
 
 
 class RecoverTool(StructuredTool):

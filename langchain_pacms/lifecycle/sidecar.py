@@ -29,7 +29,9 @@ __all__ = [
     "SidecarNotFoundError",
     "SidecarStore",
     "adelete_thread_sidecars",
+    "afind_sidecar",
     "delete_thread_sidecars",
+    "find_sidecar",
     "record_key",
     "thread_label",
 ]
@@ -354,3 +356,43 @@ def _deleting(store: BaseStore, thread_id: str) -> Generator[list[Op], list[Resu
     for namespace in _NAMESPACES:
         total += yield from SidecarStore(store, thread_id, namespace=namespace)._clearing()
     return total
+
+
+def find_sidecar(store: BaseStore, object_id: str, sha256: str) -> SidecarRecord | None:
+    """The payload folded as ``object_id`` with this exact sha256 in any thread, else ``None``.
+
+    A thread copied to a new thread id (LangGraph's ``threads.copy``, or its state written into
+    a new thread) keeps the stubs of what was folded before the copy, while their payloads stay
+    in the namespace of the thread they were folded in: ``recover_context`` looks there by the
+    full hash its stub carries, so only that exact payload can come back.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> store = InMemoryStore()
+        >>> record = SidecarRecord.of("function:tool:1", "x", "tool")
+        >>> SidecarStore(store, "original").put(record)
+        >>> find_sidecar(store, "function:tool:1", record.sha256) == record
+        True
+        >>> find_sidecar(store, "function:tool:1", "0" * 64) is None
+        True
+    """
+    return drive(_finding(object_id, sha256), store.batch)
+
+
+async def afind_sidecar(store: BaseStore, object_id: str, sha256: str) -> SidecarRecord | None:
+    """Async :func:`find_sidecar`."""
+    return await adrive(_finding(object_id, sha256), SidecarStore(store, "any")._abatch)
+
+
+def _finding(
+    object_id: str, sha256: str
+) -> Generator[list[Op], list[Result], SidecarRecord | None]:
+    where = {"object_id": object_id, "sha256": sha256}
+    found = (yield [SearchOp((SIDECAR_NAMESPACE,), filter=where, limit=_PAGE)])[0]
+    for item in found if isinstance(found, list) else []:
+        if isinstance(item, Item) and len(item.namespace) == 2:
+            try:
+                return _decode(object_id, item.namespace[1], item.value)
+            except SidecarIntegrityError:
+                continue  # a damaged copy: another thread may hold a sound one
+    return None

@@ -18,7 +18,9 @@ from langchain_pacms.lifecycle import (
     SidecarRecord,
     SidecarStore,
     adelete_thread_sidecars,
+    afind_sidecar,
     delete_thread_sidecars,
+    find_sidecar,
     make_recover_tool,
 )
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -143,3 +145,23 @@ async def test_deleting_a_thread_async(store, thread):
     assert gone.startswith("recover_context failed: no sidecar for 'function:tool:2'")
     assert await sidecars.alist_ids() == []
     assert await SidecarStore(store, f"{thread}-b").alist_ids() == ["function:tool:0"]
+
+
+async def test_a_payload_is_found_in_any_thread_by_its_full_hash(store, thread):
+    """What a thread copied from another one recovers: only the exact payload its stub names."""
+    exact = SidecarRecord.of("function:tool:1", PAYLOADS[2] + thread, "tool")  # only here
+    SidecarStore(store, thread).put(exact)
+    SidecarStore(store, f"{thread}-b").put(SidecarRecord.of("function:tool:1", "other", "tool"))
+    audit = SidecarStore(store, f"{thread}-c", namespace=AUDIT_NAMESPACE)
+    pruned = SidecarRecord.of("function:tool:2", f"pruned {thread}", "tool")
+    audit.put(pruned)
+    assert find_sidecar(store, "function:tool:1", exact.sha256) == exact
+    assert await afind_sidecar(store, "function:tool:1", exact.sha256) == exact
+    assert find_sidecar(store, "function:tool:2", exact.sha256) is None  # another object
+    assert find_sidecar(store, "function:tool:2", pruned.sha256) is None  # audit: not served
+    # a damaged copy is passed over
+    ns, key = (SIDECAR_NAMESPACE, thread), record_key("function:tool:1", exact.sha256)
+    value = dict(store.get(ns, key).value)
+    value["payload"] = "AAAA"
+    store.put(ns, key, value, index=False)
+    assert find_sidecar(store, "function:tool:1", exact.sha256) is None
