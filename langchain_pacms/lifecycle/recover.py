@@ -24,8 +24,6 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarStore,
-    afind_sidecar,
-    find_sidecar,
 )
 from langchain_pacms.messages.media import media_tokens
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
@@ -171,15 +169,7 @@ def _recovering(
     hashes, folded = _expected(messages, obj)
     listed = _listed(messages, obj)
     try:
-        try:
-            record = yield from _stored(sidecars, object_id, hashes)
-        except (SidecarNotFoundError, SidecarIntegrityError) as missing:
-            if not folded:
-                raise
-            # folded in a thread this one was copied from: found there by the stub's full hash
-            record = yield Call(find_sidecar, afind_sidecar, (store, object_id, hashes[0]))
-            if record is None:
-                raise missing from None
+        record = yield from _stored(sidecars, object_id, hashes)
         return _content(str(record.payload), listed)
     except SidecarNotFoundError as exc:
         if hashes and not folded:
@@ -187,6 +177,13 @@ def _recovering(
                 f"recover_context failed: {object_id!r} is not folded in this conversation "
                 "(its content is in the history)"
             ) from exc
+        if folded:
+            logger.warning(
+                "recover_context: %s is folded in thread %r but its payload is not there (a "
+                "thread copied from another one needs copy_thread_sidecars)",
+                object_id,
+                thread,
+            )
         try:
             ids = yield Call(sidecars.list_ids, sidecars.alist_ids)
         except Exception:  # the listing is only a hint

@@ -28,10 +28,10 @@ __all__ = [
     "SidecarIntegrityError",
     "SidecarNotFoundError",
     "SidecarStore",
+    "acopy_thread_sidecars",
     "adelete_thread_sidecars",
-    "afind_sidecar",
+    "copy_thread_sidecars",
     "delete_thread_sidecars",
-    "find_sidecar",
     "record_key",
     "thread_label",
 ]
@@ -358,41 +358,41 @@ def _deleting(store: BaseStore, thread_id: str) -> Generator[list[Op], list[Resu
     return total
 
 
-def find_sidecar(store: BaseStore, object_id: str, sha256: str) -> SidecarRecord | None:
-    """The payload folded as ``object_id`` with this exact sha256 in any thread, else ``None``.
+def copy_thread_sidecars(store: BaseStore, source_thread_id: str, thread_id: str) -> int:
+    """Copy a thread's folded payloads and audit records to another thread; returns how many.
 
-    A thread copied to a new thread id (LangGraph's ``threads.copy``, or its state written into
-    a new thread) keeps the stubs of what was folded before the copy, while their payloads stay
-    in the namespace of the thread they were folded in: ``recover_context`` looks there by the
-    full hash its stub carries, so only that exact payload can come back.
+    Call it beside a thread copy (LangGraph's ``threads.copy``, or a thread's state written into
+    a new thread): the copy holds the stubs of what was folded before, and ``recover_context``
+    reads only its own thread's namespace. Nothing is read across threads otherwise, so no
+    thread can reach another one's payloads through its state.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
         >>> store = InMemoryStore()
-        >>> record = SidecarRecord.of("function:tool:1", "x", "tool")
-        >>> SidecarStore(store, "original").put(record)
-        >>> find_sidecar(store, "function:tool:1", record.sha256) == record
-        True
-        >>> find_sidecar(store, "function:tool:1", "0" * 64) is None
-        True
+        >>> SidecarStore(store, "a").put(SidecarRecord.of("function:tool:1", "x", "tool"))
+        >>> copy_thread_sidecars(store, "a", "b")
+        1
+        >>> SidecarStore(store, "b").get("function:tool:1").payload
+        'x'
     """
-    return drive(_finding(object_id, sha256), store.batch)
+    return drive(_copying(store, source_thread_id, thread_id), store.batch)
 
 
-async def afind_sidecar(store: BaseStore, object_id: str, sha256: str) -> SidecarRecord | None:
-    """Async :func:`find_sidecar`."""
-    return await adrive(_finding(object_id, sha256), SidecarStore(store, "any")._abatch)
+async def acopy_thread_sidecars(store: BaseStore, source_thread_id: str, thread_id: str) -> int:
+    """Async :func:`copy_thread_sidecars`."""
+    steps = _copying(store, source_thread_id, thread_id)
+    return await adrive(steps, SidecarStore(store, thread_id)._abatch)
 
 
-def _finding(
-    object_id: str, sha256: str
-) -> Generator[list[Op], list[Result], SidecarRecord | None]:
-    where = {"object_id": object_id, "sha256": sha256}
-    found = (yield [SearchOp((SIDECAR_NAMESPACE,), filter=where, limit=_PAGE)])[0]
-    for item in found if isinstance(found, list) else []:
-        if isinstance(item, Item) and len(item.namespace) == 2:
-            try:
-                return _decode(object_id, item.namespace[1], item.value)
-            except SidecarIntegrityError:
-                continue  # a damaged copy: another thread may hold a sound one
-    return None
+def _copying(
+    store: BaseStore, source_thread_id: str, thread_id: str
+) -> Generator[list[Op], list[Result], int]:
+    total = 0
+    for namespace in _NAMESPACES:
+        source = SidecarStore(store, source_thread_id, namespace=namespace)
+        target = SidecarStore(store, thread_id, namespace=namespace)
+        items = yield from source._search(None)
+        if items:
+            yield [PutOp(target.namespace, i.key, i.value, index=False) for i in items]
+        total += len(items)
+    return total

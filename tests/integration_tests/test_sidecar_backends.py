@@ -17,10 +17,10 @@ from langchain_pacms.lifecycle import (
     SidecarNotFoundError,
     SidecarRecord,
     SidecarStore,
+    acopy_thread_sidecars,
     adelete_thread_sidecars,
-    afind_sidecar,
+    copy_thread_sidecars,
     delete_thread_sidecars,
-    find_sidecar,
     make_recover_tool,
 )
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -147,21 +147,21 @@ async def test_deleting_a_thread_async(store, thread):
     assert await SidecarStore(store, f"{thread}-b").alist_ids() == ["function:tool:0"]
 
 
-async def test_a_payload_is_found_in_any_thread_by_its_full_hash(store, thread):
-    """What a thread copied from another one recovers: only the exact payload its stub names."""
-    exact = SidecarRecord.of("function:tool:1", PAYLOADS[2] + thread, "tool")  # only here
-    SidecarStore(store, thread).put(exact)
-    SidecarStore(store, f"{thread}-b").put(SidecarRecord.of("function:tool:1", "other", "tool"))
-    audit = SidecarStore(store, f"{thread}-c", namespace=AUDIT_NAMESPACE)
-    pruned = SidecarRecord.of("function:tool:2", f"pruned {thread}", "tool")
-    audit.put(pruned)
-    assert find_sidecar(store, "function:tool:1", exact.sha256) == exact
-    assert await afind_sidecar(store, "function:tool:1", exact.sha256) == exact
-    assert find_sidecar(store, "function:tool:2", exact.sha256) is None  # another object
-    assert find_sidecar(store, "function:tool:2", pruned.sha256) is None  # audit: not served
-    # a damaged copy is passed over
-    ns, key = (SIDECAR_NAMESPACE, thread), record_key("function:tool:1", exact.sha256)
-    value = dict(store.get(ns, key).value)
-    value["payload"] = "AAAA"
-    store.put(ns, key, value, index=False)
-    assert find_sidecar(store, "function:tool:1", exact.sha256) is None
+async def test_copying_a_thread_copies_its_payloads_and_audit(store, thread):
+    """What a copied thread needs: every record of the source, paged, nothing of other threads."""
+    sidecars, audit = _thread_with_records(store, thread, 503)  # more than one search page
+    _thread_with_records(store, f"{thread}-other", 2)
+    copy = f"{thread}-copy"
+    assert copy_thread_sidecars(store, thread, copy) == 504
+    copied = SidecarStore(store, copy)
+    assert copied.list_ids() == sidecars.list_ids()
+    assert copied.get("function:tool:502") == sidecars.get("function:tool:502")
+    assert SidecarStore(store, copy, namespace=AUDIT_NAMESPACE).get("function:tool:0") == (
+        audit.get("function:tool:0")
+    )
+    delete_thread_sidecars(store, thread)  # the copy is its own
+    assert copied.get("function:tool:7").payload == "p7"
+    assert await acopy_thread_sidecars(store, copy, f"{thread}-async") == 504
+    tool = make_recover_tool(store)
+    config = {"configurable": {"thread_id": f"{thread}-async"}}
+    assert await tool.ainvoke({"object_id": "function:tool:3"}, config) == "p3"
