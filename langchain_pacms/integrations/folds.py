@@ -28,17 +28,21 @@ from langchain_pacms.messages.runs import state_messages, thread_of
 from langchain_pacms.messages.spans import Span
 from langchain_pacms.selector import Selection
 
-__all__ = ["FoldStubs", "state_ids"]
+__all__ = ["FoldStubs", "state_view"]
 
 
-def state_ids(messages: Sequence[BaseMessage], state: Any) -> Mapping[str, str] | None:
-    """The ``message id -> object id`` map under which ``recover_context`` finds ``state``'s spans.
+def state_view(
+    messages: Sequence[BaseMessage], state: Any
+) -> tuple[Mapping[str, str] | None, frozenset[str] | None]:
+    """How fold stubs over ``messages`` name what ``recover_context`` finds in the graph ``state``.
 
-    A fold stub names its span by an object id, and ``recover_context`` looks that id up in the
-    graph state. When the messages selected from are not the state's (a middleware before this
-    one trimmed the request or added example rounds), numbering them by their own positions
-    would give a span the id of another round of the state; their ids come from the state's
-    index instead (a message the state does not hold gets an id no state object has).
+    Returns the ``message id -> object id`` map to number the spans with, and the ids of the
+    messages a stub may stand for (``None``: all). A stub names its span by an object id, and
+    ``recover_context`` looks that id up in the state. When the messages selected from are not
+    the state's (a middleware before this one trimmed the request or added example rounds),
+    their own positions would give a span the id of another round of the state: spans are
+    numbered by the state's index instead, and only a span whose messages are the state's own
+    objects gets a stub (an example round has no id the state will not give another round).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -48,21 +52,19 @@ def state_ids(messages: Sequence[BaseMessage], state: Any) -> Mapping[str, str] 
         ...             ToolMessage(f"file {n}", tool_call_id=f"c{n}", id=f"t{n}")]
         >>> held = [HumanMessage("go", id="h"), *read(1), *read(2)]
         >>> trimmed = [held[0], *held[3:]]  # the request without the first round
-        >>> state_ids(trimmed, {"messages": held})["a2"]
-        'function:tool:2'
+        >>> known, own = state_view(trimmed, {"messages": held})
+        >>> known["a2"], sorted(own)
+        ('function:tool:2', ['a2', 'h', 't2'])
     """
     known = known_ids_of(state)
     held = state_messages(state)
-    if not held or _same(messages, held):
-        return known
-    return index_messages(held, known_ids=known).id_map
-
-
-def _same(messages: Sequence[BaseMessage], held: Sequence[BaseMessage]) -> bool:
-    """Whether ``messages`` are ``held``'s message objects (system messages aside)."""
     sent = [m for m in messages if not isinstance(m, SystemMessage)]
     kept = [m for m in held if not isinstance(m, SystemMessage)]
-    return len(sent) == len(kept) and all(a is b for a, b in zip(sent, kept))
+    if not held or (len(sent) == len(kept) and all(a is b for a, b in zip(sent, kept))):
+        return known, None
+    objects = {id(m) for m in held}
+    own = frozenset(m.id for m in sent if m.id and id(m) in objects)
+    return index_messages(held, known_ids=known).id_map, own
 
 
 class FoldStubs:
@@ -78,16 +80,19 @@ class FoldStubs:
         """The fold-stub variants of the tool spans (none unless ``fold_stubs``).
 
         Each stub names its span as ``recover_context`` finds it in the graph ``state``
-        (:func:`state_ids`).
+        (:func:`state_view`).
         """
         if not self.options.fold_stubs:
             return {}
         if self._memo is None:
             self._memo = FoldMemo()
-        known = state_ids(messages, state)
-        return fold_variants(
+        known, own = state_view(messages, state)
+        found = fold_variants(
             messages, token_counter=token_counter, memo=self._memo, known_ids=known
         )
+        if own is None:
+            return found
+        return {i: v for i, v in found.items() if all(m.id in own for m in v.messages)}
 
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:
         """``pool`` with its reused tool spans (values used later, newest reads) and folded ones."""
