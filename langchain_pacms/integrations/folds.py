@@ -42,7 +42,8 @@ def state_view(
     the state's (a middleware before this one trimmed the request or added example rounds),
     their own positions would give a span the id of another round of the state: spans are
     numbered by the state's index instead, and only a span whose messages are the state's own
-    objects gets a stub (an example round has no id the state will not give another round).
+    objects gets a stub (a round the state does not hold has no id of its own there: the
+    state's next round would take it).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
