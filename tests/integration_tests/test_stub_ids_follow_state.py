@@ -20,25 +20,15 @@ from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain.agents.middleware import wrap_model_call
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
-from pacms_fakes import RecordingChatModel, call, slow_examples
+from pacms_fakes import RecordingChatModel, call, module_reader, module_text, slow_examples
 
 from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, LifecycleMiddleware
 
 STUB = re.compile(r'recover_context\("([^"]+)"\)')
-MODULES = {
-    f"mod_{i}.py": "\n".join(f"mod_{i} line {k}: value_{i}_{k} = {1000 * i + k}" for k in range(40))
-    for i in range(10)
-}
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a file."""
-    return MODULES[path]
+read_file = module_reader()
 
 
 def trimmed(keep: int):
@@ -70,7 +60,7 @@ def recovering(rng: random.Random, reads: int, asked: list[tuple[str, str]]):
 
     def script(messages, index):
         if index < reads:
-            path = f"mod_{index}.py"
+            path = f"src/module_{index}.py"
             return AIMessage(
                 f"step {index}", tool_calls=[call("read_file", {"path": path}, f"c{index}")]
             )
@@ -118,7 +108,7 @@ def run(shape: str, seed: int, reads: int, lifecycle: bool) -> None:
     recovery = results["r"]
     assert recovery.status == "success", recovery.content
     stood_for = asked[-1][1]
-    assert recovered_output(recovery.content) == MODULES[f"mod_{stood_for[1:]}.py"]
+    assert recovered_output(recovery.content) == module_text(int(stood_for[1:]))
 
 
 @pytest.mark.parametrize("shape", ["trim", "example", "both"])
