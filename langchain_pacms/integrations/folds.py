@@ -19,10 +19,11 @@ from langchain_pacms.lifecycle import (
     fold_variants,
     index_messages,
     known_ids_of,
+    span_payload,
 )
 from langchain_pacms.messages.handles import reusable_values
 from langchain_pacms.messages.memo import MessageMemo
-from langchain_pacms.messages.payload import LIFECYCLE_KEY
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
 from langchain_pacms.messages.reuse import latest_reads, reused_spans
 from langchain_pacms.messages.runs import state_messages, thread_of
 from langchain_pacms.messages.spans import Span
@@ -33,29 +34,30 @@ __all__ = ["FoldStubs", "state_view"]
 
 def state_view(
     messages: Sequence[BaseMessage], state: Any
-) -> tuple[Mapping[str, str] | None, frozenset[str] | None]:
-    """How fold stubs over ``messages`` name what ``recover_context`` finds in the graph ``state``.
+) -> tuple[Mapping[str, str] | None, Callable[[FoldVariant], bool] | None]:
+    """How fold stubs over ``messages`` agree with what ``recover_context`` finds in ``state``.
 
-    Returns the ``message id -> object id`` map to number the spans with, and the ids of the
-    messages a stub may stand for (``None``: all). A stub names its span by an object id, and
-    ``recover_context`` looks that id up in the state. When the messages selected from are not
-    the state's (a middleware before this one trimmed the request or added example rounds),
-    their own positions would give a span the id of another round of the state: spans are
-    numbered by the state's index instead, and only a span whose messages are the state's own
-    objects gets a stub (a round the state does not hold has no id of its own there: the
-    state's next round would take it).
+    Returns the ``message id -> object id`` map to number the spans with, and a test of whether a
+    stub's payload is what ``recover_context`` finds under its id in the graph state (``None``:
+    every one is). When the messages selected from are not the state's (a middleware before
+    this one trimmed the request, reordered or copied messages, or added example rounds), their
+    own positions would give a span the id of another round of the state: spans are numbered by
+    the state's index instead, and a stub is sent only when the state's round of that id holds
+    the same payload (an example round has none; a redacted copy holds another).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-        >>> def read(n):
+        >>> from langchain_pacms.lifecycle import fold_variants
+        >>> def read(n, text):
         ...     call = {"name": "read", "args": {"path": f"{n}.py"}, "id": f"c{n}"}
         ...     return [AIMessage("", tool_calls=[call], id=f"a{n}"),
-        ...             ToolMessage(f"file {n}", tool_call_id=f"c{n}", id=f"t{n}")]
-        >>> held = [HumanMessage("go", id="h"), *read(1), *read(2)]
-        >>> trimmed = [held[0], *held[3:]]  # the request without the first round
-        >>> known, own = state_view(trimmed, {"messages": held})
-        >>> known["a2"], sorted(own)
-        ('function:tool:2', ['a2', 'h', 't2'])
+        ...             ToolMessage(text, tool_call_id=f"c{n}", id=f"t{n}")]
+        >>> held = [HumanMessage("go", id="h"), *read(1, "one"), *read(2, "two")]
+        >>> sent = [held[0], *read(2, "two"), *read(3, "an example")]  # copies, and an example
+        >>> known, recoverable = state_view(sent, {"messages": held})
+        >>> variants = fold_variants(sent, known_ids=known)
+        >>> [(v.record.object_id, recoverable(v)) for v in variants.values()]
+        [('function:tool:2', True), ('function:tool:3', False)]
     """
     known = known_ids_of(state)
     held = state_messages(state)
@@ -63,9 +65,15 @@ def state_view(
     kept = [m for m in held if not isinstance(m, SystemMessage)]
     if not held or (len(sent) == len(kept) and all(a is b for a, b in zip(sent, kept))):
         return known, None
-    objects = {id(m) for m in held}
-    own = frozenset(m.id for m in sent if m.id and id(m) in objects)
-    return index_messages(held, known_ids=known).id_map, own
+    index = index_messages(held, known_ids=known)
+
+    def recoverable(variant: FoldVariant) -> bool:
+        obj = index.by_id.get(variant.record.object_id)
+        if obj is None or obj.state != "active":
+            return False
+        return variant.record.payload in (payload_of(held, obj.indices), span_payload(held, obj))
+
+    return index.id_map, recoverable
 
 
 class FoldStubs:
@@ -87,13 +95,13 @@ class FoldStubs:
             return {}
         if self._memo is None:
             self._memo = FoldMemo()
-        known, own = state_view(messages, state)
+        known, recoverable = state_view(messages, state)
         found = fold_variants(
             messages, token_counter=token_counter, memo=self._memo, known_ids=known
         )
-        if own is None:
+        if recoverable is None:
             return found
-        return {i: v for i, v in found.items() if all(m.id in own for m in v.messages)}
+        return {i: v for i, v in found.items() if recoverable(v)}
 
     def reused(self, messages: Sequence[BaseMessage], pool: Pool, memo: MessageMemo) -> Pool:
         """``pool`` with its reused tool spans (values used later, newest reads) and folded ones."""

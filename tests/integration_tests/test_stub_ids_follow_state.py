@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from langchain.agents import create_agent
-from langchain.agents.middleware import wrap_model_call
+from langchain.agents.middleware import ContextEditingMiddleware, wrap_model_call
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
@@ -53,6 +53,20 @@ def with_example(request, handler):
         ToolMessage("PORT = 8080\n" * 30, tool_call_id="ex-c", name="read_file", id="ex-t"),
     ]
     return handler(request.override(messages=[*example, *request.messages]))
+
+
+@wrap_model_call
+def results_reversed(request, handler):
+    """A middleware that reorders the results of each parallel round (the same objects)."""
+    out, held = [], []
+    for message in request.messages:
+        if isinstance(message, ToolMessage):
+            held.append(message)
+            continue
+        out.extend(reversed(held))
+        held = []
+        out.append(message)
+    return handler(request.override(messages=[*out, *reversed(held)]))
 
 
 def recovering(rng: random.Random, reads: int, asked: list[tuple[str, str]]):
@@ -91,7 +105,12 @@ def recovered_output(content: str) -> str:
 def run(shape: str, seed: int, reads: int, lifecycle: bool) -> None:
     store = InMemoryStore()
     asked: list[tuple[str, str]] = []
-    before = {"trim": [trimmed(8)], "example": [with_example], "both": [trimmed(6), with_example]}
+    before = {
+        "trim": [trimmed(8)],
+        "example": [with_example],
+        "both": [trimmed(6), with_example],
+        "copies": [ContextEditingMiddleware()],  # copies every message on every call
+    }
     middleware = [
         *([LifecycleMiddleware(store=store)] if lifecycle else []),
         *before[shape],
@@ -111,7 +130,7 @@ def run(shape: str, seed: int, reads: int, lifecycle: bool) -> None:
     assert recovered_output(recovery.content) == module_text(int(stood_for[1:]))
 
 
-@pytest.mark.parametrize("shape", ["trim", "example", "both"])
+@pytest.mark.parametrize("shape", ["trim", "example", "both", "copies"])
 @pytest.mark.parametrize("lifecycle", [False, True], ids=["selection", "with-lifecycle"])
 def test_a_stub_recovers_its_own_round_when_the_request_is_not_the_state(shape, lifecycle):
     run(shape, seed=0, reads=8, lifecycle=lifecycle)
@@ -120,9 +139,40 @@ def test_a_stub_recovers_its_own_round_when_the_request_is_not_the_state(shape, 
 @slow_examples(12)
 @example(shape="both", seed=1, reads=5)  # an example round's stub took the id of the next round
 @given(
-    shape=st.sampled_from(["trim", "example", "both"]),
+    shape=st.sampled_from(["trim", "example", "both", "copies"]),
     seed=st.integers(0, 10_000),
     reads=st.integers(5, 10),
 )
 def test_any_stub_shown_recovers_its_own_round(shape, seed, reads):
     run(shape, seed, reads, lifecycle=False)
+
+
+def test_stubs_of_reordered_parallel_results_recover_or_are_not_sent():
+    """Results sent in another order than the state's: a stub must still name the state's bytes."""
+    store, shown = InMemoryStore(), []
+
+    def script(messages, index):
+        if index < 6:
+            paths = [f"src/module_{2 * index + k}.py" for k in (0, 1)]
+            calls = [
+                call("read_file", {"path": p}, f"c{2 * index + k}") for k, p in enumerate(paths)
+            ]
+            return AIMessage(f"step {index}", tool_calls=calls)
+        if index > 6:
+            return AIMessage("done")
+        shown.extend(f.group(1) for m in messages if (f := STUB.search(str(m.content))))
+        return AIMessage(
+            "", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": o}, o) for o in shown]
+        )
+
+    mw = [results_reversed, PACMSMiddleware(3_000, tool_loop=ToolLoopOptions(sidecar_store=store))]
+    agent = create_agent(RecordingChatModel(script=script), [read_file], middleware=mw, store=store)
+    state = agent.invoke({"messages": [HumanMessage("read every module")]}, {"recursion_limit": 50})
+    recovered = [
+        m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id in shown
+    ]
+    assert len(recovered) == len(shown)
+    for message in recovered:
+        assert message.status == "success", message.content
+        for result in json.loads(recovered_output(message.content)):  # each result, exact
+            assert result["content"] == module_text(int(result["tool_call_id"][1:]))
