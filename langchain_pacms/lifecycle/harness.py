@@ -26,6 +26,7 @@ from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.lifecycle.validate import Checked, check_actions, merge_actions
+from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.report import SelectionLog
 from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
 from langchain_pacms.messages.text import content_text
@@ -342,7 +343,16 @@ class LifecycleHarness:
         args = (object_id, obj.sha256 if obj is not None else None)
         record = yield Call(sidecars.get, sidecars.aget, args)
         result = restore(messages, index, record, token_counter=self.token_counter)
-        return list(result.replaced.values())
+        restored = list(result.replaced.values())
+        turn = messages[index.latest_index].id if index.latest_index >= 0 else None
+        if turn is None:
+            return restored
+        # in view until the next user turn: no step folds it again in this one
+        pin = {LIFECYCLE_KEY: {"reactivated": turn}}
+        return [
+            m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, **pin}})
+            for m in restored
+        ]
 
     @method_parameters_of(reactivate_arguments)
     def reactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:  # noqa: D417 (*args: the parameters)

@@ -48,8 +48,9 @@ class LifecycleMiddleware(AgentMiddleware):
         harness: A ready :class:`~langchain_pacms.lifecycle.harness.LifecycleHarness`
             (otherwise one is built from ``options``).
         recover_tool: Add the ``recover_context`` tool to the agent (default ``True``).
-        reactivate: After a recovery, also put the exact payload back in place of its stub
-            (default ``False``: the payload arrives only as the tool result).
+        reactivate: After a recovery, also put the exact payload back in place of its stub,
+            in view until the next user message (default ``False``: the payload arrives only
+            as the tool result).
         **options: :class:`~langchain_pacms.lifecycle.node.HarnessOptions`.
 
     Raises:

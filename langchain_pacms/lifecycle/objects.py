@@ -217,6 +217,7 @@ def index_messages(
         if span_kind == "turn" and not isinstance(messages[indices[0]], AIMessage)
     ]
     latest_index = users[-1] if users else -1
+    turn = messages[latest_index].id if latest_index >= 0 else None
     numbers = dict.fromkeys(_PREFIX, 0)
     marks: list[Any] = [m.additional_kwargs.get(LIFECYCLE_KEY) for m in messages]
     marked = [str(m.get("object", "")) for m in marks if isinstance(m, Mapping)]
@@ -251,7 +252,9 @@ def index_messages(
                 state=mark.get("state", "active"),
                 sha256=(digest := str(mark.get("sha256") or read.sha256)),
                 text=read.text,
-                latest=_is_latest(indices[0], latest_index, newest, latest),
+                # an object restored in this turn (reactivated) stays in view until the next
+                latest=_is_latest(indices[0], latest_index, newest, latest)
+                or (turn is not None and mark.get("reactivated") == turn),
                 signature=read.signature,
                 shown_sha256=_shown(messages, indices, digest),
             )

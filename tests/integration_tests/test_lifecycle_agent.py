@@ -366,6 +366,47 @@ def test_recovery_can_reactivate_the_object_in_the_state():
     assert provider_problems(state["messages"]) == []
 
 
+def _lookup_record(path: str) -> str:
+    return "\n".join(f"{path} line {k}: key_{k} = {k * 1000 + 7}" for k in range(15))
+
+
+def test_a_reactivated_round_stays_in_view_until_the_next_user_turn():
+    """In a tool loop the default commits after tool results: a round restored in place must
+    not be folded again at the next step (it was), only after the next user message."""
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    @tool
+    def lookup(path: str) -> str:
+        """Look up a record."""
+        return _lookup_record(path)
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        if index < 8 or 10 <= index < 14:
+            step = index if index < 8 else index - 2
+            return AIMessage(
+                f"step {step}", tool_calls=[call("lookup", {"path": f"r{step}.txt"}, f"c{step}")]
+            )
+        if index == 8:
+            found = next(f for m in messages if (f := STUB.search(str(m.content))))
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": found[1]}, "r")])
+        return AIMessage("done")
+
+    store = InMemoryStore()
+    model = RecordingChatModel(script=script)
+    lifecycle = LifecycleMiddleware(store=store, reactivate=True)  # the default commit rule
+    agent = create_agent(
+        model, [lookup], middleware=[lifecycle], checkpointer=InMemorySaver(), store=store
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("look up 8 records")]}, config)
+    restored = _lookup_record("r0.txt")
+    assert any(restored == m.content for m in model.received[9])  # the next call sees it
+    agent.invoke({"messages": [HumanMessage("four more")]}, config)
+    assert all(restored not in str(m.content) for m in model.received[-1])  # folded again later
+
+
 def test_unknown_or_conflicting_options_fail_at_construction():
     from langchain_pacms.lifecycle import (
         CommitRule,

@@ -103,7 +103,11 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
     assert by_id["a1"].content == msgs[2].content
     assert by_id["a1"].tool_calls == msgs[2].tool_calls  # type: ignore[attr-defined]
     assert by_id["t1"].content == msgs[3].content
-    assert "pacms_lifecycle" not in by_id["a1"].additional_kwargs
+    # no fold mark: only the pin that keeps it in view for the rest of this turn
+    assert by_id["a1"].additional_kwargs == {
+        **msgs[2].additional_kwargs,
+        "pacms_lifecycle": {"reactivated": "h1"},
+    }
 
 
 def test_span_scope_applies_to_a_fold_of_a_tool_span_only() -> None:
