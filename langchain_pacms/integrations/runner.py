@@ -19,6 +19,7 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups, namespaces
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
@@ -69,10 +70,23 @@ def _tool_rounds(pool: Pool) -> bool:
 
 
 class _Request(NamedTuple):
-    """What a model call's request adds: its budget (by the model's profile), its tools' tokens."""
+    """What a model call's request adds to the selection.
+
+    Its budget (by the model's profile), its tools' tokens, and whether the model can call
+    ``recover_context`` (fold stubs are sent only then).
+    """
 
     budget: int | None
     tools: int
+    recovers: bool = True
+
+
+def _tool_name(tool: Any) -> str | None:
+    """A bound tool's name (a ``BaseTool``, an OpenAI-style dict, or a function)."""
+    if isinstance(tool, Mapping):
+        inner = tool.get("function")
+        return str(tool.get("name") or (inner.get("name") if isinstance(inner, Mapping) else ""))
+    return getattr(tool, "name", None) or getattr(tool, "__name__", None)
 
 
 def tool_schema_text(tool: Any) -> str:
@@ -234,9 +248,12 @@ class SelectionRunner:
         Raises ``ValueError`` for a fraction budget without a model or profile, even if not strict.
         """
         tokens = self.tool_tokens(self.config.tools if tools is None else tools)
+        # the request's own tools (the middleware's): a stub is worth sending only if the model
+        # can call recover_context; a hook that is given none cannot tell
+        recovers = tools is None or any(_tool_name(t) == RECOVER_TOOL_NAME for t in tools)
         if self.config.budget.fraction is None:
-            return _Request(None, tokens)
-        return _Request(self.resolve_budget([], model), tokens)
+            return _Request(None, tokens, recovers)
+        return _Request(self.resolve_budget([], model), tokens, recovers)
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
         """The query: ``query(state)``, else by ``query_mode``; the newest text if that is blank."""
@@ -421,7 +438,7 @@ class SelectionRunner:
                 self.config, self.source, store, query, state, config, context
             )
             counter = self.selector.token_counter
-            folds = self._folds.variants(messages, counter, state)
+            folds = self._folds.variants(messages, counter, state) if request.recovers else {}
             pool = self.candidates(
                 messages,
                 memories,

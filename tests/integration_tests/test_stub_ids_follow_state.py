@@ -176,3 +176,28 @@ def test_stubs_of_reordered_parallel_results_recover_or_are_not_sent():
         assert message.status == "success", message.content
         for result in json.loads(recovered_output(message.content)):  # each result, exact
             assert result["content"] == module_text(int(result["tool_call_id"][1:]))
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["tool-offered", "tool-hidden"])
+def test_stubs_are_sent_only_when_the_model_can_call_recover_context(hidden):
+    """A middleware that takes recover_context out of the request: no stub names it then."""
+
+    @wrap_model_call
+    def without_recover(request, handler):
+        tools = [t for t in request.tools if getattr(t, "name", "") != RECOVER_TOOL_NAME]
+        return handler(request.override(tools=tools) if hidden else request)
+
+    store = InMemoryStore()
+
+    def script(messages, index):
+        if index < 10:
+            path = f"src/module_{index}.py"
+            return AIMessage("", tool_calls=[call("read_file", {"path": path}, f"c{index}")])
+        return AIMessage("done")
+
+    model = RecordingChatModel(script=script)
+    mw = [without_recover, PACMSMiddleware(2_000, tool_loop=ToolLoopOptions(sidecar_store=store))]
+    agent = create_agent(model, [read_file], middleware=mw, store=store)
+    agent.invoke({"messages": [HumanMessage("read every module")]}, {"recursion_limit": 50})
+    stubs = sum(1 for m in model.received[-1] if STUB.search(str(m.content)))
+    assert (stubs == 0) if hidden else (stubs > 0)
