@@ -230,9 +230,10 @@ def index_messages(
     for span_kind, indices in spans:
         kind = _kind(messages[indices[0]], span_kind)
         lineage = tuple(messages[i].id or "" for i in indices)
-        mark: Mapping[str, Any] = next(
-            (marks[i] for i in indices if isinstance(marks[i], Mapping)), {}
-        )
+        held = [marks[i] for i in indices if isinstance(marks[i], Mapping)]
+        # a fold's or mask's mark, not a reactivation pin a later fold left on the call message
+        mark: Mapping[str, Any] = next((m for m in held if "reactivated" not in m), {})
+        pinned = turn is not None and any(m.get("reactivated") == turn for m in held)
         object_id = str(mark.get("object") or "") or next(
             (known[m] for m in lineage if m in known), ""
         )
@@ -253,8 +254,7 @@ def index_messages(
                 sha256=(digest := str(mark.get("sha256") or read.sha256)),
                 text=read.text,
                 # an object restored in this turn (reactivated) stays in view until the next
-                latest=_is_latest(indices[0], latest_index, newest, latest)
-                or (turn is not None and mark.get("reactivated") == turn),
+                latest=_is_latest(indices[0], latest_index, newest, latest) or pinned,
                 signature=read.signature,
                 shown_sha256=_shown(messages, indices, digest),
             )

@@ -232,3 +232,58 @@ def test_fold_calls_must_be_a_bool() -> None:
 def test_the_cached_price_must_be_a_share_below_one(price: float) -> None:
     with pytest.raises(ValueError, match="cached_price"):
         CommitRule(cached_price=price)
+
+
+def test_a_round_reactivated_then_folded_again_is_folded_and_recovers() -> None:
+    """Span fold, reactivate, then (next turn) a fold of the results only: the call message keeps
+    its reactivation pin, which must not hide the new fold (it made the object read as active,
+    its stub unrecoverable, and the stub itself folded next)."""
+    from langchain_pacms.lifecycle import SidecarStore, make_recover_tool
+
+    plans = iter(
+        [
+            [Action("fold", "function:tool:1", "old", scope="span")],
+            [Action("fold", "function:tool:1", "old again")],  # the results only
+            [Action("fold", "function:tool:1", "and again")],
+        ]
+    )
+
+    class Scripted:
+        name = "scripted"
+
+        def plan(self, index, messages):  # type: ignore[no-untyped-def]
+            from langchain_pacms.lifecycle import Plan
+
+            return Plan("scripted", tuple(next(plans)))
+
+        async def aplan(self, index, messages):  # type: ignore[no-untyped-def]
+            return self.plan(index, messages)
+
+    def applied(messages: list[BaseMessage], updates: list[BaseMessage]) -> list[BaseMessage]:
+        new = {m.id: m for m in updates}
+        return [new.get(m.id, m) for m in messages]
+
+    store = InMemoryStore()
+    harness = LifecycleHarness(Scripted(), store=store, commit=CommitRule(boundary="turn"))
+    msgs = [*_history(), AIMessage("seen", id="a3"), HumanMessage("and now?", id="h2")]
+    original = msgs[3].content
+    commit = harness.step(msgs, thread_id="t")
+    assert commit is not None
+    state, known = applied(msgs, commit.updates), dict(commit.known_ids)
+    state = applied(
+        state, harness.reactivate(state, "function:tool:1", thread_id="t", known_ids=known)
+    )
+    state = [*state, AIMessage("ok", id="a4"), HumanMessage("next turn", id="h3")]
+    commit = harness.step(state, thread_id="t", known_ids=known)
+    assert commit is not None
+    state, known = applied(state, commit.updates), dict(commit.known_ids)
+    assert index_messages(state, known_ids=known).by_id["function:tool:1"].state == "folded"
+    tool = make_recover_tool(store)
+    args = {
+        "object_id": "function:tool:1",
+        "state": {"messages": state, "pacms_lifecycle_ids": known},
+    }
+    assert tool.invoke(args, {"configurable": {"thread_id": "t"}}) == original
+    state = [*state, AIMessage("ok", id="a5"), HumanMessage("another turn", id="h4")]
+    assert harness.step(state, thread_id="t", known_ids=known) is None  # already folded
+    assert len(SidecarStore(store, "t").list_ids()) == 1
