@@ -265,7 +265,7 @@ class LifecycleHarness:
             record = {"timestamp": datetime.now(timezone.utc).isoformat(), **commit.event()}
             try:
                 self.log.append(record)
-            except OSError as err:
+            except (OSError, ValueError) as err:  # the commit stands: only its log line is lost
                 logger.warning("could not write the lifecycle log %s: %s", self.log.path, err)
         return commit
 

@@ -113,7 +113,7 @@ class Masking:
     """What a mask keeps of the output it replaces: its first ``head`` and last ``tail`` characters.
 
     Raises:
-        ValueError: If ``head`` or ``tail`` is negative.
+        ValueError: If ``head`` or ``tail`` is not an int >= 0.
 
     Example:
         >>> Masking()
@@ -125,5 +125,6 @@ class Masking:
 
     def __post_init__(self) -> None:
         for name in ("head", "tail"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")

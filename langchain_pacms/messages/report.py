@@ -135,11 +135,15 @@ class SelectionLog:
         self.append(self.record(selection, query=query, source=source, **extra))
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Append one JSON record as a line (thread-safe per file)."""
+        """Append one JSON record as a line (thread-safe per file).
+
+        A lone surrogate (a file name that is not UTF-8, as ``os.listdir`` gives it) is written
+        as its JSON escape, so every line stays valid JSON and UTF-8.
+        """
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
+            with self.path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
                 handle.write(line + "\n")
 
 

@@ -1,5 +1,6 @@
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
@@ -279,6 +280,22 @@ def test_commit_event_and_jsonl_log(tmp_path):
     assert event["actions"] == {"fold": ["function:tool:1"]} and event["reason"] == "threshold"
     (line,) = log.read_text().splitlines()
     assert json.loads(line)["sidecars"] == ["function:tool:1"]
+
+
+def test_a_log_line_naming_a_file_that_is_not_utf8_keeps_the_commit(tmp_path):
+    """A reason holding a lone surrogate (a file name as os.listdir gives it) is logged as its
+    JSON escape; it used to raise from the step after the sidecars were written."""
+    name = os.fsdecode(b"src/caf\xe9.py")
+    log = tmp_path / "life.jsonl"
+    harness = LifecycleHarness(
+        ScriptedPlanner(fold("function:tool:1", f"{name} read again")), log=log
+    )
+    commit = harness.step(history(), thread_id="t")
+    assert commit is not None
+    (line,) = log.read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["reasons"] == {"function:tool:1": f"{name} read again"}
+    with pytest.raises(ValueError, match="head must be an int >= 0"):
+        Masking(head=100.5)  # type: ignore[arg-type]
 
 
 def test_reactivate_brings_the_exact_payload_back():
