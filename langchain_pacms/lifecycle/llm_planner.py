@@ -17,6 +17,7 @@ from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.analysis import recent_turns
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
+from langchain_pacms.lifecycle.validate import merge_actions
 
 __all__ = ["LLMPlanner", "PlanAction", "PlanSchema"]
 
@@ -207,11 +208,14 @@ class LLMPlanner:
         actions: list[Action] = []
         dropped: list[str] = []  # why each dropped action was dropped
         for item in items:
-            problem, action = self._check(item, index, {a.target for a in actions})
+            problem, action = self._check(item, index)
             if action is not None:
                 actions.append(action)
             else:
                 dropped.append(problem)
+        # two actions on one object: the most conservative stays (fold, then mask, then prune)
+        actions, overlaps = merge_actions(actions)
+        dropped.extend(f"{r.action.target}: {r.reason}" for r in overlaps)
         if items and not actions:
             unknown = sum(p.endswith("unknown id") for p in dropped)
             if unknown == len(items):
@@ -225,7 +229,7 @@ class LLMPlanner:
         return Plan(summary.strip(), tuple(actions), planner=self.name)
 
     @staticmethod
-    def _check(item: Any, index: ContextIndex, taken: set[str]) -> tuple[str, Action | None]:
+    def _check(item: Any, index: ContextIndex) -> tuple[str, Action | None]:
         if not isinstance(item, Mapping):
             return "an action is not an object", None
         op, target = item.get("op"), str(item.get("target"))
@@ -242,8 +246,6 @@ class LLMPlanner:
             return f"{target}: a user message is only ever folded", None
         if op != "prune" and obj.state != "active":
             return f"{target}: already {obj.state}", None
-        if target in taken:
-            return f"{target}: a second action on the same object", None
         scope = item.get("scope") or "output"
         if scope not in ("output", "span"):
             return f"{target}: unknown scope {scope!r}", None

@@ -729,6 +729,25 @@ def test_llm_invalid_actions_are_dropped_with_reasons():
     assert not only_bad.ok and (only_bad.rejected or "").startswith("no usable action: ")
 
 
+def test_llm_two_actions_on_one_object_keep_the_most_conservative():
+    """As the harness merges plans: a fold beats a mask beats a prune, in any order."""
+    plan = llm_plan(
+        reply(
+            ("prune", "function:tool:1"),
+            ("fold", "function:tool:1"),
+            ("mask", "function:tool:2"),
+            ("fold", "function:tool:2"),
+            ("prune", "function:tool:3"),
+            ("mask", "function:tool:3"),
+        )
+    )
+    assert plan.groups() == {
+        "fold": ["function:tool:1", "function:tool:2"],
+        "mask": ["function:tool:3"],
+    }
+    assert "overlaps fold of the same object (fold kept)" in plan.summary
+
+
 def test_llm_span_scope_is_read_and_checked():
     text = json.dumps(
         {
