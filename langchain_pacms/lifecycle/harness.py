@@ -41,6 +41,21 @@ logger = logging.getLogger(__name__)
 class _Thread:
     staged: list[Action] = field(default_factory=list)
     checked: tuple[ContextIndex, Checked] | None = None  # this step's plan, checked on its index
+    # what each staged action's target was when planned: its messages' ids and its payload hash
+    planned_on: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+
+    def still_planned(self, index: ContextIndex) -> list[Action]:
+        """The staged actions whose targets are still the objects they were planned on.
+
+        An object id is a position until a commit names it: after the history is edited or
+        forked, the same id can name another object, and an action staged on it must go.
+        """
+        kept = []
+        for action in self.staged:
+            obj = index.by_id.get(action.target)
+            if obj is not None and self.planned_on.get(action.target) == (obj.lineage, obj.sha256):
+                kept.append(action)
+        return kept
 
 
 _StepArguments = tuple[Sequence[BaseMessage], str, Mapping[str, str] | None, RunnableConfig | None]
@@ -194,7 +209,10 @@ class LifecycleHarness:
         self.stats.actions_accepted += len(checked.accepted)
         self.stats.actions_rejected += len(checked.rejected)
         self.stats.rejections.update(r.reason for r in checked.rejected)
-        thread.staged, _ = merge_actions(thread.staged, checked.accepted)
+        thread.staged, _ = merge_actions(thread.still_planned(index), checked.accepted)
+        for action in checked.accepted:
+            obj = index.by_id[action.target]
+            thread.planned_on[action.target] = (obj.lineage, obj.sha256)
         thread.checked = (index, checked)
 
     def _decide(
@@ -204,8 +222,9 @@ class LifecycleHarness:
         staged, thread.checked = thread.checked, None
         # when nothing else is staged, this step's check of the plan rehearsed what is staged
         prior = staged[1] if staged is not None and staged[0] is index else None
-        checked = self.check(messages, index, thread.staged, prior)
+        checked = self.check(messages, index, thread.still_planned(index), prior)
         thread.staged = list(checked.accepted)  # staged actions that no longer apply go
+        thread.planned_on = {a.target: thread.planned_on[a.target] for a in thread.staged}
         active, rule = index.active_tokens, self.commit
         if not checked.accepted:
             return checked, None

@@ -298,6 +298,22 @@ def test_a_log_line_naming_a_file_that_is_not_utf8_keeps_the_commit(tmp_path):
         Masking(head=100.5)  # type: ignore[arg-type]
 
 
+def test_a_staged_action_goes_when_its_id_names_another_object_after_an_edit():
+    """Ids are positions until a commit names them: a prune staged on the first round must not
+    prune the round that takes its id once the first is removed from the history."""
+    first = history(size=20)  # function:tool:1: a small read; function:tool:2: a long log
+    harness = LifecycleHarness(
+        ScriptedPlanner(Plan("prune", (Action("prune", "function:tool:1", "superseded"),))),
+        commit=CommitRule(threshold=0.5),
+    )
+    assert harness.step(first, thread_id="t") is None  # staged: too small a saving
+    assert [a.target for a in harness.staged("t")] == ["function:tool:1"]
+    edited = [m for m in first if m.id not in ("a1", "t1")]  # a user removes the first round
+    assert index_messages(edited).by_id["function:tool:1"].lineage == ("a2", "t2")
+    assert harness.step(edited, thread_id="t") is None  # the log is not pruned in its place
+    assert harness.staged("t") == ()
+
+
 def test_reactivate_brings_the_exact_payload_back():
     original = history()
     original[3] = original[3].model_copy(update={"content": "naïve ✓ \x00 end" * 300})
