@@ -148,12 +148,13 @@ def _recovering(
     store: BaseStore,
     thread_id: str | None,
     default: str | None,
+    key: str,
     object_id: str,
     config: RunnableConfig,
     state: Any,
 ) -> Steps[str | list[Any]]:
     """The tool's body (sync and async): yields the store reads, returns the payload."""
-    messages, known = state_messages(state), known_ids_of(state)
+    messages, known = state_messages(state, key), known_ids_of(state)
     found = thread_id if thread_id is not None else thread_id_of(config)
     thread = str(found) if found is not None else (run_thread(messages) if messages else default)
     if thread is None:
@@ -272,7 +273,11 @@ class RecoverCheck:
 
 
 def make_recover_tool(
-    store: BaseStore, *, thread_id: str | None = None, default_thread_id: str | None = None
+    store: BaseStore,
+    *,
+    thread_id: str | None = None,
+    default_thread_id: str | None = None,
+    messages_key: str = "messages",
 ) -> RecoverTool:
     r"""Build the ``recover_context(object_id)`` tool over the sidecars in ``store``.
 
@@ -285,6 +290,8 @@ def make_recover_tool(
             else the run's own namespace).
         default_thread_id: The thread for a direct call with neither a thread id nor a graph
             state (default: an error result). Do not share one between conversations.
+        messages_key: The state key of the messages channel (as given to
+            ``create_lifecycle_node`` and ``ToolNode``).
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` is not a string.
@@ -304,7 +311,7 @@ def make_recover_tool(
     elif not isinstance(store, BaseStore):
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
 
-    reads = (store, thread_id, default_thread_id)  # what every call reads from
+    reads = (store, thread_id, default_thread_id, messages_key)  # what every call reads from
 
     def recover(object_id: str, config: RunnableConfig, state: Any = None) -> str | list[Any]:
         return drive_calls(_recovering(*reads, object_id, config, state))

@@ -91,8 +91,8 @@ def keep_run(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[Ba
     return [marked if m is first else m for m in after]
 
 
-def state_messages(state: Any) -> Sequence[BaseMessage]:
-    """A graph state's ``messages`` (key or attribute) when all are messages, else ``[]``.
+def state_messages(state: Any, key: str = "messages") -> Sequence[BaseMessage]:
+    """A graph state's messages (``key``, an item or attribute) when all are messages, else ``[]``.
 
     What a tool reading ``InjectedState`` sees of the history: the thread of a run without a
     thread id is named after its first message (:func:`run_thread`).
@@ -103,9 +103,7 @@ def state_messages(state: Any) -> Sequence[BaseMessage]:
         >>> [m.content for m in state_messages(state)], state_messages(None)
         (['hi'], [])
     """
-    messages = (
-        state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
-    )
+    messages = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
     if not isinstance(messages, Sequence) or not all(isinstance(m, BaseMessage) for m in messages):
         return []
     return messages

@@ -148,6 +148,26 @@ def test_fold_then_recover_returns_the_folded_payload():
     )
 
 
+def test_a_graph_with_another_messages_key_recovers_without_a_thread_id():
+    """create_lifecycle_node(messages_key="history") folds under the run's own namespace (named
+    after its first message): the tool must read the same key to find it and check the hash."""
+    from langchain_pacms.messages.runs import run_thread
+
+    payload = PAYLOAD.replace("\ud800", "")
+    msgs = [
+        HumanMessage("read data.json", id="h1"),
+        *tool_round("read", {"path": "data.json"}, payload),
+        HumanMessage("thanks", id="h2"),
+    ]
+    folded = fold(msgs)
+    store = InMemoryStore()
+    SidecarStore(store, run_thread(msgs)).put_many(folded.sidecars)
+    call = {"object_id": "function:tool:1", "state": {"history": folded.messages}}
+    tool = make_recover_tool(store, messages_key="history")
+    assert tool.invoke(call, {}) == payload
+    assert "no thread id" in make_recover_tool(store).invoke(call, {})  # it reads "messages"
+
+
 @pytest.mark.parametrize("with_image", [True, False])
 def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image):
     image = {"type": "image", "url": "https://example.com/shot.png"}
