@@ -12,6 +12,12 @@ from langchain_pacms.errors import missing_extra
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.structured_output import (
+        AutoStrategy,
+        OutputToolBinding,
+        ProviderStrategy,
+        ToolStrategy,
+    )
 except ImportError as err:  # pragma: no cover - exercised by a test that hides langchain
     raise missing_extra(
         "PACMSMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
@@ -26,6 +32,32 @@ from langchain_pacms.lifecycle import RecoverCheck, make_recover_tool
 from langchain_pacms.messages.runs import run_config
 
 __all__ = ["PACMSMiddleware"]
+
+
+def _response_tools(response_format: Any) -> list[Any]:
+    """The schemas a structured-output request sends beside its tools, as tools to charge.
+
+    ``create_agent(response_format=ToolStrategy(...))`` binds one tool per schema (an
+    ``AutoStrategy`` may become that); a ``ProviderStrategy`` sends its JSON schema to the
+    provider. Neither is in ``request.tools``.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Report(BaseModel):
+        ...     title: str
+        >>> [t.name for t in _response_tools(ToolStrategy(Report))], _response_tools(None)
+        (['Report'], [])
+    """
+    if isinstance(response_format, ProviderStrategy):
+        spec = response_format.schema_spec
+        return [
+            {"name": spec.name, "description": spec.description, "parameters": spec.json_schema}
+        ]
+    if isinstance(response_format, AutoStrategy):
+        response_format = ToolStrategy(response_format.schema)
+    if isinstance(response_format, ToolStrategy):
+        return [OutputToolBinding.from_schema_spec(s).tool for s in response_format.schema_specs]
+    return []
 
 
 class PACMSMiddleware(RunnerViews, AgentMiddleware):
@@ -84,6 +116,7 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
         if resolved.output_key != DEFAULT_OUTPUT_KEY:
             raise ValueError("output_key is for the pre-model hook; the middleware edits requests")
         self.runner = SelectionRunner(resolved, source="middleware")
+        self._formats: tuple[Any, list[Any]] | None = None  # a response format and its tools
 
     def _inputs(self, request: ModelRequest) -> tuple[list[BaseMessage], dict[str, Any]]:
         """The messages to select from (system message first) and the runner's other inputs."""
@@ -97,8 +130,15 @@ class PACMSMiddleware(RunnerViews, AgentMiddleware):
             "store": getattr(runtime, "store", None),
             "context": getattr(runtime, "context", None),
             "model": request.model,
-            "tools": request.tools,
+            "tools": [*request.tools, *self._format_tools(request.response_format)],
         }
+
+    def _format_tools(self, response_format: Any) -> list[Any]:
+        """:func:`_response_tools` of the agent's response format, kept (the tools' costs too)."""
+        held = self._formats
+        if held is None or held[0] is not response_format:
+            held = self._formats = (response_format, _response_tools(response_format))
+        return held[1]
 
     @staticmethod
     def _rejoin(request: ModelRequest, selected: list[BaseMessage]) -> ModelRequest:

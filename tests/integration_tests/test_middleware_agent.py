@@ -187,6 +187,44 @@ def test_tight_budget_with_huge_tool_outputs_stays_valid():
     assert conversational[-1] is messages[-1]
 
 
+@pytest.mark.parametrize("strategy", ["tool", "provider", "auto"])
+def test_a_structured_output_schema_is_charged_to_the_budget(strategy):
+    """create_agent(response_format=...) sends a schema outside request.tools: it is charged."""
+    from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from pydantic import BaseModel, Field
+
+    from langchain_pacms import ContextSelector
+    from langchain_pacms.messages import sent_tokens
+
+    class Report(BaseModel):
+        """An incident report."""
+
+        title: str = Field(description="Short title of the incident.")
+        summary: str = Field(description="What happened and who was affected. " * 8)
+        actions: list[str] = Field(description="Follow-up actions, each with an owner. " * 8)
+
+    form = {"tool": ToolStrategy, "provider": ProviderStrategy, "auto": AutoStrategy}[strategy]
+    args = {"title": "t", "summary": "s", "actions": []}
+    reply = AIMessage("", tool_calls=[call("Report", args, "c1")])
+    model = RecordingChatModel(script=lambda messages, index: reply)
+    agent = create_agent(model, [], middleware=[PACMSMiddleware(300)], response_format=form(Report))
+    history = [
+        m
+        for j in range(20)
+        for m in (HumanMessage(f"note {j}: outage {j} " + "details " * 20), AIMessage(f"ack {j}"))
+    ]
+    events = EventCollector()
+    agent.invoke(
+        {"messages": [*history, HumanMessage("Write the report.")]}, {"callbacks": [events]}
+    )
+    counter = ContextSelector().token_counter
+    schema = counter(json.dumps(convert_to_openai_tool(Report), sort_keys=True))
+    (event,) = events.selections
+    assert event["tokens_sent"] >= schema  # the schema is charged
+    assert sent_tokens(model.received[0], counter) + schema <= 300 or event["over_budget"]
+
+
 def test_import_error_names_the_extra(monkeypatch):
     real_import = builtins.__import__
 
