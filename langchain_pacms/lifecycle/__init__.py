@@ -37,6 +37,7 @@ from langchain_pacms.lifecycle.recover import (
     RecoverInput,
     RecoverTool,
     make_recover_tool,
+    object_hashes,
     unreadable_store,
 )
 from langchain_pacms.lifecycle.sidecar import (
@@ -113,6 +114,7 @@ __all__ = [
     "known_ids_of",
     "make_recover_tool",
     "mask_text",
+    "object_hashes",
     "payload_of",
     "provider_problems",
     "recent_turns",

@@ -26,7 +26,7 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarStore,
 )
 from langchain_pacms.messages.media import media_tokens
-from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of
+from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.runs import run_thread, state_messages, thread_id_of
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "RecoverInput",
     "RecoverTool",
     "make_recover_tool",
+    "object_hashes",
     "unreadable_store",
 ]
 
@@ -81,7 +82,7 @@ def expected_sha256(
         >>> len(hashes), folded, expected_sha256(msgs, "function:tool:9")
         (2, False, ((), False))
     """
-    return _expected(messages, _object(messages, object_id, known_ids))
+    return object_hashes(messages, _object(messages, object_id, known_ids))
 
 
 def _object(
@@ -91,17 +92,29 @@ def _object(
     return index_messages(messages, known_ids=known).by_id.get(object_id) if messages else None
 
 
-def _expected(
+def object_hashes(
     messages: Sequence[BaseMessage], obj: ContextObject | None
 ) -> tuple[tuple[str, ...], bool]:
-    """:func:`expected_sha256` of an object found already."""
+    """:func:`expected_sha256` of an object of ``messages``' index: what recovery accepts for it.
+
+    A folded object: the hash its stub carries; a whole one: its results' payload (the index's
+    own hash of it) and its span's. A fold stub the selection sends must name one of these.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> msgs = [AIMessage("", tool_calls=[{"name": "sh", "args": {}, "id": "c1"}], id="a1"),
+        ...         ToolMessage("a.py", tool_call_id="c1", id="t1")]
+        >>> obj = index_messages(msgs).objects[0]
+        >>> hashes, folded = object_hashes(msgs, obj)
+        >>> hashes[0] == obj.sha256, len(hashes), folded
+        (True, 2, False)
+    """
     if obj is None:
         return (), False
     if obj.state == "folded":
         return (obj.sha256,), True
-    whole = (payload_of(messages, obj.indices), span_payload(messages, obj))
-    hashes = tuple(dict.fromkeys(SidecarRecord.of(obj.id, p, obj.kind).sha256 for p in whole))
-    return hashes, False
+    span = SidecarRecord.of(obj.id, span_payload(messages, obj), obj.kind).sha256
+    return tuple(dict.fromkeys((obj.sha256, span))), False
 
 
 def _failure(exc: BaseException, known: list[str]) -> ToolException:
@@ -167,7 +180,7 @@ def _recovering(
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
     obj = _object(messages, object_id, known)
-    hashes, folded = _expected(messages, obj)
+    hashes, folded = object_hashes(messages, obj)
     listed = _listed(messages, obj)
     try:
         record = yield from _stored(sidecars, object_id, hashes)
