@@ -161,8 +161,9 @@ def messages_to_candidates(
 
     Args:
         messages: The conversation, oldest first. Not modified.
-        memories: Memory items (LangGraph store ``Item``/``SearchItem``, dicts or strings).
-        documents: Retrieved ``Document`` objects (or strings).
+        memories: Memory items (LangGraph store ``Item``/``SearchItem``, dicts or strings);
+            one whose text is blank is left out.
+        documents: Retrieved ``Document`` objects (or strings); blank ones are left out.
         keep_latest_turn: Make everything from the latest human message on mandatory.
         pair_turns: Keep a human message together with the plain AI replies that follow it.
         tool_placeholders: Also offer a call-only variant of each optional tool span.
@@ -192,10 +193,12 @@ def messages_to_candidates(
     costed = memo is not None and token_counter is not None
     costs: dict[str, int] = {}  # spans that send their own messages as they are, costed here
     spans: list[Span] = []
-    for k, item in enumerate(memories):
-        spans.append(Span(f"mem{k}", "memory", text=memory_text(item), item=item))
+    for k, item in enumerate(memories):  # an empty one would be an empty bullet: left out
+        if (said := memory_text(item)).strip():
+            spans.append(Span(f"mem{k}", "memory", text=said, item=item))
     for k, item in enumerate(documents):
-        spans.append(Span(f"doc{k}", "document", text=document_text(item), item=item))
+        if (said := document_text(item)).strip():
+            spans.append(Span(f"doc{k}", "document", text=said, item=item))
     for kind, indices in units:
         first = indices[0]
         mandatory = (

@@ -208,3 +208,23 @@ def test_compressor_sends_within_the_budget(documents, budget, strategy, query):
     compressor = PACMSCompressor(budget, selector=SELECTOR, strategy=strategy)
     kept = compressor.compress_documents([Document(d) for d in documents], query)
     assert sum(SELECTOR.token_counter(d.page_content) for d in kept) <= budget
+
+
+def test_blank_documents_and_memories_are_not_sent_as_empty_bullets():
+    # before the fix: a Document("") and a memory "  " each became an empty "- " bullet
+    store = InMemoryStore()
+    store.put(("mem",), "k0", {"content": "The user lives in Porto."})
+    store.put(("mem",), "k1", {"content": "  "})
+    hook = create_pacms_hook(
+        500,
+        strategy="topk",
+        memory=MemoryOptions([("mem",)], store=store),
+        retriever=ListRetriever(documents=[Document(""), Document("Porto is in Portugal.")]),
+    )
+    out = hook.invoke({"messages": [HumanMessage("Where does the user live?")]})
+    context = out["llm_input_messages"][0].content
+    assert "Porto is in Portugal." in context and "The user lives in Porto." in context
+    bullets = [line for line in context.splitlines() if line.startswith("-")]
+    assert len(bullets) == 2 and all(b.removeprefix("-").strip() for b in bullets)
+    kept = sorted(c.id for c in hook.last_selection.kept if c.id[:3] in ("doc", "mem"))
+    assert kept == ["doc1", "mem0"]  # ids still name each item's place in its lookup
