@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langchain_pacms.lifecycle.objects import ContextObject
 from langchain_pacms.lifecycle.rewrite import REWRITES, rewrite
 from langchain_pacms.messages.locators import locator_budget, locator_lines
-from langchain_pacms.messages.text import content_text
+from langchain_pacms.messages.text import content_text, split_blocks
 
 __all__ = ["mask_object", "mask_text"]
 
@@ -42,6 +44,8 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
 def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail: int) -> list[int]:
     r"""Mask ``obj`` in ``messages`` (rewritten in place, a copy per message): the indices.
 
+    A message's text is masked; its images and other blocks are kept as they are.
+
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_pacms.lifecycle.objects import index_messages
@@ -57,11 +61,17 @@ def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail
     return targets
 
 
-def _masked(message: BaseMessage, head: int, tail: int) -> str:
-    """The masked content of ``message`` (memoised per message object)."""
+def _masked(message: BaseMessage, head: int, tail: int) -> str | list[Any]:
+    """The masked content of ``message`` (memoised per message object).
 
-    def compute() -> str:
-        text = content_text(message.content)  # content blocks: their text
-        return mask_text(text, head, tail, locator_budget(len(text) - head - tail))
+    Its text is masked; blocks other than text (images, files) stay, after it.
+    """
+
+    def compute() -> str | list[Any]:
+        text, blocks = split_blocks(message.content)
+        if not blocks:
+            text = content_text(message.content)  # content blocks: their text
+        masked = mask_text(text, head, tail, locator_budget(len(text) - head - tail))
+        return [{"type": "text", "text": masked}, *blocks] if blocks else masked
 
     return REWRITES((message,), ("mask", head, tail), compute)

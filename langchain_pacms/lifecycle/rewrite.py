@@ -22,7 +22,10 @@ REWRITES: by_messages[Any] = by_messages(8_192)
 
 
 def rewrite(
-    message: BaseMessage, content: str, mark: Mapping[str, Any], pointer: str | None = None
+    message: BaseMessage,
+    content: str | list[Any],
+    mark: Mapping[str, Any],
+    pointer: str | None = None,
 ) -> BaseMessage:
     """A copy of ``message`` with ``content`` and the lifecycle ``mark`` (memoised if it has an id).
 
@@ -49,7 +52,20 @@ def rewrite(
     if not message.id:
         return compute()
     edit = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in mark.items())
-    return REWRITES((message,), ("rewrite", content, edit, pointer), compute)
+    return REWRITES((message,), ("rewrite", _key(content), edit, pointer), compute)
+
+
+def _key(content: str | list[Any]) -> Any:
+    """``content`` as a memo key: text blocks by their text, other blocks by identity.
+
+    Other blocks are the rewritten message's own (an image's data is not copied into the key).
+    """
+    if isinstance(content, str):
+        return content
+    return tuple(
+        b["text"] if isinstance(b, Mapping) and b.get("type") == "text" else ("block", id(b))
+        for b in content
+    )
 
 
 def short_args(args: Mapping[str, Any], pointer: str) -> dict[str, Any]:

@@ -119,3 +119,26 @@ def test_helpers():
     assert "elided" in mask_text("z" * 1000, 10, 10)
     assert "ABC-42" in find_locators("ticket ABC-42 at https://a.b/c")
     assert provider_problems([HumanMessage("a"), AIMessage("", tool_calls=[_call("q")])])
+
+
+def test_mask_keeps_images_and_masks_the_text():
+    # before the fix: a masked screenshot-and-log result became the masked text alone
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    call = {"name": "browse", "args": {"url": "u"}, "id": "c1", "type": "tool_call"}
+    log = {"type": "text", "text": "row ok\n" * 300}
+    msgs = [
+        HumanMessage("check the page", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage([log, image], tool_call_id="c1", id="t1"),
+        HumanMessage("and now?", id="h2"),
+    ]
+    index = index_messages(msgs)
+    (target,) = [o.id for o in index.objects if o.kind == "tool"]
+    out = apply_actions(msgs, index, [Action("mask", target)], masking=Masking(head=10, tail=5))
+    content = out.messages[2].content
+    assert content[1] == image and len(content) == 2
+    assert "elided by mask" in content[0]["text"] and "[image]" not in content[0]["text"]
+    assert out.tokens_after < out.tokens_before
+    again = apply_actions(msgs, index, [Action("mask", target)], masking=Masking(head=10, tail=5))
+    assert again.messages[2] is out.messages[2]  # the same copy (memoised)
+    assert msgs[2].content[1] == image and len(msgs[2].content[0]["text"]) == 2100
