@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import re
 import threading
@@ -26,6 +27,8 @@ from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
 
 ENTRY_OVERHEAD_BYTES = 400  # bytes one in-memory cache entry costs beyond its vector's data
+
+logger = logging.getLogger(__name__)
 
 
 def _entry_bytes(_key: str, vector: NDArray[np.float32]) -> int:
@@ -177,22 +180,84 @@ class CachedEmbeddings(Embeddings):
         )
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # cache key -> the call embedding it now
+        self._dim = 0  # the size of the model's vectors, once it returned a good batch
+        self._sizes: dict[int, int] = {}  # vector sizes read from the store, and how often
+        self._store_errors = 0
 
     def _key(self, text: str, kind: str) -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return f"{self._prefix}/{kind}/{digest}"
 
+    def _store_failed(self, what: str, err: Exception) -> None:
+        """Log a failed store operation (a warning the first time): the cache is skipped."""
+        log = logger.debug if self._store_errors else logger.warning
+        self._store_errors += 1
+        log(
+            "embedding cache store %s %s failed (%s: %s); embedding without it",
+            type(self.store).__name__,
+            what,
+            type(err).__name__,
+            err,
+        )
+
+    def _read(self, raw: Sequence[bytes | None]) -> list[NDArray[np.float32] | None]:
+        """The stored vectors; an entry cut short, not finite or of another size is a miss."""
+        found: list[NDArray[np.float32] | None] = []
+        for b in raw:
+            vector = None
+            if isinstance(b, bytes) and b and not len(b) % 4:
+                vector = np.frombuffer(b, dtype=np.float32)
+                if not np.isfinite(vector).all():
+                    vector = None
+            found.append(vector)
+        with self._lock:
+            for v in found:
+                if v is not None:
+                    self._sizes[v.size] = self._sizes.get(v.size, 0) + 1
+            # the model's size, else the one read most so far (a tie: the larger, as a damaged
+            # entry is a shorter one)
+            size = self._dim or max(self._sizes, key=lambda k: (self._sizes[k], k), default=0)
+        return [v if v is not None and v.size == size else None for v in found]
+
     def _lookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
-        if self.store is not None:
-            raw = self.store.mget(keys)
-            return [None if b is None else np.frombuffer(b, dtype=np.float32) for b in raw]
-        return self._memory.get_many(keys)
+        if self.store is None:
+            return self._memory.get_many(keys)
+        try:
+            return self._read(self.store.mget(keys))
+        except Exception as err:
+            self._store_failed("read", err)
+            return [None] * len(keys)
+
+    async def _alookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
+        if self.store is None:
+            return self._memory.get_many(keys)
+        try:
+            return self._read(await self.store.amget(keys))
+        except Exception as err:
+            self._store_failed("read", err)
+            return [None] * len(keys)
 
     def _save(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
-        if self.store is not None:
-            self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
+        if not pairs:
             return
-        self._memory.put_many(pairs)
+        if self.store is None:
+            self._memory.put_many(pairs)
+            return
+        try:
+            self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
+        except Exception as err:
+            self._store_failed("write", err)
+
+    async def _asave(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
+        if not pairs:
+            return
+        if self.store is None:
+            self._memory.put_many(pairs)
+            return
+        try:
+            await self.store.amset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
+        except Exception as err:
+            self._store_failed("write", err)
 
     @property
     def max_entries(self) -> int:
@@ -232,17 +297,18 @@ class CachedEmbeddings(Embeddings):
         with self._lock:
             self.hits = self.misses = 0
 
-    def _plan(self, texts: Sequence[str], kind: str) -> tuple[list[str], list[Any], dict[str, str]]:
-        """Keys and cached vectors of ``texts``, and the distinct misses (text -> key)."""
+    def _keys(self, texts: Sequence[str], kind: str) -> list[str]:
+        """The cache keys of ``texts``."""
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"texts must be str, got {type(t).__name__}")
-        keys = [self._key(t, kind) for t in texts]
-        found = self._lookup(keys)
-        todo = {t: k for t, k, f in zip(texts, keys, found) if f is None}
+        return [self._key(t, kind) for t in texts]
+
+    def _misses(self, texts: Sequence[str], keys: list[str], found: list[Any]) -> dict[str, str]:
+        """The distinct misses (text -> key) among ``found``; the others count as hits."""
         with self._lock:
             self.hits += sum(f is not None for f in found)
-        return keys, found, todo
+        return {t: k for t, k, f in zip(texts, keys, found) if f is None}
 
     def _arrived(
         self, todo: dict[str, str], found: Sequence[Any], fresh: dict[str, NDArray[np.float32]]
@@ -262,12 +328,18 @@ class CachedEmbeddings(Embeddings):
     def _claimed(
         self, todo: dict[str, str], deadline: float, *, asynchronous: bool
     ) -> Iterator[
-        tuple[dict[str, str], dict[str, NDArray[np.float32]], dict[str, tuple[str, _Flight]]]
+        tuple[
+            dict[str, str],
+            dict[str, str],
+            dict[str, NDArray[np.float32]],
+            dict[str, tuple[str, _Flight]],
+        ]
     ]:
-        """Claim the misses ``todo``: yield texts to embed, vectors by key, flights to await.
+        """Claim the misses ``todo``: yield what this call claimed, embeds anyway, has, awaits.
 
-        A text another call embeds is waited for, unless this call is sync and that one is
-        async or on this thread: then it is embedded here too (waiting could deadlock).
+        Claimed texts are looked up again, then embedded. A text another call embeds is waited
+        for, unless this call is sync and that one is async or on this thread: then it is
+        embedded here too (waiting could deadlock).
         """
         mine: dict[str, str] = {}
         flights: dict[str, _Flight] = {}
@@ -288,8 +360,7 @@ class CachedEmbeddings(Embeddings):
                     unclaimed[text] = key
         fresh: dict[str, NDArray[np.float32]] = {}
         try:
-            stored = self._lookup(list(mine.values())) if mine else []  # stored meanwhile?
-            yield {**self._arrived(mine, stored, fresh), **unclaimed}, fresh, waits
+            yield mine, unclaimed, fresh, waits
         finally:  # hand this call's vectors to its waiters; cancel the rest
             with self._lock:
                 for key, flight in flights.items():
@@ -326,16 +397,27 @@ class CachedEmbeddings(Embeddings):
         landed = [f.result() if f.done() and not f.cancelled() else None for f in futures]
         return self._arrived({text: key for text, (key, _) in waits.items()}, landed, fresh)
 
-    def _keep(self, todo: dict[str, str], vectors: list[Any]) -> dict[str, NDArray[np.float32]]:
-        """Check and store the model's vectors of the misses ``todo``; return them by key."""
+    def _kept(
+        self, todo: dict[str, str], vectors: list[Any]
+    ) -> tuple[dict[str, NDArray[np.float32]], list[tuple[str, NDArray[np.float32]]]]:
+        """The model's vectors of the misses ``todo`` by key, and those the cache may keep.
+
+        A batch is kept only when every vector is finite and of one size (the model's so far):
+        a bad one is asked for again next time, not served from the cache.
+        """
         if len(vectors) != len(todo):
             raise ValueError(
                 f"embedding model returned {len(vectors)} vectors for {len(todo)} texts"
             )
         # Own copies: a row view would keep the model's whole batch array alive in the cache.
         fresh = {k: np.array(v, dtype=np.float32) for k, v in zip(todo.values(), vectors)}
-        self._save(list(fresh.items()))
-        return fresh
+        shapes = {v.shape for v in fresh.values()}
+        (shape,) = shapes if len(shapes) == 1 else ((),)
+        good = len(shape) == 1 and shape[0] > 0 and self._dim in (0, shape[0])
+        if not good or not all(np.isfinite(v).all() for v in fresh.values()):
+            return fresh, []
+        self._dim = shape[0]
+        return fresh, list(fresh.items())
 
     def _finish(
         self, keys: list[str], found: list[Any], fresh: dict[str, NDArray[np.float32]]
@@ -371,13 +453,17 @@ class CachedEmbeddings(Embeddings):
 
     def _embed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
         vectors = [v for batch in self._batches(todo) for v in self._embed_sync(batch, kind)]
-        return self._keep(todo, vectors)
+        fresh, keep = self._kept(todo, vectors)
+        self._save(keep)
+        return fresh
 
     async def _aembed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
         vectors: list[Any] = []
         for batch in self._batches(todo):
             vectors.extend(await self._embed_async(batch, kind))
-        return self._keep(todo, vectors)
+        fresh, keep = self._kept(todo, vectors)
+        await self._asave(keep)
+        return fresh
 
     def embed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
@@ -399,9 +485,12 @@ class CachedEmbeddings(Embeddings):
             (1, 8)
         """
         deadline = _deadline(timeout)
-        keys, found, todo = self._plan(texts, kind)
-        with self._claimed(todo, deadline, asynchronous=False) as (batch, fresh, waits):
-            fresh.update(self._embed_now(batch, kind))
+        keys = self._keys(texts, kind)
+        found = self._lookup(keys)
+        todo = self._misses(texts, keys, found)
+        with self._claimed(todo, deadline, asynchronous=False) as (mine, rest, fresh, waits):
+            stored = self._lookup(list(mine.values())) if mine else []  # stored meanwhile?
+            fresh.update(self._embed_now({**self._arrived(mine, stored, fresh), **rest}, kind))
         if waits:
             concurrent.futures.wait(
                 [flight.future for _, flight in waits.values()],
@@ -413,10 +502,17 @@ class CachedEmbeddings(Embeddings):
     async def aembed_matrix(
         self, texts: Sequence[str], *, kind: str = "document", timeout: float | None = None
     ) -> NDArray[np.float32]:
-        """Async :meth:`embed_matrix`, waiting for any call; blocking models run on own threads."""
+        """Async :meth:`embed_matrix`, waiting for any call; blocking models run on own threads.
+
+        The ``store`` is read and written through its async methods (``amget``, ``amset``).
+        """
         deadline = _deadline(timeout)
-        keys, found, todo = self._plan(texts, kind)
-        with self._claimed(todo, deadline, asynchronous=True) as (batch, fresh, waits):
+        keys = self._keys(texts, kind)
+        found = await self._alookup(keys)
+        todo = self._misses(texts, keys, found)
+        with self._claimed(todo, deadline, asynchronous=True) as (mine, rest, fresh, waits):
+            stored = await self._alookup(list(mine.values())) if mine else []
+            batch = {**self._arrived(mine, stored, fresh), **rest}
             fresh.update(await self._aembed_now(batch, kind))
         if waits:
             await asyncio.wait(

@@ -396,15 +396,15 @@ def test_a_text_stored_between_lookup_and_claim_is_not_embedded_again(
     # before it claimed it. The claim finds no flight, so only a second lookup avoids a resend.
     model = RecordingEmbeddings()
     cached = CachedEmbeddings(model, store=InMemoryByteStore() if with_store else None)
-    real_plan = cached._plan
+    real_misses = cached._misses
 
-    def plan_then_race(texts: Any, kind: str) -> Any:
-        planned = real_plan(texts, kind)
-        cached._plan = real_plan  # type: ignore[method-assign]
+    def misses_then_race(texts: Any, keys: Any, found: Any) -> Any:
+        planned = real_misses(texts, keys, found)
+        cached._misses = real_misses  # type: ignore[method-assign]
         cached.embed_matrix(["a"])  # the other call: lookup, claim, embed, store, release
         return planned
 
-    cached._plan = plan_then_race  # type: ignore[method-assign]
+    cached._misses = misses_then_race  # type: ignore[method-assign]
     texts = ["a", "b"]
     out = asyncio.run(cached.aembed_matrix(texts)) if use_async else cached.embed_matrix(texts)
     assert model.documents_embedded == ["a", "b"]

@@ -1,0 +1,118 @@
+"""The embedding cache never serves a bad vector twice and outlives a failing store."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from langchain_core.stores import InMemoryByteStore
+from test_embeddings_cache import RecordingEmbeddings
+
+from langchain_pacms import Candidate, ContextSelector
+from langchain_pacms.embeddings import CachedEmbeddings
+
+POOL = [Candidate(f"note {i} about the staging port {i}", id=str(i)) for i in range(4)]
+
+
+class NanOnce(RecordingEmbeddings):
+    """Returns NaN vectors on its first call, good ones after."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = super().embed_documents(texts)
+        if len(self.document_calls) == 1:
+            vectors[0] = [float("nan")] * self.dim
+        return vectors
+
+
+def test_a_nan_vector_is_asked_for_again_not_served_from_the_cache():
+    # before the fix: the NaN was cached and every later selection fell back to recency
+    model = NanOnce()
+    store = InMemoryByteStore()
+    selector = ContextSelector(model, cache_store=store)
+    assert selector.select(POOL, "staging port", 30).fell_back
+    again = selector.select(POOL, "staging port", 30)
+    assert not again.fell_back and len(model.document_calls) == 2
+    fresh = ContextSelector(RecordingEmbeddings(), cache_store=store)  # same store, new process
+    assert not fresh.select(POOL, "staging port", 30).fell_back
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[:-1],  # cut inside a float
+        lambda b: b[:-4],  # a whole float short
+        lambda b: b"",
+        lambda b: b[:-4] + np.float32(np.nan).tobytes(),
+    ],
+    ids=["cut", "short", "empty", "nan"],
+)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_damaged_entry_is_a_miss_and_is_embedded_again(damage, use_async):
+    store = InMemoryByteStore()
+    texts = ["alpha", "beta", "gamma"]
+    good = CachedEmbeddings(RecordingEmbeddings(), store=store).embed_matrix(texts)
+    (key,) = [k for k in store.yield_keys() if k.endswith(_digest("beta"))]
+    store.mset([(key, damage(store.mget([key])[0]))])
+    model = RecordingEmbeddings()
+    cached = CachedEmbeddings(model, store=store)
+    run = cached.aembed_matrix(texts) if use_async else None
+    out = asyncio.run(run) if run is not None else cached.embed_matrix(texts)
+    np.testing.assert_array_equal(out, good)
+    assert model.documents_embedded == ["beta"]
+    assert np.isfinite(np.frombuffer(store.mget([key])[0], dtype=np.float32)).all()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class BrokenStore(InMemoryByteStore):
+    """A store whose every operation fails, as a full disk or a stopped Redis does."""
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        raise OSError(28, "No space left on device")
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failing_store_is_skipped_with_one_warning(caplog):
+    # before the fix: every selection fell back to recency although the model worked
+    selector = ContextSelector(RecordingEmbeddings(), cache_store=BrokenStore())
+    with caplog.at_level(logging.DEBUG, logger="langchain_pacms.embeddings.cache"):
+        picks = [selector.select(POOL, f"staging port {i}", 30) for i in range(3)]
+    assert not any(p.fell_back for p in picks)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "No space left" in warnings[0].getMessage()
+
+
+class AsyncOnlyStore(InMemoryByteStore):
+    """A store an async caller must reach through ``amget``/``amset`` (sync use fails)."""
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        raise AssertionError("the event loop called the store's blocking mget")
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        raise AssertionError("the event loop called the store's blocking mset")
+
+    async def amget(self, keys: Sequence[str]) -> list[bytes | None]:
+        return InMemoryByteStore.mget(self, keys)
+
+    async def amset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        InMemoryByteStore.mset(self, key_value_pairs)
+
+
+def test_async_embedding_reads_and_writes_the_store_asynchronously():
+    # before the fix: aembed_matrix called mget/mset on the event loop (a hung Redis froze it
+    # past embed_timeout)
+    store = AsyncOnlyStore()
+    model = RecordingEmbeddings()
+    cached = CachedEmbeddings(model, store=store)
+    first = asyncio.run(cached.aembed_matrix(["a", "b"]))
+    second = asyncio.run(CachedEmbeddings(model, store=store).aembed_matrix(["a", "b"]))
+    np.testing.assert_array_equal(first, second)
+    assert model.documents_embedded == ["a", "b"]  # the second read both from the store
