@@ -24,9 +24,12 @@ from langchain_pacms._lru import LruMemo
 from langchain_pacms._timeout import call_in_thread
 from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "CachedEmbeddings", "model_identity"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "PROBE_TEXT", "CachedEmbeddings", "model_identity"]
 
 ENTRY_OVERHEAD_BYTES = 400  # bytes one in-memory cache entry costs beyond its vector's data
+
+PROBE_TEXT = "langchain-pacms: which model embeds this text?"
+"""What a cache with a ``store`` embeds once to tell models apart that its identity cannot."""
 
 logger = logging.getLogger(__name__)
 
@@ -132,10 +135,17 @@ class CachedEmbeddings(Embeddings):
     Thread- and task-safe: concurrent calls that miss a text send it to the model once; a
     waiting call embeds it itself if the other fails or outlives its ``timeout``.
 
+    With a ``store`` (shared or kept across runs) and no ``namespace``, the namespace is
+    :func:`model_identity` plus a digest of the model's vector for :data:`PROBE_TEXT`, embedded
+    once at the first call: two models the identity cannot tell apart (say, wrappers holding
+    their model as an object) never read each other's vectors.
+
     Args:
         embeddings: The model to wrap.
         store: Optional ``ByteStore`` for the vectors; default is an in-memory LRU map.
-        namespace: Cache namespace; defaults to :func:`model_identity` of the model.
+        namespace: Cache namespace; defaults to :func:`model_identity` of the model (with a
+            ``store``, and a model without a ``cache_identity`` of its own, plus the probe's
+            digest).
         batch_size: Most texts sent to the model in one call.
         max_entries: Most vectors in the in-memory map (ignored when ``store`` is given).
         max_bytes: Most bytes in the in-memory map, an entry counting its vector's ``nbytes``
@@ -173,6 +183,8 @@ class CachedEmbeddings(Embeddings):
         self.store = store
         self.namespace = namespace or model_identity(embeddings)
         self._prefix = _key_prefix(self.namespace)
+        own = getattr(embeddings, "cache_identity", None)
+        self._probe = store is not None and not namespace and not (isinstance(own, str) and own)
         self.batch_size = batch_size
         self.hits = self.misses = 0
         self._memory: LruMemo[str, NDArray[np.float32]] = LruMemo(
@@ -183,6 +195,19 @@ class CachedEmbeddings(Embeddings):
         self._dim = 0  # the size of the model's vectors, once it returned a good batch
         self._sizes: dict[int, int] = {}  # vector sizes read from the store, and how often
         self._store_errors = 0
+
+    def _probed(self, vectors: list[Any]) -> None:
+        """Name the namespace after the model's vector for :data:`PROBE_TEXT`."""
+        (vector,) = vectors
+        rounded = np.round(np.asarray(vector, dtype=np.float64), 4) + 0.0  # no -0.0
+        if rounded.ndim != 1 or not rounded.size or not np.isfinite(rounded).all():
+            raise ValueError("embedding model returned no finite vector for the cache's probe")
+        digest = hashlib.sha256(rounded.tobytes()).hexdigest()[:16]
+        with self._lock:
+            if self._probe:
+                self.namespace = f"{self.namespace}:probe={digest}"
+                self._prefix = _key_prefix(self.namespace)
+                self._probe = False
 
     def _key(self, text: str, kind: str) -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -485,6 +510,8 @@ class CachedEmbeddings(Embeddings):
             (1, 8)
         """
         deadline = _deadline(timeout)
+        if self._probe:
+            self._probed(self._embed_sync([PROBE_TEXT], "document"))
         keys = self._keys(texts, kind)
         found = self._lookup(keys)
         todo = self._misses(texts, keys, found)
@@ -507,6 +534,8 @@ class CachedEmbeddings(Embeddings):
         The ``store`` is read and written through its async methods (``amget``, ``amset``).
         """
         deadline = _deadline(timeout)
+        if self._probe:
+            self._probed(await self._embed_async([PROBE_TEXT], "document"))
         keys = self._keys(texts, kind)
         found = await self._alookup(keys)
         todo = self._misses(texts, keys, found)

@@ -9,11 +9,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryByteStore
-from test_embeddings_cache import RecordingEmbeddings
+from test_embeddings_cache import RecordingEmbeddings, vector_for
 
 from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.embeddings import CachedEmbeddings
+from langchain_pacms.embeddings.cache import PROBE_TEXT
 
 POOL = [Candidate(f"note {i} about the staging port {i}", id=str(i)) for i in range(4)]
 
@@ -116,3 +118,55 @@ def test_async_embedding_reads_and_writes_the_store_asynchronously():
     second = asyncio.run(CachedEmbeddings(model, store=store).aembed_matrix(["a", "b"]))
     np.testing.assert_array_equal(first, second)
     assert model.documents_embedded == ["a", "b"]  # the second read both from the store
+
+
+class Held:
+    """A model object the wrapper holds, as a hand-written wrapper holds a SentenceTransformer."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class HoldingEmbeddings(Embeddings):
+    """Its model is an object, so its class path is all model_identity can tell."""
+
+    def __init__(self, name: str) -> None:
+        self.held = Held(name)
+        self._probes = 0
+        self._texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if texts == [PROBE_TEXT]:
+            self._probes += 1
+        else:
+            self._texts += texts
+        return [vector_for(f"{self.held.name}|{t}") for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_two_models_the_identity_cannot_tell_apart_never_share_vectors(use_async):
+    # before the fix: B was served A's vector from the shared store (same namespace, no error)
+    store = InMemoryByteStore()
+    a, b = HoldingEmbeddings("model-A"), HoldingEmbeddings("model-B")
+
+    def embed(model: HoldingEmbeddings) -> np.ndarray:
+        cached = CachedEmbeddings(model, store=store)
+        run = cached.aembed_matrix(["hello"]) if use_async else None
+        return asyncio.run(run) if run is not None else cached.embed_matrix(["hello"])
+
+    from_a, from_b = embed(a), embed(b)
+    np.testing.assert_array_equal(from_b[0], np.float32(vector_for("model-B|hello")))
+    assert not np.array_equal(from_a, from_b)
+    again = HoldingEmbeddings("model-A")
+    np.testing.assert_array_equal(embed(again), from_a)  # the same model still shares
+    assert again._texts == [] and again._probes == 1
+
+
+def test_a_given_namespace_or_identity_needs_no_probe():
+    model = RecordingEmbeddings()
+    CachedEmbeddings(model, store=InMemoryByteStore(), namespace="mine").embed_matrix(["x"])
+    CachedEmbeddings(model).embed_matrix(["x"])  # no store: nothing shared, nothing asked
+    assert model._probes == 0

@@ -15,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryByteStore
 
 from langchain_pacms.embeddings import CachedEmbeddings, HashedTfidfEmbeddings, model_identity
+from langchain_pacms.embeddings.cache import PROBE_TEXT
 
 try:  # LangChain's file store moved to langchain-classic in 1.0.
     from langchain_classic.storage import LocalFileStore
@@ -36,9 +37,13 @@ class RecordingEmbeddings(Embeddings):
         self.delay = delay
         self.document_calls: list[list[str]] = []
         self.query_calls: list[str] = []
+        self._probes = 0
         self.lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if texts == [PROBE_TEXT]:  # a cache with a store asks it once: counted apart
+            self._probes += 1
+            return [vector_for(self.model, "document", self.dim)]
         if self.delay:
             time.sleep(self.delay)
         with self.lock:
