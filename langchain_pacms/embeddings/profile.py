@@ -122,7 +122,7 @@ def resolve_profile(embeddings: Embeddings) -> EmbedderProfile:
         'hashed-tfidf'
     """
     model = unwrap_embeddings(embeddings)
-    declared = getattr(type(model), "pacms_profile", None)
+    declared = getattr(model, "pacms_profile", None)  # a class attribute, field or attribute
     if isinstance(declared, EmbedderProfile):
         return declared
     if any(isinstance(value, Embeddings) for value in _fields(model).values()):  # a wrapper

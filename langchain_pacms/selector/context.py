@@ -69,6 +69,11 @@ class ContextSelector:
         embed_timeout: Seconds to wait for embeddings before falling back (``None``: no limit);
             timed calls embed on daemon threads of their own.
 
+    Raises:
+        ValueError: For ``embeddings`` that is not a model with ``embed_documents`` and
+            ``embed_query`` (a class instead of an instance, a string), or a bad setting.
+        TypeError: For a ``profile`` that is not an ``EmbedderProfile``.
+
     Example:
         >>> selector = ContextSelector(strategy="topk")
         >>> selector.select(["alpha", "beta"], "alpha", ("ratio", 0.5)).kept_ids
@@ -91,6 +96,7 @@ class ContextSelector:
     ) -> None:
         if profile is not None and not isinstance(profile, EmbedderProfile):
             raise TypeError(f"profile must be an EmbedderProfile, got {type(profile).__name__}")
+        _check_embeddings(embeddings)
         ceiling = cache_ceiling(memory_ceiling_bytes)
         threads = None if blas_threads is None else as_int(blas_threads)
         if blas_threads is not None and (threads is None or threads < 1):
@@ -377,3 +383,19 @@ class ContextSelector:
         pool = yield [c.text for c in cands]
         with limit_blas_threads(self.blas_threads):
             return pool_problem(cands, tokens, allowed, pool)
+
+
+def _check_embeddings(embeddings: object) -> None:
+    """``ValueError`` unless ``embeddings`` is ``None`` or a model with both embed methods."""
+    if embeddings is None or isinstance(embeddings, Embeddings):
+        return
+    if isinstance(embeddings, type):
+        raise ValueError(
+            f"embeddings must be an embeddings model, got the class {embeddings.__name__} "
+            f"(pass an instance: {embeddings.__name__}(...))"
+        )
+    if not all(callable(getattr(embeddings, m, None)) for m in ("embed_documents", "embed_query")):
+        raise ValueError(
+            "embeddings must be a LangChain Embeddings (with embed_documents and embed_query), "
+            f"got {type(embeddings).__name__}"
+        )

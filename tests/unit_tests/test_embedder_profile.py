@@ -7,6 +7,7 @@ import logging
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.stores import InMemoryByteStore
+from pydantic import BaseModel
 
 from langchain_pacms import ContextSelector, EmbedderProfile, HashedTfidfEmbeddings
 from langchain_pacms.demo import load_demo_session
@@ -125,3 +126,23 @@ def test_bad_profiles_are_rejected(field: str, value: object):
         EmbedderProfile(**{field: value})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="profile"):
         ContextSelector(profile={"similarity_threshold": 0.5})  # type: ignore[arg-type]
+
+
+class FieldProfile(Embeddings, BaseModel):
+    """A pydantic embedder that declares its profile as a field, the way its settings are."""
+
+    pacms_profile: EmbedderProfile = EmbedderProfile(name="mine", similarity_threshold=0.7)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, float(len(t))] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, float(len(text))]
+
+
+def test_a_profile_declared_on_the_instance_or_as_a_field_is_used():
+    # before the fix: only a class attribute was read; these fell back to "calibrated" silently
+    assert ContextSelector(FieldProfile()).profile.name == "mine"
+    model = OpaqueWrapper(HashedTfidfEmbeddings())
+    model.pacms_profile = EmbedderProfile(name="set-on-it")  # type: ignore[attr-defined]
+    assert ContextSelector(model).profile.name == "set-on-it"

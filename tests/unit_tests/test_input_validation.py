@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.core import Pick, Problem
+from langchain_pacms.embeddings import HashedTfidfEmbeddings
 
 POOL = ["red apples in the shop", "green pears on the tree", "red cars on the road"]
 
@@ -156,3 +157,33 @@ def test_numpy_and_python_values_select_alike(
         **python_sel.to_dict(),
         "timings": numpy_sel.to_dict()["timings"],
     }
+
+
+class _Duck:
+    """Not an ``Embeddings`` subclass, but with both methods: still accepted."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, float(len(t))] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, float(len(text))]
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "message"),
+    [
+        (HashedTfidfEmbeddings, "got the class HashedTfidfEmbeddings"),
+        ("nomic-embed-text", "got str"),
+        (len, "got builtin_function_or_method"),
+        (3, "got int"),
+    ],
+)
+def test_a_selector_refuses_what_cannot_embed(embeddings: Any, message: str):
+    # before the fix: a class or a function was accepted and every selection fell back; a str
+    # raised "vars() argument must have __dict__ attribute"
+    with pytest.raises(ValueError, match=message):
+        ContextSelector(embeddings)
+
+
+def test_a_selector_takes_a_duck_typed_model():
+    assert not ContextSelector(_Duck()).select(["a", "bb"], "a", 5).fell_back
