@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
@@ -21,7 +21,15 @@ from langchain_pacms.messages.spans import cut_spans, span_text
 from langchain_pacms.messages.text import blocks_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
 
-__all__ = ["ContextIndex", "ContextObject", "ObjectKind", "ObjectState", "index_messages"]
+__all__ = [
+    "KEY_HEX",
+    "ContextIndex",
+    "ContextObject",
+    "ObjectKind",
+    "ObjectState",
+    "index_messages",
+    "record_key",
+]
 
 ObjectKind = Literal["system", "user", "assistant", "tool"]
 ObjectState = Literal["active", "folded", "masked", "pruned"]
@@ -69,6 +77,21 @@ class ContextObject:
     shown_sha256: str = ""
 
 
+KEY_HEX = 16  # hex digits of the sha256 in a key: 64 bits, no accidental collision
+
+
+def record_key(object_id: str, sha256: str) -> str:
+    """The store key of a payload: its object id and the start of its sha256.
+
+    It also names a folded object whose stub's id another object of the history carries.
+
+    Example:
+        >>> record_key("function:tool:2", "ab" * 32)
+        'function:tool:2@abababababababab'
+    """
+    return f"{object_id}@{sha256[:KEY_HEX]}"
+
+
 @dataclass(frozen=True)
 class ContextIndex:
     """The objects of one history, in order, with a lookup by id.
@@ -76,6 +99,9 @@ class ContextIndex:
     Attributes:
         objects: The objects, oldest first.
         latest_index: Position of the latest user message in the list (``-1`` when none).
+        shared: Ids that several objects' marks carry (runs merged into one history, each
+            numbering its own folds), each with the ids its objects have here instead:
+            ``<id>@<sha256 prefix>`` (:func:`record_key`, the key their payloads are stored at).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -86,6 +112,7 @@ class ContextIndex:
     objects: tuple[ContextObject, ...]
     by_id: Mapping[str, ContextObject]
     latest_index: int
+    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def id_map(self) -> dict[str, str]:
@@ -195,7 +222,7 @@ def index_messages(
             it) or ``"step"`` (the latest user message and the newest object only).
 
     Raises:
-        ValueError: If ``known_ids`` maps two objects to one id, or ``latest`` is unknown.
+        ValueError: If ``latest`` is unknown.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -241,6 +268,7 @@ def index_messages(
             numbers[kind] += 1
             object_id = f"{_PREFIX[kind]}:{numbers[kind]}"
         read = _read(tuple(messages[i] for i in indices), span_kind)
+        digest = str(mark.get("sha256") or read.sha256)
         objects.append(
             ContextObject(
                 id=object_id,
@@ -251,7 +279,7 @@ def index_messages(
                 + sum(blocks_cost(messages[i].content, count) for i in indices),
                 position=len(objects),
                 state=mark.get("state", "active"),
-                sha256=(digest := str(mark.get("sha256") or read.sha256)),
+                sha256=digest,
                 text=read.text,
                 # an object restored in this turn (reactivated) stays in view until the next
                 latest=_is_latest(indices[0], latest_index, newest, latest) or pinned,
@@ -259,7 +287,29 @@ def index_messages(
                 shown_sha256=_shown(messages, indices, digest),
             )
         )
-    by_id = {o.id: o for o in objects}
-    if len(by_id) != len(objects):
-        raise ValueError("known_ids maps two objects of this history to the same id")
-    return ContextIndex(tuple(objects), by_id, latest_index)
+    objects, shared = _named_apart(objects)
+    return ContextIndex(tuple(objects), {o.id: o for o in objects}, latest_index, shared)
+
+
+def _named_apart(
+    objects: list[ContextObject],
+) -> tuple[list[ContextObject], dict[str, tuple[str, ...]]]:
+    """``objects`` with each id several carry (merged runs) made ``<id>@<sha256 prefix>``."""
+    seen: dict[str, int] = {}
+    for o in objects:
+        seen[o.id] = seen.get(o.id, 0) + 1
+    if all(n == 1 for n in seen.values()):
+        return objects, {}
+    taken = set(seen)
+    shared: dict[str, tuple[str, ...]] = {}
+    named: list[ContextObject] = []
+    for o in objects:
+        if seen[o.id] > 1:
+            new = record_key(o.id, o.sha256)
+            while new in taken:  # the same payload folded in several runs
+                new += "+"
+            taken.add(new)
+            shared[o.id] = (*shared.get(o.id, ()), new)
+            o = replace(o, id=new)
+        named.append(o)
+    return named, shared

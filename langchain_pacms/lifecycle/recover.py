@@ -179,7 +179,12 @@ def _recovering(
         sidecars = SidecarStore(store, thread)
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
-    obj = _object(messages, object_id, known)
+    index = index_messages(messages, known_ids=known) if messages else None
+    by_id = index.by_id if index is not None else {}
+    names = index.shared.get(object_id, ()) if index is not None else ()
+    if names:
+        raise ToolException(_ambiguous(object_id, [by_id[n] for n in names]))
+    obj = by_id.get(object_id)
     hashes, folded = object_hashes(messages, obj)
     listed = _listed(messages, obj)
     try:
@@ -213,6 +218,16 @@ def _recovering(
             f"recover_context failed: the sidecar store could not be read "
             f"({type(exc).__name__}: {exc}); try again later"
         ) from exc
+
+
+def _ambiguous(object_id: str, objects: Sequence[ContextObject]) -> str:
+    """The error for an id that several stubs carry, naming each object and its stub."""
+    each = "; ".join(f"{o.id!r} ({' '.join(o.text.split())[:80]})" for o in objects)
+    return (
+        f"recover_context: {object_id!r} names {len(objects)} objects in this conversation "
+        f"(runs merged into one history, each numbering its own folds); call it again with the "
+        f"id of the one you need: {each}"
+    )
 
 
 def _stored(sidecars: SidecarStore, object_id: str, hashes: Sequence[str]) -> Steps[SidecarRecord]:

@@ -19,6 +19,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, Sear
 from langchain_pacms._steps import adrive, drive
 from langchain_pacms.errors import PACMSError
 from langchain_pacms.lifecycle.fold import SidecarRecord
+from langchain_pacms.lifecycle.objects import KEY_HEX, record_key
 
 __all__ = [
     "AUDIT_NAMESPACE",
@@ -44,7 +45,6 @@ AUDIT_NAMESPACE = "pacms_audit"
 _NAMESPACES = (SIDECAR_NAMESPACE, AUDIT_NAMESPACE)
 _ENCODING = "base64:utf-8+surrogatepass"
 _PAGE = 500
-_KEY_HEX = 16  # hex digits of the sha256 in a key: 64 bits, no accidental collision
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9_\-:@+=,]+")
 
 
@@ -85,15 +85,10 @@ def thread_label(thread_id: str) -> str:
     return "~" + thread_id.encode("utf-8", "surrogatepass").hex()
 
 
-def record_key(object_id: str, sha256: str) -> str:
-    """The store key of a payload: its object id and the start of its sha256."""
-    return f"{object_id}@{sha256[:_KEY_HEX]}"
-
-
 def _split_key(key: str) -> tuple[str, str | None]:
     """``(object id, hash prefix)`` of a key (no prefix for a key written without one)."""
     head, sep, tail = key.rpartition("@")
-    if sep and len(tail) == _KEY_HEX and all(c in "0123456789abcdef" for c in tail):
+    if sep and len(tail) == KEY_HEX and all(c in "0123456789abcdef" for c in tail):
         return head, tail
     return key, None
 
@@ -204,7 +199,7 @@ class SidecarStore:
     ) -> Generator[list[Op], list[Result], SidecarRecord]:
         """The body of :meth:`get` and :meth:`aget`: yields store batches, returns the record."""
         object_id, prefix = _split_key(object_id)
-        wanted = (sha256 or prefix or "")[:_KEY_HEX] or None
+        wanted = (sha256 or prefix or "")[:KEY_HEX] or None
         where = f"{object_id!r} in thread {self.thread_id!r}"
         if wanted is not None:
             found = (yield [GetOp(self.namespace, record_key(object_id, wanted))])[0]

@@ -1,0 +1,59 @@
+"""Histories merged from runs that each numbered their own folds (subagents, ``Send`` fan-out)."""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+from langgraph.store.memory import InMemoryStore
+from pacms_fakes import call, fold, tool_round
+
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
+from langchain_pacms.lifecycle.harness import LifecycleHarness
+from langchain_pacms.lifecycle.objects import index_messages
+from langchain_pacms.lifecycle.sidecar import record_key
+
+
+def _run(tag: str, store: InMemoryStore) -> list:
+    """One child run: a task and a tool round, its result folded as ``function:tool:1``."""
+    history = [HumanMessage(f"task {tag}", id=f"h{tag}")]
+    history += tool_round("grep", {"pattern": tag}, f"{tag}: src/{tag}.py:12\n" * 40, f"{tag}1")
+    result = fold(history)
+    SidecarStore(store, "merged").put_many(result.sidecars)
+    return result.messages
+
+
+def merged(store: InMemoryStore) -> list:
+    return [*_run("alpha", store), *_run("beta", store), HumanMessage("and now?", id="h9")]
+
+
+def test_an_index_of_merged_runs_names_each_fold_once():
+    # before the fix: ValueError('known_ids maps two objects of this history to the same id')
+    # from index_messages, so LifecycleMiddleware raised on every later turn
+    history = merged(InMemoryStore())
+    index = index_messages(history)
+    folded = [o for o in index.objects if o.state == "folded"]
+    named = tuple(record_key("function:tool:1", o.sha256) for o in folded)
+    assert tuple(o.id for o in folded) == named and "function:tool:1" not in index.by_id
+    assert index.shared == {"function:tool:1": named}
+    commit = LifecycleHarness().step(history, thread_id="merged")  # it raised here
+    assert commit is None or commit.messages[-1].content == "and now?"
+
+
+def test_recover_context_asks_which_fold_an_ambiguous_id_means():
+    # before the fix: the tool raised ValueError out of the agent run
+    store = InMemoryStore()
+    history = merged(store)
+    tool = make_recover_tool(store)
+    config = {"configurable": {"thread_id": "merged"}}
+
+    def recover(object_id: str):
+        request = call(RECOVER_TOOL_NAME, {"object_id": object_id}, "r1")
+        return tool.invoke(
+            {**request, "args": {**request["args"], "state": {"messages": history}}}, config
+        )
+
+    asked = recover("function:tool:1")
+    assert asked.status == "error" and "names 2 objects" in asked.content
+    ids = [o.id for o in index_messages(history).objects if o.state == "folded"]
+    assert all(repr(i) in asked.content for i in ids)
+    payloads = [recover(i).content for i in ids]  # each id the error names recovers its own
+    assert payloads == ["alpha: src/alpha.py:12\n" * 40, "beta: src/beta.py:12\n" * 40]
