@@ -57,3 +57,20 @@ def test_recover_context_asks_which_fold_an_ambiguous_id_means():
     assert all(repr(i) in asked.content for i in ids)
     payloads = [recover(i).content for i in ids]  # each id the error names recovers its own
     assert payloads == ["alpha: src/alpha.py:12\n" * 40, "beta: src/beta.py:12\n" * 40]
+
+
+def test_the_same_payload_folded_in_three_runs_recovers_under_each_name():
+    store = InMemoryStore()
+    runs = [_run("same", store) for _ in range(3)]
+    history = [*runs[0], *runs[1][1:], *runs[2][1:], HumanMessage("next", id="h9")]
+    for n, message in enumerate(history):  # ids apart, as three runs' messages would be
+        history[n] = message.model_copy(update={"id": f"{message.id}-{n}"})
+    index = index_messages(history)
+    (names,) = index.shared.values()
+    assert len(names) == 3 and len(set(names)) == 3
+    tool = make_recover_tool(store)
+    config = {"configurable": {"thread_id": "merged"}}
+    state = {"messages": history}
+    for name in names:
+        got = tool.invoke({"object_id": name, "state": state}, config)
+        assert got == "same: src/same.py:12\n" * 40
