@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -359,8 +359,10 @@ class LifecycleHarness:
         index = self.index(messages, known_ids)
         obj = index.by_id.get(object_id)  # its stub's sha256 names the payload
         sidecars = self.sidecars(thread_id)
-        args = (object_id, obj.sha256 if obj is not None else None)
+        args = (index.carried_id(object_id), obj.sha256 if obj is not None else None)
         record = yield Call(sidecars.get, sidecars.aget, args)
+        # under the name the index gives it (merged runs' folds are named apart)
+        record = replace(record, object_id=object_id)
         result = restore(messages, index, record, token_counter=self.token_counter)
         restored = list(result.replaced.values())
         turn = messages[index.latest_index].id if index.latest_index >= 0 else None

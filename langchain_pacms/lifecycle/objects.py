@@ -114,6 +114,17 @@ class ContextIndex:
     latest_index: int
     shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def carried_id(self, object_id: str) -> str:
+        """The id ``object_id``'s stub carries, which its payload is stored under.
+
+        ``object_id`` itself, but for an object of merged runs named apart (``shared``).
+
+        Example:
+            >>> index_messages([]).carried_id("function:tool:1")
+            'function:tool:1'
+        """
+        return next((k for k, names in self.shared.items() if object_id in names), object_id)
+
     @property
     def id_map(self) -> dict[str, str]:
         """``message id -> object id`` for every message with an id (pass back as ``known_ids``)."""

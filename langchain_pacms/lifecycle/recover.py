@@ -187,12 +187,7 @@ def _recovering(
     obj = by_id.get(object_id)
     hashes, folded = object_hashes(messages, obj)
     listed = _listed(messages, obj)
-    # a fold of merged runs is stored under the id its stub carries
-    stored_id = (
-        next((k for k, v in index.shared.items() if object_id in v), object_id)
-        if index
-        else object_id
-    )
+    stored_id = index.carried_id(object_id) if index is not None else object_id
     try:
         record = yield from _stored(sidecars, stored_id, hashes)
         return _content(str(record.payload), listed)

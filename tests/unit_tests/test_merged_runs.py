@@ -71,6 +71,9 @@ def test_the_same_payload_folded_in_three_runs_recovers_under_each_name():
     tool = make_recover_tool(store)
     config = {"configurable": {"thread_id": "merged"}}
     state = {"messages": history}
+    harness = LifecycleHarness(store=store)
     for name in names:
         got = tool.invoke({"object_id": name, "state": state}, config)
         assert got == "same: src/same.py:12\n" * 40
+        (restored,) = harness.reactivate(history, name, thread_id="merged")[-1:]
+        assert restored.content == got  # back in place, read under the id its stub carries
