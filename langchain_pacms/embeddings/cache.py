@@ -31,6 +31,8 @@ ENTRY_OVERHEAD_BYTES = 400  # bytes one in-memory cache entry costs beyond its v
 PROBE_TEXT = "langchain-pacms: which model embeds this text?"
 """What a cache with a ``store`` embeds once to tell models apart that its identity cannot."""
 
+_PROBE_COMPONENTS = 8  # the probe's largest components, by place and sign, name the model
+
 logger = logging.getLogger(__name__)
 
 
@@ -136,9 +138,11 @@ class CachedEmbeddings(Embeddings):
     waiting call embeds it itself if the other fails or outlives its ``timeout``.
 
     With a ``store`` (shared or kept across runs) and no ``namespace``, the namespace is
-    :func:`model_identity` plus a digest of the model's vector for :data:`PROBE_TEXT`, embedded
-    once at the first call: two models the identity cannot tell apart (say, wrappers holding
-    their model as an object) never read each other's vectors.
+    :func:`model_identity` plus a digest of the model's vector for :data:`PROBE_TEXT` (its size
+    and the places and signs of its largest components, which noise in the last digits leaves
+    alone), embedded once, at the first call: two models the identity cannot tell apart (say,
+    wrappers holding their model as an object) never read each other's vectors. Until that
+    probe succeeds, calls embed without the store.
 
     Args:
         embeddings: The model to wrap.
@@ -185,6 +189,7 @@ class CachedEmbeddings(Embeddings):
         self._prefix = _key_prefix(self.namespace)
         own = getattr(embeddings, "cache_identity", None)
         self._probe = store is not None and not namespace and not (isinstance(own, str) and own)
+        self._probe_lock = threading.Lock()
         self.batch_size = batch_size
         self.hits = self.misses = 0
         self._memory: LruMemo[str, NDArray[np.float32]] = LruMemo(
@@ -197,17 +202,53 @@ class CachedEmbeddings(Embeddings):
         self._store_errors = 0
 
     def _probed(self, vectors: list[Any]) -> None:
-        """Name the namespace after the model's vector for :data:`PROBE_TEXT`."""
+        """Name the namespace after the model's vector for :data:`PROBE_TEXT`; learn its size."""
         (vector,) = vectors
-        rounded = np.round(np.asarray(vector, dtype=np.float64), 4) + 0.0  # no -0.0
-        if rounded.ndim != 1 or not rounded.size or not np.isfinite(rounded).all():
+        v = np.asarray(vector, dtype=np.float64)
+        if v.ndim != 1 or not v.size or not np.isfinite(v).all():
             raise ValueError("embedding model returned no finite vector for the cache's probe")
-        digest = hashlib.sha256(rounded.tobytes()).hexdigest()[:16]
+        top = np.sort(np.argsort(-np.abs(v), kind="stable")[:_PROBE_COMPONENTS])
+        mark = f"{v.size}:" + ",".join(f"{'-' if v[i] < 0 else '+'}{i}" for i in top)
+        digest = hashlib.sha256(mark.encode()).hexdigest()[:16]
         with self._lock:
             if self._probe:
                 self.namespace = f"{self.namespace}:probe={digest}"
                 self._prefix = _key_prefix(self.namespace)
+                self._dim = self._dim or v.size
                 self._probe = False
+
+    def _probe_failed(self, err: Exception) -> bool:
+        logger.warning(
+            "embedding cache: the probe that tells models apart failed (%s: %s); this call "
+            "embeds without the store, the next one probes again",
+            type(err).__name__,
+            err,
+        )
+        return False
+
+    def _probe_now(self) -> bool:
+        """Probe once (concurrent callers wait for it): whether the store may be used now."""
+        with self._probe_lock:
+            if self._probe:
+                try:
+                    self._probed(self._embed_sync([PROBE_TEXT], "document"))
+                except Exception as err:
+                    return self._probe_failed(err)
+        return True
+
+    async def _aprobe_now(self) -> bool:
+        """Async :meth:`_probe_now` (a model embedding on threads probes on one)."""
+        if not self._probe:
+            return True
+        if callable(getattr(self.embeddings, "embed_matrix", None)) or _blocks(
+            self.embeddings, "document"
+        ):
+            return await call_in_thread(self._probe_now, what="embedding")
+        try:
+            self._probed(await self._embed_async([PROBE_TEXT], "document"))
+        except Exception as err:
+            return self._probe_failed(err)
+        return True
 
     def _key(self, text: str, kind: str) -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -476,18 +517,22 @@ class CachedEmbeddings(Embeddings):
             self.misses += len(texts)
         return [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
 
-    def _embed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
+    def _embed_now(
+        self, todo: dict[str, str], kind: str, *, save: bool = True
+    ) -> dict[str, NDArray[np.float32]]:
         vectors = [v for batch in self._batches(todo) for v in self._embed_sync(batch, kind)]
         fresh, keep = self._kept(todo, vectors)
-        self._save(keep)
+        self._save(keep if save else [])
         return fresh
 
-    async def _aembed_now(self, todo: dict[str, str], kind: str) -> dict[str, NDArray[np.float32]]:
+    async def _aembed_now(
+        self, todo: dict[str, str], kind: str, *, save: bool = True
+    ) -> dict[str, NDArray[np.float32]]:
         vectors: list[Any] = []
         for batch in self._batches(todo):
             vectors.extend(await self._embed_async(batch, kind))
         fresh, keep = self._kept(todo, vectors)
-        await self._asave(keep)
+        await self._asave(keep if save else [])
         return fresh
 
     def embed_matrix(
@@ -510,8 +555,11 @@ class CachedEmbeddings(Embeddings):
             (1, 8)
         """
         deadline = _deadline(timeout)
-        if self._probe:
-            self._probed(self._embed_sync([PROBE_TEXT], "document"))
+        if self._probe and not self._probe_now():  # no namespace yet: the store waits
+            alone = {t: t for t in texts}
+            return self._finish(
+                list(texts), [None] * len(texts), self._embed_now(alone, kind, save=False)
+            )
         keys = self._keys(texts, kind)
         found = self._lookup(keys)
         todo = self._misses(texts, keys, found)
@@ -534,8 +582,10 @@ class CachedEmbeddings(Embeddings):
         The ``store`` is read and written through its async methods (``amget``, ``amset``).
         """
         deadline = _deadline(timeout)
-        if self._probe:
-            self._probed(await self._embed_async([PROBE_TEXT], "document"))
+        if self._probe and not await self._aprobe_now():
+            alone = {t: t for t in texts}
+            fresh = await self._aembed_now(alone, kind, save=False)
+            return self._finish(list(texts), [None] * len(texts), fresh)
         keys = self._keys(texts, kind)
         found = await self._alookup(keys)
         todo = self._misses(texts, keys, found)

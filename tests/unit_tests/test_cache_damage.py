@@ -170,3 +170,83 @@ def test_a_given_namespace_or_identity_needs_no_probe():
     CachedEmbeddings(model, store=InMemoryByteStore(), namespace="mine").embed_matrix(["x"])
     CachedEmbeddings(model).embed_matrix(["x"])  # no store: nothing shared, nothing asked
     assert model._probes == 0
+
+
+class Noisy(RecordingEmbeddings):
+    """A model whose vectors carry noise in the last digits, as GPU models and APIs' do."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(dim=384)
+        self._noise = np.random.default_rng(seed)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        seeds = [int(_digest(t)[:8], 16) for t in texts]
+        clean = np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds])
+        return (clean + self._noise.normal(0, 1e-6, clean.shape)).tolist()
+
+
+def test_noise_in_the_last_digits_does_not_move_the_namespace():
+    # before the fix: the probe's vector rounded to 4 decimals named the namespace, so 40
+    # instances of a noisy model made 40 namespaces and re-embedded everything each time
+    store = InMemoryByteStore()
+    names = set()
+    for seed in range(20):
+        cached = CachedEmbeddings(Noisy(seed), store=store)
+        cached.embed_matrix(["alpha", "beta"])
+        names.add(cached.namespace)
+    assert len(names) == 1
+
+
+def test_a_fresh_cache_knows_the_size_from_its_probe():
+    # before the fix: a new instance trusted the size it read most, so an entry cut to half
+    # (a whole number of floats) came back as a hit of the wrong size
+    store = InMemoryByteStore()
+    CachedEmbeddings(RecordingEmbeddings(dim=8), store=store).embed_matrix(["alpha"])
+    (key,) = [k for k in store.yield_keys() if k.endswith(_digest("alpha"))]
+    store.mset([(key, store.mget([key])[0][:16])])  # four floats of eight
+    model = RecordingEmbeddings(dim=8)
+    out = CachedEmbeddings(model, store=store).embed_matrix(["alpha"])
+    assert out.shape == (1, 8) and model.documents_embedded == ["alpha"]
+
+
+def test_concurrent_first_calls_probe_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = RecordingEmbeddings()
+    cached = CachedEmbeddings(model, store=InMemoryByteStore())
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: cached.embed_matrix([f"text {i}"]), range(16)))
+
+    async def burst() -> None:
+        fresh = CachedEmbeddings(model, store=InMemoryByteStore())
+        await asyncio.gather(*(fresh.aembed_matrix([f"t {i}"]) for i in range(16)))
+
+    asyncio.run(burst())
+    assert model._probes == 2  # one per cache
+
+
+class ProbeFailsOnce(RecordingEmbeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if texts == [PROBE_TEXT] and not self._probes:
+            self._probes += 1
+            raise RuntimeError("backend 503")
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_failed_probe_embeds_without_the_store_and_probes_again(use_async, caplog):
+    # before the fix: the probe's error failed the whole call (the selection fell back)
+    store = InMemoryByteStore()
+    model = ProbeFailsOnce()
+    cached = CachedEmbeddings(model, store=store)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        run = cached.aembed_matrix(texts) if use_async else None
+        return asyncio.run(run) if run is not None else cached.embed_matrix(texts)
+
+    with caplog.at_level(logging.WARNING, logger="langchain_pacms.embeddings.cache"):
+        first = embed(["alpha", "beta"])
+    assert first.shape == (2, 6) and not list(store.yield_keys())  # nothing stored unnamed
+    assert "probe" in caplog.text
+    np.testing.assert_array_equal(embed(["alpha", "beta"]), first)
+    assert model._probes == 2 and len(list(store.yield_keys())) == 2
