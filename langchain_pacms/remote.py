@@ -3,192 +3,62 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import math
 import threading
 import time
 import weakref
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Generator, Mapping, Sequence
 from concurrent.futures import Future
-from types import MappingProxyType
 from typing import Any
 
 import httpx
 import numpy as np
 
 from langchain_pacms._steps import adrive, drive, method_parameters_of
-from langchain_pacms.core import Strategy
+from langchain_pacms.core import Strategy, available_strategies
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile
-from langchain_pacms.errors import PACMSError
+from langchain_pacms.remote_wire import (
+    MAX_INT,
+    SESSION_HEADER,
+    TOKEN_PATTERN,
+    AnswerReader,
+    RemoteAnswerError,
+    RemoteRequestError,
+    answer_limit,
+    check_answer,
+    json_body,
+    named_here,
+    session_id,
+)
 from langchain_pacms.selector.caches import token_memo_bytes
 from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
 from langchain_pacms.selector.inputs import normalise, relevant_mask, resolve_inputs, token_costs
-from langchain_pacms.selector.options import resolve_options
+from langchain_pacms.selector.options import check_strategy, resolve_options
 from langchain_pacms.selector.protocol import SelectArguments, select_arguments
 from langchain_pacms.selector.selection import Candidate, CandidateInput, Selection
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
-__all__ = ["RemoteAnswerError", "RemoteSelector", "answer_limit", "check_answer"]
-
-ANSWER_BASE_BYTES = 64 * 1024
-"""Bytes an answer may take whatever its pool (totals, timings, the strategy's ``info``)."""
-ANSWER_BYTES_PER_CANDIDATE = 1024
-"""Bytes an answer may take per candidate sent, besides its id."""
-
-
-class RemoteAnswerError(PACMSError, ValueError):
-    """The service's answer does not fit the request it answers (see :func:`check_answer`)."""
-
-
-def answer_limit(payload: Mapping[str, Any]) -> int:
-    """The most bytes an answer to ``payload`` may take (20 more per character of each id).
-
-    Example:
-        >>> answer_limit({"candidates": [{"id": "a"}, {"id": "bb"}]})
-        67644
-    """
-    return ANSWER_BASE_BYTES + sum(
-        ANSWER_BYTES_PER_CANDIDATE + 20 * len(c["id"]) for c in payload["candidates"]
-    )
-
-
-def _ids(value: Any, name: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RemoteAnswerError(f"{name} is not a list of ids")
-    if len(set(value)) != len(value):
-        raise RemoteAnswerError(f"{name} repeats an id")
-    return value
-
-
-def _number(value: Any, name: str) -> float:
-    with contextlib.suppress(OverflowError):  # an int too large for a float
-        if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value)
-    raise RemoteAnswerError(f"{name} is not a finite number")
-
-
-def _scores(
-    body: Mapping[str, Any], ids: Sequence[str]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Relevance and gains from the answer's verdicts, which must cover exactly ``ids``."""
-    verdicts = body.get("candidates")
-    if not isinstance(verdicts, list) or not all(isinstance(v, dict) for v in verdicts):
-        raise RemoteAnswerError("candidates is not a list of verdicts")
-    if sorted(str(v.get("id")) for v in verdicts) != sorted(ids) or len(verdicts) != len(ids):
-        raise RemoteAnswerError("the service answered for other candidates than were sent")
-    relevance = {v["id"]: _number(v.get("relevance"), "a relevance") for v in verdicts}
-    gains = {v["id"]: _number(v["gain"], "a gain") for v in verdicts if v.get("gain") is not None}
-    return relevance, gains
-
-
-def check_answer(
-    cands: Sequence[Candidate],
-    tokens: Sequence[int],
-    budget: int,
-    body: Any,
-    timings: Mapping[str, float] | None = None,
-) -> Selection:
-    """The :class:`Selection` a service's answer gives, or :class:`RemoteAnswerError`.
-
-    Token totals, budget and ``over_budget`` are the sender's; the service's timings join as
-    ``server_*``.
-    """
-    if not isinstance(body, dict):
-        raise RemoteAnswerError("the answer is not a JSON object")
-    ids = [str(c.id) for c in cands]
-    cost = dict(zip(ids, (int(t) for t in tokens)))
-    kept = set(_ids(body.get("kept_ids"), "kept_ids"))
-    unknown = sorted(kept - set(ids))
-    if unknown:
-        raise RemoteAnswerError(
-            f"kept_ids names {len(unknown)} id(s) not sent, e.g. {unknown[0]!r}"
-        )
-    order = _ids(body.get("pick_order"), "pick_order")
-    if set(order) != kept:
-        raise RemoteAnswerError("pick_order does not list the kept ids")
-    mandatory = [cid for cid, c in zip(ids, cands) if c.mandatory]
-    dropped = [cid for cid in mandatory if cid not in kept]
-    if dropped:
-        raise RemoteAnswerError(f"the answer drops mandatory id {dropped[0]!r}")
-    kept_tokens = sum(cost[cid] for cid in kept)
-    over = sum(cost[cid] for cid in mandatory) > budget
-    if kept_tokens > budget and not (over and kept == set(mandatory)):
-        raise RemoteAnswerError(f"the answer keeps {kept_tokens} tokens over a budget of {budget}")
-    if not kept and min(cost.values(), default=budget + 1) <= budget:
-        raise RemoteAnswerError("the answer keeps nothing although candidates fit the budget")
-    relevance, gains = _scores(body, ids)
-    server = body.get("timings")
-    info, error = body.get("info") or {}, body.get("error")
-    if not isinstance(server, dict) or not isinstance(info, dict):
-        raise RemoteAnswerError("timings or info is not an object")
-    if not isinstance(body.get("strategy"), str) or not isinstance(body.get("fell_back"), bool):
-        raise RemoteAnswerError("strategy or fell_back is missing")
-    if error is not None and not isinstance(error, str):
-        raise RemoteAnswerError("error is not a string")
-    seconds = {f"server_{k}": _number(v, "a timing") for k, v in server.items()}
-    total = sum(cost.values())
-    return Selection(
-        candidates=tuple(cands),
-        kept_ids=tuple(cid for cid in ids if cid in kept),
-        pick_order=tuple(order),
-        relevance=MappingProxyType(relevance),
-        gains=MappingProxyType({k: g for k, g in gains.items() if k in kept}),
-        tokens=MappingProxyType(cost),
-        tokens_total=total,
-        tokens_kept=kept_tokens,
-        tokens_dropped=total - kept_tokens,
-        budget=budget,
-        strategy=body["strategy"],
-        over_budget=over,
-        fell_back=body["fell_back"],
-        error=error,
-        timings=MappingProxyType({**(timings or {}), **seconds}),
-        info=MappingProxyType(info),
-    )
-
-
-class _Reader:
-    """Reads one answer's raw bytes; refuses one over ``limit``, late, or content-encoded."""
-
-    def __init__(self, response: httpx.Response, limit: int, deadline: float, timeout: float):
-        self.response, self.limit, self.deadline, self.timeout = response, limit, deadline, timeout
-        self.chunks: list[bytes] = []
-        self.size = 0
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise RemoteAnswerError(f"the answer declares {declared} bytes, over {limit}")
-        if response.headers.get("content-encoding", "identity") != "identity":
-            raise RemoteAnswerError("the answer is content-encoded; identity was asked for")
-
-    def feed(self, chunk: bytes) -> None:
-        """Take one chunk, or raise once the answer is too large or too late."""
-        self.size += len(chunk)
-        if self.size > self.limit:
-            raise RemoteAnswerError(f"the answer exceeds {self.limit} bytes")
-        if time.monotonic() > self.deadline:
-            raise TimeoutError(f"no complete answer within {self.timeout}s")
-        self.chunks.append(chunk)
-
-    def answer(self) -> Any:
-        """The decoded answer, or the service's error as ``RuntimeError``."""
-        data = b"".join(self.chunks)
-        status = self.response.status_code
-        if status != 200:
-            try:
-                detail = json.loads(data)["detail"]
-            except (ValueError, TypeError, KeyError):
-                detail = data[:200].decode(errors="replace")
-            raise RuntimeError(f"service answered {status}: {detail}")
-        return json.loads(data)
+__all__ = [
+    "MAX_INT",
+    "SESSION_HEADER",
+    "RemoteAnswerError",
+    "RemoteRequestError",
+    "RemoteSelector",
+    "answer_limit",
+    "check_answer",
+    "session_id",
+]
 
 
 class RemoteSelector:
     """Select through a running ``pacms serve``; fail soft to recency.
 
     Token counts and the budget are resolved locally and sent. When the service fails, is late
-    or gives a bad answer, the selection falls back to recency (``fell_back``, ``error``).
+    or gives a bad answer, the selection falls back to recency (``fell_back``, ``error``). A
+    caller's mistake raises instead, as in a local selector: a strategy this process knows is
+    checked with its options before anything is sent, and one the service refuses, or options
+    it refuses, raise :class:`RemoteRequestError`.
 
     Args:
         url: The service's base URL.
@@ -197,9 +67,15 @@ class RemoteSelector:
         strategy: Strategy name sent with each request (``None``: the service's default).
         strategy_options: Options sent with that strategy.
         strict: Raise instead of falling back.
-        token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``).
+        token: Bearer token sent as ``Authorization`` (for ``pacms serve --token``): visible
+            ASCII characters, spaces only between them.
         session: Session id sent as ``X-Pacms-Session`` (1-64 letters, digits or ``._:-``),
             under which the service keeps this client's recent selections for the inspector.
+
+    Raises:
+        ValueError: For a bad ``url``, ``timeout``, ``token`` or ``session``, or a strategy this
+            process knows that rejects ``strategy_options``.
+        TypeError: For a strategy that is not a name.
 
     Example:
         >>> RemoteSelector("http://127.0.0.1:8077/").url
@@ -225,6 +101,13 @@ class RemoteSelector:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("strategy must be a strategy name: a callable cannot be sent")
+        if token is not None and not (isinstance(token, str) and TOKEN_PATTERN.fullmatch(token)):
+            raise ValueError(
+                "token must be visible ASCII characters, with spaces only between them "
+                "(it is sent in the Authorization header)"
+            )
+        if session is not None:
+            session_id(session)
         self.token_counter = resolve_token_counter(token_counter, max_bytes=token_memo_bytes())
         self.strategy: str = strategy or "pacms"
         self.strategy_options = dict(strategy_options or {})
@@ -232,17 +115,19 @@ class RemoteSelector:
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self._remote_strategy = strategy
-        self._headers = {"Accept-Encoding": "identity"}
+        self._check_strategy(strategy, self.strategy_options)
+        self._headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
         if session is not None:
-            self._headers["X-Pacms-Session"] = session
-        self._streak = FailureStreak()
+            self._headers[SESSION_HEADER] = session
+        self._streak = FailureStreak("remote selection")
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
-        self._aclients: weakref.WeakKeyDictionary[Any, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
+        # each event loop's client, and what closes it when the loop shuts down
+        self._aclients: dict[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
+        ] = {}
 
     def __repr__(self) -> str:
         return (
@@ -282,6 +167,14 @@ class RemoteSelector:
             self.strategy, self.strategy_options, self.profile, strategy, options
         )
 
+    def _check_strategy(self, name: str | None, options: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` if strategy ``name``, known here, rejects ``options``.
+
+        A strategy this process does not know is the service's to judge.
+        """
+        if name is not None and name in available_strategies():
+            check_strategy(name, options, self.profile)
+
     def _request(
         self,
         cands: Sequence[Candidate],
@@ -307,6 +200,18 @@ class RemoteSelector:
                     f"got {len(values)}"
                 )
             name = name or "pacms"
+        self._check_strategy(name, opts)
+        sent = tokens.tolist()
+        if sum(sent) > MAX_INT:
+            raise ValueError(
+                f"the candidates' tokens add up to {sum(sent)}; the service takes at most 2**53"
+            )
+        far = next((c for c in cands if abs(int(c.position or 0)) > MAX_INT), None)
+        if far is not None:
+            raise ValueError(
+                f"candidate {far.id!r} has position {far.position}; the service takes positions "
+                "in [-2**53, 2**53]"
+            )
         held = [None] * len(cands) if values is None else [sorted(map(str, v)) for v in values]
         return {
             "candidates": [
@@ -319,10 +224,11 @@ class RemoteSelector:
                     "position": int(c.position or 0),
                     **({} if v is None else {"values": v}),
                 }
-                for c, t, v in zip(cands, tokens.tolist(), held)
+                for c, t, v in zip(cands, sent, held)
             ],
             "query": query,
-            "budget_tokens": budget,
+            # the pool's tokens are at most 2**53: a larger budget keeps what 2**53 keeps
+            "budget_tokens": min(budget, MAX_INT),
             "strategy": name,
             "strategy_options": opts,
             "relevant_ids": [str(i) for i in relevant_ids],
@@ -340,9 +246,11 @@ class RemoteSelector:
         if cands:  # else nothing to send: an empty selection
             payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
             try:
-                body = yield payload
+                body = named_here((yield payload), cands)
                 timings["remote"] = time.perf_counter() - started
                 selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
+            except RemoteRequestError:  # the caller's mistake, as a local selector raises it
+                raise
             except Exception as err:  # recency within the budget, as a local selector falls back
                 if self.strict:
                     raise
@@ -361,8 +269,9 @@ class RemoteSelector:
             if self._client is None:
                 self._client = httpx.Client(timeout=self.timeout, headers=self._headers)
             client = self._client
-        with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
-            reader = _Reader(response, answer_limit(payload), deadline, self.timeout)
+        body = json_body(payload)
+        with client.stream("POST", f"{self.url}/select_debug", content=body) as response:
+            reader = AnswerReader(response, answer_limit(payload), deadline, self.timeout)
             for chunk in response.iter_raw():
                 reader.feed(chunk)
         return reader.answer()
@@ -384,18 +293,40 @@ class RemoteSelector:
         except TimeoutError:
             raise TimeoutError(f"no complete answer within {self.timeout}s") from None
 
+    async def _aclient(self) -> httpx.AsyncClient:
+        """This event loop's async client, closed when the loop shuts down.
+
+        The loop closes it as it shuts down its async generators, as ``asyncio.run`` does at
+        its end: the client is held by one, started on the loop (see :func:`_keep`).
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            held = self._aclients.get(loop)
+        if held is not None:
+            return held[0]
+        client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
+        keeper = _keep(client, weakref.ref(self), loop)
+        await keeper.asend(None)  # runs to its yield at once: no other task comes between
+        with self._lock:
+            self._aclients[loop] = (client, keeper)
+        return client
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
+        """Let go of ``loop``'s entry if it holds ``client`` (and so ``loop``, through it)."""
+        with self._lock:
+            held = self._aclients.get(loop)
+            if held is not None and held[0] is client:
+                del self._aclients[loop]
+
     async def _apost(self, payload: dict[str, Any]) -> Any:
         """POST ``payload`` with this event loop's async client; the decoded answer."""
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
-            self._aclients[loop] = client
+        client = await self._aclient()
         deadline = time.monotonic() + self.timeout
 
         async def read() -> Any:
-            async with client.stream("POST", f"{self.url}/select_debug", json=payload) as response:
-                reader = _Reader(response, answer_limit(payload), deadline, self.timeout)
+            body = json_body(payload)
+            async with client.stream("POST", f"{self.url}/select_debug", content=body) as response:
+                reader = AnswerReader(response, answer_limit(payload), deadline, self.timeout)
                 async for chunk in response.aiter_raw():
                     reader.feed(chunk)
             return reader.answer()
@@ -424,8 +355,44 @@ class RemoteSelector:
         return await adrive(steps, self._apost)
 
     def close(self) -> None:
-        """Close the sync connection pool (a new one opens on the next call)."""
+        """Close the sync connection pool and let go of the async ones (new ones open on use).
+
+        An event loop's async pool closes on that loop: at once if it runs, else when it next
+        runs (a loop closed already took its pool's connections with it). Await
+        :meth:`aclose` to close the running loop's pool before going on.
+        """
         with self._lock:
             client, self._client = self._client, None
+            held = list(self._aclients.values())
+            self._aclients.clear()
         if client is not None:
             client.close()
+        # Dropped, each keeper is finalised: its loop, if open, schedules its closing there.
+        del held
+
+    async def aclose(self) -> None:
+        """Close this event loop's async connection pool, then the others as :meth:`close`."""
+        with self._lock:
+            held = self._aclients.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held[1].aclose()
+        self.close()
+
+
+async def _keep(
+    client: httpx.AsyncClient,
+    owner: weakref.ref[RemoteSelector],
+    loop: asyncio.AbstractEventLoop,
+) -> AsyncGenerator[None, None]:
+    """Hold ``client`` of ``owner`` until closed; ``loop``, where it starts, closes it at its end.
+
+    An event loop closes the async generators started on it as it shuts down (``asyncio.run``
+    does, at its end); one dropped unfinished is closed on its loop if that loop is open.
+    """
+    try:
+        yield
+    finally:
+        selector = owner()
+        if selector is not None:
+            selector._forget(loop, client)
+        await client.aclose()

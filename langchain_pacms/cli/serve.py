@@ -242,6 +242,13 @@ def uvicorn_options(
     }
 
 
+def _port(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535 (0: any free port), got {value}")
+    return number
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number <= 0:
@@ -271,7 +278,9 @@ def register(subparsers: Any) -> None:
         "inspector page at / (needs the 'server' extra).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8077, help="port (default 8077)")
+    parser.add_argument(
+        "--port", type=_port, default=8077, help="port, 0-65535 (0: any free port; default 8077)"
+    )
     parser.add_argument(
         "--max-candidates",
         type=_positive,

@@ -21,6 +21,7 @@ from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
 from langchain_pacms._lru import LruMemo
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms._timeout import call_in_thread
 from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 
@@ -285,45 +286,41 @@ class CachedEmbeddings(Embeddings):
             size = self._dim or max(self._sizes, key=lambda k: (self._sizes[k], k), default=0)
         return [v if v is not None and v.size == size else None for v in found]
 
-    def _lookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
+    def _reading(self, keys: list[str]) -> Steps[list[NDArray[np.float32] | None]]:
+        """The body of :meth:`_lookup` and :meth:`_alookup`: yields the store's read."""
         if self.store is None:
             return self._memory.get_many(keys)
         try:
-            return self._read(self.store.mget(keys))
+            raw = yield Call(self.store.mget, self.store.amget, (keys,))
         except Exception as err:
             self._store_failed("read", err)
             return [None] * len(keys)
+        return self._read(raw)
+
+    def _lookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
+        return drive_calls(self._reading(keys))
 
     async def _alookup(self, keys: list[str]) -> list[NDArray[np.float32] | None]:
+        return await adrive_calls(self._reading(keys))
+
+    def _writing(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> Steps[None]:
+        """The body of :meth:`_save` and :meth:`_asave`: yields the store's write."""
+        if not pairs:
+            return
         if self.store is None:
-            return self._memory.get_many(keys)
+            self._memory.put_many(pairs)
+            return
         try:
-            return self._read(await self.store.amget(keys))
+            raw = [(k, v.astype(np.float32).tobytes()) for k, v in pairs]
+            yield Call(self.store.mset, self.store.amset, (raw,))
         except Exception as err:
-            self._store_failed("read", err)
-            return [None] * len(keys)
+            self._store_failed("write", err)
 
     def _save(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
-        if not pairs:
-            return
-        if self.store is None:
-            self._memory.put_many(pairs)
-            return
-        try:
-            self.store.mset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
-        except Exception as err:
-            self._store_failed("write", err)
+        drive_calls(self._writing(pairs))
 
     async def _asave(self, pairs: list[tuple[str, NDArray[np.float32]]]) -> None:
-        if not pairs:
-            return
-        if self.store is None:
-            self._memory.put_many(pairs)
-            return
-        try:
-            await self.store.amset([(k, v.astype(np.float32).tobytes()) for k, v in pairs])
-        except Exception as err:
-            self._store_failed("write", err)
+        await adrive_calls(self._writing(pairs))
 
     @property
     def max_entries(self) -> int:

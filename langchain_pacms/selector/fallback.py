@@ -19,16 +19,17 @@ logger = logging.getLogger(__name__)
 
 
 class FailureStreak:
-    """Logs a failure's warning once per streak of failures."""
+    """Logs a failure's warning once per streak of failures, naming ``what`` failed."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "embedding") -> None:
+        self.what = what
         self.failing = False
 
     def note(self, err: BaseException) -> str:
         """Record a failure (with a warning if it starts a streak); its message."""
         message = f"{type(err).__name__}: {err}"
         if not self.failing:
-            logger.warning("embedding failed (%s); falling back to recency (lastk)", message)
+            logger.warning("%s failed (%s); falling back to recency (lastk)", self.what, message)
         self.failing = True
         return message
 

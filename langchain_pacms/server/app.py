@@ -260,6 +260,8 @@ def app_from_env() -> Front:
 
     They are :func:`create_app`'s keywords plus ``cache_url`` (Redis: shared embeddings, sessions)
     and ``live_prefix`` (the sessions' key prefix; default :func:`.live_redis.deployment_prefix`).
+    The cache and the sessions use that Redis best effort, through one
+    :class:`~.best_effort.Circuit`: after either fails, both leave it alone a while.
 
     Example:
         >>> os.environ[CONFIG_ENV] = '{"max_candidates": 50}'
@@ -272,12 +274,14 @@ def app_from_env() -> Front:
     live_prefix = options.pop("live_prefix", None)
     selector = None
     if cache_url is not None:
-        from langchain_pacms.embeddings.redis_store import RedisByteStore
+        from langchain_pacms.server.best_effort import BestEffortStore, Circuit
         from langchain_pacms.server.live_redis import RedisSessions, deployment_prefix
 
+        circuit = Circuit()
         # the vectors this process reads are also held locally, in the selector's cache share
         local = int(DEFAULT_MEMORY_CEILING * EMBEDDING_SHARE)
-        selector = ContextSelector(cache_store=RedisByteStore(cache_url, local_bytes=local))
+        store = BestEffortStore(cache_url, local_bytes=local, circuit=circuit)
+        selector = ContextSelector(cache_store=store)
         prefix = live_prefix or deployment_prefix(options.get("token"))
-        options["live"] = RedisSessions(cache_url, prefix=prefix)
+        options["live"] = RedisSessions(cache_url, prefix=prefix, circuit=circuit)
     return create_app(selector, **options)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+
+from langchain_pacms.remote import SESSION_HEADER, session_id
 
 __all__ = [
     "MAX_BYTES",
@@ -30,11 +31,8 @@ __all__ = [
     "session_id",
 ]
 
-SESSION_HEADER = "X-Pacms-Session"
-"""Request header naming the session a selection belongs to (``RemoteSelector(session=...)``)."""
 WATCH_SESSION = "watch"
 """The session under which ``--watch`` shows the records of the followed log."""
-_SESSION = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 POLL_SECONDS = 0.2
 """How often a stream looks for new records (and a followed log for new lines)."""
 KEEPALIVE_SECONDS = 10.0
@@ -47,15 +45,6 @@ MAX_BYTES = 32 * 1024 * 1024
 """Default bytes of all records' JSON together a log keeps (the newest record always stays)."""
 MAX_CLIENTS = 16
 """Default streams a process serves at once (one more gets 503)."""
-
-
-def session_id(value: str) -> str:
-    """``value`` if it is 1-64 letters, digits, ``.``, ``_``, ``:`` or ``-``; else ValueError."""
-    if not _SESSION.fullmatch(value):
-        raise ValueError(
-            f"{SESSION_HEADER}: a session id is 1-64 letters, digits or '._:-', got {value[:80]!r}"
-        )
-    return value
 
 
 def record_json(record: dict[str, Any]) -> str:

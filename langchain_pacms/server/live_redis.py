@@ -17,6 +17,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
     raise missing_extra("RedisSessions", 'the "redis" extra (the redis client)', "redis") from err
 
 from langchain_pacms.embeddings.redis_store import REDIS_SCHEMES
+from langchain_pacms.server.best_effort import Circuit, best_effort
 from langchain_pacms.server.live import (
     MAX_BYTES,
     MAX_CLIENTS,
@@ -57,8 +58,6 @@ def deployment_prefix(token: str | None) -> str:
 
 DEFAULT_TTL_SECONDS = 24 * 3600
 """Default life of a session's records after its last add."""
-SOCKET_SECONDS = 5.0
-"""Default connect and read timeout of the Redis client (a stalled Redis holds no thread long)."""
 
 # One atomic add: number the record from the shared counter, append it, apply every bound.
 # KEYS: seq (never expires), order (sessions by newest number), touched (by last add, ms), bytes
@@ -125,7 +124,12 @@ return out
 
 
 class RedisSessions(StreamCount):
-    """Sessions' recent records in Redis, bounded, with a TTL (a failing Redis costs only those)."""
+    """Sessions' recent records in Redis, bounded, with a TTL (a failing Redis costs only those).
+
+    Redis is used best effort (:mod:`~langchain_pacms.server.best_effort`): short timeouts
+    unless ``client_options`` give others, and while ``circuit`` is open (after a failure), no
+    record is kept or read.
+    """
 
     def __init__(
         self,
@@ -137,6 +141,7 @@ class RedisSessions(StreamCount):
         max_bytes: int = MAX_BYTES,
         max_clients: int = MAX_CLIENTS,
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        circuit: Circuit | None = None,
         **client_options: Any,
     ) -> None:
         if urlsplit(url).scheme not in REDIS_SCHEMES:
@@ -153,9 +158,8 @@ class RedisSessions(StreamCount):
         super().__init__(max_clients)
         self.prefix, self.ttl_seconds = prefix, ttl_seconds
         self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
-        client_options.setdefault("socket_timeout", SOCKET_SECONDS)
-        client_options.setdefault("socket_connect_timeout", SOCKET_SECONDS)
-        self.client: redis.Redis = redis.Redis.from_url(url, **client_options)
+        self.circuit = circuit if circuit is not None else Circuit()
+        self.client: redis.Redis = redis.Redis.from_url(url, **best_effort(client_options))
         self._add = self.client.register_script(_ADD)
         self._since = self.client.register_script(_SINCE)
         self._keys = [prefix + name for name in ("seq", "order", "touched", "bytes")]
@@ -169,9 +173,15 @@ class RedisSessions(StreamCount):
         return f"{self.prefix}records:{session}"
 
     def _redis(self, work: Callable[[], T]) -> T | None:
-        """``work()``, or ``None`` if Redis fails (logged once until Redis answers again)."""
+        """``work()``, or ``None`` while the circuit is open or if Redis fails.
+
+        A failure is logged once until Redis answers again.
+        """
+        if self.circuit.open:
+            return None
         try:
-            result = work()
+            with self.circuit.watch():
+                result = work()
         except redis.RedisError as err:
             with self._failing_lock:
                 first, self._failing = not self._failing, True

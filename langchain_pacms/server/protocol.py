@@ -1,4 +1,4 @@
-"""uvicorn's ``h11`` protocol with a deadline for each request's head (against slowloris)."""
+"""uvicorn's ``h11`` protocol with a deadline and a size bound for each request's head."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-__all__ = ["HeaderTimeoutProtocol", "header_timeout_protocol"]
+__all__ = ["MAX_HEAD_BYTES", "HeaderTimeoutProtocol", "header_timeout_protocol"]
+
+MAX_HEAD_BYTES = 16 * 1024
+"""A request head's bound when uvicorn sets none (``h11_max_incomplete_event_size``): h11's."""
 
 
 def header_timeout_protocol(seconds: float) -> Callable[..., HeaderTimeoutProtocol]:
@@ -32,7 +35,12 @@ def header_timeout_protocol(seconds: float) -> Callable[..., HeaderTimeoutProtoc
 
 
 class HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's ``h11`` protocol, closing a connection whose request head is too slow."""
+    """uvicorn's ``h11`` protocol, closing a connection whose request head is too slow.
+
+    A request's line and headers are also bounded to uvicorn's ``h11_max_incomplete_event_size``
+    however they arrive (larger: 400): h11 itself bounds only the part of a head it waits for,
+    so a head that came whole in one read would pass at any size.
+    """
 
     def __init__(
         self,
@@ -45,6 +53,8 @@ class HeaderTimeoutProtocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.header_timeout = header_timeout
+        limit = config.h11_max_incomplete_event_size
+        self.max_head_bytes = MAX_HEAD_BYTES if limit is None else limit
         self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -53,8 +63,17 @@ class HeaderTimeoutProtocol(H11Protocol):
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
-        """Parse ``data``; stop the clock if a request's head is now complete."""
-        super().data_received(data)
+        """Parse ``data``; stop the clock if a request's head is now complete.
+
+        While a head is awaited, h11 gets at most one byte more than :attr:`max_head_bytes` of
+        it at a time: a longer head is incomplete at that size, which h11 refuses.
+        """
+        while data and self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            room = max(1, self.max_head_bytes + 1 - len(self.conn.trailing_data[0]))
+            super().data_received(data[:room])
+            data = data[room:]
+        if data and not self.transport.is_closing():
+            super().data_received(data)
         self._watch_head()
 
     def on_response_complete(self) -> None:

@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from langchain_pacms.remote import MAX_INT
+
 __all__ = [
     "MAX_INT",
     "CandidateIn",
@@ -18,8 +20,6 @@ __all__ = [
 
 KindName = Literal["system", "memory", "turn", "tool", "document"]
 
-MAX_INT = 2**53
-"""Largest integer a request may carry (JSON's exact integers); sums of them stay exact."""
 MAX_OPTION_FLOAT = 1e6
 """Largest magnitude of a numeric strategy option (every built-in option is far inside it)."""
 
@@ -43,7 +43,7 @@ class CandidateIn(BaseModel):
 
     text: str = Field(description="The text that is scored and counted.")
     id: str | None = Field(
-        default=None, min_length=1, description="Unique id; defaults to the index in the list."
+        default=None, description="Unique id; defaults to the index in the list."
     )
     kind: KindName = Field(default="turn", description="What the candidate is.")
     mandatory: bool = Field(default=False, description="Always kept (system prompt, last turn).")
@@ -55,9 +55,9 @@ class CandidateIn(BaseModel):
     )
     position: int | None = Field(
         default=None,
-        ge=0,
+        ge=-MAX_INT,
         le=MAX_INT,
-        description="Chronological position (larger is newer), in [0, 2**53]; default: index.",
+        description="Chronological position (larger is newer), in [-2**53, 2**53]; default: index.",
     )
     values: list[str] | None = Field(
         default=None,

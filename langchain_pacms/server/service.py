@@ -86,6 +86,21 @@ def _invalid(err: ValidationError) -> JSONResponse:
     return problem_response(422, detail, errors=errors)
 
 
+class _OptionsRefused(ValueError):
+    """The strategy rejects the request's options."""
+
+
+def _refusal(field: str, message: str) -> JSONResponse:
+    """The 422 refusing the request's ``field`` (``strategy`` or ``strategy_options``).
+
+    Its ``errors`` name the field, as a validation error's do, so a client tells the caller's
+    mistake from a limit of the service.
+    """
+    return problem_response(
+        422, f"{field}: {message}", errors=[{"field": field, "message": message}]
+    )
+
+
 TEXT_PREVIEW = 200
 """Characters of each candidate's text kept with a session's record (for the page's detail)."""
 
@@ -147,7 +162,7 @@ class Service:
         try:
             check_options(name, **opts)
         except ValueError as err:
-            raise ValueError(f"strategy_options: {err}") from err
+            raise _OptionsRefused(str(err)) from err
         if len(self._accepted) >= 256:
             self._accepted.clear()
         self._accepted.add(key)
@@ -177,10 +192,9 @@ class Service:
                 f"budget of {self.max_text_chars} per request (max_text_chars)",
             )
         if req.strategy is not None and req.strategy not in available_strategies():
-            return problem_response(
-                422,
-                f"strategy: unknown strategy {req.strategy!r}; "
-                f"choose from {available_strategies()}",
+            return _refusal(
+                "strategy",
+                f"unknown strategy {req.strategy!r}; choose from {available_strategies()}",
             )
         cands = _candidates(req)
         seen: set[str] = set()
@@ -199,8 +213,8 @@ class Service:
                 **req.strategy_options,
                 **self._values(req),
             )
-        except TypeError as err:
-            return problem_response(422, f"strategy_options: {err}")
+        except (TypeError, _OptionsRefused) as err:
+            return _refusal("strategy_options", str(err))
         except ValueError as err:  # the messages name the field or option
             return problem_response(422, str(err))
         if session is not None:

@@ -117,7 +117,7 @@ def test_bodies_must_be_sent_as_json(
     [
         ({"candidates": [{"text": "a", "tokens": 2**63}]}, "candidates[0].tokens"),
         ({"candidates": [{"text": "a", "position": 2**64}]}, "candidates[0].position"),
-        ({"candidates": [{"text": "a", "position": -1}]}, "candidates[0].position"),
+        ({"candidates": [{"text": "a", "position": -(2**53) - 1}]}, "candidates[0].position"),
         ({"candidates": [{"text": "a", "tokens": 2**53 + 1}]}, "candidates[0].tokens"),
         ({"budget_tokens": 2**53 + 1}, "budget_tokens"),
         ({"strategy_options": {"cost_exponent": 1e308}}, "cost_exponent"),

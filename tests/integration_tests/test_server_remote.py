@@ -92,12 +92,13 @@ def test_hook_falls_back_to_recency_when_down_or_slow(where: str, slow_url: str)
     assert sel.tokens_kept <= 7 and sel.error
 
 
-def test_error_answer_falls_back_and_strict_raises(url: str) -> None:
-    remote = RemoteSelector(url, timeout=5, strategy="nope")
-    sel = remote.select(["a", "b"], "a", budget=1)
-    assert sel.fell_back and "422" in str(sel.error) and "strategy" in str(sel.error)
-    with pytest.raises(RuntimeError, match="422"):
-        RemoteSelector(url, strict=True, strategy="nope").select(["a"], "a", budget=1)
+def test_error_answer_falls_back_and_strict_raises() -> None:
+    # a limit of the service is its failure (a strategy it refuses raises: test_remote_parity)
+    with running(create_app(max_candidates=1)) as small:
+        sel = RemoteSelector(small, timeout=5).select(["a", "b"], "a", budget=1)
+        assert sel.fell_back and "422" in str(sel.error) and "max_candidates" in str(sel.error)
+        with pytest.raises(RuntimeError, match="422"):
+            RemoteSelector(small, strict=True).select(["a", "b"], "a", budget=1)
 
 
 async def test_async_select_up_and_down(url: str) -> None:

@@ -1,0 +1,37 @@
+"""``pacms serve --port`` outside 0-65535 is an argparse error (exit 2), not a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from langchain_pacms.cli.main import build_parser
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1", "http"])
+def test_a_port_out_of_range_is_refused_with_exit_code_2(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--port", port])
+    assert exited.value.code == 2
+    assert "argument --port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["0", "8077", "65535"])
+def test_a_port_in_range_is_taken(port: str) -> None:
+    assert build_parser().parse_args(["serve", "--port", port]).port == int(port)
+
+
+def test_the_command_says_why_and_exits_2() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", "99999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "argument --port: must be 0-65535" in done.stderr
+    assert "Traceback" not in done.stderr
