@@ -6,10 +6,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
-import json
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -23,6 +21,7 @@ from numpy.typing import NDArray
 from langchain_pacms._lru import LruMemo
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
 from langchain_pacms._timeout import call_in_thread
+from langchain_pacms.embeddings.identity import key_prefix, model_identity, probe_digest
 from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "PROBE_TEXT", "CachedEmbeddings", "model_identity"]
@@ -32,66 +31,12 @@ ENTRY_OVERHEAD_BYTES = 400  # bytes one in-memory cache entry costs beyond its v
 PROBE_TEXT = "langchain-pacms: which model embeds this text?"
 """What a cache with a ``store`` embeds once to tell models apart that its identity cannot."""
 
-_PROBE_COMPONENTS = 8  # the probe's largest components, by place and sign, name the model
 
 logger = logging.getLogger(__name__)
 
 
 def _entry_bytes(_key: str, vector: NDArray[np.float32]) -> int:
     return vector.nbytes + ENTRY_OVERHEAD_BYTES
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_SECRET = re.compile(r"key|token|secret|passw|credential|auth|header|cookie", re.IGNORECASE)
-
-
-def _key_prefix(namespace: str) -> str:
-    """A store-safe key prefix: a sanitised start of ``namespace`` plus a hash of all of it."""
-    readable = _UNSAFE.sub("_", namespace)[:48].strip("._-") or "ns"
-    digest = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{readable}.{digest}"
-
-
-def _plain(value: Any) -> bool:
-    """True for JSON-like settings: scalars, and lists or str-keyed dicts of them."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
-
-
-def model_identity(embeddings: Embeddings) -> str:
-    """A string that names an embedding model well enough to key a cache.
-
-    ``embeddings.cache_identity`` when defined, else the class path and the plain-data settings
-    (pydantic fields or public scalars), leaving out unset ones and names suggesting a secret.
-
-    Example:
-        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
-        >>> model_identity(DeterministicFakeEmbedding(size=8))
-        'langchain_core.embeddings.fake.DeterministicFakeEmbedding:size=8'
-    """
-    own = getattr(embeddings, "cache_identity", None)
-    if isinstance(own, str) and own:
-        return own
-    cls = type(embeddings)
-    declared = getattr(cls, "model_fields", None)
-    pydantic = isinstance(declared, dict)
-    # Not pydantic: public scalar attributes only (containers may be run-time state).
-    names = list(declared or ()) if pydantic else [n for n in vars(embeddings) if n[:1] != "_"]
-    parts = [f"{cls.__module__}.{cls.__qualname__}"]
-    for name in sorted(names):
-        value = getattr(embeddings, name, None)
-        if value is None or _SECRET.search(name):
-            continue
-        if not (_plain(value) if pydantic else isinstance(value, (str, int, float, bool))):
-            continue
-        shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-        parts.append(f"{name}={shown}")
-    return ":".join(parts)
 
 
 class _Flight:
@@ -187,7 +132,7 @@ class CachedEmbeddings(Embeddings):
         self.embeddings = embeddings
         self.store = store
         self.namespace = namespace or model_identity(embeddings)
-        self._prefix = _key_prefix(self.namespace)
+        self._prefix = key_prefix(self.namespace)
         own = getattr(embeddings, "cache_identity", None)
         self._probe = store is not None and not namespace and not (isinstance(own, str) and own)
         self._probe_lock = threading.Lock()
@@ -205,17 +150,12 @@ class CachedEmbeddings(Embeddings):
     def _probed(self, vectors: list[Any]) -> None:
         """Name the namespace after the model's vector for :data:`PROBE_TEXT`; learn its size."""
         (vector,) = vectors
-        v = np.asarray(vector, dtype=np.float64)
-        if v.ndim != 1 or not v.size or not np.isfinite(v).all():
-            raise ValueError("embedding model returned no finite vector for the cache's probe")
-        top = np.sort(np.argsort(-np.abs(v), kind="stable")[:_PROBE_COMPONENTS])
-        mark = f"{v.size}:" + ",".join(f"{'-' if v[i] < 0 else '+'}{i}" for i in top)
-        digest = hashlib.sha256(mark.encode()).hexdigest()[:16]
+        size, digest = probe_digest(vector)
         with self._lock:
             if self._probe:
                 self.namespace = f"{self.namespace}:probe={digest}"
-                self._prefix = _key_prefix(self.namespace)
-                self._dim = self._dim or v.size
+                self._prefix = key_prefix(self.namespace)
+                self._dim = self._dim or size
                 self._probe = False
 
     def _probe_failed(self, err: Exception) -> bool:
