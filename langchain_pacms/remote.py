@@ -30,6 +30,7 @@ from langchain_pacms.remote_wire import (
     json_body,
     named_here,
     session_id,
+    wire_ids,
 )
 from langchain_pacms.selector.caches import token_memo_bytes
 from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
@@ -213,10 +214,11 @@ class RemoteSelector:
                 "in [-2**53, 2**53]"
             )
         held = [None] * len(cands) if values is None else [sorted(map(str, v)) for v in values]
+        wire = wire_ids([str(c.id) for c in cands])
         return {
             "candidates": [
                 {
-                    "id": c.id,
+                    "id": wire.get(str(c.id), c.id),
                     "text": c.text,
                     "kind": c.kind,
                     "mandatory": c.mandatory,
@@ -231,7 +233,7 @@ class RemoteSelector:
             "budget_tokens": min(budget, MAX_INT),
             "strategy": name,
             "strategy_options": opts,
-            "relevant_ids": [str(i) for i in relevant_ids],
+            "relevant_ids": [wire.get(str(i), str(i)) for i in relevant_ids],
         }
 
     def _selecting_remotely(
@@ -246,7 +248,8 @@ class RemoteSelector:
         if cands:  # else nothing to send: an empty selection
             payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
             try:
-                body = named_here((yield payload), cands)
+                wire = wire_ids([str(c.id) for c in cands])
+                body = named_here((yield payload), wire)
                 timings["remote"] = time.perf_counter() - started
                 selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
             except RemoteRequestError:  # the caller's mistake, as a local selector raises it
@@ -301,6 +304,10 @@ class RemoteSelector:
         """
         loop = asyncio.get_running_loop()
         with self._lock:
+            # a loop closed without shutting down its async generators left its pool here: let
+            # go of it (its sockets close as it is collected)
+            for closed in [each for each in self._aclients if each.is_closed()]:
+                del self._aclients[closed]
             held = self._aclients.get(loop)
         if held is not None:
             return held[0]

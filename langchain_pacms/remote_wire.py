@@ -31,6 +31,7 @@ __all__ = [
     "json_body",
     "named_here",
     "session_id",
+    "wire_ids",
 ]
 
 MAX_INT = 2**53
@@ -112,10 +113,32 @@ def json_body(payload: Any) -> bytes:
         return _wired(text).encode()
 
 
-def named_here(body: Any, cands: Sequence[Candidate]) -> Any:
-    """``body`` with each id that went out changed (it held a lone surrogate) named as here."""
-    ids = (str(c.id) for c in cands)
-    here = {_wired(cid): cid for cid in ids if _LONE_SURROGATE.search(cid)}
+def wire_ids(ids: Sequence[str]) -> dict[str, str]:
+    r"""The id to send for each of ``ids`` that holds a lone surrogate (UTF-8 cannot carry it).
+
+    Its surrogates become U+FFFD, and ``~n`` is added while that names another id of the pool.
+
+    Example:
+        >>> wire_ids(["x\ud800", "x\udfff", "x\ufffd"])
+        {'x\ud800': 'x\ufffd~1', 'x\udfff': 'x\ufffd~2'}
+    """
+    taken = {i for i in ids if not _LONE_SURROGATE.search(i)}
+    wire: dict[str, str] = {}
+    for cid in dict.fromkeys(ids):
+        if cid in taken or cid in wire:
+            continue
+        sent, n = _wired(cid), 0
+        while sent in taken:
+            n += 1
+            sent = f"{_wired(cid)}~{n}"
+        taken.add(sent)
+        wire[cid] = sent
+    return wire
+
+
+def named_here(body: Any, wire: Mapping[str, str]) -> Any:
+    """``body`` with each id that went out changed (:func:`wire_ids`) named as here."""
+    here = {sent: cid for cid, sent in wire.items()}
     if not here or not isinstance(body, dict):
         return body
 

@@ -216,6 +216,8 @@ class Service:
         except (TypeError, _OptionsRefused) as err:
             return _refusal("strategy_options", str(err))
         except ValueError as err:  # the messages name the field or option
+            if req.strategy_options:  # a strategy rejecting an option's value
+                return _refusal("strategy_options", str(err))
             return problem_response(422, str(err))
         if session is not None:
             self.live.add(session, _live_record(req, sel))

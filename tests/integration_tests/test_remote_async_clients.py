@@ -9,6 +9,7 @@ import gc
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -99,3 +100,20 @@ def test_a_selector_let_go_leaves_its_pools_to_close_on_their_loops(url: str) ->
         assert client.is_closed
     finally:
         loop.close()
+
+
+def test_loops_closed_without_shutting_down_leave_nothing_held(url: str) -> None:
+    # before the fix: new_event_loop() / run_until_complete(aselect) / close() kept each loop
+    # and its pool's socket for the selector's life (300 loops: 300 fds)
+    remote = RemoteSelector(url, timeout=5)
+    gc.collect()
+    before = open_files()
+    for i in range(40):
+        loop = asyncio.new_event_loop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # the socket closes as collected
+            assert not loop.run_until_complete(remote.aselect(POOL, f"port {i}", 50)).fell_back
+            loop.close()
+            gc.collect()
+        assert len(remote._aclients) <= 1  # only the newest closed loop's, until the next call
+    assert open_files() <= before + 5  # not one a loop (other tests' sockets may still close)

@@ -13,7 +13,10 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the 'server' extra")
 from pacms_server import running
 
+import langchain_pacms.core.registry as registry
+import langchain_pacms.remote as remote_module
 from langchain_pacms import Candidate, ContextSelector
+from langchain_pacms.core import available_strategies, get_strategy, register_strategy
 from langchain_pacms.remote import RemoteRequestError, RemoteSelector
 from langchain_pacms.server import create_app
 
@@ -116,3 +119,32 @@ def test_a_service_failure_is_named_as_such(caplog: pytest.LogCaptureFixture) ->
     assert sel.fell_back and "max_candidates" in str(sel.error)
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("remote selection failed (RuntimeError: service answered 422")
+
+
+def test_ids_that_meet_once_their_surrogates_are_replaced_stay_apart(url: str) -> None:
+    # before the fix: "x\ud800", "x\udfff" and "x\ufffd" all went out as "x\ufffd"; the service
+    # refused the duplicate ids (422) and the selection fell back to recency
+    texts = ["The staging database listens on port 6543.", "Lunch was great today.", "port?"]
+    ids = ["x\ud800", "x\udfff", "x\ufffd"]
+    cands = [Candidate(t, id=i, mandatory=n == 2) for n, (t, i) in enumerate(zip(texts, ids))]
+    same(RemoteSelector(url, timeout=5), cands, QUERY, 14, relevant_ids=["x\udfff"])
+
+
+def test_a_service_only_strategy_refusing_a_value_raises(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before the fix: the strategy's ValueError became a 422 without the field it refuses, and
+    # the client fell back to recency
+    def non_negative(problem, *, n: int = 0):
+        if n < 0:
+            raise ValueError(f"n must be a non-negative int, got {n}")
+        return get_strategy("topk")(problem)
+
+    known_here = list(available_strategies())
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # undone after
+    register_strategy("non_negative", non_negative)
+    monkeypatch.setattr(remote_module, "available_strategies", lambda: known_here)
+    remote = RemoteSelector(url, timeout=5)
+    with pytest.raises(RemoteRequestError, match="n must be a non-negative int"):
+        remote.select(POOL, QUERY, 12, strategy="non_negative", n=-1)
+    assert not remote.select(POOL, QUERY, 12, strategy="non_negative", n=1).fell_back
