@@ -185,6 +185,11 @@ def _recovering(
     if names:
         raise ToolException(_ambiguous(object_id, [by_id[n] for n in names]))
     obj = by_id.get(object_id)
+    if obj is not None and obj.state == "masked":
+        raise ToolException(
+            f"recover_context failed: {object_id!r} was masked, not folded: its head and tail "
+            "are in the history and the rest is not recoverable (kept for audit only)"
+        )
     hashes, folded = object_hashes(messages, obj)
     listed = _listed(messages, obj)
     stored_id = index.carried_id(object_id) if index is not None else object_id

@@ -9,8 +9,11 @@ from pacms_fakes import call, fold, tool_round
 from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,
     SIDECAR_NAMESPACE,
+    Action,
     SidecarRecord,
     SidecarStore,
+    apply_actions,
+    index_messages,
     make_recover_tool,
 )
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -187,3 +190,18 @@ def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image):
     # with an image the model gets the blocks again; text alone stays the exact payload text
     expected = blocks if with_image else json.dumps(blocks, ensure_ascii=False, sort_keys=True)
     assert message.content == expected
+
+
+def test_recover_context_says_a_masked_object_is_not_recoverable():
+    # before the fix: "is not folded in this conversation (its content is in the history)",
+    # although the mask had cut most of it out of the history
+    history = [HumanMessage("task", id="h1")]
+    history += tool_round("pytest", {}, "ok\n" * 2000, "1")
+    history.append(HumanMessage("and now?", id="h2"))
+    masked = apply_actions(history, index_messages(history), [Action("mask", "function:tool:1")])
+    tool = make_recover_tool(InMemoryStore())
+    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:1"}, "r1")
+    request["args"]["state"] = {"messages": masked.messages}
+    answer = tool.invoke(request, {"configurable": {"thread_id": "t"}})
+    assert answer.status == "error" and "was masked" in answer.content
+    assert "in the history)" not in answer.content
