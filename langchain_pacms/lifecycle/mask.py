@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -9,7 +10,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_pacms.lifecycle.objects import ContextObject
 from langchain_pacms.lifecycle.rewrite import REWRITES, rewrite
 from langchain_pacms.messages.locators import locator_budget, locator_lines
-from langchain_pacms.messages.text import content_text, split_blocks
+from langchain_pacms.messages.text import content_text
 
 __all__ = ["mask_object", "mask_text"]
 
@@ -64,14 +65,29 @@ def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail
 def _masked(message: BaseMessage, head: int, tail: int) -> str | list[Any]:
     """The masked content of ``message`` (memoised per message object).
 
-    Its text is masked; blocks other than text (images, files) stay, after it.
+    Its text blocks become one masked text block (the first one's other keys, such as
+    ``cache_control``, kept); every other block (an image, a file, ``text-plain``) stays as it
+    is, after it. A result wrapped in ``tool_result`` blocks is left whole: masking inside
+    would lose the wrapper a provider pairs with its call.
     """
 
     def compute() -> str | list[Any]:
-        text, blocks = split_blocks(message.content)
-        if not blocks:
-            text = content_text(message.content)  # content blocks: their text
+        content = message.content
+        texts: list[str] = []
+        others: list[Any] = []
+        first: Mapping[str, Any] | None = None  # the first text block
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                return content
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, Mapping) and block.get("type") == "text":
+                first = block if first is None else first
+                texts.append(str(block.get("text", "")))
+            else:
+                others.append(block)
+        text = "\n".join(texts) if others else content_text(content)
         masked = mask_text(text, head, tail, locator_budget(len(text) - head - tail))
-        return [{"type": "text", "text": masked}, *blocks] if blocks else masked
+        return [{**(first or {"type": "text"}), "text": masked}, *others] if others else masked
 
     return REWRITES((message,), ("mask", head, tail), compute)

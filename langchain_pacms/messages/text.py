@@ -21,7 +21,6 @@ __all__ = [
     "memory_text",
     "message_text",
     "message_tokens",
-    "split_blocks",
 ]
 
 CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "tool_call_chunk", "invalid_tool_call")
@@ -30,9 +29,7 @@ CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "tool_call_chunk", "inv
 _MEMORY_KEYS = ("content", "text", "memory", "fact", "summary")
 
 
-def _content_parts(
-    content: str | list[Any], *, markers: bool = True
-) -> tuple[list[str], list[Any]]:
+def _content_parts(content: str | list[Any]) -> tuple[list[str], list[Any]]:
     """A content's text parts (a ``[type]`` marker for each other block) and its other blocks."""
     if isinstance(content, str):
         return [content], []
@@ -54,24 +51,13 @@ def _content_parts(
             elif kind == "reasoning" and _summary_text(block):
                 parts.append(_summary_text(block))  # OpenAI's form: the text is in its summary
             elif kind == "tool_result" and isinstance(inner, (str, list)):
-                texts, blocks = _content_parts(inner, markers=markers)
+                texts, blocks = _content_parts(inner)
                 parts += texts
                 whole += blocks
             elif kind not in CALL_BLOCKS:
-                parts += [f"[{kind or 'block'}]"] if markers else []
+                parts.append(f"[{kind or 'block'}]")
                 whole.append(block)
     return parts, whole
-
-
-def split_blocks(content: str | list[Any]) -> tuple[str, list[Any]]:
-    r"""A content's text (no markers) and its blocks other than text, such as images and files.
-
-    Example:
-        >>> split_blocks(["see", {"type": "image", "url": "u"}, {"type": "text", "text": "it"}])
-        ('see\nit', [{'type': 'image', 'url': 'u'}])
-    """
-    parts, blocks = _content_parts(content, markers=False)
-    return "\n".join(parts), blocks
 
 
 def _summary_text(block: Mapping[str, Any]) -> str:

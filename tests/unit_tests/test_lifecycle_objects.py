@@ -142,3 +142,30 @@ def test_mask_keeps_images_and_masks_the_text():
     again = apply_actions(msgs, index, [Action("mask", target)], masking=Masking(head=10, tail=5))
     assert again.messages[2] is out.messages[2]  # the same copy (memoised)
     assert msgs[2].content[1] == image and len(msgs[2].content[0]["text"]) == 2100
+
+
+def test_mask_keeps_each_non_text_block_and_the_text_blocks_keys():
+    # a text-plain file block and a text block's cache_control used to be lost (the file read
+    # as text, the key dropped); a tool_result wrapper was flattened away
+    file = {"type": "text-plain", "text": "a,b\n1,2", "mime_type": "text/csv"}
+    image = {"type": "image", "url": "https://example.com/shot.png"}
+    log = {"type": "text", "text": "row ok\n" * 300, "cache_control": {"type": "ephemeral"}}
+    call = {"name": "browse", "args": {}, "id": "c1", "type": "tool_call"}
+
+    def masked(content: list) -> list:
+        msgs = [
+            HumanMessage("go", id="h1"),
+            AIMessage("", tool_calls=[call], id="a1"),
+            ToolMessage(content, tool_call_id="c1", id="t1"),
+            HumanMessage("and now?", id="h2"),
+        ]
+        index = index_messages(msgs)
+        (target,) = [o.id for o in index.objects if o.kind == "tool"]
+        action = [Action("mask", target)]
+        return apply_actions(msgs, index, action, masking=Masking(head=10, tail=5)).messages[2]
+
+    first, *rest = masked([image, log, file]).content
+    assert rest == [image, file] and first["cache_control"] == {"type": "ephemeral"}
+    assert "elided by mask" in first["text"] and "a,b" not in first["text"]
+    wrapped = [{"type": "tool_result", "tool_use_id": "c1", "content": [log, image]}]
+    assert masked(wrapped).content == wrapped  # left whole: nothing to mask inside a wrapper
