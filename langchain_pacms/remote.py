@@ -185,7 +185,9 @@ class RemoteSelector:
         strategy: Any,
         options: Mapping[str, Any],
         relevant_ids: Collection[str],
+        wire: Mapping[str, str],
     ) -> dict[str, Any]:
+        """The request's body; ``wire``: the ids sent otherwise (:func:`wire_ids`)."""
         relevant_mask(cands, relevant_ids)  # bad ids fail here, as they do in the local selector
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("RemoteSelector sends strategies by name; got a callable")
@@ -214,7 +216,6 @@ class RemoteSelector:
                 "in [-2**53, 2**53]"
             )
         held = [None] * len(cands) if values is None else [sorted(map(str, v)) for v in values]
-        wire = wire_ids([str(c.id) for c in cands])
         return {
             "candidates": [
                 {
@@ -246,9 +247,11 @@ class RemoteSelector:
         timings = {"tokens": time.perf_counter() - started}
         error = None
         if cands:  # else nothing to send: an empty selection
-            payload = self._request(cands, tokens, query, allowed, strategy, options, relevant_ids)
+            wire = wire_ids([str(c.id) for c in cands])
+            payload = self._request(
+                cands, tokens, query, allowed, strategy, options, relevant_ids, wire
+            )
             try:
-                wire = wire_ids([str(c.id) for c in cands])
                 body = named_here((yield payload), wire)
                 timings["remote"] = time.perf_counter() - started
                 selection = check_answer(cands, tokens.tolist(), allowed, body, timings)

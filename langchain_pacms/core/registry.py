@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -126,6 +127,10 @@ def _keyword_options(fn: Callable[..., Any]) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+_PROBED: dict[tuple[Any, str], str | None] = {}  # a built-in's answer to options it was run on
+_PROBED_MAX = 256
+
+
 def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | None:
     """Why ``strategy`` rejects ``options`` (a built-in is also run on a probe), or ``None``."""
     fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
@@ -135,12 +140,23 @@ def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | Non
         return f"unknown option {unknown[0]!r}; it accepts: {', '.join(accepted or ['nothing'])}"
     if fn not in _BUILTINS.values():
         return None
+    try:  # a built-in's answer depends on its options only: asked once each
+        key: tuple[Any, str] | None = (fn, json.dumps(dict(options), sort_keys=True))
+    except (TypeError, ValueError):  # options JSON cannot hold: asked every time
+        key = None
+    if key is not None and key in _PROBED:
+        return _PROBED[key]
     probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    reason = None
     try:
         solve(probe, strategy, **options)
     except (TypeError, ValueError) as err:
-        return str(err)
-    return None
+        reason = str(err)
+    if key is not None:
+        if len(_PROBED) >= _PROBED_MAX:
+            _PROBED.clear()
+        _PROBED[key] = reason
+    return reason
 
 
 def check_options(strategy: str | Strategy, **options: Any) -> None:

@@ -130,7 +130,6 @@ class Service:
     ) -> None:
         self.selector, self.max_candidates, self.live = selector, max_candidates, live
         self.max_text_chars = max_text_chars
-        self._accepted: set[tuple[str | None, str]] = set()  # strategies and options checked
 
     def select(self, raw: bytes, session: str | None = None) -> Response:
         """``POST /select``: the verdict in brief."""
@@ -154,18 +153,12 @@ class Service:
         return {"values": [frozenset(c.values or ()) for c in req.candidates]}
 
     def _check_options(self, strategy: str | None, options: dict[str, Any]) -> None:
-        """Check a strategy-and-options pair the first time it comes (up to 256 remembered)."""
-        key = (strategy, json.dumps(options, sort_keys=True))
-        if key in self._accepted:
-            return
+        """Check a strategy-and-options pair (``check_options`` remembers a built-in's answer)."""
         name, opts = self.selector.resolve_options(strategy, options)
         try:
             check_options(name, **opts)
         except ValueError as err:
             raise _OptionsRefused(str(err)) from err
-        if len(self._accepted) >= 256:
-            self._accepted.clear()
-        self._accepted.add(key)
 
     def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
         try:

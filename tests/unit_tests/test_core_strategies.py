@@ -742,3 +742,18 @@ def test_feedback_is_built_once_per_pool_and_linked_budgets_pick_as_fresh_ones()
     # one feedback problem for the pool, whatever the budget
     keys = [k for k in p._memo if isinstance(k, tuple) and k[0] == "relevance_feedback"]
     assert keys == [("relevance_feedback", 0.6, 5)]
+
+
+def test_a_builtins_answer_to_its_options_is_probed_once(monkeypatch):
+    # RemoteSelector checks its strategy on every call and the service on every request: the
+    # probe solve behind that check runs once per built-in and options, not per call
+    import langchain_pacms.core.registry as registry
+
+    calls: list[dict] = []
+    real = registry.solve
+    monkeypatch.setattr(registry, "_PROBED", {})
+    monkeypatch.setattr(registry, "solve", lambda *a, **k: calls.append(k) or real(*a, **k))
+    for _ in range(3):
+        assert registry.rejection("mmr", {"lambda_mult": 0.3}) is None
+        assert "lambda_mult" in str(registry.rejection("mmr", {"lambda_mult": 7}))
+    assert calls == [{"lambda_mult": 0.3}, {"lambda_mult": 7}]
