@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
+
+from langchain_pacms.messages.history import is_human
 
 __all__ = ["TOOL_LOOP_STEPS", "Boundary", "at_boundary", "boundary_in_force", "tool_steps"]
 
@@ -19,7 +21,7 @@ def tool_steps(messages: Sequence[BaseMessage]) -> int:
     """Model calls that requested tools since the latest user message."""
     steps = 0
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
+        if is_human(message):
             break
         if isinstance(message, AIMessage) and message.tool_calls:
             steps += 1
@@ -32,6 +34,7 @@ def boundary_in_force(
     """The boundary in force: ``"auto"`` is ``"tool"`` inside a long tool loop, else ``"turn"``.
 
     Example:
+        >>> from langchain_core.messages import HumanMessage
         >>> boundary_in_force([HumanMessage("hi")], "auto"), boundary_in_force([], "tool")
         ('turn', 'tool')
     """
@@ -50,7 +53,7 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") ->
         ValueError: If ``boundary`` is not ``"auto"``, ``"turn"`` or ``"tool"``.
 
     Example:
-        >>> from langchain_core.messages import ToolMessage
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
         >>> call = {"name": "f", "args": {}, "id": "c"}
         >>> msgs = [HumanMessage("go"), AIMessage("", tool_calls=[call])]
         >>> at_boundary(msgs), at_boundary([*msgs, ToolMessage("1", tool_call_id="c")], "tool")
@@ -61,7 +64,7 @@ def at_boundary(messages: Sequence[BaseMessage], boundary: Boundary = "auto") ->
     if not messages:
         return False
     last = messages[-1]
-    if isinstance(last, HumanMessage) or (isinstance(last, AIMessage) and not last.tool_calls):
+    if is_human(last) or (isinstance(last, AIMessage) and not last.tool_calls):
         return True
     if boundary_in_force(messages, boundary) == "turn" or last.type != "tool":
         return False

@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_pacms.messages.history import is_human
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
 from langchain_pacms.messages.spans import cut_spans, span_text
@@ -252,7 +253,7 @@ def index_messages(
     users = [
         indices[0]
         for span_kind, indices in spans
-        if span_kind == "turn" and not isinstance(messages[indices[0]], AIMessage)
+        if span_kind == "turn" and is_human(messages[indices[0]])
     ]
     latest_index = users[-1] if users else -1
     turn = messages[latest_index].id if latest_index >= 0 else None
