@@ -85,6 +85,9 @@ def thread_label(thread_id: str) -> str:
     return "~" + thread_id.encode("utf-8", "surrogatepass").hex()
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def _split_key(key: str) -> tuple[str, str | None]:
     """``(object id, hash prefix)`` of a key (no prefix for a key written without one)."""
     head, sep, tail = key.rpartition("@")
@@ -93,8 +96,17 @@ def _split_key(key: str) -> tuple[str, str | None]:
     return key, None
 
 
+def _storable(text: str) -> str:
+    """``text`` with each NUL and lone surrogate as U+FFFD (PostgreSQL and SQLite refuse them)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def _encode(record: SidecarRecord) -> dict[str, Any]:
-    """The store value for ``record`` (refuses a record whose hash does not match)."""
+    """The store value for ``record`` (refuses a record whose hash does not match).
+
+    The payload goes as base64 of its bytes, exact; the lineage and description, which nothing
+    reads back to restore a payload, go as text a database can hold (:func:`_storable`).
+    """
     data = record.payload.encode("utf-8", "surrogatepass")
     if hashlib.sha256(data).hexdigest() != record.sha256:
         raise SidecarIntegrityError(
@@ -106,8 +118,8 @@ def _encode(record: SidecarRecord) -> dict[str, Any]:
         "payload": base64.b64encode(data).decode("ascii"),
         "sha256": record.sha256,
         "kind": record.kind,
-        "lineage": list(record.lineage),
-        "description": record.description,
+        "lineage": [_storable(m) for m in record.lineage],
+        "description": _storable(record.description),
         "created_at": datetime.now(timezone.utc).isoformat(),
     }
 

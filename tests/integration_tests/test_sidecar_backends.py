@@ -76,6 +76,17 @@ def test_payloads_round_trip_byte_exact(store, thread):
         )
 
 
+def test_text_fields_a_database_refuses_are_stored_as_replacement_characters(store, thread):
+    # a description from a payload's first line or an audit note may hold a NUL or a lone
+    # surrogate: PostgreSQL and SQLite refused the record, so the commit never happened
+    sidecars = SidecarStore(store, thread)
+    payload = "cat bin\x00ary \ud800 out"
+    sidecars.put(SidecarRecord.of("function:tool:1", payload, "tool", ("m\x00",), payload))
+    back = sidecars.get("function:tool:1")
+    assert back.payload == payload
+    assert back.description == "cat bin\ufffdary \ufffd out" and back.lineage == ("m\ufffd",)
+
+
 def test_tampered_value_and_missing_id(store, thread):
     sidecars = SidecarStore(store, thread)
     exact = SidecarRecord.of("function:tool:1", "exact", "tool")
