@@ -14,6 +14,7 @@ from langgraph.store.base import BaseStore
 from langchain_pacms._steps import parameters_of
 from langchain_pacms.integrations.config import agent_arguments, resolve_config
 from langchain_pacms.integrations.runner import RunnerViews, SelectionRunner
+from langchain_pacms.lifecycle import carry_numbers
 from langchain_pacms.messages.runs import keep_run, state_messages, thread_id_of
 
 __all__ = ["PACMSHook", "create_pacms_hook"]
@@ -71,10 +72,13 @@ class PACMSHook(RunnerViews, RunnableLambda):
         def update(state: Any, config: RunnableConfig, out: list[BaseMessage]) -> dict[str, Any]:
             if output_key != "messages":
                 return {output_key: out}
+            before = state_messages(state)
             if thread_id_of(config) is None:  # the run's sidecars are named after its history
-                out = keep_run(state_messages(state), out)
-            # replace the stored history, as add_messages needs
-            return {output_key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *out]}
+                out = keep_run(before, out)
+            # replace the stored history, as add_messages needs; ids of dropped stubs stay taken
+            return {
+                output_key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *carry_numbers(before, out)]
+            }
 
         def pacms_pre_model_hook(state: Any, config: RunnableConfig) -> dict[str, Any]:
             out = runner.run(_state_messages(state), **_run_inputs(state, config))

@@ -29,7 +29,12 @@ from langchain_pacms.lifecycle.node import (
     create_lifecycle_node,
     known_ids_of,
 )
-from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject, index_messages
+from langchain_pacms.lifecycle.objects import (
+    ContextIndex,
+    ContextObject,
+    carry_numbers,
+    index_messages,
+)
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.recover import (
     RECOVER_TOOL_NAME,
@@ -104,6 +109,7 @@ __all__ = [
     "apply_actions",
     "at_boundary",
     "boundary_in_force",
+    "carry_numbers",
     "check_actions",
     "copy_thread_sidecars",
     "create_lifecycle_node",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
@@ -18,16 +18,19 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_pacms.messages.history import is_human
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
+from langchain_pacms.messages.runs import run_head
 from langchain_pacms.messages.spans import cut_spans, span_text
 from langchain_pacms.messages.text import blocks_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
 
 __all__ = [
     "KEY_HEX",
+    "NUMBERS_KEY",
     "ContextIndex",
     "ContextObject",
     "ObjectKind",
     "ObjectState",
+    "carry_numbers",
     "index_messages",
     "record_key",
 ]
@@ -40,6 +43,9 @@ _PREFIX: dict[str, str] = {
     "assistant": "conversation:assistant",
     "tool": "function:tool",
 }
+NUMBERS_KEY = "pacms_numbers"
+"""Message field with the highest number each kind of object id took in a history rewritten
+by the pre-model hook (``output_key="messages"``), so that an id is never given again."""
 
 
 @dataclass(frozen=True)
@@ -257,14 +263,8 @@ def index_messages(
     ]
     latest_index = users[-1] if users else -1
     turn = messages[latest_index].id if latest_index >= 0 else None
-    numbers = dict.fromkeys(_PREFIX, 0)
     marks: list[Any] = [m.additional_kwargs.get(LIFECYCLE_KEY) for m in messages]
-    marked = [str(m.get("object", "")) for m in marks if isinstance(m, Mapping)]
-    for object_id in [*known.values(), *marked]:
-        for kind, prefix in _PREFIX.items():
-            tail = object_id.removeprefix(prefix + ":")
-            if tail != object_id and tail.isdigit():
-                numbers[kind] = max(numbers[kind], int(tail))
+    numbers = _numbers(messages, known.values())
     objects: list[ContextObject] = []
     for span_kind, indices in spans:
         kind = _kind(messages[indices[0]], span_kind)
@@ -301,6 +301,51 @@ def index_messages(
         )
     objects, shared = _named_apart(objects)
     return ContextIndex(tuple(objects), {o.id: o for o in objects}, latest_index, shared)
+
+
+def _numbers(messages: Sequence[BaseMessage], ids: Iterable[str] = ()) -> dict[str, int]:
+    """The highest id number of each kind in ``ids``, the messages' marks and NUMBERS_KEY."""
+    numbers = dict.fromkeys(_PREFIX, 0)
+    carried: list[str] = list(ids)
+    for message in messages:
+        mark = message.additional_kwargs.get(LIFECYCLE_KEY)
+        if isinstance(mark, Mapping):
+            carried.append(str(mark.get("object", "")))
+        held = message.additional_kwargs.get(NUMBERS_KEY)
+        for kind, number in held.items() if isinstance(held, Mapping) else ():
+            if kind in numbers and isinstance(number, int) and not isinstance(number, bool):
+                numbers[kind] = max(numbers[kind], number)
+    for object_id in carried:
+        for kind, prefix in _PREFIX.items():
+            tail = object_id.removeprefix(prefix + ":")
+            if tail != object_id and tail.isdigit():
+                numbers[kind] = max(numbers[kind], int(tail))
+    return numbers
+
+
+def carry_numbers(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[BaseMessage]:
+    """``after`` (a history replacing ``before``) keeping the id numbers either took.
+
+    Its first message holds the highest number of each kind (:data:`NUMBERS_KEY`); objects
+    without a mark are numbered after those, so an id a dropped fold stub named is not given
+    to another object (``recover_context`` with it finds that stub's payload, or none).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> stub = ToolMessage("[folded]", tool_call_id="c", additional_kwargs={
+        ...     LIFECYCLE_KEY: {"object": "function:tool:7", "state": "folded"}})
+        >>> task = HumanMessage("task")
+        >>> carry_numbers([task, stub], [task])[0].additional_kwargs[NUMBERS_KEY]["tool"]
+        7
+    """
+    numbers = {k: n for k, n in _numbers([*before, *after]).items() if n}
+    first = run_head(after) if after else None
+    if first is None or not numbers or first.additional_kwargs.get(NUMBERS_KEY) == numbers:
+        return after
+    marked = first.model_copy(
+        update={"additional_kwargs": {**first.additional_kwargs, NUMBERS_KEY: numbers}}
+    )
+    return [marked if m is first else m for m in after]
 
 
 def _named_apart(

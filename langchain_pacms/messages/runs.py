@@ -17,6 +17,7 @@ __all__ = [
     "RUN_KEY",
     "keep_run",
     "run_config",
+    "run_head",
     "run_thread",
     "state_messages",
     "thread_id_of",
@@ -51,7 +52,7 @@ def run_thread(messages: Sequence[Any]) -> str:
     """
     if not messages:
         raise ValueError("a run with no messages has no thread")
-    first = _first(messages)
+    first = run_head(messages)
     marked = (getattr(first, "additional_kwargs", None) or {}).get(RUN_KEY)
     if isinstance(marked, str) and marked:
         return marked
@@ -62,7 +63,8 @@ def run_thread(messages: Sequence[Any]) -> str:
     return "run:sha256:" + digest[:16]
 
 
-def _first(messages: Sequence[Any]) -> Any:
+def run_head(messages: Sequence[Any]) -> Any:
+    """The message a run is named after: the first that is not the selection's context message."""
     return next((m for m in messages if getattr(m, "id", None) != CONTEXT_MESSAGE_ID), messages[0])
 
 
@@ -84,7 +86,7 @@ def keep_run(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[Ba
     run = run_thread(before)
     if run_thread(after) == run:
         return after
-    first = _first(after)
+    first = run_head(after)
     marked = first.model_copy(
         update={"additional_kwargs": {**first.additional_kwargs, RUN_KEY: run}}
     )

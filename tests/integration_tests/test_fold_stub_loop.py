@@ -575,3 +575,41 @@ def test_a_rewriting_hook_keeps_the_first_message_only_while_it_fits(first_words
         first_kept = out[0].id == "h0"
         assert first_kept is (kept and thread is None)  # with a thread id nothing changes
         assert sum(ContextSelector().count_tokens([str(m.content) for m in out])) <= 300
+
+
+class IdLedger(RandomReader):
+    """A :class:`RandomReader` that notes which module each stub id stood for, run-long."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.named: dict[str, set[int]] = {}
+
+    def __call__(self, messages: list[BaseMessage], index: int) -> AIMessage:
+        for object_id, module in self._stubs(messages):
+            self.named.setdefault(object_id, set()).add(module)
+        return super().__call__(messages, index)
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_a_hook_that_rewrites_the_history_never_gives_a_stub_id_to_another_output(seed: int):
+    # once a stub left the rewritten history, its id went to a newer round: a model calling
+    # recover_context with the id it had seen got that round's payload
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    script = IdLedger(seed)
+    store = InMemoryStore()
+    hook = create_pacms_hook(
+        config=SelectionConfig(
+            budget=1_200, output_key="messages", tool_loop=ToolLoopOptions(sidecar_store=store)
+        )
+    )
+    agent = create_react_agent(
+        RecordingChatModel(script=script),
+        [read_file, make_recover_tool(store)],
+        pre_model_hook=hook,
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
+    _three_turns(agent, script, f"ids-{seed}")
+    assert len(script.named) > 5
+    assert {i: m for i, m in script.named.items() if len(m) > 1} == {}
