@@ -227,8 +227,14 @@ def _recovering(
 
 
 def _ambiguous(object_id: str, objects: Sequence[ContextObject]) -> str:
-    """The error for an id that several stubs carry, naming each object and its stub."""
-    each = "; ".join(f"{o.id!r} ({' '.join(o.text.split())[:80]})" for o in objects)
+    """The error for an id that several stubs carry, naming each object and its stub.
+
+    Only a folded object is offered as recoverable; a masked or active one is named as such.
+    """
+    state = {"masked": "masked, not recoverable", "active": "in the history, not folded"}
+    each = "; ".join(
+        f"{o.id!r} ({state.get(o.state) or ' '.join(o.text.split())[:80]})" for o in objects
+    )
     return (
         f"recover_context: {object_id!r} names {len(objects)} objects in this conversation "
         f"(runs merged into one history, each numbering its own folds); call it again with the "

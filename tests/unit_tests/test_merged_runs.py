@@ -6,7 +6,13 @@ from langchain_core.messages import HumanMessage
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import call, fold, tool_round
 
-from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, SidecarStore, make_recover_tool
+from langchain_pacms.lifecycle import (
+    RECOVER_TOOL_NAME,
+    Action,
+    SidecarStore,
+    apply_actions,
+    make_recover_tool,
+)
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.objects import index_messages
 from langchain_pacms.lifecycle.sidecar import record_key
@@ -57,6 +63,23 @@ def test_recover_context_asks_which_fold_an_ambiguous_id_means():
     assert all(repr(i) in asked.content for i in ids)
     payloads = [recover(i).content for i in ids]  # each id the error names recovers its own
     assert payloads == ["alpha: src/alpha.py:12\n" * 40, "beta: src/beta.py:12\n" * 40]
+
+
+def test_an_ambiguous_id_offers_only_the_folded_objects_as_recoverable():
+    # a masked object of another run carries the id too: it was listed like a fold, and
+    # recovering its key answered that it was masked
+    store = InMemoryStore()
+    other = [HumanMessage("task gamma", id="hgamma")]
+    other += tool_round("grep", {"pattern": "g"}, "gamma: src/g.py:12\n" * 400, "gamma1")
+    masked = apply_actions(other, index_messages(other), [Action("mask", "function:tool:1")])
+    history = [*merged(store), *masked.messages]
+    config = {"configurable": {"thread_id": "merged"}}
+    state = {"messages": history}
+    answer = make_recover_tool(store).invoke(
+        {"object_id": "function:tool:1", "state": state}, config
+    )
+    (key,) = [o.id for o in index_messages(history).objects if o.state == "masked"]
+    assert "names 3 objects" in answer and f"{key!r} (masked, not recoverable)" in answer
 
 
 def test_the_same_payload_folded_in_three_runs_recovers_under_each_name():
