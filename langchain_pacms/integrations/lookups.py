@@ -33,9 +33,17 @@ def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, A
 
 
 def namespaces(
-    memory: MemoryOptions, state: Any, config: RunnableConfig | None, context: Any
+    memory: MemoryOptions,
+    state: Any,
+    config: RunnableConfig | None,
+    context: Any,
+    *,
+    strict: bool = False,
 ) -> list[tuple]:
-    """Memory namespaces with ``{placeholders}`` filled (one without its value is skipped)."""
+    """Memory namespaces with ``{placeholders}`` filled.
+
+    One without its value is skipped with a warning, or raises ``ValueError`` under ``strict``.
+    """
     values = _template_values(config, context)
     out = []
     for ns in memory.namespaces:
@@ -45,6 +53,8 @@ def namespaces(
             else:
                 out.append(tuple(p.format(**values) if "{" in p else p for p in ns))
         except (KeyError, IndexError) as err:
+            if strict:
+                raise ValueError(f"memory namespace {ns!r} needs {err}") from err
             logger.warning("memory namespace %r needs %s; skipped", ns, err)
     return out
 
@@ -68,8 +78,16 @@ def lookups(
     memory = options.memory
     if memory is not None and memory.store is not None:
         store = memory.store
+    if memory is not None and store is None:
+        missing = (
+            "memory is configured but there is no store: compile the graph with store=..., "
+            "or pass MemoryOptions(store=...)"
+        )
+        if options.strict:
+            raise ValueError(missing)
+        errors.append(missing)
     if memory is not None and store is not None:
-        for ns in namespaces(memory, state, config, context):
+        for ns in namespaces(memory, state, config, context, strict=options.strict):
             try:
                 memories += yield from _namespace_items(memory, source, store, ns, query)
             except Exception as err:

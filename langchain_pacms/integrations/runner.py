@@ -18,7 +18,7 @@ from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, metho
 from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
-from langchain_pacms.integrations.lookups import lookups, namespaces
+from langchain_pacms.integrations.lookups import lookups
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
@@ -270,11 +270,6 @@ class SelectionRunner:
             return query
         texts = (content_text(m) for m in reversed(messages))  # no human text: the newest there is
         return next((text for text in texts if text.strip()), "")
-
-    def namespaces(self, state: Any, config: RunnableConfig | None, context: Any) -> list[tuple]:
-        """Memory namespaces with ``{placeholders}`` filled (see :func:`.lookups.namespaces`)."""
-        memory = self.config.memory
-        return [] if memory is None else namespaces(memory, state, config, context)
 
     def candidates(
         self,

@@ -306,6 +306,23 @@ def test_store_failure_is_soft():
         strict.invoke({"messages": [HumanMessage("hi")]})
 
 
+def test_memory_without_a_store_is_reported_and_strict_raises():
+    # the lookup was skipped in silence, strict or not, when the graph had no store
+    events = EventCollector()
+    model = RecordingChatModel(script=[AIMessage("ok")])
+    hook = create_pacms_hook(100, memory=MemoryOptions([("memories",)]))
+    agent = create_react_agent(model, [search], pre_model_hook=hook)
+    agent.invoke({"messages": [HumanMessage("hi")]}, {"callbacks": [events]})
+    assert "no store" in events.selections[-1]["memory_error"]
+    strict = SelectionConfig(budget=100, memory=MemoryOptions([("memories",)]), strict=True)
+    with pytest.raises(ValueError, match="no store"):
+        create_pacms_hook(config=strict).invoke({"messages": [HumanMessage("hi")]})
+    placeholder = MemoryOptions([("memories", "{user_id}")], store=InMemoryStore())
+    strict = SelectionConfig(budget=100, memory=placeholder, strict=True)
+    with pytest.raises(ValueError, match="user_id"):
+        create_pacms_hook(config=strict).invoke({"messages": [HumanMessage("hi")]})
+
+
 # -- fail soft ----------------------------------------------------------------------------------
 class FailingEmbeddings(Embeddings):
     def embed_documents(self, texts):
