@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
-from langchain_pacms.lifecycle.validate import Checked, check_actions, merge_actions
+from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions, merge_actions
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.report import SelectionLog
 from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
@@ -35,6 +36,24 @@ from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 __all__ = ["LifecycleHarness", "reactivate_arguments", "step_arguments"]
 
 logger = logging.getLogger(__name__)
+
+_REASONS = 64  # distinct keys of ``stats.rejections``; a reason after them counts as "other"
+_DETAILS = re.compile(r"'[^']*'|\d+")  # quoted values and numbers in a reason
+
+
+def _rejection_key(reason: str) -> str:
+    """What ``stats.rejections`` counts ``reason`` under: its text before any ``": "`` detail.
+
+    Quoted values and numbers become ``*``, so an error carrying a request id or a model's
+    made-up op adds no key of its own.
+
+    Example:
+        >>> _rejection_key("model raised RuntimeError: 429, request id req_0042")
+        'model raised RuntimeError'
+        >>> _rejection_key("all 3 target ids are unknown (not in the index)")
+        'all * target ids are unknown (not in the index)'
+    """
+    return _DETAILS.sub("*", reason.split(": ", 1)[0])[:120]
 
 
 @dataclass
@@ -196,24 +215,33 @@ class LifecycleHarness:
             prior=prior,
         )
 
+    def _count_rejections(self, keys: Iterable[str]) -> None:
+        """Count ``keys`` in ``stats.rejections``; past 64 keys, a new one counts as "other"."""
+        counts = self.stats.rejections
+        for key in keys:
+            counts["other" if key not in counts and len(counts) >= _REASONS - 1 else key] += 1
+
     def _stage(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex, plan: Plan
-    ) -> None:
+    ) -> tuple[Rejection, ...]:
+        """Stage ``plan``'s valid actions; return the actions the planner dropped itself."""
         self.stats.plans += 1
         if not plan.ok:
             self.stats.plans_rejected += 1
-            self.stats.rejections[f"plan rejected: {plan.rejected}"] += 1
+            self._count_rejections([f"plan rejected: {_rejection_key(str(plan.rejected))}"])
             logger.info("lifecycle planner %s made no plan: %s", plan.planner, plan.rejected)
-            return
+            return ()
         checked = self.check(messages, index, plan.actions)
+        rejected = (*plan.dropped, *checked.rejected)
         self.stats.actions_accepted += len(checked.accepted)
-        self.stats.actions_rejected += len(checked.rejected)
-        self.stats.rejections.update(r.reason for r in checked.rejected)
+        self.stats.actions_rejected += len(rejected)
+        self._count_rejections(_rejection_key(r.reason) for r in rejected)
         thread.staged, _ = merge_actions(thread.still_planned(index), checked.accepted)
         for action in checked.accepted:
             obj = index.by_id[action.target]
             thread.planned_on[action.target] = (obj.lineage, obj.sha256)
         thread.checked = (index, checked)
+        return plan.dropped
 
     def _decide(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex
@@ -253,7 +281,15 @@ class LifecycleHarness:
         calls = sum(1 for m in messages if isinstance(m, AIMessage))
         return price * checked.tokens_saved * calls >= (1 - price) * tail
 
-    def _commit(self, thread_id: str, index: ContextIndex, checked: Checked, reason: str) -> Commit:
+    def _commit(
+        self,
+        thread_id: str,
+        index: ContextIndex,
+        checked: Checked,
+        reason: str,
+        dropped: tuple[Rejection, ...],
+    ) -> Commit:
+        """Commit ``checked``; ``dropped``: what this step's planner dropped itself."""
         result, before = checked.result, index.active_tokens
         updates: list[BaseMessage] = [RemoveMessage(id=mid) for mid in result.removed]
         updates.extend(result.replaced.values())
@@ -262,7 +298,7 @@ class LifecycleHarness:
             messages=result.messages,
             updates=updates,
             actions=checked.accepted,
-            rejected=checked.rejected,
+            rejected=(*dropped, *checked.rejected),
             sidecars=result.sidecars,
             tokens_before=before,
             tokens_after=before - checked.tokens_saved,
@@ -296,9 +332,10 @@ class LifecycleHarness:
         thread = self._threads.setdefault(thread_id, _Thread())
         try:
             index = self.index(messages, known_ids)
+            dropped: tuple[Rejection, ...] = ()
             if len(index.objects) > 1:
                 plan = yield Call(self.planner.plan, self.planner.aplan, (index, messages))
-                self._stage(thread, messages, index, plan)
+                dropped = self._stage(thread, messages, index, plan)
             checked, reason = self._decide(thread, messages, index)
             if reason is None:
                 return None
@@ -321,7 +358,7 @@ class LifecycleHarness:
                 )
                 return None
             thread.staged = []
-            commit = self._commit(thread_id, index, checked, reason)
+            commit = self._commit(thread_id, index, checked, reason, dropped)
             try:
                 event = (COMMIT_EVENT, commit.event())
                 yield Call(dispatch_custom_event, adispatch_custom_event, event, {"config": config})
@@ -346,6 +383,10 @@ class LifecycleHarness:
 
         Returns:
             The :class:`Commit`, or ``None`` when nothing is committed now.
+
+        Raises:
+            TypeError: If ``thread_id`` is neither a string nor ``None``.
+            ValueError: If ``thread_id`` is empty.
         """
         return drive_calls(self._steps(step_arguments(*args, **kwargs)))
 
@@ -358,6 +399,8 @@ class LifecycleHarness:
         messages, object_id, thread_id, known_ids = call
         index = self.index(messages, known_ids)
         obj = index.by_id.get(object_id)  # its stub's sha256 names the payload
+        if obj is not None and obj.state != "folded":  # no sidecar to look for
+            raise ValueError(f"{object_id} is {obj.state}, not folded: nothing to restore")
         sidecars = self.sidecars(thread_id)
         args = (index.carried_id(object_id), obj.sha256 if obj is not None else None)
         record = yield Call(sidecars.get, sidecars.aget, args)
@@ -390,7 +433,9 @@ class LifecycleHarness:
 
         Raises:
             KeyError: If the object or its sidecar is unknown.
-            ValueError: If the object is not folded or the sidecar fails its hash check.
+            TypeError: If ``thread_id`` is neither a string nor ``None``.
+            ValueError: If the object is not folded, the sidecar fails its hash check or
+                ``thread_id`` is empty.
         """
         return drive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
 
@@ -401,7 +446,16 @@ class LifecycleHarness:
 
 
 def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:
-    """The given thread id, else the run's own thread (see :func:`run_thread`)."""
-    if thread_id is not None:
-        return thread_id
-    return run_thread(messages) if messages else DEFAULT_THREAD
+    """The given thread id, else the run's own thread (see :func:`run_thread`).
+
+    Raises:
+        TypeError: If ``thread_id`` is neither a string nor ``None``.
+        ValueError: If ``thread_id`` is empty.
+    """
+    if thread_id is None:
+        return run_thread(messages) if messages else DEFAULT_THREAD
+    if not isinstance(thread_id, str):
+        raise TypeError(f"thread_id must be a string or None, got {type(thread_id).__name__}")
+    if not thread_id:
+        raise ValueError("thread_id must be a non-empty string (None: the run's own thread)")
+    return thread_id

@@ -17,12 +17,13 @@ from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.analysis import recent_turns
 from langchain_pacms.lifecycle.objects import ContextIndex, ContextObject
 from langchain_pacms.lifecycle.plan import Plan
-from langchain_pacms.lifecycle.validate import merge_actions
+from langchain_pacms.lifecycle.validate import Rejection, merge_actions
 
 __all__ = ["LLMPlanner", "PlanAction", "PlanSchema"]
 
 _OPS = ("fold", "mask", "prune")
 _PREVIEW = 120
+_STARTS = 64  # "{" of a reply's prose tried as the start of the plan object
 _RUN_CONFIG: RunnableConfig = {
     "run_name": "pacms_lifecycle_planner",
     "tags": ["nostream", "pacms:lifecycle-planner"],
@@ -105,14 +106,33 @@ def _preview(obj: ContextObject) -> str:
 
 
 def _json_in(text: str) -> Any:
-    """The JSON value in a reply: the whole text or a fenced block, else the outermost object."""
+    """The JSON value in a reply: the whole text or a fenced block, else an object in its prose.
+
+    In prose, the plan is the first well-formed object with an ``"actions"`` key (else the first
+    well-formed object); at most ``_STARTS`` of its ``{`` are tried. A value nested too deeply
+    to parse is no value.
+    """
     try:
         return parse_json_markdown(text, parser=json.loads)
-    except ValueError:
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end <= start:
-            raise ValueError("no JSON object in the reply") from None
-        return parse_json_markdown(text[start : end + 1], parser=json.loads)
+    except (ValueError, RecursionError):
+        pass
+    decoder, first = json.JSONDecoder(), None
+    start = text.find("{")
+    for _ in range(_STARTS):
+        if start < 0:
+            break
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if "actions" in value:  # an object: it starts with "{"
+            return value
+        first = value if first is None else first
+        start = text.find("{", end)  # the objects inside it are not the plan either
+    if first is None:
+        raise ValueError("no JSON object in the reply")
+    return first
 
 
 class LLMPlanner:
@@ -120,7 +140,8 @@ class LLMPlanner:
 
     The model sees a system prompt and a one-line-per-object view (never the agent's messages);
     its call is tagged ``nostream``. Bad output never raises: the plan is rejected when nothing
-    usable comes back, otherwise invalid actions are dropped and the summary says why.
+    usable comes back (a reply nested too deeply included), otherwise invalid actions are
+    dropped, with reasons in ``Plan.dropped`` and the summary.
 
     Args:
         model: The chat model; structured output (:class:`PlanSchema`) is used when it
@@ -205,54 +226,53 @@ class LLMPlanner:
             why = "the reply is not an object with an 'actions' list"
             return Plan.rejection(why, planner=self.name)
         items = data.get("actions", [])
-        actions: list[Action] = []
-        dropped: list[str] = []  # why each dropped action was dropped
-        for item in items:
-            problem, action = self._check(item, index)
-            if action is not None:
-                actions.append(action)
-            else:
-                dropped.append(problem)
+        checked = [self._check(item, index) for item in items]
+        dropped = [Rejection(a, problem) for a, problem in checked if problem is not None]
         # two actions on one object: the most conservative stays (fold, then mask, then prune)
-        actions, overlaps = merge_actions(actions)
-        dropped.extend(f"{r.action.target}: {r.reason}" for r in overlaps)
+        actions, overlaps = merge_actions([a for a, problem in checked if problem is None])
+        dropped += overlaps
+        said = [f"{r.action.target}: {r.reason}" if r.action.target else r.reason for r in dropped]
         if items and not actions:
-            unknown = sum(p.endswith("unknown id") for p in dropped)
+            unknown = sum(r.reason == "unknown id" for r in dropped)
             if unknown == len(items):
                 why = f"all {unknown} target ids are unknown (not in the index)"
             else:
-                why = "no usable action: " + "; ".join(dropped[:5])
+                why = "no usable action: " + "; ".join(said[:5])
             return Plan.rejection(why, planner=self.name)
         summary = _one_line(str(data.get("summary") or ""), 300)
         if dropped:
-            summary += f" [dropped {len(dropped)}: {'; '.join(dropped[:5])}]"
-        return Plan(summary.strip(), tuple(actions), planner=self.name)
+            summary += f" [dropped {len(dropped)}: {'; '.join(said[:5])}]"
+        return Plan(summary.strip(), tuple(actions), planner=self.name, dropped=tuple(dropped))
 
     @staticmethod
-    def _check(item: Any, index: ContextIndex) -> tuple[str, Action | None]:
+    def _check(item: Any, index: ContextIndex) -> tuple[Action, str | None]:
+        """The action ``item`` proposes, and why it is dropped (``None``: it is kept)."""
+        fields: Mapping[str, Any] = item if isinstance(item, Mapping) else {}
+        # as the model gave them: the action is dropped when they are not valid
+        op: Any = fields.get("op")
+        scope: Any = fields.get("scope") or "output"
+        target = str(fields.get("target", ""))
+        action = Action(op, target, _one_line(str(fields.get("reason") or ""), 200), scope)
         if not isinstance(item, Mapping):
-            return "an action is not an object", None
-        op, target = item.get("op"), str(item.get("target"))
+            return action, "an action is not an object"
         obj = index.by_id.get(target)
         if obj is None:
-            return f"{target}: unknown id", None
+            return action, "unknown id"
         if op not in _OPS:
-            return f"{target}: unknown op {op!r}", None
+            return action, f"unknown op {op!r}"
         if obj.kind == "system":
-            return f"{target}: the system prompt is never a target", None
+            return action, "the system prompt is never a target"
         if obj.latest:
-            return f"{target}: part of the latest turn", None
+            return action, "part of the latest turn"
         if obj.kind == "user" and op != "fold":
-            return f"{target}: a user message is only ever folded", None
+            return action, "a user message is only ever folded"
         if op != "prune" and obj.state != "active":
-            return f"{target}: already {obj.state}", None
-        scope = item.get("scope") or "output"
+            return action, f"already {obj.state}"
         if scope not in ("output", "span"):
-            return f"{target}: unknown scope {scope!r}", None
+            return action, f"unknown scope {scope!r}"
         if scope == "span" and (op != "fold" or obj.kind != "tool"):
-            return f"{target}: scope 'span' is for a fold of a tool call only", None
-        reason = _one_line(str(item.get("reason") or ""), 200)
-        return "", Action(op, target, reason, "span" if scope == "span" else "output")
+            return action, "scope 'span' is for a fold of a tool call only"
+        return action, None
 
     def _planning(self, index: ContextIndex) -> Steps[Plan]:
         run = self._runnable

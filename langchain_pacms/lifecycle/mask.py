@@ -9,6 +9,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from langchain_pacms.lifecycle.objects import ContextObject
 from langchain_pacms.lifecycle.rewrite import REWRITES, rewrite
+from langchain_pacms.lifecycle.tuning import Masking
 from langchain_pacms.messages.locators import locator_budget, locator_lines
 from langchain_pacms.messages.text import content_text
 
@@ -24,6 +25,9 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
         tail: Characters kept at the end.
         locator_chars: Characters of elided lines holding a locator kept after the marker.
 
+    Raises:
+        ValueError: If ``head`` or ``tail`` is not an int >= 0 (as for :class:`Masking`).
+
     Example:
         >>> print(mask_text("ok\n" * 9 + "FAIL src/a.py\n" + "ok\n" * 9 + "end", 2, 3, 99))
         ok
@@ -31,6 +35,7 @@ def mask_text(text: str, head: int = 400, tail: int = 200, locator_chars: int = 
         FAIL src/a.py
         end
     """
+    Masking(head, tail)  # checks them
     if len(text) <= head + tail:
         return text
     middle = text[head : len(text) - tail]

@@ -10,6 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action
 from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.lifecycle.validate import Rejection
 
 __all__ = ["Plan", "Planner"]
 
@@ -22,6 +23,8 @@ class Plan:
         summary: One or two sentences on what the plan does and why.
         planner: Name of the planner that made it.
         rejected: ``None`` for a usable plan, else why none could be made (no actions then).
+        dropped: Actions the planner proposed and dropped itself, with reasons (the harness
+            counts them as rejected actions).
 
     Example:
         >>> plan = Plan("fold the old read", (Action("fold", "function:tool:1", "stable body"),))
@@ -33,6 +36,7 @@ class Plan:
     actions: tuple[Action, ...] = ()
     planner: str = ""
     rejected: str | None = None
+    dropped: tuple[Rejection, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -17,6 +17,14 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise ValueError(f"{name} must be >= {low}, got {value}")
 
 
+def _check_number(name: str, value: Any) -> None:
+    """Raise unless ``value`` is an int or a float (a bool is neither) other than NaN."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if value != value:
+        raise ValueError(f"{name} must be a number, got nan")
+
+
 @dataclass(frozen=True)
 class PlannerTuning:
     """The rules of :class:`~langchain_pacms.lifecycle.heuristic.HeuristicPlanner`.
@@ -36,8 +44,8 @@ class PlannerTuning:
         cache_size: Entries of the planner's caches (``0``: none).
 
     Raises:
-        TypeError: If a size or a flag has the wrong type.
-        ValueError: If a value is out of range.
+        TypeError: If a size, a number or a flag has the wrong type.
+        ValueError: If a value is out of range (NaN included).
 
     Example:
         >>> PlannerTuning(keep_recent=2).keep_recent, PlannerTuning().fold_min_tokens
@@ -62,9 +70,11 @@ class PlannerTuning:
             _check_int(name, getattr(self, name), 0)
         if self.max_stubs is not None:
             _check_int("max_stubs", self.max_stubs, 0)
-        if not isinstance(self.keep_above, (int, float)) or not 0.0 < self.keep_above <= 1.0:
+        _check_number("keep_above", self.keep_above)
+        if not 0.0 < self.keep_above <= 1.0:
             raise ValueError(f"keep_above must be in (0, 1], got {self.keep_above!r}")
-        if not isinstance(self.recency_half_life, (int, float)) or self.recency_half_life <= 0:
+        _check_number("recency_half_life", self.recency_half_life)
+        if self.recency_half_life <= 0:
             raise ValueError(f"recency_half_life must be > 0, got {self.recency_half_life!r}")
         for flag in ("fold_calls", "keep_file_views"):
             if not isinstance(getattr(self, flag), bool):
@@ -86,7 +96,9 @@ class CommitRule:
             commit must also pay under prompt caching.
 
     Raises:
-        ValueError: If a value is out of range or ``boundary`` is unknown.
+        TypeError: If ``threshold`` or ``cached_price`` is not a number or ``max_active_tokens``
+            not an int.
+        ValueError: If a value is out of range (NaN included) or ``boundary`` is unknown.
 
     Example:
         >>> CommitRule(threshold=0.3, boundary="turn")
@@ -99,13 +111,16 @@ class CommitRule:
     cached_price: float | None = None
 
     def __post_init__(self) -> None:
+        _check_number("threshold", self.threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be within [0, 1], got {self.threshold!r}")
-        if self.max_active_tokens is not None and self.max_active_tokens <= 0:
-            raise ValueError(f"max_active_tokens must be positive, got {self.max_active_tokens!r}")
+        if self.max_active_tokens is not None:
+            _check_int("max_active_tokens", self.max_active_tokens, 1)
         at_boundary([], self.boundary)
-        if self.cached_price is not None and not 0.0 <= self.cached_price < 1.0:
-            raise ValueError(f"cached_price must be within [0, 1), got {self.cached_price!r}")
+        if self.cached_price is not None:
+            _check_number("cached_price", self.cached_price)
+            if not 0.0 <= self.cached_price < 1.0:
+                raise ValueError(f"cached_price must be within [0, 1), got {self.cached_price!r}")
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_pacms.lifecycle.actions import Action, ActionResult, apply_actions, provider_problems
 from langchain_pacms.lifecycle.objects import ContextIndex
@@ -69,7 +70,34 @@ def merge_actions(*groups: Sequence[Action]) -> tuple[list[Action], list[Rejecti
     return list(best.values()), dropped
 
 
-def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action) -> str | None:
+def _repeated_ids(messages: Sequence[BaseMessage]) -> frozenset[str]:
+    """The message ids that more than one message of ``messages`` carries."""
+    counts = Counter(m.id for m in messages if m.id)
+    return frozenset(str(mid) for mid, n in counts.items() if n > 1)
+
+
+def _unlisted_call(message: BaseMessage) -> bool:
+    """Whether ``message`` holds a ``tool_use`` content block that its ``tool_calls`` lack.
+
+    The block is the call its tool result answers: an edit that drops it orphans the result,
+    which ``provider_problems`` (reading ``tool_calls``) already counts as one before the edit.
+    """
+    if not isinstance(message, AIMessage) or not isinstance(message.content, list):
+        return False
+    listed = {c.get("id") for c in message.tool_calls}
+    return any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") not in listed
+        for b in message.content
+    )
+
+
+def _reason(
+    index: ContextIndex,
+    messages: Sequence[BaseMessage],
+    action: Action,
+    repeated: Collection[str] | None = None,
+) -> str | None:
+    """Why ``action`` is invalid (``None``: it is valid); ``repeated``: :func:`_repeated_ids`."""
     if action.op not in _RANK:
         return f"unknown op {action.op!r} (expected fold, mask or prune)"
     obj = index.by_id.get(action.target)
@@ -81,8 +109,15 @@ def _reason(index: ContextIndex, messages: Sequence[BaseMessage], action: Action
         return "part of the latest turn"
     if any(not messages[i].id for i in obj.indices):
         return "a message without an id cannot be replaced or removed in state"
+    repeated = _repeated_ids(messages) if repeated is None else repeated
+    if any(messages[i].id in repeated for i in obj.indices):
+        return "a message whose id another message shares cannot be replaced or removed in state"
+    if action.scope not in ("output", "span"):
+        return f"unknown scope {action.scope!r} (expected output or span)"
     if action.scope != "output" and (action.op != "fold" or obj.kind != "tool"):
         return f"scope {action.scope!r} applies to a fold of a tool span only"
+    if action.op != "mask" and any(_unlisted_call(messages[i]) for i in obj.indices):
+        return "a tool_use block its tool_calls lack would be lost, orphaning the call's result"
     if action.op != "prune" and obj.state != "active":
         return f"already {obj.state}"  # a fold of a masked body would store the masked text
     return None
@@ -95,7 +130,8 @@ def _valid(
     rejected: list[Rejection],
 ) -> list[Action]:
     """The actions that pass every check before the savings one; the others go to ``rejected``."""
-    reasons = [(a, _reason(index, messages, a)) for a in actions]
+    repeated = _repeated_ids(messages)
+    reasons = [(a, _reason(index, messages, a, repeated)) for a in actions]
     rejected.extend(Rejection(a, reason) for a, reason in reasons if reason is not None)
     merged, overlaps = merge_actions([a for a, reason in reasons if reason is None])
     rejected.extend(overlaps)
@@ -133,9 +169,10 @@ def check_actions(
 ) -> Checked:
     r"""Validate, normalise and rehearse ``actions`` on a copy of ``messages``.
 
-    An action is dropped when its op or target is unknown, it touches the system prompt or the
-    latest turn, a target message has no id, it saves nothing, or it would leave a history a
-    provider rejects.
+    An action is dropped when its op, scope or target is unknown, it touches the system prompt
+    or the latest turn, a target message has no id or one another message shares, it saves
+    nothing, or it would leave a history a provider rejects (a fold or prune of a message whose
+    ``tool_use`` content block its ``tool_calls`` lack included).
 
     Args:
         messages: The history ``index`` was built from (not modified).
@@ -145,6 +182,9 @@ def check_actions(
         masking: What a mask keeps (default ``Masking()``).
         prior: An earlier check of the same history and settings; when ``actions`` are its
             accepted actions, only the savings check is made again.
+
+    Raises:
+        TypeError: If an action is not an :class:`Action`.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -159,6 +199,9 @@ def check_actions(
     def rehearse(chosen: Sequence[Action]) -> ActionResult:
         return apply_actions(messages, index, chosen, token_counter=token_counter, masking=masking)
 
+    for action in actions:
+        if not isinstance(action, Action):
+            raise TypeError(f"actions must be Action objects, got {type(action).__name__}")
     rejected: list[Rejection] = []
     if prior is not None and tuple(actions) == prior.accepted:
         merged, result = list(actions), prior.result
