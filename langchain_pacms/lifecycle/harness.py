@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
 from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, method_parameters_of
-from langchain_pacms.lifecycle.actions import Action, restore
+from langchain_pacms.lifecycle.actions import Action, ActionResult, restore
 from langchain_pacms.lifecycle.boundary import at_boundary, boundary_in_force
 from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats, transcript_of
 from langchain_pacms.lifecycle.fold import SidecarRecord
@@ -29,7 +29,7 @@ from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions, merge_actions
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.report import SelectionLog
-from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
+from langchain_pacms.messages.runs import DEFAULT_THREAD, keep_run, run_head, run_thread
 from langchain_pacms.messages.text import content_text
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
@@ -358,6 +358,7 @@ class LifecycleHarness:
                 )
                 return None
             thread.staged = []
+            checked = replace(checked, result=_named_run(messages, thread_id, checked.result))
             commit = self._commit(thread_id, index, checked, reason, dropped)
             try:
                 event = (COMMIT_EVENT, commit.event())
@@ -443,6 +444,24 @@ class LifecycleHarness:
     async def areactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`reactivate`."""
         return await adrive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
+
+
+def _named_run(
+    messages: Sequence[BaseMessage], thread_id: str, result: ActionResult
+) -> ActionResult:
+    """``result`` still naming the run its sidecars went to (``thread_id``: the run's own thread).
+
+    A run without a thread id keeps its sidecars under :func:`run_thread` of its history; when
+    the commit prunes the message that names it, the new first message carries the name
+    (:func:`keep_run`), so the payloads folded before stay recoverable.
+    """
+    if thread_id != run_thread(messages):
+        return result
+    kept = keep_run(messages, result.messages)
+    first = run_head(kept) if kept is not result.messages else None
+    if first is None or first.id is None:
+        return result
+    return replace(result, messages=kept, replaced={**result.replaced, first.id: first})
 
 
 def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:

@@ -266,3 +266,29 @@ def test_a_call_given_only_as_a_tool_use_block_is_not_orphaned() -> None:
     # a mask keeps the block: it stays allowed
     masked = check_actions(msgs, index, [Action("mask", "conversation:assistant:1")])
     assert masked.accepted and masked.result.messages[1].content[-1] == call.content[-1]
+
+
+# -- a run without a thread id keeps its sidecars' namespace --------------------------------------
+
+
+def test_pruning_the_message_a_run_is_named_after_keeps_its_folds_recoverable():
+    # the run's sidecars are named after its first message; a prune of that message moved
+    # the namespace, and recover_context / reactivate found nothing
+    from langgraph.graph.message import add_messages
+
+    from langchain_pacms.lifecycle import make_recover_tool
+
+    store = InMemoryStore()
+    state = [AIMessage("Hi! I am your assistant. " * 20, id="greet"), *history()]
+    fold = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=store).step(state)
+    assert fold is not None and fold.thread_id == "run:greet"
+    state = add_messages(state, fold.updates)
+    harness = LifecycleHarness(Scripted(Action("prune", "conversation:assistant:1")), store=store)
+    prune = harness.step(state, known_ids=fold.known_ids)
+    assert prune is not None and prune.thread_id == "run:greet"
+    state = add_messages(state, prune.updates)
+    assert state == prune.messages and state[0].id == "h1"
+    tool = make_recover_tool(store)
+    assert tool.invoke({"object_id": "function:tool:1", "state": {"messages": state}}) == LOG
+    restored = harness.reactivate(state, "function:tool:1", known_ids=prune.known_ids)
+    assert any(m.content == LOG for m in restored)
