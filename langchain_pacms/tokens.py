@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import logging
 import math
+import numbers
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -152,15 +153,17 @@ class TokenCounter:
 
     Args:
         counter: A ``str -> int`` callable; a LangChain message-list counter (first parameter
-            ``messages`` or a message type) or model, counting a text as one ``HumanMessage``;
-            an encoding name; or ``None``: ``o200k_base`` (an approximate count, with one
-            warning, if tiktoken is unusable).
+            ``messages`` or a message type) or model, counting a text as one ``HumanMessage``
+            (a model's counter counts one word when made); an encoding name; or ``None``:
+            ``o200k_base`` (an approximate count, with one warning, if tiktoken is unusable).
         max_entries: Memo size; the least recently used texts are forgotten beyond it.
         max_bytes: Most bytes the memo holds, an entry being ``sys.getsizeof(text)`` plus
             :data:`MEMO_OVERHEAD_BYTES` (``None``: no byte cap).
 
     Raises:
         TypeError: If ``counter`` is none of these, or a callable that cannot take one text.
+        ImportError: If a model's counter needs a package that is not installed (LangChain's
+            default counter, for a model without its own, needs ``transformers``).
 
     Example:
         >>> TokenCounter("cl100k_base").count_many(["a b", "c"])
@@ -208,6 +211,18 @@ class TokenCounter:
                 f"got {counter!r}"
             )
         self._memo: LruMemo[str, int] = LruMemo(max_entries, max_bytes=max_bytes, weigh=_weigh)
+        if isinstance(counter, BaseLanguageModel):
+            self._probe()
+
+    def _probe(self) -> None:
+        """Count one word, so that a counter that needs a missing package fails when made."""
+        try:
+            self("hello")
+        except ImportError as err:
+            raise ImportError(
+                f"token_counter {self.name} cannot count tokens: {err} (pass a str -> int "
+                "callable or an encoding name such as 'o200k_base' instead)"
+            ) from err
 
     def __call__(self, text: str) -> int:
         """Count the tokens of one text."""
@@ -217,10 +232,11 @@ class TokenCounter:
         if hit is not None:
             return hit
         value = self._fn(text)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"token counter {self.name!r} returned {value!r} (need an int >= 0)")
-        self._memo.put(text, value)
-        return value
+        count = int(value)  # numpy's integers too
+        self._memo.put(text, count)
+        return count
 
     @property
     def max_bytes(self) -> int | None:

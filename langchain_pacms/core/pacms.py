@@ -16,7 +16,12 @@ from langchain_pacms.core.calibration import (
     pool_mean_cosine,
     pool_threshold,
 )
-from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
+from langchain_pacms.core.fill import (
+    EXACT_COPY_COSINE,
+    distinct_fill,
+    diverse_fill,
+    relevance_fill,
+)
 from langchain_pacms.core.greedy import problem_greedy
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.pick import Pick, mandatory_state
@@ -144,7 +149,8 @@ def pacms(
         relevance_feedback: Pseudo-relevance feedback weight in ``[0, 1]`` (0: none).
         feedback_items: Most relevant candidates making the feedback centroid.
         calibrate: Read the settings on the pool's own cosine scale; a pool with mean cosine
-            at least :data:`POOL_MEAN_COSINE_LIMIT` is kept in relevance order.
+            at least :data:`POOL_MEAN_COSINE_LIMIT` is kept in relevance order, without exact
+            copies.
         values: The exact values each candidate holds (paths, ids, numbers), one collection
             per candidate: coverage is then over these values
             (:func:`~langchain_pacms.core.values.value_coverage`; the similarity and fill
@@ -178,7 +184,8 @@ def pacms(
         mean = problem.shared(("pool_mean_cosine",), lambda: pool_mean_cosine(problem))
         calibration = {"pool_mean_cosine": mean, "coverage": "meaningful"}
         if mean >= POOL_MEAN_COSINE_LIMIT:
-            order = [*start.tolist(), *relevance_fill(problem, start.tolist(), room)]
+            unique = distinct_fill(problem, start.tolist(), room, threshold=EXACT_COPY_COSINE)
+            order = [*start.tolist(), *unique]
             scores[order[start.size :]] = 0.0
             calibration["coverage"] = "meaningless"
             info = {"relevance_weight": lam, "evaluations": 0, **calibration}

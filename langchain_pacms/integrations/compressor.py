@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,20 +27,26 @@ __all__ = ["METADATA_PREFIX", "PACMSCompressor"]
 METADATA_PREFIX = "pacms_"
 """Prefix of the metadata keys the compressor writes (see :class:`PACMSCompressor`)."""
 
-_WORDS = re.compile(r"\w+")
+
+def _copy_key(text: str) -> str:
+    """What copies of ``text`` share: the text casefolded, its runs of whitespace one space."""
+    return " ".join(text.casefold().split())
 
 
 def _prefer_higher_ranked(documents: Sequence[Document], selection: Selection) -> Selection:
-    """``selection`` with kept documents swapped for dropped, higher-ranked copies within budget."""
+    """``selection`` with kept documents swapped for dropped, higher-ranked copies within budget.
+
+    Copies are the same text up to case and whitespace: punctuation and symbols count
+    (``C#`` is no copy of ``C++``).
+    """
     kept = set(selection.kept_ids)
     room = selection.budget - selection.tokens_kept
-    copies: dict[tuple[str, ...], list[int]] = {}
-    # copies: documents with the same words, whatever their case, spacing or punctuation
+    copies: dict[str, list[int]] = {}
     for index, doc in enumerate(documents):
-        copies.setdefault(tuple(_WORDS.findall(doc.page_content.casefold())), []).append(index)
+        copies.setdefault(_copy_key(doc.page_content), []).append(index)
     swaps: dict[str, str] = {}  # replaced id -> the higher-ranked copy kept in its place
-    for key, group in copies.items():
-        if not key or len(group) < 2:
+    for group in copies.values():
+        if len(group) < 2:
             continue
         for j in group:
             if str(j) in kept:
@@ -88,17 +93,19 @@ class PACMSCompressor(BaseDocumentCompressor):
 
     Args:
         budget: Tokens per call, ``("tokens", n)``, ``("ratio", x)`` (of the documents' tokens)
-            or a ``Budget``.
+            or a ``Budget`` (not a ``fraction`` one: a compressor has no chat model).
         strategy: A strategy name or callable, or its options (``StrategyOptions(...)``,
             ``Pacms(...)``); ``None``: the selector's default.
         selector: A :class:`~langchain_pacms.selector.Selector` (share one to share its warm
             cache), or the ``Embeddings`` of a ``ContextSelector`` built here.
         input_order: ``"ranked"`` (default: best first, so recency keeps the head of the
-            ranking, and of two copies the higher-ranked one) or ``"chronological"``.
+            ranking, and of two copies the higher-ranked one; exact relevance ties between
+            other documents go to the lower-ranked one) or ``"chronological"``.
 
     Raises:
         TypeError: For an unknown keyword (the valid ones are listed).
-        ValueError: For a missing or bad budget, a bad selector, strategy or options.
+        ValueError: For a missing, bad or ``fraction`` budget, a bad selector, strategy or
+            options.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -131,8 +138,15 @@ class PACMSCompressor(BaseDocumentCompressor):
             )
         if budget is None:
             raise ValueError('PACMSCompressor needs a budget: 800, ("ratio", 0.5) or a Budget')
+        checked = Budget.coerce(budget)
+        if checked.fraction is not None:
+            raise ValueError(
+                f'PACMSCompressor needs a budget in tokens or a ratio, got ("fraction", '
+                f"{checked.fraction}): a share of a chat model's window, and a compressor has "
+                'no model (pass 800, ("ratio", 0.5) or Budget(context_window=...))'
+            )
         fields: dict[str, Any] = {
-            "budget": Budget.coerce(budget),
+            "budget": checked,
             "strategy": None if strategy is None else StrategyOptions.coerce(strategy),
             "selector": _selector(selector),
             "input_order": input_order,

@@ -67,6 +67,14 @@ class StrategyOptions:
             get_strategy(strategy)  # an unknown name raises, listing the registered ones
         elif not callable(strategy):
             raise ValueError(f"strategy must be a strategy name or a callable, got {strategy!r}")
+        k = options.get("k", 1)  # rag's count (its default is valid)
+        if strategy in ("rag", get_strategy("rag")) and (
+            isinstance(k, bool) or not isinstance(k, int) or k < 1
+        ):
+            raise ValueError(
+                f"strategy 'rag' rejects its options {dict(options)}: it needs an int k >= 1, "
+                f"got {k!r}"
+            )
         check_options(strategy, **options)
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "options", MappingProxyType(dict(options)))

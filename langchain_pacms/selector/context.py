@@ -21,7 +21,7 @@ from langchain_pacms.embeddings import CachedEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile, resolve_profile, unwrap_embeddings
 from langchain_pacms.embeddings.sparse import PoolRelevance
 from langchain_pacms.selector.caches import DEFAULT_MEMORY_CEILING, cache_ceiling, selector_caches
-from langchain_pacms.selector.fallback import FailureStreak, unscored_selection
+from langchain_pacms.selector.fallback import FailureStreak, no_words, unscored_selection
 from langchain_pacms.selector.inputs import (
     as_int,
     normalise,
@@ -312,7 +312,7 @@ class ContextSelector:
         timings = {"tokens": time.perf_counter() - started}
         name, opts = self.resolve_options(strategy, options)
         error = None
-        wordless = False
+        wordless = None  # the info flag when there are no words to score by (no failure)
         t0 = time.perf_counter()
         texts = [c.text for c in cands]
         pool = self._pools.same(self._last_pool, texts, query)
@@ -320,10 +320,11 @@ class ContextSelector:
             try:
                 pool = yield texts
             except Exception as err:
-                error = self._streak.absorb(err, query, strict=self.strict)
-                wordless = error is None  # nothing to score by: recency, and nothing failed
+                wordless = no_words(err, query, texts, lexical=self._pools.lexical)
+                if wordless is None:
+                    error = self._streak.absorb(err, strict=self.strict)
         timings["embed"] = time.perf_counter() - t0
-        if cands and (pool is not None or wordless):
+        if cands and (pool is not None or wordless is not None):
             self._streak.end()
         if pool is None:
             return unscored_selection(
@@ -334,7 +335,7 @@ class ContextSelector:
                 error=error,
                 timings=timings,
                 started=started,
-                wordless=wordless,
+                no_words=wordless,
             )
         t0 = time.perf_counter()
         with limit_blas_threads(self.blas_threads):

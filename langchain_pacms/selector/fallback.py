@@ -13,7 +13,7 @@ from langchain_pacms.core import Pick, Problem, Strategy, solve
 from langchain_pacms.selector.pool import has_words, pool_flags
 from langchain_pacms.selector.selection import Candidate, EmbeddingError, Selection, selection_of
 
-__all__ = ["FailureStreak", "unscored_selection"]
+__all__ = ["FailureStreak", "no_words", "unscored_selection"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,8 @@ class FailureStreak:
         self.failing = True
         return message
 
-    def absorb(self, err: Exception, query: str, *, strict: bool) -> str | None:
-        """``err``'s message, noted (raised under ``strict``; ``None``: a wordless query)."""
-        if isinstance(err, EmbeddingError) and err.zero_query and not has_words(query):
-            return None
+    def absorb(self, err: Exception, *, strict: bool) -> str:
+        """``err``'s message, noted (raised under ``strict``)."""
         if strict:
             raise err
         return self.note(err)
@@ -44,6 +42,21 @@ class FailureStreak:
     def end(self) -> None:
         """End the streak: the next failure logs its warning again."""
         self.failing = False
+
+
+def no_words(err: Exception, query: str, texts: Sequence[str], *, lexical: bool) -> str | None:
+    """The ``info`` flag when ``err`` only means there are no words to score by, else ``None``.
+
+    That is no failure for a query without words (whatever the embedder), nor for a pool without
+    words under the built-in ``lexical`` embedder (which gives such a text an all-zero vector).
+    """
+    if not isinstance(err, EmbeddingError):
+        return None
+    if err.zero_query and not has_words(query):
+        return "query_has_no_words"
+    if err.zero_documents and lexical and not any(has_words(t) for t in texts):
+        return "pool_has_no_words"
+    return None
 
 
 def unscored_selection(
@@ -55,9 +68,12 @@ def unscored_selection(
     error: str | None,
     timings: dict[str, float],
     started: float,
-    wordless: bool = False,
+    no_words: str | None = None,
 ) -> Selection:
-    """The unscored selection: the newest that fit, mandatory first (fell back unless wordless)."""
+    """The unscored selection: the newest that fit, mandatory first (fell back unless no words).
+
+    ``no_words``: the ``info`` flag of :func:`no_words`, when there was nothing to score by.
+    """
     n = len(cands)
     t0 = time.perf_counter()
     if n == 0:
@@ -84,8 +100,8 @@ def unscored_selection(
         pick,
         np.zeros(n, dtype=np.float32),
         strategy,
-        fell_back=n > 0 and not wordless,
+        fell_back=n > 0 and no_words is None,
         error=error,
         timings=timings,
-        wordless=wordless,
+        no_words=no_words,
     )

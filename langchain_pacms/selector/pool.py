@@ -79,7 +79,9 @@ def checked_vectors(
     if not query_vec.any():
         raise EmbeddingError("the query embedding is all zero", zero_query=True)
     if vectors.size and not others and not vectors.any():
-        raise EmbeddingError(f"all {vectors.shape[0]} document embeddings are all zero")
+        raise EmbeddingError(
+            f"all {vectors.shape[0]} document embeddings are all zero", zero_documents=True
+        )
     return vectors, query_vec
 
 
@@ -252,10 +254,14 @@ class PoolEmbedder:
             raise timeout_error("embedding", self.timeout) from None
 
     @property
+    def lexical(self) -> bool:
+        """Whether the model is the built-in lexical one (a text without words: all zero)."""
+        return isinstance(self.embeddings.embeddings, HashedTfidfEmbeddings)
+
+    @property
     def _cannot_stall(self) -> bool:
         """Whether embedding is the built-in model's in-process work (no thread to time out)."""
-        cache = self.embeddings
-        return cache.store is None and isinstance(cache.embeddings, HashedTfidfEmbeddings)
+        return self.embeddings.store is None and self.lexical
 
     def _deadline(self) -> float | None:
         return None if self.timeout is None else time.monotonic() + self.timeout

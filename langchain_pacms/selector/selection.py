@@ -85,7 +85,9 @@ class Selection:
         candidates: The normalised candidates, in their original order.
         kept_ids: Ids kept, in original (chronological input) order.
         pick_order: Ids kept, in the order the strategy picked them (mandatory first).
-        relevance: Per-candidate relevance ``max(0, cos(candidate, query))`` (0 when fell back).
+        relevance: Per-candidate relevance to the query, as strategies rank by it:
+            ``max(0, cos(candidate, query))``, or the embedder's own (the built-in one's
+            IDF-weighted sparse relevance); 0 when nothing was scored.
         gains: Per-candidate score at pick time (marginal gain for ``pacms``); absent if dropped.
         tokens: Per-candidate token counts.
         tokens_total: Tokens in the whole pool.
@@ -98,7 +100,9 @@ class Selection:
         error: What went wrong when it fell back.
         timings: Seconds spent per phase (``tokens``, ``embed``, ``solve``, ``total``).
         info: Strategy diagnostics. ``info["query_has_no_words"]``: the query had no words, so
-            the newest candidates that fit were kept (not a failure: no ``fell_back``).
+            the newest candidates that fit were kept (not a failure: no ``fell_back``);
+            ``info["pool_has_no_words"]``: the same for a pool without words under the built-in
+            lexical embedder.
 
     Example:
         >>> from langchain_pacms import ContextSelector
@@ -181,11 +185,16 @@ class EmbeddingError(PACMSError, ValueError):
     Args:
         message: What is wrong.
         zero_query: The query's embedding is all zero (and nothing checked before it failed).
+        zero_documents: Every document embedding is all zero (and nothing checked before it
+            failed).
     """
 
-    def __init__(self, message: str, *, zero_query: bool = False) -> None:
+    def __init__(
+        self, message: str, *, zero_query: bool = False, zero_documents: bool = False
+    ) -> None:
         super().__init__(message)
         self.zero_query = zero_query
+        self.zero_documents = zero_documents
 
 
 def strategy_label(strategy: str | Strategy) -> str:
@@ -204,9 +213,12 @@ def selection_of(
     timings: dict[str, float],
     fell_back: bool = False,
     error: str | None = None,
-    wordless: bool = False,
+    no_words: str | None = None,
 ) -> Selection:
-    """The :class:`Selection` that ``pick`` makes of a normalised pool."""
+    """The :class:`Selection` that ``pick`` makes of a normalised pool.
+
+    ``no_words``: the ``info`` flag saying what had no words to score by, if anything.
+    """
     ids = [str(c.id) for c in cands]
     kept_mask = np.zeros(len(cands), dtype=bool)
     kept_mask[pick.order] = True
@@ -215,8 +227,8 @@ def selection_of(
     order = pick.order.tolist()
     scores = np.asarray(pick.scores, dtype=np.float64)[pick.order].tolist()
     info = dict(pick.info or {})
-    if wordless:
-        info["query_has_no_words"] = True
+    if no_words is not None:
+        info[no_words] = True
     return Selection(
         candidates=tuple(cands),
         kept_ids=tuple(i for i, k in zip(ids, kept_mask.tolist()) if k),
