@@ -28,6 +28,8 @@ def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
 
 def rag(problem: Problem, *, k: int = 4) -> Pick:
     """The ``k`` most relevant candidates, as a fixed-k retriever returns them, under the budget."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise TypeError(f"rag needs an int k, got {type(k).__name__}")
     if k < 1:
         raise ValueError(f"rag needs k >= 1, got {k}")
     start, remaining, taken = mandatory_state(problem)

@@ -112,3 +112,10 @@ def test_rag_takes_a_positive_int_k(k: object) -> None:
     with pytest.raises(ValueError, match=r"strategy 'rag' rejects .*an int k >= 1"):
         StrategyOptions("rag", k=k)
     assert StrategyOptions("rag", k=2).options == {"k": 2}
+
+
+@pytest.mark.parametrize("k", [2.5, True, "3"])
+def test_a_selector_refuses_a_rag_k_that_is_no_int_when_made(k: object) -> None:
+    # a float k raised a raw "slice indices must be integers" on every selection
+    with pytest.raises(ValueError, match="rag needs an int k"):
+        ContextSelector(strategy="rag", strategy_options={"k": k})
