@@ -19,7 +19,7 @@ from langchain_pacms.messages.locators import (
     ranked_stub_locators,
     stub_locators,
 )
-from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of, readable_of
+from langchain_pacms.messages.payload import LIFECYCLE_KEY, content_payload, payload_of
 from langchain_pacms.messages.text import content_text
 
 __all__ = [
@@ -233,13 +233,19 @@ def _fold_material(
         payload = span_payload(messages, obj) if span else payload_of(messages, obj.indices)
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         # locators, size and lines come from the texts as written (content blocks as their
-        # text), not from their JSON-escaped payload
-        results = readable_of(messages, obj.indices)
+        # text, several results one after another), not from their JSON-escaped payload
+        results = _written(messages, obj.indices)
         source = "\n".join([*call_texts(messages[obj.indices[0]]), results]) if span else results
         return payload, digest, _describe(messages, obj, results), source, _lines(results)
 
     held = tuple(messages[i] for i in obj.indices)
     return _FOLDS(held, (span, obj.kind), compute)
+
+
+def _written(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
+    """An object's results as written, one after another (a message's text if it has none)."""
+    results = [messages[i] for i in indices if isinstance(messages[i], ToolMessage)]
+    return "\n".join(content_text(m.content) for m in results or [messages[indices[0]]])
 
 
 def fold_locators(

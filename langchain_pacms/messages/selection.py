@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -140,11 +141,7 @@ def apply_selection(
 
 def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """``messages`` (copied) with each fold stub showing again lost locators no message shows."""
-    marked = [
-        i
-        for i, m in enumerate(messages)
-        if (m.additional_kwargs.get(LIFECYCLE_KEY) or {}).get("elsewhere")
-    ]
+    marked = {i: left for i, m in enumerate(messages) if (left := _left_out(m))}
     out = list(messages)
     if not marked:
         return out
@@ -157,17 +154,31 @@ def reshow_left_out(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         for m in messages
     ]
     occurrences = functools.cache("\n".join(texts).count)  # stubs share values: count each once
-    for i in marked:
+    for i, left in marked.items():
         stub = str(messages[i].content)
         # shown by another message: more occurrences in all the texts than in this one's
-        lost = [
-            v
-            for v in map(str, messages[i].additional_kwargs[LIFECYCLE_KEY]["elsewhere"])
-            if v not in stub and occurrences(v) == texts[i].count(v)
-        ]
-        if lost and stub.endswith("]"):
+        lost = [v for v in map(str, left) if v not in stub and occurrences(v) == texts[i].count(v)]
+        if lost:
             joint = ", " if "; locators: " in stub else "; locators: "
             out[i] = messages[i].model_copy(
                 update={"content": f"{stub[:-1]}{joint}{', '.join(lost)}]"}
             )
     return out
+
+
+def _left_out(message: BaseMessage) -> list[Any]:
+    """The locators a fold stub left out as shown elsewhere; none once its text is not the stub.
+
+    A middleware may replace a stub's text and keep its mark (``ContextEditingMiddleware``
+    clears it to ``"[cleared]"``): only a text that still reads as the stub of the marked
+    object, ``[folded: ...; recover_context("<its id>")...]``, lists them again.
+    """
+    mark = message.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    text = message.content
+    stub = (
+        isinstance(text, str)
+        and text.startswith("[folded: ")
+        and text.endswith("]")
+        and f'; recover_context("{mark.get("object")}")' in text
+    )
+    return list(mark.get("elsewhere") or ()) if stub else []
