@@ -35,6 +35,7 @@ from langchain_pacms.messages import (
     messages_to_candidates,
     query_from_messages,
     report_selection,
+    reshow_left_out,
     reusable_values,
     selection_event,
     sent_tokens,
@@ -308,10 +309,7 @@ class SelectionRunner:
         budget = self.resolve_budget(cands) if request.budget is None else request.budget
         unseen = self.unseen_tokens() + request.tools
         mandatory = _LATEST_TURN if latest else _NEWEST_STEP
-        if (
-            keep == "auto"
-            and sum(int(c.tokens or 0) for c in cands if c.mandatory) + unseen > budget
-        ):
+        if keep == "auto" and self._mandatory_tokens(messages, cands) + unseen > budget:
             latest = False
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
@@ -319,6 +317,21 @@ class SelectionRunner:
         if keep_first:  # in the room the fit has (see fit)
             cands = _first_kept(cands, budget - unseen - charged)
         return Pool(cands, spans, mandatory, budget, unseen, charged=charged, in_turn=not latest)
+
+    def _mandatory_tokens(self, messages: Sequence[BaseMessage], cands: list[Candidate]) -> int:
+        """What the mandatory candidates send alone: their tokens, and what their stubs list again.
+
+        Sent alone, a fold stub shows again the locators it left out (see ``reshow_left_out``).
+        """
+        mandatory = [c for c in cands if c.mandatory]
+        tokens = sum(int(c.tokens or 0) for c in mandatory)
+        held = sorted(i for c in mandatory if isinstance(c.source, Span) for i in c.source.indices)
+        alone = [messages[i] for i in held]
+        shown = reshow_left_out(alone)
+        if all(a is b for a, b in zip(alone, shown)):  # no stub lists anything again
+            return tokens
+        counter = self.selector.token_counter
+        return tokens + sent_tokens(shown, counter) - sent_tokens(alone, counter)
 
     def _keeps_first(self, config: RunnableConfig | None) -> bool:
         """Whether the first message must stay (``output_key="messages"``, no ``thread_id``).
