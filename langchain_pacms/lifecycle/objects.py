@@ -326,9 +326,10 @@ def _numbers(messages: Sequence[BaseMessage], ids: Iterable[str] = ()) -> dict[s
 def carry_numbers(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[BaseMessage]:
     """``after`` (a history replacing ``before``) keeping the id numbers either took.
 
-    Its first message holds the highest number of each kind (:data:`NUMBERS_KEY`); objects
-    without a mark are numbered after those, so an id a dropped fold stub named is not given
-    to another object (``recover_context`` with it finds that stub's payload, or none).
+    Its first and last messages hold the highest number of each kind (:data:`NUMBERS_KEY`: a
+    step that trims the history from either end leaves one); objects without a mark are
+    numbered after those, so an id a dropped fold stub named is not given to another object
+    (``recover_context`` with it finds that stub's payload, or none).
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -339,13 +340,15 @@ def carry_numbers(before: Sequence[BaseMessage], after: list[BaseMessage]) -> li
         7
     """
     numbers = {k: n for k, n in _numbers([*before, *after]).items() if n}
-    first = run_head(after) if after else None
-    if first is None or not numbers or first.additional_kwargs.get(NUMBERS_KEY) == numbers:
+    if not after or not numbers:
         return after
-    marked = first.model_copy(
-        update={"additional_kwargs": {**first.additional_kwargs, NUMBERS_KEY: numbers}}
-    )
-    return [marked if m is first else m for m in after]
+    ends = {id(run_head(after)), id(after[-1])}
+    return [
+        m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, NUMBERS_KEY: numbers}})
+        if id(m) in ends and m.additional_kwargs.get(NUMBERS_KEY) != numbers
+        else m
+        for m in after
+    ]
 
 
 def _named_apart(

@@ -613,3 +613,40 @@ def test_a_hook_that_rewrites_the_history_never_gives_a_stub_id_to_another_outpu
     _three_turns(agent, script, f"ids-{seed}")
     assert len(script.named) > 5
     assert {i: m for i, m in script.named.items() if len(m) > 1} == {}
+
+
+def test_a_rewritten_history_trimmed_at_its_start_keeps_its_stub_ids_taken():
+    # the highest id numbers rode on the first message only: a step removing it before the
+    # hook (LangGraph's delete-messages pattern) let the next rewrite give seen ids away again
+    store = InMemoryStore()
+    hook = create_pacms_hook(
+        config=SelectionConfig(
+            budget=700, output_key="messages", tool_loop=ToolLoopOptions(sidecar_store=store)
+        )
+    )
+    config: Any = {"configurable": {"thread_id": "trimmed"}}
+    named: dict[str, set[str]] = {}
+
+    def rewrite(messages: list[BaseMessage]) -> list[BaseMessage]:
+        out = hook.invoke({"messages": messages}, config)["messages"][1:]  # after REMOVE_ALL
+        for m in out:
+            if isinstance(m, ToolMessage) and (stub := STUB.search(str(m.content))):
+                named.setdefault(stub.group(1), set()).add(m.tool_call_id)
+        return out
+
+    def read(k: int, lines: int = 40) -> list[BaseMessage]:
+        body = "\n".join(f"line {j} of module {k}: value = {j * k}" for j in range(lines))
+        return [
+            AIMessage(f"reading {k}", id=f"a{k}", tool_calls=[call("read", {"p": k}, f"c{k}")]),
+            ToolMessage(body, tool_call_id=f"c{k}", id=f"t{k}"),
+        ]
+
+    history: list[BaseMessage] = [HumanMessage("read the modules", id="h0")]
+    for k in range(1, 5):
+        history = rewrite([*history, *read(k)])
+    turn = [AIMessage("done", id="d1"), HumanMessage("now module 5", id="h1"), *read(5, 110)]
+    history = rewrite([*history, *turn])[1:]  # a trimming step drops the first message
+    for k in range(6, 10):
+        history = rewrite([*history, *read(k)])
+    assert len(named) >= 3
+    assert {i: c for i, c in named.items() if len(c) > 1} == {}
