@@ -35,18 +35,12 @@ def relevance_fill(problem: Problem, members: Sequence[int], room: int) -> list[
     return walk(problem, problem.relevance_order().tolist(), room, _taken(problem, members))
 
 
-def _blank(problem: Problem) -> NDArray[np.bool_]:
-    """The all-zero rows (texts the embedder found nothing in): exact copies of one another."""
-    return problem.shared(("blank_rows",), lambda: np.all(problem.vectors == 0, axis=1))
-
-
 def distinct_fill(
     problem: Problem, members: Sequence[int], room: int, *, threshold: float
 ) -> list[int]:
     """Like :func:`relevance_fill`, passing over items with cosine >= ``threshold`` to a kept one.
 
-    Those are added last, in relevance order; exact copies (:data:`EXACT_COPY_COSINE`, or two
-    all-zero rows) never.
+    Those are added last, in relevance order; exact copies (:data:`EXACT_COPY_COSINE`) never.
     """
     added = _distinct_walk(problem, members, room, threshold)
     left = room - int(problem.tokens[np.asarray(added, dtype=np.int64)].sum())
@@ -65,8 +59,7 @@ def _distinct_walk(
     pairs = problem.near_pairs(threshold)
     if pairs is None:
         return _distinct_from_vectors(problem, members, room, threshold, allowed)
-    blank = _blank(problem)
-    near = blank.copy() if blank[kept].any() else np.zeros(problem.n, dtype=bool)
+    near = np.zeros(problem.n, dtype=bool)
     near[pairs.cols[kept[pairs.rows]]] = True
     tokens = problem.tokens.tolist()
     start, cols = pairs.indptr.tolist(), pairs.cols
@@ -77,8 +70,6 @@ def _distinct_walk(
         added.append(j)
         room -= tokens[j]
         near[cols[start[j] : start[j + 1]]] = True
-        if blank[j]:
-            near |= blank
     return added
 
 
@@ -92,7 +83,6 @@ def _distinct_from_vectors(
     """:func:`distinct_fill` without a kept cosine matrix, ``_BLOCK`` candidates at a time."""
     vectors = problem.vectors
     tokens = problem.tokens
-    blank = _blank(problem)
     kept = np.asarray(members, dtype=np.int64)
     order = problem.relevance_order()
     order = order[allowed[order]]
@@ -106,11 +96,11 @@ def _distinct_from_vectors(
         block = rest[fits]
         at += int(fits[-1]) + 1  # the skipped ones do not fit now, so they never will
         left = vectors[block]
-        near = blank[block] & blank[kept].any()
+        near = np.zeros(block.size, dtype=bool)
         rows = max(1, problem.similarity_ceiling // (4 * block.size))
         for start in range(0, kept.size, rows):
             near |= ((vectors[kept[start : start + rows]] @ left.T) >= threshold).any(axis=0)
-        among = ((left @ left.T) >= threshold) | np.outer(blank[block], blank[block])
+        among = (left @ left.T) >= threshold
         taken: list[int] = []
         for k, j in enumerate(block.tolist()):
             cost = int(tokens[j])
