@@ -359,8 +359,16 @@ def plot(reports: list[dict[str, Any]], path: str) -> None:
     ``reports`` are one or more JSON reports of this script (``--json``); their rows are drawn
     together, one line per (strategy, budget, d), and the floor as the first report that
     measured it at each n. Needs matplotlib.
+
+    Raises:
+        ImportError: Without matplotlib (``pip install -e ./bench`` brings it).
     """
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise ImportError(
+            "--plot needs matplotlib: pip install -e ./bench (or pip install matplotlib)"
+        ) from err
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -242,15 +242,22 @@ def uvicorn_options(
     }
 
 
+def _whole(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
+
+
 def _port(value: str) -> int:
-    number = int(value)
+    number = _whole(value)
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0-65535 (0: any free port), got {value}")
     return number
 
 
 def _positive(value: str) -> int:
-    number = int(value)
+    number = _whole(value)
     if number <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return number

@@ -110,8 +110,12 @@ def solve(problem: Problem, strategy: str | Strategy = "pacms", **options: Any) 
         raise StrategyError("strategy returned an index twice")
     if not np.isin(mandatory, order).all():
         raise StrategyError("strategy dropped a mandatory item")
-    if int(problem.tokens[order].sum()) > problem.budget:
-        raise StrategyError("strategy exceeded the token budget")
+    spent = int(problem.tokens[order].sum())
+    if spent > problem.budget:
+        name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "?")
+        raise StrategyError(
+            f"strategy {name!r} exceeded the token budget: {spent} tokens for {problem.budget}"
+        )
     rest = order[~np.isin(order, mandatory)]
     return Pick(np.concatenate([mandatory, rest]), scores, False, pick.info)
 

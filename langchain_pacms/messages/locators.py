@@ -70,7 +70,7 @@ _ONE_PATH = re.compile(rf"{_PATH}|[\w.-]+\.{_EXT}")  # a line of a listing
 _LISTING_SHARE = 0.7  # of a payload's lines that are paths, for a listing
 _SHARE = 0.4  # of a payload's characters a fold stub may spend on locators
 _FLOOR = 500  # characters a stub may always spend
-_CEILING = 4_000  # characters a stub never exceeds
+_CEILING = 4_000  # characters of whole locators a stub holds at most (grouped paths: half more)
 _MEMO_CHARS = 16_000_000  # characters the locator memo holds at most, its keys' texts included
 
 

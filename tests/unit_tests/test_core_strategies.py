@@ -623,7 +623,7 @@ def _returning(order: Any, scores: Any = None) -> Any:
         (_returning(np.array([0, -1])), "out of range"),
         (_returning(np.array([0, 1, 1])), "twice"),
         (_returning(np.array([1])), "mandatory"),
-        (_returning(np.array([0, 1, 2])), "budget"),
+        (_returning(np.array([0, 1, 2])), r"'strategy' exceeded the token budget: \d+ tokens for"),
         (_returning(np.array([0.0, 1.7])), "integer"),
         (_returning(np.array([[0, 1]])), "1-D"),
         (_returning(np.array([0, 1]), np.zeros(2)), "scores"),

@@ -35,3 +35,13 @@ def test_the_command_says_why_and_exits_2() -> None:
     assert done.returncode == 2
     assert "argument --port: must be 0-65535" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--port", "--workers"])
+def test_a_value_that_is_no_number_is_named_as_such(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse named the private converter: "invalid _port value: 'abc'"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", option, "abc"])
+    assert f"argument {option}: must be a whole number, got 'abc'" in capsys.readouterr().err
