@@ -76,7 +76,7 @@ class SidecarRecord:
 
 
 def _lines(text: str) -> str:
-    lines = text.count("\n") + 1
+    lines = text.count("\n") + (not text.endswith("\n"))  # a final newline ends the last line
     return f"{lines} line{'s' * (lines != 1)}"
 
 

@@ -59,3 +59,17 @@ def test_a_stub_lists_its_lost_locators_again_but_a_cleared_one_does_not() -> No
     assert reshow_left_out([call, stub])[1].content.endswith("; locators: a.py, TICKET-7]")
     for text in ("[cleared]", "[folded: see elsewhere]", '[folded: recover_context("x:1")]'):
         assert reshow_left_out([call, _stub(text)])[1].content == text
+
+
+@pytest.mark.parametrize(("output", "lines"), [("ok\n" * 500, 500), ("ok\n" * 499 + "ok", 500)])
+def test_a_final_newline_ends_the_last_line_it_does_not_start_another(output: str, lines: int):
+    # a shell output ending in a newline was counted one line long
+    call = {"name": "run", "args": {}, "id": "c"}
+    messages = [
+        HumanMessage("go", id="h"),
+        AIMessage("", tool_calls=[call], id="a"),
+        ToolMessage(output, tool_call_id="c", id="t"),
+        HumanMessage("next", id="h2"),
+    ]
+    done = apply_actions(messages, index_messages(messages), [Action("fold", "function:tool:1")])
+    assert str(done.messages[2].content).startswith(f"[folded: {lines} lines;")
