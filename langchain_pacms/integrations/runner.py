@@ -327,11 +327,15 @@ class SelectionRunner:
         tokens = sum(int(c.tokens or 0) for c in mandatory)
         held = sorted(i for c in mandatory if isinstance(c.source, Span) for i in c.source.indices)
         alone = [messages[i] for i in held]
-        shown = reshow_left_out(alone)
-        if all(a is b for a, b in zip(alone, shown)):  # no stub lists anything again
+        again = [(a, b) for a, b in zip(alone, reshow_left_out(alone)) if a is not b]
+        if not again:  # no stub lists anything again
             return tokens
-        counter = self.selector.token_counter
-        return tokens + sent_tokens(shown, counter) - sent_tokens(alone, counter)
+        counter = self.selector.token_counter  # only the stubs that grew are counted again
+        return (
+            tokens
+            + sent_tokens([b for _, b in again], counter)
+            - sent_tokens([a for a, _ in again], counter)
+        )
 
     def _keeps_first(self, config: RunnableConfig | None) -> bool:
         """Whether the first message must stay (``output_key="messages"``, no ``thread_id``).
