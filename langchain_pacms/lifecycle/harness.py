@@ -22,14 +22,14 @@ from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats,
 from langchain_pacms.lifecycle.fold import SidecarRecord
 from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
-from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
+from langchain_pacms.lifecycle.objects import ContextIndex, carry_numbers, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions, merge_actions
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.report import SelectionLog
-from langchain_pacms.messages.runs import DEFAULT_THREAD, keep_run, run_head, run_thread
+from langchain_pacms.messages.runs import DEFAULT_THREAD, keep_run, run_thread
 from langchain_pacms.messages.text import content_text
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
@@ -358,7 +358,8 @@ class LifecycleHarness:
                 )
                 return None
             thread.staged = []
-            checked = replace(checked, result=_named_run(messages, thread_id, checked.result))
+            result = _kept_names(messages, thread_id, index, checked.result)
+            checked = replace(checked, result=result)
             commit = self._commit(thread_id, index, checked, reason, dropped)
             try:
                 event = (COMMIT_EVENT, commit.event())
@@ -446,22 +447,26 @@ class LifecycleHarness:
         return await adrive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
 
 
-def _named_run(
-    messages: Sequence[BaseMessage], thread_id: str, result: ActionResult
+def _kept_names(
+    messages: Sequence[BaseMessage], thread_id: str, index: ContextIndex, result: ActionResult
 ) -> ActionResult:
-    """``result`` still naming the run its sidecars went to (``thread_id``: the run's own thread).
+    """``result`` still naming its run and keeping its objects' id numbers.
 
     A run without a thread id keeps its sidecars under :func:`run_thread` of its history; when
     the commit prunes the message that names it, the new first message carries the name
-    (:func:`keep_run`), so the payloads folded before stay recoverable.
+    (:func:`keep_run`), so the payloads folded before stay recoverable. The new history's first
+    and last messages carry the highest id number of each kind (:func:`carry_numbers`): a
+    caller that passes back the messages without the state's ``pacms_lifecycle_ids`` then gets
+    new numbers for what it indexes again, never the id of another round.
     """
-    if thread_id != run_thread(messages):
+    kept = result.messages
+    if thread_id == run_thread(messages):
+        kept = keep_run(messages, kept)
+    kept = carry_numbers(messages, kept, (o.id for o in index.objects))
+    changed = {m.id: m for m, was in zip(kept, result.messages) if m is not was and m.id}
+    if not changed:
         return result
-    kept = keep_run(messages, result.messages)
-    first = run_head(kept) if kept is not result.messages else None
-    if first is None or first.id is None:
-        return result
-    return replace(result, messages=kept, replaced={**result.replaced, first.id: first})
+    return replace(result, messages=kept, replaced={**result.replaced, **changed})
 
 
 def _thread(thread_id: str | None, messages: Sequence[BaseMessage]) -> str:

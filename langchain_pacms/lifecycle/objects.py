@@ -323,13 +323,16 @@ def _numbers(messages: Sequence[BaseMessage], ids: Iterable[str] = ()) -> dict[s
     return numbers
 
 
-def carry_numbers(before: Sequence[BaseMessage], after: list[BaseMessage]) -> list[BaseMessage]:
+def carry_numbers(
+    before: Sequence[BaseMessage], after: list[BaseMessage], ids: Iterable[str] = ()
+) -> list[BaseMessage]:
     """``after`` (a history replacing ``before``) keeping the id numbers either took.
 
     Its first and last messages hold the highest number of each kind (:data:`NUMBERS_KEY`: a
     step that trims the history from either end leaves one); objects without a mark are
     numbered after those, so an id a dropped fold stub named is not given to another object
-    (``recover_context`` with it finds that stub's payload, or none).
+    (``recover_context`` with it finds that stub's payload, or none). ``ids``: the object ids
+    an index of ``before`` gave (objects without a mark hold their number nowhere else).
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -339,7 +342,7 @@ def carry_numbers(before: Sequence[BaseMessage], after: list[BaseMessage]) -> li
         >>> carry_numbers([task, stub], [task])[0].additional_kwargs[NUMBERS_KEY]["tool"]
         7
     """
-    numbers = {k: n for k, n in _numbers([*before, *after]).items() if n}
+    numbers = {k: n for k, n in _numbers([*before, *after], ids).items() if n}
     if not after or not numbers:
         return after
     ends = {id(run_head(after)), id(after[-1])}

@@ -16,7 +16,7 @@ from lifecycle_check_cases import checked_summary, history, random_actions
 
 from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
 from langchain_pacms.lifecycle.actions import Action, apply_actions, provider_problems
-from langchain_pacms.lifecycle.objects import ContextIndex, index_messages
+from langchain_pacms.lifecycle.objects import NUMBERS_KEY, ContextIndex, index_messages
 from langchain_pacms.lifecycle.validate import (
     Checked,
     Rejection,
@@ -96,6 +96,22 @@ def test_a_prior_of_other_actions_is_not_reused() -> None:
     assert other.result is not first.result
 
 
+def unstamped(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` without the id numbers a commit stamps on them."""
+    return [
+        m.model_copy(
+            update={
+                "additional_kwargs": {
+                    k: v for k, v in m.additional_kwargs.items() if k != NUMBERS_KEY
+                }
+            }
+        )
+        if NUMBERS_KEY in m.additional_kwargs
+        else m
+        for m in messages
+    ]
+
+
 @settings(max_examples=25, deadline=None)
 @given(_CASES, st.sampled_from([0.0, 0.3]))
 def test_a_harness_step_commits_what_checking_the_plan_twice_gives(
@@ -116,7 +132,10 @@ def test_a_harness_step_commits_what_checking_the_plan_twice_gives(
     assert checked_summary(Checked(commit.actions, commit.rejected, decided.result)) == (
         checked_summary(decided)
     )
-    assert commit.messages == decided.result.messages
+    # the harness also stamps the id numbers on the first and last messages (carry_numbers)
+    assert unstamped(commit.messages) == decided.result.messages
+    stamped = [i for i, m in enumerate(commit.messages) if NUMBERS_KEY in m.additional_kwargs]
+    assert stamped == sorted({0, len(commit.messages) - 1})
     assert commit.sidecars == decided.result.sidecars
     assert commit.tokens_before - commit.tokens_after == decided.tokens_saved
 

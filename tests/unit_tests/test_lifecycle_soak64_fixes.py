@@ -26,7 +26,7 @@ from langchain_pacms.lifecycle import (
     index_messages,
     mask_text,
 )
-from langchain_pacms.lifecycle.objects import ContextIndex
+from langchain_pacms.lifecycle.objects import NUMBERS_KEY, ContextIndex
 
 LOG = "\n".join(f"[{i:04d}] INFO step {i} ok /srv/app/m_{i}.py" for i in range(300))
 
@@ -178,7 +178,9 @@ def test_reactivating_a_masked_or_active_object_says_it_is_not_folded() -> None:
     with pytest.raises(ValueError, match="function:tool:1 is masked, not folded"):
         harness.reactivate(commit.messages, "function:tool:1", thread_id="t")
     with pytest.raises(ValueError, match="conversation:assistant:1 is active, not folded"):
-        harness.reactivate(commit.messages, "conversation:assistant:1", thread_id="t")
+        harness.reactivate(
+            commit.messages, "conversation:assistant:1", thread_id="t", known_ids=commit.known_ids
+        )
 
 
 # -- 7: validation -------------------------------------------------------------------------------
@@ -292,3 +294,85 @@ def test_pruning_the_message_a_run_is_named_after_keeps_its_folds_recoverable():
     assert tool.invoke({"object_id": "function:tool:1", "state": {"messages": state}}) == LOG
     restored = harness.reactivate(state, "function:tool:1", known_ids=prune.known_ids)
     assert any(m.content == LOG for m in restored)
+
+
+# -- a history given back without the state's ids keeps its id numbers ----------------------------
+
+
+def three_calls() -> list[BaseMessage]:
+    out: list[BaseMessage] = [HumanMessage("read them", id="h1")]
+    for n in (1, 2, 3):
+        call = {"name": "read", "args": {"p": f"f{n}"}, "id": f"c{n}"}
+        out += [
+            AIMessage("", tool_calls=[call], id=f"a{n}"),
+            ToolMessage(LOG, tool_call_id=f"c{n}", id=f"t{n}"),
+        ]
+    return [*out, AIMessage("ok", id="a9"), HumanMessage("next", id="h2")]
+
+
+@pytest.mark.parametrize("thread_id", [None, "t"])
+def test_pruning_the_newest_span_does_not_give_its_id_to_the_next_one(thread_id: str | None):
+    # without a checkpointer a caller may pass back only the messages (not pacms_lifecycle_ids):
+    # the span after a pruned newest one was numbered as the pruned one, so an id the model had
+    # seen in a stub named another round
+    from langgraph.graph.message import add_messages
+
+    state = three_calls()
+    assert index_messages(state).by_id["function:tool:3"].indices == (5, 6)
+    harness = LifecycleHarness(Scripted(Action("prune", "function:tool:3")), store=InMemoryStore())
+    commit = harness.step(state, thread_id=thread_id)
+    assert commit is not None
+    state = add_messages(state, commit.updates)
+    assert state == commit.messages
+    call = {"name": "read", "args": {"p": "f4"}, "id": "c4"}
+    state = [
+        *state,
+        AIMessage("", tool_calls=[call], id="a4"),
+        ToolMessage("new", tool_call_id="c4", id="t4"),
+    ]
+    ids = [o.id for o in index_messages(state).objects]
+    assert ids[-1] not in named(three_calls()) and "function:tool:3" not in ids
+    # only the run's first and last messages carry the numbers; contents are unchanged
+    stamped = [m.id for m in commit.messages if NUMBERS_KEY in m.additional_kwargs]
+    assert stamped == ["h1", "h2"]
+    assert [m.content for m in commit.messages] == [
+        m.content for m in three_calls() if m.id not in {"a3", "t3"}
+    ]
+
+
+def named(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """Object id -> id of its first message, indexed without the state's ids."""
+    return {o.id: o.lineage[0] for o in index_messages(messages).objects}
+
+
+@pytest.mark.parametrize(
+    "actions",
+    [
+        [Action("prune", "function:tool:1")],
+        [Action("fold", "function:tool:2")],
+        [Action("prune", "function:tool:2"), Action("fold", "function:tool:3")],
+        [Action("fold", "function:tool:1"), Action("prune", "function:tool:3")],
+    ],
+)
+def test_an_id_never_names_two_rounds_when_only_messages_come_back(actions: list[Action]):
+    # re-indexed without known ids, the objects after a pruned or folded one were numbered
+    # again from the marks alone: `function:tool:1` named the second read after a prune
+    from langgraph.graph.message import add_messages
+
+    state, seen = three_calls(), named(three_calls())
+    for step in (1, 2):
+        harness = LifecycleHarness(Scripted(*actions), store=InMemoryStore())
+        commit = harness.step(state)
+        assert commit is not None and len(commit.actions) == len(actions)
+        call = {"name": "read", "args": {"p": f"g{step}"}, "id": f"d{step}"}
+        state = [
+            *add_messages(state, commit.updates),
+            AIMessage("", tool_calls=[call], id=f"b{step}"),
+            ToolMessage(LOG, tool_call_id=f"d{step}", id=f"u{step}"),
+            AIMessage("ok", id=f"e{step}"),
+            HumanMessage("more", id=f"i{step}"),
+        ]
+        now = named(state)
+        assert all(seen.get(i, first) == first for i, first in now.items()), (seen, now)
+        seen |= now
+        actions = [Action("prune", next(i for i in now if i.startswith("function:tool:")))]

@@ -25,6 +25,7 @@ from langchain_pacms.lifecycle import (
 )
 from langchain_pacms.lifecycle.actions import action_gain
 from langchain_pacms.lifecycle.fold import visible_locators
+from langchain_pacms.lifecycle.objects import NUMBERS_KEY
 from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT
 
 SCRIPT = (
@@ -95,7 +96,9 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
         FoldSpan(), store=InMemoryStore(), commit=CommitRule(boundary="tool")
     )
     commit = harness.step(msgs, thread_id="t")
-    assert commit is not None and {m.id for m in commit.updates} == {"a1", "t1"}
+    assert commit is not None and {m.id for m in commit.updates} == {"s", "a1", "t1", "t2"}
+    # the first and last messages only take the id numbers (carry_numbers)
+    assert [m.id for m in commit.messages if NUMBERS_KEY in m.additional_kwargs] == ["s", "t2"]
     restored = harness.reactivate(
         commit.messages, "function:tool:1", thread_id="t", known_ids=commit.known_ids
     )
