@@ -245,7 +245,30 @@ def _fold_material(
 def _written(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
     """An object's results as written, one after another (a message's text if it has none)."""
     results = [messages[i] for i in indices if isinstance(messages[i], ToolMessage)]
-    return "\n".join(content_text(m.content) for m in results or [messages[indices[0]]])
+    held = results or [messages[indices[0]]]
+    return "\n".join(_unspanned(content_text(m.content)) for m in held)
+
+
+def _unspanned(text: str) -> str:
+    """``text``, or a recovered payload's results as written.
+
+    What ``recover_context`` returns for a span fold (JSON ``{"text", "tool_calls",
+    "results"}``) or for a round of several results (a JSON list of ``{"tool_call_id",
+    "content"}``) reads as its results' texts, one after another.
+    """
+    if not text.startswith(('{"text": ', '[{"tool_call_id": ')):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, dict) and value.keys() == {"text", "tool_calls", "results"}:
+        return _unspanned(value["results"]) if isinstance(value["results"], str) else text
+    if isinstance(value, list) and all(
+        isinstance(v, dict) and isinstance(v.get("content"), str) for v in value
+    ):
+        return "\n".join(v["content"] for v in value)
+    return text
 
 
 def fold_locators(
