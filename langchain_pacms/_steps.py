@@ -5,6 +5,7 @@ The steps yield each outside call (:class:`Call`) and get its answer back (or it
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
@@ -68,13 +69,58 @@ def _giving(template: Callable[..., Any], first: tuple[inspect.Parameter, ...]) 
 
     def decorate(function: Callable[..., R]) -> Callable[..., R]:
         own = inspect.signature(template)
-        function.__signature__ = own.replace(  # type: ignore[attr-defined]
+        public = _named_in_errors(function, template)
+        public.__signature__ = own.replace(  # type: ignore[attr-defined]
             parameters=[*first, *own.parameters.values()],
             return_annotation=inspect.signature(function).return_annotation,
         )
-        return function
+        return public
 
     return decorate
+
+
+def _named_in_errors(function: Callable[..., R], template: Callable[..., Any]) -> Callable[..., R]:
+    """``function`` (sync or async), its bad calls of ``template`` reported under its own name.
+
+    Python names the function whose parameters did not match: ``select_arguments() missing 1
+    required positional argument: 'budget'``; the caller wrote ``select``, so the error says
+    ``ContextSelector.select() missing ...``. Other ``TypeError``s pass unchanged.
+    """
+    code = getattr(function, "__code__", None)
+
+    def renamed(err: TypeError) -> TypeError:
+        tb = err.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        stem, message = f"{template.__qualname__}()", str(err)
+        # a call that does not bind fails in the caller's frame: here, the body's own
+        if tb is None or tb.tb_frame.f_code is not code or not message.startswith(stem):
+            return err
+        return TypeError(f"{function.__qualname__}(){message[len(stem) :]}")
+
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await function(*args, **kwargs)
+            except TypeError as err:
+                if (named := renamed(err)) is err:
+                    raise
+                raise named from None
+
+        return cast("Callable[..., R]", awaited)
+
+    @functools.wraps(function)
+    def called(*args: Any, **kwargs: Any) -> R:
+        try:
+            return function(*args, **kwargs)
+        except TypeError as err:
+            if (named := renamed(err)) is err:
+                raise
+            raise named from None
+
+    return called
 
 
 def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> T:

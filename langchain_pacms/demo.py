@@ -60,6 +60,8 @@ class DemoRow:
     budget: int
     facts_kept: tuple[bool, ...]
     milliseconds: float
+    over_budget: bool = False
+    """The mandatory candidates alone exceed the budget: only they were kept, over it."""
 
 
 def load_demo_session() -> DemoSession:
@@ -88,7 +90,11 @@ def run_demo(
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     selector: Selector | None = None,
 ) -> list[DemoRow]:
-    """One :class:`DemoRow` per strategy (timed on a warm embedding cache), in the order given."""
+    """One :class:`DemoRow` per strategy (timed on a warm embedding cache), in the order given.
+
+    A strategy named twice gets one row (where it is first named).
+    """
+    strategies = list(dict.fromkeys(strategies))
     unknown = [s for s in strategies if s not in available_strategies()]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {available_strategies()}")
@@ -112,6 +118,7 @@ def run_demo(
                 budget=sel.budget,
                 facts_kept=tuple(any(f.stated_in(t) for t in kept_texts) for f in session.facts),
                 milliseconds=1000 * sel.timings["total"],
+                over_budget=sel.over_budget,
             )
         )
     return rows

@@ -43,12 +43,20 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(f"{session.title}\n")
     print(f"{len(session.candidates)} candidates; final question: {session.query!r}")
-    print(f"budget: {args.budget_ratio:.1%} of the session's tokens (tokenizer o200k_base)")
+    print(f"budget: {100 * args.budget_ratio:.3g}% of the session's tokens (tokenizer o200k_base)")
     for fact in session.facts:
         ids = session.fact_ids(fact)
         print(f"fact {fact.name!r}: stated by {len(ids)} candidates ({', '.join(ids)})")
     print()
     print(format_table(rows, [f.name for f in session.facts]))
+    over = next((r for r in rows if r.over_budget), None)
+    if over is not None:
+        mandatory = sum(c.mandatory for c in session.candidates)
+        print(
+            f"\nthe budget ({over.budget:,} tokens) is smaller than the {mandatory} mandatory "
+            f"candidates that must be kept ({over.tokens_kept:,} tokens): each selection kept "
+            "only those, over the budget"
+        )
     print("\ntimes are warm: one untimed pass embedded the session first")
     return 0
 

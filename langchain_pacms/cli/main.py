@@ -9,12 +9,39 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_pacms import __version__
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EVAL_MOVED", "build_parser", "main"]
 
 _COMMAND_MODULES = ("langchain_pacms.cli.demo", "langchain_pacms.cli.serve")
+EVAL_MOVED = (
+    "pacms eval: the evaluation is its own command now, pacms-bench, with the same sub-commands "
+    "and options (pacms eval longmemeval recall -> pacms-bench longmemeval recall); install it "
+    "from the repository's bench/ folder: pip install -e ./bench"
+)
+"""What ``pacms eval ...`` prints (to stderr) before it exits with code 2."""
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A sub-command's parser: an argument it does not know is its own error, with its usage.
+
+    Plain argparse hands such arguments up, and ``pacms`` then prints the top-level usage.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
+
+
+def _eval_moved(args: argparse.Namespace) -> int:
+    print(EVAL_MOVED, file=sys.stderr)
+    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,14 +51,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Budgeted, query-aware context selection for LLM agents.",
     )
     parser.add_argument("--version", action="version", version=f"pacms {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_CommandParser
+    )
     for module_name in _COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    moved = subparsers.add_parser(
+        "eval", help="moved: the evaluation is the pacms-bench command", add_help=False
+    )
+    moved.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    moved.set_defaults(func=_eval_moved)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pacms`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["eval"]:  # whatever follows: no parser knows the evaluation's options
+        return _eval_moved(argparse.Namespace())
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 __all__ = ["is_loopback", "register", "uvicorn_options"]
@@ -57,6 +58,26 @@ def _cache_problem(url: str) -> str | None:
     return None
 
 
+def _check_watch(path: str) -> bool:
+    """Whether ``--watch PATH`` can be followed; warn (stderr) when nothing is there yet.
+
+    A directory can never be the log: refused. A missing file (or folder) is only warned about,
+    as the hook or middleware creates it (folders too) on its first write.
+    """
+    where = Path(path)
+    if where.is_dir():
+        print(f"pacms serve: --watch {path} is a directory, not a JSONL log", file=sys.stderr)
+        return False
+    if not where.exists():
+        missing = "" if where.parent.is_dir() else f" (nor does its folder {where.parent})"
+        print(
+            f"warning: --watch {path} does not exist{missing}; nothing shows until a hook or "
+            "middleware writes it (log=PATH)",
+            file=sys.stderr,
+        )
+    return True
+
+
 @contextlib.contextmanager
 def _environment(name: str, value: str) -> Iterator[None]:
     """Set an environment variable for the block (worker processes inherit it), then undo."""
@@ -93,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
             f"warning: binding {args.host} exposes the service beyond this machine "
             f"({'bearer token required' if token else 'no authentication'}; plain HTTP)"
         )
+    if args.watch is not None and not _check_watch(args.watch):
+        return 2
     problem = None if args.cache_url is None else _cache_problem(args.cache_url)
     if problem is not None:
         print(f"pacms serve: {problem}", file=sys.stderr)
