@@ -32,6 +32,7 @@ from langchain_pacms.lifecycle.node import (
 from langchain_pacms.lifecycle.objects import (
     ContextIndex,
     ContextObject,
+    carry_ids,
     carry_numbers,
     index_messages,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "apply_actions",
     "at_boundary",
     "boundary_in_force",
+    "carry_ids",
     "carry_numbers",
     "check_actions",
     "copy_thread_sidecars",

@@ -22,7 +22,7 @@ from langchain_pacms.lifecycle.commit import COMMIT_EVENT, Commit, HarnessStats,
 from langchain_pacms.lifecycle.fold import SidecarRecord
 from langchain_pacms.lifecycle.graph_store import GraphStore
 from langchain_pacms.lifecycle.heuristic import HeuristicPlanner
-from langchain_pacms.lifecycle.objects import ContextIndex, carry_numbers, index_messages
+from langchain_pacms.lifecycle.objects import OBJECT_KEY, ContextIndex, carry_ids, index_messages
 from langchain_pacms.lifecycle.plan import Plan, Planner
 from langchain_pacms.lifecycle.sidecar import AUDIT_NAMESPACE, SidecarStore
 from langchain_pacms.lifecycle.tuning import CommitRule, Masking
@@ -409,15 +409,16 @@ class LifecycleHarness:
         # under the name the index gives it (merged runs' folds are named apart)
         record = replace(record, object_id=object_id)
         result = restore(messages, index, record, token_counter=self.token_counter)
-        restored = list(result.replaced.values())
         turn = messages[index.latest_index].id if index.latest_index >= 0 else None
-        if turn is None:
-            return restored
-        # in view until the next user turn: no step folds it again in this one
-        pin = {LIFECYCLE_KEY: {"reactivated": turn}}
+        # its id goes with it (no fold mark names it now); in view until the next user turn:
+        # no step folds it again in this one
+        held = {
+            OBJECT_KEY: object_id,
+            **({LIFECYCLE_KEY: {"reactivated": turn}} if turn is not None else {}),
+        }
         return [
-            m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, **pin}})
-            for m in restored
+            m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, **held}})
+            for m in result.replaced.values()
         ]
 
     @method_parameters_of(reactivate_arguments)
@@ -454,15 +455,14 @@ def _kept_names(
 
     A run without a thread id keeps its sidecars under :func:`run_thread` of its history; when
     the commit prunes the message that names it, the new first message carries the name
-    (:func:`keep_run`), so the payloads folded before stay recoverable. The new history's first
-    and last messages carry the highest id number of each kind (:func:`carry_numbers`): a
-    caller that passes back the messages without the state's ``pacms_lifecycle_ids`` then gets
-    new numbers for what it indexes again, never the id of another round.
+    (:func:`keep_run`), so the payloads folded before stay recoverable. The new history holds
+    its objects' ids (:func:`carry_ids`): a caller that passes back the messages without the
+    state's ``pacms_lifecycle_ids`` keeps them, and never gets the id of another round.
     """
-    kept = result.messages
+    kept, run = result.messages, None
     if thread_id == run_thread(messages):
-        kept = keep_run(messages, kept)
-    kept = carry_numbers(messages, kept, (o.id for o in index.objects))
+        kept, run = keep_run(messages, kept), thread_id
+    kept = carry_ids(messages, kept, index, run)
     changed = {m.id: m for m, was in zip(kept, result.messages) if m is not was and m.id}
     if not changed:
         return result

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_pacms.messages.history import is_human
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.payload import LIFECYCLE_KEY, payload_of, readable_of
-from langchain_pacms.messages.runs import run_head
+from langchain_pacms.messages.runs import RUN_KEY, run_head
 from langchain_pacms.messages.spans import cut_spans, span_text
 from langchain_pacms.messages.text import blocks_cost, content_text
 from langchain_pacms.tokens import resolve_token_counter
@@ -26,10 +26,12 @@ from langchain_pacms.tokens import resolve_token_counter
 __all__ = [
     "KEY_HEX",
     "NUMBERS_KEY",
+    "OBJECT_KEY",
     "ContextIndex",
     "ContextObject",
     "ObjectKind",
     "ObjectState",
+    "carry_ids",
     "carry_numbers",
     "index_messages",
     "record_key",
@@ -45,7 +47,11 @@ _PREFIX: dict[str, str] = {
 }
 NUMBERS_KEY = "pacms_numbers"
 """Message field with the highest number each kind of object id took in a history rewritten
-by the pre-model hook (``output_key="messages"``), so that an id is never given again."""
+by the pre-model hook (``output_key="messages"``) or by a commit, so that an id is never given
+again."""
+OBJECT_KEY = "pacms_object"
+"""Message field with the id of the object the message belongs to, written by a commit: a
+history given back without the state's ``pacms_lifecycle_ids`` keeps its objects' ids."""
 
 
 @dataclass(frozen=True)
@@ -273,8 +279,10 @@ def index_messages(
         # a fold's or mask's mark, not a reactivation pin a later fold left on the call message
         mark: Mapping[str, Any] = next((m for m in held if "reactivated" not in m), {})
         pinned = turn is not None and any(m.get("reactivated") == turn for m in held)
-        object_id = str(mark.get("object") or "") or next(
-            (known[m] for m in lineage if m in known), ""
+        object_id = (
+            str(mark.get("object") or "")
+            or next((known[m] for m in lineage if m in known), "")
+            or next((n for i in indices if isinstance(n := _named(messages[i]), str) and n), "")
         )
         if not object_id:
             numbers[kind] += 1
@@ -311,6 +319,8 @@ def _numbers(messages: Sequence[BaseMessage], ids: Iterable[str] = ()) -> dict[s
         mark = message.additional_kwargs.get(LIFECYCLE_KEY)
         if isinstance(mark, Mapping):
             carried.append(str(mark.get("object", "")))
+        if isinstance(named := _named(message), str):
+            carried.append(named)
         held = message.additional_kwargs.get(NUMBERS_KEY)
         for kind, number in held.items() if isinstance(held, Mapping) else ():
             if kind in numbers and isinstance(number, int) and not isinstance(number, bool):
@@ -352,6 +362,52 @@ def carry_numbers(
         else m
         for m in after
     ]
+
+
+def _named(message: BaseMessage) -> Any:
+    return message.additional_kwargs.get(OBJECT_KEY)
+
+
+def carry_ids(
+    before: Sequence[BaseMessage],
+    after: list[BaseMessage],
+    index: ContextIndex,
+    run: str | None = None,
+) -> list[BaseMessage]:
+    """``after`` (a history replacing ``before``, which ``index`` indexed) keeping its ids.
+
+    The first message of each object still in ``after`` carries its id (:data:`OBJECT_KEY`;
+    a fold or mask stub carries it in its mark), and the history's first and last messages the
+    highest number of each kind (:func:`carry_numbers`). Indexed again without the state's
+    ``pacms_lifecycle_ids``, every object keeps its id and a new one is numbered after every
+    id ``index`` gave, pruned ones too, so no id ever names two objects. With ``run`` (the
+    name of a run without a thread id), those messages carry it too (``RUN_KEY``): its sidecars
+    stay found when a caller drops or replaces the first message.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> msgs = [HumanMessage("a", id="h1"), HumanMessage("b", id="h2")]
+        >>> kept = carry_ids(msgs, msgs[1:], index_messages(msgs))
+        >>> [o.id for o in index_messages([*kept, HumanMessage("c", id="h3")]).objects]
+        ['conversation:user:2', 'conversation:user:3']
+    """
+    first = {o.lineage[0]: o.id for o in index.objects if o.lineage and o.lineage[0]}
+
+    def named(m: BaseMessage) -> BaseMessage:
+        object_id = first.get(m.id or "")
+        if object_id is None:
+            return m
+        mark = m.additional_kwargs.get(LIFECYCLE_KEY)
+        marked = isinstance(mark, Mapping) and mark.get("object") == object_id
+        held = {
+            **({} if marked or _named(m) == object_id else {OBJECT_KEY: object_id}),
+            **({} if run is None or m.additional_kwargs.get(RUN_KEY) == run else {RUN_KEY: run}),
+        }
+        if not held:
+            return m
+        return m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, **held}})
+
+    return carry_numbers(before, [named(m) for m in after], [o.id for o in index.objects])
 
 
 def _named_apart(

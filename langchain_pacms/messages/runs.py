@@ -39,7 +39,11 @@ def run_config() -> Any:
 
 
 def run_thread(messages: Sequence[Any]) -> str:
-    """The thread of a run without a thread id: its first message's id, else a hash of it.
+    """The thread of a run without a thread id: the name its messages carry, or its first's id.
+
+    Else a hash of the first message. A commit leaves the name (:data:`RUN_KEY`) on the
+    messages it keeps, so a caller that drops or replaces the first message keeps the run's
+    sidecars.
 
     The context message a hook writes into the state (id :data:`CONTEXT_MESSAGE_ID`, the same
     in every run) does not count: the message after it names the thread.
@@ -53,9 +57,10 @@ def run_thread(messages: Sequence[Any]) -> str:
     if not messages:
         raise ValueError("a run with no messages has no thread")
     first = run_head(messages)
-    marked = (getattr(first, "additional_kwargs", None) or {}).get(RUN_KEY)
-    if isinstance(marked, str) and marked:
-        return marked
+    for message in messages:
+        marked = (getattr(message, "additional_kwargs", None) or {}).get(RUN_KEY)
+        if isinstance(marked, str) and marked:
+            return marked
     if getattr(first, "id", None):
         return f"run:{first.id}"
     text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Sequence
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
@@ -28,7 +29,6 @@ from langchain_pacms.lifecycle import (
 )
 
 STUB = re.compile(r'recover_context\("([^"]+)"\)')
-READS = 5
 
 
 class PruneNewest:
@@ -44,18 +44,46 @@ class PruneNewest:
         return self.plan(index, messages)
 
 
-def test_an_id_shown_in_a_stub_stands_for_one_round_over_turns_given_messages_alone():
+class PruneOnce:
+    """Prunes the oldest tool round it may touch, once: the rounds after it are never marked."""
+
+    name = "prune-once"
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        old = [o.id for o in index.objects if o.kind == "tool" and not o.latest]
+        if self.done or not old:
+            return Plan("scripted", ())
+        self.done = True
+        return Plan("scripted", (Action("prune", old[0]),))
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        return self.plan(index, messages)
+
+
+@pytest.mark.parametrize(
+    ("planner", "reads", "budget", "turns"), [(PruneNewest, 5, 1_500, 4), (PruneOnce, 8, 3_000, 2)]
+)
+def test_an_id_shown_in_a_stub_stands_for_one_round_over_turns_given_messages_alone(
+    planner: type, reads: int, budget: int, turns: int
+):
     store = InMemoryStore()
     shown: dict[str, set[str]] = {}  # object id -> the call ids of the rounds it stood for
-    made: dict[object, int] = {}  # the model's calls in each turn
+    made: dict[int, int] = {}  # the model's calls in each turn
 
     def script(messages: list[BaseMessage], index: int) -> AIMessage:
         for m in messages:
             if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
                 shown.setdefault(found.group(1), set()).add(m.tool_call_id)
-        turn = [m for m in messages if isinstance(m, HumanMessage)][-1].content
+        turn = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
         made[turn] = made.get(turn, 0) + 1
-        if made[turn] > READS:
+        # `reads` rounds in view (a pruned one is read again), at most twice as many calls
+        if (
+            sum(isinstance(m, AIMessage) for m in messages[turn:]) >= reads
+            or made[turn] > 2 * reads
+        ):
             return AIMessage("done")
         path = f"src/module_{index}.py"
         return AIMessage(
@@ -66,16 +94,19 @@ def test_an_id_shown_in_a_stub_stands_for_one_round_over_turns_given_messages_al
         RecordingChatModel(script=script),
         [module_reader()],
         middleware=[
-            LifecycleMiddleware(store=store, planner=PruneNewest()),
-            PACMSMiddleware(1_500, tool_loop=ToolLoopOptions(sidecar_store=store)),
+            LifecycleMiddleware(store=store, planner=planner()),
+            PACMSMiddleware(budget, tool_loop=ToolLoopOptions(sidecar_store=store)),
         ],
         store=store,
     )
     messages: list[BaseMessage] = []
-    for turn in range(4):
-        state = agent.invoke({"messages": [*messages, HumanMessage(f"read five modules ({turn})")]})
+    for turn in range(turns):
+        state = agent.invoke(
+            {"messages": [*messages, HumanMessage(f"read {reads} modules ({turn})")]}
+        )
         messages = state["messages"]
-    assert {i: c for i, c in shown.items() if len(c) > 1} == {}  # was {"function:tool:4": ...}
+    # was {"function:tool:4": {"c6", "c7"}, ...}: a round indexed again took a shown id
+    assert {i: c for i, c in shown.items() if len(c) > 1} == {}
     assert len(shown) > 5, "the model was shown too few stubs"
     recover = make_recover_tool(store)
     for object_id, (call_id,) in shown.items():
@@ -84,3 +115,59 @@ def test_an_id_shown_in_a_stub_stands_for_one_round_over_turns_given_messages_al
             output = json.loads(got)["results"] if got.startswith("{") else got
             assert output == module_text(int(call_id[1:])), (object_id, got[:80])
     assert recover.name == RECOVER_TOOL_NAME
+
+
+class FoldOld:
+    """Folds every tool round it may touch."""
+
+    name = "fold-old"
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        old = [o.id for o in index.objects if o.kind == "tool" and not o.latest]
+        return Plan("scripted", tuple(Action("fold", i) for i in old))
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        return self.plan(index, messages)
+
+
+def test_a_run_without_a_thread_id_keeps_its_folds_when_the_caller_drops_its_first_turn():
+    # the run's sidecars are named after its first message: a caller that kept the history
+    # short by dropping the oldest turn lost every payload folded before
+    store = InMemoryStore()
+    made: dict[str, int] = {}
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        turn = str([m.content for m in messages if isinstance(m, HumanMessage)][-1])
+        made[turn] = made.get(turn, 0) + 1
+        if made[turn] > 2:
+            return AIMessage("done")
+        path = f"src/module_{index}.py"
+        return AIMessage("", tool_calls=[call("read_file", {"path": path}, f"c{index}")])
+
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        [module_reader()],
+        middleware=[LifecycleMiddleware(store=store, planner=FoldOld())],
+        store=store,
+    )
+    recover = make_recover_tool(store)
+
+    def recovered(messages: list[BaseMessage]) -> dict[str, bool]:
+        out = {}
+        for m in messages:
+            if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
+                got = recover.invoke({"object_id": found.group(1), "state": {"messages": messages}})
+                out[found.group(1)] = got == module_text(int(m.tool_call_id[1:]))
+        return out
+
+    messages: list[BaseMessage] = []
+    for turn in range(3):
+        messages = agent.invoke({"messages": [*messages, HumanMessage(f"question {turn}")]})[
+            "messages"
+        ]
+    assert recovered(messages) and all(recovered(messages).values())
+    second = [k for k, m in enumerate(messages) if isinstance(m, HumanMessage)][1]
+    trimmed = messages[second:]  # the caller drops the oldest turn
+    assert recovered(trimmed) and all(recovered(trimmed).values())
+    messages = agent.invoke({"messages": [*trimmed, HumanMessage("question 3")]})["messages"]
+    assert len(recovered(messages)) > len(recovered(trimmed)) and all(recovered(messages).values())

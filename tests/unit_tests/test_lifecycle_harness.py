@@ -324,7 +324,7 @@ def test_reactivate_brings_the_exact_payload_back():
     )
     assert restored.id == "t1" and restored.content == original[3].content
     back = [restored if m.id == restored.id else m for m in commit.messages]
-    index = index_messages(back, known_ids=commit.known_ids)
+    index = index_messages(back)
     assert payload_of(back, index.by_id["function:tool:1"].indices) == original[3].content
     assert index.by_id["function:tool:1"].state == "active"
 

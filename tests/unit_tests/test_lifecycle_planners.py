@@ -307,7 +307,7 @@ def test_max_stubs_in_the_harness_loop_bounds_the_stubs_and_keeps_every_payload(
         h.messages = history
         h.call("read_file", code_body(f"src/{name}.py", 150), path=f"src/{name}.py")
         history = list(h.messages)
-        index = index_messages(history, known_ids=known)
+        index = index_messages(history)
         payloads.update(
             {
                 o.id: payload_of(history, o.indices)

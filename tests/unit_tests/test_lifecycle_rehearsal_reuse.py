@@ -16,7 +16,7 @@ from lifecycle_check_cases import checked_summary, history, random_actions
 
 from langchain_pacms.lifecycle import CommitRule, HeuristicPlanner, LifecycleHarness
 from langchain_pacms.lifecycle.actions import Action, apply_actions, provider_problems
-from langchain_pacms.lifecycle.objects import NUMBERS_KEY, ContextIndex, index_messages
+from langchain_pacms.lifecycle.objects import NUMBERS_KEY, OBJECT_KEY, ContextIndex, index_messages
 from langchain_pacms.lifecycle.validate import (
     Checked,
     Rejection,
@@ -97,16 +97,18 @@ def test_a_prior_of_other_actions_is_not_reused() -> None:
 
 
 def unstamped(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` without the id numbers a commit stamps on them."""
+    """``messages`` without the ids a commit leaves on them (:func:`carry_ids`)."""
     return [
         m.model_copy(
             update={
                 "additional_kwargs": {
-                    k: v for k, v in m.additional_kwargs.items() if k != NUMBERS_KEY
+                    k: v
+                    for k, v in m.additional_kwargs.items()
+                    if k not in (NUMBERS_KEY, OBJECT_KEY)
                 }
             }
         )
-        if NUMBERS_KEY in m.additional_kwargs
+        if NUMBERS_KEY in m.additional_kwargs or OBJECT_KEY in m.additional_kwargs
         else m
         for m in messages
     ]

@@ -178,9 +178,7 @@ def test_reactivating_a_masked_or_active_object_says_it_is_not_folded() -> None:
     with pytest.raises(ValueError, match="function:tool:1 is masked, not folded"):
         harness.reactivate(commit.messages, "function:tool:1", thread_id="t")
     with pytest.raises(ValueError, match="conversation:assistant:1 is active, not folded"):
-        harness.reactivate(
-            commit.messages, "conversation:assistant:1", thread_id="t", known_ids=commit.known_ids
-        )
+        harness.reactivate(commit.messages, "conversation:assistant:1", thread_id="t")
 
 
 # -- 7: validation -------------------------------------------------------------------------------
@@ -331,7 +329,15 @@ def test_pruning_the_newest_span_does_not_give_its_id_to_the_next_one(thread_id:
         ToolMessage("new", tool_call_id="c4", id="t4"),
     ]
     ids = [o.id for o in index_messages(state).objects]
-    assert ids[-1] not in named(three_calls()) and "function:tool:3" not in ids
+    # every object keeps its id (carry_ids); the new round is numbered after the pruned one
+    assert ids == [
+        "conversation:user:1",
+        "function:tool:1",
+        "function:tool:2",
+        "conversation:assistant:1",
+        "conversation:user:2",
+        "function:tool:4",
+    ]
     # only the run's first and last messages carry the numbers; contents are unchanged
     stamped = [m.id for m in commit.messages if NUMBERS_KEY in m.additional_kwargs]
     assert stamped == ["h1", "h2"]
@@ -376,3 +382,30 @@ def test_an_id_never_names_two_rounds_when_only_messages_come_back(actions: list
         assert all(seen.get(i, first) == first for i, first in now.items()), (seen, now)
         seen |= now
         actions = [Action("prune", next(i for i in now if i.startswith("function:tool:")))]
+
+
+def test_a_run_without_a_thread_id_is_found_again_after_its_first_message_goes():
+    from langchain_core.messages import SystemMessage
+
+    from langchain_pacms.messages.runs import RUN_KEY, run_thread
+
+    state = three_calls()
+    harness = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=InMemoryStore())
+    commit = harness.step(state)
+    assert commit is not None and commit.thread_id == "run:h1"
+    kept = list(commit.messages)
+    # each object's first message carries the run's name; so does no message added later
+    assert [m.id for m in kept if m.additional_kwargs.get(RUN_KEY) == "run:h1"] == [
+        "h1",
+        "a1",
+        "a2",
+        "a3",
+        "a9",
+        "h2",
+    ]
+    assert run_thread(kept[3:]) == "run:h1"  # the caller dropped the first messages
+    assert run_thread([SystemMessage("new prompt", id="s0"), *kept]) == "run:h1"
+    # with a thread id nothing carries a run's name
+    threaded = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=InMemoryStore())
+    commit = threaded.step(state, thread_id="t")
+    assert commit is not None and not any(RUN_KEY in m.additional_kwargs for m in commit.messages)

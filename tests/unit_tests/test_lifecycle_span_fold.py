@@ -25,7 +25,7 @@ from langchain_pacms.lifecycle import (
 )
 from langchain_pacms.lifecycle.actions import action_gain
 from langchain_pacms.lifecycle.fold import visible_locators
-from langchain_pacms.lifecycle.objects import NUMBERS_KEY
+from langchain_pacms.lifecycle.objects import NUMBERS_KEY, OBJECT_KEY
 from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT
 
 SCRIPT = (
@@ -96,9 +96,26 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
         FoldSpan(), store=InMemoryStore(), commit=CommitRule(boundary="tool")
     )
     commit = harness.step(msgs, thread_id="t")
-    assert commit is not None and {m.id for m in commit.updates} == {"s", "a1", "t1", "t2"}
-    # the first and last messages only take the id numbers (carry_numbers)
+    # the fold, and the ids the history keeps (carry_ids): each object's on its first message
+    # (the folded one's in its stub's mark), the highest numbers on the first and last ones
+    assert commit is not None and {m.id for m in commit.updates} == {
+        "s",
+        "h1",
+        "a1",
+        "t1",
+        "a2",
+        "t2",
+    }
     assert [m.id for m in commit.messages if NUMBERS_KEY in m.additional_kwargs] == ["s", "t2"]
+    named = {m.id: m.additional_kwargs.get(OBJECT_KEY) for m in commit.messages}
+    assert named == {
+        "s": "system:1",
+        "h1": "conversation:user:1",
+        "a1": None,
+        "t1": None,
+        "a2": "function:tool:2",
+        "t2": None,
+    }
     restored = harness.reactivate(
         commit.messages, "function:tool:1", thread_id="t", known_ids=commit.known_ids
     )
@@ -106,9 +123,10 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
     assert by_id["a1"].content == msgs[2].content
     assert by_id["a1"].tool_calls == msgs[2].tool_calls  # type: ignore[attr-defined]
     assert by_id["t1"].content == msgs[3].content
-    # no fold mark: only the pin that keeps it in view for the rest of this turn
+    # no fold mark: its id, and the pin that keeps it in view for the rest of this turn
     assert by_id["a1"].additional_kwargs == {
         **msgs[2].additional_kwargs,
+        OBJECT_KEY: "function:tool:1",
         "pacms_lifecycle": {"reactivated": "h1"},
     }
 
