@@ -30,6 +30,7 @@ __all__ = [
     "fold_object",
     "shown_before",
     "span_payload",
+    "span_results",
     "stub_shows",
     "visible_locators",
 ]
@@ -249,6 +250,25 @@ def _written(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
     return "\n".join(_unspanned(content_text(m.content)) for m in held)
 
 
+def span_results(payload: str) -> str | None:
+    """The results a span fold's payload (:func:`span_payload`) holds; ``None``: not one.
+
+    Example:
+        >>> span_results('{"text": "", "tool_calls": [], "results": "ok"}'), span_results("ok")
+        ('ok', None)
+    """
+    if not payload.startswith('{"text": '):
+        return None
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.keys() == {"text", "tool_calls", "results"}:
+        results = value["results"]
+        return results if isinstance(results, str) else None
+    return None
+
+
 def _unspanned(text: str) -> str:
     """``text``, or a recovered payload's results as written.
 
@@ -256,14 +276,15 @@ def _unspanned(text: str) -> str:
     "results"}``) or for a round of several results (a JSON list of ``{"tool_call_id",
     "content"}``) reads as its results' texts, one after another.
     """
-    if not text.startswith(('{"text": ', '[{"tool_call_id": ')):
+    results = span_results(text)
+    if results is not None:
+        return _unspanned(results)
+    if not text.startswith('[{"tool_call_id": '):
         return text
     try:
         value = json.loads(text)
     except ValueError:
         return text
-    if isinstance(value, dict) and value.keys() == {"text", "tool_calls", "results"}:
-        return _unspanned(value["results"]) if isinstance(value["results"], str) else text
     if isinstance(value, list) and all(
         isinstance(v, dict) and isinstance(v.get("content"), str) for v in value
     ):

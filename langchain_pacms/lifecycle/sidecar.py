@@ -18,7 +18,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, Sear
 
 from langchain_pacms._steps import adrive, drive
 from langchain_pacms.errors import PACMSError
-from langchain_pacms.lifecycle.fold import SidecarRecord
+from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
 from langchain_pacms.lifecycle.objects import KEY_HEX, record_key
 
 __all__ = [
@@ -71,6 +71,22 @@ class SidecarNotFoundError(SidecarError, KeyError):
 
 class SidecarAmbiguousError(SidecarError, LookupError):
     """Several payloads were folded under one object id (a forked thread) and nothing says which."""
+
+
+def _one_round(records: list[SidecarRecord]) -> SidecarRecord | None:
+    """The span record, when ``records`` are one round folded as a span and as its output.
+
+    The selection folds a dropped round as a span (its call and results) and the lifecycle may
+    fold the same round's output under the same id: both hold the same results, and the span
+    holds them all.
+    """
+    spans = [r for r in records if span_results(r.payload) is not None]
+    if len(spans) != 1:
+        return None
+    results = span_results(spans[0].payload)
+    if all(r is spans[0] or r.payload == results for r in records):
+        return spans[0]
+    return None
 
 
 def thread_label(thread_id: str) -> str:
@@ -164,7 +180,7 @@ class SidecarStore:
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
-        >>> from langchain_pacms.lifecycle.fold import SidecarRecord
+        >>> from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
         >>> sidecars = SidecarStore(InMemoryStore(), "t")
         >>> sidecars.put_many(SidecarRecord.of(f"function:tool:{n}", "x", "tool") for n in (9, 10))
         >>> sidecars.namespace, sidecars.list_ids()
@@ -238,6 +254,8 @@ class SidecarStore:
                 f"({wanted[:12]}...); stored versions: {stored}"
             )
         distinct = {r.sha256: r for r in records}
+        if len(distinct) > 1 and (whole := _one_round(list(distinct.values()))) is not None:
+            return whole
         if len(distinct) > 1:
             keys = ", ".join(sorted(record_key(object_id, h) for h in distinct))
             raise SidecarAmbiguousError(
@@ -303,7 +321,7 @@ class SidecarStore:
 
         Example:
             >>> from langgraph.store.memory import InMemoryStore
-            >>> from langchain_pacms.lifecycle.fold import SidecarRecord
+            >>> from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
             >>> sidecars = SidecarStore(InMemoryStore(), "t")
             >>> sidecars.put(SidecarRecord.of("function:tool:1", "x", "tool"))
             >>> sidecars.clear(), sidecars.list_ids()
@@ -343,7 +361,7 @@ def delete_thread_sidecars(store: BaseStore, thread_id: str) -> int:
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
-        >>> from langchain_pacms.lifecycle.fold import SidecarRecord
+        >>> from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
         >>> store = InMemoryStore()
         >>> SidecarStore(store, "t").put(SidecarRecord.of("function:tool:1", "x", "tool"))
         >>> SidecarStore(store, "u").put(SidecarRecord.of("function:tool:1", "y", "tool"))

@@ -69,3 +69,22 @@ def test_a_recovered_round_of_several_results_reads_as_its_results():
 def test_other_json_outputs_are_read_as_they_are(content: str):
     stub, kept = folded_again(content)
     assert kept == content and "folded: 1 line;" in stub
+
+
+def test_one_round_folded_as_a_span_and_as_its_output_is_not_ambiguous():
+    # the selection folds a dropped round as a span and the lifecycle its output under the same
+    # id; once the round was pruned, recovering the id said "2 different payloads ... (a forked
+    # thread)" though both were the same round
+    from langgraph.store.memory import InMemoryStore
+
+    from langchain_pacms.lifecycle.fold import SidecarRecord
+    from langchain_pacms.lifecycle.sidecar import SidecarAmbiguousError, SidecarStore
+
+    span = span_of(LISTING)
+    sidecars = SidecarStore(InMemoryStore(), "t")
+    sidecars.put_many([SidecarRecord.of("function:tool:1", p, "tool") for p in (LISTING, span)])
+    assert sidecars.get("function:tool:1").payload == span
+    # another round's output under the same id (a forked thread) stays ambiguous
+    sidecars.put_many([SidecarRecord.of("function:tool:1", "other output", "tool")])
+    with pytest.raises(SidecarAmbiguousError):
+        sidecars.get("function:tool:1")
