@@ -257,12 +257,7 @@ def span_results(payload: str) -> str | None:
         >>> span_results('{"text": "", "tool_calls": [], "results": "ok"}'), span_results("ok")
         ('ok', None)
     """
-    if not payload.startswith('{"text": '):
-        return None
-    try:
-        value = json.loads(payload)
-    except ValueError:
-        return None
+    value = _json(payload, '{"text": ')
     if isinstance(value, dict) and value.keys() == {"text", "tool_calls", "results"}:
         results = value["results"]
         return results if isinstance(results, str) else None
@@ -279,17 +274,22 @@ def _unspanned(text: str) -> str:
     results = span_results(text)
     if results is not None:
         return _unspanned(results)
-    if not text.startswith('[{"tool_call_id": '):
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
+    value = _json(text, '[{"tool_call_id": ')
     if isinstance(value, list) and all(
         isinstance(v, dict) and isinstance(v.get("content"), str) for v in value
     ):
         return "\n".join(v["content"] for v in value)
     return text
+
+
+def _json(text: str, start: str) -> Any:
+    """``text`` read as JSON when it starts with ``start`` (``None`` otherwise or if unreadable)."""
+    if not text.startswith(start):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def fold_locators(
