@@ -10,6 +10,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -203,9 +204,12 @@ class SidecarStore:
         return f"SidecarStore({type(self.store).__name__}, thread_id={self.thread_id!r})"
 
     def _ops(self, records: Iterable[SidecarRecord]) -> list[PutOp]:
+        # an object the index names by its key (merged runs sharing an id) is stored under its
+        # id and its payload's hash, where a read of that key looks
+        named = (replace(r, object_id=_split_key(r.object_id)[0]) for r in records)
         return [
             PutOp(self.namespace, record_key(r.object_id, r.sha256), _encode(r), index=False)
-            for r in records
+            for r in named
         ]
 
     def _search(self, object_id: str | None) -> Generator[list[Op], list[Result], list[Item]]:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.graph.message import add_messages
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import RecordingChatModel, call, module_reader, module_text
 
-from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions
+from langchain_pacms.integrations import PACMSMiddleware, ToolLoopOptions, create_pacms_hook
 from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,
     Action,
     ContextIndex,
+    LifecycleHarness,
     LifecycleMiddleware,
     Plan,
     make_recover_tool,
@@ -171,3 +174,80 @@ def test_a_run_without_a_thread_id_keeps_its_folds_when_the_caller_drops_its_fir
     assert recovered(trimmed) and all(recovered(trimmed).values())
     messages = agent.invoke({"messages": [*trimmed, HumanMessage("question 3")]})["messages"]
     assert len(recovered(messages)) > len(recovered(trimmed)) and all(recovered(messages).values())
+
+
+# -- merged runs --------------------------------------------------------------------------------
+
+
+def read_round(call_id: str) -> list[BaseMessage]:
+    text = "\n".join(f"line {k} of {call_id}: value {k * 7}" for k in range(30))
+    return [
+        AIMessage(
+            "", tool_calls=[call("read_file", {"path": f"{call_id}.py"}, call_id)], id="a" + call_id
+        ),
+        ToolMessage(text, tool_call_id=call_id, name="read_file", id="t" + call_id),
+    ]
+
+
+class Scripted:
+    name = "scripted"
+
+    def __init__(self, op: str, pick: Any) -> None:
+        self.op, self.pick = op, pick
+
+    def plan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        tools = [o.id for o in index.objects if o.kind == "tool" and not o.latest]
+        return Plan("scripted", tuple(Action(self.op, i) for i in tools if self.pick(i)))
+
+    async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
+        return self.plan(index, messages)
+
+
+def committed_run(tag: str) -> list[BaseMessage]:
+    """Three reads and a commit that prunes the third: both kept reads carry their ids."""
+    msgs = [
+        HumanMessage(f"task {tag}", id=f"h{tag}"),
+        *read_round(f"{tag}1"),
+        *read_round(f"{tag}2"),
+        *read_round(f"{tag}3"),
+        AIMessage("done", id=f"d{tag}"),
+        HumanMessage(f"thanks {tag}", id=f"k{tag}"),
+    ]
+    harness = LifecycleHarness(Scripted("prune", lambda i: i.endswith(":3")), store=InMemoryStore())
+    commit = harness.step(msgs, thread_id="own")
+    assert commit is not None
+    return add_messages(msgs, commit.updates)
+
+
+def stubs_recover(
+    messages: list[BaseMessage], store: InMemoryStore, thread: str
+) -> dict[str, bool]:
+    recover = make_recover_tool(store)
+    config = {"configurable": {"thread_id": thread}}
+    out = {}
+    for m in messages:
+        if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
+            got = recover.invoke(
+                {"object_id": found.group(1), "state": {"messages": messages}}, config
+            )
+            out[found.group(1)] = got.startswith(f"line 0 of {m.tool_call_id}:")
+    return out
+
+
+def test_rounds_of_merged_runs_named_by_their_keys_are_recovered_once_folded():
+    # both runs named their reads function:tool:1 and :2, so the merged index names them by
+    # their keys (<id>@<sha16>); a fold wrote the record under the key and a second hash
+    merged = [*committed_run("x"), *committed_run("y"), HumanMessage("now summarise", id="q")]
+    store = InMemoryStore()
+    hook = create_pacms_hook(budget=700, tool_loop=ToolLoopOptions(sidecar_store=store))
+    sent = hook.invoke({"messages": merged}, {"configurable": {"thread_id": "p"}})[
+        "llm_input_messages"
+    ]
+    shown = stubs_recover(sent, store, "p")
+    assert shown and all("@" in i for i in shown) and all(shown.values()), shown
+    harness = LifecycleHarness(Scripted("fold", lambda i: "@" in i), store=store)
+    before = [*merged, AIMessage("ok", id="ans"), HumanMessage("next", id="q2")]
+    commit = harness.step(before, thread_id="p2")
+    assert commit is not None and len(commit.actions) == 4
+    folded = stubs_recover(add_messages(before, commit.updates), store, "p2")
+    assert len(folded) == 4 and all(folded.values()), folded
