@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pacms`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["eval"]:  # whatever follows: no parser knows the evaluation's options
+    # before parsing: argparse reads options right after `eval` (`pacms eval -h`) as its own
+    if argv[:1] == ["eval"]:
         return _eval_moved(argparse.Namespace())
     parser = build_parser()
     args = parser.parse_args(argv)

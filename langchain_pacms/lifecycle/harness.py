@@ -29,7 +29,7 @@ from langchain_pacms.lifecycle.tuning import CommitRule, Masking
 from langchain_pacms.lifecycle.validate import Checked, Rejection, check_actions, merge_actions
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.report import SelectionLog
-from langchain_pacms.messages.runs import DEFAULT_THREAD, keep_run, run_thread
+from langchain_pacms.messages.runs import DEFAULT_THREAD, run_thread
 from langchain_pacms.messages.text import content_text
 from langchain_pacms.tokens import TokenCounter, resolve_token_counter
 
@@ -453,16 +453,14 @@ def _kept_names(
 ) -> ActionResult:
     """``result`` still naming its run and keeping its objects' id numbers.
 
-    A run without a thread id keeps its sidecars under :func:`run_thread` of its history; when
-    the commit prunes the message that names it, the new first message carries the name
-    (:func:`keep_run`), so the payloads folded before stay recoverable. The new history holds
-    its objects' ids (:func:`carry_ids`): a caller that passes back the messages without the
-    state's ``pacms_lifecycle_ids`` keeps them, and never gets the id of another round.
+    The new history holds its objects' ids and, for a run without a thread id (whose sidecars
+    are kept under :func:`run_thread` of its history), the run's name (:func:`carry_ids`): a
+    commit that prunes the message the run is named after, or a caller that passes back the
+    messages without the state's ``pacms_lifecycle_ids``, keeps both, so the payloads folded
+    before stay recoverable and no id names another round.
     """
-    kept, run = result.messages, None
-    if thread_id == run_thread(messages):
-        kept, run = keep_run(messages, kept), thread_id
-    kept = carry_ids(messages, kept, index, run)
+    run = thread_id if thread_id == run_thread(messages) else None
+    kept = carry_ids(messages, result.messages, index, run)
     changed = {m.id: m for m, was in zip(kept, result.messages) if m is not was and m.id}
     if not changed:
         return result
