@@ -16,7 +16,7 @@ from langchain_pacms._steps import adrive, drive, method_parameters_of
 from langchain_pacms._timeout import check_embed_timeout
 from langchain_pacms.blas import blas_threads as limit_blas_threads
 from langchain_pacms.budget import BudgetInput
-from langchain_pacms.core import COSINE_MATRIX_LIMIT, Problem, Strategy, solve
+from langchain_pacms.core import COSINE_MATRIX_LIMIT, Problem, Strategy, check_options, solve
 from langchain_pacms.embeddings import CachedEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile, resolve_profile, unwrap_embeddings
 from langchain_pacms.embeddings.sparse import PoolRelevance
@@ -327,6 +327,7 @@ class ContextSelector:
         if cands and (pool is not None or wordless is not None):
             self._streak.end()
         if pool is None:
+            check_options(name, **opts)  # what solve would reject, also when nothing is solved
             return unscored_selection(
                 cands,
                 tokens,

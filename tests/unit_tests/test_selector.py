@@ -88,6 +88,16 @@ def test_empty_pool_gives_a_defined_empty_selection():
         assert sel.to_dict()["kept"] == 0
 
 
+def test_unknown_option_rejected_when_nothing_is_solved():
+    # an empty pool and an embedding failure solve nothing, yet a misspelt option is an error
+    for s, pool in ((selector(), []), (selector(embeddings=FlakyEmbeddings()), POOL)):
+        with pytest.raises(ValueError, match="unknown option 'bogus'"):
+            s.select(pool, QUERY, 10, bogus=1)
+        assert s.select(pool, QUERY, 10, relevance_weight=0.3).kept_ids == (
+            s.select(pool, QUERY, 10).kept_ids
+        )
+
+
 @pytest.mark.parametrize("query", ["", "   ", "\n\t "])
 def test_empty_query_rejected(query: str):
     with pytest.raises(ValueError, match="query is empty"):
