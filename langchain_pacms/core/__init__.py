@@ -2,11 +2,17 @@
 
 from langchain_pacms.core.cosines import NearPairs, rows_stable, unit_rows
 from langchain_pacms.core.fill import distinct_fill, diverse_fill, relevance_fill
-from langchain_pacms.core.greedy import GreedyResult, budgeted_greedy, lazy_greedy, plain_greedy
+from langchain_pacms.core.greedy import (
+    COST_EXPONENT_RANGE,
+    GreedyResult,
+    budgeted_greedy,
+    lazy_greedy,
+    plain_greedy,
+)
 from langchain_pacms.core.mmr import MmrRanking, mmr_ranking
 from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.pacms import PAPER_OPTIONS, auto_relevance_weight, feedback_relevance
-from langchain_pacms.core.pick import Pick, Strategy
+from langchain_pacms.core.pick import Pick, Strategy, check_flag
 from langchain_pacms.core.problem import COSINE_MATRIX_LIMIT, SIMILARITY_CEILING, Problem
 from langchain_pacms.core.registry import (
     StrategyError,
@@ -20,6 +26,7 @@ from langchain_pacms.core.registry import (
 
 __all__ = [
     "COSINE_MATRIX_LIMIT",
+    "COST_EXPONENT_RANGE",
     "PAPER_OPTIONS",
     "SIMILARITY_CEILING",
     "CoverageObjective",
@@ -33,6 +40,7 @@ __all__ = [
     "auto_relevance_weight",
     "available_strategies",
     "budgeted_greedy",
+    "check_flag",
     "check_options",
     "distinct_fill",
     "diverse_fill",

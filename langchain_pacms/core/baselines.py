@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from langchain_pacms.core.fill import relevance_fill
-from langchain_pacms.core.pick import Pick, mandatory_state, scored, walk
+from langchain_pacms.core.pick import Pick, check_flag, mandatory_state, scored, walk
 from langchain_pacms.core.problem import Problem
 
 __all__ = ["lastk", "rag", "topk"]
@@ -20,6 +20,7 @@ def topk(problem: Problem) -> Pick:
 
 def lastk(problem: Problem, *, contiguous: bool = True) -> Pick:
     """Newest first while the next one fits; ``contiguous=False`` skips misfits and goes on."""
+    check_flag("contiguous", contiguous)
     start, remaining, taken = mandatory_state(problem)
     order = problem.recency_order().tolist()
     picked = walk(problem, order, remaining, taken, stop_at_first_misfit=contiguous)

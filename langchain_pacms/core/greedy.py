@@ -13,6 +13,7 @@ from langchain_pacms.core.objective import CoverageObjective
 from langchain_pacms.core.problem import Problem
 
 __all__ = [
+    "COST_EXPONENT_RANGE",
     "Completion",
     "GreedyResult",
     "budgeted_greedy",
@@ -22,6 +23,7 @@ __all__ = [
 ]
 
 Completion = Callable[[list[int], int], list[int]]  # (members, room) -> what to add within room
+COST_EXPONENT_RANGE = (-4.0, 4.0)  # tokens ** cost_exponent stays a finite float
 _SLACK = 1e-4  # relative margin of the online bound over float32 rounding of the gains
 
 
@@ -240,6 +242,10 @@ def budgeted_greedy(
         raise ValueError(f"gain_floor must be in [0, 1], got {gain_floor}")
     if not min_gain >= 0.0:
         raise ValueError(f"min_gain must be >= 0, got {min_gain}")
+    low, high = COST_EXPONENT_RANGE
+    if isinstance(cost_exponent, bool) or not low <= cost_exponent <= high:
+        raise ValueError(f"cost_exponent must be in [{low:g}, {high:g}], got {cost_exponent}")
+    cost_exponent = float(cost_exponent)  # an int array to a negative int power raises
     base_coverage = objective.coverage_of(start)
     singles = objective.gains(base_coverage)
     remaining = budget - int(costs[start].sum())

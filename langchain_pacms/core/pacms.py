@@ -24,7 +24,7 @@ from langchain_pacms.core.fill import (
 )
 from langchain_pacms.core.greedy import problem_greedy
 from langchain_pacms.core.objective import CoverageObjective
-from langchain_pacms.core.pick import Pick, mandatory_state
+from langchain_pacms.core.pick import Pick, check_flag, mandatory_state
 from langchain_pacms.core.problem import Problem
 from langchain_pacms.core.values import value_coverage
 
@@ -161,6 +161,8 @@ def pacms(
     Returns:
         Picks in greedy order; scores are marginal gains (0 for fill items).
     """
+    check_flag("density", density)
+    check_flag("calibrate", calibrate)
     if values is not None:
         return value_coverage(problem, values)
     lam = _relevance_weight(problem, relevance_weight, experimental_auto_relevance_weight)

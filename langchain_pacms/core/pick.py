@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from langchain_pacms.core.problem import Problem
 
-__all__ = ["Pick", "Strategy", "mandatory_state", "scored", "walk"]
+__all__ = ["Pick", "Strategy", "check_flag", "mandatory_state", "scored", "walk"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,19 @@ class Pick:
     scores: NDArray[np.float64]
     over_budget: bool = False
     info: dict[str, Any] | None = None
+
+
+def check_flag(name: str, value: Any) -> None:
+    """``ValueError`` unless ``value`` is ``True`` or ``False`` (a string such as ``"no"`` is not).
+
+    Example:
+        >>> check_flag("density", "no")
+        Traceback (most recent call last):
+        ...
+        ValueError: density must be True or False, got 'no'
+    """
+    if value not in (True, False):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 class Strategy(Protocol):

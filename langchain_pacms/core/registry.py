@@ -135,14 +135,21 @@ _PROBED: dict[tuple[Any, str], str | None] = {}  # a built-in's answer to option
 _PROBED_MAX = 256
 
 
-def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | None:
-    """Why ``strategy`` rejects ``options`` (a built-in is also run on a probe), or ``None``."""
+def rejection(
+    strategy: str | Strategy, options: Mapping[str, Any], *, probe: bool = True
+) -> str | None:
+    """Why ``strategy`` rejects ``options``, or ``None``.
+
+    An option the strategy does not take is named; with ``probe``, a built-in is also run on a
+    two-item problem, which rejects bad values (per-candidate options such as ``values`` need
+    ``probe=False``: the probe has its own two candidates).
+    """
     fn = get_strategy(strategy) if isinstance(strategy, str) else strategy
     accepted = _keyword_options(fn)
     unknown = [] if accepted is None else sorted(set(options) - set(accepted))
     if unknown:
         return f"unknown option {unknown[0]!r}; it accepts: {', '.join(accepted or ['nothing'])}"
-    if fn not in _BUILTINS.values():
+    if not probe or fn not in _BUILTINS.values():
         return None
     try:  # a built-in's answer depends on its options only: asked once each
         key: tuple[Any, str] | None = (fn, json.dumps(dict(options), sort_keys=True))
@@ -150,10 +157,10 @@ def rejection(strategy: str | Strategy, options: Mapping[str, Any]) -> str | Non
         key = None
     if key is not None and key in _PROBED:
         return _PROBED[key]
-    probe = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
+    two = Problem.build(np.eye(2), np.array([1.0, 0.0]), tokens=[1, 1], budget=1)
     reason = None
     try:
-        solve(probe, strategy, **options)
+        solve(two, strategy, **options)
     except (TypeError, ValueError) as err:
         reason = str(err)
     if key is not None:

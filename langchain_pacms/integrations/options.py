@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from langgraph.store.base import BaseStore
 
-from langchain_pacms.core import Strategy, check_options, get_strategy
+from langchain_pacms.core import Strategy, check_flag, check_options, get_strategy
 
 __all__ = ["MemoryOptions", "Namespace", "Pacms", "StrategyOptions", "ToolLoopOptions"]
 
@@ -32,11 +32,6 @@ def _parts(namespace: Any) -> bool:
         and bool(namespace)
         and all(isinstance(p, str) for p in namespace)
     )
-
-
-def _flag(name: str, value: Any) -> None:
-    if value not in (True, False):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 class StrategyOptions:
@@ -236,9 +231,9 @@ class ToolLoopOptions:
             raise ValueError(
                 f"keep_latest_turn must be True, False or 'auto', got {self.keep_latest_turn!r}"
             )
-        _flag("lift_reused", self.lift_reused)
-        _flag("placeholders", self.placeholders)
-        _flag("cover_values", self.cover_values)
+        check_flag("lift_reused", self.lift_reused)
+        check_flag("placeholders", self.placeholders)
+        check_flag("cover_values", self.cover_values)
         store = self.sidecar_store
         if store is not None and not isinstance(store, BaseStore):
             raise ValueError(
@@ -246,7 +241,7 @@ class ToolLoopOptions:
             )
         if self.fold_stubs is None:  # the default: stubs wherever their payloads can be stored
             object.__setattr__(self, "fold_stubs", store is not None and not self.placeholders)
-        _flag("fold_stubs", self.fold_stubs)
+        check_flag("fold_stubs", self.fold_stubs)
         if self.fold_stubs and store is None:
             raise ValueError(
                 "fold_stubs=True needs sidecar_store=<a BaseStore> for the folded outputs"

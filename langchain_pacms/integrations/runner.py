@@ -37,7 +37,6 @@ from langchain_pacms.messages import (
     report_selection,
     reshow_left_out,
     reusable_values,
-    selection_event,
     sent_tokens,
     span_messages,
     thread_id_of,
@@ -464,6 +463,12 @@ class SelectionRunner:
             if self.config.strict and selection.fell_back:
                 raise RuntimeError(f"context selection fell back to recency: {selection.error}")
             folded = yield from self._folds.store(messages, selection, folds, config, state)
+            floor = _FLOOR if selection.info.get("stub_floor") else ""
+            extra: dict[str, Any] = {"mandatory": pool.mandatory + floor}
+            if folded:
+                extra["folded"] = folded
+            if lookup_error:
+                extra["memory_error"] = lookup_error
         except Exception as err:
             if self.config.strict:
                 raise
@@ -473,27 +478,21 @@ class SelectionRunner:
                 self.source,
                 error,
             )
-            failure = {"fell_back": True, "error": error}
+            query, extra = "", {"fell_back": True, "error": error}
             try:
                 fallback = self.candidates(
                     messages, (), (), placeholders=False, request=request, keep_first=keep_first
                 )
                 selection, out = yield from self.fit(messages, fallback, "")
-                return out, selection_event(selection, source=self.source, **failure)
             except Exception as again:  # last resort: never stall the agent
                 logger.warning(
                     "pacms %s: recency fallback failed too (%s); passing messages through",
                     self.source,
                     again,
                 )
-                return list(messages), {"source": self.source, "kept": len(messages), **failure}
+                return list(messages), {"source": self.source, "kept": len(messages), **extra}
+            selection = dataclasses.replace(selection, fell_back=True, error=error)
         self.last_selection = selection
-        floor = _FLOOR if selection.info.get("stub_floor") else ""
-        extra: dict[str, Any] = {"mandatory": pool.mandatory + floor}
-        if folded:
-            extra["folded"] = folded
-        if lookup_error:
-            extra["memory_error"] = lookup_error
         event = yield Call(
             report_selection,
             areport_selection,

@@ -16,7 +16,7 @@ from langchain_pacms._steps import adrive, drive, method_parameters_of
 from langchain_pacms._timeout import check_embed_timeout
 from langchain_pacms.blas import blas_threads as limit_blas_threads
 from langchain_pacms.budget import BudgetInput
-from langchain_pacms.core import COSINE_MATRIX_LIMIT, Problem, Strategy, check_options, solve
+from langchain_pacms.core import COSINE_MATRIX_LIMIT, Problem, Strategy, rejection, solve
 from langchain_pacms.embeddings import CachedEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile, resolve_profile, unwrap_embeddings
 from langchain_pacms.embeddings.sparse import PoolRelevance
@@ -327,7 +327,9 @@ class ContextSelector:
         if cands and (pool is not None or wordless is not None):
             self._streak.end()
         if pool is None:
-            check_options(name, **opts)  # what solve would reject, also when nothing is solved
+            reason = rejection(name, opts, probe=False)  # a name solve would reject
+            if reason is not None:
+                raise TypeError(f"strategy {name if isinstance(name, str) else '?'!r}: {reason}")
             return unscored_selection(
                 cands,
                 tokens,

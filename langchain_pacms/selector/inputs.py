@@ -15,6 +15,10 @@ from langchain_pacms.tokens import TokenCounter
 __all__ = ["as_int", "check_query", "normalise", "relevant_mask", "resolve_inputs", "token_costs"]
 
 
+MAX_TOKENS = 2**40  # a candidate's tokens: a million candidates still sum within int64
+MAX_POSITION = 2**62
+
+
 def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
     """The candidates as :class:`Candidate` objects with ids and positions, else ``ValueError``."""
     if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
@@ -44,12 +48,16 @@ def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
             raise ValueError(f"duplicate candidate id {cid!r}")
         seen.add(cid)
         tokens = None if cand.tokens is None else as_int(cand.tokens)
-        if cand.tokens is not None and (tokens is None or tokens < 0):
-            raise ValueError(f"candidate {cid!r} has invalid tokens {cand.tokens!r}")
-        position = index if cand.position is None else as_int(cand.position)
-        if position is None:
+        if cand.tokens is not None and (tokens is None or not 0 <= tokens <= MAX_TOKENS):
             raise ValueError(
-                f"candidate {cid!r} has invalid position {cand.position!r}; expected an int"
+                f"candidate {cid!r} has invalid tokens {cand.tokens!r}; "
+                f"expected an int in [0, 2**40]"
+            )
+        position = index if cand.position is None else as_int(cand.position)
+        if position is None or abs(position) > MAX_POSITION:
+            raise ValueError(
+                f"candidate {cid!r} has invalid position {cand.position!r}; "
+                "expected an int within +-2**62"
             )
         mandatory = bool(cand.mandatory) if isinstance(cand.mandatory, (bool, np.bool_)) else None
         if mandatory is None:
@@ -83,9 +91,12 @@ def _placed_all(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...] |
         or len(set(ids)) != len(ids)
         or not all(type(c.text) is str for c in cands)
         or not {c.kind for c in cands} <= KINDS
-        or not all(type(c.position) is int for c in cands)
+        or not all(type(c.position) is int and abs(c.position) <= MAX_POSITION for c in cands)
         or not all(type(c.mandatory) is bool for c in cands)
-        or not all(c.tokens is None or (type(c.tokens) is int and c.tokens >= 0) for c in cands)
+        or not all(
+            c.tokens is None or (type(c.tokens) is int and 0 <= c.tokens <= MAX_TOKENS)
+            for c in cands
+        )
     ):
         return None
     return tuple(cands)

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from langchain_pacms.core import COST_EXPONENT_RANGE
 from langchain_pacms.remote import MAX_INT
 
 __all__ = [
@@ -32,7 +33,7 @@ OptionValue = (
 )
 """A strategy option's value: a bool, a bounded int or finite float, a short string or null."""
 
-OPTION_RANGES: dict[str, tuple[float, float]] = {"cost_exponent": (-4.0, 4.0)}
+OPTION_RANGES: dict[str, tuple[float, float]] = {"cost_exponent": COST_EXPONENT_RANGE}
 """Ranges of the options that overflow on large values (``cost_exponent``)."""
 
 

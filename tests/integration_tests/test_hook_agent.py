@@ -7,6 +7,7 @@ import logging
 from typing import Annotated, Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import (
     AIMessage,
@@ -361,6 +362,35 @@ async def test_async_recovery_does_not_block_on_the_sync_selector():
     out = await hook.ainvoke({"messages": conversation})
     kept = out["llm_input_messages"]
     assert kept[-1] is conversation[-1] and len(kept) < len(conversation)  # recency, in budget
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_failed_selection_is_reported_like_any_call(tmp_path, use_async: bool):
+    log = tmp_path / "f.jsonl"
+    events: list[dict[str, Any]] = []
+
+    class Events(BaseCallbackHandler):
+        def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+            events.append(data)
+
+    def broken(state: Any) -> str:
+        raise RuntimeError("query callable broke")
+
+    hook = create_pacms_hook(config=SelectionConfig(budget=100, log=log, query=broken))
+    conversation = [HumanMessage("first question " * 40), AIMessage("ok"), HumanMessage("next?")]
+    config = {"callbacks": [Events()]}
+    if use_async:
+        out = await hook.ainvoke({"messages": conversation}, config)
+    else:
+        out = hook.invoke({"messages": conversation}, config)
+    assert out["llm_input_messages"][-1] is conversation[-1]
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    (event,) = events
+    for seen in (record, event):
+        assert seen["fell_back"] and "query callable broke" in seen["error"]
+    sel = hook.last_selection
+    assert sel is not None and sel.fell_back and "query callable broke" in (sel.error or "")
+    assert sel.tokens_kept <= 100
 
 
 def test_strict_raises_on_embedding_failure():

@@ -89,12 +89,18 @@ def test_empty_pool_gives_a_defined_empty_selection():
 
 
 def test_unknown_option_rejected_when_nothing_is_solved():
-    # an empty pool and an embedding failure solve nothing, yet a misspelt option is an error
-    for s, pool in ((selector(), []), (selector(embeddings=FlakyEmbeddings()), POOL)):
-        with pytest.raises(ValueError, match="unknown option 'bogus'"):
-            s.select(pool, QUERY, 10, bogus=1)
-        assert s.select(pool, QUERY, 10, relevance_weight=0.3).kept_ids == (
-            s.select(pool, QUERY, 10).kept_ids
+    # an empty pool, an embedding failure and a query without words solve nothing, yet a
+    # misspelt option is an error; per-candidate options (values) still pass
+    for s, pool, query in (
+        (selector(), [], QUERY),
+        (selector(embeddings=FlakyEmbeddings()), POOL, QUERY),
+        (ContextSelector(), POOL, "👍"),
+    ):
+        with pytest.raises(TypeError, match="unknown option 'bogus'"):
+            s.select(pool, query, 10, bogus=1)
+        values = [{f"v{i}"} for i in range(len(pool))]
+        assert s.select(pool, query, 10, values=values).kept_ids == (
+            s.select(pool, query, 10).kept_ids
         )
 
 
