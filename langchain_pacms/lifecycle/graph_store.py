@@ -11,6 +11,9 @@ from langgraph.store.memory import InMemoryStore
 __all__ = ["GraphStore"]
 
 
+_PROCESS_STORE = InMemoryStore()  # the fallback of every GraphStore built without one
+
+
 class GraphStore(BaseStore):
     """A ``BaseStore`` that is the running graph's store, or ``fallback`` outside one.
 
@@ -21,8 +24,9 @@ class GraphStore(BaseStore):
     persist with it and any worker of that graph can recover them.
 
     Args:
-        fallback: The store used where the run has none (default: a new ``InMemoryStore``,
-            which lasts as long as the process).
+        fallback: The store used where the run has none (default: one ``InMemoryStore`` that
+            every ``GraphStore`` of the process shares, so an agent built again per request
+            still recovers what an earlier build folded; it lasts as long as the process).
 
     Raises:
         TypeError: If ``fallback`` is not a ``BaseStore``.
@@ -45,7 +49,7 @@ class GraphStore(BaseStore):
     def __init__(self, fallback: BaseStore | None = None) -> None:
         if fallback is not None and not isinstance(fallback, BaseStore):
             raise TypeError(f"fallback must be a BaseStore, got {type(fallback).__name__}")
-        self.fallback: BaseStore = fallback if fallback is not None else InMemoryStore()
+        self.fallback: BaseStore = fallback if fallback is not None else _PROCESS_STORE
 
     def __repr__(self) -> str:
         return f"GraphStore(fallback={type(self.fallback).__name__})"

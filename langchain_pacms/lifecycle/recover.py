@@ -24,6 +24,7 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarStore,
+    split_key,
 )
 from langchain_pacms.messages.media import media_tokens
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
@@ -191,7 +192,7 @@ def _recovering(
             "are in the history and the rest is not recoverable (kept for audit only)"
         )
     hashes, folded = object_hashes(messages, obj)
-    listed = _listed(messages, obj)
+    listed = _listed(messages, obj if obj is not None else _keyed(by_id, object_id))
     stored_id = index.carried_id(object_id) if index is not None else object_id
     try:
         record = yield from _stored(sidecars, stored_id, hashes)
@@ -224,6 +225,13 @@ def _recovering(
             f"recover_context failed: the sidecar store could not be read "
             f"({type(exc).__name__}: {exc}); try again later"
         ) from exc
+
+
+def _keyed(by_id: Mapping[str, ContextObject], key: str) -> ContextObject | None:
+    """The object a key (``<id>@<sha256 prefix>``) names in the history, else ``None``."""
+    object_id, prefix = split_key(key)
+    obj = by_id.get(object_id) if prefix is not None else None
+    return obj if obj is not None and obj.sha256.startswith(prefix or "") else None
 
 
 def _ambiguous(object_id: str, objects: Sequence[ContextObject]) -> str:

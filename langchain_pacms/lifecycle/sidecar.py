@@ -35,6 +35,7 @@ __all__ = [
     "copy_thread_sidecars",
     "delete_thread_sidecars",
     "record_key",
+    "split_key",
     "thread_label",
 ]
 
@@ -105,8 +106,13 @@ def thread_label(thread_id: str) -> str:
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _split_key(key: str) -> tuple[str, str | None]:
-    """``(object id, hash prefix)`` of a key (no prefix for a key written without one)."""
+def split_key(key: str) -> tuple[str, str | None]:
+    """``(object id, hash prefix)`` of a key (no prefix for a key written without one).
+
+    Example:
+        >>> split_key("function:tool:3@" + "0" * 16), split_key("function:tool:3")
+        (('function:tool:3', '0000000000000000'), ('function:tool:3', None))
+    """
     head, sep, tail = key.rpartition("@")
     if sep and len(tail) == KEY_HEX and all(c in "0123456789abcdef" for c in tail):
         return head, tail
@@ -206,7 +212,7 @@ class SidecarStore:
     def _ops(self, records: Iterable[SidecarRecord]) -> list[PutOp]:
         # an object the index names by its key (merged runs sharing an id) is stored under its
         # id and its payload's hash, where a read of that key looks
-        named = (replace(r, object_id=_split_key(r.object_id)[0]) for r in records)
+        named = (replace(r, object_id=split_key(r.object_id)[0]) for r in records)
         return [
             PutOp(self.namespace, record_key(r.object_id, r.sha256), _encode(r), index=False)
             for r in named
@@ -230,7 +236,7 @@ class SidecarStore:
         self, object_id: str, sha256: str | None
     ) -> Generator[list[Op], list[Result], SidecarRecord]:
         """The body of :meth:`get` and :meth:`aget`: yields store batches, returns the record."""
-        object_id, prefix = _split_key(object_id)
+        object_id, prefix = split_key(object_id)
         wanted = (sha256 or prefix or "")[:KEY_HEX] or None
         where = f"{object_id!r} in thread {self.thread_id!r}"
         if wanted is not None:
@@ -270,7 +276,7 @@ class SidecarStore:
 
     def _listing(self) -> Generator[list[Op], list[Result], list[str]]:
         items = yield from self._search(None)
-        return sorted({_split_key(i.key)[0] for i in items}, key=_natural)
+        return sorted({split_key(i.key)[0] for i in items}, key=_natural)
 
     def _clearing(self) -> Generator[list[Op], list[Result], int]:
         items = yield from self._search(None)

@@ -11,6 +11,7 @@ import inspect
 import io
 import json
 import re
+import uuid
 from typing import Any
 
 import pytest
@@ -147,6 +148,30 @@ def test_without_a_store_of_its_own_the_lifecycle_folds_into_the_agents_store():
     assert recovered.content == PAYLOAD
     assert state["messages"][-1].content == "k77 is v-77-é✓"
     assert all(PAYLOAD not in str(m.content) for m in model.received[0])
+
+
+def test_an_agent_built_again_per_request_without_any_store_recovers_earlier_folds():
+    # a web app's pattern: one checkpointer, a new agent (and middleware) for every request,
+    # no store anywhere; the sidecars live in the process's one fallback store
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": f"per-request-{uuid.uuid4()}"}}
+
+    def request(text: str) -> dict[str, Any]:
+        lifecycle = LifecycleMiddleware(planner=classic(keep_recent=0))
+        model = RecordingChatModel(script=thanks)
+        agent = create_agent(model, [read_file], middleware=[lifecycle], checkpointer=saver)
+        return agent.invoke({"messages": [HumanMessage(text)]}, config)
+
+    request("read data.json")
+    request("thanks")  # the fold commits here
+    state = request("what is k77?")
+    (recovered,) = _tool_results(state["messages"], RECOVER_TOOL_NAME)
+    assert recovered.content == PAYLOAD
+    assert state["messages"][-1].content == "k77 is v-77-é✓"
 
 
 def screenshot_blocks() -> list[dict[str, Any]]:

@@ -171,8 +171,9 @@ def test_a_graph_with_another_messages_key_recovers_without_a_thread_id():
     assert "no thread id" in make_recover_tool(store).invoke(call, {})  # it reads "messages"
 
 
+@pytest.mark.parametrize("by_key", [False, True])
 @pytest.mark.parametrize("with_image", [True, False])
-def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image):
+def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image, by_key):
     image = {"type": "image", "url": "https://example.com/shot.png"}
     blocks = [{"type": "text", "text": "the login page"}, *([image] if with_image else [])]
     msgs = [
@@ -184,7 +185,9 @@ def test_a_folded_result_of_blocks_with_media_comes_back_as_blocks(with_image):
     folded = fold(msgs)
     store = InMemoryStore()
     SidecarStore(store, "t").put_many(folded.sidecars)
-    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:1"}, "r1")
+    # by the key (<id>@<hash prefix>) the ambiguity error asks for, the same answer
+    key = f"function:tool:1@{folded.sidecars[0].sha256[:16]}" if by_key else "function:tool:1"
+    request = call(RECOVER_TOOL_NAME, {"object_id": key}, "r1")
     request["args"]["state"] = {"messages": folded.messages}
     message = make_recover_tool(store).invoke(request, _config("t"))
     # with an image the model gets the blocks again; text alone stays the exact payload text
