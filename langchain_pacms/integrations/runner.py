@@ -24,6 +24,7 @@ from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
     CONTEXT_MESSAGE_ID,
+    LIFECYCLE_KEY,
     MessageMemo,
     SelectionLog,
     Span,
@@ -32,6 +33,7 @@ from langchain_pacms.messages import (
     apply_selection,
     areport_selection,
     content_text,
+    is_human,
     messages_to_candidates,
     query_from_messages,
     report_selection,
@@ -94,16 +96,40 @@ def tool_schema_text(tool: Any) -> str:
     return json.dumps(convert_to_openai_tool(tool), sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _first_kept(cands: list[Candidate], room: int) -> list[Candidate]:
-    """``cands`` with the first message's span mandatory if it fits ``room`` with the others."""
+def _pinned(
+    messages: Sequence[BaseMessage], cands: list[Candidate], room: int, keep_first: bool
+) -> list[Candidate]:
+    """``cands`` with the spans that must stay mandatory, each while it fits ``room``.
+
+    Those spans: the first message's (``keep_first``), and a round the lifecycle restored in
+    place in the latest turn (a recovery with ``reactivate=True``: the tool's result then only
+    points at it, so dropping it would leave the model neither payload nor stub).
+    """
+    turn = next((m.id for m in reversed(messages) if is_human(m)), None)
+
+    def pinned(span: Span) -> bool:
+        if keep_first and span.indices[:1] == (0,):
+            return True
+        return turn is not None and any(
+            (messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}).get("reactivated") == turn
+            for i in span.indices
+        )
+
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
-    for k, c in enumerate(cands):
+    out = []
+    for c in cands:
         source = c.source
-        if isinstance(source, Span) and not source.stub and source.indices[:1] == (0,):
-            if not c.mandatory and used + int(c.tokens or 0) <= room:
-                return [*cands[:k], dataclasses.replace(c, mandatory=True), *cands[k + 1 :]]
-            break
-    return cands
+        if (
+            isinstance(source, Span)
+            and not source.stub
+            and not c.mandatory
+            and pinned(source)
+            and used + int(c.tokens or 0) <= room
+        ):
+            c = dataclasses.replace(c, mandatory=True)
+            used += int(c.tokens or 0)
+        out.append(c)
+    return out
 
 
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
@@ -313,8 +339,7 @@ class SelectionRunner:
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
         charged = self.context_tokens(cands)
-        if keep_first:  # in the room the fit has (see fit)
-            cands = _first_kept(cands, budget - unseen - charged)
+        cands = _pinned(messages, cands, budget - unseen - charged, keep_first)  # the fit's room
         return Pool(cands, spans, mandatory, budget, unseen, charged=charged, in_turn=not latest)
 
     def _mandatory_tokens(self, messages: Sequence[BaseMessage], cands: list[Candidate]) -> int:

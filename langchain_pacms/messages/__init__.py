@@ -2,7 +2,12 @@
 
 from langchain_pacms.messages.calls import read_paths
 from langchain_pacms.messages.handles import call_values, reusable_values
-from langchain_pacms.messages.history import agent_query, apply_removals, query_from_messages
+from langchain_pacms.messages.history import (
+    agent_query,
+    apply_removals,
+    is_human,
+    query_from_messages,
+)
 from langchain_pacms.messages.identity import by_message, by_messages
 from langchain_pacms.messages.locators import StubLocators, find_locators, stub_locators
 from langchain_pacms.messages.memo import MessageMemo, sent_tokens
@@ -59,6 +64,7 @@ __all__ = [
     "content_text",
     "document_text",
     "find_locators",
+    "is_human",
     "latest_reads",
     "memory_text",
     "messages_to_candidates",

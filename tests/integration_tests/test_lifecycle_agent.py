@@ -391,6 +391,38 @@ def test_recovery_can_reactivate_the_object_in_the_state():
     assert provider_problems(state["messages"]) == []
 
 
+def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
+    # the tool's result only points at the restored round: the selection must keep that round
+    from langchain.agents import create_agent
+
+    from langchain_pacms.integrations import PACMSMiddleware
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    @tool
+    def search(q: str) -> str:
+        """Search the index."""
+        return "\n".join(f"/srv/{q}/file_{i}.py: value {q}-{i * 37}" for i in range(80))
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        if index < 6:
+            return AIMessage("", tool_calls=[call("search", {"q": f"q{index}"}, f"s{index}")])
+        if index == 6:
+            found = next(f for m in messages if (f := STUB.search(str(m.content))))
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": found[1]}, "r")])
+        return AIMessage("done")
+
+    model = RecordingChatModel(script=script)
+    middleware = [LifecycleMiddleware(reactivate=True), PACMSMiddleware(4000)]
+    agent = create_agent(model, [search], middleware=middleware, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": f"restored-{uuid.uuid4()}"}}
+    agent.invoke({"messages": [HumanMessage("search q0..q5, then read one back")]}, config)
+    shown = next(f for m in model.received[6] if (f := STUB.search(str(m.content))))[1]
+    payload = search.invoke({"q": f"q{int(shown.rsplit(':', 1)[1]) - 1}"})
+    after = model.received[7]  # the call right after the recovery
+    assert any(isinstance(m, ToolMessage) and m.content == payload for m in after)
+    assert provider_problems(after) == []
+
+
 def _lookup_record(path: str) -> str:
     return "\n".join(f"{path} line {k}: key_{k} = {k * 1000 + 7}" for k in range(15))
 
