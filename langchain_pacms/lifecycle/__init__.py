@@ -49,6 +49,7 @@ from langchain_pacms.lifecycle.recover import (
 from langchain_pacms.lifecycle.sidecar import (
     AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
+    SidecarAmbiguousError,
     SidecarError,
     SidecarIntegrityError,
     SidecarNotFoundError,
@@ -100,6 +101,7 @@ __all__ = [
     "RecoverInput",
     "RecoverTool",
     "Rejection",
+    "SidecarAmbiguousError",
     "SidecarError",
     "SidecarIntegrityError",
     "SidecarNotFoundError",

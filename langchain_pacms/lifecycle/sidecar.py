@@ -124,11 +124,12 @@ def _storable(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
 
 
-def _encode(record: SidecarRecord) -> dict[str, Any]:
+def _encode(record: SidecarRecord, run: str | None) -> dict[str, Any]:
     """The store value for ``record`` (refuses a record whose hash does not match).
 
     The payload goes as base64 of its bytes, exact; the lineage and description, which nothing
-    reads back to restore a payload, go as text a database can hold (:func:`_storable`).
+    reads back to restore a payload, go as text a database can hold (:func:`_storable`). ``run``
+    names the run that folded it (see :class:`SidecarStore`).
     """
     data = record.payload.encode("utf-8", "surrogatepass")
     if hashlib.sha256(data).hexdigest() != record.sha256:
@@ -144,6 +145,7 @@ def _encode(record: SidecarRecord) -> dict[str, Any]:
         "lineage": [_storable(m) for m in record.lineage],
         "description": _storable(record.description),
         "created_at": datetime.now(timezone.utc).isoformat(),
+        **({"run": _storable(run)} if run is not None else {}),
     }
 
 
@@ -180,6 +182,10 @@ class SidecarStore:
         store: Any ``BaseStore`` (``InMemoryStore``, ``SqliteStore``, ``PostgresStore``, ...).
         thread_id: The thread the sidecars belong to: any non-empty string.
         namespace: The first namespace label (:data:`AUDIT_NAMESPACE` for audit records).
+        run: The run that writes and reads (``run_thread`` of its messages), when known: its
+            records carry it, and an object id that several runs of the thread folded with
+            different payloads (subagents called from a tool share their parent's thread id,
+            and each numbers its rounds from 1) reads as this run's own.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` not a string.
@@ -195,7 +201,12 @@ class SidecarStore:
     """
 
     def __init__(
-        self, store: BaseStore, thread_id: str, *, namespace: str = SIDECAR_NAMESPACE
+        self,
+        store: BaseStore,
+        thread_id: str,
+        *,
+        namespace: str = SIDECAR_NAMESPACE,
+        run: str | None = None,
     ) -> None:
         if not isinstance(store, BaseStore):
             raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
@@ -203,7 +214,7 @@ class SidecarStore:
             raise TypeError(f"thread_id must be a string, got {type(thread_id).__name__}")
         if not thread_id:
             raise ValueError("thread_id must be a non-empty string")
-        self.store, self.thread_id = store, thread_id
+        self.store, self.thread_id, self.run = store, thread_id, run
         self.namespace: tuple[str, str] = (namespace, thread_label(thread_id))
 
     def __repr__(self) -> str:
@@ -214,7 +225,9 @@ class SidecarStore:
         # id and its payload's hash, where a read of that key looks
         named = (replace(r, object_id=split_key(r.object_id)[0]) for r in records)
         return [
-            PutOp(self.namespace, record_key(r.object_id, r.sha256), _encode(r), index=False)
+            PutOp(
+                self.namespace, record_key(r.object_id, r.sha256), _encode(r, self.run), index=False
+            )
             for r in named
         ]
 
@@ -264,6 +277,9 @@ class SidecarStore:
                 f"({wanted[:12]}...); stored versions: {stored}"
             )
         distinct = {r.sha256: r for r in records}
+        ours = {r.sha256 for r, i in zip(records, versions) if i.value.get("run") == self.run}
+        if len(distinct) > 1 and self.run is not None and ours:  # this run's own folds
+            distinct = {h: r for h, r in distinct.items() if h in ours}
         if len(distinct) > 1 and (whole := _one_round(list(distinct.values()))) is not None:
             return whole
         if len(distinct) > 1:

@@ -423,6 +423,81 @@ def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
     assert provider_problems(after) == []
 
 
+def test_subagents_called_from_a_tool_recover_their_own_pruned_stubs():
+    # each subagent inherits the parent's thread id (one sidecar namespace) and numbers its
+    # rounds from 1; a stub it saw was pruned later (max_stubs=1), so recovery has no hash
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleMiddleware, PlannerTuning
+
+    store = InMemoryStore()
+    recovered: dict[str, tuple[str, Any]] = {}
+
+    def lifecycle() -> LifecycleMiddleware:
+        planner = HeuristicPlanner(tuning=PlannerTuning(max_stubs=1))
+        return LifecycleMiddleware(store=store, planner=planner)
+
+    @tool
+    def search(path: str) -> str:
+        """Search the index."""
+        topic, n = path.split("/")
+        return "\n".join(f"/srv/{topic}/part{n}/file_{i}.py: {topic}-{n}-{i}" for i in range(80))
+
+    def sub_script(topic: str) -> Any:
+        first: list[tuple[str, str]] = []
+
+        def script(messages: list[BaseMessage], index: int) -> AIMessage:
+            calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+            for m in messages if not first else ():
+                if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
+                    first.append((found[1], search.invoke(calls[m.tool_call_id]["args"])))
+                    break
+            if index < 8:
+                return AIMessage(
+                    "", tool_calls=[call("search", {"path": f"{topic}/{index}"}, f"{topic}{index}")]
+                )
+            if index == 8:
+                return AIMessage(
+                    "",
+                    tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": first[0][0]}, f"{topic}r")],
+                )
+            recovered[topic] = (first[0][1], messages[-1])
+            return AIMessage("done")
+
+        return script
+
+    @tool
+    def research(topic: str) -> str:
+        """Delegate to a research subagent."""
+        model = RecordingChatModel(script=sub_script(topic))
+        sub = create_agent(model, [search], middleware=[lifecycle()])
+        return str(
+            sub.invoke({"messages": [HumanMessage(f"Research {topic}")]})["messages"][-1].content
+        )
+
+    def main(messages: list[BaseMessage], index: int) -> AIMessage:
+        topics = ["alpha", "beta", "gamma"]
+        if index < len(topics):
+            return AIMessage(
+                "", tool_calls=[call("research", {"topic": topics[index]}, f"r{index}")]
+            )
+        return AIMessage("all done")
+
+    agent = create_agent(
+        RecordingChatModel(script=main),
+        [research],
+        middleware=[lifecycle()],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("research three topics")]}, {"configurable": {"thread_id": "t1"}}
+    )
+    assert sorted(recovered) == ["alpha", "beta", "gamma"]
+    for expected, answer in recovered.values():
+        assert answer.status == "success" and answer.content == expected
+
+
 def _lookup_record(path: str) -> str:
     return "\n".join(f"{path} line {k}: key_{k} = {k * 1000 + 7}" for k in range(15))
 

@@ -10,6 +10,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_pacms.lifecycle import (
     SIDECAR_NAMESPACE,
+    SidecarAmbiguousError,
     SidecarIntegrityError,
     SidecarNotFoundError,
     SidecarRecord,
@@ -198,3 +199,17 @@ def test_a_record_stored_under_its_bare_id_is_still_read_by_hash():
     assert sidecars.get("function:tool:1", record.sha256).payload == record.payload
     with pytest.raises(SidecarIntegrityError, match="matches the sha256"):
         sidecars.get("function:tool:1", "0" * 64)
+
+
+def test_an_id_several_runs_of_a_thread_folded_reads_as_the_reading_run_s_own():
+    # subagents called from a tool share their parent's thread id and number from 1 each
+    store = InMemoryStore()
+    for run in ("run:sub-a", "run:sub-b"):
+        SidecarStore(store, "t1", run=run).put(_record(f"payload of {run}"))
+    for run in ("run:sub-a", "run:sub-b"):
+        assert SidecarStore(store, "t1", run=run).get("function:tool:1").payload == (
+            f"payload of {run}"
+        )
+    for reader in (SidecarStore(store, "t1"), SidecarStore(store, "t1", run="run:other")):
+        with pytest.raises(SidecarAmbiguousError, match="2 different payloads"):
+            reader.get("function:tool:1")  # no run of its own to tell them apart
