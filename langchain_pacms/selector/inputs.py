@@ -15,7 +15,8 @@ from langchain_pacms.tokens import TokenCounter
 __all__ = ["as_int", "check_query", "normalise", "relevant_mask", "resolve_inputs", "token_costs"]
 
 
-MAX_TOKENS = 2**40  # a candidate's tokens: a million candidates still sum within int64
+MAX_TOKENS = 2**53  # a candidate's tokens (JSON's exact integers, as the service takes)
+MAX_TOTAL_TOKENS = 2**62  # a pool's: sums of any of them stay within int64
 MAX_POSITION = 2**62
 
 
@@ -51,7 +52,7 @@ def normalise(candidates: Sequence[CandidateInput]) -> tuple[Candidate, ...]:
         if cand.tokens is not None and (tokens is None or not 0 <= tokens <= MAX_TOKENS):
             raise ValueError(
                 f"candidate {cid!r} has invalid tokens {cand.tokens!r}; "
-                f"expected an int in [0, 2**40]"
+                "expected an int in [0, 2**53]"
             )
         position = index if cand.position is None else as_int(cand.position)
         if position is None or abs(position) > MAX_POSITION:
@@ -132,7 +133,10 @@ def resolve_inputs(
     """``(candidates, tokens, budget)``, the budget in tokens; bad input raises ``ValueError``."""
     check_query(query)
     cands = normalise(candidates)
-    tokens = np.array(token_costs(cands, counter), dtype=np.int64)
+    costs = token_costs(cands, counter)
+    if sum(costs) > MAX_TOTAL_TOKENS:
+        raise ValueError(f"the candidates' tokens add up to {sum(costs)}; at most 2**62")
+    tokens = np.array(costs, dtype=np.int64)
     return cands, tokens, Budget.coerce(budget).resolve(total=int(tokens.sum()))
 
 

@@ -45,3 +45,13 @@ def test_numbers_past_the_core_s_integers_are_refused(field: str, value: int):
     pool = [Candidate("alpha one", mandatory=True, **{field: value}), "beta two"]
     with pytest.raises(ValueError, match=f"invalid {field}"):
         ContextSelector().select(pool, "alpha", 4)
+
+
+def test_a_pool_whose_tokens_add_up_past_int64_is_refused():
+    pool = [Candidate(f"item {i}", tokens=2**53) for i in range(2**9 + 1)]
+    with pytest.raises(ValueError, match="add up to"):
+        ContextSelector().select(pool, "item", 4)
+    big = ContextSelector().select(
+        [Candidate("a", tokens=2**52), Candidate("b", tokens=2**52)], "a", 2**53
+    )
+    assert big.tokens_total == 2**53 and big.tokens_kept == 2**53

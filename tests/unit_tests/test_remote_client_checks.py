@@ -86,11 +86,8 @@ def test_numbers_the_service_cannot_take_raise_before_sending() -> None:
     remote = RemoteSelector(NOBODY)
     with pytest.raises(ValueError, match="position 9007199254740993"):
         remote.select([Candidate("a", position=2**53 + 1), Candidate("b")], "a", budget=5)
-    with pytest.raises(ValueError, match="invalid tokens"):  # one candidate: at most 2**40
-        remote.select([Candidate("a", tokens=2**52), Candidate("b")], "a", 5)
-    many = [Candidate(f"c{i}", tokens=2**40) for i in range(2**13 + 1)]
     with pytest.raises(ValueError, match="tokens add up to"):
-        remote.select(many, "c1", 5)
+        remote.select([Candidate("a", tokens=2**52), Candidate("b", tokens=2**52 + 1)], "a", 5)
 
 
 def test_a_remote_failure_is_not_called_an_embedding_failure(
