@@ -15,17 +15,19 @@ import httpx
 import numpy as np
 
 from langchain_pacms._steps import adrive, drive, method_parameters_of
-from langchain_pacms.core import Strategy, available_strategies
+from langchain_pacms.core import Strategy, available_strategies, rejection
 from langchain_pacms.embeddings import HashedTfidfEmbeddings
 from langchain_pacms.embeddings.profile import EmbedderProfile
 from langchain_pacms.remote_wire import (
+    DROPPED_CONNECTION,
+    KEEPALIVE_EXPIRY,
     MAX_INT,
     SESSION_HEADER,
-    TOKEN_PATTERN,
     AnswerReader,
     RemoteAnswerError,
     RemoteRequestError,
     answer_limit,
+    bearer_token,
     check_answer,
     json_body,
     named_here,
@@ -102,11 +104,8 @@ class RemoteSelector:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if strategy is not None and not isinstance(strategy, str):
             raise TypeError("strategy must be a strategy name: a callable cannot be sent")
-        if token is not None and not (isinstance(token, str) and TOKEN_PATTERN.fullmatch(token)):
-            raise ValueError(
-                "token must be visible ASCII characters, with spaces only between them "
-                "(it is sent in the Authorization header)"
-            )
+        if token is not None:
+            bearer_token(token)
         if session is not None:
             session_id(session)
         self.token_counter = resolve_token_counter(token_counter, max_bytes=token_memo_bytes())
@@ -122,6 +121,14 @@ class RemoteSelector:
             self._headers["Authorization"] = f"Bearer {token}"
         if session is not None:
             self._headers[SESSION_HEADER] = session
+        # idle connections are let go of before the service closes them (KEEPALIVE_EXPIRY)
+        self._client_options: dict[str, Any] = {
+            "timeout": self.timeout,
+            "headers": self._headers,
+            "limits": httpx.Limits(
+                max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+            ),
+        }
         self._streak = FailureStreak("remote selection")
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -197,12 +204,18 @@ class RemoteSelector:
             name, opts = strategy, dict(options)
         values = opts.pop("values", None)
         if values is not None:  # sent with their candidates, to pacms by name
+            name = name or "pacms"
+            # a strategy known here that takes no values refuses them, as a local selector does
+            reason = None
+            if name in available_strategies():
+                reason = rejection(name, {"values": values}, probe=False)
+            if reason is not None:
+                raise TypeError(f"strategy {name!r}: {reason}")
             if len(values) != len(cands):
                 raise ValueError(
                     f"values must give one collection per candidate ({len(cands)}), "
                     f"got {len(values)}"
                 )
-            name = name or "pacms"
         self._check_strategy(name, opts)
         sent = tokens.tolist()
         if sum(sent) > MAX_INT:
@@ -237,9 +250,7 @@ class RemoteSelector:
             "relevant_ids": [wire.get(str(i), str(i)) for i in relevant_ids],
         }
 
-    def _selecting_remotely(
-        self, call: SelectArguments
-    ) -> Generator[dict[str, Any], dict[str, Any], Selection]:
+    def _selecting_remotely(self, call: SelectArguments) -> Generator[Post, Any, Selection]:
         """The steps of :meth:`select` and :meth:`aselect`: they yield the payload to post."""
         candidates, query, budget, strategy, relevant_ids, options = call
         started = time.perf_counter()
@@ -252,7 +263,7 @@ class RemoteSelector:
                 cands, tokens, query, allowed, strategy, options, relevant_ids, wire
             )
             try:
-                body = named_here((yield payload), wire)
+                body = named_here((yield from _posted(payload, self.timeout)), wire)
                 timings["remote"] = time.perf_counter() - started
                 selection = check_answer(cands, tokens.tolist(), allowed, body, timings)
             except RemoteRequestError:  # the caller's mistake, as a local selector raises it
@@ -273,7 +284,7 @@ class RemoteSelector:
         """POST ``payload`` with the shared sync client and read the answer in slices."""
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout, headers=self._headers)
+                self._client = httpx.Client(**self._client_options)
             client = self._client
         body = json_body(payload)
         with client.stream("POST", f"{self.url}/select_debug", content=body) as response:
@@ -282,9 +293,9 @@ class RemoteSelector:
                 reader.feed(chunk)
         return reader.answer()
 
-    def _post(self, payload: dict[str, Any]) -> Any:
+    def _post(self, post: Post) -> Any:
         """:meth:`_read` on a daemon thread, given up on at the deadline: the decoded answer."""
-        deadline = time.monotonic() + self.timeout
+        payload, deadline = post
         answer: Future[Any] = Future()
 
         def work() -> None:
@@ -295,7 +306,7 @@ class RemoteSelector:
 
         threading.Thread(target=work, name="pacms-remote-select", daemon=True).start()
         try:
-            return answer.result(timeout=self.timeout)
+            return answer.result(timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise TimeoutError(f"no complete answer within {self.timeout}s") from None
 
@@ -314,7 +325,7 @@ class RemoteSelector:
             held = self._aclients.get(loop)
         if held is not None:
             return held[0]
-        client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
+        client = httpx.AsyncClient(**self._client_options)
         keeper = _keep(client, weakref.ref(self), loop)
         await keeper.asend(None)  # runs to its yield at once: no other task comes between
         with self._lock:
@@ -328,10 +339,10 @@ class RemoteSelector:
             if held is not None and held[0] is client:
                 del self._aclients[loop]
 
-    async def _apost(self, payload: dict[str, Any]) -> Any:
-        """POST ``payload`` with this event loop's async client; the decoded answer."""
+    async def _apost(self, post: Post) -> Any:
+        """POST the payload with this event loop's async client by the deadline; the answer."""
+        payload, deadline = post
         client = await self._aclient()
-        deadline = time.monotonic() + self.timeout
 
         async def read() -> Any:
             body = json_body(payload)
@@ -342,7 +353,7 @@ class RemoteSelector:
             return reader.answer()
 
         try:
-            return await asyncio.wait_for(read(), self.timeout)
+            return await asyncio.wait_for(read(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise TimeoutError(f"no complete answer within {self.timeout}s") from None
 
@@ -387,6 +398,24 @@ class RemoteSelector:
         if held is not None:
             await held[1].aclose()
         self.close()
+
+
+Post = tuple[dict[str, Any], float]
+"""A request's payload and its deadline (``time.monotonic()``), as the steps yield them."""
+
+
+def _posted(payload: dict[str, Any], timeout: float) -> Generator[Post, Any, Any]:
+    """The answer to ``payload``, due within ``timeout`` (asked of the driver by a yield).
+
+    A kept-alive connection that the service closes as the request goes out on it drops the
+    request (:data:`~langchain_pacms.remote_wire.DROPPED_CONNECTION`): a selection is
+    idempotent, so it is sent once more, on a new connection, within the same deadline.
+    """
+    post = (payload, time.monotonic() + timeout)
+    try:
+        return (yield post)
+    except DROPPED_CONNECTION:
+        return (yield post)
 
 
 async def _keep(

@@ -20,6 +20,8 @@ from langchain_pacms.errors import PACMSError
 from langchain_pacms.selector.selection import Candidate, Selection
 
 __all__ = [
+    "DROPPED_CONNECTION",
+    "KEEPALIVE_EXPIRY",
     "MAX_INT",
     "SESSION_HEADER",
     "TOKEN_PATTERN",
@@ -27,6 +29,7 @@ __all__ = [
     "RemoteAnswerError",
     "RemoteRequestError",
     "answer_limit",
+    "bearer_token",
     "check_answer",
     "json_body",
     "named_here",
@@ -49,6 +52,12 @@ SESSION_HEADER = "X-Pacms-Session"
 _SESSION = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 TOKEN_PATTERN = re.compile(r"[!-~](?:[ -~]*[!-~])?")  # visible ASCII, inner spaces: a header value
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+KEEPALIVE_EXPIRY = 2.0
+"""Seconds a client keeps an idle connection to the service for reuse: well below the 5 s after
+which ``pacms serve`` closes one, so a request never goes out on a connection being closed."""
+DROPPED_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""What a request meets on a kept-alive connection the service closed as it was sent: a
+selection is idempotent, so it is sent once more (on a new connection)."""
 _REFUSED_FIELDS = ("strategy", "strategy_options")
 """The fields of a request whose refusal (a 422) is the caller's mistake, raised, not a fallback."""
 
@@ -74,6 +83,29 @@ def session_id(value: str) -> str:
         shown = value[:80] if isinstance(value, str) else value
         raise ValueError(
             f"{SESSION_HEADER}: a session id is 1-64 letters, digits or '._:-', got {shown!r}"
+        )
+    return value
+
+
+def bearer_token(value: str) -> str:
+    r"""``value`` if an ``Authorization: Bearer`` header can carry it as it is; else ValueError.
+
+    That is visible ASCII characters, with spaces only between them: HTTP strips a header
+    value's outer whitespace and cannot carry control characters, so a client could never
+    send such a token back.
+
+    Example:
+        >>> bearer_token("s3cret token")
+        's3cret token'
+        >>> bearer_token("secret\r")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: token must be visible ASCII characters, with spaces only between them ...
+    """
+    if not isinstance(value, str) or not TOKEN_PATTERN.fullmatch(value):
+        raise ValueError(
+            "token must be visible ASCII characters, with spaces only between them "
+            "(it is sent in the Authorization header)"
         )
     return value
 

@@ -102,6 +102,15 @@ def _run(args: argparse.Namespace) -> int:
         print(SERVER_INSTALL, file=sys.stderr)
         return 2
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    if token is not None:
+        from langchain_pacms.remote_wire import bearer_token
+
+        try:  # the rule RemoteSelector(token=...) applies: a token every request can carry
+            bearer_token(token)
+        except ValueError as err:
+            given = "--token" if args.token else TOKEN_ENV
+            print(f"pacms serve: {given}: {err}", file=sys.stderr)  # not the secret itself
+            return 2
     if not is_loopback(args.host):
         if token is None and not args.insecure:
             print(

@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from langchain_pacms import __version__
 from langchain_pacms.core import available_strategies
 from langchain_pacms.demo import load_demo_session
+from langchain_pacms.remote_wire import bearer_token
 from langchain_pacms.selector import DEFAULT_MEMORY_CEILING, EMBEDDING_SHARE, ContextSelector
 from langchain_pacms.server.front import Front, Guard, Scope, Worker, problem_response
 from langchain_pacms.server.live import (
@@ -117,7 +118,8 @@ def create_app(
         body_timeout: Seconds a client may take to send its body (slower: 408).
         selection_threads: Most selections worked on at once (default: the CPUs, at least 2).
         allowed_hosts: ``Host`` names accepted, ``"*"`` any (others: 400; default: loopback).
-        token: If set, every request needs ``Authorization: Bearer <token>`` (else 401).
+        token: If set, every request needs ``Authorization: Bearer <token>`` (else 401):
+            visible ASCII characters, spaces only between them, as a header carries it.
         live: Where sessions' recent selections are kept (default: in this process).
         watch: A hook's JSONL selection log to follow, shown as session ``"watch"``.
 
@@ -125,7 +127,7 @@ def create_app(
         The ASGI application; ``.fastapi`` is the FastAPI app.
 
     Raises:
-        ValueError: For a non-positive limit or an empty token.
+        ValueError: For a non-positive limit, or a token no header can carry.
 
     Example:
         >>> create_app(max_candidates=0)
@@ -146,8 +148,8 @@ def create_app(
         isinstance(body_timeout, (int, float)) and math.isfinite(body_timeout) and body_timeout > 0
     ):
         raise ValueError(f"body_timeout must be a positive number, got {body_timeout!r}")
-    if token is not None and (not isinstance(token, str) or not token.strip()):
-        raise ValueError("token must be a non-empty string")
+    if token is not None:
+        bearer_token(token)
     warm = selector if selector is not None else ContextSelector()
     sessions: SessionLog = live if live is not None else LiveSessions()
     kept_in = type(sessions).__name__

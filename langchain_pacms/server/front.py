@@ -97,7 +97,9 @@ class Front:
         route = self.routes.get(scope["path"]) if scope["method"] == "POST" else None
         if route is not None and not scope.get("root_path"):
             session = headers.get(SESSION_HEADER.lower().encode())
-            work = functools.partial(route, body, None if session is None else session.decode())
+            # latin-1, as Starlette reads headers: any byte decodes, and a bad id is then a 400
+            named = None if session is None else session.decode("latin-1")
+            work = functools.partial(route, body, named)
             response = await self.run.unless_gone(work, receive)
             if response is not None:  # None: the client left before its turn came
                 await response(scope, receive, send)

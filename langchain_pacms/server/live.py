@@ -63,7 +63,11 @@ class SessionLog(Protocol):
         """Keep ``record`` as the newest of ``session``; its sequence number."""
 
     def since(self, session: str, after: int) -> list[tuple[int, str]]:
-        """The kept records of ``session`` numbered above ``after`` (number, JSON), oldest first."""
+        """The kept records of ``session`` numbered above ``after`` (number, JSON), oldest first.
+
+        All of them if even the newest is numbered below ``after``: numbers went back (the
+        service restarted, or its store lost its data), so ``after`` is an older numbering's.
+        """
 
     def summary(self) -> list[dict[str, Any]]:
         """Each session's ``id``, ``records`` kept and ``last`` number, newest first."""
@@ -136,9 +140,16 @@ class LiveSessions(StreamCount):
             return self._seq
 
     def since(self, session: str, after: int) -> list[tuple[int, str]]:
-        """The kept records of ``session`` numbered above ``after``, oldest first."""
+        """The kept records of ``session`` numbered above ``after``, oldest first.
+
+        All of them if the newest is numbered below ``after`` (an older numbering's: this
+        process started after the one that numbered it).
+        """
         with self._lock:
-            return [(seq, data) for seq, data in self._sessions.get(session, ()) if seq > after]
+            records = self._sessions.get(session, ())
+            if records and records[-1][0] < after:
+                after = 0
+            return [(seq, data) for seq, data in records if seq > after]
 
     def summary(self) -> list[dict[str, Any]]:
         """Each session's id, number of records kept and newest sequence number, newest first."""
@@ -251,7 +262,11 @@ class WatchedLog:
 
 
 async def event_stream(live: SessionLog, session: str, after: int) -> AsyncIterator[bytes]:
-    """``session``'s records above ``after``, then each new one, as server-sent events."""
+    """``session``'s records above ``after``, then each new one, as server-sent events.
+
+    Where numbers went back (a restarted service: ``after`` is beyond its newest record), the
+    session is sent from its start (:meth:`SessionLog.since`).
+    """
     yield b"retry: 1000\n\n"
     quiet = 0.0
     while True:

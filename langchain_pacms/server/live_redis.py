@@ -109,12 +109,21 @@ for _, each in ipairs({key, KEYS[2], KEYS[3], KEYS[4]}) do redis.call('EXPIRE', 
 return seq
 """
 
-# KEYS: a session's records. ARGV: after. Returns its entries numbered above ``after``.
+# KEYS: a session's records. ARGV: after. Returns its entries numbered above ``after``, or all
+# of them if the newest is numbered below it (numbers went back: Redis lost its counter).
 _SINCE = """
+local function number(entry)
+  return tonumber(string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1))
+end
+local after = tonumber(ARGV[1])
+local newest = redis.call('LINDEX', KEYS[1], -1)
+if newest and number(newest) < after then
+  return redis.call('LRANGE', KEYS[1], 0, -1)
+end
 local out = {}
 for i = redis.call('LLEN', KEYS[1]) - 1, 0, -1 do
   local entry = redis.call('LINDEX', KEYS[1], i)
-  if tonumber(string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)) <= tonumber(ARGV[1]) then
+  if number(entry) <= after then
     break
   end
   table.insert(out, 1, entry)
@@ -198,7 +207,10 @@ class RedisSessions(StreamCount):
         return self._redis(lambda: int(cast(int, self._add(keys=self._keys, args=args)))) or 0
 
     def since(self, session: str, after: int) -> list[tuple[int, str]]:
-        """The kept records of ``session`` numbered above ``after``, oldest first."""
+        """The kept records of ``session`` numbered above ``after``, oldest first.
+
+        All of them if the newest is numbered below ``after`` (Redis lost its data since).
+        """
         key = self._records(session)
         entries = self._redis(lambda: cast(list[bytes], self._since(keys=[key], args=[after])))
         parts = (entry.partition(b" ") for entry in entries or ())

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from langchain_pacms.budget import Budget
 from langchain_pacms.core import available_strategies, check_options, get_strategy
-from langchain_pacms.selector import Candidate, Selection, Selector
+from langchain_pacms.selector import Candidate, Selection, Selector, relevant_mask
 from langchain_pacms.server.front import problem_response
 from langchain_pacms.server.live import SessionLog, session_id
 from langchain_pacms.server.schemas import SelectRequest, SelectResponse
@@ -86,15 +86,19 @@ def _invalid(err: ValidationError) -> JSONResponse:
     return problem_response(422, detail, errors=errors)
 
 
-class _OptionsRefused(ValueError):
-    """The strategy rejects the request's options."""
+class _Refused(ValueError):
+    """The request's ``field`` is refused (a 422 naming it), as options the strategy rejects."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _refusal(field: str, message: str) -> JSONResponse:
-    """The 422 refusing the request's ``field`` (``strategy`` or ``strategy_options``).
+    """The 422 refusing the request's ``field`` (``strategy_options``, ``relevant_ids``, ...).
 
     Its ``errors`` name the field, as a validation error's do, so a client tells the caller's
-    mistake from a limit of the service.
+    mistake (``strategy``, ``strategy_options``) from other bad input and a limit of the service.
     """
     return problem_response(
         422, f"{field}: {message}", errors=[{"field": field, "message": message}]
@@ -140,13 +144,13 @@ class Service:
         return self._answer(raw, session, debug=True)
 
     def _values(self, req: SelectRequest) -> dict[str, Any]:
-        """``values=`` for ``pacms`` if every candidate gives them; ValueError if only some do."""
+        """``values=`` for ``pacms`` if every candidate gives them; refused if only some do."""
         given = [c.values is not None for c in req.candidates]
         if not any(given):
             return {}
         if not all(given):
             missing = given.index(False)
-            raise ValueError(f"candidates[{missing}].values: give values for every candidate")
+            raise _Refused(f"candidates[{missing}].values", "give values for every candidate")
         name, _ = self.selector.resolve_options(req.strategy, req.strategy_options)
         if name != "pacms":  # a property of the candidates that only pacms reads
             return {}
@@ -158,7 +162,15 @@ class Service:
         try:
             check_options(name, **opts)
         except ValueError as err:
-            raise _OptionsRefused(str(err)) from err
+            raise _Refused("strategy_options", str(err)) from err
+
+    @staticmethod
+    def _check_relevant(cands: list[Candidate], relevant_ids: list[str]) -> None:
+        """Refuse ``relevant_ids`` naming no candidate (as the selector would, but by its field)."""
+        try:
+            relevant_mask(cands, relevant_ids)
+        except ValueError as err:
+            raise _Refused("relevant_ids", str(err).removeprefix("relevant_ids ")) from err
 
     def _answer(self, raw: bytes, session: str | None, *, debug: bool) -> Response:
         try:
@@ -195,8 +207,10 @@ class Service:
             if cid in seen:
                 return problem_response(422, f"candidates[{index}].id: duplicate id {cid!r}")
             seen.add(cid)
-        try:
+        try:  # each input is checked by its field first
             self._check_options(req.strategy, req.strategy_options)
+            values = self._values(req)
+            self._check_relevant(cands, req.relevant_ids)
             sel = self.selector.select(
                 cands,
                 capped_words(req.query),
@@ -204,12 +218,14 @@ class Service:
                 strategy=req.strategy,
                 relevant_ids=req.relevant_ids,
                 **req.strategy_options,
-                **self._values(req),
+                **values,
             )
-        except (TypeError, _OptionsRefused) as err:
+        except _Refused as err:
+            return _refusal(err.field, str(err))
+        except TypeError as err:  # the strategy takes no such option
             return _refusal("strategy_options", str(err))
-        except ValueError as err:  # the messages name the field or option
-            if req.strategy_options:  # a strategy rejecting an option's value
+        except ValueError as err:  # the fields above are checked: the selector's own message
+            if req.strategy_options:  # a strategy rejecting an option's value as it runs
                 return _refusal("strategy_options", str(err))
             return problem_response(422, str(err))
         if session is not None:

@@ -24,9 +24,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1:<free port> until the block ends; yields the base URL."""
-    port = free_port()
+def running(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1:``port`` (default: a free one) until the block ends; yields
+    the base URL."""
+    port = free_port() if port is None else port
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -52,10 +53,11 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def serving(*options: str, start_within: float = 60) -> Iterator[str]:
-    """Run ``pacms serve --port <free port> *options`` in a child process until the block ends;
-    yields the base URL once ``/healthz`` answers (the child's stderr is in the failure)."""
-    port = free_port()
+def serving(*options: str, start_within: float = 60, port: int | None = None) -> Iterator[str]:
+    """Run ``pacms serve --port <port> *options`` (default: a free port) in a child process until
+    the block ends; yields the base URL once ``/healthz`` answers (the child's stderr is in the
+    failure)."""
+    port = free_port() if port is None else port
     command = [sys.executable, "-m", "langchain_pacms.cli.main", "serve", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as stderr:

@@ -5,6 +5,8 @@ under a session while the page follows it (``/?follow=ID``): after every turn th
 the newest selection, the same one the hook got, and the fact told in the first turn drops out
 while long tool outputs take the budget, then returns to the kept set when it is asked again.
 ``pacms serve --watch`` (``create_app(watch=...)``) does the same from the hook's JSONL log.
+A page following a session through a restart of the service (which numbers records from 1
+again) shows the selections made after it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ pytest.importorskip("websocket", reason="needs websocket-client (the 'test' extr
 
 import httpx
 from chromium_page import CHROMIUM, NO_CHROMIUM, Page, chromium
-from pacms_server import running
+from pacms_server import free_port, running, serving
 
+from langchain_pacms import Candidate
+from langchain_pacms.remote import RemoteSelector
 from langchain_pacms.server import create_app
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
@@ -105,3 +109,30 @@ def test_the_page_follows_a_hook_log_with_watch(page: Page, tmp_path: Path) -> N
                 "pacms (hook)"
             ), n
         page.call("Page.navigate", url="about:blank")
+
+
+def test_the_page_follows_a_session_through_a_restart_of_the_service(page: Page) -> None:
+    pool = [
+        Candidate("You are terse.", "s", kind="system", mandatory=True),
+        Candidate("The staging database listens on port 6543.", "a"),
+        Candidate("Which port?", "q", mandatory=True),
+    ]
+    budget = "document.querySelector('#pane-a .meter-text').dataset.budget"
+    port = free_port()
+    with serving(port=port) as url:
+        remote = RemoteSelector(url, session="agent", timeout=10)
+        for b in range(10, 15):  # records 1-5
+            remote.select(pool, "Which port?", b)
+        page.open(f"{url}/?follow=agent")
+        shows_record(page, 5)
+    # the page's stream reconnects with Last-Event-ID 5; the new service numbers from 1 again
+    with serving(port=port):
+        for b in range(100, 104):  # numbered 1-4 by the restarted service
+            remote.select(pool, "Which port?", b)
+        shows_record(page, 9)
+        assert page.js(budget) == "103"
+        remote.select(pool, "Which port?", 104)  # numbered 5: the last number the page saw
+        shows_record(page, 10)
+        assert page.js(budget) == "104"
+        page.call("Page.navigate", url="about:blank")
+    remote.close()

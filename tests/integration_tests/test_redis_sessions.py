@@ -111,6 +111,19 @@ def test_records_round_trip_and_resume_after_a_number(make) -> None:
     assert log.summary() == [{"id": "s-1", "records": 2, "last": second}]
 
 
+def test_a_number_beyond_the_newest_replays_the_session_as_in_process(make) -> None:
+    log, local = make(), LiveSessions()
+    log.add("s", {"n": 1})
+    seen = log.add("s", {"n": 2})  # a page's stream saw this one
+    log.client.delete(*keys_of(log))  # Redis lost its data: the numbers start again
+    assert log.since("s", seen) == []
+    assert log.add("s", {"n": 3}) == local.add("s", {"n": 3}) == 1
+    assert log.since("s", seen) == local.since("s", seen) == [(1, '{"n":3}')]
+    assert log.add("s", {"n": 4}) == local.add("s", {"n": 4}) == 2  # the number the page saw
+    assert log.since("s", seen) == local.since("s", seen) == []
+    assert log.since("s", 1) == local.since("s", 1) == [(2, '{"n":4}')]
+
+
 def test_writers_in_several_processes_are_numbered_in_the_order_kept(make) -> None:
     reader = make(max_records=1000)
     writers = [make(reader.prefix, max_records=1000) for _ in range(4)]  # as four workers

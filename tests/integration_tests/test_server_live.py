@@ -3,11 +3,14 @@
 A real uvicorn on loopback: a request naming a session (``X-Pacms-Session``, which
 ``RemoteSelector(session=...)`` sends) is kept under it; ``GET /sessions/{id}/events`` replays
 the kept records and then each new one; a reconnect resumes after ``Last-Event-ID``; streams are
-capped; the Host and token checks hold on the new routes; ``watch=`` follows a JSONL log.
+capped; the Host and token checks hold on the new routes; ``watch=`` follows a JSONL log. A
+``Last-Event-ID`` beyond the session's newest record (numbers went back: the service restarted)
+replays the session from its start.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -108,6 +111,43 @@ def test_a_bad_session_id_is_refused(session: bytes) -> None:
         r = httpx.post(f"{url}/select", json=BODY, headers={"X-Pacms-Session": session})
         assert r.status_code == 400 and r.json()["detail"].startswith("X-Pacms-Session:")
         assert httpx.get(f"{url}/sessions").json()["sessions"] == []
+
+
+@pytest.mark.parametrize("route", ["/select", "/select_debug"])
+@pytest.mark.parametrize("session", [b"\xe9", b"agent-\xff", b"\x80\x80"])
+def test_a_session_header_that_is_not_utf8_is_a_400(route: str, session: bytes) -> None:
+    with running(create_app()) as url:
+        r = httpx.post(f"{url}{route}", json=BODY, headers={"X-Pacms-Session": session})
+        assert r.status_code == 400 and r.json()["detail"].startswith("X-Pacms-Session:")
+        assert httpx.get(f"{url}/sessions").json()["sessions"] == []
+
+
+def test_a_last_event_id_beyond_the_newest_record_replays_the_session() -> None:
+    # a page's stream saw record 5 of a service that then restarted: this one numbers from 1
+    with running(create_app()) as url:
+        after_restart = events(f"{url}/sessions/agent/events", 3, {"Last-Event-ID": "5"})
+        for budget in (16, 9):
+            httpx.post(
+                f"{url}/select",
+                json={**BODY, "budget_tokens": budget},
+                headers={"X-Pacms-Session": "agent"},
+            )
+        # an open stream gets the new records although their numbers are below its last
+        assert [e["id"] for e in itertools.islice(after_restart, 2)] == [1, 2]
+        # as does one that resumes after the restart
+        resumed = list(events(f"{url}/sessions/agent/events", 2, {"Last-Event-ID": "5"}))
+        assert [(e["id"], e["data"]["budget"]) for e in resumed] == [(1, 16), (2, 9)]
+        # once it is past them, numbers go on as usual
+        for budget in (12, 13, 14, 15):
+            httpx.post(
+                f"{url}/select",
+                json={**BODY, "budget_tokens": budget},
+                headers={"X-Pacms-Session": "agent"},
+            )
+        assert [e["id"] for e in itertools.islice(after_restart, 1)] == [3]
+        after_restart.close()
+        later = list(events(f"{url}/sessions/agent/events", 1, {"Last-Event-ID": "5"}))
+        assert [(e["id"], e["data"]["budget"]) for e in later] == [(6, 15)]
 
 
 def test_streams_are_capped_and_freed() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -289,6 +289,67 @@ def test_the_service_takes_values_for_every_candidate_and_pacms_alone_reads_them
             f"{url}/select", json={**body, "candidates": plain, "strategy": strategy}
         )
         assert other.status_code == 200 and other.json()["kept_ids"] == alone.json()["kept_ids"]
+
+
+DOCS_BODY = {  # the request of docs/server.md, with its strategy_options
+    "candidates": [
+        {"id": "s", "text": "You are a helpful agent.", "kind": "system", "mandatory": True},
+        {"id": "a", "text": "The staging database listens on port 6543."},
+        {"id": "b", "text": "Lunch was great today.", "tokens": 5, "position": 7},
+    ],
+    "query": "Which port does the staging database use?",
+    "budget_tokens": 20,
+    "strategy": "pacms",
+    "strategy_options": {"relevance_weight": 0.2},
+}
+
+
+def unknown_relevant_id(body: dict) -> dict:
+    return {**body, "relevant_ids": ["zz"]}
+
+
+def values_for_one_candidate(body: dict) -> dict:
+    first = {**body["candidates"][0], "values": ["6543"]}
+    return {**body, "candidates": [first, *body["candidates"][1:]]}
+
+
+@pytest.mark.parametrize("options", [{}, {"relevance_weight": 0.2}])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [(unknown_relevant_id, "relevant_ids"), (values_for_one_candidate, "candidates[1].values")],
+)
+def test_a_refusal_names_the_field_whatever_options_come_with_it(
+    url: str, options: dict, change: Callable[[dict], dict], field: str
+) -> None:
+    body = change({**DOCS_BODY, "strategy_options": options})
+    r = httpx.post(f"{url}/select", json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"].startswith(f"{field}: ")
+    assert [e["field"] for e in r.json()["errors"]] == [field]
+    # an option the strategy rejects is still refused as the strategy_options it is
+    bad = httpx.post(f"{url}/select", json={**body, "strategy_options": {"k": 2}})
+    assert [e["field"] for e in bad.json()["errors"]] == ["strategy_options"]
+
+
+@pytest.mark.parametrize("strategy", ["topk", "lastk", "mmr", "rag"])
+async def test_values_for_a_strategy_that_takes_none_raise_as_locally(
+    url: str, strategy: str
+) -> None:
+    pool = ["port 6543", "role app_rw", "lunch"]
+    values = [{"6543"}, {"app_rw"}, set()]
+    with pytest.raises(TypeError, match="values"):
+        ContextSelector().select(pool, "port?", 5, strategy=strategy, values=values)
+    for remote in (RemoteSelector(url, timeout=10), RemoteSelector(url, strategy=strategy)):
+        with pytest.raises(TypeError, match=f"strategy {strategy!r}: unknown option 'values'"):
+            remote.select(pool, "port?", 5, strategy=strategy, values=values)
+        with pytest.raises(TypeError, match=f"strategy {strategy!r}: unknown option 'values'"):
+            await remote.aselect(pool, "port?", 5, strategy=strategy, values=values)
+    # pacms takes them, by name or as the default
+    for named in ("pacms", None):
+        sel = RemoteSelector(url, timeout=10).select(
+            pool, "port?", 5, strategy=named, values=values
+        )
+        assert not sel.fell_back and sel.info["coverage"] == "values"
 
 
 def test_values_that_do_not_match_the_candidates_raise_as_locally() -> None:

@@ -45,6 +45,15 @@ def test_since_gives_only_later_records() -> None:
     assert live.since("s", third) == [] and live.since("nobody", 0) == []
 
 
+def test_an_after_beyond_the_newest_record_gives_them_all() -> None:
+    live = LiveSessions()  # a restarted service: a page saw record 5 of the one before
+    assert live.since("s", 5) == []
+    first = live.add("s", {"n": 1})
+    second = live.add("s", {"n": 2})
+    assert [seq for seq, _ in live.since("s", 5)] == [first, second] == [1, 2]
+    assert [seq for seq, _ in live.since("s", second)] == []  # the newest itself: nothing new
+
+
 def test_streams_are_counted_up_to_the_cap() -> None:
     live = LiveSessions(max_clients=2)
     assert live.open_stream() and live.open_stream() and not live.open_stream()
