@@ -147,3 +147,10 @@ def test_bench_core_plots_its_reports(tmp_path: Path) -> None:
     png = tmp_path / "t.png"
     run_script("bench_core.py", "--plot", str(png), "--plot-only", str(report))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_agent_memory_prints_rss_per_thread_count() -> None:
+    out = run_script("bench_agent_memory.py", "--threads", "3", "--every", "2", "--reads", "2")
+    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["1", "2", "3"]  # after the header: the first, every 2nd and the last
+    assert "growth from thread 2 to 3:" in out
