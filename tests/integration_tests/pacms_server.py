@@ -16,6 +16,18 @@ from typing import Any
 import httpx
 import uvicorn
 
+DOCS_BODY = {  # the request of docs/server.md, with its strategy_options
+    "candidates": [
+        {"id": "s", "text": "You are a helpful agent.", "kind": "system", "mandatory": True},
+        {"id": "a", "text": "The staging database listens on port 6543."},
+        {"id": "b", "text": "Lunch was great today.", "tokens": 5, "position": 7},
+    ],
+    "query": "Which port does the staging database use?",
+    "budget_tokens": 20,
+    "strategy": "pacms",
+    "strategy_options": {"relevance_weight": 0.2},
+}
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -21,7 +21,7 @@ pytest.importorskip("websocket", reason="needs websocket-client (the 'test' extr
 
 import httpx
 from chromium_page import CHROMIUM, NO_CHROMIUM, Page, chromium
-from pacms_server import running
+from pacms_server import DOCS_BODY, running
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.messages import SelectionLog
@@ -29,17 +29,6 @@ from langchain_pacms.server import create_app
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 
-DOCS_BODY = {
-    "candidates": [
-        {"id": "s", "text": "You are a helpful agent.", "kind": "system", "mandatory": True},
-        {"id": "a", "text": "The staging database listens on port 6543."},
-        {"id": "b", "text": "Lunch was great today.", "tokens": 5, "position": 7},
-    ],
-    "query": "Which port does the staging database use?",
-    "budget_tokens": 20,
-    "strategy": "pacms",
-    "strategy_options": {"relevance_weight": 0.2},
-}
 KEPT = "[...document.querySelectorAll('#pane-a .cell[data-kept=\"1\"]')].map(c => c.dataset.id)"
 STATUS = "document.getElementById('status')"
 SLIDE = (

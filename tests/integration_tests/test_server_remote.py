@@ -26,7 +26,7 @@ from pacms_fakes import (
     long_conversation,
     values_loop,
 )
-from pacms_server import free_port, running
+from pacms_server import DOCS_BODY, free_port, running
 
 from langchain_pacms import ContextSelector
 from langchain_pacms.integrations import PACMSCompressor, create_pacms_hook
@@ -289,19 +289,6 @@ def test_the_service_takes_values_for_every_candidate_and_pacms_alone_reads_them
             f"{url}/select", json={**body, "candidates": plain, "strategy": strategy}
         )
         assert other.status_code == 200 and other.json()["kept_ids"] == alone.json()["kept_ids"]
-
-
-DOCS_BODY = {  # the request of docs/server.md, with its strategy_options
-    "candidates": [
-        {"id": "s", "text": "You are a helpful agent.", "kind": "system", "mandatory": True},
-        {"id": "a", "text": "The staging database listens on port 6543."},
-        {"id": "b", "text": "Lunch was great today.", "tokens": 5, "position": 7},
-    ],
-    "query": "Which port does the staging database use?",
-    "budget_tokens": 20,
-    "strategy": "pacms",
-    "strategy_options": {"relevance_weight": 0.2},
-}
 
 
 def unknown_relevant_id(body: dict) -> dict:
