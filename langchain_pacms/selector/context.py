@@ -329,7 +329,8 @@ class ContextSelector:
         if pool is None:
             reason = rejection(name, opts, probe=False)  # a name solve would reject
             if reason is not None:
-                raise TypeError(f"strategy {name if isinstance(name, str) else '?'!r}: {reason}")
+                label = name if isinstance(name, str) else getattr(name, "__name__", "?")
+                raise TypeError(f"strategy {label!r}: {reason}")
             return unscored_selection(
                 cands,
                 tokens,
