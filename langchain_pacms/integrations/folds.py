@@ -25,7 +25,7 @@ from langchain_pacms.messages.handles import reusable_values
 from langchain_pacms.messages.memo import MessageMemo
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.reuse import latest_reads, reused_spans
-from langchain_pacms.messages.runs import run_thread, state_messages, thread_of
+from langchain_pacms.messages.runs import state_messages, thread_of
 from langchain_pacms.messages.spans import Span
 from langchain_pacms.selector import Selection
 
@@ -160,8 +160,8 @@ class FoldStubs:
             return []
         assert self.options.sidecar_store is not None  # checked by ToolLoopOptions
         history = state_messages(state) or messages
-        run = run_thread(history) if history else None
-        sidecars = SidecarStore(self.options.sidecar_store, thread_of(config, history), run=run)
+        thread = thread_of(config, history)
+        sidecars = SidecarStore.of_history(self.options.sidecar_store, thread, history)
         records = [folds[i].record for i in sent]
         yield Call(sidecars.put_many, sidecars.aput_many, (records,))
         return [r.object_id for r in records]

@@ -176,12 +176,12 @@ class LifecycleHarness:
             f"store={type(self.store).__name__})"
         )
 
-    def sidecars(self, thread_id: str, run: str | None = None) -> SidecarStore:
-        """The sidecar store of one thread (what the recovery tool reads), for ``run``.
+    def sidecars(self, thread_id: str, messages: Sequence[BaseMessage] = ()) -> SidecarStore:
+        """The sidecar store of one thread (what the recovery tool reads).
 
-        ``run``: ``run_thread`` of the run's messages (see :class:`SidecarStore`).
+        Given the history that writes or reads, as :meth:`SidecarStore.of_history`.
         """
-        return SidecarStore(self.store, thread_id, run=run)
+        return SidecarStore.of_history(self.store, thread_id, messages)
 
     def audit(self, thread_id: str) -> SidecarStore:
         """The audit records of one thread: the originals of masked and pruned objects."""
@@ -350,7 +350,7 @@ class LifecycleHarness:
                 for o, note in zip(gone, notes)
             ]
             try:
-                sidecars = self.sidecars(thread_id, run_thread(messages))
+                sidecars = self.sidecars(thread_id, messages)
                 yield Call(sidecars.put_many, sidecars.aput_many, (list(checked.result.sidecars),))
                 originals = self.audit(thread_id)
                 yield Call(originals.put_many, originals.aput_many, (audit,))
@@ -406,7 +406,7 @@ class LifecycleHarness:
         obj = index.by_id.get(object_id)  # its stub's sha256 names the payload
         if obj is not None and obj.state != "folded":  # no sidecar to look for
             raise ValueError(f"{object_id} is {obj.state}, not folded: nothing to restore")
-        sidecars = self.sidecars(thread_id, run_thread(messages) if messages else None)
+        sidecars = self.sidecars(thread_id, messages)
         args = (index.carried_id(object_id), obj.sha256 if obj is not None else None)
         record = yield Call(sidecars.get, sidecars.aget, args)
         # under the name the index gives it (merged runs' folds are named apart)

@@ -177,7 +177,7 @@ def _recovering(
             "thread_id=...) or run with config={'configurable': {'thread_id': ...}}"
         )
     try:
-        sidecars = SidecarStore(store, thread, run=run_thread(messages) if messages else None)
+        sidecars = SidecarStore.of_history(store, thread, messages)
     except ValueError as exc:
         raise ToolException(f"recover_context failed: {exc}") from exc
     index = index_messages(messages, known_ids=known) if messages else None

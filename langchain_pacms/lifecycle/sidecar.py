@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import run_in_executor
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
@@ -21,6 +22,8 @@ from langchain_pacms._steps import adrive, drive
 from langchain_pacms.errors import PACMSError
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
 from langchain_pacms.lifecycle.objects import KEY_HEX, record_key
+from langchain_pacms.messages.history import is_human
+from langchain_pacms.messages.runs import run_thread
 
 __all__ = [
     "AUDIT_NAMESPACE",
@@ -124,12 +127,12 @@ def _storable(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
 
 
-def _encode(record: SidecarRecord, run: str | None) -> dict[str, Any]:
+def _encode(record: SidecarRecord, marks: Mapping[str, str | None]) -> dict[str, Any]:
     """The store value for ``record`` (refuses a record whose hash does not match).
 
     The payload goes as base64 of its bytes, exact; the lineage and description, which nothing
-    reads back to restore a payload, go as text a database can hold (:func:`_storable`). ``run``
-    names the run that folded it (see :class:`SidecarStore`).
+    reads back to restore a payload, go as text a database can hold (:func:`_storable`).
+    ``marks`` (``run``, ``turn``, ``tail``) say where it was folded (see :class:`SidecarStore`).
     """
     data = record.payload.encode("utf-8", "surrogatepass")
     if hashlib.sha256(data).hexdigest() != record.sha256:
@@ -145,7 +148,7 @@ def _encode(record: SidecarRecord, run: str | None) -> dict[str, Any]:
         "lineage": [_storable(m) for m in record.lineage],
         "description": _storable(record.description),
         "created_at": datetime.now(timezone.utc).isoformat(),
-        **({"run": _storable(run)} if run is not None else {}),
+        **{k: _storable(v) for k, v in marks.items() if v is not None},
     }
 
 
@@ -186,6 +189,12 @@ class SidecarStore:
             records carry it, and an object id that several runs of the thread folded with
             different payloads (subagents called from a tool share their parent's thread id,
             and each numbers its rounds from 1) reads as this run's own.
+        turn: The ids of the latest user message and of the last message of the history that
+            writes (``(turn, tail)``): its records carry them (see ``held``).
+        held: The message ids of the history that reads, oldest first: an object id folded
+            with different payloads in the branches of a forked thread reads as the one folded
+            where this history's messages are (at its last message, else at the latest of its
+            turns). :meth:`of_history` sets ``run``, ``turn`` and ``held`` from a history.
 
     Raises:
         TypeError: If ``store`` is not a ``BaseStore`` or ``thread_id`` not a string.
@@ -207,6 +216,8 @@ class SidecarStore:
         *,
         namespace: str = SIDECAR_NAMESPACE,
         run: str | None = None,
+        turn: tuple[str | None, str | None] = (None, None),
+        held: Collection[str] = (),
     ) -> None:
         if not isinstance(store, BaseStore):
             raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
@@ -214,11 +225,35 @@ class SidecarStore:
             raise TypeError(f"thread_id must be a string, got {type(thread_id).__name__}")
         if not thread_id:
             raise ValueError("thread_id must be a non-empty string")
-        self.store, self.thread_id, self.run = store, thread_id, run
+        self.store, self.thread_id, self.run, self.turn = store, thread_id, run, turn
+        self.held = {mid: k for k, mid in enumerate(held)}  # a message id -> its position
         self.namespace: tuple[str, str] = (namespace, thread_label(thread_id))
 
     def __repr__(self) -> str:
         return f"SidecarStore({type(self.store).__name__}, thread_id={self.thread_id!r})"
+
+    @classmethod
+    def of_history(
+        cls, store: BaseStore, thread_id: str, messages: Sequence[BaseMessage]
+    ) -> SidecarStore:
+        """The sidecars of a thread as a history writes and reads them (its run, turn, ids).
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> history = [HumanMessage("fix it", id="h1")]
+            >>> sidecars = SidecarStore.of_history(InMemoryStore(), "t", history)
+            >>> sidecars.run, sidecars.turn, sorted(sidecars.held)
+            ('run:h1', ('h1', 'h1'), ['h1'])
+        """
+        users = [m.id for m in messages if is_human(m) and m.id]
+        return cls(
+            store,
+            thread_id,
+            run=run_thread(messages) if messages else None,
+            turn=(users[-1] if users else None, messages[-1].id if messages else None),
+            held=[m.id for m in messages if m.id],
+        )
 
     def _ops(self, records: Iterable[SidecarRecord]) -> list[PutOp]:
         # an object the index names by its key (merged runs sharing an id) is stored under its
@@ -226,7 +261,10 @@ class SidecarStore:
         named = (replace(r, object_id=split_key(r.object_id)[0]) for r in records)
         return [
             PutOp(
-                self.namespace, record_key(r.object_id, r.sha256), _encode(r, self.run), index=False
+                self.namespace,
+                record_key(r.object_id, r.sha256),
+                _encode(r, {"run": self.run, "turn": self.turn[0], "tail": self.turn[1]}),
+                index=False,
             )
             for r in named
         ]
@@ -277,9 +315,15 @@ class SidecarStore:
                 f"({wanted[:12]}...); stored versions: {stored}"
             )
         distinct = {r.sha256: r for r in records}
-        ours = {r.sha256 for r, i in zip(records, versions) if i.value.get("run") == self.run}
-        if len(distinct) > 1 and self.run is not None and ours:  # this run's own folds
-            distinct = {h: r for h, r in distinct.items() if h in ours}
+        values = [(r.sha256, i.value) for r, i in zip(records, versions)]
+        turns = {h: self.held[v["turn"]] for h, v in values if v.get("turn") in self.held}
+        for ours in (  # this run's own folds, then those made where this history's messages are
+            {h for h, v in values if self.run is not None and v.get("run") == self.run},
+            {h for h, v in values if v.get("tail") in self.held},
+            {h for h, at in turns.items() if at == max(turns[k] for k in distinct if k in turns)},
+        ):
+            if len(distinct) > 1 and ours & set(distinct):
+                distinct = {h: r for h, r in distinct.items() if h in ours}
         if len(distinct) > 1 and (whole := _one_round(list(distinct.values()))) is not None:
             return whole
         if len(distinct) > 1:

@@ -213,3 +213,27 @@ def test_an_id_several_runs_of_a_thread_folded_reads_as_the_reading_run_s_own():
     for reader in (SidecarStore(store, "t1"), SidecarStore(store, "t1", run="run:other")):
         with pytest.raises(SidecarAmbiguousError, match="2 different payloads"):
             reader.get("function:tool:1")  # no run of its own to tell them apart
+
+
+def test_an_id_the_branches_of_a_forked_thread_folded_reads_as_the_branch_s_own():
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    shared = [HumanMessage("task", id="h1"), AIMessage("on it", id="a1")]
+    main = [*shared, AIMessage("main goes on", id="a2")]  # the same turn, another tail
+    branch = [*shared, HumanMessage("fork: redo", id="h2"), AIMessage("redoing", id="a3")]
+    store = InMemoryStore()
+    for history, payload in ((main, "main's"), (branch, "the branch's")):
+        SidecarStore.of_history(store, "t1", history).put(_record(payload))
+    for history, payload in ((main, "main's"), (branch, "the branch's")):
+        assert SidecarStore.of_history(store, "t1", history).get("function:tool:1").payload == (
+            payload
+        )
+    # the branch's last message gone (pruned), the latest turn it holds is the branch's
+    later = [*branch[:3], AIMessage("much later", id="a9")]
+    assert SidecarStore.of_history(store, "t1", later).get("function:tool:1").payload == (
+        "the branch's"
+    )
+    with pytest.raises(SidecarAmbiguousError):  # a history holding neither
+        SidecarStore.of_history(store, "t1", [HumanMessage("other", id="h7")]).get(
+            "function:tool:1"
+        )
