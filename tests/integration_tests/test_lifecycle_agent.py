@@ -498,6 +498,63 @@ def test_subagents_called_from_a_tool_recover_their_own_pruned_stubs():
         assert answer.status == "success" and answer.content == expected
 
 
+def test_a_branch_of_a_forked_thread_recovers_its_own_pruned_stub():
+    # main and a branch forked before the first read each fold their own function:tool:1; a
+    # later commit prunes the stub (max_stubs=1), so the recovery has no hash to go by
+    from langchain.agents import create_agent
+
+    from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleMiddleware, PlannerTuning
+
+    @tool
+    def search(path: str) -> str:
+        """Search the index."""
+        return "\n".join(f"/srv/{path}/file_{i}.py: {path}-{i * 37}" for i in range(80))
+
+    recovered: dict[str, tuple[str, str, Any]] = {}  # topic -> (id, payload, the answer)
+
+    def script(topic: str) -> Any:
+        first: list[tuple[str, str]] = []
+        calls = [0]
+
+        def reply(messages: list[BaseMessage], index: int) -> AIMessage:
+            asked = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+            for m in messages if not first else ():
+                if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
+                    first.append((found[1], search.invoke(asked[m.tool_call_id]["args"])))
+                    break
+            step, calls[0] = calls[0], calls[0] + 1
+            if step < 8:
+                return AIMessage(
+                    "", tool_calls=[call("search", {"path": f"{topic}{step}"}, f"{topic}{step}")]
+                )
+            if step == 8:
+                return AIMessage(
+                    "",
+                    tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": first[0][0]}, f"{topic}r")],
+                )
+            recovered[topic] = (*first[0], messages[-1])
+            return AIMessage("done")
+
+        return reply
+
+    model = RecordingChatModel(script=script("main"))
+    planner = HeuristicPlanner(tuning=PlannerTuning(max_stubs=1))
+    store = InMemoryStore()
+    lifecycle = LifecycleMiddleware(store=store, planner=planner)
+    agent = create_agent(model, [search], middleware=[lifecycle], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": f"fork-{uuid.uuid4()}"}}
+    agent.invoke({"messages": [HumanMessage("search")]}, config)
+    start = [h for h in agent.get_state_history(config) if h.next == ("model",)][-1]  # oldest
+    model.script = script("branch")
+    branch = agent.update_state(start.config, {"messages": [HumanMessage("search again")]})
+    agent.invoke(None, branch)
+    assert sorted(recovered) == ["branch", "main"]
+    (main_id, main_payload, _), (branch_id, branch_payload, _) = recovered.values()
+    assert main_id == branch_id and main_payload != branch_payload  # one id, two payloads
+    for _, expected, answer in recovered.values():
+        assert answer.status == "success" and answer.content == expected
+
+
 def _lookup_record(path: str) -> str:
     return "\n".join(f"{path} line {k}: key_{k} = {k * 1000 + 7}" for k in range(15))
 
