@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -173,6 +173,12 @@ def _decode(object_id: str, thread_id: str, value: Mapping[str, Any]) -> Sidecar
     return SidecarRecord(object_id, payload, expected, kind, lineage, description)
 
 
+def _latest(turns: Mapping[str, int], among: Iterable[str]) -> set[str]:
+    """Those of ``among`` whose turn (a position in ``turns``) is the latest of them."""
+    held = {h: turns[h] for h in among if h in turns}
+    return {h for h, at in held.items() if at == max(held.values())}
+
+
 def _natural(object_id: str) -> list[tuple[int, int | str]]:
     """Sort key: ``function:tool:2`` before ``function:tool:10``."""
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", object_id) if p]
@@ -217,7 +223,7 @@ class SidecarStore:
         namespace: str = SIDECAR_NAMESPACE,
         run: str | None = None,
         turn: tuple[str | None, str | None] = (None, None),
-        held: Collection[str] = (),
+        held: Sequence[str] = (),
     ) -> None:
         if not isinstance(store, BaseStore):
             raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
@@ -318,12 +324,12 @@ class SidecarStore:
         values = [(r.sha256, i.value) for r, i in zip(records, versions)]
         turns = {h: self.held[v["turn"]] for h, v in values if v.get("turn") in self.held}
         for ours in (  # this run's own folds, then those made where this history's messages are
-            {h for h, v in values if self.run is not None and v.get("run") == self.run},
-            {h for h, v in values if v.get("tail") in self.held},
-            {h for h, at in turns.items() if at == max(turns[k] for k in distinct if k in turns)},
+            lambda _: {h for h, v in values if self.run is not None and v.get("run") == self.run},
+            lambda _: {h for h, v in values if v.get("tail") in self.held},
+            lambda left: _latest(turns, left),
         ):
-            if len(distinct) > 1 and ours & set(distinct):
-                distinct = {h: r for h, r in distinct.items() if h in ours}
+            if len(distinct) > 1 and (kept := ours(distinct) & set(distinct)):
+                distinct = {h: r for h, r in distinct.items() if h in kept}
         if len(distinct) > 1 and (whole := _one_round(list(distinct.values()))) is not None:
             return whole
         if len(distinct) > 1:

@@ -423,6 +423,40 @@ def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
     assert provider_problems(after) == []
 
 
+def recovering_reader(topic: str, search: Any, recovered: dict[str, tuple[str, str, Any]]) -> Any:
+    """A model script: 8 searches, then ``recover_context`` of the first stub it was shown.
+
+    ``recovered[topic]`` gets ``(id, the payload the stub stood for, the tool's answer)``.
+    """
+    first: list[tuple[str, str]] = []
+    calls = [0]  # the selection may leave earlier steps out: steps are counted here
+
+    def reply(messages: list[BaseMessage], index: int) -> AIMessage:
+        asked = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+        for m in messages if not first else ():
+            if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
+                first.append((found[1], search.invoke(asked[m.tool_call_id]["args"])))
+                break
+        step, calls[0] = calls[0], calls[0] + 1
+        if step < 8:
+            args = {"path": f"{topic}/{step}"}
+            return AIMessage("", tool_calls=[call(search.name, args, f"{topic}{step}")])
+        if step == 8:
+            args = {"object_id": first[0][0]}
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, args, f"{topic}r")])
+        recovered[topic] = (*first[0], messages[-1])
+        return AIMessage("done")
+
+    return reply
+
+
+@tool
+def search_parts(path: str) -> str:
+    """Search the index."""
+    topic, n = path.split("/")
+    return "\n".join(f"/srv/{topic}/part{n}/file_{i}.py: {topic}-{n}-{i * 37}" for i in range(80))
+
+
 def test_subagents_called_from_a_tool_recover_their_own_pruned_stubs():
     # each subagent inherits the parent's thread id (one sidecar namespace) and numbers its
     # rounds from 1; a stub it saw was pruned later (max_stubs=1), so recovery has no hash
@@ -431,46 +465,17 @@ def test_subagents_called_from_a_tool_recover_their_own_pruned_stubs():
     from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleMiddleware, PlannerTuning
 
     store = InMemoryStore()
-    recovered: dict[str, tuple[str, Any]] = {}
+    recovered: dict[str, tuple[str, str, Any]] = {}
 
     def lifecycle() -> LifecycleMiddleware:
         planner = HeuristicPlanner(tuning=PlannerTuning(max_stubs=1))
         return LifecycleMiddleware(store=store, planner=planner)
 
     @tool
-    def search(path: str) -> str:
-        """Search the index."""
-        topic, n = path.split("/")
-        return "\n".join(f"/srv/{topic}/part{n}/file_{i}.py: {topic}-{n}-{i}" for i in range(80))
-
-    def sub_script(topic: str) -> Any:
-        first: list[tuple[str, str]] = []
-
-        def script(messages: list[BaseMessage], index: int) -> AIMessage:
-            calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
-            for m in messages if not first else ():
-                if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
-                    first.append((found[1], search.invoke(calls[m.tool_call_id]["args"])))
-                    break
-            if index < 8:
-                return AIMessage(
-                    "", tool_calls=[call("search", {"path": f"{topic}/{index}"}, f"{topic}{index}")]
-                )
-            if index == 8:
-                return AIMessage(
-                    "",
-                    tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": first[0][0]}, f"{topic}r")],
-                )
-            recovered[topic] = (first[0][1], messages[-1])
-            return AIMessage("done")
-
-        return script
-
-    @tool
     def research(topic: str) -> str:
         """Delegate to a research subagent."""
-        model = RecordingChatModel(script=sub_script(topic))
-        sub = create_agent(model, [search], middleware=[lifecycle()])
+        model = RecordingChatModel(script=recovering_reader(topic, search_parts, recovered))
+        sub = create_agent(model, [search_parts], middleware=[lifecycle()])
         return str(
             sub.invoke({"messages": [HumanMessage(f"Research {topic}")]})["messages"][-1].content
         )
@@ -494,7 +499,7 @@ def test_subagents_called_from_a_tool_recover_their_own_pruned_stubs():
         {"messages": [HumanMessage("research three topics")]}, {"configurable": {"thread_id": "t1"}}
     )
     assert sorted(recovered) == ["alpha", "beta", "gamma"]
-    for expected, answer in recovered.values():
+    for _, expected, answer in recovered.values():
         assert answer.status == "success" and answer.content == expected
 
 
@@ -505,47 +510,18 @@ def test_a_branch_of_a_forked_thread_recovers_its_own_pruned_stub():
 
     from langchain_pacms.lifecycle import HeuristicPlanner, LifecycleMiddleware, PlannerTuning
 
-    @tool
-    def search(path: str) -> str:
-        """Search the index."""
-        return "\n".join(f"/srv/{path}/file_{i}.py: {path}-{i * 37}" for i in range(80))
-
     recovered: dict[str, tuple[str, str, Any]] = {}  # topic -> (id, payload, the answer)
-
-    def script(topic: str) -> Any:
-        first: list[tuple[str, str]] = []
-        calls = [0]
-
-        def reply(messages: list[BaseMessage], index: int) -> AIMessage:
-            asked = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
-            for m in messages if not first else ():
-                if isinstance(m, ToolMessage) and (found := STUB.search(str(m.content))):
-                    first.append((found[1], search.invoke(asked[m.tool_call_id]["args"])))
-                    break
-            step, calls[0] = calls[0], calls[0] + 1
-            if step < 8:
-                return AIMessage(
-                    "", tool_calls=[call("search", {"path": f"{topic}{step}"}, f"{topic}{step}")]
-                )
-            if step == 8:
-                return AIMessage(
-                    "",
-                    tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": first[0][0]}, f"{topic}r")],
-                )
-            recovered[topic] = (*first[0], messages[-1])
-            return AIMessage("done")
-
-        return reply
-
-    model = RecordingChatModel(script=script("main"))
+    model = RecordingChatModel(script=recovering_reader("main", search_parts, recovered))
     planner = HeuristicPlanner(tuning=PlannerTuning(max_stubs=1))
     store = InMemoryStore()
     lifecycle = LifecycleMiddleware(store=store, planner=planner)
-    agent = create_agent(model, [search], middleware=[lifecycle], checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, [search_parts], middleware=[lifecycle], checkpointer=InMemorySaver()
+    )
     config: Any = {"configurable": {"thread_id": f"fork-{uuid.uuid4()}"}}
     agent.invoke({"messages": [HumanMessage("search")]}, config)
     start = [h for h in agent.get_state_history(config) if h.next == ("model",)][-1]  # oldest
-    model.script = script("branch")
+    model.script = recovering_reader("branch", search_parts, recovered)
     branch = agent.update_state(start.config, {"messages": [HumanMessage("search again")]})
     agent.invoke(None, branch)
     assert sorted(recovered) == ["branch", "main"]
