@@ -497,12 +497,7 @@ class SelectionRunner:
         except Exception as err:
             if self.config.strict:
                 raise
-            error = f"{type(err).__name__}: {err}"
-            logger.warning(
-                "pacms %s: selection failed (%s); keeping the most recent context",
-                self.source,
-                error,
-            )
+            error = f"{type(err).__name__}: {err}"  # reported with the recency window below
             query, extra = "", {"fell_back": True, "error": error}
             try:
                 fallback = self.candidates(
@@ -511,8 +506,10 @@ class SelectionRunner:
                 selection, out = yield from self.fit(messages, fallback, "")
             except Exception as again:  # last resort: never stall the agent
                 logger.warning(
-                    "pacms %s: recency fallback failed too (%s); passing messages through",
+                    "pacms %s: selection failed (%s) and its recency fallback too (%s); "
+                    "passing the messages through",
                     self.source,
+                    error,
                     again,
                 )
                 return list(messages), {"source": self.source, "kept": len(messages), **extra}

@@ -150,7 +150,7 @@ class SelectionLog:
 def _log_line(event: dict[str, Any]) -> None:
     if event["fell_back"]:
         logger.warning(
-            "pacms %s: selector fell back to recency (%s); kept %d/%d candidates",
+            "pacms %s: selection fell back to recency (%s); kept %d/%d candidates",
             event["source"],
             event["error"],
             event["kept"],

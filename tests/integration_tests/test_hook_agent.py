@@ -365,7 +365,9 @@ async def test_async_recovery_does_not_block_on_the_sync_selector():
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-async def test_a_failed_selection_is_reported_like_any_call(tmp_path, use_async: bool):
+async def test_a_failed_selection_is_reported_like_any_call(
+    tmp_path, caplog: pytest.LogCaptureFixture, use_async: bool
+):
     log = tmp_path / "f.jsonl"
     events: list[dict[str, Any]] = []
 
@@ -379,11 +381,14 @@ async def test_a_failed_selection_is_reported_like_any_call(tmp_path, use_async:
     hook = create_pacms_hook(config=SelectionConfig(budget=100, log=log, query=broken))
     conversation = [HumanMessage("first question " * 40), AIMessage("ok"), HumanMessage("next?")]
     config = {"callbacks": [Events()]}
-    if use_async:
-        out = await hook.ainvoke({"messages": conversation}, config)
-    else:
-        out = hook.invoke({"messages": conversation}, config)
+    with caplog.at_level(logging.WARNING, logger="langchain_pacms"):
+        if use_async:
+            out = await hook.ainvoke({"messages": conversation}, config)
+        else:
+            out = hook.invoke({"messages": conversation}, config)
     assert out["llm_input_messages"][-1] is conversation[-1]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "fell back to recency (RuntimeError: query callable broke)" in warning  # said once
     (record,) = [json.loads(line) for line in log.read_text().splitlines()]
     (event,) = events
     for seen in (record, event):
