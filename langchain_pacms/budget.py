@@ -95,6 +95,19 @@ class Budget:
                 f"Budget(answer_reserve=...) must be an int >= 0, got {self.answer_reserve!r}"
             )
         object.__setattr__(self, "answer_reserve", reserve)
+        unused = [
+            f"{name}={value!r}"
+            for name, value, default in (
+                ("answer_reserve", reserve, DEFAULT_ANSWER_RESERVE),
+                ("fill", self.fill, 1.0),
+            )
+            if value != default
+        ]
+        if self.context_window is None and unused:
+            raise ValueError(
+                f"Budget({', '.join(unused)}) applies to a context_window budget only "
+                f"(given: {given[0]})"
+            )
         if self.context_window is not None:
             window = _positive("context_window", self.context_window)
             object.__setattr__(self, "context_window", window)

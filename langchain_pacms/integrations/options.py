@@ -247,7 +247,14 @@ class ToolLoopOptions:
                 "fold_stubs=True needs sidecar_store=<a BaseStore> for the folded outputs"
             )
         if store is not None and not self.fold_stubs:
-            raise ValueError("sidecar_store is only used with fold_stubs (pass fold_stubs=True)")
+            raise ValueError(
+                "sidecar_store is only used for fold stubs, which "
+                + (
+                    "exclude placeholders=True (pass one of the two)"
+                    if self.placeholders
+                    else "fold_stubs=False turns off (leave sidecar_store out)"
+                )
+            )
         if self.fold_stubs and self.placeholders:
             raise ValueError(
                 "pass fold_stubs or placeholders, not both (each is a variant of a dropped "

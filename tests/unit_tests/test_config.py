@@ -80,6 +80,8 @@ def test_the_pacms_options_object_takes_exactly_the_strategy_options():
         ({"tokens": 0}, "positive"),
         ({"ratio": 1.5}, "ratio"),
         ({"fraction": True}, "fraction"),
+        ({"tokens": 100, "fill": 0.5}, "fill=0.5\\) applies to a context_window budget only"),
+        ({"ratio": 0.5, "answer_reserve": 50}, "answer_reserve=50\\) applies to a context_window"),
     ],
 )
 def test_bad_budgets_rejected(kwargs, message):

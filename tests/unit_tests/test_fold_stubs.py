@@ -55,10 +55,10 @@ def is_stub(message: BaseMessage) -> bool:
     ("options", "error"),
     [
         ({"fold_stubs": True}, "needs sidecar_store"),
-        ({"sidecar_store": InMemoryStore(), "fold_stubs": False}, "only used with fold_stubs"),
+        ({"sidecar_store": InMemoryStore(), "fold_stubs": False}, "leave sidecar_store out"),
         (
             {"sidecar_store": InMemoryStore(), "placeholders": True},
-            "only used with fold_stubs",
+            "exclude placeholders=True",
         ),
         ({"fold_stubs": True, "sidecar_store": {}}, "must be a langgraph BaseStore"),
         (
