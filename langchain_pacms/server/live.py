@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -102,7 +103,17 @@ class StreamCount:
 
 
 class LiveSessions(StreamCount):
-    """The recent records of each session in this process's memory, bounded, thread-safe."""
+    """The recent records of each session in this process's memory, bounded, thread-safe.
+
+    Records are numbered from ``start + 1``; by default ``start`` is the clock in microseconds,
+    so a restarted service numbers above whatever the one before it gave (a page that reconnects
+    late with the ``Last-Event-ID`` of the earlier process gets every record of the new one).
+
+    Example:
+        >>> live = LiveSessions(start=0)
+        >>> live.add("s", {"candidates": []}), [n for n, _ in live.since("s", 0)]
+        (1, [1])
+    """
 
     def __init__(
         self,
@@ -111,12 +122,14 @@ class LiveSessions(StreamCount):
         max_records: int = MAX_RECORDS,
         max_bytes: int = MAX_BYTES,
         max_clients: int = MAX_CLIENTS,
+        start: int | None = None,
     ) -> None:
         super().__init__(max_clients)
         self.max_sessions, self.max_records, self.max_bytes = max_sessions, max_records, max_bytes
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, deque[tuple[int, str]]] = OrderedDict()
-        self._bytes = self._seq = 0
+        self._bytes = 0
+        self._seq = time.time_ns() // 1000 if start is None else start
 
     def add(self, session: str, record: dict[str, Any]) -> int:
         """Keep ``record`` (as compact JSON) as the newest of ``session``; its sequence number."""

@@ -5,8 +5,8 @@ under a session while the page follows it (``/?follow=ID``): after every turn th
 the newest selection, the same one the hook got, and the fact told in the first turn drops out
 while long tool outputs take the budget, then returns to the kept set when it is asked again.
 ``pacms serve --watch`` (``create_app(watch=...)``) does the same from the hook's JSONL log.
-A page following a session through a restart of the service (which numbers records from 1
-again) shows the selections made after it.
+A page following a session through a restart of the service (which numbers records above
+the one before) shows the selections made after it.
 """
 
 from __future__ import annotations
@@ -125,13 +125,14 @@ def test_the_page_follows_a_session_through_a_restart_of_the_service(page: Page)
             remote.select(pool, "Which port?", b)
         page.open(f"{url}/?follow=agent")
         shows_record(page, 5)
-    # the page's stream reconnects with Last-Event-ID 5; the new service numbers from 1 again
+    # the page's stream reconnects with the Last-Event-ID of record 5; the new service numbers
+    # above it (from its clock), so whatever it kept before the page is back is sent
     with serving(port=port):
-        for b in range(100, 104):  # numbered 1-4 by the restarted service
+        for b in range(100, 104):
             remote.select(pool, "Which port?", b)
         shows_record(page, 9)
         assert page.js(budget) == "103"
-        remote.select(pool, "Which port?", 104)  # numbered 5: the last number the page saw
+        remote.select(pool, "Which port?", 104)
         shows_record(page, 10)
         assert page.js(budget) == "104"
         page.call("Page.navigate", url="about:blank")

@@ -85,7 +85,7 @@ def test_it_keeps_what_the_in_process_log_keeps(
     adds: list[tuple[str, int]], sessions: int, records: int, size: int
 ) -> None:
     bounds = {"max_sessions": sessions, "max_records": records, "max_bytes": size}
-    shared, local = fresh(**bounds), LiveSessions(**bounds)
+    shared, local = fresh(**bounds), LiveSessions(**bounds, start=0)
     try:
         for n, (name, length) in enumerate(adds):
             record = {"n": n, "pad": "x" * length}
@@ -112,7 +112,7 @@ def test_records_round_trip_and_resume_after_a_number(make) -> None:
 
 
 def test_a_number_beyond_the_newest_replays_the_session_as_in_process(make) -> None:
-    log, local = make(), LiveSessions()
+    log, local = make(), LiveSessions(start=0)
     log.add("s", {"n": 1})
     seen = log.add("s", {"n": 2})  # a page's stream saw this one
     log.client.delete(*keys_of(log))  # Redis lost its data: the numbers start again

@@ -122,28 +122,39 @@ def test_a_session_header_that_is_not_utf8_is_a_400(route: str, session: bytes) 
         assert httpx.get(f"{url}/sessions").json()["sessions"] == []
 
 
-def test_a_last_event_id_beyond_the_newest_record_replays_the_session() -> None:
-    # a page's stream saw record 5 of a service that then restarted: this one numbers from 1
+def post_budgets(url: str, *budgets: int) -> None:
+    for budget in budgets:
+        httpx.post(
+            f"{url}/select",
+            json={**BODY, "budget_tokens": budget},
+            headers={"X-Pacms-Session": "agent"},
+        )
+
+
+def test_a_page_back_late_after_a_restart_gets_every_record_of_the_new_service() -> None:
     with running(create_app()) as url:
+        post_budgets(url, 16, 9)
+        seen = list(events(f"{url}/sessions/agent/events", 2))[-1]["id"]
+    with running(create_app()) as url:  # restarted; six selections before the page is back
+        post_budgets(url, 10, 11, 12, 13, 14, 15)
+        resumed = list(events(f"{url}/sessions/agent/events", 6, {"Last-Event-ID": str(seen)}))
+        assert [e["data"]["budget"] for e in resumed] == [10, 11, 12, 13, 14, 15]
+        assert resumed[0]["id"] > seen
+
+
+def test_a_last_event_id_beyond_the_newest_record_replays_the_session() -> None:
+    # a page's stream saw record 5 of another numbering (a Redis that lost its counter, a clock
+    # set back): this one numbers from 1
+    with running(create_app(live=LiveSessions(start=0))) as url:
         after_restart = events(f"{url}/sessions/agent/events", 3, {"Last-Event-ID": "5"})
-        for budget in (16, 9):
-            httpx.post(
-                f"{url}/select",
-                json={**BODY, "budget_tokens": budget},
-                headers={"X-Pacms-Session": "agent"},
-            )
+        post_budgets(url, 16, 9)
         # an open stream gets the new records although their numbers are below its last
         assert [e["id"] for e in itertools.islice(after_restart, 2)] == [1, 2]
         # as does one that resumes after the restart
         resumed = list(events(f"{url}/sessions/agent/events", 2, {"Last-Event-ID": "5"}))
         assert [(e["id"], e["data"]["budget"]) for e in resumed] == [(1, 16), (2, 9)]
         # once it is past them, numbers go on as usual
-        for budget in (12, 13, 14, 15):
-            httpx.post(
-                f"{url}/select",
-                json={**BODY, "budget_tokens": budget},
-                headers={"X-Pacms-Session": "agent"},
-            )
+        post_budgets(url, 12, 13, 14, 15)
         assert [e["id"] for e in itertools.islice(after_restart, 1)] == [3]
         after_restart.close()
         later = list(events(f"{url}/sessions/agent/events", 1, {"Last-Event-ID": "5"}))

@@ -46,12 +46,21 @@ def test_since_gives_only_later_records() -> None:
 
 
 def test_an_after_beyond_the_newest_record_gives_them_all() -> None:
-    live = LiveSessions()  # a restarted service: a page saw record 5 of the one before
+    live = LiveSessions(start=0)  # numbers went back: a page saw record 5 of another numbering
     assert live.since("s", 5) == []
     first = live.add("s", {"n": 1})
     second = live.add("s", {"n": 2})
     assert [seq for seq, _ in live.since("s", 5)] == [first, second] == [1, 2]
     assert [seq for seq, _ in live.since("s", second)] == []  # the newest itself: nothing new
+
+
+def test_a_restarted_service_numbers_above_the_one_before() -> None:
+    before = LiveSessions()
+    seen = [before.add("s", {"n": n}) for n in range(3)][-1]  # the last record a page saw
+    after = LiveSessions()  # the service restarted; the page is back only after 10 records
+    later = [after.add("s", {"n": n}) for n in range(10)]
+    assert later[0] > seen
+    assert [seq for seq, _ in after.since("s", seen)] == later
 
 
 def test_streams_are_counted_up_to_the_cap() -> None:
