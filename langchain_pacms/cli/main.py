@@ -6,7 +6,10 @@ Each module's ``register(subparsers)`` adds its parser and sets ``func`` (namesp
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -75,7 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except OSError as err:  # the output cannot be written (`| head` left, a full disk)
+        if err.errno not in (errno.EPIPE, errno.ENOSPC, errno.EIO):
+            raise
+        with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if err.errno != errno.EPIPE:
+            print(f"pacms: cannot write the output: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

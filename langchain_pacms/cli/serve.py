@@ -115,13 +115,15 @@ def _run(args: argparse.Namespace) -> int:
         if token is None and not args.insecure:
             print(
                 f"pacms serve: binding {args.host} exposes the service beyond this machine; "
-                f"give a token (--token or {TOKEN_ENV}) or pass --insecure"
+                f"give a token (--token or {TOKEN_ENV}) or pass --insecure",
+                file=sys.stderr,
             )
             return 2
         logger.warning("binding %s: the service is reachable from other machines", args.host)
         print(
             f"warning: binding {args.host} exposes the service beyond this machine "
-            f"({'bearer token required' if token else 'no authentication'}; plain HTTP)"
+            f"({'bearer token required' if token else 'no authentication'}; plain HTTP)",
+            file=sys.stderr,
         )
     if args.watch is not None and not _check_watch(args.watch):
         return 2
@@ -302,7 +304,10 @@ def _key_prefix(value: str) -> str:
 
 
 def _seconds(value: str) -> float:
-    number = float(value)
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {value!r}") from None
     if not (math.isfinite(number) and number > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value}")
     return number

@@ -219,11 +219,14 @@ def create_app(
             "facts": [{"name": f.name, "ids": list(s.fact_ids(f))} for f in s.facts],
         }
 
+    # a path that is not UTF-8 is shown with replacement characters (JSON carries only UTF-8)
+    watching = None if watch is None else os.fsencode(watch).decode("utf-8", "replace")
+
     @app.get("/sessions")
     async def list_sessions() -> dict[str, Any]:
         """Sessions with recent selections: id, records kept, newest record's number."""
         listed = await anyio.to_thread.run_sync(sessions.summary)
-        return {"sessions": listed, "watching": None if watch is None else str(watch)}
+        return {"sessions": listed, "watching": watching}
 
     @app.get("/sessions/{sid}/events", response_model=None)
     async def session_events(sid: str, request: Request) -> Response:

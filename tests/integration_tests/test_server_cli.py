@@ -39,8 +39,8 @@ def test_beyond_loopback_needs_a_token_or_insecure(
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
     monkeypatch.setattr(serve, "_free_port", lambda host, port: port)  # binds nothing here
     assert main(["serve", "--host", host, "--port", "9999", *extra]) == code
-    out = capsys.readouterr().out
-    assert (said in out) if said else "warning" not in out
+    err = capsys.readouterr().err  # the refusal and the warning are on stderr
+    assert (said in err) if said else "warning" not in err
     if code == 0:
         assert seen["host"] == host and seen["port"] == 9999
         # the h11 protocol with the header-read timeout (HeaderTimeoutProtocol, 10 s by default)

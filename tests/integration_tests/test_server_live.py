@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ import httpx
 from pacms_server import running
 from script_runs import REPO, run_python
 
-from langchain_pacms import ContextSelector
+from langchain_pacms import Candidate, ContextSelector
 from langchain_pacms.cli.main import build_parser
 from langchain_pacms.messages import SelectionLog
 from langchain_pacms.remote import RemoteSelector
@@ -212,6 +213,27 @@ def test_watch_follows_a_hook_log(tmp_path: Path) -> None:
             handle.write(line[40:])
         assert next(stream)["data"] == record  # the stray JSON skipped, the halves joined
         stream.close()
+
+
+def test_a_watched_record_with_a_file_name_that_is_not_utf8_reaches_the_page(
+    tmp_path: Path,
+) -> None:
+    path, selector = tmp_path / "sel.jsonl", ContextSelector()
+    log, name = SelectionLog(path), "caf\udce9.py"  # os.listdir's str of b"caf\xe9.py"
+    for text in ("the port is 6543", name, "lunch was fine"):
+        kept = selector.select([Candidate(text, text)], "port", budget=20)
+        log.write(kept, query="port", source="hook")
+    with running(create_app(watch=path)) as url:
+        got = [e["data"] for e in events(f"{url}/sessions/watch/events", 3)]
+    assert [r["candidates"][0]["id"] for r in got] == ["the port is 6543", name, "lunch was fine"]
+
+
+def test_a_watched_path_that_is_not_utf8_is_listed(tmp_path: Path) -> None:
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/sel\xff.jsonl"))
+    with running(create_app(watch=path)) as url:
+        listed = httpx.get(f"{url}/sessions")
+        assert listed.status_code == 200
+        assert listed.json()["watching"] == str(tmp_path) + "/sel\ufffd.jsonl"
 
 
 def test_pacms_serve_takes_watch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

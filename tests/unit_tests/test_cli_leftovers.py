@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,26 @@ def test_the_eval_command_exits_non_zero() -> None:
     done = run_pacms("eval", "lifecycle")
     assert done.returncode == 2
     assert "pip install -e ./bench" in done.stderr
+
+
+def test_a_timeout_that_is_no_number_names_the_option() -> None:
+    done = run_pacms("serve", "--header-timeout", "abc")
+    assert done.returncode == 2
+    assert "--header-timeout: must be a number of seconds, got 'abc'" in done.stderr
+    assert "_seconds" not in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_output_that_cannot_be_written_is_one_line() -> None:
+    with open("/dev/full", "w") as full:  # every write fails: no space left on device
+        done = subprocess.run(
+            [sys.executable, "-m", "langchain_pacms.cli.main", "demo"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "pacms: cannot write the output: [Errno 28] No space left on device"
+    ]
