@@ -49,14 +49,14 @@ MAX_CLIENTS = 16
 
 
 def record_json(record: dict[str, Any]) -> str:
-    """``record`` as the compact JSON a log keeps and a stream sends, always valid UTF-8.
+    r"""``record`` as the compact JSON a log keeps and a stream sends, always valid UTF-8.
 
     A lone surrogate (a file name that is not UTF-8, as ``os.listdir`` decodes it) is written as
-    its JSON escape (``\\udce9``), which a page decodes to the same string.
+    its JSON escape (``\udce9``), which a page decodes to the same string.
 
     Example:
-        >>> record_json({"id": "caf\\udce9", "n": 1})
-        '{"id":"caf\\\\udce9","n":1}'
+        >>> record_json({"id": "caf\udce9", "n": 1})
+        '{"id":"caf\\udce9","n":1}'
     """
     text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str)
     try:
