@@ -124,38 +124,65 @@ def _failure(exc: BaseException, known: list[str]) -> ToolException:
     return ToolException(f"recover_context failed: {exc}.{hint}")
 
 
-def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> bool:
-    """Whether the object's one tool result had list content (blocks) before it was folded."""
+def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> int:
+    """How many tool results the object holds if one of them had list content (blocks), else 0."""
     held = obj.indices if obj is not None else ()
     results = [messages[i] for i in held if isinstance(messages[i], ToolMessage)]
-    if len(results) != 1:
-        return False
-    mark = results[0].additional_kwargs.get(LIFECYCLE_KEY) or {}
-    return isinstance(results[0].content, list) or bool(mark.get("list_content"))
+
+    def blocks(result: BaseMessage) -> bool:
+        mark = result.additional_kwargs.get(LIFECYCLE_KEY) or {}
+        return isinstance(result.content, list) or bool(mark.get("list_content"))
+
+    return len(results) if any(blocks(r) for r in results) else 0
 
 
-def _content(payload: str, listed: bool) -> str | list[Any]:
+def _media(payload: str) -> list[Any] | None:
+    """The blocks of a result's payload (list content as JSON) if one holds media, else ``None``."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return None
+    if isinstance(value, list) and any(
+        isinstance(b, Mapping) and media_tokens(b) is not None for b in value
+    ):
+        return value
+    return None
+
+
+def _content(payload: str, listed: int) -> str | list[Any]:
     """What the tool returns: the payload, or a result's blocks again when they hold media.
 
     A folded result whose content was blocks with an image or a file (a screenshot tool) comes
-    back as those blocks (after a span's call, as text), so the model sees the image again.
+    back as those blocks (after a span's call, as text), so the model sees the image again; of
+    several results, each comes back as a text block naming its call, followed by its blocks
+    when they hold media.
     """
     if not listed:
         return payload
+    results, head = payload, []
     try:
         value = json.loads(payload)
-        head: list[Any] = []
-        if isinstance(value, dict) and isinstance(value.get("results"), str):  # a span's payload
-            call = {"text": value.get("text"), "tool_calls": value.get("tool_calls")}
-            head = [{"type": "text", "text": json.dumps(call, ensure_ascii=False)}]
-            value = json.loads(value["results"])
     except ValueError:
         return payload
-    if not isinstance(value, list) or not any(
-        isinstance(b, Mapping) and media_tokens(b) is not None for b in value
-    ):
+    if isinstance(value, dict) and isinstance(value.get("results"), str):  # a span's payload
+        call = {"text": value.get("text"), "tool_calls": value.get("tool_calls")}
+        head = [{"type": "text", "text": json.dumps(call, ensure_ascii=False)}]
+        results = value["results"]
+    if listed == 1:
+        blocks = _media(results)
+        return payload if blocks is None else [*head, *blocks]
+    try:  # several results: [{"tool_call_id", "content"}, ...] (``payload_of``)
+        each = [(r, _media(r["content"])) for r in json.loads(results)]
+    except (ValueError, TypeError, KeyError):
         return payload
-    return [*head, *value]
+    if all(blocks is None for _, blocks in each):
+        return payload
+    parts: list[Any] = list(head)
+    for result, blocks in each:
+        shown = result if blocks is None else {"tool_call_id": result["tool_call_id"]}
+        parts.append({"type": "text", "text": json.dumps(shown, ensure_ascii=False)})
+        parts.extend(blocks or ())
+    return parts
 
 
 def _recovering(

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_pacms.lifecycle.actions import Action, ActionResult, apply_actions, provider_problems
 from langchain_pacms.lifecycle.objects import ContextIndex
 from langchain_pacms.lifecycle.tuning import Masking
+from langchain_pacms.messages.payload import exact_payload
 from langchain_pacms.tokens import TokenCounter
 
 __all__ = ["Checked", "Rejection", "check_actions", "merge_actions"]
@@ -120,6 +121,10 @@ def _reason(
         return "a tool_use block its tool_calls lack would be lost, orphaning the call's result"
     if action.op != "prune" and obj.state != "active":
         return f"already {obj.state}"  # a fold of a masked body would store the masked text
+    if action.op == "fold" and not exact_payload(
+        messages, obj.indices, calls=action.scope == "span"
+    ):
+        return "its content holds values JSON cannot carry (bytes, ...): a fold would lose them"
     return None
 
 

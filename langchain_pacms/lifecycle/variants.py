@@ -18,6 +18,7 @@ from langchain_pacms.lifecycle.fold import (
     shown_before,
 )
 from langchain_pacms.lifecycle.objects import ContextObject, index_messages
+from langchain_pacms.messages.payload import exact_payload
 
 __all__ = ["FoldMemo", "FoldVariant", "fold_variants"]
 
@@ -100,7 +101,12 @@ def fold_variants(
     """
     index = index_messages(messages, token_counter=token_counter, known_ids=known_ids)
     spans = [
-        o for o in index.objects if o.kind == "tool" and o.state == "active" and len(o.indices) > 1
+        o
+        for o in index.objects
+        if o.kind == "tool"
+        and o.state == "active"
+        and len(o.indices) > 1
+        and exact_payload(messages, o.indices, calls=calls)  # else a stub would lose values
     ]
     shown = shown_before(messages)
     found: dict[int, FoldVariant] = {}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langchain_pacms.messages.text import content_text
 
-__all__ = ["LIFECYCLE_KEY", "content_payload", "payload_of", "readable_of"]
+__all__ = ["LIFECYCLE_KEY", "content_payload", "exact_payload", "payload_of", "readable_of"]
 
 LIFECYCLE_KEY = "pacms_lifecycle"
 """Key in ``additional_kwargs`` of a rewritten message: ``{"object": id, "state": ...}``."""
@@ -21,6 +21,44 @@ def content_payload(content: str | list[Any]) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _json_exact(value: Any) -> bool:
+    """Whether JSON gives ``value`` back equal (a tuple as a list; no bytes, sets or objects)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_json_exact(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _json_exact(v) for k, v in value.items())
+    return False
+
+
+def exact_payload(
+    messages: Sequence[BaseMessage], indices: Sequence[int], *, calls: bool = False
+) -> bool:
+    r"""Whether a fold of these messages stores what gives them back exactly.
+
+    List content is stored as JSON: a value JSON cannot carry (``bytes`` in an image block, a
+    set, an object) would come back as its ``str``. ``calls``: the call's arguments are stored
+    too (a span fold).
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> png = {"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}
+        >>> exact_payload([ToolMessage([{"type": "text", "text": "a"}], tool_call_id="c")], (0,))
+        True
+        >>> exact_payload([ToolMessage([png], tool_call_id="c")], (0,))
+        False
+    """
+    held = [messages[i] for i in indices]
+    return all(_json_exact(m.content) for m in held) and (
+        not calls or all(_json_exact(c.get("args")) for m in held for c in _calls(m))
+    )
+
+
+def _calls(message: BaseMessage) -> list[Any]:
+    return list(getattr(message, "tool_calls", None) or [])
 
 
 def payload_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:

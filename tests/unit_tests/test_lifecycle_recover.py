@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from pacms_fakes import call, fold, tool_round
@@ -10,9 +10,12 @@ from langchain_pacms.lifecycle import (
     RECOVER_TOOL_NAME,
     SIDECAR_NAMESPACE,
     Action,
+    LifecycleHarness,
     SidecarRecord,
     SidecarStore,
     apply_actions,
+    check_actions,
+    fold_variants,
     index_messages,
     make_recover_tool,
 )
@@ -208,3 +211,62 @@ def test_recover_context_says_a_masked_object_is_not_recoverable():
     answer = tool.invoke(request, {"configurable": {"thread_id": "t"}})
     assert answer.status == "error" and "was masked" in answer.content
     assert "in the history)" not in answer.content
+
+
+def test_a_result_holding_bytes_is_never_folded():
+    # a Bedrock-style image block holds raw bytes: stored as JSON they came back as "b'...'"
+    png = {"image": {"format": "png", "source": {"bytes": b"\x89PNG\r\n\x1a\n\x00raw"}}}
+    listing = "\n".join(f"src/pkg{i % 7}/module_{i}.py" for i in range(300))
+    blocks = [{"type": "text", "text": listing}, png]
+    msgs = [
+        HumanMessage("take a screenshot and read the log", id="h1"),
+        *tool_round("shot", {"path": "app.log"}, "x"),
+        AIMessage("done", id="a2"),
+        HumanMessage("next task", id="h2"),
+    ]
+    msgs[2] = msgs[2].model_copy(update={"content": blocks})
+    checked = check_actions(msgs, index_messages(msgs), [Action("fold", "function:tool:1")])
+    assert not checked.accepted
+    assert [r.reason for r in checked.rejected] == [
+        "its content holds values JSON cannot carry (bytes, ...): a fold would lose them"
+    ]
+    harness = LifecycleHarness(store=InMemoryStore())
+    assert harness.step(msgs, thread_id="t") is None  # the default planner's fold is refused
+    assert fold_variants(msgs) == {}  # nor does the selection send a stub of it
+    # the same text without the bytes folds and comes back exactly
+    msgs[2] = msgs[2].model_copy(update={"content": blocks[:1]})
+    commit = harness.step(msgs, thread_id="t")
+    assert commit is not None and [a.target for a in commit.actions] == ["function:tool:1"]
+    assert set(fold_variants(msgs)) == {1}
+
+
+@pytest.mark.parametrize("scope", ["output", "span"])
+def test_a_parallel_round_with_a_screenshot_comes_back_as_blocks(scope):
+    # before: one JSON string, the image's base64 inline as text the model would read
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    shot = [{"type": "text", "text": "the login page"}, image]
+    calls = [call("shot", {}, "c1"), call("read", {"path": "a.py"}, "c2")]
+    msgs = [
+        HumanMessage("look", id="h1"),
+        AIMessage("checking both", tool_calls=calls, id="a1"),
+        ToolMessage(shot, tool_call_id="c1", id="t1"),
+        ToolMessage("print('a')", tool_call_id="c2", id="t2"),
+        HumanMessage("ok", id="h2"),
+    ]
+    folded = apply_actions(
+        msgs, index_messages(msgs), [Action("fold", "function:tool:1", scope=scope)]
+    )
+    store = InMemoryStore()
+    SidecarStore(store, "t").put_many(folded.sidecars)
+    request = call(RECOVER_TOOL_NAME, {"object_id": "function:tool:1"}, "r1")
+    request["args"]["state"] = {"messages": folded.messages}
+    content = make_recover_tool(store).invoke(request, _config("t")).content
+    if scope == "span":  # the call first, as text
+        head = json.loads(content.pop(0)["text"])
+        assert head["text"] == "checking both"
+        assert [c["id"] for c in head["tool_calls"]] == ["c1", "c2"]
+    assert content == [
+        {"type": "text", "text": '{"tool_call_id": "c1"}'},
+        *shot,
+        {"type": "text", "text": json.dumps({"tool_call_id": "c2", "content": "print('a')"})},
+    ]
