@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
@@ -39,33 +39,43 @@ def run_config() -> Any:
 
 
 def run_thread(messages: Sequence[Any]) -> str:
-    """The thread of a run without a thread id: the name its messages carry, or its first's id.
+    """The thread of a run without a thread id: the name its messages carry, else its own.
 
-    Else a hash of the first message. A commit leaves the name (:data:`RUN_KEY`) on the
-    messages it keeps, so a caller that drops or replaces the first message keeps the run's
-    sidecars.
+    Its own name is its first message's id and the first AI message's after it (a prompt or a
+    task kept as one message object is shared by every run that starts with it, as LangGraph
+    writes the id into it; the first reply is the run's own), or its first message's id alone
+    before any reply; a message without an id counts by a hash of its text. A commit leaves the name
+    (:data:`RUN_KEY`) on the messages it keeps, so a caller that drops or replaces the first
+    message keeps the run's sidecars.
 
     The context message a hook writes into the state (id :data:`CONTEXT_MESSAGE_ID`, the same
     in every run) does not count: the message after it names the thread.
 
     Example:
-        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
         >>> task = HumanMessage("fix it", id="h1")
         >>> run_thread([task]), run_thread([SystemMessage("memories", id="pacms-context"), task])
         ('run:h1', 'run:h1')
+        >>> run_thread([task, AIMessage("on it", id="a1")])
+        'run:h1+a1'
     """
     if not messages:
         raise ValueError("a run with no messages has no thread")
-    first = run_head(messages)
     for message in messages:
         marked = (getattr(message, "additional_kwargs", None) or {}).get(RUN_KEY)
         if isinstance(marked, str) and marked:
             return marked
-    if getattr(first, "id", None):
-        return f"run:{first.id}"
-    text = f"{getattr(first, 'type', '')}\n{getattr(first, 'content', first)!s}"
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return "run:sha256:" + digest[:16]
+    first = run_head(messages)
+    reply = next((m for m in messages if isinstance(m, AIMessage) and m is not first), None)
+    return "run:" + "+".join(_named(m) for m in (first, reply) if m is not None)
+
+
+def _named(message: Any) -> str:
+    """A message's id, else ``sha256:`` and a hash of its type and text."""
+    if getattr(message, "id", None):
+        return str(message.id)
+    text = f"{getattr(message, 'type', '')}\n{getattr(message, 'content', message)!s}"
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def run_head(messages: Sequence[Any]) -> Any:
@@ -102,7 +112,7 @@ def state_messages(state: Any, key: str = "messages") -> Sequence[BaseMessage]:
     """A graph state's messages (``key``, an item or attribute) when all are messages, else ``[]``.
 
     What a tool reading ``InjectedState`` sees of the history: the thread of a run without a
-    thread id is named after its first message (:func:`run_thread`).
+    thread id is named after its first message and reply (:func:`run_thread`).
 
     Example:
         >>> from langchain_core.messages import HumanMessage

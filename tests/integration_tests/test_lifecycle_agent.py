@@ -7,6 +7,7 @@ exact original payload.
 
 import asyncio
 import base64
+import hashlib
 import inspect
 import io
 import json
@@ -15,7 +16,14 @@ import uuid
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -600,3 +608,54 @@ def test_unknown_or_conflicting_options_fail_at_construction():
     # every option is a keyword of the harness it builds
     harness_keywords = set(inspect.signature(LifecycleHarness).parameters) - {"planner"}
     assert set(HarnessOptions.__optional_keys__) - {"planner"} == harness_keywords
+
+
+SHARED_PROMPT = SystemMessage("You read logs.")  # one object for every run, as apps keep it
+
+
+@tool
+def query_logs(query: str) -> str:
+    """Search the logs."""
+    lines = (hashlib.sha256(f"{query}:{i}".encode()).hexdigest()[:12] for i in range(120))
+    return "\n".join(f"{i:04d} {query} INFO req={h}" for i, h in enumerate(lines))
+
+
+def log_reader(store: InMemoryStore, owner: str, steps: int, recover: str | None = None) -> Any:
+    """A graph (no checkpointer) whose model searches ``owner``'s logs ``steps`` times, then
+    recovers ``recover``."""
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        n = sum(isinstance(m, AIMessage) for m in messages) + 1
+        if n <= steps:
+            query = f"{owner} request {n}"
+            return AIMessage("", tool_calls=[call("query_logs", {"query": query}, f"c{n}")])
+        if n == steps + 1 and recover is not None:
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": recover}, "r")])
+        return AIMessage("done")
+
+    model = RecordingChatModel(script=script)
+    graph = StateGraph(MessagesState)
+    graph.add_node("lifecycle", create_lifecycle_node())
+    graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode([query_logs, make_recover_tool(store)]))
+    graph.add_edge(START, "lifecycle")
+    graph.add_edge("lifecycle", "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "lifecycle")
+    return graph.compile(store=store)
+
+
+def test_runs_without_a_thread_id_that_share_their_first_message_keep_apart():
+    # LangGraph writes an id into a message object given without one, so every run started with
+    # the same prompt object had the same first message id, hence one namespace: a run could
+    # recover another's payload by an id it never had
+    store, ran = InMemoryStore(), {}
+    for owner, steps, recover in (("alice", 8, None), ("bob", 1, "function:tool:5")):
+        ran[owner] = log_reader(store, owner, steps, recover).invoke(
+            {"messages": [SHARED_PROMPT, HumanMessage(f"read the logs of {owner}")]},
+            {"recursion_limit": 100},
+        )["messages"]
+    assert SHARED_PROMPT.id is not None and ran["alice"][0].id == ran["bob"][0].id
+    assert any(STUB.search(str(m.content)) for m in ran["alice"])  # alice's logs folded
+    (answer,) = _tool_results(ran["bob"], RECOVER_TOOL_NAME)
+    assert answer.status == "error" and "alice request" not in str(answer.content)

@@ -281,11 +281,11 @@ def test_pruning_the_message_a_run_is_named_after_keeps_its_folds_recoverable():
     store = InMemoryStore()
     state = [AIMessage("Hi! I am your assistant. " * 20, id="greet"), *history()]
     fold = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=store).step(state)
-    assert fold is not None and fold.thread_id == "run:greet"
+    assert fold is not None and fold.thread_id == "run:greet+a1"
     state = add_messages(state, fold.updates)
     harness = LifecycleHarness(Scripted(Action("prune", "conversation:assistant:1")), store=store)
     prune = harness.step(state, known_ids=fold.known_ids)
-    assert prune is not None and prune.thread_id == "run:greet"
+    assert prune is not None and prune.thread_id == "run:greet+a1"
     state = add_messages(state, prune.updates)
     assert state == prune.messages and state[0].id == "h1"
     tool = make_recover_tool(store)
@@ -392,10 +392,10 @@ def test_a_run_without_a_thread_id_is_found_again_after_its_first_message_goes()
     state = three_calls()
     harness = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=InMemoryStore())
     commit = harness.step(state)
-    assert commit is not None and commit.thread_id == "run:h1"
+    assert commit is not None and commit.thread_id == "run:h1+a1"
     kept = list(commit.messages)
     # each object's first message carries the run's name; so does no message added later
-    assert [m.id for m in kept if m.additional_kwargs.get(RUN_KEY) == "run:h1"] == [
+    assert [m.id for m in kept if m.additional_kwargs.get(RUN_KEY) == "run:h1+a1"] == [
         "h1",
         "a1",
         "a2",
@@ -403,8 +403,8 @@ def test_a_run_without_a_thread_id_is_found_again_after_its_first_message_goes()
         "a9",
         "h2",
     ]
-    assert run_thread(kept[3:]) == "run:h1"  # the caller dropped the first messages
-    assert run_thread([SystemMessage("new prompt", id="s0"), *kept]) == "run:h1"
+    assert run_thread(kept[3:]) == "run:h1+a1"  # the caller dropped the first messages
+    assert run_thread([SystemMessage("new prompt", id="s0"), *kept]) == "run:h1+a1"
     # with a thread id nothing carries a run's name
     threaded = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=InMemoryStore())
     commit = threaded.step(state, thread_id="t")
