@@ -44,9 +44,9 @@ def run_thread(messages: Sequence[Any]) -> str:
     Its own name is its first message's id and the first AI message's after it (a prompt or a
     task kept as one message object is shared by every run that starts with it, as LangGraph
     writes the id into it; the first reply is the run's own), or its first message's id alone
-    before any reply; a message without an id counts by a hash of its text. A commit leaves the name
-    (:data:`RUN_KEY`) on the messages it keeps, so a caller that drops or replaces the first
-    message keeps the run's sidecars.
+    before any reply; a message without an id counts by a hash of its text. A commit leaves
+    the name (:data:`RUN_KEY`) on the messages it keeps, so a caller that drops or replaces the
+    first message keeps the run's sidecars.
 
     The context message a hook writes into the state (id :data:`CONTEXT_MESSAGE_ID`, the same
     in every run) does not count: the message after it names the thread.
