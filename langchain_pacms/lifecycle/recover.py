@@ -124,8 +124,8 @@ def _failure(exc: BaseException, known: list[str]) -> ToolException:
     return ToolException(f"recover_context failed: {exc}.{hint}")
 
 
-def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> int:
-    """How many tool results the object holds if one of them had list content (blocks), else 0."""
+def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> tuple[bool, ...]:
+    """For each tool result of the object, whether it had list content (blocks) before a fold."""
     held = obj.indices if obj is not None else ()
     results = [messages[i] for i in held if isinstance(messages[i], ToolMessage)]
 
@@ -133,7 +133,7 @@ def _listed(messages: Sequence[BaseMessage], obj: ContextObject | None) -> int:
         mark = result.additional_kwargs.get(LIFECYCLE_KEY) or {}
         return isinstance(result.content, list) or bool(mark.get("list_content"))
 
-    return len(results) if any(blocks(r) for r in results) else 0
+    return tuple(blocks(r) for r in results)
 
 
 def _media(payload: str) -> list[Any] | None:
@@ -149,15 +149,15 @@ def _media(payload: str) -> list[Any] | None:
     return None
 
 
-def _content(payload: str, listed: int) -> str | list[Any]:
+def _content(payload: str, listed: Sequence[bool]) -> str | list[Any]:
     """What the tool returns: the payload, or a result's blocks again when they hold media.
 
     A folded result whose content was blocks with an image or a file (a screenshot tool) comes
     back as those blocks (after a span's call, as text), so the model sees the image again; of
     several results, each comes back as a text block naming its call, followed by its blocks
-    when they hold media.
+    when they were blocks and hold media (a string result stays the string, whatever it reads).
     """
-    if not listed:
+    if not any(listed):
         return payload
     results, head = payload, []
     try:
@@ -168,12 +168,15 @@ def _content(payload: str, listed: int) -> str | list[Any]:
         call = {"text": value.get("text"), "tool_calls": value.get("tool_calls")}
         head = [{"type": "text", "text": json.dumps(call, ensure_ascii=False)}]
         results = value["results"]
-    if listed == 1:
+    if len(listed) == 1:
         blocks = _media(results)
         return payload if blocks is None else [*head, *blocks]
-    try:  # several results: [{"tool_call_id", "content"}, ...] (``payload_of``)
-        each = [(r, _media(r["content"])) for r in json.loads(results)]
+    try:  # several results: [{"tool_call_id", "content"}, ...] (``payload_of``), in order
+        found = json.loads(results)
+        each = [(r, _media(r["content"]) if was else None) for r, was in zip(found, listed)]
     except (ValueError, TypeError, KeyError):
+        return payload
+    if len(found) != len(listed):
         return payload
     if all(blocks is None for _, blocks in each):
         return payload

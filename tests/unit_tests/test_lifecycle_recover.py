@@ -245,12 +245,14 @@ def test_a_parallel_round_with_a_screenshot_comes_back_as_blocks(scope):
     # before: one JSON string, the image's base64 inline as text the model would read
     image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
     shot = [{"type": "text", "text": "the login page"}, image]
-    calls = [call("shot", {}, "c1"), call("read", {"path": "a.py"}, "c2")]
+    # a string result that reads as image blocks stays that string (it was never an image)
+    text = json.dumps([image])
+    calls = [call("shot", {}, "c1"), call("read", {"path": "a.json"}, "c2")]
     msgs = [
         HumanMessage("look", id="h1"),
         AIMessage("checking both", tool_calls=calls, id="a1"),
         ToolMessage(shot, tool_call_id="c1", id="t1"),
-        ToolMessage("print('a')", tool_call_id="c2", id="t2"),
+        ToolMessage(text, tool_call_id="c2", id="t2"),
         HumanMessage("ok", id="h2"),
     ]
     folded = apply_actions(
@@ -268,5 +270,5 @@ def test_a_parallel_round_with_a_screenshot_comes_back_as_blocks(scope):
     assert content == [
         {"type": "text", "text": '{"tool_call_id": "c1"}'},
         *shot,
-        {"type": "text", "text": json.dumps({"tool_call_id": "c2", "content": "print('a')"})},
+        {"type": "text", "text": json.dumps({"tool_call_id": "c2", "content": text})},
     ]
