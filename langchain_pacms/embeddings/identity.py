@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["key_prefix", "model_identity", "probe_digest"]
+__all__ = ["json_like", "key_prefix", "model_identity", "probe_digest"]
 
 _PROBE_COMPONENTS = 8  # the probe's largest components, by place and sign, name the model
 
@@ -25,14 +25,21 @@ def key_prefix(namespace: str) -> str:
     return f"{readable}.{digest}"
 
 
-def _plain(value: Any) -> bool:
-    """True for JSON-like settings: scalars, and lists or str-keyed dicts of them."""
+def json_like(value: Any) -> bool:
+    """True for what JSON gives back equal: scalars, and lists or str-keyed dicts of them.
+
+    A tuple counts as a list; ``bytes``, sets, other mappings and objects do not count.
+
+    Example:
+        >>> json_like({"a": [1, 2.5, None, "x"]}), json_like({"a": b"raw"}), json_like({1: "a"})
+        (True, False, False)
+    """
     if value is None or isinstance(value, (str, int, float, bool)):
         return True
     if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
+        return all(json_like(v) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+        return all(isinstance(k, str) and json_like(v) for k, v in value.items())
     return False
 
 
@@ -60,7 +67,7 @@ def model_identity(embeddings: Embeddings) -> str:
         value = getattr(embeddings, name, None)
         if value is None or _SECRET.search(name):
             continue
-        if not (_plain(value) if pydantic else isinstance(value, (str, int, float, bool))):
+        if not (json_like(value) if pydantic else isinstance(value, (str, int, float, bool))):
             continue
         shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
         parts.append(f"{name}={shown}")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from langchain_pacms.embeddings.identity import json_like
 from langchain_pacms.messages.text import content_text
 
 __all__ = ["LIFECYCLE_KEY", "content_payload", "exact_payload", "payload_of", "readable_of"]
@@ -21,17 +22,6 @@ def content_payload(content: str | list[Any]) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def _json_exact(value: Any) -> bool:
-    """Whether JSON gives ``value`` back equal (a tuple as a list; no bytes, sets or objects)."""
-    if value is None or isinstance(value, (str, int, float)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_json_exact(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _json_exact(v) for k, v in value.items())
-    return False
 
 
 def exact_payload(
@@ -52,8 +42,8 @@ def exact_payload(
         False
     """
     held = [messages[i] for i in indices]
-    return all(_json_exact(m.content) for m in held) and (
-        not calls or all(_json_exact(c.get("args")) for m in held for c in _calls(m))
+    return all(json_like(m.content) for m in held) and (
+        not calls or all(json_like(c.get("args")) for m in held for c in _calls(m))
     )
 
 
