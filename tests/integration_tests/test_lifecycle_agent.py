@@ -659,3 +659,53 @@ def test_runs_without_a_thread_id_that_share_their_first_message_keep_apart():
     assert any(STUB.search(str(m.content)) for m in ran["alice"])  # alice's logs folded
     (answer,) = _tool_results(ran["bob"], RECOVER_TOOL_NAME)
     assert answer.status == "error" and "alice request" not in str(answer.content)
+
+
+@pytest.mark.parametrize("summarize_first", [True, False])
+def test_stubs_stay_recoverable_beside_langchains_summarization(summarize_first):
+    # the summarization replaces the history (its older part by a summary): every stub the model
+    # still sees, before or after it ran, gives back its own search's payload
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    from langchain_pacms.lifecycle import LifecycleMiddleware
+
+    seen: list[ToolMessage] = []
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage) and messages[-1].name == RECOVER_TOOL_NAME:
+            seen.append(messages[-1])
+        turn = sum(isinstance(m, HumanMessage) for m in messages)
+        if [m for m in messages if isinstance(m, HumanMessage)][-1].text == "now recover":
+            asked = {r.tool_call_id for r in seen}
+            for m in messages:
+                stub = STUB.search(m.text) if isinstance(m, ToolMessage) else None
+                if stub and m.name == "query_logs" and f"r-{stub.group(1)}" not in asked:
+                    args = {"object_id": stub.group(1)}
+                    return AIMessage(
+                        "", tool_calls=[call(RECOVER_TOOL_NAME, args, f"r-{args['object_id']}")]
+                    )
+            return AIMessage("recovered")
+        done = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+        if done < 10 * turn:
+            query = f"turn {turn} search {done}"
+            return AIMessage("", tool_calls=[call("query_logs", {"query": query}, f"c{index}")])
+        return AIMessage("done")
+
+    summary = GenericFakeChatModel(messages=iter([AIMessage("earlier: log searches")] * 20))
+    summarize = SummarizationMiddleware(summary, trigger=("messages", 30), keep=("messages", 12))
+    life = LifecycleMiddleware()
+    agent = create_agent(
+        RecordingChatModel(script=script),
+        tools=[query_logs],
+        middleware=[summarize, life] if summarize_first else [life, summarize],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": f"summ-{summarize_first}"}, "recursion_limit": 200}
+    for text in ("search the logs", "search again", "now recover"):
+        agent.invoke({"messages": [HumanMessage(text)]}, config)
+    assert len(seen) >= 3
+    for answer in seen:
+        query = answer.text.split("\n")[0].split(" INFO ")[0][5:]
+        assert answer.status == "success" and answer.text == query_logs.invoke({"query": query})
