@@ -19,12 +19,11 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups
-from langchain_pacms.lifecycle import RECOVER_TOOL_NAME
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, restored_in_turn, with_unsent_noted
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
     CONTEXT_MESSAGE_ID,
-    LIFECYCLE_KEY,
     MessageMemo,
     SelectionLog,
     Span,
@@ -33,7 +32,6 @@ from langchain_pacms.messages import (
     apply_selection,
     areport_selection,
     content_text,
-    is_human,
     messages_to_candidates,
     query_from_messages,
     report_selection,
@@ -101,34 +99,31 @@ def _pinned(
 ) -> list[Candidate]:
     """``cands`` with the spans that must stay mandatory, each while it fits ``room``.
 
-    Those spans: the first message's (``keep_first``), and a round the lifecycle restored in
-    place in the latest turn (a recovery with ``reactivate=True``: the tool's result then only
-    points at it, so dropping it would leave the model neither payload nor stub).
+    Those spans: the first message's (``keep_first``), then the rounds the lifecycle restored
+    in place in the latest turn (recoveries with ``reactivate=True``), the newest recovery's
+    first. A restored round that no longer fits is left to the selection; its recovery's result
+    then says so (:func:`~langchain_pacms.lifecycle.with_unsent_noted`).
     """
-    turn = next((m.id for m in reversed(messages) if is_human(m)), None)
+    restored = restored_in_turn(messages)
 
-    def pinned(span: Span) -> bool:
-        if keep_first and span.indices[:1] == (0,):
-            return True
-        return turn is not None and any(
-            (messages[i].additional_kwargs.get(LIFECYCLE_KEY) or {}).get("reactivated") == turn
-            for i in span.indices
-        )
-
-    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
-    out = []
-    for c in cands:
+    def rank(c: Candidate) -> int | None:
+        """Pinning order (lower first), or ``None``: not pinned."""
         source = c.source
-        if (
-            isinstance(source, Span)
-            and not source.stub
-            and not c.mandatory
-            and pinned(source)
-            and used + int(c.tokens or 0) <= room
-        ):
-            c = dataclasses.replace(c, mandatory=True)
-            used += int(c.tokens or 0)
-        out.append(c)
+        if not isinstance(source, Span) or source.stub or c.mandatory:
+            return None
+        if keep_first and source.indices[:1] == (0,):
+            return -len(messages) - 2
+        ranks = [restored[i] for i in source.indices if i in restored]
+        return -max(ranks) if ranks else None
+
+    order = sorted((r, n) for n, c in enumerate(cands) if (r := rank(c)) is not None)
+    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
+    out = list(cands)
+    for _, n in order:
+        tokens = int(cands[n].tokens or 0)
+        if used + tokens <= room:
+            out[n] = dataclasses.replace(cands[n], mandatory=True)
+            used += tokens
     return out
 
 
@@ -448,7 +443,9 @@ class SelectionRunner:
                 pool,
                 query,
                 options=options,
-                apply=lambda sel: apply_selection(messages, sel, pool.spans, context_role=role),
+                apply=lambda sel: with_unsent_noted(
+                    messages, apply_selection(messages, sel, pool.spans, context_role=role)
+                ),
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,
                 values_of=self._values_of if covers else None,

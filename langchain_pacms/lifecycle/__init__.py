@@ -46,6 +46,7 @@ from langchain_pacms.lifecycle.recover import (
     object_hashes,
     unreadable_store,
 )
+from langchain_pacms.lifecycle.restored import restored_in_turn, restored_note, with_unsent_noted
 from langchain_pacms.lifecycle.sidecar import (
     AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
@@ -129,8 +130,11 @@ __all__ = [
     "provider_problems",
     "recent_turns",
     "restore",
+    "restored_in_turn",
+    "restored_note",
     "span_payload",
     "unreadable_store",
+    "with_unsent_noted",
 ]
 
 _LAZY = {"LifecycleMiddleware", "LifecycleState"}

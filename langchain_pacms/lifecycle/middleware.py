@@ -17,7 +17,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
         "LifecycleMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired, Unpack
@@ -25,11 +25,25 @@ from typing_extensions import NotRequired, Unpack
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, step_update
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverCheck, make_recover_tool
+from langchain_pacms.lifecycle.restored import restored_note
+from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.runs import run_config, thread_of
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
 
 logger = logging.getLogger(__name__)
+
+
+def _recovered_by(message: BaseMessage, call_id: str) -> BaseMessage:
+    """A restored ``message`` whose reactivation mark names the recovery (``by``) that restored it.
+
+    Selection keeps the newest recovery's round first (:func:`.restored.restored_in_turn`).
+    """
+    mark = message.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    if "reactivated" not in mark:  # restored before any user turn: no mark to add to
+        return message
+    kwargs = {**message.additional_kwargs, LIFECYCLE_KEY: {**mark, "by": call_id}}
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 class LifecycleState(AgentState):
@@ -115,12 +129,9 @@ class LifecycleMiddleware(AgentMiddleware):
             return result
         if not restored:
             return result
-        text = (
-            f"[{object_id} restored in place: its original message in the history above holds "
-            "the exact payload again]"
-        )
-        note = result.model_copy(update={"content": text})
-        return Command(update={"messages": [*restored, note]})
+        marked = [_recovered_by(m, result.tool_call_id) for m in restored]
+        note = result.model_copy(update={"content": restored_note(object_id)})
+        return Command(update={"messages": [*marked, note]})
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         """Call the model (warns once if the agent's ``recover_context`` reads another store)."""

@@ -399,18 +399,34 @@ def test_recovery_can_reactivate_the_object_in_the_state():
     assert provider_problems(state["messages"]) == []
 
 
-def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
-    # the tool's result only points at the restored round: the selection must keep that round
+@tool
+def search(q: str) -> str:
+    """Search the index."""
+    return "\n".join(f"/srv/{q}/file_{i}.py: value {q}-{i * 37}" for i in range(80))
+
+
+def searched(object_id: str) -> str:
+    """What ``search`` returned for the round ``object_id`` names (``function:tool:<n>``)."""
+    return str(search.invoke({"q": f"q{int(object_id.rsplit(':', 1)[1]) - 1}"}))
+
+
+def restoring_agent(script: Any, ask: str) -> RecordingChatModel:
+    """Run ``ask`` through ``search`` in an agent that restores in place and selects per call."""
     from langchain.agents import create_agent
 
     from langchain_pacms.integrations import PACMSMiddleware
     from langchain_pacms.lifecycle import LifecycleMiddleware
 
-    @tool
-    def search(q: str) -> str:
-        """Search the index."""
-        return "\n".join(f"/srv/{q}/file_{i}.py: value {q}-{i * 37}" for i in range(80))
+    model = RecordingChatModel(script=script)
+    middleware = [LifecycleMiddleware(reactivate=True), PACMSMiddleware(4000)]
+    agent = create_agent(model, [search], middleware=middleware, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": f"restored-{uuid.uuid4()}"}}
+    agent.invoke({"messages": [HumanMessage(ask)]}, config)
+    return model
 
+
+def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
+    # the tool's result only points at the restored round: the selection must keep that round
     def script(messages: list[BaseMessage], index: int) -> AIMessage:
         if index < 6:
             return AIMessage("", tool_calls=[call("search", {"q": f"q{index}"}, f"s{index}")])
@@ -419,16 +435,43 @@ def test_a_round_restored_in_place_is_kept_by_the_selection_of_the_next_call():
             return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": found[1]}, "r")])
         return AIMessage("done")
 
-    model = RecordingChatModel(script=script)
-    middleware = [LifecycleMiddleware(reactivate=True), PACMSMiddleware(4000)]
-    agent = create_agent(model, [search], middleware=middleware, checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": f"restored-{uuid.uuid4()}"}}
-    agent.invoke({"messages": [HumanMessage("search q0..q5, then read one back")]}, config)
+    model = restoring_agent(script, "search q0..q5, then read one back")
     shown = next(f for m in model.received[6] if (f := STUB.search(str(m.content))))[1]
-    payload = search.invoke({"q": f"q{int(shown.rsplit(':', 1)[1]) - 1}"})
     after = model.received[7]  # the call right after the recovery
-    assert any(isinstance(m, ToolMessage) and m.content == payload for m in after)
+    assert any(isinstance(m, ToolMessage) and m.content == searched(shown) for m in after)
     assert provider_problems(after) == []
+
+
+def test_rounds_restored_in_one_turn_keep_the_newest_and_point_at_the_rest():
+    # three rounds restored in place at once, room for two: the newest recoveries' rounds are
+    # sent whole; the oldest's recovery result no longer says it is in the history above, and
+    # recovering it again returns its payload
+    from langchain_pacms.lifecycle import restored_note
+
+    stubs: list[str] = []
+
+    def script(messages: list[BaseMessage], index: int) -> AIMessage:
+        if index < 8:
+            return AIMessage("", tool_calls=[call("search", {"q": f"q{index}"}, f"s{index}")])
+        if index == 8:
+            found = (f[1] for m in messages for f in STUB.finditer(str(m.content)))
+            stubs.extend(dict.fromkeys(found))
+            asks = [call(RECOVER_TOOL_NAME, {"object_id": o}, f"r{n}") for n, o in enumerate(stubs)]
+            return AIMessage("", tool_calls=asks)
+        if index == 9:
+            return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": stubs[0]}, "r")])
+        return AIMessage("done")
+
+    model = restoring_agent(script, "search q0..q7, then read back what you need")
+    assert len(stubs) == 3
+    after = model.received[9]  # the call right after the three recoveries
+    sent = {str(m.content) for m in after if isinstance(m, ToolMessage)}
+    oldest, *newest = stubs
+    assert all(searched(o) in sent and restored_note(o) in sent for o in newest)
+    assert searched(oldest) not in sent and restored_note(oldest, sent=False) in sent
+    assert provider_problems(after) == []
+    again = [m for m in model.received[10] if isinstance(m, ToolMessage) and m.tool_call_id == "r"]
+    assert [m.content for m in again] == [searched(oldest)]  # the tool's result, byte for byte
 
 
 def recovering_reader(topic: str, search: Any, recovered: dict[str, tuple[str, str, Any]]) -> Any:
