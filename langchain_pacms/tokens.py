@@ -148,6 +148,25 @@ def _build_encoding(name: str) -> Any:
     )
 
 
+class _EncodedLength:
+    """The token count of a text by a bundled encoding; a copy or a pickle names the encoding."""
+
+    def __init__(self, name: str, encoding: Any) -> None:
+        self.name = name
+        self.encoding = encoding
+
+    def __call__(self, text: str) -> int:
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_encoded_length, (self.name,))
+
+
+def _encoded_length(name: str) -> _EncodedLength:
+    """The counter of ``name`` (what a copy or a pickle of one is rebuilt from)."""
+    return _EncodedLength(name, get_encoding(name))
+
+
 class TokenCounter:
     """A memoised ``str -> int`` token counter.
 
@@ -194,7 +213,7 @@ class TokenCounter:
                 logger.warning("tiktoken unusable (%s); using an approximate token count", err)
                 self._fn, self.name, self.approximate = approximate_token_count, "approximate", True
             else:
-                self._fn = lambda text: len(encoding.encode(text, disallowed_special=()))
+                self._fn = _EncodedLength(name, encoding)
                 self.name = name
         elif isinstance(counter, BaseLanguageModel):
             self._fn = _one_message(counter.get_num_tokens_from_messages)

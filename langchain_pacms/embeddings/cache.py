@@ -101,6 +101,9 @@ class CachedEmbeddings(Embeddings):
         max_bytes: Most bytes in the in-memory map, an entry counting its vector's ``nbytes``
             plus :data:`ENTRY_OVERHEAD_BYTES` (``None``: no byte cap); LRU beyond either cap.
 
+    A copy (``copy.deepcopy``, a pickle) has locks of its own and starts with no vectors in
+    memory (a ``store`` is copied with it).
+
     Attributes:
         hits: Texts answered from the cache so far.
         misses: Texts sent to the model so far.
@@ -146,6 +149,20 @@ class CachedEmbeddings(Embeddings):
         self._dim = 0  # the size of the model's vectors, once it returned a good batch
         self._sizes: dict[int, int] = {}  # vector sizes read from the store, and how often
         self._store_errors = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a pickle takes: everything but the locks and the calls in flight."""
+        state = dict(self.__dict__)
+        for name in ("_probe_lock", "_lock", "_flights"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy's own locks, and no calls in flight."""
+        self.__dict__.update(state)
+        self._probe_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._flights = {}
 
     def _probed(self, vectors: list[Any]) -> None:
         """Name the namespace after the model's vector for :data:`PROBE_TEXT`; learn its size."""

@@ -64,6 +64,11 @@ _FLOOR = (
 )
 
 
+def _text_length(text: str, _values: Any) -> int:
+    """A memoised text's weight: its length (a named function, so a runner can be pickled)."""
+    return len(text)
+
+
 def _tool_rounds(pool: Pool) -> bool:
     """Whether ``pool`` selects among tool rounds: in a tool loop, or earlier rounds with calls."""
     return pool.in_turn or any(span.kind == "tool" and not span.mandatory for span in pool.spans)
@@ -196,7 +201,7 @@ class SelectionRunner:
         self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
         # candidate text -> its values; bounded by the texts' size, as it holds them
         self._values: LruMemo[str, frozenset[str]] = LruMemo(
-            4096, max_bytes=_VALUES_MEMO_CHARS, weigh=lambda text, _: len(text)
+            4096, max_bytes=_VALUES_MEMO_CHARS, weigh=_text_length
         )
         self._folds = FoldStubs(config.tool_loop)
 

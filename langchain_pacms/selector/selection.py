@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -128,6 +128,13 @@ class Selection:
     timings: Mapping[str, float] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies and pickles rebuild the read-only maps (a ``MappingProxyType`` pickles not)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        proxies = tuple(k for k, v in values.items() if isinstance(v, MappingProxyType))
+        plain = {k: dict(v) if k in proxies else v for k, v in values.items()}
+        return (_selection, (plain, proxies))
+
     @property
     def kept(self) -> list[Candidate]:
         """Kept candidates in original order."""
@@ -195,6 +202,14 @@ class EmbeddingError(PACMSError, ValueError):
         super().__init__(message)
         self.zero_query = zero_query
         self.zero_documents = zero_documents
+
+
+def _selection(values: dict[str, Any], proxies: tuple[str, ...]) -> Selection:
+    """A :class:`Selection` from its fields, ``proxies`` read-only again (see ``__reduce__``)."""
+    fixed: dict[str, Any] = {
+        k: MappingProxyType(v) if k in proxies else v for k, v in values.items()
+    }
+    return Selection(**fixed)
 
 
 def strategy_label(strategy: str | Strategy) -> str:
