@@ -54,6 +54,14 @@ class GraphStore(BaseStore):
     def __repr__(self) -> str:
         return f"GraphStore(fallback={type(self.fallback).__name__})"
 
+    def __deepcopy__(self, memo: dict[int, object]) -> GraphStore:
+        """A copy sends to the same stores: the data stays where it is, shared."""
+        return GraphStore(self.fallback)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled, the process's store stays behind: the receiving process's is used there."""
+        return (GraphStore, (None if self.fallback is _PROCESS_STORE else self.fallback,))
+
     def current(self) -> BaseStore:
         """The store operations go to now: the running graph's, else ``fallback``."""
         try:

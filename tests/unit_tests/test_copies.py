@@ -81,3 +81,19 @@ def test_the_integrations_copy_after_use() -> None:
     middleware = PACMSMiddleware(14)
     for how in COPIES.values():
         assert how(middleware).runner.run(messages) == middleware.runner.run(messages)
+
+
+@pytest.mark.parametrize("how", COPIES)
+def test_a_lifecycle_harness_copy_reads_the_stores_of_the_original(how: str) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from langchain_pacms.lifecycle import GraphStore, LifecycleHarness
+
+    harness = LifecycleHarness()  # sidecars in the process's store, shared by every agent
+    key = f"copy-{how}"
+    harness.store.put(("pacms-test",), key, {"v": 1})
+    assert COPIES[how](harness).store.get(("pacms-test",), key).value == {"v": 1}
+    own = InMemoryStore()
+    routed = copy.deepcopy(GraphStore(own))
+    routed.put(("pacms-test",), key, {"v": 2})  # a copy sends to the same fallback
+    assert own.get(("pacms-test",), key).value == {"v": 2}
