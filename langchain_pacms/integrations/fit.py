@@ -33,6 +33,7 @@ class Pool:
     reused: frozenset[int] = frozenset()  # spans whose results later calls used (their stubs first)
     folded: frozenset[int] = frozenset()  # spans the lifecycle folded already (their own floor)
     in_turn: bool = False  # only the newest step is mandatory (a tool loop)
+    pinned: tuple[str, ...] = ()  # mandatory while what is sent fits: let go in this order
 
 
 class _Fit(NamedTuple):
@@ -146,6 +147,7 @@ def fit(
     budget, unseen = pool.budget, pool.unseen
     cands = list(pool.candidates)
     fixed = {c.id for c in cands if c.mandatory}
+    pinned = [i for i in pool.pinned if i in fixed]
     room = budget - unseen - pool.charged
     lifted = [
         c.id
@@ -201,6 +203,14 @@ def fit(
             if not over or over - low <= max(_GAP, budget // 50):
                 break
             room = (low + over) // 2
+            continue
+        if all(c.id in fixed for c in selection.kept) and pinned:
+            # over with only what must be kept: a pinned span goes back to the selection
+            let_go = pinned.pop(0)
+            fixed.discard(let_go)
+            cands = [
+                dataclasses.replace(c, mandatory=False) if c.id == let_go else c for c in cands
+            ]
             continue
         if room <= 1 or all(c.id in fixed for c in selection.kept):
             break

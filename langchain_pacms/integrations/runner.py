@@ -101,13 +101,17 @@ def tool_schema_text(tool: Any) -> str:
 
 def _pinned(
     messages: Sequence[BaseMessage], cands: list[Candidate], room: int, keep_first: bool
-) -> list[Candidate]:
+) -> tuple[list[Candidate], tuple[str, ...]]:
     """``cands`` with the spans that must stay mandatory, each while it fits ``room``.
 
     Those spans: the first message's (``keep_first``), then the rounds the lifecycle restored
-    in place in the latest turn (recoveries with ``reactivate=True``), the newest recovery's
-    first. A restored round that no longer fits is left to the selection; its recovery's result
-    then says so (:func:`~langchain_pacms.lifecycle.with_unsent_noted`).
+    in place in the latest turn (recoveries with ``reactivate=True``) and the recoveries'
+    results, the newest recovery's first. A restored round that does not fit is left to the
+    selection; its recovery's result then says so
+    (:func:`~langchain_pacms.lifecycle.with_unsent_noted`).
+
+    Returns the candidates and the ids pinned, in the order :func:`~.fit.fit` lets them go
+    should what is sent still exceed the budget (the last pinned first).
     """
     restored = restored_in_turn(messages)
 
@@ -124,12 +128,14 @@ def _pinned(
     order = sorted((r, n) for n, c in enumerate(cands) if (r := rank(c)) is not None)
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
     out = list(cands)
+    pinned: list[str] = []
     for _, n in order:
         tokens = int(cands[n].tokens or 0)
         if used + tokens <= room:
             out[n] = dataclasses.replace(cands[n], mandatory=True)
             used += tokens
-    return out
+            pinned.append(str(cands[n].id))
+    return out, tuple(reversed(pinned))
 
 
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
@@ -339,8 +345,17 @@ class SelectionRunner:
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
         charged = self.context_tokens(cands)
-        cands = _pinned(messages, cands, budget - unseen - charged, keep_first)  # the fit's room
-        return Pool(cands, spans, mandatory, budget, unseen, charged=charged, in_turn=not latest)
+        cands, pinned = _pinned(messages, cands, budget - unseen - charged, keep_first)
+        return Pool(
+            cands,
+            spans,
+            mandatory,
+            budget,
+            unseen,
+            charged=charged,
+            in_turn=not latest,
+            pinned=pinned,
+        )
 
     def _mandatory_tokens(self, messages: Sequence[BaseMessage], cands: list[Candidate]) -> int:
         """What the mandatory candidates send alone: their tokens, and what their stubs list again.

@@ -14,39 +14,54 @@ from langchain_pacms.messages.payload import LIFECYCLE_KEY
 __all__ = ["restored_in_turn", "restored_note", "with_unsent_noted"]
 
 
+_ABSENT = object()
+_HELD = (
+    " restored in place: its original message in the history above holds the exact payload again]"
+)
+
+
 def restored_note(object_id: str, *, sent: bool = True) -> str:
     """The recovery's tool result when its round is restored in place.
 
-    ``sent=False``: the same round left out of one request (it points at ``recover_context``,
-    which returns a restored round's payload as its result).
+    ``sent=False``: the same note for a request that does not hold the round whole (left out,
+    sent as a stub, folded again since); it points at ``recover_context``, which returns a
+    restored round's payload as its result.
 
     Example:
         >>> restored_note("obj-1", sent=False)
-        '[obj-1 restored in place, left out of this request: recover_context("obj-1") returns it]'
+        '[obj-1 was restored in place, not whole here: recover_context("obj-1") returns it]'
     """
     if sent:
-        return (
-            f"[{object_id} restored in place: its original message in the history above holds "
-            "the exact payload again]"
-        )
+        return f"[{object_id}{_HELD}"
     return (
-        f"[{object_id} restored in place, left out of this request: "
+        f"[{object_id} was restored in place, not whole here: "
         f'recover_context("{object_id}") returns it]'
     )
 
 
+def _noted(message: BaseMessage) -> str | None:
+    """The object a recovery result says is restored in the history above, if it says so."""
+    content = message.content
+    if not isinstance(message, ToolMessage) or not isinstance(content, str):
+        return None
+    if content.startswith("[") and content.endswith(_HELD):
+        return content[1 : -len(_HELD)] or None
+    return None
+
+
 def _mark(message: BaseMessage) -> Mapping[str, Any]:
-    return message.additional_kwargs.get(LIFECYCLE_KEY) or {}
+    mark = message.additional_kwargs.get(LIFECYCLE_KEY)
+    return mark if isinstance(mark, Mapping) else {}
 
 
 def restored_in_turn(messages: Sequence[BaseMessage]) -> dict[int, int]:
-    """The messages of rounds restored in place in the latest turn, each with its recovery's rank.
+    """The messages restored in place in the latest turn, and their recoveries' results.
 
-    The rank is the position of the recovery's tool result (the newest recovery ranks highest;
-    a round restored without a recovering tool call ranks ``-1``).
+    Each with its recovery's rank: the position of the recovery's tool result (the newest
+    recovery ranks highest; a round restored without a recovering tool call ranks ``-1``).
 
     Example:
-        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> from langchain_core.messages import HumanMessage
         >>> held = {LIFECYCLE_KEY: {"reactivated": "h", "by": "r1"}}
         >>> restored_in_turn([HumanMessage("go", id="h"), ToolMessage("data", tool_call_id="c",
         ...     additional_kwargs=held), ToolMessage("[note]", tool_call_id="r1")])
@@ -65,38 +80,46 @@ def restored_in_turn(messages: Sequence[BaseMessage]) -> dict[int, int]:
 def with_unsent_noted(
     messages: Sequence[BaseMessage], sent: Sequence[BaseMessage]
 ) -> list[BaseMessage]:
-    """``sent`` (a selection of ``messages``) with the note of each restored round it leaves out.
+    """``sent`` (drawn from ``messages``) with no recovery result claiming what it does not hold.
 
-    A round restored in place in the latest turn that ``sent`` does not hold whole (left out,
-    or sent as a stub or placeholder) would leave its recovery's result saying the payload is in
-    the history above: that result says instead that ``recover_context`` returns it.
+    A recovery with ``reactivate=True`` answers that the round is back in the history above.
+    Where ``sent`` does not hold that round whole (a selection left it out or sent a stub of it,
+    a later commit folded, masked or pruned it), the answer says so instead and points at
+    ``recover_context``.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> ask = {"name": "recover_context", "args": {"object_id": "o1"}, "id": "r1"}
-        >>> held = {LIFECYCLE_KEY: {"reactivated": "h", "by": "r1"}, OBJECT_KEY: "o1"}
+        >>> held = {LIFECYCLE_KEY: {"reactivated": "h"}, OBJECT_KEY: "o1"}
         >>> history = [HumanMessage("go", id="h"),
         ...     ToolMessage("data", tool_call_id="c", id="t", additional_kwargs=held),
         ...     AIMessage("", tool_calls=[ask]),
         ...     ToolMessage(restored_note("o1"), tool_call_id="r1")]
-        >>> [m.content[:24] for m in with_unsent_noted(history, [history[0], *history[2:]])]
-        ['go', '', '[o1 restored in place, l']
+        >>> [m.content[:27] for m in with_unsent_noted(history, [history[0], *history[2:]])]
+        ['go', '', '[o1 was restored in place, ']
+        >>> with_unsent_noted(history, history) == history
+        True
     """
-    restored = restored_in_turn(messages)
-    if not restored:
+    noted = {x for m in sent if (x := _noted(m)) is not None}
+    if not noted:
         return list(sent)
     shown = {m.id: m.content for m in sent if m.id is not None}
-    unsent: dict[str, str] = {}  # the recovering call's id -> the object id
-    for i in restored:
-        message = messages[i]
-        by, object_id = _mark(message).get("by"), message.additional_kwargs.get(OBJECT_KEY)
-        whole = message.id is not None and shown.get(message.id) == message.content
-        if by is not None and object_id is not None and not whole:
-            unsent[str(by)] = str(object_id)
-    out = []
-    for m in sent:
-        object_id = unsent.get(m.tool_call_id) if isinstance(m, ToolMessage) else None
-        if object_id is not None and m.content == restored_note(object_id):
-            m = m.model_copy(update={"content": restored_note(object_id, sent=False)})
-        out.append(m)
-    return out
+    restored: dict[str, list[BaseMessage]] = {x: [] for x in noted}
+    whole = set(noted)
+    for m in messages:
+        mark, held = _mark(m), m.additional_kwargs.get(OBJECT_KEY)
+        if str(mark.get("object") or "") in noted:  # folded or masked again since
+            whole.discard(str(mark["object"]))
+        if held in restored and "reactivated" in mark:
+            restored[held].append(m)
+    for x, held_messages in restored.items():
+        if not held_messages or any(
+            m.id is None or shown.get(m.id, _ABSENT) != m.content for m in held_messages
+        ):
+            whole.discard(x)
+    return [
+        m.model_copy(update={"content": restored_note(x, sent=False)})
+        if (x := _noted(m)) is not None and x not in whole
+        else m
+        for m in sent
+    ]

@@ -458,19 +458,23 @@ def test_rounds_restored_in_one_turn_keep_the_newest_and_point_at_the_rest():
             stubs.extend(dict.fromkeys(found))
             asks = [call(RECOVER_TOOL_NAME, {"object_id": o}, f"r{n}") for n, o in enumerate(stubs)]
             return AIMessage("", tool_calls=asks)
-        if index == 9:
+        if index in (9, 10):  # two more steps: the recoveries are no longer the newest
+            return AIMessage("", tool_calls=[call("search", {"q": f"q{index}"}, f"s{index}")])
+        if index == 11:
             return AIMessage("", tool_calls=[call(RECOVER_TOOL_NAME, {"object_id": stubs[0]}, "r")])
         return AIMessage("done")
 
     model = restoring_agent(script, "search q0..q7, then read back what you need")
     assert len(stubs) == 3
-    after = model.received[9]  # the call right after the three recoveries
-    sent = {str(m.content) for m in after if isinstance(m, ToolMessage)}
     oldest, *newest = stubs
+    for after in model.received[9:12]:  # each call of the turn after the three recoveries
+        sent = {str(m.content) for m in after if isinstance(m, ToolMessage)}
+        assert all(restored_note(o) not in sent or searched(o) in sent for o in stubs)
+        assert searched(oldest) not in sent and restored_note(oldest, sent=False) in sent
+        assert provider_problems(after) == []
+    sent = {str(m.content) for m in model.received[9] if isinstance(m, ToolMessage)}
     assert all(searched(o) in sent and restored_note(o) in sent for o in newest)
-    assert searched(oldest) not in sent and restored_note(oldest, sent=False) in sent
-    assert provider_problems(after) == []
-    again = [m for m in model.received[10] if isinstance(m, ToolMessage) and m.tool_call_id == "r"]
+    again = [m for m in model.received[12] if isinstance(m, ToolMessage) and m.tool_call_id == "r"]
     assert [m.content for m in again] == [searched(oldest)]  # the tool's result, byte for byte
 
 
@@ -621,6 +625,11 @@ def test_a_reactivated_round_stays_in_view_until_the_next_user_turn():
     assert any(restored == m.content for m in model.received[9])  # the next call sees it
     agent.invoke({"messages": [HumanMessage("four more")]}, config)
     assert all(restored not in str(m.content) for m in model.received[-1])  # folded again later
+    # so its recovery's result no longer says it is in the history above
+    notes = [
+        str(m.content) for m in model.received[-1] if getattr(m, "name", "") == RECOVER_TOOL_NAME
+    ]
+    assert len(notes) == 1 and "not whole here" in notes[0]
 
 
 def test_unknown_or_conflicting_options_fail_at_construction():
