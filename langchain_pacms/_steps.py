@@ -5,6 +5,8 @@ The steps yield each outside call (:class:`Call`) and get its answer back (or it
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -177,9 +179,17 @@ class Call:
         """Call the sync function."""
         return self.sync(*self.args, **self.kwargs)
 
-    def arun(self) -> Awaitable[Any]:
-        """Call the async function."""
-        return self.asynchronous(*self.args, **self.kwargs)
+    async def arun(self) -> Any:
+        """Await the async function.
+
+        One its object does not implement (``NotImplementedError``: a sync-only store's
+        ``abatch``, say) gives way to the sync function, run in a thread with this context.
+        """
+        try:
+            return await self.asynchronous(*self.args, **self.kwargs)
+        except NotImplementedError:
+            call = functools.partial(contextvars.copy_context().run, self.run)
+            return await asyncio.get_running_loop().run_in_executor(None, call)
 
 
 Steps = Generator[Call, Any, T]

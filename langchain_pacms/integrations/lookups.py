@@ -22,14 +22,20 @@ _PAGE = 100  # items per store.search page when a namespace is scanned
 
 
 def _template_values(config: RunnableConfig | None, context: Any) -> dict[str, Any]:
-    values: dict[str, Any] = dict((config or {}).get("configurable") or {})
+    """The values ``{placeholders}`` take: ``configurable``, then the runtime context's fields.
+
+    A ``None`` is no value (it neither fills a placeholder nor hides a configurable one). A
+    dataclass context is read field by field, not copied (it may hold a connection or a lock).
+    """
+    fields: dict[str, Any] = {}
     if isinstance(context, Mapping):
-        values.update(context)
+        fields = dict(context)
     elif dataclasses.is_dataclass(context) and not isinstance(context, type):
-        values.update(dataclasses.asdict(context))
+        fields = {f.name: getattr(context, f.name) for f in dataclasses.fields(context)}
     elif context is not None and hasattr(context, "model_dump"):
-        values.update(context.model_dump())
-    return values
+        fields = context.model_dump()
+    configurable = (config or {}).get("configurable") or {}
+    return {k: v for k, v in [*configurable.items(), *fields.items()] if v is not None}
 
 
 def namespaces(
@@ -87,17 +93,25 @@ def lookups(
             raise ValueError(missing)
         errors.append(missing)
     if memory is not None and store is not None:
+        seen: set[tuple[tuple[str, ...], str]] = set()  # namespaces that overlap find items again
         for ns in namespaces(memory, state, config, context, strict=options.strict):
             try:
-                memories += yield from _namespace_items(memory, source, store, ns, query)
+                items = yield from _namespace_items(memory, source, store, ns, query)
             except Exception as err:
                 if options.strict:
                     raise
                 errors.append(f"{type(err).__name__}: {err}")
+                continue
+            for item in items:
+                key = (tuple(getattr(item, "namespace", ())), str(getattr(item, "key", id(item))))
+                if key not in seen:
+                    seen.add(key)
+                    memories.append(item)
     retriever = options.retriever
     if retriever is not None and query.strip():
         try:
-            documents = list((yield Call(retriever.invoke, retriever.ainvoke, (query, config))))
+            found = yield Call(retriever.invoke, retriever.ainvoke, (query, config))
+            documents = _distinct(list(found))
         except Exception as err:
             if options.strict:
                 raise
@@ -105,6 +119,23 @@ def lookups(
     if errors:
         logger.warning("pacms %s: memory/document lookup failed: %s", source, errors)
     return memories, documents, "; ".join(errors) or None
+
+
+def _distinct(documents: list[Any]) -> list[Any]:
+    """``documents`` without repeats, each one candidate however often it came back.
+
+    A repeat: the same text under the same id, or, without an id, the same text and metadata.
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for doc in documents:
+        text = repr(getattr(doc, "page_content", doc))
+        ident = getattr(doc, "id", None)
+        key = (f"id:{ident}", text) if ident else (repr(getattr(doc, "metadata", None)), text)
+        if key not in seen:
+            seen.add(key)
+            out.append(doc)
+    return out
 
 
 def _namespace_items(

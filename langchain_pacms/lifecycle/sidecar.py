@@ -12,13 +12,12 @@ import re
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables.config import run_in_executor
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
-from langchain_pacms._steps import adrive, drive
+from langchain_pacms._steps import Call, adrive, drive
 from langchain_pacms.errors import PACMSError
 from langchain_pacms.lifecycle.fold import SidecarRecord, span_results
 from langchain_pacms.lifecycle.objects import KEY_HEX, record_key
@@ -351,10 +350,8 @@ class SidecarStore:
         return len(items)
 
     async def _abatch(self, ops: Sequence[Op]) -> list[Result]:
-        try:
-            return await self.store.abatch(ops)
-        except NotImplementedError:  # a sync-only store (SqliteStore): run it in a thread
-            return await run_in_executor(None, self.store.batch, ops)
+        # a sync-only store (SqliteStore) runs in a thread (Call.arun)
+        return cast("list[Result]", await Call(self.store.batch, self.store.abatch, (ops,)).arun())
 
     def put(self, record: SidecarRecord) -> None:
         """Store one record (never replacing another payload).
