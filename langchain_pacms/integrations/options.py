@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -151,6 +152,16 @@ class Pacms(StrategyOptions):
         return f"Pacms({', '.join(f'{k}={v!r}' for k, v in self.options.items())})"
 
 
+def _template_problem(part: str) -> str | None:
+    """What ``str.format`` would reject in a namespace part, else ``None``."""
+    try:
+        fields = list(string.Formatter().parse(part))
+    except ValueError as err:
+        return str(err)
+    bad = [c for _, _, _, c in fields if c not in (None, "r", "s", "a")]
+    return f"unknown conversion !{bad[0]}" if bad else None
+
+
 @dataclass(frozen=True)
 class MemoryOptions:
     """Where each call's memories come from: namespaces of a LangGraph ``BaseStore``.
@@ -185,6 +196,11 @@ class MemoryOptions:
                 f"callables), e.g. [('memories', '{{user_id}}')], got {spaces!r}"
             )
         object.__setattr__(self, "namespaces", tuple(spaces))
+        for ns in spaces:  # a malformed template fails here, not at every call
+            parts: tuple[str, ...] = () if callable(ns) else tuple(ns)
+            for part in parts:
+                if "{" in part and (problem := _template_problem(part)):
+                    raise ValueError(f"namespace {parts!r}: {part!r} is not a template: {problem}")
         if self.store is not None and not isinstance(self.store, BaseStore):
             raise ValueError(
                 f"store must be a langgraph BaseStore, got {type(self.store).__name__}"

@@ -107,3 +107,10 @@ async def test_a_sync_only_store_serves_the_async_path(tmp_path: Path, use_async
         out = await hook.ainvoke(inputs) if use_async else hook.invoke(inputs)
         assert PORT in str(out["llm_input_messages"][0].content)
         assert hook.last_selection is not None and not hook.last_selection.fell_back
+
+
+@pytest.mark.parametrize("template", ["{user_id", "{user_id!z}", "x{user_id}}"])
+def test_a_malformed_namespace_template_fails_when_made(template: str) -> None:
+    with pytest.raises(ValueError, match="is not a template"):
+        MemoryOptions([("memories", template)])
+    MemoryOptions([("memories", "a}b"), ("memories", "{{literal}}", "{user_id}")])  # fine
