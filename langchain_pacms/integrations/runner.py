@@ -104,10 +104,10 @@ def _pinned(
 ) -> tuple[list[Candidate], tuple[str, ...]]:
     """``cands`` with the spans that must stay mandatory, each while it fits ``room``.
 
-    Those spans: the first message's (``keep_first``), then the rounds the lifecycle restored
-    in place in the latest turn (recoveries with ``reactivate=True``) and the recoveries'
-    results, the newest recovery's first. A restored round that does not fit is left to the
-    selection; its recovery's result then says so
+    Those spans: the first message's (``keep_first``), then, for the recoveries of the latest
+    turn that restored a round in place (``reactivate=True``), their results (the pointers),
+    then the rounds, the newest recovery's first. A restored round that does not fit is left
+    to the selection; its recovery's result then says so
     (:func:`~langchain_pacms.lifecycle.with_unsent_noted`).
 
     Returns the candidates and the ids pinned, in the order :func:`~.fit.fit` lets them go
@@ -115,15 +115,19 @@ def _pinned(
     """
     restored = restored_in_turn(messages)
 
-    def rank(c: Candidate) -> int | None:
+    def rank(c: Candidate) -> tuple[int, int] | None:
         """Pinning order (lower first), or ``None``: not pinned."""
         source = c.source
         if not isinstance(source, Span) or source.stub or c.mandatory:
             return None
         if keep_first and source.indices[:1] == (0,):
-            return -len(messages) - 2
+            return (0, 0)
         ranks = [restored[i] for i in source.indices if i in restored]
-        return -max(ranks) if ranks else None
+        if not ranks:
+            return None
+        # a recovery's result (ranked by its own position) is the pointer: the cheap part first
+        results = any(restored[i] == i for i in source.indices if i in restored)
+        return (1 if results else 2, -max(ranks))
 
     order = sorted((r, n) for n, c in enumerate(cands) if (r := rank(c)) is not None)
     used = sum(int(c.tokens or 0) for c in cands if c.mandatory)

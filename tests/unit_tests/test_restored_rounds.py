@@ -107,3 +107,52 @@ def test_a_pinned_round_gives_way_rather_than_the_budget() -> None:
         assert selection is not None and not selection.over_budget
         assert sent_tokens(sent, counter) <= budget
         assert claims(sent) == ([] if PAYLOAD not in {m.content for m in sent} else ["r1"])
+
+
+def test_every_round_restored_in_the_turn_keeps_its_payload_or_its_pointer() -> None:
+    # two rounds restored by two recoveries: the pointers are pinned before the rounds, so
+    # a budget too small for both rounds leaves each object its payload or its result
+    def restored(n: int, by: str) -> list[BaseMessage]:
+        mark = {
+            LIFECYCLE_KEY: {"reactivated": "h1", "by": by},
+            "pacms_object": f"function:tool:{n}",
+        }
+        output = "\n".join(f"/srv/r{n}/file_{i}.py: value {i * 13}" for i in range(25))
+        call = ToolCall(name="search", args={"q": f"r{n}"}, id=f"c{n}")
+        return [
+            AIMessage("", tool_calls=[call], id=f"a{n}", additional_kwargs=mark),
+            ToolMessage(output, tool_call_id=f"c{n}", id=f"t{n}", additional_kwargs=mark),
+        ]
+
+    def recovering(n: int, by: str) -> list[BaseMessage]:
+        ask = ToolCall(name=RECOVER_TOOL_NAME, args={"object_id": f"function:tool:{n}"}, id=by)
+        mark = {LIFECYCLE_KEY: {"reactivated": "h1", "by": by}}
+        note = restored_note(f"function:tool:{n}")
+        return [
+            AIMessage("", tool_calls=[ask], id=f"ask{by}"),
+            ToolMessage(note, tool_call_id=by, id=f"n{by}", additional_kwargs=mark),
+        ]
+
+    messages = [
+        HumanMessage("first question", id="h0"),
+        *restored(1, "r1"),
+        *restored(2, "r2"),
+        HumanMessage("second question", id="h1"),
+        *recovering(1, "r1"),
+        *recovering(2, "r2"),
+        # a large step between: the turn no longer fits, only its newest step must be sent
+        AIMessage("", tool_calls=[ToolCall(name="search", args={"q": "y"}, id="c8")], id="a8"),
+        ToolMessage("\n".join(f"row {i}" for i in range(300)), tool_call_id="c8", id="t8"),
+        AIMessage("", tool_calls=[ToolCall(name="search", args={"q": "x"}, id="c9")], id="a9"),
+        ToolMessage("\n".join(f"line {i}" for i in range(60)), tool_call_id="c9", id="t9"),
+    ]
+    counter = SelectionRunner(SelectionConfig(budget=1)).selector.token_counter
+    rounds = {n: messages[2 * n - 1 : 2 * n + 1] for n in (1, 2)}
+    # from the room for the newest step and both recoveries (and the note of what was left out)
+    start = sent_tokens([*messages[5:10], *messages[-2:]], counter) + 30
+    for budget in range(start, start + 2 * sent_tokens(rounds[2], counter) + 40, 2):
+        sent = SelectionRunner(SelectionConfig(budget=budget)).run(messages)
+        contents = {str(m.content) for m in sent}
+        for n, (_, result) in rounds.items():
+            pointer = restored_note(f"function:tool:{n}", sent=False)
+            assert str(result.content) in contents or pointer in contents, (budget, n)
