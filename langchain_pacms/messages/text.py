@@ -159,8 +159,12 @@ def message_text(message: BaseMessage) -> str:
 def memory_text(item: Any) -> str:
     """The text of one memory: a LangGraph store ``Item``, a ``dict``, a ``Document`` or a str.
 
-    For a dict: the first string under ``content``, ``text``, ``memory``, ``fact`` or ``summary``,
-    else the whole value as JSON.
+    For a dict: the first string that is not blank under ``content``, ``text``, ``memory``,
+    ``fact`` or ``summary`` (a blank one if all are), else the whole value as JSON.
+
+    Example:
+        >>> memory_text({"content": " ", "text": "Port 6543."})
+        'Port 6543.'
     """
     if isinstance(item, str):
         return item
@@ -168,9 +172,9 @@ def memory_text(item: Any) -> str:
         return item.page_content
     value = getattr(item, "value", item)
     if isinstance(value, Mapping):
-        for key in _MEMORY_KEYS:
-            if isinstance(value.get(key), str):
-                return str(value[key])
+        texts = [str(value[k]) for k in _MEMORY_KEYS if isinstance(value.get(k), str)]
+        if texts:  # all blank: a blank memory (left out), not its JSON
+            return next((t for t in texts if t.strip()), texts[0])
         return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
     return str(value)
 

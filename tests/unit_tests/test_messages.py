@@ -408,6 +408,8 @@ def test_text_helpers():
     assert content_text([{"type": "text", "text": "x"}, {"type": "audio"}]) == "x\n[audio]"
     assert memory_text({"text": "t"}) == "t"
     assert memory_text({"a": 1}) == '{"a": 1}'
+    assert memory_text({"content": "", "text": "real"}) == "real"  # a blank first key: the next
+    assert memory_text({"content": " "}) == " "  # only blank: blank (left out), not JSON
     assert query_from_messages([AIMessage("x")]) == ""
     assert set(STRATEGIES) <= set(available_strategies())
 
