@@ -361,7 +361,7 @@ class LifecycleHarness:
                 )
                 return None
             thread.staged = []
-            result = _kept_names(messages, thread_id, index, checked.result)
+            result = _kept_names(messages, index, checked.result)
             checked = replace(checked, result=result)
             commit = self._commit(thread_id, index, checked, reason, dropped)
             try:
@@ -452,18 +452,19 @@ class LifecycleHarness:
 
 
 def _kept_names(
-    messages: Sequence[BaseMessage], thread_id: str, index: ContextIndex, result: ActionResult
+    messages: Sequence[BaseMessage], index: ContextIndex, result: ActionResult
 ) -> ActionResult:
     """``result`` still naming its run and keeping its objects' id numbers.
 
-    The new history holds its objects' ids and, for a run without a thread id (whose sidecars
-    are kept under :func:`run_thread` of its history), the run's name (:func:`carry_ids`): a
-    commit that prunes the message the run is named after, or a caller that passes back the
-    messages without the state's ``pacms_lifecycle_ids``, keeps both, so the payloads folded
-    before stay recoverable and no id names another round.
+    The new history holds its objects' ids and the run's name (:func:`carry_ids`): a commit that
+    prunes the messages the run is named after (:func:`run_thread`), or a caller that passes
+    back the messages without the state's ``pacms_lifecycle_ids``, keeps both, so the payloads
+    folded before stay recoverable and no id names another round. A run without a thread id
+    keeps its sidecars under that name; in a thread, the name tells the records of the thread's
+    runs apart (the branches of a fork keep one name, so their records are told apart by the
+    messages each was folded after).
     """
-    run = thread_id if thread_id == run_thread(messages) else None
-    kept = carry_ids(messages, result.messages, index, run)
+    kept = carry_ids(messages, result.messages, index, run_thread(messages))
     changed = {m.id: m for m, was in zip(kept, result.messages) if m is not was and m.id}
     if not changed:
         return result

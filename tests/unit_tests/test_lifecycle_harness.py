@@ -419,3 +419,52 @@ def test_a_thread_with_nothing_staged_leaves_no_state_in_the_harness():
     waiting = LifecycleHarness(commit=CommitRule(threshold=0.99))  # nothing pays: all stay staged
     waiting.step(_loop(TOOL_LOOP_STEPS + 2), thread_id="w")
     assert waiting.staged("w") and "w" in waiting._threads
+
+
+def test_a_fork_recovers_its_own_fold_after_it_pruned_the_run_s_first_reply():
+    # both branches of one thread fold function:tool:3 (other outputs); branch A pruned the
+    # first reply before its fold, branch B after: the run's name must not follow the prune
+    from langgraph.graph.message import add_messages
+
+    from langchain_pacms.lifecycle import IDS_KEY, make_recover_tool
+
+    def rnd(n: int, out: str, p: str = "") -> list[BaseMessage]:
+        call = _call(f"{p}c{n}", "bash", command=f"run {n}")
+        return [
+            AIMessage("", tool_calls=[call], id=f"{p}a{n}"),
+            ToolMessage(out, tool_call_id=f"{p}c{n}", id=f"{p}t{n}"),
+        ]
+
+    store, planner = InMemoryStore(), ScriptedPlanner()
+    harness = LifecycleHarness(planner, store=store, commit=CommitRule(boundary="turn"))
+
+    def step(state: dict[str, Any], *actions: Action) -> dict[str, Any]:
+        planner.plans.append(Plan("scripted", actions, planner="scripted"))
+        commit = harness.step(state["messages"], thread_id="t", known_ids=state["known"])
+        assert commit is not None
+        return {
+            "messages": add_messages(state["messages"], commit.updates),
+            "known": commit.known_ids,
+        }
+
+    common = [HumanMessage("task", id="h0"), *rnd(1, "one " * 200), *rnd(2, "two " * 200)]
+    ours, theirs = ("\n".join(f"/srv/branch_{b}/file_{i}.py" for i in range(200)) for b in "BA")
+    a = step(
+        {"messages": [*common, HumanMessage("q1", id="ha1")], "known": None},
+        Action("prune", "function:tool:1"),
+    )
+    a["messages"] = [*a["messages"], *rnd(3, theirs, "A"), HumanMessage("q2", id="ha2")]
+    step(a, Action("fold", "function:tool:3"))
+    b = {"messages": [*common, *rnd(3, ours, "B"), HumanMessage("q1b", id="hb1")], "known": None}
+    b = step(b, Action("fold", "function:tool:3"))  # while the first reply is still there
+    b["messages"] = [*b["messages"], HumanMessage("q2b", id="hb2")]
+    b = step(b, Action("prune", "function:tool:1"), Action("prune", "function:tool:3"))
+    state = {"messages": b["messages"], IDS_KEY: b["known"]}
+    call = {
+        "type": "tool_call",
+        "name": "recover_context",
+        "id": "r1",
+        "args": {"object_id": "function:tool:3", "state": state},
+    }
+    out = make_recover_tool(store).invoke(call, {"configurable": {"thread_id": "t"}})
+    assert out.content == ours  # it was branch A's

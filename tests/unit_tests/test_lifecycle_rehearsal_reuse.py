@@ -24,6 +24,7 @@ from langchain_pacms.lifecycle.validate import (
     check_actions,
     merge_actions,
 )
+from langchain_pacms.messages.runs import RUN_KEY
 
 
 def reference_check(
@@ -97,18 +98,18 @@ def test_a_prior_of_other_actions_is_not_reused() -> None:
 
 
 def unstamped(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` without the ids a commit leaves on them (:func:`carry_ids`)."""
+    """``messages`` without the ids and the run name a commit leaves on them (:func:`carry_ids`)."""
     return [
         m.model_copy(
             update={
                 "additional_kwargs": {
                     k: v
                     for k, v in m.additional_kwargs.items()
-                    if k not in (NUMBERS_KEY, OBJECT_KEY)
+                    if k not in (NUMBERS_KEY, OBJECT_KEY, RUN_KEY)
                 }
             }
         )
-        if NUMBERS_KEY in m.additional_kwargs or OBJECT_KEY in m.additional_kwargs
+        if {NUMBERS_KEY, OBJECT_KEY, RUN_KEY} & set(m.additional_kwargs)
         else m
         for m in messages
     ]

@@ -405,7 +405,9 @@ def test_a_run_without_a_thread_id_is_found_again_after_its_first_message_goes()
     ]
     assert run_thread(kept[3:]) == "run:h1+a1"  # the caller dropped the first messages
     assert run_thread([SystemMessage("new prompt", id="s0"), *kept]) == "run:h1+a1"
-    # with a thread id nothing carries a run's name
+    # with a thread id too: the name tells the thread's runs apart, also after a prune of
+    # the first reply (a fork's branches keep one name and are told apart by their messages)
     threaded = LifecycleHarness(Scripted(Action("fold", "function:tool:1")), store=InMemoryStore())
     commit = threaded.step(state, thread_id="t")
-    assert commit is not None and not any(RUN_KEY in m.additional_kwargs for m in commit.messages)
+    assert commit is not None and commit.thread_id == "t"
+    assert run_thread(list(commit.messages)[3:]) == "run:h1+a1"

@@ -27,6 +27,7 @@ from langchain_pacms.lifecycle.actions import action_gain
 from langchain_pacms.lifecycle.fold import visible_locators
 from langchain_pacms.lifecycle.objects import NUMBERS_KEY, OBJECT_KEY
 from langchain_pacms.lifecycle.rewrite import LONG_ARGUMENT
+from langchain_pacms.messages.runs import RUN_KEY, run_thread
 
 SCRIPT = (
     "cat > repro.py << 'EOF'\n"
@@ -123,10 +124,11 @@ def test_a_span_fold_commits_through_the_harness_and_reactivates_byte_for_byte()
     assert by_id["a1"].content == msgs[2].content
     assert by_id["a1"].tool_calls == msgs[2].tool_calls  # type: ignore[attr-defined]
     assert by_id["t1"].content == msgs[3].content
-    # no fold mark: its id, and the pin that keeps it in view for the rest of this turn
+    # no fold mark: its id, the run's name, and the pin that keeps it in view for the turn
     assert by_id["a1"].additional_kwargs == {
         **msgs[2].additional_kwargs,
         OBJECT_KEY: "function:tool:1",
+        RUN_KEY: run_thread(msgs),
         "pacms_lifecycle": {"reactivated": "h1"},
     }
 
