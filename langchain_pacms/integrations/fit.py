@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from langchain_core.messages import BaseMessage
 
 from langchain_pacms._steps import Call, Steps
 from langchain_pacms.messages.spans import Span
-from langchain_pacms.selector import Candidate, Selection, Selector
+from langchain_pacms.selector import Candidate, Selection
 
-__all__ = ["Pool", "fit", "settle_floor", "stub_floor"]
+__all__ = ["Pool", "Selects", "fit", "settle_floor", "stub_floor"]
 
 _NO_QUERY = "the most recent conversation"
 _MAX_ROUNDS = 6  # selections per call before keeping only the mandatory part
@@ -128,8 +128,20 @@ def settle_floor(selection: Selection, cands: Sequence[Candidate], shadowed: set
     )
 
 
+class Selects(Protocol):
+    """What :func:`fit` selects with: a :class:`~langchain_pacms.selector.Selector`, say."""
+
+    def select(self, *args: Any, **kwargs: Any) -> Selection:
+        """Select candidates for a query under a budget."""
+        ...
+
+    async def aselect(self, *args: Any, **kwargs: Any) -> Selection:
+        """Async twin of :meth:`select`."""
+        ...
+
+
 def fit(
-    selector: Selector,
+    selector: Selects,
     pool: Pool,
     query: str,
     *,
@@ -138,11 +150,14 @@ def fit(
     sent_of: Callable[[list[BaseMessage]], int],
     lift_reused: bool,
     values_of: Callable[[Candidate], Collection[str]] | None = None,
+    fallback: Selects | None = None,
 ) -> Steps[tuple[Selection, list[BaseMessage]]]:
     """Select until what is sent (by ``sent_of`` of ``apply(selection)``) fits the budget.
 
     Over budget: again with less room, then bisected; the fitting round sending the most wins.
-    With ``values_of``, ``pacms`` covers the values it gives for each candidate.
+    With ``values_of``, ``pacms`` covers the values it gives for each candidate. Once the
+    selector falls back (a service that timed out), the next rounds ask ``fallback``, if given,
+    so one call does not wait for it again.
     """
     budget, unseen = pool.budget, pool.unseen
     cands = list(pool.candidates)
@@ -158,6 +173,7 @@ def fit(
         and not (c.source.stub or c.mandatory)
         and c.source.indices[0] in pool.reused
     ]
+    chooser, reason = selector, None
     fitted: _Fit | None = None  # the fitting round that sends the most
     low = over = 0  # the most room known to fit, the least known not to (0: none yet)
     rounds = 0
@@ -171,12 +187,16 @@ def fit(
         offered = cands if floored is None else floored
         values = {} if values_of is None else {"values": [values_of(c) for c in offered]}
         selection = yield Call(
-            selector.select,
-            selector.aselect,
+            chooser.select,
+            chooser.aselect,
             (offered, query if query.strip() else _NO_QUERY),
             {**options, **values, "budget": max(1, room), "relevant_ids": lifted},
         )
         rounds += 1
+        if chooser is fallback:  # the reason the selector gave stays with the rounds after it
+            selection = dataclasses.replace(selection, error=reason)
+        elif selection.fell_back and fallback is not None:
+            chooser, reason = fallback, selection.error
         kept = set(selection.kept_ids)
         shadowed = {
             c.id

@@ -48,7 +48,9 @@ from langchain_pacms.selector import (
     ContextSelector,
     Selection,
     Selector,
+    recency_selection,
 )
+from langchain_pacms.tokens import TokenCounter
 
 __all__ = ["RunnerViews", "SelectionRunner", "run_arguments", "tool_schema_text"]
 
@@ -62,6 +64,23 @@ _FLOOR = (
     "; the fold stubs of earlier tool spans that fit, those whose values later calls used"
     " first, then oldest first (the stub floor)"
 )
+
+
+class _Recency:
+    """Selects the newest candidates that fit, in this process (no embedder, no service)."""
+
+    def __init__(self, token_counter: TokenCounter) -> None:
+        self.token_counter = token_counter
+
+    def select(self, candidates: Sequence[Any], query: str, *, budget: int, **_: Any) -> Selection:
+        """:func:`~langchain_pacms.selector.recency_selection` (``query`` and options unread)."""
+        return recency_selection(candidates, budget, self.token_counter)
+
+    async def aselect(
+        self, candidates: Sequence[Any], query: str, *, budget: int, **_: Any
+    ) -> Selection:
+        """Async twin of :meth:`select`."""
+        return self.select(candidates, query, budget=budget)
 
 
 def _text_length(text: str, _values: Any) -> int:
@@ -455,15 +474,19 @@ class SelectionRunner:
         return found
 
     def fit(
-        self, messages: Sequence[BaseMessage], pool: Pool, query: str
+        self, messages: Sequence[BaseMessage], pool: Pool, query: str, *, local: bool = False
     ) -> Steps[tuple[Selection, list[BaseMessage]]]:
-        """Select until what is sent fits the budget (see :func:`~.fit.fit`)."""
+        """Select until what is sent fits the budget (see :func:`~.fit.fit`).
+
+        ``local``: by recency, in this process, not by the selector
+        (:func:`~langchain_pacms.selector.recency_selection`).
+        """
         counter, framing = self.selector.token_counter, self.config.message_framing
         role = self.config.context_role
         options, covers = self._select_kwargs(query, _tool_rounds(pool))
         return (
             yield from fit(
-                self.selector,
+                _Recency(counter) if local else self.selector,
                 pool,
                 query,
                 options=options,
@@ -473,6 +496,7 @@ class SelectionRunner:
                 sent_of=lambda out: sent_tokens(out, counter, memo=self._memo) + framing * len(out),
                 lift_reused=self.config.tool_loop.lift_reused,
                 values_of=self._values_of if covers else None,
+                fallback=_Recency(counter),
             )
         )
 
@@ -524,7 +548,6 @@ class SelectionRunner:
                 fallback = self.candidates(
                     messages, (), (), placeholders=False, request=request, keep_first=keep_first
                 )
-                selection, out = yield from self.fit(messages, fallback, "")
             except Exception as again:  # last resort: never stall the agent
                 logger.warning(
                     "pacms %s: selection failed (%s) and its recency fallback too (%s); "
@@ -534,6 +557,10 @@ class SelectionRunner:
                     again,
                 )
                 return list(messages), {"source": self.source, "kept": len(messages), **extra}
+            try:
+                selection, out = yield from self.fit(messages, fallback, "")
+            except Exception:  # the selector fails again (a service refusing): recency here
+                selection, out = yield from self.fit(messages, fallback, "", local=True)
             selection = dataclasses.replace(selection, fell_back=True, error=error)
         self.last_selection = selection
         event = yield Call(

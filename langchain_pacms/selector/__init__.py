@@ -7,6 +7,7 @@ from langchain_pacms.selector.caches import (
     SPARSE_ROWS_SHARE,
 )
 from langchain_pacms.selector.context import ContextSelector
+from langchain_pacms.selector.fallback import recency_selection
 from langchain_pacms.selector.inputs import relevant_mask
 from langchain_pacms.selector.protocol import Selector
 from langchain_pacms.selector.selection import (
@@ -30,5 +31,6 @@ __all__ = [
     "Selection",
     "Selector",
     "Verdict",
+    "recency_selection",
     "relevant_mask",
 ]

@@ -10,10 +10,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from langchain_pacms.core import Pick, Problem, Strategy, solve
+from langchain_pacms.selector.inputs import resolve_inputs
 from langchain_pacms.selector.pool import has_words, pool_flags
-from langchain_pacms.selector.selection import Candidate, EmbeddingError, Selection, selection_of
+from langchain_pacms.selector.selection import (
+    Candidate,
+    CandidateInput,
+    EmbeddingError,
+    Selection,
+    selection_of,
+)
+from langchain_pacms.tokens import TokenCounter
 
-__all__ = ["FailureStreak", "no_words", "unscored_selection"]
+__all__ = ["FailureStreak", "no_words", "recency_selection", "unscored_selection"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,4 +112,25 @@ def unscored_selection(
         error=error,
         timings=timings,
         no_words=no_words,
+    )
+
+
+def recency_selection(
+    candidates: Sequence[CandidateInput], budget: int, token_counter: TokenCounter
+) -> Selection:
+    """The newest candidates that fit ``budget``, mandatory first, scored by nothing.
+
+    What a selector falls back to, computed here: it needs no embedder and no service.
+
+    Example:
+        >>> from langchain_pacms.tokens import TokenCounter
+        >>> recency_selection(["old note", "new note"], 2, TokenCounter()).kept_ids
+        ('1',)
+    """
+    started = time.perf_counter()
+    # the inputs are checked as a selection's (its query is not read: any text will do)
+    cands, tokens, allowed = resolve_inputs(candidates, "recency", budget, token_counter)
+    timings = {"tokens": time.perf_counter() - started}
+    return unscored_selection(
+        cands, tokens, allowed, "lastk", error=None, timings=timings, started=started
     )

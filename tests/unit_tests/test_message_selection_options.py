@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -199,3 +200,58 @@ def test_tool_rounds_are_selected_by_the_values_they_hold():
 def test_cover_values_must_be_a_flag():
     with pytest.raises(ValueError, match="cover_values"):
         ToolLoopOptions(cover_values="yes")  # type: ignore[arg-type]
+
+
+class RefusingSelector(ContextSelector):
+    """A selector whose every call fails, as a service that refuses every request does."""
+
+    def select(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        raise ValueError("refused: strategy_options")
+
+    async def aselect(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        raise ValueError("refused: strategy_options")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_selector_that_always_fails_still_gets_a_recency_window(use_async: bool) -> None:
+    # its fallback asks the same selector: it fails too, and recency is selected here rather
+    # than every message passed through over the budget
+    runner = SelectionRunner(SelectionConfig(budget=60, selector=RefusingSelector()))
+    messages = conversation()
+    sent = await runner.arun(messages) if use_async else runner.run(messages)
+    counter = runner.selector.token_counter
+    assert len(sent) < len(messages)
+    assert sum(counter(str(m.content)) for m in sent) <= 60
+    assert sent[0] == messages[0] and sent[-1].content == messages[-1].content
+    selection = runner.last_selection
+    assert selection is not None and selection.fell_back and "refused" in str(selection.error)
+
+
+class TimingOutSelector(ContextSelector):
+    """A selector that answers each call with its recency fallback, as after a timeout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def select(self, candidates, query, budget, **options):  # type: ignore[override]
+        from langchain_pacms.selector import recency_selection
+
+        self.calls += 1
+        selection = recency_selection(candidates, budget, self.token_counter)
+        return dataclasses.replace(selection, error="TimeoutError: no answer in 0.5 s")
+
+
+def test_a_call_asks_a_selector_that_fell_back_once() -> None:
+    # every later round of the fit selects by recency here, not by asking (and waiting) again
+    rounds = []
+    loop = ToolLoopOptions(placeholders=True, keep_latest_turn=False)  # a fit of several rounds
+    for budget in range(175, 475, 25):
+        selector = TimingOutSelector()
+        runner = SelectionRunner(SelectionConfig(budget=budget, selector=selector, tool_loop=loop))
+        runner.run(values_loop(12))
+        selection = runner.last_selection
+        assert selection is not None and selector.calls == 1
+        assert selection.fell_back and selection.error == "TimeoutError: no answer in 0.5 s"
+        rounds.append(selection.info["rounds"])
+    assert max(rounds) > 1  # some budgets took several rounds
