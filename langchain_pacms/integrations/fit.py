@@ -225,11 +225,17 @@ def fit(
             room = (low + over) // 2
             continue
         if all(c.id in fixed for c in selection.kept) and pinned:
-            # over with only what must be kept: a pinned span goes back to the selection
-            let_go = pinned.pop(0)
-            fixed.discard(let_go)
+            # over with only what must be kept: pinned spans go back to the selection, the
+            # last pinned first, as many as the excess takes
+            cost = {c.id: int(c.tokens or 0) for c in cands}
+            excess, let_go = sent - budget, set()
+            while pinned and excess > 0:
+                released = pinned.pop(0)
+                let_go.add(released)
+                excess -= max(1, cost.get(released, 0))
+            fixed -= let_go
             cands = [
-                dataclasses.replace(c, mandatory=False) if c.id == let_go else c for c in cands
+                dataclasses.replace(c, mandatory=False) if c.id in let_go else c for c in cands
             ]
             continue
         if room <= 1 or all(c.id in fixed for c in selection.kept):
