@@ -458,11 +458,14 @@ class CachedEmbeddings(Embeddings):
 
     async def _embed_async(self, batch: list[str], kind: str) -> list[Any]:
         fast = kind == "document" and callable(getattr(self.embeddings, "embed_matrix", None))
-        if fast or _blocks(self.embeddings, kind):
-            return await call_in_thread(lambda: self._embed_sync(batch, kind), what="embedding")
-        if kind == "query":
-            return [await self.embeddings.aembed_query(t) for t in batch]
-        return await self.embeddings.aembed_documents(batch)
+        if not (fast or _blocks(self.embeddings, kind)):
+            try:
+                if kind == "query":
+                    return [await self.embeddings.aembed_query(t) for t in batch]
+                return await self.embeddings.aembed_documents(batch)
+            except NotImplementedError:  # a model with sync methods only: as below
+                pass
+        return await call_in_thread(lambda: self._embed_sync(batch, kind), what="embedding")
 
     def _batches(self, todo: dict[str, str]) -> list[list[str]]:
         """Count the texts of ``todo`` as sent to the model; return them in batches."""

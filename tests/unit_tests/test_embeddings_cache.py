@@ -416,3 +416,36 @@ def test_a_text_stored_between_lookup_and_claim_is_not_embedded_again(
     np.testing.assert_array_equal(out, CachedEmbeddings(RecordingEmbeddings()).embed_matrix(texts))
     assert (cached.hits, cached.misses) == (1, 2)
     assert not cached._flights
+
+
+class SyncOnly(Embeddings):
+    """A model whose async methods say they are not implemented (its sync ones work)."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [vector_for(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return vector_for(text, "query")
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError("no async")
+
+    async def aembed_query(self, text: str) -> list[float]:
+        raise NotImplementedError("no async")
+
+
+def test_an_async_method_that_is_not_implemented_gives_way_to_the_sync_one() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from langchain_pacms import ContextSelector
+    from langchain_pacms.integrations import create_pacms_hook
+
+    cached = CachedEmbeddings(SyncOnly())
+    got = asyncio.run(cached.aembed_matrix(["a b", "c d"]))
+    assert np.allclose(got, [vector_for("a b"), vector_for("c d")])
+    messages = [HumanMessage("alpha " * 9), AIMessage("beta " * 9), HumanMessage("alpha?")]
+    sync = create_pacms_hook(14, selector=ContextSelector(SyncOnly()))
+    aio = create_pacms_hook(14, selector=ContextSelector(SyncOnly()))
+    sent = sync.invoke({"messages": messages})["llm_input_messages"]
+    assert asyncio.run(aio.ainvoke({"messages": messages}))["llm_input_messages"] == sent
+    assert aio.last_selection is not None and not aio.last_selection.fell_back
