@@ -46,7 +46,12 @@ from langchain_pacms.lifecycle.recover import (
     object_hashes,
     unreadable_store,
 )
-from langchain_pacms.lifecycle.restored import restored_in_turn, restored_note, with_unsent_noted
+from langchain_pacms.lifecycle.restored import (
+    by_recovery,
+    restored_in_turn,
+    restored_note,
+    with_unsent_noted,
+)
 from langchain_pacms.lifecycle.sidecar import (
     AUDIT_NAMESPACE,
     SIDECAR_NAMESPACE,
@@ -113,6 +118,7 @@ __all__ = [
     "apply_actions",
     "at_boundary",
     "boundary_in_force",
+    "by_recovery",
     "carry_ids",
     "carry_numbers",
     "check_actions",

@@ -17,7 +17,7 @@ except ImportError as err:  # pragma: no cover - exercised by a test that hides 
         "LifecycleMiddleware", "LangChain v1 (langchain.agents.middleware)", "middleware"
     ) from err
 
-from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired, Unpack
@@ -25,19 +25,12 @@ from typing_extensions import NotRequired, Unpack
 from langchain_pacms.lifecycle.harness import LifecycleHarness
 from langchain_pacms.lifecycle.node import HarnessOptions, build_harness, state_inputs, step_update
 from langchain_pacms.lifecycle.recover import RECOVER_TOOL_NAME, RecoverCheck, make_recover_tool
-from langchain_pacms.lifecycle.restored import restored_note, with_unsent_noted
-from langchain_pacms.messages.payload import LIFECYCLE_KEY
+from langchain_pacms.lifecycle.restored import by_recovery, restored_note, with_unsent_noted
 from langchain_pacms.messages.runs import run_config, thread_of
 
 __all__ = ["LifecycleMiddleware", "LifecycleState"]
 
 logger = logging.getLogger(__name__)
-
-
-def _with_mark(message: BaseMessage, mark: dict[str, Any]) -> BaseMessage:
-    """``message`` with ``mark`` as its lifecycle mark."""
-    kwargs = {**message.additional_kwargs, LIFECYCLE_KEY: mark}
-    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 class LifecycleState(AgentState):
@@ -123,18 +116,8 @@ class LifecycleMiddleware(AgentMiddleware):
             return result
         if not restored:
             return result
-        note: BaseMessage = result.model_copy(update={"content": restored_note(object_id)})
-        marks = (m.additional_kwargs.get(LIFECYCLE_KEY) for m in restored)
-        turn = next(
-            (m["reactivated"] for m in marks if isinstance(m, dict) and "reactivated" in m), None
-        )
-        if turn is not None:
-            # the round and this result name the recovery (the selection keeps the newest
-            # first) and stay in view for the turn: a round left out keeps its pointer
-            mark = {"reactivated": turn, "by": result.tool_call_id}
-            restored = [_with_mark(m, mark) for m in restored]
-            note = _with_mark(note, mark)
-        return Command(update={"messages": [*restored, note]})
+        note = result.model_copy(update={"content": restored_note(object_id)})
+        return Command(update={"messages": by_recovery(restored, note)})
 
     def _request(self, request: ModelRequest) -> ModelRequest:
         """``request``, no result in it claiming a restored round it does not hold whole.

@@ -11,7 +11,7 @@ from langchain_pacms.lifecycle.objects import OBJECT_KEY
 from langchain_pacms.messages.history import is_human
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 
-__all__ = ["restored_in_turn", "restored_note", "with_unsent_noted"]
+__all__ = ["by_recovery", "restored_in_turn", "restored_note", "with_unsent_noted"]
 
 
 _ABSENT = object()
@@ -52,6 +52,33 @@ def _noted(message: BaseMessage) -> str | None:
 def _mark(message: BaseMessage) -> Mapping[str, Any]:
     mark = message.additional_kwargs.get(LIFECYCLE_KEY)
     return mark if isinstance(mark, Mapping) else {}
+
+
+def by_recovery(restored: Sequence[BaseMessage], result: ToolMessage) -> list[BaseMessage]:
+    """``restored`` (a round back in place) and the recovery's ``result``, marked as its own.
+
+    Their mark names the turn the harness restored the round in and the recovering call
+    (``{"reactivated": <turn>, "by": <call id>}``): the selection keeps the newest recovery's
+    round first, and the result stays in view with it for that turn. A round restored before
+    any user turn carries no turn, and nothing is marked.
+
+    Example:
+        >>> held = {LIFECYCLE_KEY: {"reactivated": "h"}}
+        >>> out = by_recovery([ToolMessage("data", tool_call_id="c", additional_kwargs=held)],
+        ...     ToolMessage("[note]", tool_call_id="r1"))
+        >>> [m.additional_kwargs[LIFECYCLE_KEY] for m in out]
+        [{'reactivated': 'h', 'by': 'r1'}, {'reactivated': 'h', 'by': 'r1'}]
+    """
+    turn = next(
+        (mark["reactivated"] for m in restored if "reactivated" in (mark := _mark(m))), None
+    )
+    if turn is None:
+        return [*restored, result]
+    mark = {"reactivated": turn, "by": result.tool_call_id}
+    return [
+        m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, LIFECYCLE_KEY: mark}})
+        for m in (*restored, result)
+    ]
 
 
 def restored_in_turn(messages: Sequence[BaseMessage]) -> dict[int, int]:
