@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.store.base import BaseStore
 
 from langchain_pacms._lru import LruMemo
@@ -19,7 +17,9 @@ from langchain_pacms.integrations.config import SelectionConfig
 from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups
-from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, restored_in_turn, with_unsent_noted
+from langchain_pacms.integrations.pins import pin_spans
+from langchain_pacms.integrations.request import RequestCost, tool_name, tool_schema_text
+from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, with_unsent_noted
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
     CONTEXT_MEMORIES_HEADER,
@@ -52,7 +52,7 @@ from langchain_pacms.selector import (
 )
 from langchain_pacms.tokens import TokenCounter
 
-__all__ = ["RunnerViews", "SelectionRunner", "run_arguments", "tool_schema_text"]
+__all__ = ["RunnerViews", "SelectionRunner", "run_arguments"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,74 +91,6 @@ def _text_length(text: str, _values: Any) -> int:
 def _tool_rounds(pool: Pool) -> bool:
     """Whether ``pool`` selects among tool rounds: in a tool loop, or earlier rounds with calls."""
     return pool.in_turn or any(span.kind == "tool" and not span.mandatory for span in pool.spans)
-
-
-class _Request(NamedTuple):
-    """What a model call's request adds to the selection.
-
-    Its budget (by the model's profile), its tools' tokens, and whether the model can call
-    ``recover_context`` (fold stubs are sent only then).
-    """
-
-    budget: int | None
-    tools: int
-    recovers: bool = True
-
-
-def _tool_name(tool: Any) -> str | None:
-    """A bound tool's name (a ``BaseTool``, an OpenAI-style dict, or a function)."""
-    if isinstance(tool, Mapping):
-        inner = tool.get("function")
-        return str(tool.get("name") or (inner.get("name") if isinstance(inner, Mapping) else ""))
-    return getattr(tool, "name", None) or getattr(tool, "__name__", None)
-
-
-def tool_schema_text(tool: Any) -> str:
-    """A bound tool's schema as the budget counts it: ``convert_to_openai_tool``, as JSON."""
-    return json.dumps(convert_to_openai_tool(tool), sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _pinned(
-    messages: Sequence[BaseMessage], cands: list[Candidate], room: int, keep_first: bool
-) -> tuple[list[Candidate], tuple[str, ...]]:
-    """``cands`` with the spans that must stay mandatory, each while it fits ``room``.
-
-    Those spans: the first message's (``keep_first``), then, for the recoveries of the latest
-    turn that restored a round in place (``reactivate=True``), their results (the pointers),
-    then the rounds, the newest recovery's first. A restored round that does not fit is left
-    to the selection; its recovery's result then says so
-    (:func:`~langchain_pacms.lifecycle.with_unsent_noted`).
-
-    Returns the candidates and the ids pinned, in the order :func:`~.fit.fit` lets them go
-    should what is sent still exceed the budget (the last pinned first).
-    """
-    restored = restored_in_turn(messages)
-
-    def rank(c: Candidate) -> tuple[int, int] | None:
-        """Pinning order (lower first), or ``None``: not pinned."""
-        source = c.source
-        if not isinstance(source, Span) or source.stub or c.mandatory:
-            return None
-        if keep_first and source.indices[:1] == (0,):
-            return (0, 0)
-        ranks = [restored[i] for i in source.indices if i in restored]
-        if not ranks:
-            return None
-        # a recovery's result (ranked by its own position) is the pointer: the cheap part first
-        results = any(restored[i] == i for i in source.indices if i in restored)
-        return (1 if results else 2, -max(ranks))
-
-    order = sorted((r, n) for n, c in enumerate(cands) if (r := rank(c)) is not None)
-    used = sum(int(c.tokens or 0) for c in cands if c.mandatory)
-    out = list(cands)
-    pinned: list[str] = []
-    for _, n in order:
-        tokens = int(cands[n].tokens or 0)
-        if used + tokens <= room:
-            out[n] = dataclasses.replace(cands[n], mandatory=True)
-            used += tokens
-            pinned.append(str(cands[n].id))
-    return out, tuple(reversed(pinned))
 
 
 def _without_old_context(messages: Sequence[Any]) -> list[BaseMessage]:
@@ -297,7 +229,7 @@ class SelectionRunner:
             total += known[2]
         return total
 
-    def request(self, model: Any = None, tools: Sequence[Any] | None = None) -> _Request:
+    def request(self, model: Any = None, tools: Sequence[Any] | None = None) -> RequestCost:
         """What a call's model and tools (default: the configured ones) add to the budget.
 
         Raises ``ValueError`` for a fraction budget without a model or profile, even if not strict.
@@ -305,10 +237,10 @@ class SelectionRunner:
         tokens = self.tool_tokens(self.config.tools if tools is None else tools)
         # the request's own tools (the middleware's): a stub is worth sending only if the model
         # can call recover_context; a hook that is given none cannot tell
-        recovers = tools is None or any(_tool_name(t) == RECOVER_TOOL_NAME for t in tools)
+        recovers = tools is None or any(tool_name(t) == RECOVER_TOOL_NAME for t in tools)
         if self.config.budget.fraction is None:
-            return _Request(None, tokens, recovers)
-        return _Request(self.resolve_budget([], model), tokens, recovers)
+            return RequestCost(None, tokens, recovers)
+        return RequestCost(self.resolve_budget([], model), tokens, recovers)
 
     def query_for(self, state: Any, messages: Sequence[BaseMessage]) -> str:
         """The query: ``query(state)``, else by ``query_mode``; the newest text if that is blank."""
@@ -334,7 +266,7 @@ class SelectionRunner:
         *,
         placeholders: bool = True,
         folds: Mapping[int, Sequence[BaseMessage]] | None = None,
-        request: _Request | None = None,
+        request: RequestCost | None = None,
         keep_first: bool = False,
     ) -> Pool:
         """The call's pool: candidates priced by what they send, the budget, the unseen tokens.
@@ -368,7 +300,7 @@ class SelectionRunner:
             cands, spans = cut(latest)
             mandatory = _NEWEST_STEP + _OVER
         charged = self.context_tokens(cands)
-        cands, pinned = _pinned(messages, cands, budget - unseen - charged, keep_first)
+        cands, pinned = pin_spans(messages, cands, budget - unseen - charged, keep_first)
         return Pool(
             cands,
             spans,
@@ -507,7 +439,7 @@ class SelectionRunner:
         config: RunnableConfig | None,
         store: BaseStore | None,
         context: Any,
-        request: _Request,
+        request: RequestCost,
     ) -> Steps[tuple[list[BaseMessage], dict[str, Any] | None]]:
         """One call's steps: the messages to send and the summary the trace records."""
         if not messages:

@@ -13,7 +13,7 @@ from pacms_fakes import RecordingChatModel, call, slow_examples
 from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
 from langchain_pacms.integrations.config import DEFAULT_TOKENS_PER_MESSAGE
 from langchain_pacms.integrations.middleware import PACMSMiddleware
-from langchain_pacms.integrations.runner import tool_schema_text
+from langchain_pacms.integrations.request import tool_schema_text
 from langchain_pacms.messages import sent_tokens
 
 SYSTEM = "You are the archive assistant. Answer from the archive."
