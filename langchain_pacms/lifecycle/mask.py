@@ -70,10 +70,11 @@ def mask_object(messages: list[BaseMessage], obj: ContextObject, head: int, tail
 def _masked(message: BaseMessage, head: int, tail: int) -> str | list[Any]:
     """The masked content of ``message`` (memoised per message object).
 
-    Its text blocks become one masked text block (the first one's other keys, such as
-    ``cache_control``, kept); every other block (an image, a file, ``text-plain``) stays as it
-    is, after it. A result wrapped in ``tool_result`` blocks is left whole: masking inside
-    would lose the wrapper a provider pairs with its call.
+    A string stays a string; list content stays a list: its text blocks become one masked
+    text block (the first one's other keys, such as ``cache_control``, kept; a list of strings
+    becomes one masked string in a list); every other block (an image, a file, ``text-plain``)
+    stays as it is, after it. A result wrapped in ``tool_result`` blocks is left whole: masking
+    inside would lose the wrapper a provider pairs with its call.
     """
 
     def compute() -> str | list[Any]:
@@ -93,6 +94,10 @@ def _masked(message: BaseMessage, head: int, tail: int) -> str | list[Any]:
                 others.append(block)
         text = "\n".join(texts) if others else content_text(content)
         masked = mask_text(text, head, tail, locator_budget(len(text) - head - tail))
-        return [{**(first or {"type": "text"}), "text": masked}, *others] if others else masked
+        if not isinstance(content, list):
+            return masked
+        if first is None and not others:  # a list of strings stays one
+            return [masked]
+        return [{**(first or {"type": "text"}), "text": masked}, *others]
 
     return REWRITES((message,), ("mask", head, tail), compute)

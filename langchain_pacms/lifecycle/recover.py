@@ -26,7 +26,7 @@ from langchain_pacms.lifecycle.sidecar import (
     SidecarStore,
     split_key,
 )
-from langchain_pacms.messages.media import media_tokens
+from langchain_pacms.messages.media import carries_media
 from langchain_pacms.messages.payload import LIFECYCLE_KEY
 from langchain_pacms.messages.runs import run_thread, state_messages, thread_id_of
 
@@ -142,9 +142,7 @@ def _media(payload: str) -> list[Any] | None:
         value = json.loads(payload)
     except ValueError:
         return None
-    if isinstance(value, list) and any(
-        isinstance(b, Mapping) and media_tokens(b) is not None for b in value
-    ):
+    if isinstance(value, list) and any(carries_media(b) for b in value):
         return value
     return None
 
@@ -152,7 +150,8 @@ def _media(payload: str) -> list[Any] | None:
 def _content(payload: str, listed: Sequence[bool]) -> str | list[Any]:
     """What the tool returns: the payload, or a result's blocks again when they hold media.
 
-    A folded result whose content was blocks with an image or a file (a screenshot tool) comes
+    A folded result whose content was blocks with an image, a file, audio or video (a
+    screenshot tool, :func:`~langchain_pacms.messages.media.carries_media`) comes
     back as those blocks (after a span's call, as text), so the model sees the image again; of
     several results, each comes back as a text block naming its call, followed by its blocks
     when they were blocks and hold media (a string result stays the string, whatever it reads).

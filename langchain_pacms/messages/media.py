@@ -15,7 +15,9 @@ from langchain_pacms._lru import LruMemo
 
 __all__ = [
     "IMAGE_TOKENS",
+    "MEDIA_TYPES",
     "PDF_PAGE_TOKENS",
+    "carries_media",
     "image_size",
     "image_tokens",
     "media_tokens",
@@ -36,6 +38,13 @@ PDF_PAGE_TOKENS = 3_000 + IMAGE_TOKENS
 Anthropic and OpenAI send a model both for every page (Anthropic: 1,500-3,000 text tokens a
 page, plus the image).
 """
+
+MEDIA_TYPES = frozenset(
+    {"image", "image_url", "input_image", "file", "input_file", "document", "audio", "input_audio"}
+    | {"video", "text-plain"}
+)
+"""Content block types that carry data other than the message's text (LangChain's, OpenAI's,
+Anthropic's)."""
 
 _HEAD_CHARS = 1 << 18  # base64 characters decoded to find the dimensions (192 KiB of image)
 _SPACE = re.compile(r"\s+")
@@ -61,6 +70,20 @@ def media_tokens(block: Mapping[str, Any]) -> int | None:
     """
     image = image_tokens(block)
     return image if image is not None else pdf_tokens(block)
+
+
+def carries_media(block: Any) -> bool:
+    """Whether a content block carries an image, a file, audio or video (:data:`MEDIA_TYPES`).
+
+    Example:
+        >>> carries_media({"type": "file", "url": "https://example.com/r.pdf"})
+        True
+        >>> carries_media({"type": "text", "text": "hi"})
+        False
+    """
+    if not isinstance(block, Mapping):
+        return False
+    return block.get("type") in MEDIA_TYPES or media_tokens(block) is not None
 
 
 def pdf_tokens(block: Mapping[str, Any]) -> int | None:

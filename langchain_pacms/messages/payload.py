@@ -18,10 +18,18 @@ LIFECYCLE_KEY = "pacms_lifecycle"
 
 
 def content_payload(content: str | list[Any]) -> str:
-    """A message content as payload text: a string as it is, list content as JSON."""
+    """A message content as payload text: a string as it is, list content as JSON.
+
+    The blocks' keys keep their order, so the content read back serialises as it did (a
+    provider's prompt cache sees the same request prefix again).
+
+    Example:
+        >>> content_payload([{"type": "text", "text": "hi", "cache_control": {"type": "x"}}])
+        '[{"type": "text", "text": "hi", "cache_control": {"type": "x"}}]'
+    """
     if isinstance(content, str):
         return content
-    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def exact_payload(
@@ -84,7 +92,7 @@ def readable_of(messages: Sequence[BaseMessage], indices: Sequence[int]) -> str:
         >>> from langchain_core.messages import ToolMessage
         >>> out = ToolMessage([{"type": "text", "text": "a.py\nb.py"}], tool_call_id="c")
         >>> payload_of([out], (0,)), readable_of([out], (0,))
-        ('[{"text": "a.py\\nb.py", "type": "text"}]', 'a.py\nb.py')
+        ('[{"type": "text", "text": "a.py\\nb.py"}]', 'a.py\nb.py')
     """
     return _joined(messages, indices, content_text)
 

@@ -76,6 +76,8 @@ def _standard_parts(blocks: Iterable[Mapping[str, Any]]) -> list[str]:
         kind = block.get("type")
         if kind == "text":
             parts.append(str(block.get("text", "")))
+        elif kind == "text-plain" and isinstance(block.get("text"), str):
+            parts.append(block["text"])  # a plain-text document given inline: sent as its text
         elif kind == "reasoning":
             reasoning = block.get("reasoning")
             text = reasoning if isinstance(reasoning, str) else _summary_text(block)
