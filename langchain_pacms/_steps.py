@@ -9,7 +9,10 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import os
+import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -151,8 +154,32 @@ def drive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Answer]) -> 
     raise RuntimeError("a sync answer suspended")  # pragma: no cover - ``now`` cannot
 
 
-async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]) -> T:
-    """Async twin of :func:`drive`: each answer is awaited."""
+async def adrive(
+    steps: Generator[Ask, Answer, T],
+    answer: Callable[[Ask], Awaitable[Answer]],
+    *,
+    offload: bool = False,
+) -> T:
+    """Async twin of :func:`drive`: each answer is awaited.
+
+    ``offload``: the steps' own work between two requests runs on the package's step threads
+    (one context copied for all of them), so a body that computes for milliseconds does not
+    hold up the event loop's other tasks; the answers are still awaited on the loop. The step
+    threads are the package's own (as many as the cores), not the loop's default executor,
+    which a stalled sync model or store may have filled.
+
+    Example:
+        >>> import asyncio, threading
+        >>> def steps():
+        ...     reply = yield "ping"
+        ...     return reply, threading.current_thread() is threading.main_thread()
+        >>> async def answer(request):
+        ...     return request.upper()
+        >>> asyncio.run(adrive(steps(), answer)), asyncio.run(adrive(steps(), answer, offload=True))
+        (('PING', True), ('PING', False))
+    """
+    if offload:
+        return await _adrive_offloaded(steps, answer)
     try:
         request = next(steps)
         while True:
@@ -164,6 +191,61 @@ async def adrive(steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Await
                 request = steps.send(reply)
     except StopIteration as done:
         return done.value
+
+
+def _advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
+    """``move(value)`` (a generator's ``send`` or ``throw``): ``(done, request or result)``.
+
+    A ``StopIteration`` cannot cross a future: the result comes back as a value.
+    """
+    try:
+        return False, move(value)
+    except StopIteration as done:
+        return True, done.value
+
+
+_STEP_WORKERS = max(2, os.cpu_count() or 2)
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _step_executor() -> ThreadPoolExecutor:
+    """The threads offloaded steps run on (made on first use, again in a forked child)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(_STEP_WORKERS, thread_name_prefix="pacms-steps")
+        return _executor
+
+
+def _forget_executor() -> None:
+    """In a forked child: the parent's step threads do not exist there."""
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor)
+
+
+async def _adrive_offloaded(
+    steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]
+) -> T:
+    """:func:`adrive` whose steps run on the step threads, one at a time, in one context."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+
+    async def advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
+        return await loop.run_in_executor(_step_executor(), context.run, _advance, move, value)
+
+    done, out = await advance(steps.send, None)
+    while not done:
+        try:
+            reply = await answer(out)
+        except Exception as err:
+            done, out = await advance(steps.throw, err)
+        else:
+            done, out = await advance(steps.send, reply)
+    return cast(T, out)
 
 
 @dataclass(frozen=True)
@@ -201,6 +283,9 @@ def drive_calls(steps: Steps[T]) -> T:
     return drive(steps, Call.run)
 
 
-async def adrive_calls(steps: Steps[T]) -> T:
-    """Async twin of :func:`drive_calls`: awaits the async function of each :class:`Call`."""
-    return await adrive(steps, Call.arun)
+async def adrive_calls(steps: Steps[T], *, offload: bool = False) -> T:
+    """Async twin of :func:`drive_calls`: awaits the async function of each :class:`Call`.
+
+    ``offload``: the steps' own work runs off the event loop (see :func:`adrive`).
+    """
+    return await adrive(steps, Call.arun, offload=offload)

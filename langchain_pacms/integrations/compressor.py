@@ -240,7 +240,7 @@ class PACMSCompressor(BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> tuple[list[Document], Selection]:
         """Async twin of :meth:`compress_with_selection` (embeds with the async API)."""
-        return await adrive_calls(self._steps(documents, query, callbacks))
+        return await adrive_calls(self._steps(documents, query, callbacks), offload=True)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

@@ -553,7 +553,7 @@ class SelectionRunner:
     @method_parameters_of(run_arguments)
     async def arun(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`run`."""
-        return await adrive_calls(self._traced(run_arguments(*args, **kwargs)))
+        return await adrive_calls(self._traced(run_arguments(*args, **kwargs)), offload=True)
 
 
 class RunnerViews:

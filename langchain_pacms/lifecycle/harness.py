@@ -398,7 +398,7 @@ class LifecycleHarness:
     @method_parameters_of(step_arguments)
     async def astep(self, *args: Any, **kwargs: Any) -> Commit | None:
         """Async twin of :meth:`step` (the planner's ``aplan`` and the store's async writes)."""
-        return await adrive_calls(self._steps(step_arguments(*args, **kwargs)))
+        return await adrive_calls(self._steps(step_arguments(*args, **kwargs)), offload=True)
 
     def _reactivating(self, call: _ReactivateArguments) -> Steps[list[BaseMessage]]:
         messages, object_id, thread_id, known_ids = call
@@ -448,7 +448,9 @@ class LifecycleHarness:
     @method_parameters_of(reactivate_arguments)
     async def areactivate(self, *args: Any, **kwargs: Any) -> list[BaseMessage]:
         """Async twin of :meth:`reactivate`."""
-        return await adrive_calls(self._reactivating(reactivate_arguments(*args, **kwargs)))
+        return await adrive_calls(
+            self._reactivating(reactivate_arguments(*args, **kwargs)), offload=True
+        )
 
 
 def _kept_names(

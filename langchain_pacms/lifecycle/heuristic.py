@@ -262,4 +262,4 @@ class HeuristicPlanner:
 
     async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Async twin of :meth:`plan` (embeds with the model's async API)."""
-        return await adrive_calls(self._planning(index, messages))
+        return await adrive_calls(self._planning(index, messages), offload=True)

@@ -289,4 +289,4 @@ class LLMPlanner:
 
     async def aplan(self, index: ContextIndex, messages: Sequence[BaseMessage]) -> Plan:
         """Async twin of :meth:`plan` (the model is called with ``ainvoke``)."""
-        return await adrive_calls(self._planning(index))
+        return await adrive_calls(self._planning(index), offload=True)

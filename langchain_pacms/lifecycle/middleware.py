@@ -88,7 +88,7 @@ class LifecycleMiddleware(AgentMiddleware):
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of :meth:`before_model`."""
-        return await adrive_calls(step_update(self.harness, state, run_config()))
+        return await adrive_calls(step_update(self.harness, state, run_config()), offload=True)
 
     def _after_tool(
         self, request: ToolCallRequest, result: ToolMessage | Command[Any]
@@ -155,4 +155,4 @@ class LifecycleMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async twin of :meth:`wrap_tool_call`."""
-        return await adrive_calls(self._after_tool(request, await handler(request)))
+        return await adrive_calls(self._after_tool(request, await handler(request)), offload=True)

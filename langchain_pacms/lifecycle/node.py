@@ -150,7 +150,7 @@ def create_lifecycle_node(
         return drive_calls(step_update(live, state, config, messages_key))
 
     async def alifecycle(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
-        return await adrive_calls(step_update(live, state, config, messages_key))
+        return await adrive_calls(step_update(live, state, config, messages_key), offload=True)
 
     node: RunnableLambda[Any, dict[str, Any] | None] = RunnableLambda(
         lifecycle, afunc=alifecycle, name="pacms_lifecycle"

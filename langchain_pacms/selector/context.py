@@ -300,7 +300,9 @@ class ContextSelector:
         call = select_arguments(*args, **kwargs)
         query = call[1]
         return await adrive(
-            self._selecting(call), lambda t: self._pools.aembed(t, query, self._last_pool)
+            self._selecting(call),
+            lambda t: self._pools.aembed(t, query, self._last_pool),
+            offload=True,
         )
 
     def _selecting(self, call: SelectArguments) -> Generator[list[str], Pool, Selection]:
@@ -376,7 +378,8 @@ class ContextSelector:
     ) -> Problem:
         """Async twin of :meth:`prepare`."""
         steps = self._preparing(candidates, query, budget)
-        return await adrive(steps, lambda texts: self._pools.aembed(texts, query, self._last_pool))
+        embed = self._pools.aembed
+        return await adrive(steps, lambda texts: embed(texts, query, self._last_pool), offload=True)
 
     def _preparing(
         self, candidates: Sequence[CandidateInput], query: str, budget: BudgetInput
