@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage, messages_to_dict
 
@@ -43,10 +44,32 @@ class HarnessStats:
     commit_failures: int = 0
     tokens_removed: int = 0
     sidecars_written: int = 0
+    reasons_kept: ClassVar[int] = 64  # distinct keys of ``rejections``; later ones are "other"
+    _lock: ClassVar[threading.Lock] = threading.Lock()  # steps of several runs count at once
+
+    def add(self, *, rejections: Iterable[str] = (), **counts: int) -> None:
+        """Add ``counts`` to the counters and count each of ``rejections``, atomically.
+
+        Past :attr:`reasons_kept` distinct reasons, a new one counts as ``"other"``.
+
+        Example:
+            >>> stats = HarnessStats()
+            >>> stats.add(plans=1, rejections=["too small", "too small"])
+            >>> stats.plans, stats.rejections["too small"]
+            (1, 2)
+        """
+        with HarnessStats._lock:
+            for name, amount in counts.items():
+                setattr(self, name, getattr(self, name) + amount)
+            held = self.rejections
+            for key in rejections:
+                full = key not in held and len(held) >= self.reasons_kept - 1
+                held["other" if full else key] += 1
 
     def to_dict(self) -> dict[str, Any]:
         """The counters as plain data."""
-        return {**self.__dict__, "rejections": dict(self.rejections)}
+        with HarnessStats._lock:
+            return {**self.__dict__, "rejections": dict(self.rejections)}
 
 
 @dataclass(frozen=True)

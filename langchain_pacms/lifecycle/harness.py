@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -37,7 +37,6 @@ __all__ = ["LifecycleHarness", "reactivate_arguments", "step_arguments"]
 
 logger = logging.getLogger(__name__)
 
-_REASONS = 64  # distinct keys of ``stats.rejections``; a reason after them counts as "other"
 _DETAILS = re.compile(r"'[^']*'|\d+")  # quoted values and numbers in a reason
 
 
@@ -218,27 +217,23 @@ class LifecycleHarness:
             prior=prior,
         )
 
-    def _count_rejections(self, keys: Iterable[str]) -> None:
-        """Count ``keys`` in ``stats.rejections``; past 64 keys, a new one counts as "other"."""
-        counts = self.stats.rejections
-        for key in keys:
-            counts["other" if key not in counts and len(counts) >= _REASONS - 1 else key] += 1
-
     def _stage(
         self, thread: _Thread, messages: Sequence[BaseMessage], index: ContextIndex, plan: Plan
     ) -> tuple[Rejection, ...]:
         """Stage ``plan``'s valid actions; return the actions the planner dropped itself."""
-        self.stats.plans += 1
         if not plan.ok:
-            self.stats.plans_rejected += 1
-            self._count_rejections([f"plan rejected: {_rejection_key(str(plan.rejected))}"])
+            key = f"plan rejected: {_rejection_key(str(plan.rejected))}"
+            self.stats.add(plans=1, plans_rejected=1, rejections=[key])
             logger.info("lifecycle planner %s made no plan: %s", plan.planner, plan.rejected)
             return ()
         checked = self.check(messages, index, plan.actions)
         rejected = (*plan.dropped, *checked.rejected)
-        self.stats.actions_accepted += len(checked.accepted)
-        self.stats.actions_rejected += len(rejected)
-        self._count_rejections(_rejection_key(r.reason) for r in rejected)
+        self.stats.add(
+            plans=1,
+            actions_accepted=len(checked.accepted),
+            actions_rejected=len(rejected),
+            rejections=[_rejection_key(r.reason) for r in rejected],
+        )
         thread.staged, _ = merge_actions(thread.still_planned(index), checked.accepted)
         for action in checked.accepted:
             obj = index.by_id[action.target]
@@ -308,9 +303,11 @@ class LifecycleHarness:
             reason=reason,
             known_ids=index.id_map,
         )
-        self.stats.commits += 1
-        self.stats.tokens_removed += before - commit.tokens_after
-        self.stats.sidecars_written += len(commit.sidecars)
+        self.stats.add(
+            commits=1,
+            tokens_removed=before - commit.tokens_after,
+            sidecars_written=len(commit.sidecars),
+        )
         logger.info(
             "lifecycle commit on %s (%s): %s, %d -> %d tokens",
             thread_id,
@@ -355,7 +352,7 @@ class LifecycleHarness:
                 originals = self.audit(thread_id)
                 yield Call(originals.put_many, originals.aput_many, (audit,))
             except Exception as err:  # any store failure: nothing is committed, nothing is lost
-                self.stats.commit_failures += 1
+                self.stats.add(commit_failures=1)
                 logger.warning(
                     "lifecycle commit on %s abandoned: sidecar write failed: %s", thread_id, err
                 )

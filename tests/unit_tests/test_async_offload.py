@@ -183,3 +183,27 @@ def test_offloaded_steps_do_not_wait_for_a_full_default_executor() -> None:
             await stuck
 
     assert asyncio.run(main())[-1] == "Which round had latency 42 ms?"
+
+
+def test_harness_counters_stay_exact_when_steps_count_at_once() -> None:
+    import sys
+
+    from langchain_pacms.lifecycle import HarnessStats
+
+    stats = HarnessStats()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [
+            threading.Thread(
+                target=lambda: [stats.add(plans=1, rejections=["x"]) for _ in range(20_000)]
+            )
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert stats.plans == 80_000 and stats.rejections["x"] == 80_000
