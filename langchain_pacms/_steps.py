@@ -23,6 +23,7 @@ __all__ = [
     "adrive_calls",
     "drive",
     "drive_calls",
+    "in_step_thread",
     "method_parameters_of",
     "parameters_of",
 ]
@@ -225,6 +226,19 @@ def _forget_executor() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_executor)
+
+
+async def in_step_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Await ``fn(*args)`` run on the step threads (see :func:`adrive`), in this context.
+
+    Example:
+        >>> import asyncio, threading
+        >>> asyncio.run(in_step_thread(lambda: threading.current_thread().name))[:11]
+        'pacms-steps'
+    """
+    loop = asyncio.get_running_loop()
+    run = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await loop.run_in_executor(_step_executor(), run)
 
 
 async def _adrive_offloaded(

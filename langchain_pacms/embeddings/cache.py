@@ -19,7 +19,7 @@ from langchain_core.stores import ByteStore
 from numpy.typing import NDArray
 
 from langchain_pacms._lru import LruMemo
-from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls
+from langchain_pacms._steps import Call, Steps, adrive_calls, drive_calls, in_step_thread
 from langchain_pacms._timeout import call_in_thread
 from langchain_pacms.embeddings.identity import key_prefix, model_identity, probe_digest
 from langchain_pacms.embeddings.profile import WRAPPED_MODEL_ATTRIBUTES
@@ -488,7 +488,7 @@ class CachedEmbeddings(Embeddings):
         vectors: list[Any] = []
         for batch in self._batches(todo):
             vectors.extend(await self._embed_async(batch, kind))
-        fresh, keep = self._kept(todo, vectors)
+        fresh, keep = await in_step_thread(self._kept, todo, vectors)  # copies and checks
         await self._asave(keep if save else [])
         return fresh
 
@@ -542,8 +542,8 @@ class CachedEmbeddings(Embeddings):
         if self._probe and not await self._aprobe_now():
             alone = {t: t for t in texts}
             fresh = await self._aembed_now(alone, kind, save=False)
-            return self._finish(list(texts), [None] * len(texts), fresh)
-        keys = self._keys(texts, kind)
+            return await in_step_thread(self._finish, list(texts), [None] * len(texts), fresh)
+        keys = await in_step_thread(self._keys, texts, kind)  # the texts' computing off the loop
         found = await self._alookup(keys)
         todo = self._misses(texts, keys, found)
         with self._claimed(todo, deadline, asynchronous=True) as (mine, rest, fresh, waits):
@@ -558,7 +558,7 @@ class CachedEmbeddings(Embeddings):
             fresh.update(
                 await self._aembed_now(self._landed(waits, fresh, deadline, timeout), kind)
             )
-        return self._finish(keys, found, fresh)
+        return await in_step_thread(self._finish, keys, found, fresh)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents through the cache (LangChain ``Embeddings`` interface)."""

@@ -11,6 +11,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from numpy.typing import NDArray
 
+from langchain_pacms._steps import in_step_thread
 from langchain_pacms._timeout import call_with_timeout, timeout_error
 from langchain_pacms.blas import blas_threads as limit_blas_threads
 from langchain_pacms.core import Problem
@@ -284,12 +285,13 @@ class PoolEmbedder:
     async def _aembed(
         self, texts: list[str], query: str, last: Pool | None, deadline: float | None
     ) -> Pool:
-        lent, todo = self._rows_from(last, texts)
+        # the pool's own computing runs on the step threads; only the embedding is awaited here
+        lent, todo = await in_step_thread(self._rows_from, last, texts)
         fresh = await self.embeddings.aembed_matrix(todo, timeout=self._left(deadline))
         query_vec = (
             await self.embeddings.aembed_matrix([query], kind="query", timeout=self._left(deadline))
         )[0]
-        return self._pooled(texts, query, lent, fresh, query_vec)
+        return await in_step_thread(self._pooled, texts, query, lent, fresh, query_vec)
 
     def _rows_from(self, last: Pool | None, texts: list[str]) -> tuple[Lent | None, list[str]]:
         """What the last pool lends this one, and the texts to embed.

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 import langchain_pacms.integrations.runner as runner_module
+import langchain_pacms.lifecycle.harness as harness_module
 import langchain_pacms.selector.context as context_module
+from langchain_pacms import ContextSelector
 from langchain_pacms._steps import adrive, adrive_calls
+from langchain_pacms.embeddings import CachedEmbeddings
 from langchain_pacms.integrations import create_pacms_hook
-from langchain_pacms.lifecycle import LifecycleHarness
+from langchain_pacms.lifecycle import HarnessStats, LifecycleHarness
+from langchain_pacms.selector.pool import PoolEmbedder
 
 REQUEST = contextvars.ContextVar("request", default="none")
 
@@ -156,8 +162,6 @@ def test_the_hook_selects_off_the_loop_with_the_picks_of_its_sync_twin(
 
 
 def test_a_lifecycle_step_plans_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    import langchain_pacms.lifecycle.harness as harness_module
-
     harness = LifecycleHarness()
     messages = _conversation(30)
     indexed = _spy(monkeypatch, harness_module, "index_messages")
@@ -166,8 +170,6 @@ def test_a_lifecycle_step_plans_off_the_loop(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_offloaded_steps_do_not_wait_for_a_full_default_executor() -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     gate = threading.Event()
 
     async def main() -> list[str]:
@@ -186,9 +188,6 @@ def test_offloaded_steps_do_not_wait_for_a_full_default_executor() -> None:
 
 
 def test_harness_counters_stay_exact_when_steps_count_at_once() -> None:
-    import sys
-
-    from langchain_pacms.lifecycle import HarnessStats
 
     stats = HarnessStats()
     interval = sys.getswitchinterval()
@@ -207,3 +206,21 @@ def test_harness_counters_stay_exact_when_steps_count_at_once() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert stats.plans == 80_000 and stats.rejections["x"] == 80_000
+
+
+def test_the_pool_and_the_cache_compute_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    seen = {
+        name: _spy(monkeypatch, owner, name)
+        for owner, name in (
+            (PoolEmbedder, "_pooled"),
+            (PoolEmbedder, "_rows_from"),
+            (CachedEmbeddings, "_kept"),
+            (CachedEmbeddings, "_finish"),
+            (CachedEmbeddings, "_keys"),
+        )
+    }
+    pool = [f"service s{i} latency {i * 7 % 101} ms" for i in range(50)]
+
+    asyncio.run(ContextSelector().aselect(pool, "latency 42 ms", budget=60))
+    assert all(calls and not any(calls) for calls in seen.values()), seen
