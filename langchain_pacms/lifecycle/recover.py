@@ -37,6 +37,7 @@ __all__ = [
     "RecoverTool",
     "make_recover_tool",
     "object_hashes",
+    "recovered_again",
     "unreadable_store",
 ]
 
@@ -225,7 +226,7 @@ def _recovering(
     stored_id = index.carried_id(object_id) if index is not None else object_id
     try:
         record = yield from _stored(sidecars, stored_id, hashes)
-        return _content(str(record.payload), listed)
+        return _content(recovered_again(str(record.payload)), listed)
     except SidecarNotFoundError as exc:
         if hashes and not folded:
             raise ToolException(
@@ -254,6 +255,46 @@ def _recovering(
             f"recover_context failed: the sidecar store could not be read "
             f"({type(exc).__name__}: {exc}); try again later"
         ) from exc
+
+
+def recovered_again(payload: str, depth: int = 64) -> str:
+    """A folded round of ``recover_context`` calls as what those calls recovered.
+
+    Such a round's span payload (``{"text", "tool_calls", "results"}``) holds the payload it
+    recovered as an escaped string; recovering it again and again would nest the original ever
+    deeper (its size doubling with the backslashes). One call's round gives its result, read
+    again the same way; a round of several gives its span with each result read so. Any other
+    payload is returned as it is.
+
+    Example:
+        >>> call = {"name": RECOVER_TOOL_NAME, "args": {"object_id": "function:tool:1"}, "id": "r"}
+        >>> once = json.dumps({"text": "again", "tool_calls": [call], "results": "a.py"})
+        >>> twice = json.dumps({"text": "", "tool_calls": [call], "results": once})
+        >>> recovered_again(twice), recovered_again("a.py")
+        ('a.py', 'a.py')
+    """
+    try:
+        value = json.loads(payload) if depth > 0 and payload.startswith("{") else None
+    except ValueError:
+        return payload
+    if not isinstance(value, dict):
+        return payload
+    calls, results = value.get("tool_calls"), value.get("results")
+    recoveries = isinstance(calls, list) and all(
+        isinstance(c, Mapping) and c.get("name") == RECOVER_TOOL_NAME for c in calls
+    )
+    if not calls or not recoveries or not isinstance(results, str):
+        return payload
+    if len(calls) == 1:
+        return recovered_again(results, depth - 1)
+    try:
+        each = json.loads(results)
+        read = [{**r, "content": recovered_again(r["content"], depth - 1)} for r in each]
+    except (ValueError, TypeError, KeyError):
+        return payload
+    return json.dumps(
+        {**value, "results": json.dumps(read, ensure_ascii=False)}, ensure_ascii=False
+    )
 
 
 def _keyed(by_id: Mapping[str, ContextObject], key: str) -> ContextObject | None:
