@@ -310,14 +310,19 @@ def _ambiguous(object_id: str, objects: Sequence[ContextObject]) -> str:
     Only a folded object is offered as recoverable; a masked or active one is named as such.
     """
     state = {"masked": "masked, not recoverable", "active": "in the history, not folded"}
-    each = "; ".join(
-        f"{o.id!r} ({state.get(o.state) or ' '.join(o.text.split())[:80]})" for o in objects
-    )
+    each = "; ".join(f"{o.id!r} ({state.get(o.state) or _stub_of(o)})" for o in objects)
     return (
         f"recover_context: {object_id!r} names {len(objects)} objects in this conversation "
         f"(runs merged into one history, each numbering its own folds); call it again with the "
         f"id of the one you need: {each}"
     )
+
+
+def _stub_of(obj: ContextObject, shown: int = 160) -> str:
+    """A folded object as the model saw it: its stub (not the call, which merged runs share)."""
+    text = " ".join(obj.text.split())
+    stub = text[max(0, text.find("[folded:")) :]
+    return stub if len(stub) <= shown else stub[:shown] + " ..."
 
 
 def _stored(sidecars: SidecarStore, object_id: str, hashes: Sequence[str]) -> Steps[SidecarRecord]:

@@ -100,3 +100,27 @@ def test_the_same_payload_folded_in_three_runs_recovers_under_each_name():
         assert got == "same: src/same.py:12\n" * 40
         (restored,) = harness.reactivate(history, name, thread_id="merged")[-1:]
         assert restored.content == got  # back in place, read under the id its stub carries
+
+
+def test_the_ambiguity_error_shows_each_fold_by_its_stub_not_by_the_shared_call():
+    # both runs made the same long call: each entry read as the call's first 80 characters,
+    # so the model could not tell which key was the stub it had seen
+    store = InMemoryStore()
+    command = {"command": "cd /repo && python -m pytest tests/test_billing.py -x -q --maxfail=1"}
+
+    def run(tag: str) -> list:
+        history = [HumanMessage(f"task {tag}", id=f"h{tag}")]
+        history += tool_round("bash", command, f"/srv/{tag}/{tag}.py:12 failed\n" * 40, tag)
+        result = fold(history)
+        SidecarStore(store, "merged").put_many(result.sidecars)
+        return result.messages
+
+    history = [*run("alpha"), *run("beta"), HumanMessage("and now?", id="h9")]
+    answer = make_recover_tool(store).invoke(
+        {"object_id": "function:tool:1", "state": {"messages": history}},
+        {"configurable": {"thread_id": "merged"}},
+    )
+    assert "names 2 objects" in answer
+    entries = answer.split("you need: ")[1].split("; '")
+    assert len(entries) == 2
+    assert "/srv/alpha/alpha.py" in entries[0] and "/srv/beta/beta.py" in entries[1]
