@@ -59,6 +59,12 @@ def test_bench_hook_reports_the_overhead(options: list[str]) -> None:
     assert "last selection phases (ms)" in out
 
 
+def test_bench_async_loop_compares_the_offloaded_hook_with_the_loop() -> None:
+    out = run_script("bench_async_loop.py", "--agents", "3", "--calls", "2", "--rounds", "5")
+    for row in ("on the loop (reference) |", "offloaded |", "ratios (on the loop / offloaded)"):
+        assert row in out
+
+
 def test_bench_lifecycle_prints_the_step_rows_and_the_target() -> None:
     out = run_script("bench_lifecycle.py", "--calls", "3", "--rounds", "10")
     assert "history: 40 messages" in out
