@@ -180,18 +180,25 @@ async def adrive(
         (('PING', True), ('PING', False))
     """
     if offload:
-        return await _adrive_offloaded(steps, answer)
-    try:
-        request = next(steps)
-        while True:
-            try:
-                reply = await answer(request)
-            except Exception as err:
-                request = steps.throw(err)
-            else:
-                request = steps.send(reply)
-    except StopIteration as done:
-        return done.value
+        loop, context = asyncio.get_running_loop(), contextvars.copy_context()
+
+        async def advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
+            return await loop.run_in_executor(_step_executor(), context.run, _advance, move, value)
+
+    else:
+
+        async def advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
+            return _advance(move, value)
+
+    done, out = await advance(steps.send, None)
+    while not done:
+        try:
+            reply = await answer(out)
+        except Exception as err:
+            done, out = await advance(steps.throw, err)
+        else:
+            done, out = await advance(steps.send, reply)
+    return cast(T, out)
 
 
 def _advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
@@ -239,27 +246,6 @@ async def in_step_thread(fn: Callable[..., T], *args: Any) -> T:
     loop = asyncio.get_running_loop()
     run = functools.partial(contextvars.copy_context().run, fn, *args)
     return await loop.run_in_executor(_step_executor(), run)
-
-
-async def _adrive_offloaded(
-    steps: Generator[Ask, Answer, T], answer: Callable[[Ask], Awaitable[Answer]]
-) -> T:
-    """:func:`adrive` whose steps run on the step threads, one at a time, in one context."""
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-
-    async def advance(move: Callable[[Any], Ask], value: Any) -> tuple[bool, Any]:
-        return await loop.run_in_executor(_step_executor(), context.run, _advance, move, value)
-
-    done, out = await advance(steps.send, None)
-    while not done:
-        try:
-            reply = await answer(out)
-        except Exception as err:
-            done, out = await advance(steps.throw, err)
-        else:
-            done, out = await advance(steps.send, reply)
-    return cast(T, out)
 
 
 @dataclass(frozen=True)
