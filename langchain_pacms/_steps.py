@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 __all__ = [
+    "STEP_THREAD_ITEMS",
     "Call",
     "Steps",
     "adrive",
@@ -235,14 +236,25 @@ def _forget_executor() -> None:
 os.register_at_fork(after_in_child=_forget_executor)
 
 
-async def in_step_thread(fn: Callable[..., T], *args: Any) -> T:
+STEP_THREAD_ITEMS = 16
+"""Fewest items (texts, rows) a piece of work handles to be worth a step thread's round trip."""
+
+
+async def in_step_thread(fn: Callable[..., T], *args: Any, items: int | None = None) -> T:
     """Await ``fn(*args)`` run on the step threads (see :func:`adrive`), in this context.
+
+    ``items``: how many items the work handles; under :data:`STEP_THREAD_ITEMS` it is done
+    here, on the loop (the round trip would cost more than it holds the loop up).
 
     Example:
         >>> import asyncio, threading
         >>> asyncio.run(in_step_thread(lambda: threading.current_thread().name))[:11]
         'pacms-steps'
+        >>> asyncio.run(in_step_thread(lambda: threading.current_thread().name, items=1))
+        'MainThread'
     """
+    if items is not None and items < STEP_THREAD_ITEMS:
+        return fn(*args)
     loop = asyncio.get_running_loop()
     run = functools.partial(contextvars.copy_context().run, fn, *args)
     return await loop.run_in_executor(_step_executor(), run)

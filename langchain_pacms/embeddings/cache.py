@@ -488,7 +488,7 @@ class CachedEmbeddings(Embeddings):
         vectors: list[Any] = []
         for batch in self._batches(todo):
             vectors.extend(await self._embed_async(batch, kind))
-        fresh, keep = await in_step_thread(self._kept, todo, vectors)  # copies and checks
+        fresh, keep = await in_step_thread(self._kept, todo, vectors, items=len(todo))
         await self._asave(keep if save else [])
         return fresh
 
@@ -542,8 +542,10 @@ class CachedEmbeddings(Embeddings):
         if self._probe and not await self._aprobe_now():
             alone = {t: t for t in texts}
             fresh = await self._aembed_now(alone, kind, save=False)
-            return await in_step_thread(self._finish, list(texts), [None] * len(texts), fresh)
-        keys = await in_step_thread(self._keys, texts, kind)  # the texts' computing off the loop
+            return await in_step_thread(
+                self._finish, list(texts), [None] * len(texts), fresh, items=len(texts)
+            )
+        keys = await in_step_thread(self._keys, texts, kind, items=len(texts))
         found = await self._alookup(keys)
         todo = self._misses(texts, keys, found)
         with self._claimed(todo, deadline, asynchronous=True) as (mine, rest, fresh, waits):
@@ -558,7 +560,7 @@ class CachedEmbeddings(Embeddings):
             fresh.update(
                 await self._aembed_now(self._landed(waits, fresh, deadline, timeout), kind)
             )
-        return await in_step_thread(self._finish, keys, found, fresh)
+        return await in_step_thread(self._finish, keys, found, fresh, items=len(keys))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents through the cache (LangChain ``Embeddings`` interface)."""

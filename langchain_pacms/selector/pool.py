@@ -286,12 +286,14 @@ class PoolEmbedder:
         self, texts: list[str], query: str, last: Pool | None, deadline: float | None
     ) -> Pool:
         # the pool's own computing runs on the step threads; only the embedding is awaited here
-        lent, todo = await in_step_thread(self._rows_from, last, texts)
+        lent, todo = await in_step_thread(self._rows_from, last, texts, items=len(texts))
         fresh = await self.embeddings.aembed_matrix(todo, timeout=self._left(deadline))
         query_vec = (
             await self.embeddings.aembed_matrix([query], kind="query", timeout=self._left(deadline))
         )[0]
-        return await in_step_thread(self._pooled, texts, query, lent, fresh, query_vec)
+        return await in_step_thread(
+            self._pooled, texts, query, lent, fresh, query_vec, items=len(texts)
+        )
 
     def _rows_from(self, last: Pool | None, texts: list[str]) -> tuple[Lent | None, list[str]]:
         """What the last pool lends this one, and the texts to embed.
