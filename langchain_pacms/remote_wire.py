@@ -211,7 +211,9 @@ def _scores(
     verdicts = body.get("candidates")
     if not isinstance(verdicts, list) or not all(isinstance(v, dict) for v in verdicts):
         raise RemoteAnswerError("candidates is not a list of verdicts")
-    if sorted(str(v.get("id")) for v in verdicts) != sorted(ids) or len(verdicts) != len(ids):
+    if not all(isinstance(v.get("id"), str) for v in verdicts):
+        raise RemoteAnswerError("a verdict's id is not a string")
+    if sorted(v["id"] for v in verdicts) != sorted(ids) or len(verdicts) != len(ids):
         raise RemoteAnswerError("the service answered for other candidates than were sent")
     relevance = {v["id"]: _number(v.get("relevance"), "a relevance") for v in verdicts}
     gains = {v["id"]: _number(v["gain"], "a gain") for v in verdicts if v.get("gain") is not None}

@@ -235,10 +235,11 @@ def create_app(
             session_id(sid)
         except ValueError as err:
             return problem_response(422, str(err).replace(SESSION_HEADER, "session"))
-        if not sessions.open_stream():
-            return problem_response(503, f"live: {sessions.max_clients} streams are open already")
         last = request.headers.get("last-event-id", "0")
-        after = int(last) if last.isdigit() and len(last) < 19 else 0
+        # ASCII digits only: "²".isdigit() holds but int("²") raises
+        after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else 0
+        if not sessions.open_stream():  # nothing may fail between this and the stream's close
+            return problem_response(503, f"live: {sessions.max_clients} streams are open already")
         return _EventStream(
             event_stream(sessions, sid, after),
             on_close=sessions.close_stream,

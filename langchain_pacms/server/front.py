@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from langchain_pacms.server.live import SESSION_HEADER
 
-__all__ = ["LOOPBACK_HOSTS", "Front", "Guard", "Route", "Worker", "problem_response"]
+__all__ = ["HARDENING", "LOOPBACK_HOSTS", "Front", "Guard", "Route", "Worker", "problem_response"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
@@ -32,8 +32,9 @@ def problem_response(status: int, detail: str, **extra: Any) -> JSONResponse:
 def _host_name(value: bytes) -> str:
     """The name in a ``Host`` header, without its port (``[::1]:80`` gives ``[::1]``)."""
     host = value.decode("latin-1").strip().lower()
-    if host.startswith("["):
-        return host.partition("]")[0] + "]"
+    if host.startswith("["):  # "[::1]" or "[::1]:80"; anything else after "]" is no host
+        name, _, rest = host.partition("]")
+        return name + "]" if rest == "" or (rest[:1] == ":" and rest[1:].isdigit()) else host
     return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
@@ -62,6 +63,24 @@ class Guard:
         return None
 
 
+HARDENING = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    ),
+)
+"""Headers on every answer: no sniffing, no framing, the page's own files only."""
+
+
+async def _hardened(send: Any, message: dict[str, Any]) -> None:
+    """``send(message)``, the :data:`HARDENING` headers added to a response's start."""
+    if message.get("type") == "http.response.start":
+        message = {**message, "headers": [*message.get("headers", ()), *HARDENING]}
+    await send(message)
+
+
 class Front:
     """Guards each request (400, 401), reads its body (415, 413, 408), then routes it."""
 
@@ -83,6 +102,7 @@ class Front:
         """Answer one ASGI event: refuse it, work a selection route, or pass it to FastAPI."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        send = functools.partial(_hardened, send)
         headers = dict(scope.get("headers") or [])
         refusal = self.guard.refusal(headers)
         if refusal is not None:

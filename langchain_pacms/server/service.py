@@ -18,7 +18,15 @@ from langchain_pacms.server.front import problem_response
 from langchain_pacms.server.live import SessionLog, session_id
 from langchain_pacms.server.schemas import SelectRequest, SelectResponse
 
-__all__ = ["MAX_TEXT_CHARS", "TEXT_PREVIEW", "WORD_CAP", "Service", "capped_words", "strategy_info"]
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "REFUSAL_CHARS",
+    "TEXT_PREVIEW",
+    "WORD_CAP",
+    "Service",
+    "capped_words",
+    "strategy_info",
+]
 
 MAX_TEXT_CHARS = 4_000_000
 """Default work budget of one request: characters of candidate texts and query together."""
@@ -94,12 +102,19 @@ class _Refused(ValueError):
         self.field = field
 
 
+REFUSAL_CHARS = 2_000
+"""Most characters of a refusal's message (a refused options dict is quoted in it)."""
+
+
 def _refusal(field: str, message: str) -> JSONResponse:
     """The 422 refusing the request's ``field`` (``strategy_options``, ``relevant_ids``, ...).
 
     Its ``errors`` name the field, as a validation error's do, so a client tells the caller's
     mistake (``strategy``, ``strategy_options``) from other bad input and a limit of the service.
+    A message longer than :data:`REFUSAL_CHARS` is cut there (it may quote the request back).
     """
+    if len(message) > REFUSAL_CHARS:
+        message = message[:REFUSAL_CHARS] + " ..."
     return problem_response(
         422, f"{field}: {message}", errors=[{"field": field, "message": message}]
     )
