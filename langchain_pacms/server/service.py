@@ -198,9 +198,9 @@ class Service:
         except ValidationError as err:
             return _invalid(err)
         if len(req.candidates) > self.max_candidates:
-            return problem_response(
-                422,
-                f"candidates: {len(req.candidates)} candidates exceed the limit of "
+            return _refusal(
+                "candidates",
+                f"{len(req.candidates)} candidates exceed the limit of "
                 f"{self.max_candidates} (max_candidates)",
             )
         chars = sum(len(c.text) + sum(map(len, c.values or ())) for c in req.candidates)
@@ -220,7 +220,7 @@ class Service:
         seen: set[str] = set()
         for index, cid in enumerate(str(c.id) for c in cands):
             if cid in seen:
-                return problem_response(422, f"candidates[{index}].id: duplicate id {cid!r}")
+                return _refusal(f"candidates[{index}].id", f"duplicate id {cid!r}")
             seen.add(cid)
         try:  # each input is checked by its field first
             self._check_options(req.strategy, req.strategy_options)

@@ -150,6 +150,7 @@ def test_bad_input_is_4xx_naming_the_field(url: str, case: str, body: dict, need
         r = post(url, path, body)
         assert 400 <= r.status_code < 500, (case, r.status_code, r.text)
         assert needle in r.json()["detail"], (case, r.json())
+        assert r.json()["errors"], (case, r.json())  # each field at fault (duplicate ids had none)
 
 
 def test_fastapi_routes_answer_as_the_front_does(url: str) -> None:
