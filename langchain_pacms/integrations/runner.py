@@ -18,7 +18,12 @@ from langchain_pacms.integrations.fit import Pool, fit
 from langchain_pacms.integrations.folds import FoldStubs
 from langchain_pacms.integrations.lookups import lookups
 from langchain_pacms.integrations.pins import pin_spans
-from langchain_pacms.integrations.request import RequestCost, tool_name, tool_schema_text
+from langchain_pacms.integrations.request import (
+    RequestCost,
+    tool_name,
+    tool_schema_text,
+    tool_state,
+)
 from langchain_pacms.lifecycle import RECOVER_TOOL_NAME, with_unsent_noted
 from langchain_pacms.messages import (
     CONTEXT_DOCUMENTS_HEADER,
@@ -159,7 +164,8 @@ class SelectionRunner:
         self.source = source
         self.last_selection: Selection | None = None
         self._memo = MessageMemo()  # texts and counts of the messages seen, between calls
-        self._tool_memo: LruMemo[int, tuple[Any, Any, int]] = LruMemo(256)  # id -> tool, counter, n
+        # id -> tool, counter, its state (``tool_state``), tokens
+        self._tool_memo: LruMemo[int, tuple[Any, Any, Any, int]] = LruMemo(256)
         # candidate text -> its values; bounded by the texts' size, as it holds them
         self._values: LruMemo[str, frozenset[str]] = LruMemo(
             4096, max_bytes=_VALUES_MEMO_CHARS, weigh=_text_length
@@ -222,11 +228,17 @@ class SelectionRunner:
         counter = self.selector.token_counter
         total = 0
         for tool in tools:
+            state = tool_state(tool)  # a tool edited in place is counted again
             known = self._tool_memo.get(id(tool))
-            if known is None or known[0] is not tool or known[1] is not counter:
-                known = (tool, counter, counter(tool_schema_text(tool)))
+            if (
+                known is None
+                or known[0] is not tool
+                or known[1] is not counter
+                or known[2] != state
+            ):
+                known = (tool, counter, state, counter(tool_schema_text(tool)))
                 self._tool_memo.put(id(tool), known)
-            total += known[2]
+            total += known[3]
         return total
 
     def request(self, model: Any = None, tools: Sequence[Any] | None = None) -> RequestCost:

@@ -14,6 +14,7 @@ from langchain_pacms.integrations import SelectionConfig, create_pacms_hook
 from langchain_pacms.integrations.config import DEFAULT_TOKENS_PER_MESSAGE
 from langchain_pacms.integrations.middleware import PACMSMiddleware
 from langchain_pacms.integrations.request import tool_schema_text
+from langchain_pacms.integrations.runner import SelectionRunner
 from langchain_pacms.messages import sent_tokens
 
 SYSTEM = "You are the archive assistant. Answer from the archive."
@@ -148,3 +149,14 @@ def test_a_model_without_a_profile_is_a_clear_error_at_the_first_call():
     agent = create_agent(profiled(None), TOOLS, middleware=[mw])
     with pytest.raises(ValueError, match=r'profile\["max_input_tokens"\].*has none'):
         agent.invoke({"messages": [HumanMessage("hi")]})
+
+
+def test_a_tool_edited_in_place_is_charged_at_its_new_size() -> None:
+    # the count was remembered per tool object: a description that grew was still charged at
+    # its old size, and requests went over the budget unflagged (617 tokens sent on 400)
+    runner = SelectionRunner(SelectionConfig(budget=400))
+    schema = {"name": "lookup", "description": "Look up.", "parameters": {}}
+    before = runner.tool_tokens([schema])
+    schema["description"] = "Look up a record by its key. " * 20
+    after = runner.tool_tokens([schema])
+    assert after == runner.selector.token_counter(tool_schema_text(schema)) > before
